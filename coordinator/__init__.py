@@ -1,0 +1,1 @@
+"""Coordination: the Coordinator interface, the embedded LocalCoordinator and EtcdCoordinator."""

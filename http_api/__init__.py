@@ -1,0 +1,1 @@
+"""The aiohttp HTTP API (v1): routing, validation, auth, error mapping, long-poll, push."""

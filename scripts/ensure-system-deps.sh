@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Install the system packages the test suite needs, only when they are missing:
+#   - an etcd server (Debian's etcd-server) when `etcd` is not on PATH;
+#   - a Java runtime (for Spark) when `java` is not on PATH.
+# Runs apt-get as root (or through sudo). Quick when nothing is missing.
+set -euo pipefail
+missing=()
+command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)
+command -v java >/dev/null 2>&1 || missing+=(openjdk-17-jre-headless)
+if [ ${#missing[@]} -eq 0 ]; then
+    exit 0
+fi
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+    command -v sudo >/dev/null 2>&1 || { echo "need root or sudo to install: ${missing[*]}" >&2; exit 1; }
+    SUDO="sudo"
+fi
+echo "installing system packages: ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# Debian's etcd-server starts a system service on install; the tests start their own servers.
+if [[ " ${missing[*]} " == *" etcd-server "* ]]; then
+    $SUDO systemctl stop etcd >/dev/null 2>&1 || $SUDO service etcd stop >/dev/null 2>&1 || true
+fi
+command -v etcd >/dev/null 2>&1 || { echo "etcd is still not on PATH after installing etcd-server" >&2; exit 1; }
+java -version >/dev/null 2>&1 || { echo "java does not run after installing a JRE" >&2; exit 1; }

@@ -1,0 +1,341 @@
+"""Record batch codec: the unit of append, replication, fetch and checksum.
+
+Wire and disk layout (little-endian, fixed header, then the records section)::
+
+    offset size field              note
+    0      8    base_offset        u64, assigned by the leader on append (patched in place)
+    8      4    batch_length       u32, bytes after this field
+    12     4    leader_epoch       u32, stamped by the leader on append (patched in place)
+    16     1    magic              u8, format version (1)
+    17     8    checksum           u64, xxh3_64 of every byte after this field
+    25     2    attributes         u16, bits 0-2 codec, bit 3 timestamp type, bit 5 control
+    27     4    last_offset_delta  u32, record_count - 1
+    31     8    first_timestamp    i64, ms
+    39     8    max_timestamp      i64, ms
+    47     8    producer_id        i64, -1 when not idempotent
+    55     2    producer_epoch     i16
+    57     4    base_sequence      i32
+    61     4    record_count       u32
+    65     -    records            msgpack array of [offset_delta, timestamp_delta, key, value,
+                                   headers]; compressed as a whole when the codec is not 0
+
+Because the checksum starts after itself, patching the offset and epoch on append never requires
+re-checksumming. The broker never decodes the records section on the hot path: it validates the
+header and the checksum (``validate_batch``), patches the 16-byte prefix (``patched_prefix``) and
+appends the rest of the caller's bytes as they are.
+
+Everything here is pure: functions over ``bytes``/``memoryview``, no files, no clock.
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+from collections.abc import Iterator, Sequence
+from typing import NamedTuple
+
+import msgpack
+import xxhash
+
+from segments.compression import Codec, compress, decompress
+from segments.errors import CorruptBatchError, InvalidArgumentError, InvalidBatchError
+
+MAGIC = 1
+
+HEADER = struct.Struct("<QIIBQHIqqqhiI")
+HEADER_SIZE = HEADER.size
+# The part of the header that precedes the checksum and may be patched without re-checksumming.
+PREFIX = struct.Struct("<QII")
+PREFIX_SIZE = PREFIX.size
+# batch_length counts the bytes after base_offset and batch_length themselves.
+LENGTH_PREFIX_SIZE = struct.calcsize("<QI")
+MAGIC_OFFSET = PREFIX_SIZE
+CHECKSUM_STRUCT = struct.Struct("<Q")
+CHECKSUM_OFFSET = MAGIC_OFFSET + 1
+CHECKSUMMED_FROM = CHECKSUM_OFFSET + CHECKSUM_STRUCT.size
+LAST_OFFSET_DELTA_OFFSET = CHECKSUMMED_FROM + 2
+# Everything after the checksum and before the records section.
+BODY_HEADER = struct.Struct("<HIqqqhiI")
+
+assert HEADER_SIZE == 65
+assert PREFIX_SIZE == 16 and LENGTH_PREFIX_SIZE == 12
+assert CHECKSUMMED_FROM == 25 and CHECKSUMMED_FROM + BODY_HEADER.size == HEADER_SIZE
+
+CODEC_MASK = 0b111
+TIMESTAMP_TYPE_LOG_APPEND = 1 << 3
+CONTROL_FLAG = 1 << 5
+KNOWN_ATTRIBUTES = CODEC_MASK | TIMESTAMP_TYPE_LOG_APPEND | CONTROL_FLAG
+NO_PRODUCER_ID = -1
+NO_SEQUENCE = -1
+U32_MAX = (1 << 32) - 1
+DEFAULT_RECORDS_BYTES_MAX = 64 * 1024 * 1024
+
+_checksum = xxhash.xxh3_64_intdigest
+_packb = msgpack.Packer(use_bin_type=True, autoreset=True).pack
+
+
+class BatchHeader(NamedTuple):
+    """The fixed header of a record batch, as stored."""
+
+    base_offset: int
+    batch_length: int
+    leader_epoch: int
+    magic: int
+    checksum: int
+    attributes: int
+    last_offset_delta: int
+    first_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    record_count: int
+
+    @property
+    def size_bytes(self) -> int:
+        """Total size of the batch, header included."""
+        return self.batch_length + LENGTH_PREFIX_SIZE
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta + 1
+
+    @property
+    def codec(self) -> int:
+        return self.attributes & CODEC_MASK
+
+
+class Record(NamedTuple):
+    """One decoded record."""
+
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: list[tuple[str, bytes]]
+
+
+class ProducerRecord(NamedTuple):
+    """One record as a producer hands it to ``encode_batch``; ``timestamp`` None means now."""
+
+    value: bytes | None
+    key: bytes | None = None
+    headers: Sequence[tuple[str, bytes]] = ()
+    timestamp: int | None = None
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def encode_batch(
+    records: Sequence[ProducerRecord],
+    *,
+    base_offset: int = 0,
+    leader_epoch: int = 0,
+    codec: Codec = Codec.NONE,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = -1,
+    base_sequence: int = NO_SEQUENCE,
+    timestamp_ms: int | None = None,
+) -> bytes:
+    """Build one batch from records; ``timestamp_ms`` is used for records without a timestamp."""
+    if not records:
+        raise InvalidArgumentError("a batch needs at least one record")
+    default_ts = now_ms() if timestamp_ms is None else timestamp_ms
+    stamps = [default_ts if r.timestamp is None else r.timestamp for r in records]
+    first_ts = stamps[0]
+    rows = [
+        [i, ts - first_ts, r.key, r.value, r.headers]
+        for i, (r, ts) in enumerate(zip(records, stamps, strict=True))
+    ]
+    return _assemble(
+        _packb(rows),
+        count=len(rows),
+        first_ts=first_ts,
+        max_ts=max(stamps),
+        base_offset=base_offset,
+        leader_epoch=leader_epoch,
+        codec=codec,
+        producer=(producer_id, producer_epoch, base_sequence),
+    )
+
+
+def encode_values(
+    values: Sequence[bytes], *, timestamp_ms: int | None = None, codec: Codec = Codec.NONE
+) -> bytes:
+    """Fast path for the common case: values only, no keys, headers or per-record timestamps."""
+    if not values:
+        raise InvalidArgumentError("a batch needs at least one record")
+    ts = now_ms() if timestamp_ms is None else timestamp_ms
+    rows = [[i, 0, None, v, ()] for i, v in enumerate(values)]
+    return _assemble(
+        _packb(rows),
+        count=len(rows),
+        first_ts=ts,
+        max_ts=ts,
+        base_offset=0,
+        leader_epoch=0,
+        codec=codec,
+        producer=(NO_PRODUCER_ID, -1, NO_SEQUENCE),
+    )
+
+
+def _assemble(
+    section: bytes,
+    *,
+    count: int,
+    first_ts: int,
+    max_ts: int,
+    base_offset: int,
+    leader_epoch: int,
+    codec: Codec,
+    producer: tuple[int, int, int],
+) -> bytes:
+    if count - 1 > U32_MAX:
+        raise InvalidArgumentError(f"too many records in one batch: {count}")
+    records_section = compress(Codec(codec), section)
+    body_header = BODY_HEADER.pack(
+        int(codec), count - 1, first_ts, max_ts, producer[0], producer[1], producer[2], count
+    )
+    checksum = _checksum(body_header + records_section)
+    batch_length = HEADER_SIZE - LENGTH_PREFIX_SIZE + len(records_section)
+    head = PREFIX.pack(base_offset, batch_length, leader_epoch)
+    return b"".join((head, bytes((MAGIC,)), CHECKSUM_STRUCT.pack(checksum), body_header, records_section))
+
+
+def parse_header(buf: bytes | memoryview, position: int = 0) -> BatchHeader:
+    """Unpack a header without any check; ``buf`` must hold ``HEADER_SIZE`` bytes at ``position``."""
+    return BatchHeader._make(HEADER.unpack_from(buf, position))
+
+
+def check_header(header: BatchHeader, *, size_bytes_max: int, position: int = -1) -> None:
+    """Check the header's own fields (everything but the checksum); raise ``InvalidBatchError``."""
+    if header.magic != MAGIC:
+        raise InvalidBatchError(f"unsupported batch magic {header.magic} at position {position}")
+    if header.batch_length < HEADER_SIZE - LENGTH_PREFIX_SIZE:
+        raise InvalidBatchError(f"batch length {header.batch_length} is shorter than a header")
+    if header.size_bytes > size_bytes_max:
+        raise InvalidBatchError(
+            f"batch of {header.size_bytes} bytes at position {position} exceeds {size_bytes_max}"
+        )
+    if header.record_count != header.last_offset_delta + 1 or header.record_count == 0:
+        raise InvalidBatchError(
+            f"record count {header.record_count} does not match last offset delta "
+            f"{header.last_offset_delta}"
+        )
+    if header.attributes & ~KNOWN_ATTRIBUTES or header.codec not in _CODECS:
+        raise InvalidBatchError(f"unknown batch attributes {header.attributes:#x}")
+
+
+_CODECS = frozenset(int(c) for c in Codec)
+
+
+def validate_batch(
+    buf: bytes | memoryview, *, size_bytes_max: int = DEFAULT_RECORDS_BYTES_MAX, position: int = -1
+) -> BatchHeader:
+    """Validate that ``buf`` holds exactly one well-formed batch and return its header."""
+    if len(buf) < HEADER_SIZE:
+        raise InvalidBatchError(f"{len(buf)} bytes is shorter than a batch header ({HEADER_SIZE})")
+    header = parse_header(buf)
+    check_header(header, size_bytes_max=size_bytes_max, position=position)
+    if header.size_bytes != len(buf):
+        raise InvalidBatchError(
+            f"batch length field says {header.size_bytes} bytes but {len(buf)} were given"
+        )
+    verify_checksum(buf, header, position=position)
+    return header
+
+
+def verify_checksum(buf: bytes | memoryview, header: BatchHeader, *, position: int = -1) -> None:
+    """Raise ``CorruptBatchError`` unless the stored checksum matches the batch bytes."""
+    view = memoryview(buf)[CHECKSUMMED_FROM : header.size_bytes]
+    computed = _checksum(view)
+    if computed != header.checksum:
+        raise CorruptBatchError(
+            f"batch checksum mismatch at position {position}: stored {header.checksum:#018x}, "
+            f"computed {computed:#018x}",
+            position=position,
+            stored=header.checksum,
+            computed=computed,
+        )
+
+
+def patched_prefix(header: BatchHeader, base_offset: int, leader_epoch: int) -> bytes:
+    """The 16 bytes that replace the batch's prefix when it is appended at ``base_offset``."""
+    return PREFIX.pack(base_offset, header.batch_length, leader_epoch)
+
+
+def patch_in_place(buf: bytearray | memoryview, base_offset: int, leader_epoch: int) -> None:
+    """Rewrite base offset and leader epoch of the batch at the start of a mutable buffer."""
+    batch_length = struct.unpack_from("<I", buf, 8)[0]
+    PREFIX.pack_into(buf, 0, base_offset, batch_length, leader_epoch)
+
+
+def decode_records(
+    buf: bytes | memoryview, *, size_bytes_max: int = DEFAULT_RECORDS_BYTES_MAX
+) -> list[Record]:
+    """Validate one batch and decode its records (not for the hot path)."""
+    header = validate_batch(buf, size_bytes_max=size_bytes_max)
+    section = decompress(header.codec, memoryview(buf)[HEADER_SIZE:], size_bytes_max)
+    try:
+        rows = msgpack.unpackb(section, raw=False, use_list=True, strict_map_key=True)
+    except (ValueError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError) as exc:
+        raise InvalidBatchError(f"records section is not valid msgpack: {exc}") from exc
+    if not isinstance(rows, list) or len(rows) != header.record_count:
+        raise InvalidBatchError(f"records section does not hold {header.record_count} records")
+    base, first_ts = header.base_offset, header.first_timestamp
+    log_append = header.attributes & TIMESTAMP_TYPE_LOG_APPEND
+    out = []
+    for row in rows:
+        delta, ts_delta, key, value, headers = _check_row(row, header.last_offset_delta)
+        ts = header.max_timestamp if log_append else first_ts + ts_delta
+        out.append(Record(base + delta, ts, key, value, headers))
+    return out
+
+
+def _check_row(row: object, last_delta: int) -> tuple[int, int, bytes | None, bytes | None, list]:
+    if not isinstance(row, list) or len(row) != 5:
+        raise InvalidBatchError("a record must be an array of 5 fields")
+    delta, ts_delta, key, value, headers = row
+    if type(delta) is not int or not 0 <= delta <= last_delta or type(ts_delta) is not int:
+        raise InvalidBatchError("record offset or timestamp delta is not a valid integer")
+    if not (key is None or type(key) is bytes) or not (value is None or type(value) is bytes):
+        raise InvalidBatchError("record key and value must be bytes or nil")
+    if not isinstance(headers, list):
+        raise InvalidBatchError("record headers must be an array")
+    pairs = []
+    for pair in headers:
+        if (
+            not isinstance(pair, list)
+            or len(pair) != 2
+            or type(pair[0]) is not str
+            or type(pair[1]) is not bytes
+        ):
+            raise InvalidBatchError("a record header must be a [name str, value bin] pair")
+        pairs.append((pair[0], pair[1]))
+    return delta, ts_delta, key, value, pairs
+
+
+def iter_batches(
+    buf: bytes | memoryview, *, size_bytes_max: int = DEFAULT_RECORDS_BYTES_MAX
+) -> Iterator[tuple[int, BatchHeader]]:
+    """Yield ``(position, header)`` of each complete, valid batch in a buffer of batches.
+
+    Stops silently at a trailing partial batch; raises on a complete batch that is invalid.
+    """
+    view = memoryview(buf)
+    position = 0
+    while len(view) - position >= HEADER_SIZE:
+        header = parse_header(view, position)
+        check_header(header, size_bytes_max=size_bytes_max, position=position)
+        end = position + header.size_bytes
+        if end > len(view):
+            return
+        verify_checksum(view[position:end], header, position=position)
+        yield position, header
+        position = end

@@ -1,0 +1,87 @@
+"""Per-log configuration: one frozen value, units last in every name.
+
+``LogConfig.from_mapping`` is how topic configuration (strings or numbers from JSON/TOML) becomes
+a validated config; unknown keys and out-of-range values raise ``InvalidArgumentError``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any, Final, Literal
+
+from segments.batch import HEADER_SIZE
+from segments.errors import InvalidArgumentError
+
+FlushPolicy = Literal["always", "interval", "never"]
+CleanupPolicy = Literal["delete", "compact"]
+
+KIB: Final = 1024
+MIB: Final = 1024 * KIB
+GIB: Final = 1024 * MIB
+DAY_MS: Final = 24 * 3600 * 1000
+# Positions in the offset index are u32, so a segment must stay below 4 GiB; 2 GiB like Kafka.
+SEGMENT_BYTES_MAX: Final = 2 * GIB - 1
+NO_LIMIT: Final = -1
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class LogConfig:
+    segment_bytes: int = GIB
+    segment_ms: int = 7 * DAY_MS
+    segment_index_bytes: int = 10 * MIB
+    index_interval_bytes: int = 4 * KIB
+    retention_ms: int = 7 * DAY_MS
+    retention_bytes: int = NO_LIMIT
+    cleanup_policy: CleanupPolicy = "delete"
+    flush: FlushPolicy = "interval"
+    flush_ms: int = 1000
+    max_batch_bytes: int = 8 * MIB
+
+    def __post_init__(self) -> None:
+        _check_range("segment_bytes", self.segment_bytes, HEADER_SIZE, SEGMENT_BYTES_MAX)
+        _check_range("segment_ms", self.segment_ms, 1, 2**62)
+        _check_range("segment_index_bytes", self.segment_index_bytes, 12, 2**31)
+        _check_range("index_interval_bytes", self.index_interval_bytes, 0, 2**31)
+        _check_range("retention_ms", self.retention_ms, NO_LIMIT, 2**62)
+        _check_range("retention_bytes", self.retention_bytes, NO_LIMIT, 2**62)
+        _check_range("flush_ms", self.flush_ms, 1, 2**62)
+        _check_range("max_batch_bytes", self.max_batch_bytes, HEADER_SIZE, SEGMENT_BYTES_MAX)
+        if self.cleanup_policy not in ("delete", "compact"):
+            raise InvalidArgumentError(f"cleanup_policy must be delete or compact, not {self.cleanup_policy!r}")
+        if self.flush not in ("always", "interval", "never"):
+            raise InvalidArgumentError(f"flush must be always, interval or never, not {self.flush!r}")
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any], base: LogConfig | None = None) -> LogConfig:
+        """Build a config from user-supplied keys over ``base`` (defaults when None)."""
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        changes: dict[str, Any] = {}
+        for key, raw in values.items():
+            if key not in fields:
+                raise InvalidArgumentError(f"unknown log config key {key!r}")
+            if fields[key].type in ("int",):
+                changes[key] = _as_int(key, raw)
+            else:
+                if not isinstance(raw, str):
+                    raise InvalidArgumentError(f"{key} must be a string")
+                changes[key] = raw
+        return dataclasses.replace(base or cls(), **changes)
+
+    def to_mapping(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def _as_int(key: str, raw: object) -> int:
+    if isinstance(raw, bool):
+        raise InvalidArgumentError(f"{key} must be an integer")
+    if isinstance(raw, int):
+        return raw
+    if isinstance(raw, str) and raw.strip().lstrip("-").isdigit():
+        return int(raw)
+    raise InvalidArgumentError(f"{key} must be an integer, not {raw!r}")
+
+
+def _check_range(name: str, value: int, low: int, high: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise InvalidArgumentError(f"{name} must be an integer in [{low}, {high}], not {value!r}")

@@ -1,0 +1,104 @@
+"""Typed storage errors.
+
+Every class carries a stable ``code`` and a ``retriable`` flag so that the HTTP layer and the
+internal RPC layer can map it (one table each) without string matching. Corruption errors carry
+the numbers that explain them (position, stored and computed checksum).
+"""
+
+from __future__ import annotations
+
+
+class StorageError(Exception):
+    """Base of every error raised by the storage engine."""
+
+    code = "storage_error"
+    retriable = False
+
+
+class InvalidArgumentError(StorageError):
+    """A caller passed a value the storage engine cannot accept (negative size, bad config)."""
+
+    code = "invalid_argument"
+
+
+class InvalidBatchError(StorageError):
+    """A record batch is malformed: wrong length, magic, counts or codec."""
+
+    code = "invalid_batch"
+
+
+class CorruptBatchError(InvalidBatchError):
+    """A record batch fails its checksum (or its length points past the data)."""
+
+    code = "corrupt_batch"
+
+    def __init__(self, message: str, *, position: int = -1, stored: int = 0, computed: int = 0):
+        super().__init__(message)
+        self.position = position
+        self.stored = stored
+        self.computed = computed
+
+
+class BatchTooLargeError(InvalidBatchError):
+    """A batch is larger than the log accepts (``max_batch_bytes``)."""
+
+    code = "batch_too_large"
+
+    def __init__(self, size_bytes: int, size_bytes_max: int):
+        super().__init__(f"batch of {size_bytes} bytes exceeds the limit of {size_bytes_max} bytes")
+        self.size_bytes = size_bytes
+        self.size_bytes_max = size_bytes_max
+
+
+class OffsetOutOfRangeError(StorageError):
+    """An offset lies below the log start or past the log end."""
+
+    code = "offset_out_of_range"
+
+    def __init__(self, offset: int, earliest: int, latest: int):
+        super().__init__(f"offset {offset} is outside [{earliest}, {latest}]")
+        self.offset = offset
+        self.earliest = earliest
+        self.latest = latest
+
+
+class StaleLeaderEpochError(StorageError):
+    """An append carries a leader epoch older than the newest one the log has seen."""
+
+    code = "stale_leader_epoch"
+
+    def __init__(self, epoch: int, latest_epoch: int):
+        super().__init__(f"leader epoch {epoch} is older than the log's latest epoch {latest_epoch}")
+        self.epoch = epoch
+        self.latest_epoch = latest_epoch
+
+
+class NonSequentialAppendError(StorageError):
+    """A replica append does not start at the log end offset."""
+
+    code = "non_sequential_append"
+
+    def __init__(self, base_offset: int, log_end_offset: int):
+        super().__init__(f"batch starts at offset {base_offset}, log ends at {log_end_offset}")
+        self.base_offset = base_offset
+        self.log_end_offset = log_end_offset
+
+
+class LogClosedError(StorageError):
+    """The log (or segment) was closed or deleted while a caller still used it."""
+
+    code = "log_closed"
+    retriable = True
+
+
+class CorruptCheckpointError(StorageError):
+    """A checkpoint file cannot be parsed."""
+
+    code = "corrupt_checkpoint"
+
+
+class StorageBusyError(StorageError):
+    """A bounded queue inside the storage engine is full; try again later."""
+
+    code = "storage_busy"
+    retriable = True

@@ -1,0 +1,546 @@
+"""The partition log: an ordered list of segments with one active (last) segment.
+
+Invariants:
+- segments are sorted by base offset and never overlap; offsets only grow;
+- ``log_start_offset`` is the first segment's base, ``log_end_offset`` the active segment's next
+  offset; only whole closed segments are deleted by retention, the active one never;
+- every batch on disk passed ``validate_batch`` before it was written, and ``open`` re-checks
+  every batch after the recovery point, so a read never returns a batch that fails its checksum;
+- the leader epoch history covers every batch: an epoch is recorded before its first batch.
+
+Concurrency: every public method takes ``self._lock`` (a ``threading.Lock``), so the log may be
+used from the event loop and from one flush thread. ``flush`` runs fsync on duplicated
+descriptors outside the lock so appends go on during it (group commit). Helpers that need the
+lock held end in ``_locked``.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import threading
+from collections.abc import Callable
+from typing import NamedTuple, final
+
+from segments.batch import BatchHeader, now_ms, patched_prefix, validate_batch
+from segments.checkpoint import LEADER_EPOCH_FILE, TMP_SUFFIX, read_epochs, write_atomic, write_epochs
+from segments.config import LogConfig
+from segments.epochs import LeaderEpochCache
+from segments.errors import (
+    BatchTooLargeError,
+    CorruptCheckpointError,
+    InvalidArgumentError,
+    LogClosedError,
+    NonSequentialAppendError,
+    OffsetOutOfRangeError,
+    StaleLeaderEpochError,
+)
+from segments.scan import ScanStop
+from segments.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, Extent, LogSegment
+
+CLEAN_SHUTDOWN_FILE = "clean-shutdown"
+
+
+class AppendInfo(NamedTuple):
+    base_offset: int
+    last_offset: int
+    log_end_offset: int
+
+
+class RecoveryReport(NamedTuple):
+    """What ``PartitionLog.open`` found and did; loss is reported here, never only logged."""
+
+    clean_shutdown: bool
+    segments: int
+    segments_recovered: int
+    batches_scanned: int
+    truncated_bytes: int
+    segments_deleted: int
+    log_end_offset: int
+    errors: tuple[str, ...]
+
+
+@final
+class LogSlice:
+    """Whole batches of one segment, for a zero-copy sender: a descriptor of its own (closed by
+    ``close``), a position and a size. Survives the segment being deleted meanwhile."""
+
+    __slots__ = ("fd", "position", "size_bytes", "first_offset", "next_offset")
+
+    def __init__(self, fd: int, extent: Extent) -> None:
+        self.fd = fd
+        self.position = extent.position
+        self.size_bytes = extent.size_bytes
+        self.first_offset = extent.first_offset
+        self.next_offset = extent.next_offset
+
+    def read(self) -> bytes:
+        return os.pread(self.fd, self.size_bytes, self.position)
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def __enter__(self) -> LogSlice:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+@final
+class PartitionLog:
+    __slots__ = (
+        "directory", "config", "_clock_ms", "_fsync", "_lock", "_segments", "_bases", "_epochs",
+        "_recovery_point", "_unflushed", "_last_flush_ms", "_truncations", "_closed", "recovery",
+    )
+
+    def __init__(self, directory: str, config: LogConfig, clock_ms: Callable[[], int],
+                 fsync: Callable[[int], None]) -> None:
+        """Use ``PartitionLog.open``."""
+        self.directory = directory
+        self.config = config
+        self._clock_ms = clock_ms
+        self._fsync = fsync
+        self._lock = threading.Lock()
+        self._segments: list[LogSegment] = []
+        self._bases: list[int] = []
+        self._epochs = LeaderEpochCache()
+        self._recovery_point = 0
+        self._unflushed: list[LogSegment] = []
+        self._last_flush_ms = clock_ms()
+        self._truncations = 0
+        self._closed = False
+        self.recovery: RecoveryReport | None = None
+
+    # ---- opening ---------------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, directory: str, config: LogConfig | None = None, *, recovery_point: int = 0,
+             clock_ms: Callable[[], int] = now_ms, fsync: Callable[[int], None] = os.fsync) -> PartitionLog:
+        """Open or create the log in ``directory``, recovering everything after ``recovery_point``
+        unless the log was closed cleanly. Never fails on a torn or corrupt tail."""
+        os.makedirs(directory, exist_ok=True)
+        log = cls(directory, config or LogConfig(), clock_ms, fsync)
+        log.recovery = log._load(recovery_point)
+        return log
+
+    def _load(self, recovery_point: int) -> RecoveryReport:
+        marker = os.path.join(self.directory, CLEAN_SHUTDOWN_FILE)
+        clean = os.path.exists(marker)
+        if clean:
+            os.unlink(marker)
+            _fsync_dir(self.directory, self._fsync)
+        bases = self._list_bases()
+        errors: list[str] = []
+        recovered = scanned = truncated = deleted = 0
+        for i, base in enumerate(bases):
+            if self._segments and (truncated or base < self._segments[-1].next_offset):
+                LogSegment(self.directory, base, self.config, fsync=self._fsync).delete()
+                deleted += 1
+                errors.append(f"segment {base} deleted: it follows damaged or overlapping data")
+                continue
+            segment = LogSegment(self.directory, base, self.config, fsync=self._fsync)
+            covered = i + 1 < len(bases) and bases[i + 1] <= recovery_point
+            if (clean or covered) and segment.load():
+                self._add_segment(segment)
+                continue
+            report = segment.recover()
+            recovered += 1
+            scanned += report.batches
+            truncated += report.truncated_bytes
+            if report.stop is not ScanStop.END:
+                errors.append(f"segment {base}: {report.stop.value} at position {report.valid_bytes}"
+                              f" ({report.truncated_bytes} bytes cut): {report.error}")
+            if segment.size_bytes == 0 and i + 1 < len(bases) and not truncated:
+                segment.delete()
+                deleted += 1
+                continue
+            self._add_segment(segment)
+        if not self._segments:
+            self._add_segment(LogSegment(self.directory, 0, self.config, fsync=self._fsync))
+        self._load_epochs_locked(errors)
+        self._recovery_point = min(recovery_point, self.log_end_offset)
+        return RecoveryReport(clean, len(self._segments), recovered, scanned, truncated, deleted,
+                              self.log_end_offset, tuple(errors))
+
+    def _list_bases(self) -> list[int]:
+        """Base offsets of the segment files; removes temp files and indexes without a log."""
+        bases, index_bases = set(), set()
+        for name in os.listdir(self.directory):
+            stem, _, suffix = name.partition(".")
+            path = os.path.join(self.directory, name)
+            if name.endswith(TMP_SUFFIX):
+                os.unlink(path)
+            elif len(stem) == 20 and stem.isdigit():
+                if "." + suffix == LOG_SUFFIX:
+                    bases.add(int(stem))
+                elif "." + suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                    index_bases.add((int(stem), path))
+        for base, path in index_bases:
+            if base not in bases:
+                os.unlink(path)
+        return sorted(bases)
+
+    def _add_segment(self, segment: LogSegment) -> None:
+        if self._segments:
+            self._segments[-1].seal()
+        self._segments.append(segment)
+        self._bases.append(segment.base_offset)
+
+    def _load_epochs_locked(self, errors: list[str]) -> None:
+        path = os.path.join(self.directory, LEADER_EPOCH_FILE)
+        try:
+            self._epochs = LeaderEpochCache(read_epochs(path))
+        except (CorruptCheckpointError, StaleLeaderEpochError) as exc:
+            errors.append(f"leader epoch checkpoint unreadable, history reset: {exc}")
+            self._epochs = LeaderEpochCache()
+        changed = self._epochs.truncate_from_end(self.log_end_offset)
+        changed |= self._epochs.truncate_from_start(self.log_start_offset)
+        if changed:
+            self._write_epochs_locked()
+
+    # ---- state -------------------------------------------------------------------------------
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._segments[0].base_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._segments[-1].next_offset
+
+    @property
+    def recovery_point(self) -> int:
+        return self._recovery_point
+
+    @property
+    def size_bytes(self) -> int:
+        with self._lock:
+            return sum(s.size_bytes for s in self._segments)
+
+    @property
+    def segment_count(self) -> int:
+        return len(self._segments)
+
+    @property
+    def latest_epoch(self) -> int:
+        return self._epochs.latest_epoch
+
+    def epoch_entries(self) -> list[tuple[int, int]]:
+        with self._lock:
+            return [tuple(e) for e in self._epochs.entries]  # type: ignore[misc]
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """``(epoch, end_offset)`` of the largest epoch <= ``epoch`` this log knows (see epochs)."""
+        with self._lock:
+            return self._epochs.end_offset_for(epoch, self.log_end_offset)
+
+    # ---- appending -------------------------------------------------------------------------
+
+    def append(self, batch: bytes | memoryview, *, leader_epoch: int, flush: bool = True) -> AppendInfo:
+        """Validate one batch, give it the next offsets and ``leader_epoch``, and append it.
+
+        ``flush`` applies the flush policy now (``always`` fsyncs before returning); pass False
+        when a ``GroupCommit`` will flush for the caller. Nothing is written when it raises."""
+        view = self._checked_view(batch)
+        header = validate_batch(view, size_bytes_max=self.config.max_batch_bytes)
+        with self._lock:
+            self._check_open_locked()
+            base = self.log_end_offset
+            stamped = header._replace(base_offset=base, leader_epoch=leader_epoch)
+            self._assign_epoch_locked(leader_epoch, base)
+            self._active_for_locked(stamped).append(patched_prefix(header, base, leader_epoch), view[16:], stamped)
+            if flush:
+                self._apply_flush_policy_locked()
+            return AppendInfo(base, stamped.last_offset, stamped.next_offset)
+
+    def append_replica(self, batch: bytes | memoryview, *, flush: bool = True) -> AppendInfo:
+        """Append a batch that already carries its offsets and epoch (a follower copying its
+        leader); it must start exactly at the log end."""
+        view = self._checked_view(batch)
+        header = validate_batch(view, size_bytes_max=self.config.max_batch_bytes)
+        with self._lock:
+            self._check_open_locked()
+            if header.base_offset != self.log_end_offset:
+                raise NonSequentialAppendError(header.base_offset, self.log_end_offset)
+            self._assign_epoch_locked(header.leader_epoch, header.base_offset)
+            self._active_for_locked(header).append(bytes(view[:16]), view[16:], header)
+            if flush:
+                self._apply_flush_policy_locked()
+            return AppendInfo(header.base_offset, header.last_offset, header.next_offset)
+
+    def _checked_view(self, batch: bytes | memoryview) -> memoryview:
+        view = memoryview(batch)
+        if view.nbytes > self.config.max_batch_bytes:
+            raise BatchTooLargeError(view.nbytes, self.config.max_batch_bytes)
+        return view.cast("B") if view.format != "B" or view.ndim != 1 else view
+
+    def _assign_epoch_locked(self, epoch: int, start_offset: int) -> None:
+        if epoch < self._epochs.latest_epoch:
+            raise StaleLeaderEpochError(epoch, self._epochs.latest_epoch)
+        if epoch > self._epochs.latest_epoch:
+            self._epochs.assign(epoch, start_offset)
+            self._write_epochs_locked()
+
+    def _write_epochs_locked(self) -> None:
+        path = os.path.join(self.directory, LEADER_EPOCH_FILE)
+        write_epochs(path, [tuple(e) for e in self._epochs.entries], self._fsync)  # type: ignore[misc]
+
+    def _active_for_locked(self, header: BatchHeader) -> LogSegment:
+        active = self._segments[-1]
+        if active.should_roll(header, self.log_end_offset):
+            active = self._roll_locked()
+        return active
+
+    def roll(self) -> None:
+        """Close the active segment to appends and start a new one at the log end."""
+        with self._lock:
+            self._check_open_locked()
+            if self._segments[-1].size_bytes:
+                self._roll_locked()
+
+    def _roll_locked(self) -> LogSegment:
+        old = self._segments[-1]
+        segment = LogSegment(self.directory, old.next_offset, self.config, fsync=self._fsync)
+        self._add_segment(segment)
+        if old not in self._unflushed:
+            self._unflushed.append(old)
+        return segment
+
+    # ---- flushing ----------------------------------------------------------------------------
+
+    def _apply_flush_policy_locked(self) -> None:
+        policy = self.config.flush
+        if policy == "always" or (
+            policy == "interval" and self._clock_ms() - self._last_flush_ms >= self.config.flush_ms
+        ):
+            self._flush_locked()
+
+    def _flush_locked(self) -> None:
+        for segment in [*self._unflushed, self._segments[-1]]:
+            if segment.fd_open():
+                segment.flush()
+        self._unflushed.clear()
+        self._recovery_point = self.log_end_offset
+        self._last_flush_ms = self._clock_ms()
+
+    def flush(self) -> int:
+        """fsync everything appended so far; return the new recovery point.
+
+        The fsyncs run on duplicated descriptors outside the lock, so appends continue meanwhile
+        and the next flush covers them (group commit)."""
+        with self._lock:
+            self._check_open_locked()
+            targets = [*self._unflushed, self._segments[-1]]
+            fds = [s.dup_fd() for s in targets if s.fd_open()]
+            self._unflushed.clear()
+            end, truncations = self.log_end_offset, self._truncations
+        try:
+            for fd in fds:
+                self._fsync(fd)
+        finally:
+            for fd in fds:
+                os.close(fd)
+        with self._lock:
+            if self._truncations == truncations:
+                self._recovery_point = max(self._recovery_point, end)
+            else:
+                self._recovery_point = min(self._recovery_point, self.log_end_offset)
+            self._last_flush_ms = self._clock_ms()
+            return self._recovery_point
+
+    def flush_if_due(self) -> bool:
+        """Flush when the ``interval`` policy says it is time (for a periodic task)."""
+        with self._lock:
+            due = self.config.flush == "interval" and self._clock_ms() - self._last_flush_ms >= self.config.flush_ms
+            dirty = self._recovery_point < self.log_end_offset
+        if due and dirty:
+            self.flush()
+        return due and dirty
+
+    # ---- reading -------------------------------------------------------------------------
+
+    def read(self, offset: int, size_bytes_max: int, *, offset_max: int | None = None) -> bytes:
+        """Whole batches from the one holding ``offset``: at most ``size_bytes_max`` bytes unless
+        the first batch alone is larger, and none that reaches ``offset_max`` (exclusive; the
+        high watermark). Empty at the end. Offsets outside the log raise OffsetOutOfRangeError."""
+        with self._lock:
+            found = self._extent_locked(offset, size_bytes_max, offset_max)
+            return b"" if found is None else found[0].read(found[1].position, found[1].size_bytes)
+
+    def slice(self, offset: int, size_bytes_max: int, *, offset_max: int | None = None) -> LogSlice | None:
+        """Like ``read`` but returns a ``LogSlice`` for ``sendfile`` (None at the end)."""
+        with self._lock:
+            found = self._extent_locked(offset, size_bytes_max, offset_max)
+            return None if found is None else LogSlice(found[0].dup_fd(), found[1])
+
+    def _extent_locked(self, offset: int, size_bytes_max: int, offset_max: int | None) -> tuple[LogSegment, Extent] | None:
+        self._check_open_locked()
+        _check_int("offset", offset)
+        _check_int("size_bytes_max", size_bytes_max)
+        if size_bytes_max < 0:
+            raise InvalidArgumentError(f"size_bytes_max must not be negative, not {size_bytes_max}")
+        start, end = self.log_start_offset, self.log_end_offset
+        if not start <= offset <= end:
+            raise OffsetOutOfRangeError(offset, start, end)
+        limit = end if offset_max is None else min(offset_max, end)
+        if offset >= limit:
+            return None
+        i = max(0, bisect.bisect_right(self._bases, offset) - 1)
+        for segment in self._segments[i:]:
+            target = max(offset, segment.base_offset)
+            if target >= limit:
+                return None
+            extent = segment.extent(target, size_bytes_max, limit)
+            if extent is not None:
+                return segment, extent
+            if segment.next_offset > target:
+                return None
+        return None
+
+    def offset_for_timestamp(self, timestamp: int) -> int | None:
+        """The first offset whose batch has a timestamp >= ``timestamp`` (None: none yet)."""
+        _check_int("timestamp", timestamp)
+        with self._lock:
+            self._check_open_locked()
+            for segment in self._segments:
+                found = segment.offset_for_timestamp(timestamp)
+                if found is not None:
+                    return found
+            return None
+
+    # ---- retention and truncation --------------------------------------------------------------
+
+    def apply_retention(self) -> int:
+        """Delete whole closed segments past ``retention_ms``/``retention_bytes``; return how many."""
+        with self._lock:
+            self._check_open_locked()
+            now = self._clock_ms()
+            deleted = 0
+            total = sum(s.size_bytes for s in self._segments)
+            while len(self._segments) > 1:
+                oldest = self._segments[0]
+                expired = self.config.retention_ms >= 0 and oldest.max_timestamp < now - self.config.retention_ms
+                too_big = self.config.retention_bytes >= 0 and total - oldest.size_bytes >= self.config.retention_bytes
+                if not (expired or too_big):
+                    break
+                total -= oldest.size_bytes
+                self._drop_first_locked()
+                deleted += 1
+            if deleted and self._epochs.truncate_from_start(self.log_start_offset):
+                self._write_epochs_locked()
+            return deleted
+
+    def _drop_first_locked(self) -> None:
+        segment = self._segments.pop(0)
+        self._bases.pop(0)
+        if segment in self._unflushed:
+            self._unflushed.remove(segment)
+        segment.delete()
+
+    def truncate_to(self, offset: int) -> int:
+        """Remove every batch whose last offset is >= ``offset`` (a follower cutting a divergent
+        suffix). The new log end may be below ``offset`` when it falls inside a batch. Returns
+        the new log end offset."""
+        _check_int("offset", offset)
+        with self._lock:
+            self._check_open_locked()
+            if offset >= self.log_end_offset:
+                return self.log_end_offset
+            if offset <= self.log_start_offset:
+                self._reset_locked(offset if offset >= 0 else 0)
+                return self.log_end_offset
+            while self._segments[-1].base_offset >= offset:
+                segment = self._segments.pop()
+                self._bases.pop()
+                segment.delete()
+            self._reopen_active_locked()
+            self._segments[-1].truncate_to(offset)
+            self._after_truncation_locked()
+            return self.log_end_offset
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Delete every segment and restart the log, empty, at ``offset``."""
+        _check_int("offset", offset)
+        if offset < 0:
+            raise InvalidArgumentError(f"offset must not be negative, not {offset}")
+        with self._lock:
+            self._check_open_locked()
+            self._reset_locked(offset)
+
+    def _reset_locked(self, offset: int) -> None:
+        for segment in self._segments:
+            segment.delete()
+        self._segments.clear()
+        self._bases.clear()
+        self._add_segment(LogSegment(self.directory, offset, self.config, fsync=self._fsync))
+        self._epochs = LeaderEpochCache()
+        self._write_epochs_locked()
+        self._after_truncation_locked()
+
+    def _reopen_active_locked(self) -> None:
+        """Make the last segment writable again (its indexes were trimmed when it was sealed)."""
+        last = self._segments[-1]
+        if not last.sealed:
+            return
+        last.close(trim=False)
+        segment = LogSegment(self.directory, last.base_offset, self.config, fsync=self._fsync)
+        if not segment.load():
+            segment.recover()
+        self._segments[-1] = segment
+        self._unflushed = [s for s in self._unflushed if s is not last]
+
+    def _after_truncation_locked(self) -> None:
+        self._truncations += 1
+        self._unflushed = [s for s in self._unflushed if s.fd_open()]
+        if self._epochs.truncate_from_end(self.log_end_offset):
+            self._write_epochs_locked()
+        self._recovery_point = min(self._recovery_point, self.log_end_offset)
+
+    # ---- closing -------------------------------------------------------------------------------
+
+    def _check_open_locked(self) -> None:
+        if self._closed:
+            raise LogClosedError(f"log {self.directory} is closed")
+
+    def close(self) -> None:
+        """Flush, trim indexes, close files and mark the shutdown clean. Idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            self._flush_locked()
+            for segment in self._segments:
+                segment.close(trim=True)
+            self._closed = True
+            write_atomic(os.path.join(self.directory, CLEAN_SHUTDOWN_FILE), b"", self._fsync)
+
+    def delete(self) -> None:
+        """Close without a clean-shutdown mark and remove the directory (topic deletion)."""
+        with self._lock:
+            for segment in self._segments:
+                segment.delete()
+            self._closed = True
+            for name in os.listdir(self.directory):
+                os.unlink(os.path.join(self.directory, name))
+            os.rmdir(self.directory)
+
+    def __enter__(self) -> PartitionLog:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _check_int(name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidArgumentError(f"{name} must be an integer, not {value!r}")
+
+
+def _fsync_dir(directory: str, fsync: Callable[[int], None]) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,358 @@
+"""One segment of a partition log: ``<base>.log`` plus its sparse ``.index`` and ``.timeindex``.
+
+Invariant: ``base_offset`` <= every offset stored in the segment, and every batch's offsets lie
+in ``[base_offset, next_offset)``; batches are stored back to back in offset order, so positions
+and offsets increase together. Index entries point at batch starts.
+
+Concurrency: not thread-safe. The owning ``PartitionLog`` holds its lock around every call; reads
+use ``os.pread`` and never move a file position, so they need no further ordering.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import NamedTuple, final
+
+from segments.batch import HEADER_SIZE, BatchHeader, U32_MAX, check_header, parse_header
+from segments.config import LogConfig
+from segments.errors import InvalidBatchError, LogClosedError
+from segments.index import OffsetIndex, TimeIndex
+from segments.scan import BatchScan, ScanStop
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+NO_TIMESTAMP = -1
+
+
+def segment_file_name(base_offset: int, suffix: str) -> str:
+    return f"{base_offset:020d}{suffix}"
+
+
+class SegmentRecovery(NamedTuple):
+    """What recovering one segment found: valid bytes kept, bytes cut and why."""
+
+    valid_bytes: int
+    truncated_bytes: int
+    batches: int
+    stop: ScanStop
+    error: str | None
+
+
+class Extent(NamedTuple):
+    """A byte range of whole batches in a segment file, and the offsets it covers."""
+
+    position: int
+    size_bytes: int
+    first_offset: int
+    next_offset: int
+
+
+@final
+class LogSegment:
+    __slots__ = (
+        "directory", "base_offset", "config", "log_path", "_fd", "_offset_index", "_time_index",
+        "size_bytes", "next_offset", "max_timestamp", "rolling_timestamp", "_bytes_since_index",
+        "_fsync",
+    )
+
+    def __init__(self, directory: str, base_offset: int, config: LogConfig, *,
+                 fsync: Callable[[int], None] = os.fsync) -> None:
+        """Open (creating if absent) the files; call ``recover()`` or ``load()`` before use."""
+        self.directory = directory
+        self.base_offset = base_offset
+        self.config = config
+        self._fsync = fsync
+        self.log_path = os.path.join(directory, segment_file_name(base_offset, LOG_SUFFIX))
+        self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        self._offset_index = OffsetIndex(self._path(INDEX_SUFFIX), size_bytes_max=config.segment_index_bytes)
+        self._time_index = TimeIndex(self._path(TIME_INDEX_SUFFIX), size_bytes_max=config.segment_index_bytes)
+        self.size_bytes = os.fstat(self._fd).st_size
+        self.next_offset = base_offset
+        self.max_timestamp = NO_TIMESTAMP
+        self.rolling_timestamp = NO_TIMESTAMP
+        self._bytes_since_index = 0
+
+    def _path(self, suffix: str) -> str:
+        return os.path.join(self.directory, segment_file_name(self.base_offset, suffix))
+
+    @property
+    def fd(self) -> int:
+        if self._fd < 0:
+            raise LogClosedError(f"segment {self.log_path} is closed")
+        return self._fd
+
+    # ---- opening -------------------------------------------------------------------------
+
+    def recover(self) -> SegmentRecovery:
+        """Scan every batch, verify checksums, rebuild both indexes and cut the file at the
+        first bad batch. Returns what was kept and what was cut."""
+        self._offset_index.reset()
+        self._time_index.reset()
+        self._reset_state()
+        scan = BatchScan(self.fd, 0, self.size_bytes, size_bytes_max=self.config.max_batch_bytes, verify=True)
+        batches = 0
+        expected = self.base_offset
+        for position, header, _ in scan:
+            if header.base_offset < expected or header.last_offset - self.base_offset > U32_MAX:
+                scan.stop, scan.error = ScanStop.CORRUPT, InvalidBatchError(
+                    f"batch at position {position} has offset {header.base_offset} below {expected}")
+                break
+            self._index_batch(position, header)
+            expected = header.next_offset
+            batches += 1
+        valid = scan.stopped_at if scan.stop is not ScanStop.END else self.size_bytes
+        truncated = self.size_bytes - valid
+        if truncated:
+            os.ftruncate(self.fd, valid)
+            self.size_bytes = valid
+        return SegmentRecovery(valid, truncated, batches, scan.stop, str(scan.error) if scan.error else None)
+
+    def load(self) -> bool:
+        """Trust the indexes of a cleanly closed segment: check the last indexed batch and read
+        the headers after it. Returns False (nothing changed) when the indexes disagree with the
+        log, so that the caller recovers the segment instead."""
+        last = self._offset_index.last()
+        if self.size_bytes == 0:
+            return last is None
+        if last is None:
+            return False
+        rel, position = last
+        header = self.read_header(position)
+        if header is None or header.base_offset != self.base_offset + rel:
+            return False
+        first = self.read_header(0)
+        if first is None or first.base_offset != self.base_offset:
+            return False
+        time_last = self._time_index.last()
+        self.rolling_timestamp = first.max_timestamp
+        self.max_timestamp = time_last[0] if time_last else first.max_timestamp
+        scan = BatchScan(self.fd, position, self.size_bytes, size_bytes_max=self.config.max_batch_bytes, verify=True)
+        end = None
+        for pos, header, _ in scan:
+            self.max_timestamp = max(self.max_timestamp, header.max_timestamp)
+            end = header.next_offset
+            self._bytes_since_index = pos + header.size_bytes - position
+        if scan.stop is not ScanStop.END or end is None:
+            return False
+        rel_end = end - self.base_offset
+        if not (self._offset_index.is_sane(rel_end, self.size_bytes) and self._time_index.is_sane(rel_end)):
+            return False
+        self.next_offset = end
+        return True
+
+    def _reset_state(self) -> None:
+        self.next_offset = self.base_offset
+        self.max_timestamp = NO_TIMESTAMP
+        self.rolling_timestamp = NO_TIMESTAMP
+        self._bytes_since_index = 0
+
+    # ---- writing -------------------------------------------------------------------------
+
+    def should_roll(self, header: BatchHeader, next_offset: int) -> bool:
+        """True when a batch of this size/offset range cannot or should not go into this segment.
+
+        Age is measured in record time, as Kafka does: the incoming batch's max timestamp against
+        the segment's first batch, so a producer's old timestamps cannot force a roll per batch."""
+        if self.size_bytes == 0:
+            return False
+        return (
+            self.size_bytes + header.size_bytes > self.config.segment_bytes
+            or self._offset_index.is_full()
+            or self._time_index.is_full()
+            or next_offset + header.last_offset_delta - self.base_offset > U32_MAX
+            or header.max_timestamp - self.rolling_timestamp >= self.config.segment_ms
+        )
+
+    def append(self, prefix: bytes, body: memoryview, header: BatchHeader) -> int:
+        """Append one batch whose first 16 bytes are replaced by ``prefix``; return its position.
+
+        ``header`` must describe the batch as written (offset and epoch already patched)."""
+        assert len(prefix) + len(body) == header.size_bytes
+        assert header.base_offset >= self.next_offset
+        position = self.size_bytes
+        _write_all(self.fd, [prefix, body], header.size_bytes)
+        self._index_batch(position, header)
+        return position
+
+    def _index_batch(self, position: int, header: BatchHeader) -> None:
+        rel = header.base_offset - self.base_offset
+        if position == 0 or self._bytes_since_index >= self.config.index_interval_bytes:
+            self._offset_index.append(rel, position)
+            self._time_index.maybe_append(max(self.max_timestamp, header.max_timestamp), rel)
+            self._bytes_since_index = 0
+        if position == 0:
+            self.rolling_timestamp = header.max_timestamp
+        self._bytes_since_index += header.size_bytes
+        self.max_timestamp = max(self.max_timestamp, header.max_timestamp)
+        self.size_bytes = position + header.size_bytes
+        self.next_offset = header.next_offset
+
+    # ---- reading -------------------------------------------------------------------------
+
+    def read_header(self, position: int) -> BatchHeader | None:
+        """The checked header at ``position``, or None when there is no sane header there."""
+        if position < 0 or position + HEADER_SIZE > self.size_bytes:
+            return None
+        header = parse_header(os.pread(self.fd, HEADER_SIZE, position))
+        try:
+            check_header(header, size_bytes_max=self.config.max_batch_bytes, position=position)
+        except InvalidBatchError:
+            return None
+        if position + header.size_bytes > self.size_bytes:
+            return None
+        return header
+
+    def locate(self, offset: int) -> tuple[int, BatchHeader] | None:
+        """Position and header of the first batch whose last offset is >= ``offset``."""
+        if offset >= self.next_offset:
+            return None
+        rel, position = self._offset_index.lookup(max(0, offset - self.base_offset))
+        header = self.read_header(position)
+        if header is None or header.base_offset != self.base_offset + rel:
+            position = 0
+        while position < self.size_bytes:
+            header = self.read_header(position)
+            if header is None:
+                return None
+            if header.last_offset >= offset:
+                return position, header
+            position += header.size_bytes
+        return None
+
+    def extent(self, offset: int, size_bytes_max: int, offset_max: int) -> Extent | None:
+        """Whole batches from the one holding ``offset``: at most ``size_bytes_max`` bytes (but at
+        least one batch) and only batches that end below ``offset_max`` (the high watermark)."""
+        found = self.locate(offset)
+        if found is None:
+            return None
+        start, first = found
+        if first.last_offset >= offset_max:
+            return None
+        limit = start + max(size_bytes_max, first.size_bytes)
+        if offset_max >= self.next_offset and limit >= self.size_bytes:
+            return Extent(start, self.size_bytes - start, first.base_offset, self.next_offset)
+        end, end_offset = self._jump(start, first, limit, offset_max)
+        while end < self.size_bytes:
+            header = self.read_header(end)
+            if header is None or end + header.size_bytes > limit or header.last_offset >= offset_max:
+                break
+            end += header.size_bytes
+            end_offset = header.next_offset
+        return Extent(start, end - start, first.base_offset, end_offset)
+
+    def _jump(self, start: int, first: BatchHeader, limit: int, offset_max: int) -> tuple[int, int]:
+        """Use the offset index to skip most of the headers between ``start`` and ``limit``."""
+        end, end_offset = start + first.size_bytes, first.next_offset
+        by_position = self._offset_index.lookup_position(limit)
+        by_offset = self._offset_index.lookup(offset_max - self.base_offset)
+        rel, position = min(by_position, by_offset)
+        if position > end and self.base_offset + rel <= offset_max:
+            header = self.read_header(position)
+            if header is not None and header.base_offset == self.base_offset + rel:
+                return position, header.base_offset
+        return end, end_offset
+
+    def offset_for_timestamp(self, timestamp: int) -> int | None:
+        """Base offset of the first batch whose max timestamp is >= ``timestamp``."""
+        if self.max_timestamp < timestamp:
+            return None
+        rel = self._time_index.lookup(timestamp)
+        found = self.locate(self.base_offset + rel)
+        position = found[0] if found else 0
+        while position < self.size_bytes:
+            header = self.read_header(position)
+            if header is None:
+                return None
+            if header.max_timestamp >= timestamp:
+                return header.base_offset
+            position += header.size_bytes
+        return None
+
+    def read(self, position: int, size_bytes: int) -> bytes:
+        assert 0 <= position and position + size_bytes <= self.size_bytes
+        return os.pread(self.fd, size_bytes, position)
+
+    # ---- truncation, flush, close ----------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> int:
+        """Remove every batch whose last offset is >= ``offset``; return the bytes removed."""
+        found = self.locate(offset)
+        if found is None:
+            return 0
+        position, header = found
+        removed = self.size_bytes - position
+        os.ftruncate(self.fd, position)
+        self._offset_index.truncate_to_position(position)
+        self._time_index.truncate_to_offset(header.base_offset - self.base_offset)
+        self.size_bytes = position
+        if position == 0:
+            self._reset_state()
+            return removed
+        self.next_offset = header.base_offset
+        last = self._offset_index.last()
+        assert last is not None
+        self._bytes_since_index = position - last[1]
+        time_last = self._time_index.last()
+        self.max_timestamp = time_last[0] if time_last else self.rolling_timestamp
+        self._refresh_max_timestamp_from(last[1])
+        return removed
+
+    def _refresh_max_timestamp_from(self, position: int) -> None:
+        scan = BatchScan(self.fd, position, self.size_bytes, size_bytes_max=self.config.max_batch_bytes, verify=False)
+        for _, header, _ in scan:
+            self.max_timestamp = max(self.max_timestamp, header.max_timestamp)
+
+    def flush(self) -> None:
+        """Make the log durable (fsync) and write back the index pages."""
+        self._fsync(self.fd)
+        self._offset_index.flush()
+        self._time_index.flush()
+
+    def fd_open(self) -> bool:
+        return self._fd >= 0
+
+    @property
+    def sealed(self) -> bool:
+        return not self._offset_index.writable
+
+    def dup_fd(self) -> int:
+        """A new descriptor for the log file, owned by the caller (survives close and delete)."""
+        return os.dup(self.fd)
+
+    def seal(self) -> None:
+        """Stop appending here (the log rolled): trim the indexes to size, keep serving reads."""
+        self._offset_index.trim()
+        self._time_index.trim()
+
+    def close(self, *, trim: bool = True) -> None:
+        """Close files; trimming cuts the indexes to their valid entries. Idempotent."""
+        if self._fd < 0:
+            return
+        if trim:
+            self.seal()
+        self._offset_index.close()
+        self._time_index.close()
+        os.close(self._fd)
+        self._fd = -1
+
+    def delete(self) -> None:
+        """Close and remove all three files."""
+        self.close(trim=False)
+        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            try:
+                os.unlink(self._path(suffix))
+            except FileNotFoundError:
+                pass
+
+
+def _write_all(fd: int, parts: list[bytes | memoryview], total: int) -> None:
+    """``writev`` every byte, retrying short writes (bounded: each retry makes progress)."""
+    written = os.writev(fd, parts)
+    while written < total:
+        flat = memoryview(b"".join(parts))[written:]
+        step = os.write(fd, flat)
+        if step <= 0:
+            raise OSError(f"short write: {written} of {total} bytes")
+        written += step
