@@ -24,7 +24,7 @@ from segments.errors import (
     OffsetOutOfRangeError,
     StorageError,
 )
-from segments.log import AppendInfo, LogSlice, PartitionLog, RecoveryReport
+from segments.log import AppendInfo, LogRead, LogSlice, PartitionLog, RecoveryReport
 
 __all__ = [
     "AppendInfo",
@@ -35,6 +35,7 @@ __all__ = [
     "InvalidArgumentError",
     "InvalidBatchError",
     "LogConfig",
+    "LogRead",
     "LogSlice",
     "OffsetOutOfRangeError",
     "PartitionLog",

@@ -66,7 +66,8 @@ def valid_entry_count(rel_offset_at: Callable[[int], int], capacity: int) -> int
 class MmapIndex:
     """A pre-allocated memory-mapped file of fixed-size entries."""
 
-    __slots__ = ("path", "entry", "_key_field", "_rel_field", "_capacity", "_mm", "_view", "entries", "writable")
+    __slots__ = ("path", "entry", "_key_field", "_rel_field", "_capacity", "_mm", "_view", "entries", "writable",
+                 "_last")
 
     def __init__(self, path: str, entry: struct.Struct, key_field: int, rel_field: int, *,
                  size_bytes_max: int, writable: bool = True) -> None:
@@ -79,6 +80,7 @@ class MmapIndex:
         self._mm: mmap.mmap | None = None
         self._view: memoryview | None = None
         self.entries = 0
+        self._last: tuple[int, int] | None = None
         if writable:
             self._open_writable(size_bytes_max)
         else:
@@ -98,6 +100,7 @@ class MmapIndex:
             os.close(fd)
         self._view = memoryview(self._mm)
         self.entries = valid_entry_count(self._rel_at, size // self.entry.size)
+        self._refresh_last()
 
     def _open_readonly(self) -> None:
         try:
@@ -115,6 +118,10 @@ class MmapIndex:
         if self._mm is not None:
             self._view = memoryview(self._mm)
         self.entries = valid_entry_count(self._rel_at, self._capacity)
+        self._refresh_last()
+
+    def _refresh_last(self) -> None:
+        self._last = self.entry_at(self.entries - 1) if self.entries else None
 
     def _rel_at(self, n: int) -> int:
         assert self._view is not None
@@ -143,12 +150,13 @@ class MmapIndex:
         return self.entries >= self._capacity
 
     def last(self) -> tuple[int, int] | None:
-        return self.entry_at(self.entries - 1) if self.entries else None
+        return self._last
 
     def append(self, a: int, b: int) -> None:
-        assert self.writable and self._view is not None and not self.is_full()
+        assert self.writable and self._view is not None and self.entries < self._capacity
         self.entry.pack_into(self._view, self.entries * self.entry.size, a, b)
         self.entries += 1
+        self._last = (a, b)
 
     def truncate_entries(self, count: int) -> None:
         """Keep the first ``count`` entries and zero the rest, preserving the zero-tail invariant."""
@@ -156,6 +164,7 @@ class MmapIndex:
         start, end = count * self.entry.size, self.entries * self.entry.size
         self._view[start:end] = bytes(end - start)
         self.entries = count
+        self._refresh_last()
 
     def flush(self) -> None:
         if self._mm is not None and self.writable:

@@ -19,10 +19,10 @@ from __future__ import annotations
 import bisect
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import NamedTuple, final
 
-from segments.batch import BatchHeader, now_ms, patched_prefix, validate_batch
+from segments.batch import PREFIX_SIZE, BatchHeader, now_ms, patched_prefix, validate_batch
 from segments.checkpoint import LEADER_EPOCH_FILE, TMP_SUFFIX, read_epochs, write_atomic, write_epochs
 from segments.config import LogConfig
 from segments.epochs import LeaderEpochCache
@@ -45,6 +45,14 @@ class AppendInfo(NamedTuple):
     base_offset: int
     last_offset: int
     log_end_offset: int
+
+
+class LogRead(NamedTuple):
+    """Whole batches read from the log; ``next_offset`` is where the next read starts."""
+
+    data: memoryview
+    first_offset: int
+    next_offset: int
 
 
 class RecoveryReport(NamedTuple):
@@ -248,13 +256,15 @@ class PartitionLog:
         header = validate_batch(view, size_bytes_max=self.config.max_batch_bytes)
         with self._lock:
             self._check_open_locked()
-            base = self.log_end_offset
-            stamped = header._replace(base_offset=base, leader_epoch=leader_epoch)
-            self._assign_epoch_locked(leader_epoch, base)
-            self._active_for_locked(stamped).append(patched_prefix(header, base, leader_epoch), view[16:], stamped)
-            if flush:
+            base = self._segments[-1].next_offset
+            if leader_epoch != self._epochs.latest_epoch:
+                self._assign_epoch_locked(leader_epoch, base)
+            self._active_for_locked(header, base).append(
+                patched_prefix(header, base, leader_epoch), view[PREFIX_SIZE:], header, base)
+            if flush and self.config.flush != "never":
                 self._apply_flush_policy_locked()
-            return AppendInfo(base, stamped.last_offset, stamped.next_offset)
+            last = base + header.last_offset_delta
+            return AppendInfo(base, last, last + 1)
 
     def append_replica(self, batch: bytes | memoryview, *, flush: bool = True) -> AppendInfo:
         """Append a batch that already carries its offsets and epoch (a follower copying its
@@ -266,7 +276,8 @@ class PartitionLog:
             if header.base_offset != self.log_end_offset:
                 raise NonSequentialAppendError(header.base_offset, self.log_end_offset)
             self._assign_epoch_locked(header.leader_epoch, header.base_offset)
-            self._active_for_locked(header).append(bytes(view[:16]), view[16:], header)
+            self._active_for_locked(header, header.base_offset).append(
+                bytes(view[:PREFIX_SIZE]), view[PREFIX_SIZE:], header, header.base_offset)
             if flush:
                 self._apply_flush_policy_locked()
             return AppendInfo(header.base_offset, header.last_offset, header.next_offset)
@@ -288,9 +299,9 @@ class PartitionLog:
         path = os.path.join(self.directory, LEADER_EPOCH_FILE)
         write_epochs(path, [tuple(e) for e in self._epochs.entries], self._fsync)  # type: ignore[misc]
 
-    def _active_for_locked(self, header: BatchHeader) -> LogSegment:
+    def _active_for_locked(self, header: BatchHeader, base_offset: int) -> LogSegment:
         active = self._segments[-1]
-        if active.should_roll(header, self.log_end_offset):
+        if active.should_roll(header, base_offset):
             active = self._roll_locked()
         return active
 
@@ -362,13 +373,19 @@ class PartitionLog:
 
     # ---- reading -------------------------------------------------------------------------
 
-    def read(self, offset: int, size_bytes_max: int, *, offset_max: int | None = None) -> bytes:
+    def read(self, offset: int, size_bytes_max: int, *, offset_max: int | None = None) -> LogRead:
         """Whole batches from the one holding ``offset``: at most ``size_bytes_max`` bytes unless
         the first batch alone is larger, and none that reaches ``offset_max`` (exclusive; the
         high watermark). Empty at the end. Offsets outside the log raise OffsetOutOfRangeError."""
         with self._lock:
-            found = self._extent_locked(offset, size_bytes_max, offset_max)
-            return b"" if found is None else found[0].read(found[1].position, found[1].size_bytes)
+            limit = self._check_read_locked(offset, size_bytes_max, offset_max)
+            for segment, target in self._candidates_locked(offset, limit):
+                found = segment.read_batches(target, size_bytes_max, limit)
+                if found is not None:
+                    return LogRead(*found)
+                if segment.next_offset > target:
+                    break
+            return LogRead(memoryview(b""), offset, offset)
 
     def slice(self, offset: int, size_bytes_max: int, *, offset_max: int | None = None) -> LogSlice | None:
         """Like ``read`` but returns a ``LogSlice`` for ``sendfile`` (None at the end)."""
@@ -377,6 +394,17 @@ class PartitionLog:
             return None if found is None else LogSlice(found[0].dup_fd(), found[1])
 
     def _extent_locked(self, offset: int, size_bytes_max: int, offset_max: int | None) -> tuple[LogSegment, Extent] | None:
+        limit = self._check_read_locked(offset, size_bytes_max, offset_max)
+        for segment, target in self._candidates_locked(offset, limit):
+            extent = segment.extent(target, size_bytes_max, limit)
+            if extent is not None:
+                return segment, extent
+            if segment.next_offset > target:
+                return None
+        return None
+
+    def _check_read_locked(self, offset: int, size_bytes_max: int, offset_max: int | None) -> int:
+        """Validate a read's arguments; return the exclusive offset limit of the read."""
         self._check_open_locked()
         _check_int("offset", offset)
         _check_int("size_bytes_max", size_bytes_max)
@@ -385,20 +413,16 @@ class PartitionLog:
         start, end = self.log_start_offset, self.log_end_offset
         if not start <= offset <= end:
             raise OffsetOutOfRangeError(offset, start, end)
-        limit = end if offset_max is None else min(offset_max, end)
-        if offset >= limit:
-            return None
+        return end if offset_max is None else min(offset_max, end)
+
+    def _candidates_locked(self, offset: int, limit: int) -> Iterator[tuple[LogSegment, int]]:
+        """Segments that may hold ``offset`` or the first offset after it, in order (gaps skip)."""
         i = max(0, bisect.bisect_right(self._bases, offset) - 1)
         for segment in self._segments[i:]:
             target = max(offset, segment.base_offset)
             if target >= limit:
-                return None
-            extent = segment.extent(target, size_bytes_max, limit)
-            if extent is not None:
-                return segment, extent
-            if segment.next_offset > target:
-                return None
-        return None
+                return
+            yield segment, target
 
     def offset_for_timestamp(self, timestamp: int) -> int | None:
         """The first offset whose batch has a timestamp >= ``timestamp`` (None: none yet)."""

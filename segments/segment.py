@@ -11,10 +11,11 @@ use ``os.pread`` and never move a file position, so they need no further orderin
 from __future__ import annotations
 
 import os
+import struct
 from collections.abc import Callable
 from typing import NamedTuple, final
 
-from segments.batch import HEADER_SIZE, BatchHeader, U32_MAX, check_header, parse_header
+from segments.batch import HEADER_SIZE, LAST_OFFSET_DELTA_OFFSET, LENGTH_PREFIX_SIZE, U32_MAX, BatchHeader, check_header, parse_header
 from segments.config import LogConfig
 from segments.errors import InvalidBatchError, LogClosedError
 from segments.index import OffsetIndex, TimeIndex
@@ -24,6 +25,8 @@ LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 NO_TIMESTAMP = -1
+LENGTH_PREFIX = struct.Struct("<QI")
+LAST_DELTA = struct.Struct("<I")
 
 
 def segment_file_name(base_offset: int, suffix: str) -> str:
@@ -54,7 +57,7 @@ class LogSegment:
     __slots__ = (
         "directory", "base_offset", "config", "log_path", "_fd", "_offset_index", "_time_index",
         "size_bytes", "next_offset", "max_timestamp", "rolling_timestamp", "_bytes_since_index",
-        "_fsync",
+        "_fsync", "_read_hint",
     )
 
     def __init__(self, directory: str, base_offset: int, config: LogConfig, *,
@@ -73,6 +76,8 @@ class LogSegment:
         self.max_timestamp = NO_TIMESTAMP
         self.rolling_timestamp = NO_TIMESTAMP
         self._bytes_since_index = 0
+        # (offset, position) of the batch after the last read: sequential readers skip the index.
+        self._read_hint = (-1, -1)
 
     def _path(self, suffix: str) -> str:
         return os.path.join(self.directory, segment_file_name(self.base_offset, suffix))
@@ -99,7 +104,7 @@ class LogSegment:
                 scan.stop, scan.error = ScanStop.CORRUPT, InvalidBatchError(
                     f"batch at position {position} has offset {header.base_offset} below {expected}")
                 break
-            self._index_batch(position, header)
+            self._index_batch(position, header.base_offset, header)
             expected = header.next_offset
             batches += 1
         valid = scan.stopped_at if scan.stop is not ScanStop.END else self.size_bytes
@@ -165,29 +170,33 @@ class LogSegment:
             or header.max_timestamp - self.rolling_timestamp >= self.config.segment_ms
         )
 
-    def append(self, prefix: bytes, body: memoryview, header: BatchHeader) -> int:
-        """Append one batch whose first 16 bytes are replaced by ``prefix``; return its position.
-
-        ``header`` must describe the batch as written (offset and epoch already patched)."""
-        assert len(prefix) + len(body) == header.size_bytes
-        assert header.base_offset >= self.next_offset
+    def append(self, prefix: bytes, body: memoryview, header: BatchHeader, base_offset: int) -> int:
+        """Append one batch at ``base_offset`` whose first 16 bytes are replaced by ``prefix``
+        (the patched offset and epoch); return its position."""
+        size = header.batch_length + LENGTH_PREFIX_SIZE
+        assert len(prefix) + len(body) == size and base_offset >= self.next_offset
         position = self.size_bytes
-        _write_all(self.fd, [prefix, body], header.size_bytes)
-        self._index_batch(position, header)
+        written = os.writev(self.fd, [prefix, body])
+        if written != size:
+            _finish_short_write(self.fd, prefix, body, written)
+        self._index_batch(position, base_offset, header)
         return position
 
-    def _index_batch(self, position: int, header: BatchHeader) -> None:
-        rel = header.base_offset - self.base_offset
+    def _index_batch(self, position: int, base_offset: int, header: BatchHeader) -> None:
+        rel = base_offset - self.base_offset
+        max_timestamp = header.max_timestamp
+        if position == 0:
+            self.rolling_timestamp = max_timestamp
         if position == 0 or self._bytes_since_index >= self.config.index_interval_bytes:
             self._offset_index.append(rel, position)
-            self._time_index.maybe_append(max(self.max_timestamp, header.max_timestamp), rel)
+            self._time_index.maybe_append(max(self.max_timestamp, max_timestamp), rel)
             self._bytes_since_index = 0
-        if position == 0:
-            self.rolling_timestamp = header.max_timestamp
-        self._bytes_since_index += header.size_bytes
-        self.max_timestamp = max(self.max_timestamp, header.max_timestamp)
-        self.size_bytes = position + header.size_bytes
-        self.next_offset = header.next_offset
+        size = header.batch_length + LENGTH_PREFIX_SIZE
+        self._bytes_since_index += size
+        if max_timestamp > self.max_timestamp:
+            self.max_timestamp = max_timestamp
+        self.size_bytes = position + size
+        self.next_offset = base_offset + header.last_offset_delta + 1
 
     # ---- reading -------------------------------------------------------------------------
 
@@ -208,6 +217,11 @@ class LogSegment:
         """Position and header of the first batch whose last offset is >= ``offset``."""
         if offset >= self.next_offset:
             return None
+        hint_offset, hint_position = self._read_hint
+        if offset == hint_offset:
+            header = self.read_header(hint_position)
+            if header is not None and header.base_offset == offset:
+                return hint_position, header
         rel, position = self._offset_index.lookup(max(0, offset - self.base_offset))
         header = self.read_header(position)
         if header is None or header.base_offset != self.base_offset + rel:
@@ -241,6 +255,25 @@ class LogSegment:
             end += header.size_bytes
             end_offset = header.next_offset
         return Extent(start, end - start, first.base_offset, end_offset)
+
+    def read_batches(self, offset: int, size_bytes_max: int, offset_max: int) -> tuple[memoryview, int, int] | None:
+        """Like ``extent`` but returns the bytes: one ``pread`` of up to ``size_bytes_max``, then a
+        walk over the headers in memory to cut at the last whole batch below ``offset_max``.
+        Returns ``(data, first_offset, next_offset)``."""
+        found = self.locate(offset)
+        if found is None:
+            return None
+        start, first = found
+        if first.last_offset >= offset_max:
+            return None
+        want = min(max(size_bytes_max, first.size_bytes), self.size_bytes - start)
+        data = memoryview(os.pread(self.fd, want, start))
+        if offset_max >= self.next_offset and start + want == self.size_bytes:
+            end, next_offset = want, self.next_offset
+        else:
+            end, next_offset = _whole_batches(data, offset_max)
+        self._read_hint = (next_offset, start + end)
+        return data[:end], first.base_offset, next_offset
 
     def _jump(self, start: int, first: BatchHeader, limit: int, offset_max: int) -> tuple[int, int]:
         """Use the offset index to skip most of the headers between ``start`` and ``limit``."""
@@ -347,12 +380,26 @@ class LogSegment:
                 pass
 
 
-def _write_all(fd: int, parts: list[bytes | memoryview], total: int) -> None:
-    """``writev`` every byte, retrying short writes (bounded: each retry makes progress)."""
-    written = os.writev(fd, parts)
-    while written < total:
-        flat = memoryview(b"".join(parts))[written:]
-        step = os.write(fd, flat)
+def _whole_batches(data: memoryview, offset_max: int) -> tuple[int, int]:
+    """Length of the whole batches at the start of ``data`` that end below ``offset_max``, and
+    the offset after them. The first batch is known to qualify."""
+    position, next_offset, size = 0, -1, len(data)
+    while size - position >= HEADER_SIZE:
+        base, length = LENGTH_PREFIX.unpack_from(data, position)
+        end = position + length + LENGTH_PREFIX_SIZE
+        last = base + LAST_DELTA.unpack_from(data, position + LAST_OFFSET_DELTA_OFFSET)[0]
+        if end > size or last >= offset_max:
+            break
+        position, next_offset = end, last + 1
+    assert position > 0
+    return position, next_offset
+
+
+def _finish_short_write(fd: int, prefix: bytes, body: memoryview, written: int) -> None:
+    """Complete a short ``writev`` (rare on regular files); bounded because each step progresses."""
+    rest = memoryview(bytes(prefix) + bytes(body))[written:]
+    while rest:
+        step = os.write(fd, rest)
         if step <= 0:
-            raise OSError(f"short write: {written} of {total} bytes")
-        written += step
+            raise OSError(f"short write: {len(rest)} bytes left")
+        rest = rest[step:]

@@ -1,0 +1,25 @@
+"""Entry point: ``python -m benchmarks <scenario> [--quick] [--out DIR]``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from benchmarks import log_bench
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks", description="LogBroker benchmarks")
+    sub = parser.add_subparsers(dest="scenario", required=True)
+    log = sub.add_parser("log", help="the partition log alone against plain file I/O")
+    log.add_argument("--quick", action="store_true", help="a short run (under 30 s)")
+    log.add_argument("--out", default=None, help="directory for log.json (default benchmarks/results)")
+    log.add_argument("--work-dir", default=None, help="where to write the test files (default: cwd)")
+    args = parser.parse_args(argv)
+    if args.scenario == "log":
+        log_bench.run(quick=args.quick, out_dir=args.out, work_dir=args.work_dir)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,67 @@
+"""Group commit for the ``always`` flush policy: one fsync covers every append that arrived
+while the previous fsync ran.
+
+Appenders write with ``PartitionLog.append(..., flush=False)`` and then ``await
+wait_durable(last_offset)``. At most one flush runs per log at a time, in the given executor (so
+fsync never blocks the event loop); when it finishes, every waiter whose offset it covered is
+released and, if others arrived meanwhile, the next flush starts at once. The number of waiters
+is bounded (``waiters_max``); past it ``StorageBusyError`` tells the caller to back off.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from concurrent.futures import Executor
+from typing import final
+
+from segments.errors import StorageBusyError
+from segments.log import PartitionLog
+
+WAITERS_MAX_DEFAULT = 100_000
+
+
+@final
+class GroupCommit:
+    __slots__ = ("_log", "_executor", "_waiters", "_task", "_waiters_max", "flushes")
+
+    def __init__(self, log: PartitionLog, executor: Executor | None, *, waiters_max: int = WAITERS_MAX_DEFAULT) -> None:
+        self._log = log
+        self._executor = executor
+        self._waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self._task: asyncio.Task[None] | None = None
+        self._waiters_max = waiters_max
+        self.flushes = 0
+
+    async def wait_durable(self, offset: int) -> None:
+        """Return once every record up to and including ``offset`` is on disk (fsync'd)."""
+        if self._log.recovery_point > offset:
+            return
+        if len(self._waiters) >= self._waiters_max:
+            raise StorageBusyError(f"{len(self._waiters)} appends already wait for a flush")
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append((offset, future))
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._run())
+        await future
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        while self._waiters:
+            try:
+                durable = await loop.run_in_executor(self._executor, self._log.flush)
+            except Exception as exc:
+                waiters, self._waiters = self._waiters, []
+                for _, future in waiters:
+                    if not future.done():
+                        future.set_exception(exc)
+                return
+            self.flushes += 1
+            pending = []
+            for offset, future in self._waiters:
+                if future.done():
+                    continue
+                if durable > offset:
+                    future.set_result(None)
+                else:
+                    pending.append((offset, future))
+            self._waiters = pending
