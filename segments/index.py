@@ -288,6 +288,9 @@ class TimeIndex:
             return True
         return stamps == sorted(stamps) and _strictly_increasing(rels) and rels[-1] < rel_offset_end
 
+    def first(self) -> tuple[int, int] | None:
+        return self._index.entry_at(0) if self._index.entries else None
+
     def maybe_append(self, timestamp: int, rel_offset: int) -> None:
         """Add an entry when the timestamp grows past the last entry's (keeps keys monotonic)."""
         last = self._index.last()

@@ -24,7 +24,7 @@ from segments.scan import BatchScan, ScanStop
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
-NO_TIMESTAMP = -1
+NO_TIMESTAMP = -(1 << 63)
 LENGTH_PREFIX = struct.Struct("<QI")
 LAST_DELTA = struct.Struct("<I")
 
@@ -96,7 +96,8 @@ class LogSegment:
         self._offset_index.reset()
         self._time_index.reset()
         self._reset_state()
-        scan = BatchScan(self.fd, 0, self.size_bytes, size_bytes_max=self.config.max_batch_bytes, verify=True)
+        file_size = os.fstat(self.fd).st_size
+        scan = BatchScan(self.fd, 0, file_size, size_bytes_max=self.config.max_batch_bytes, verify=True)
         batches = 0
         expected = self.base_offset
         for position, header, _ in scan:
@@ -107,17 +108,17 @@ class LogSegment:
             self._index_batch(position, header.base_offset, header)
             expected = header.next_offset
             batches += 1
-        valid = scan.stopped_at if scan.stop is not ScanStop.END else self.size_bytes
-        truncated = self.size_bytes - valid
+        valid = scan.stopped_at if scan.stop is not ScanStop.END else file_size
+        truncated = file_size - valid
         if truncated:
             os.ftruncate(self.fd, valid)
-            self.size_bytes = valid
+        self.size_bytes = valid
         return SegmentRecovery(valid, truncated, batches, scan.stop, str(scan.error) if scan.error else None)
 
     def load(self) -> bool:
         """Trust the indexes of a cleanly closed segment: check the last indexed batch and read
-        the headers after it. Returns False (nothing changed) when the indexes disagree with the
-        log, so that the caller recovers the segment instead."""
+        the batches after it. Returns False when the indexes disagree with the log or miss
+        entries, so that the caller recovers the segment (which resets all state) instead."""
         last = self._offset_index.last()
         if self.size_bytes == 0:
             return last is None
@@ -131,11 +132,15 @@ class LogSegment:
         if first is None or first.base_offset != self.base_offset:
             return False
         time_last = self._time_index.last()
+        if self._time_index.first() != (first.max_timestamp, 0) or time_last is None:
+            return False
         self.rolling_timestamp = first.max_timestamp
-        self.max_timestamp = time_last[0] if time_last else first.max_timestamp
+        self.max_timestamp = time_last[0]
         scan = BatchScan(self.fd, position, self.size_bytes, size_bytes_max=self.config.max_batch_bytes, verify=True)
         end = None
         for pos, header, _ in scan:
+            if pos - position >= self.config.index_interval_bytes and pos > position:
+                return False  # the index lacks an entry it should have: rebuild it
             self.max_timestamp = max(self.max_timestamp, header.max_timestamp)
             end = header.next_offset
             self._bytes_since_index = pos + header.size_bytes - position
@@ -148,6 +153,7 @@ class LogSegment:
         return True
 
     def _reset_state(self) -> None:
+        self.size_bytes = 0
         self.next_offset = self.base_offset
         self.max_timestamp = NO_TIMESTAMP
         self.rolling_timestamp = NO_TIMESTAMP
