@@ -24,6 +24,7 @@ bench: $(STAMP)
 	$(PY) -m benchmarks log $(if $(QUICK),--quick,)
 
 run: $(STAMP)
+	@test -f logbroker/__main__.py || { echo "make run: the single-node broker (HTTP API) is not built yet; see README Status" >&2; exit 1; }
 	$(PY) -m logbroker serve --node-id 1 --http-host 127.0.0.1 --http-port 8080 --coordinator local
 
 clean:

@@ -298,7 +298,9 @@ def decode_records(
     return out
 
 
-def _check_row(row: object, last_delta: int) -> tuple[int, int, bytes | None, bytes | None, list]:
+def _check_row(
+    row: object, last_delta: int
+) -> tuple[int, int, bytes | None, bytes | None, list[tuple[str, bytes]]]:
     if not isinstance(row, list) or len(row) != 5:
         raise InvalidBatchError("a record must be an array of 5 fields")
     delta, ts_delta, key, value, headers = row

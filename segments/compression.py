@@ -36,7 +36,8 @@ def compress(codec: Codec, data: bytes) -> bytes:
         packer = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
         return packer.compress(data) + packer.flush()
     if codec == Codec.LZ4:
-        return lz4.frame.compress(data)
+        packed: bytes = lz4.frame.compress(data)
+        return packed
     if codec == Codec.ZSTD:
         return zstandard.ZstdCompressor(level=ZSTD_LEVEL).compress(data)
     raise InvalidBatchError(f"unknown compression codec {int(codec)}")

@@ -22,7 +22,7 @@ WAITERS_MAX_DEFAULT = 100_000
 
 @final
 class GroupCommit:
-    __slots__ = ("_log", "_executor", "_waiters", "_task", "_waiters_max", "flushes")
+    __slots__ = ("_executor", "_log", "_task", "_waiters", "_waiters_max", "flushes")
 
     def __init__(self, log: PartitionLog, executor: Executor | None, *, waiters_max: int = WAITERS_MAX_DEFAULT) -> None:
         self._log = log

@@ -66,8 +66,18 @@ def valid_entry_count(rel_offset_at: Callable[[int], int], capacity: int) -> int
 class MmapIndex:
     """A pre-allocated memory-mapped file of fixed-size entries."""
 
-    __slots__ = ("path", "entry", "_key_field", "_rel_field", "_capacity", "_mm", "_view", "entries", "writable",
-                 "_last")
+    __slots__ = (
+        "_capacity",
+        "_key_field",
+        "_last",
+        "_mm",
+        "_rel_field",
+        "_view",
+        "entries",
+        "entry",
+        "path",
+        "writable",
+    )
 
     def __init__(self, path: str, entry: struct.Struct, key_field: int, rel_field: int, *,
                  size_bytes_max: int, writable: bool = True) -> None:
@@ -125,15 +135,18 @@ class MmapIndex:
 
     def _rel_at(self, n: int) -> int:
         assert self._view is not None
-        return self.entry.unpack_from(self._view, n * self.entry.size)[self._rel_field]
+        value: int = self.entry.unpack_from(self._view, n * self.entry.size)[self._rel_field]
+        return value
 
     def _key_at(self, n: int) -> int:
         assert self._view is not None
-        return self.entry.unpack_from(self._view, n * self.entry.size)[self._key_field]
+        value: int = self.entry.unpack_from(self._view, n * self.entry.size)[self._key_field]
+        return value
 
     def entry_at(self, n: int) -> tuple[int, int]:
         assert 0 <= n < self.entries and self._view is not None
-        return self.entry.unpack_from(self._view, n * self.entry.size)  # type: ignore[return-value]
+        first, second = self.entry.unpack_from(self._view, n * self.entry.size)
+        return first, second
 
     def columns(self) -> tuple[list[int], list[int]]:
         """Both fields of every valid entry, as two lists (for whole-index sanity checks)."""

@@ -73,7 +73,7 @@ class LogSlice:
     """Whole batches of one segment, for a zero-copy sender: a descriptor of its own (closed by
     ``close``), a position and a size. Survives the segment being deleted meanwhile."""
 
-    __slots__ = ("fd", "position", "size_bytes", "first_offset", "next_offset")
+    __slots__ = ("fd", "first_offset", "next_offset", "position", "size_bytes")
 
     def __init__(self, fd: int, extent: Extent) -> None:
         self.fd = fd
@@ -100,8 +100,20 @@ class LogSlice:
 @final
 class PartitionLog:
     __slots__ = (
-        "directory", "config", "_clock_ms", "_fsync", "_lock", "_segments", "_bases", "_epochs",
-        "_recovery_point", "_unflushed", "_last_flush_ms", "_truncations", "_closed", "recovery",
+        "_bases",
+        "_clock_ms",
+        "_closed",
+        "_epochs",
+        "_fsync",
+        "_last_flush_ms",
+        "_lock",
+        "_recovery_point",
+        "_segments",
+        "_truncations",
+        "_unflushed",
+        "config",
+        "directory",
+        "recovery",
     )
 
     def __init__(self, directory: str, config: LogConfig, clock_ms: Callable[[], int],
@@ -393,7 +405,9 @@ class PartitionLog:
             found = self._extent_locked(offset, size_bytes_max, offset_max)
             return None if found is None else LogSlice(found[0].dup_fd(), found[1])
 
-    def _extent_locked(self, offset: int, size_bytes_max: int, offset_max: int | None) -> tuple[LogSegment, Extent] | None:
+    def _extent_locked(
+        self, offset: int, size_bytes_max: int, offset_max: int | None
+    ) -> tuple[LogSegment, Extent] | None:
         limit = self._check_read_locked(offset, size_bytes_max, offset_max)
         for segment, target in self._candidates_locked(offset, limit):
             extent = segment.extent(target, size_bytes_max, limit)

@@ -28,7 +28,7 @@ INDEX_BYTES_MAX_READONLY = 1 << 31
 class SegmentReader:
     """Iterate the batches and records of one partition directory from an offset up to a limit."""
 
-    __slots__ = ("directory", "batch_bytes_max")
+    __slots__ = ("batch_bytes_max", "directory")
 
     def __init__(self, directory: str, *, batch_bytes_max: int = DEFAULT_RECORDS_BYTES_MAX) -> None:
         if not os.path.isdir(directory):
@@ -55,7 +55,9 @@ class SegmentReader:
                 return end
         return bases[0] if bases else 0
 
-    def iter_batches(self, start_offset: int = 0, end_offset: int | None = None) -> Iterator[tuple[BatchHeader, memoryview]]:
+    def iter_batches(
+        self, start_offset: int = 0, end_offset: int | None = None
+    ) -> Iterator[tuple[BatchHeader, memoryview]]:
         """Batches holding any offset in ``[start_offset, end_offset)``, each checksum-verified.
 
         The yielded memoryview is valid until the next iteration step."""

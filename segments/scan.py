@@ -32,7 +32,7 @@ class BatchScan:
     False (then only headers are read, one ``pread`` each).
     """
 
-    __slots__ = ("_fd", "_start", "_end", "_size_bytes_max", "_verify", "stop", "stopped_at", "error")
+    __slots__ = ("_end", "_fd", "_size_bytes_max", "_start", "_verify", "error", "stop", "stopped_at")
 
     def __init__(self, fd: int, start: int, end: int, *, size_bytes_max: int, verify: bool) -> None:
         assert 0 <= start <= end

@@ -10,12 +10,21 @@ use ``os.pread`` and never move a file position, so they need no further orderin
 
 from __future__ import annotations
 
+import contextlib
 import os
 import struct
 from collections.abc import Callable
 from typing import NamedTuple, final
 
-from segments.batch import HEADER_SIZE, LAST_OFFSET_DELTA_OFFSET, LENGTH_PREFIX_SIZE, U32_MAX, BatchHeader, check_header, parse_header
+from segments.batch import (
+    HEADER_SIZE,
+    LAST_OFFSET_DELTA_OFFSET,
+    LENGTH_PREFIX_SIZE,
+    U32_MAX,
+    BatchHeader,
+    check_header,
+    parse_header,
+)
 from segments.config import LogConfig
 from segments.errors import InvalidBatchError, LogClosedError
 from segments.index import OffsetIndex, TimeIndex
@@ -55,9 +64,20 @@ class Extent(NamedTuple):
 @final
 class LogSegment:
     __slots__ = (
-        "directory", "base_offset", "config", "log_path", "_fd", "_offset_index", "_time_index",
-        "size_bytes", "next_offset", "max_timestamp", "rolling_timestamp", "_bytes_since_index",
-        "_fsync", "_read_hint",
+        "_bytes_since_index",
+        "_fd",
+        "_fsync",
+        "_offset_index",
+        "_read_hint",
+        "_time_index",
+        "base_offset",
+        "config",
+        "directory",
+        "log_path",
+        "max_timestamp",
+        "next_offset",
+        "rolling_timestamp",
+        "size_bytes",
     )
 
     def __init__(self, directory: str, base_offset: int, config: LogConfig, *,
@@ -310,7 +330,7 @@ class LogSegment:
         return None
 
     def read(self, position: int, size_bytes: int) -> bytes:
-        assert 0 <= position and position + size_bytes <= self.size_bytes
+        assert position >= 0 and position + size_bytes <= self.size_bytes
         return os.pread(self.fd, size_bytes, position)
 
     # ---- truncation, flush, close ----------------------------------------------------------
@@ -380,10 +400,8 @@ class LogSegment:
         """Close and remove all three files."""
         self.close(trim=False)
         for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
-            try:
+            with contextlib.suppress(FileNotFoundError):
                 os.unlink(self._path(suffix))
-            except FileNotFoundError:
-                pass
 
 
 def _whole_batches(data: memoryview, offset_max: int) -> tuple[int, int]:

@@ -137,5 +137,6 @@ class LogModel(RuleBasedStateMachine):
         assert read_all(self.log) == expected
 
 
-LogModel.TestCase.settings = settings(max_examples=int(os.environ.get("LOG_MODEL_EXAMPLES", "60")), stateful_step_count=30, deadline=None)
+EXAMPLES = int(os.environ.get("LOG_MODEL_EXAMPLES", "60"))
+LogModel.TestCase.settings = settings(max_examples=EXAMPLES, stateful_step_count=30, deadline=None)
 TestLogModel = LogModel.TestCase
