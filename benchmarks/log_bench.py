@@ -160,7 +160,7 @@ def codec_rep(plan: Plan) -> dict[str, float]:
 
 def run(*, quick: bool, out_dir: str | None, work_dir: str | None) -> dict[str, float]:
     plan = QUICK if quick else FULL
-    started = datetime.datetime.now(datetime.timezone.utc)
+    started = datetime.datetime.now(datetime.UTC)
     work = tempfile.mkdtemp(prefix="logbench-", dir=work_dir or os.getcwd())
     samples: dict[str, list[float]] = {}
     try:

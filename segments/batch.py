@@ -32,7 +32,7 @@ from __future__ import annotations
 import struct
 import time
 from collections.abc import Iterator, Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import msgpack
 import xxhash
@@ -71,6 +71,7 @@ U32_MAX = (1 << 32) - 1
 DEFAULT_RECORDS_BYTES_MAX = 64 * 1024 * 1024
 
 _checksum = xxhash.xxh3_64_intdigest
+# One packer, reused: the C packer holds the GIL while it runs, so threads cannot interleave in it.
 _packb = msgpack.Packer(use_bin_type=True, autoreset=True).pack
 
 
@@ -154,7 +155,7 @@ def encode_batch(
         for i, (r, ts) in enumerate(zip(records, stamps, strict=True))
     ]
     return _assemble(
-        _packb(rows),
+        _pack_rows(rows),
         count=len(rows),
         first_ts=first_ts,
         max_ts=max(stamps),
@@ -174,7 +175,7 @@ def encode_values(
     ts = now_ms() if timestamp_ms is None else timestamp_ms
     rows = [[i, 0, None, v, ()] for i, v in enumerate(values)]
     return _assemble(
-        _packb(rows),
+        _pack_rows(rows),
         count=len(rows),
         first_ts=ts,
         max_ts=ts,
@@ -183,6 +184,14 @@ def encode_values(
         codec=codec,
         producer=(NO_PRODUCER_ID, -1, NO_SEQUENCE),
     )
+
+
+def _pack_rows(rows: list[list[Any]]) -> bytes:
+    try:
+        packed: bytes = _packb(rows)
+    except (OverflowError, TypeError, ValueError) as exc:
+        raise InvalidArgumentError(f"records cannot be encoded: {exc}") from exc
+    return packed
 
 
 def _assemble(

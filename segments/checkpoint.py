@@ -28,6 +28,8 @@ from segments.errors import CorruptCheckpointError
 
 VERSION: Final = 0
 ENTRIES_MAX: Final = 1_000_000
+# A line is at most a 200-character topic, a partition number and an offset (u64), with spaces.
+LINE_BYTES_MAX: Final = 256
 RECOVERY_POINT_FILE: Final = "recovery-point-checkpoint"
 HIGH_WATERMARK_FILE: Final = "high-watermark-checkpoint"
 LEADER_EPOCH_FILE: Final = "leader-epoch-checkpoint"
@@ -43,8 +45,11 @@ def write_atomic(path: str, data: bytes, fsync: Callable[[int], None] = os.fsync
         while view:
             view = view[os.write(fd, view):]
         fsync(fd)
-    finally:
+    except BaseException:
         os.close(fd)
+        os.unlink(tmp)
+        raise
+    os.close(fd)
     os.replace(tmp, path)
     dir_fd = os.open(os.path.dirname(path) or ".", os.O_RDONLY)
     try:
@@ -54,6 +59,8 @@ def write_atomic(path: str, data: bytes, fsync: Callable[[int], None] = os.fsync
 
 
 def _render(rows: list[tuple[object, ...]]) -> bytes:
+    if len(rows) > ENTRIES_MAX:
+        raise CorruptCheckpointError(f"{len(rows)} entries exceed the checkpoint limit of {ENTRIES_MAX}")
     lines = [str(VERSION), str(len(rows))]
     lines.extend(" ".join(str(f) for f in row) for row in rows)
     return ("\n".join(lines) + "\n").encode()
@@ -62,7 +69,7 @@ def _render(rows: list[tuple[object, ...]]) -> bytes:
 def _parse(path: str, fields: int) -> list[list[str]]:
     try:
         with open(path, "rb") as f:
-            raw = f.read(64 * ENTRIES_MAX)
+            raw = f.read(LINE_BYTES_MAX * (ENTRIES_MAX + 2))
     except FileNotFoundError:
         return []
     try:

@@ -77,7 +77,7 @@ class LeaderEpochCache:
     def truncate_from_start(self, start_offset: int) -> bool:
         """Forget history before ``start_offset`` (retention), keeping the epoch in force there."""
         older = [e for e in self._entries if e.start_offset <= start_offset]
-        if len(older) <= 1:
+        if not older or (len(older) == 1 and older[0].start_offset == start_offset):
             return False
         keep = older[-1]
         self._entries = [EpochEntry(keep.epoch, start_offset)] + [

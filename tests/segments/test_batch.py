@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import struct
+import tracemalloc
 
 import msgpack
 import pytest
@@ -52,7 +53,8 @@ SAMPLE = [
 def forge(section: bytes, *, codec: int = 0, count: int = 1, attributes: int | None = None,
           magic: int = 1) -> bytes:
     """A batch around an arbitrary records section, with a correct checksum (built from the spec)."""
-    body = struct.pack("<HIqqqhiI", codec if attributes is None else attributes, (count - 1) % 2**32, 0, 0, -1, -1, -1, count)
+    attributes = codec if attributes is None else attributes
+    body = struct.pack("<HIqqqhiI", attributes, (count - 1) % 2**32, 0, 0, -1, -1, -1, count)
     checksum = xxhash.xxh3_64_intdigest(body + section)
     prefix = struct.pack("<QII", 0, HEADER_SIZE - LENGTH_PREFIX_SIZE + len(section), 0)
     return prefix + bytes((magic,)) + struct.pack("<Q", checksum) + body + section
@@ -177,7 +179,8 @@ def test_iter_batches(batches, data) -> None:
     assert list(iter_batches(memoryview(joined))) == expected
     cut = data.draw(st.integers(1, len(bufs[-1]) - 1))
     assert list(iter_batches(joined[:-cut])) == expected[:-1]
-    assert list(iter_batches(joined + bufs[0][:cut])) == expected
+    partial = data.draw(st.integers(1, len(bufs[0]) - 1))
+    assert list(iter_batches(joined + bufs[0][:partial])) == expected
 
 
 def test_iter_batches_raises_on_a_complete_corrupt_batch() -> None:
@@ -214,6 +217,19 @@ def test_decompression_bombs_are_rejected(codec: Codec) -> None:
     validate_batch(bomb, size_bytes_max=limit)
     with pytest.raises(InvalidBatchError):
         decode_records(bomb, size_bytes_max=limit)
+
+
+@pytest.mark.parametrize("codec", [Codec.GZIP, Codec.LZ4, Codec.ZSTD])
+def test_decompression_of_a_bomb_is_bounded_in_memory(codec: Codec) -> None:
+    bomb = encode_values([bytes(32 * 1024 * 1024)], timestamp_ms=0, codec=codec)
+    tracemalloc.start()
+    try:
+        with pytest.raises(InvalidBatchError):
+            decode_records(bomb, size_bytes_max=256 * 1024)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 * 1024 * 1024
 
 
 @pytest.mark.parametrize("codec", [Codec.GZIP, Codec.LZ4, Codec.ZSTD])

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -98,11 +100,6 @@ def test_truncate_from_start() -> None:
     assert c.entries == [(2, 100)]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: truncate_from_start returns early when only one epoch starts at or before the "
-    "new log start, so that epoch keeps a start offset below the log start (and False is returned)",
-)
 def test_truncate_from_start_moves_a_single_older_epoch() -> None:
     c = cache((1, 0), (2, 10))
     assert c.truncate_from_start(5)
@@ -133,10 +130,12 @@ def test_invariants_hold_under_any_sequence(ops) -> None:
                 continue
             changed = c.assign(epoch, start)
             assert changed == (not before or epoch > before[-1].epoch)
-            if changed:
-                assert c.entries == [e for e in before if e.start_offset < start or e.start_offset <= start == max(
-                    (b.start_offset for b in before), default=-1)] + [(epoch, start)] or start >= before[-1].start_offset
-                assert c.entries[-1] == (epoch, start)
+            if not changed:
+                assert c.entries == before
+            elif before and start < before[-1].start_offset:
+                assert c.entries == [e for e in before if e.start_offset < start] + [(epoch, start)]
+            else:
+                assert c.entries == [*before, (epoch, start)]
         elif op[0] == "end":
             changed = c.truncate_from_end(op[1])
             assert c.entries == [e for e in before if e.start_offset < op[1]]
@@ -147,8 +146,16 @@ def test_invariants_hold_under_any_sequence(ops) -> None:
             assert [e for e in c.entries if e.start_offset > op[1]] == [e for e in before if e.start_offset > op[1]]
         epochs = [e.epoch for e in c.entries]
         starts = [e.start_offset for e in c.entries]
-        assert all(a < b for a, b in zip(epochs, epochs[1:], strict=False))
-        assert all(a <= b for a, b in zip(starts, starts[1:], strict=False))
+        assert all(a < b for a, b in itertools.pairwise(epochs))
+        assert all(a <= b for a, b in itertools.pairwise(starts))
         assert c.latest_epoch == (epochs[-1] if epochs else UNKNOWN_EPOCH)
+        for query in range(-1, 14):
+            known = [i for i, e in enumerate(epochs) if e <= query]
+            if not known:
+                expected = (UNKNOWN_EPOCH, UNKNOWN_EPOCH)
+            else:
+                i = known[-1]
+                expected = (epochs[i], 99 if i == len(epochs) - 1 else starts[i + 1])
+            assert c.end_offset_for(query, 99) == expected
         rebuilt = LeaderEpochCache([tuple(e) for e in c.entries])  # a checkpoint round-trip
         assert rebuilt.entries == c.entries

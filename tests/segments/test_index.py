@@ -41,6 +41,11 @@ def test_largest_at_most_matches_the_model(keys: list[int], target: int, warm: i
     assert largest_at_most(key_at, len(keys), target, warm) == expected
     assert largest_at_most(key_at, len(keys), target) == expected
     assert len(probes) <= 2 * (2 + len(keys).bit_length())
+    warm_start = max(0, len(keys) - warm)
+    if keys and keys[warm_start] <= target:  # the warm tail holds the answer: search only there
+        probes.clear()
+        largest_at_most(key_at, len(keys), target, warm)
+        assert all(n >= warm_start for n in probes[1:])
 
 
 @given(increasing(min_size=1), st.integers(0, 40))
