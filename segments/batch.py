@@ -224,21 +224,22 @@ def parse_header(buf: bytes | memoryview, position: int = 0) -> BatchHeader:
 
 def check_header(header: BatchHeader, *, size_bytes_max: int, position: int = -1) -> None:
     """Check the header's own fields (everything but the checksum); raise ``InvalidBatchError``."""
-    if header.magic != MAGIC:
+    # Plain field access only (no properties): this runs once per appended and scanned batch.
+    batch_length, count, attributes = header[1], header[12], header[5]
+    if header[3] != MAGIC:
         raise InvalidBatchError(f"unsupported batch magic {header.magic} at position {position}")
-    if header.batch_length < HEADER_SIZE - LENGTH_PREFIX_SIZE:
-        raise InvalidBatchError(f"batch length {header.batch_length} is shorter than a header")
-    if header.size_bytes > size_bytes_max:
+    if batch_length < HEADER_SIZE - LENGTH_PREFIX_SIZE:
+        raise InvalidBatchError(f"batch length {batch_length} is shorter than a header")
+    if batch_length + LENGTH_PREFIX_SIZE > size_bytes_max:
         raise InvalidBatchError(
             f"batch of {header.size_bytes} bytes at position {position} exceeds {size_bytes_max}"
         )
-    if header.record_count != header.last_offset_delta + 1 or header.record_count == 0:
+    if count != header[6] + 1 or count == 0:
         raise InvalidBatchError(
-            f"record count {header.record_count} does not match last offset delta "
-            f"{header.last_offset_delta}"
+            f"record count {count} does not match last offset delta {header.last_offset_delta}"
         )
-    if header.attributes & ~KNOWN_ATTRIBUTES or header.codec not in _CODECS:
-        raise InvalidBatchError(f"unknown batch attributes {header.attributes:#x}")
+    if attributes & ~KNOWN_ATTRIBUTES or (attributes & CODEC_MASK) not in _CODECS:
+        raise InvalidBatchError(f"unknown batch attributes {attributes:#x}")
 
 
 _CODECS = frozenset(int(c) for c in Codec)
@@ -250,13 +251,21 @@ def validate_batch(
     """Validate that ``buf`` holds exactly one well-formed batch and return its header."""
     if len(buf) < HEADER_SIZE:
         raise InvalidBatchError(f"{len(buf)} bytes is shorter than a batch header ({HEADER_SIZE})")
-    header = parse_header(buf)
+    header = BatchHeader._make(HEADER.unpack_from(buf))
     check_header(header, size_bytes_max=size_bytes_max, position=position)
-    if header.size_bytes != len(buf):
+    if header[1] + LENGTH_PREFIX_SIZE != len(buf):
         raise InvalidBatchError(
             f"batch length field says {header.size_bytes} bytes but {len(buf)} were given"
         )
-    verify_checksum(buf, header, position=position)
+    computed = _checksum(memoryview(buf)[CHECKSUMMED_FROM:])
+    if computed != header[4]:
+        raise CorruptBatchError(
+            f"batch checksum mismatch at position {position}: stored {header.checksum:#018x}, "
+            f"computed {computed:#018x}",
+            position=position,
+            stored=header.checksum,
+            computed=computed,
+        )
     return header
 
 

@@ -67,6 +67,7 @@ class LogSegment:
         "_bytes_since_index",
         "_fd",
         "_fsync",
+        "_indexes_full",
         "_offset_index",
         "_read_hint",
         "_time_index",
@@ -98,6 +99,7 @@ class LogSegment:
         self._bytes_since_index = 0
         # (offset, position) of the batch after the last read: sequential readers skip the index.
         self._read_hint = (-1, -1)
+        self._indexes_full = False
 
     def _path(self, suffix: str) -> str:
         return os.path.join(self.directory, segment_file_name(self.base_offset, suffix))
@@ -170,9 +172,11 @@ class LogSegment:
         if not (self._offset_index.is_sane(rel_end, self.size_bytes) and self._time_index.is_sane(rel_end)):
             return False
         self.next_offset = end
+        self._indexes_full = self._offset_index.is_full() or self._time_index.is_full()
         return True
 
     def _reset_state(self) -> None:
+        self._indexes_full = False
         self.size_bytes = 0
         self.next_offset = self.base_offset
         self.max_timestamp = NO_TIMESTAMP
@@ -189,11 +193,10 @@ class LogSegment:
         if self.size_bytes == 0:
             return False
         return (
-            self.size_bytes + header.size_bytes > self.config.segment_bytes
-            or self._offset_index.is_full()
-            or self._time_index.is_full()
-            or next_offset + header.last_offset_delta - self.base_offset > U32_MAX
-            or header.max_timestamp - self.rolling_timestamp >= self.config.segment_ms
+            self.size_bytes + header[1] + LENGTH_PREFIX_SIZE > self.config.segment_bytes
+            or self._indexes_full
+            or next_offset + header[6] - self.base_offset > U32_MAX
+            or header[8] - self.rolling_timestamp >= self.config.segment_ms
         )
 
     def append(self, prefix: bytes, body: memoryview, header: BatchHeader, base_offset: int) -> int:
@@ -217,6 +220,7 @@ class LogSegment:
             self._offset_index.append(rel, position)
             self._time_index.maybe_append(max(self.max_timestamp, max_timestamp), rel)
             self._bytes_since_index = 0
+            self._indexes_full = self._offset_index.is_full() or self._time_index.is_full()
         size = header.batch_length + LENGTH_PREFIX_SIZE
         self._bytes_since_index += size
         if max_timestamp > self.max_timestamp:
@@ -345,6 +349,7 @@ class LogSegment:
         os.ftruncate(self.fd, position)
         self._offset_index.truncate_to_position(position)
         self._time_index.truncate_to_offset(header.base_offset - self.base_offset)
+        self._indexes_full = False
         self.size_bytes = position
         if position == 0:
             self._reset_state()
@@ -364,10 +369,8 @@ class LogSegment:
             self.max_timestamp = max(self.max_timestamp, header.max_timestamp)
 
     def flush(self) -> None:
-        """Make the log durable (fsync) and write back the index pages."""
+        """Make the log durable (fsync). Indexes are written when the segment is sealed."""
         self._fsync(self.fd)
-        self._offset_index.flush()
-        self._time_index.flush()
 
     def fd_open(self) -> bool:
         return self._fd >= 0

@@ -88,7 +88,6 @@ def test_offset_index_append_and_lookup(tmp_path) -> None:
 
 def test_is_full(tmp_path) -> None:
     idx = OffsetIndex(str(tmp_path / "i"), size_bytes_max=3 * OFFSET_ENTRY.size + 5)
-    assert os.path.getsize(tmp_path / "i") == 3 * OFFSET_ENTRY.size
     for n in range(3):
         assert not idx.is_full()
         idx.append(n, n * 10)
@@ -108,6 +107,7 @@ def test_offset_index_truncate_to_position(tmp_path) -> None:
     idx.append(0, 0)
     idx.append(3, 40)  # the zero tail lets appends resume where the truncation stopped
     assert idx.lookup(100) == (3, 40)
+    idx.trim()
     idx.close()
     reopened = offset_index(tmp_path)
     assert reopened.entries == 2 and reopened.last() == (3, 40)
@@ -155,6 +155,11 @@ def test_trim_then_reopen(tmp_path) -> None:
         again.close()
     again = offset_index(tmp_path)
     again.append(12, 400)
+    again.close()  # an active index reaches its file only when sealed (trim)
+    assert offset_index(tmp_path, writable=False).entries == 3
+    again = offset_index(tmp_path)
+    again.append(12, 400)
+    again.trim()
     again.close()
     again = offset_index(tmp_path, writable=False)
     assert again.entries == 4 and again.last() == (12, 400)
@@ -181,20 +186,11 @@ def test_readonly_open_of_a_missing_file(tmp_path) -> None:
 def test_reopen_untrimmed_file_finds_its_entries(tmp_path, rels, capacity, use_time) -> None:
     directory = tmp_path / str(next(_names))
     directory.mkdir()
-    if use_time:
-        idx = time_index(directory, capacity)
-        for i, rel in enumerate(rels):
-            idx.maybe_append(1000 + i, rel)
-        expected = (1000 + len(rels) - 1, rels[-1])
-    else:
-        idx = offset_index(directory, capacity)
-        for rel in rels:
-            idx.append(rel, rel * 7)
-        expected = (rels[-1], rels[-1] * 7)
-    idx.close()
     name = "00.timeindex" if use_time else "00.index"
     entry = TIME_ENTRY if use_time else OFFSET_ENTRY
-    assert os.path.getsize(directory / name) == capacity * entry.size  # still pre-allocated
+    rows = [(1000 + i, rel) for i, rel in enumerate(rels)] if use_time else [(rel, rel * 7) for rel in rels]
+    expected = rows[-1]
+    write_entries(directory / name, entry, rows, capacity)  # a pre-allocated file with a zero tail
     for writable in (True, False):
         again = (time_index if use_time else offset_index)(directory, capacity, writable=writable)
         assert again.entries == len(rels) and again.last() == expected
@@ -252,9 +248,10 @@ def test_odd_or_oversized_file_is_reset(tmp_path, size) -> None:
     path.write_bytes(bytes([7]) * size)
     idx = offset_index(tmp_path, 16)
     assert idx.entries == 0 and idx.last() is None
-    assert path.read_bytes() == bytes(16 * OFFSET_ENTRY.size)
     idx.append(0, 0)
     idx.append(1, 60)
+    idx.trim()
+    assert path.read_bytes() == OFFSET_ENTRY.pack(0, 0) + OFFSET_ENTRY.pack(1, 60)
     idx.close()
     again = offset_index(tmp_path, 16)
     assert again.entries == 2 and again.last() == (1, 60)
