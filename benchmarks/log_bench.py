@@ -22,6 +22,9 @@ from segments.log import PartitionLog
 
 MIB = 1 << 20
 READ_CHUNK_BYTES = MIB
+# Alternation step of the side-by-side comparison: one read call's worth, so each plain pread
+# and each log read move the same whole batches.
+RATIO_CHUNK_BYTES = READ_CHUNK_BYTES
 SIZES = (100, 1024)
 BATCH_RECORDS = (1, 100, 1000)
 POLICIES = ("never", "interval", "always")
@@ -45,86 +48,100 @@ def make_batch(size: int, records: int) -> bytes:
     return encode_batch([ProducerRecord(os.urandom(size)) for _ in range(records)])
 
 
-def plain_write(path: str, data: bytes, count: int) -> float:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+def ratio_rep(work: str, batch: bytes, plan: Plan) -> dict[str, float]:
+    """One side-by-side repetition over the same bytes: a plain ``os.write`` loop and the log's
+    append, then a plain sequential ``pread`` loop and the log's read.
+
+    The two sides alternate in chunks of ``RATIO_CHUNK_BYTES`` (which side goes first alternates
+    too), so both meet the same page-cache and writeback pressure at the same moments; measured
+    one after the other, writeback throttling made single runs swing by 5x. A chunk is whole
+    batches, so a plain ``pread`` and a log read move exactly the same bytes per call."""
+    per_chunk = max(1, RATIO_CHUNK_BYTES // len(batch))
+    chunks = max(2, plan.ratio_bytes // (per_chunk * len(batch)))
+    total = chunks * per_chunk * len(batch)
+    plain_path = os.path.join(work, "plain.bin")
+    log_dir = os.path.join(work, "ratio-0")
+    fd = os.open(plain_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+    log = PartitionLog.open(log_dir, LogConfig(flush="never", segment_bytes=GIB))
+    t = {"write": 0.0, "append": 0.0, "read": 0.0, "log_read": 0.0}
     try:
-        start = time.perf_counter()
-        for _ in range(count):
-            os.write(fd, data)
-        return time.perf_counter() - start
+        for chunk in range(chunks):
+            sides = [("write", lambda: _plain_write(fd, batch, per_chunk)),
+                     ("append", lambda: _log_append(log, batch, per_chunk))]
+            for name, step in sides[:: 1 if chunk % 2 == 0 else -1]:
+                t[name] += step()
+        position, offset = 0, log.log_start_offset
+        for chunk in range(chunks):
+            steps = [("read", lambda p=position: _plain_read(fd, p, per_chunk * len(batch))),
+                     ("log_read", lambda o=offset: _log_read(log, o, per_chunk * len(batch)))]
+            for name, step in steps[:: 1 if chunk % 2 == 0 else -1]:
+                elapsed, value = step()
+                t[name] += elapsed
+                if name == "read":
+                    position = value
+                else:
+                    offset = value
+        assert position == total and offset == log.log_end_offset, (position, offset)
     finally:
         os.close(fd)
+        os.unlink(plain_path)
+        log.close()
+        shutil.rmtree(log_dir)
+    return {
+        "write_loop_mb_per_s": total / t["write"] / 1e6,
+        "append_mb_per_s": total / t["append"] / 1e6,
+        "append_ratio": t["write"] / t["append"],
+        "read_loop_mb_per_s": total / t["read"] / 1e6,
+        "read_mb_per_s": total / t["log_read"] / 1e6,
+        "read_ratio": t["read"] / t["log_read"],
+    }
 
 
-def plain_read(path: str) -> float:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        size, position = os.fstat(fd).st_size, 0
-        start = time.perf_counter()
-        while position < size:
-            position += len(os.pread(fd, READ_CHUNK_BYTES, position))
-        return time.perf_counter() - start
-    finally:
-        os.close(fd)
-
-
-def log_append(log: PartitionLog, data: bytes, count: int, seconds: float | None = None) -> tuple[float, int]:
-    """Append ``data`` up to ``count`` times (or until ``seconds`` pass); return (elapsed, appends)."""
+def _plain_write(fd: int, data: bytes, count: int) -> float:
     start = time.perf_counter()
-    deadline = start + seconds if seconds is not None else None
+    for _ in range(count):
+        os.write(fd, data)
+    return time.perf_counter() - start
+
+
+def _log_append(log: PartitionLog, data: bytes, count: int) -> float:
+    start = time.perf_counter()
+    for _ in range(count):
+        log.append(data, leader_epoch=0)
+    return time.perf_counter() - start
+
+
+def _plain_read(fd: int, position: int, size_bytes: int) -> tuple[float, int]:
+    """Sequential 1 MiB ``pread``s of ``size_bytes`` from ``position``; returns (elapsed, end)."""
+    end = position + size_bytes
+    start = time.perf_counter()
+    while position < end:
+        position += len(os.pread(fd, min(READ_CHUNK_BYTES, end - position), position))
+    return time.perf_counter() - start, position
+
+
+def _log_read(log: PartitionLog, offset: int, size_bytes: int) -> tuple[float, int]:
+    """Sequential 1 MiB log reads until ``size_bytes`` were read; returns (elapsed, next offset)."""
+    done = 0
+    start = time.perf_counter()
+    while done < size_bytes:
+        result = log.read(offset, min(READ_CHUNK_BYTES, size_bytes - done))
+        done += len(result.data)
+        offset = result.next_offset
+    return time.perf_counter() - start, offset
+
+
+def log_append_for(log: PartitionLog, data: bytes, count: int, seconds: float) -> tuple[float, int]:
+    """Append ``data`` up to ``count`` times or until ``seconds`` pass; return (elapsed, appends)."""
+    start = time.perf_counter()
+    deadline = start + seconds
     done = 0
     while done < count:
         log.append(data, leader_epoch=0)
         done += 1
-        if deadline is not None and done % 8 == 0 and time.perf_counter() >= deadline:
+        if done % 8 == 0 and time.perf_counter() >= deadline:
             break
     return time.perf_counter() - start, done
-
-
-def log_read(log: PartitionLog) -> tuple[float, int]:
-    offset, end, total = log.log_start_offset, log.log_end_offset, 0
-    start = time.perf_counter()
-    while offset < end:
-        result = log.read(offset, READ_CHUNK_BYTES)
-        total += len(result.data)
-        offset = result.next_offset
-    return time.perf_counter() - start, total
-
-
-def ratio_rep(work: str, batch: bytes, plan: Plan, log_first: bool) -> dict[str, float]:
-    """One side-by-side repetition: plain write/read loop and the log on the same bytes; the
-    order alternates between repetitions so neither side always meets a warmer page cache."""
-    count = max(1, plan.ratio_bytes // len(batch))
-    total = count * len(batch)
-    timings: dict[str, float] = {}
-
-    def plain() -> None:
-        plain_path = os.path.join(work, "plain.bin")
-        timings["write"] = plain_write(plain_path, batch, count)
-        timings["read"] = plain_read(plain_path)
-        os.unlink(plain_path)
-
-    def logged() -> None:
-        log_dir = os.path.join(work, "ratio-0")
-        log = PartitionLog.open(log_dir, LogConfig(flush="never", segment_bytes=GIB))
-        try:
-            timings["append"], _ = log_append(log, batch, count)
-            timings["log_read"], read_total = log_read(log)
-            assert read_total == total, (read_total, total)
-        finally:
-            log.close()
-            shutil.rmtree(log_dir)
-
-    for step in ((logged, plain) if log_first else (plain, logged)):
-        step()
-    return {
-        "write_loop_mb_per_s": total / timings["write"] / 1e6,
-        "append_mb_per_s": total / timings["append"] / 1e6,
-        "append_ratio": timings["write"] / timings["append"],
-        "read_loop_mb_per_s": total / timings["read"] / 1e6,
-        "read_mb_per_s": total / timings["log_read"] / 1e6,
-        "read_ratio": timings["read"] / timings["log_read"],
-    }
 
 
 def append_rep(work: str, size: int, records: int, policy: str, plan: Plan) -> tuple[float, float]:
@@ -132,7 +149,7 @@ def append_rep(work: str, size: int, records: int, policy: str, plan: Plan) -> t
     log_dir = os.path.join(work, f"append-{policy}-{size}-{records}")
     log = PartitionLog.open(log_dir, LogConfig(flush=policy, segment_bytes=GIB))  # type: ignore[arg-type]
     try:
-        elapsed, appends = log_append(log, batch, plan.append_bytes_max // len(batch) + 1, plan.append_seconds)
+        elapsed, appends = log_append_for(log, batch, plan.append_bytes_max // len(batch) + 1, plan.append_seconds)
     finally:
         log.close()
         shutil.rmtree(log_dir)
@@ -167,7 +184,7 @@ def run(*, quick: bool, out_dir: str | None, work_dir: str | None) -> dict[str, 
         ratio_batch = make_batch(100, 1000)
         for rep in range(plan.reps):
             print(f"[log] side-by-side repetition {rep + 1}/{plan.reps}", flush=True)
-            for name, value in ratio_rep(work, ratio_batch, plan, log_first=rep % 2 == 1).items():
+            for name, value in ratio_rep(work, ratio_batch, plan).items():
                 samples.setdefault(name, []).append(value)
             for name, value in codec_rep(plan).items():
                 samples.setdefault(name, []).append(value)
