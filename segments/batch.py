@@ -259,13 +259,7 @@ def validate_batch(
         )
     computed = _checksum(memoryview(buf)[CHECKSUMMED_FROM:])
     if computed != header[4]:
-        raise CorruptBatchError(
-            f"batch checksum mismatch at position {position}: stored {header.checksum:#018x}, "
-            f"computed {computed:#018x}",
-            position=position,
-            stored=header.checksum,
-            computed=computed,
-        )
+        raise _checksum_mismatch(header, computed, position)
     return header
 
 
@@ -274,13 +268,17 @@ def verify_checksum(buf: bytes | memoryview, header: BatchHeader, *, position: i
     view = memoryview(buf)[CHECKSUMMED_FROM : header.size_bytes]
     computed = _checksum(view)
     if computed != header.checksum:
-        raise CorruptBatchError(
-            f"batch checksum mismatch at position {position}: stored {header.checksum:#018x}, "
-            f"computed {computed:#018x}",
-            position=position,
-            stored=header.checksum,
-            computed=computed,
-        )
+        raise _checksum_mismatch(header, computed, position)
+
+
+def _checksum_mismatch(header: BatchHeader, computed: int, position: int) -> CorruptBatchError:
+    return CorruptBatchError(
+        f"batch checksum mismatch at position {position}: stored {header.checksum:#018x}, "
+        f"computed {computed:#018x}",
+        position=position,
+        stored=header.checksum,
+        computed=computed,
+    )
 
 
 def patched_prefix(header: BatchHeader, base_offset: int, leader_epoch: int) -> bytes:

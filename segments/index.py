@@ -213,14 +213,13 @@ class MmapIndex:
             self._mm = None
 
 
-@final
-class OffsetIndex:
-    """Sparse map from relative offset to the file position of a batch start."""
+class _IndexFile:
+    """What both index kinds delegate unchanged to their ``MmapIndex``."""
 
     __slots__ = ("_index",)
 
-    def __init__(self, path: str, *, size_bytes_max: int, writable: bool = True) -> None:
-        self._index = MmapIndex(path, OFFSET_ENTRY, 0, 0, size_bytes_max=size_bytes_max, writable=writable)
+    def __init__(self, index: MmapIndex) -> None:
+        self._index = index
 
     @property
     def entries(self) -> int:
@@ -232,6 +231,28 @@ class OffsetIndex:
 
     def is_full(self) -> bool:
         return self._index.is_full()
+
+    def last(self) -> tuple[int, int] | None:
+        return self._index.last()
+
+    def reset(self) -> None:
+        self._index.truncate_entries(0)
+
+    def trim(self) -> None:
+        self._index.trim()
+
+    def close(self) -> None:
+        self._index.close()
+
+
+@final
+class OffsetIndex(_IndexFile):
+    """Sparse map from relative offset to the file position of a batch start."""
+
+    __slots__ = ()
+
+    def __init__(self, path: str, *, size_bytes_max: int, writable: bool = True) -> None:
+        super().__init__(MmapIndex(path, OFFSET_ENTRY, 0, 0, size_bytes_max=size_bytes_max, writable=writable))
 
     def append(self, rel_offset: int, position: int) -> None:
         last = self._index.last()
@@ -263,42 +284,20 @@ class OffsetIndex:
     def _position_at(self, n: int) -> int:
         return self._index.entry_at(n)[1]
 
-    def last(self) -> tuple[int, int] | None:
-        return self._index.last()
-
     def truncate_to_position(self, position: int) -> None:
         """Drop every entry that points at or past ``position``."""
         n = largest_at_most(self._position_at, self._index.entries, position - 1)
         self._index.truncate_entries(n + 1)
 
-    def reset(self) -> None:
-        self._index.truncate_entries(0)
-
-    def trim(self) -> None:
-        self._index.trim()
-
-    def close(self) -> None:
-        self._index.close()
-
 
 @final
-class TimeIndex:
+class TimeIndex(_IndexFile):
     """Sparse map from a batch's max timestamp (non-decreasing in the index) to relative offset."""
 
-    __slots__ = ("_index",)
+    __slots__ = ()
 
     def __init__(self, path: str, *, size_bytes_max: int, writable: bool = True) -> None:
-        self._index = MmapIndex(path, TIME_ENTRY, 0, 1, size_bytes_max=size_bytes_max, writable=writable)
-
-    @property
-    def entries(self) -> int:
-        return self._index.entries
-
-    def is_full(self) -> bool:
-        return self._index.is_full()
-
-    def last(self) -> tuple[int, int] | None:
-        return self._index.last()
+        super().__init__(MmapIndex(path, TIME_ENTRY, 0, 1, size_bytes_max=size_bytes_max, writable=writable))
 
     def is_sane(self, rel_offset_end: int) -> bool:
         """Timestamps never decrease, relative offsets strictly increase and stay in the log."""
@@ -328,15 +327,6 @@ class TimeIndex:
 
     def _rel_at(self, n: int) -> int:
         return self._index.entry_at(n)[1]
-
-    def reset(self) -> None:
-        self._index.truncate_entries(0)
-
-    def trim(self) -> None:
-        self._index.trim()
-
-    def close(self) -> None:
-        self._index.close()
 
 
 def _strictly_increasing(values: list[int]) -> bool:

@@ -265,15 +265,20 @@ class LogSegment:
             position += header.size_bytes
         return None
 
+    def _first_batch(self, offset: int, offset_max: int) -> tuple[int, BatchHeader] | None:
+        """The batch a read at ``offset`` starts with, unless it reaches ``offset_max``."""
+        found = self.locate(offset)
+        if found is None or found[1].last_offset >= offset_max:
+            return None
+        return found
+
     def extent(self, offset: int, size_bytes_max: int, offset_max: int) -> Extent | None:
         """Whole batches from the one holding ``offset``: at most ``size_bytes_max`` bytes (but at
         least one batch) and only batches that end below ``offset_max`` (the high watermark)."""
-        found = self.locate(offset)
+        found = self._first_batch(offset, offset_max)
         if found is None:
             return None
         start, first = found
-        if first.last_offset >= offset_max:
-            return None
         limit = start + max(size_bytes_max, first.size_bytes)
         if offset_max >= self.next_offset and limit >= self.size_bytes:
             return Extent(start, self.size_bytes - start, first.base_offset, self.next_offset)
@@ -290,12 +295,10 @@ class LogSegment:
         """Like ``extent`` but returns the bytes: one ``pread`` of up to ``size_bytes_max``, then a
         walk over the headers in memory to cut at the last whole batch below ``offset_max``.
         Returns ``(data, first_offset, next_offset)``."""
-        found = self.locate(offset)
+        found = self._first_batch(offset, offset_max)
         if found is None:
             return None
         start, first = found
-        if first.last_offset >= offset_max:
-            return None
         want = min(max(size_bytes_max, first.size_bytes), self.size_bytes - start)
         data = memoryview(os.pread(self.fd, want, start))
         if offset_max >= self.next_offset and start + want == self.size_bytes:
