@@ -22,7 +22,7 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import NamedTuple, final
 
-from segments.batch import PREFIX_SIZE, BatchHeader, now_ms, patched_prefix, validate_batch
+from segments.batch import PREFIX_SIZE, U32_MAX, BatchHeader, now_ms, patched_prefix, validate_batch
 from segments.checkpoint import LEADER_EPOCH_FILE, TMP_SUFFIX, read_epochs, write_atomic, write_epochs
 from segments.config import LogConfig
 from segments.epochs import LeaderEpochCache
@@ -269,7 +269,7 @@ class PartitionLog:
         with self._lock:
             self._check_open_locked()
             base = self._segments[-1].next_offset
-            if leader_epoch != self._epochs.latest_epoch:
+            if leader_epoch != self._epochs.latest_epoch or leader_epoch < 0:
                 self._assign_epoch_locked(leader_epoch, base)
             self._active_for_locked(header, base).append(
                 patched_prefix(header, base, leader_epoch), view[PREFIX_SIZE:], header, base)
@@ -301,6 +301,9 @@ class PartitionLog:
         return view.cast("B") if view.format != "B" or view.ndim != 1 else view
 
     def _assign_epoch_locked(self, epoch: int, start_offset: int) -> None:
+        _check_int("leader_epoch", epoch)
+        if not 0 <= epoch <= U32_MAX:
+            raise InvalidArgumentError(f"leader_epoch must be in [0, {U32_MAX}], not {epoch}")
         if epoch < self._epochs.latest_epoch:
             raise StaleLeaderEpochError(epoch, self._epochs.latest_epoch)
         if epoch > self._epochs.latest_epoch:

@@ -242,6 +242,13 @@ def test_bad_batches_raise_and_write_nothing(log):
     assert [o for o, _ in read_all(log)] == [0, 1]
 
 
+@pytest.mark.parametrize("epoch", [-1, 2**32, 1.0, None])
+def test_bad_leader_epoch_raises_and_writes_nothing(log, epoch):
+    with pytest.raises(InvalidArgumentError):
+        log.append(batch_of(values(1)), leader_epoch=epoch)
+    assert log.log_end_offset == 0 and log.size_bytes == 0 and log.epoch_entries() == []
+
+
 def test_closed_log_refuses_calls_and_close_is_idempotent(tmp_path):
     log = PartitionLog.open(str(tmp_path / "t-0"), SMALL)
     log.append(batch_of(values(1)), leader_epoch=0)
