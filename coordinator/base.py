@@ -1,0 +1,50 @@
+"""The ``Coordinator`` interface: what a node needs from cluster coordination.
+
+``LocalCoordinator`` (one node, state in the data dir) implements it now; ``EtcdCoordinator``
+(membership leases, elections with epochs, watches) implements the same calls for clusters.
+Every method is async and bounded by the implementation's own timeouts.
+"""
+
+from __future__ import annotations
+
+import abc
+
+from coordinator.models import NodeInfo, PartitionState, TopicMetadata, TopicSpec
+
+
+class Coordinator(abc.ABC):
+    @property
+    @abc.abstractmethod
+    def node_id(self) -> int: ...
+
+    @abc.abstractmethod
+    async def start(self) -> None:
+        """Load or join the cluster state; register this node."""
+
+    @abc.abstractmethod
+    async def close(self) -> None:
+        """Leave the cluster and release resources. Idempotent."""
+
+    @abc.abstractmethod
+    async def create_topic(self, spec: TopicSpec, owner: str | None) -> TopicMetadata:
+        """Create a topic (raises ``TopicExistsError``, ``InvalidTopicError``)."""
+
+    @abc.abstractmethod
+    async def delete_topic(self, name: str) -> TopicMetadata:
+        """Delete a topic and return what it was (raises ``UnknownTopicError``)."""
+
+    @abc.abstractmethod
+    async def get_topic(self, name: str) -> TopicMetadata:
+        """One topic (raises ``UnknownTopicError``)."""
+
+    @abc.abstractmethod
+    async def list_topics(self) -> list[TopicMetadata]:
+        """Every topic, internal ones included, sorted by name."""
+
+    @abc.abstractmethod
+    async def partition_states(self, topic: str) -> list[PartitionState]:
+        """Placement and leadership of each partition of ``topic``, by partition number."""
+
+    @abc.abstractmethod
+    async def nodes(self) -> list[NodeInfo]:
+        """The live nodes."""

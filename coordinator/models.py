@@ -1,0 +1,146 @@
+"""Cluster metadata values and their validation (pure: no I/O).
+
+Names follow DESIGN §4: ``[A-Za-z0-9._-]{1,200}``, not ``.`` or ``..``, and names starting with
+``__`` are reserved for internal topics. Topic config is validated against ``LogConfig`` (the
+storage keys) plus the queue keys, so a bad config is refused before anything is created.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Mapping
+from typing import Any, Final, Literal
+
+from coordinator.errors import InvalidTopicError
+from segments.config import LogConfig
+from segments.errors import InvalidArgumentError
+
+TopicKind = Literal["topic", "queue"]
+NAME_PATTERN: Final = re.compile(r"[A-Za-z0-9._-]{1,200}")
+INTERNAL_PREFIX: Final = "__"
+PARTITIONS_MAX: Final = 1024
+REPLICATION_FACTOR_MAX: Final = 16
+QUEUE_CONFIG_KEYS: Final = frozenset({"max_deliveries", "dead_letter_topic", "visibility_timeout_ms"})
+DEAD_LETTER_SUFFIX: Final = ".dlq"
+MAX_DELIVERIES_DEFAULT: Final = 5
+
+
+def validate_name(name: object, *, what: str = "topic", internal: bool = False) -> str:
+    """Return ``name`` if it is a legal topic/queue name, else raise ``InvalidTopicError``."""
+    if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name) or name in (".", ".."):
+        raise InvalidTopicError(f"{what} name must match [A-Za-z0-9._-]{{1,200}} and not be . or ..: {name!r}")
+    if name.startswith(INTERNAL_PREFIX) and not internal:
+        raise InvalidTopicError(f"{what} names starting with {INTERNAL_PREFIX!r} are reserved: {name!r}")
+    return name
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class TopicSpec:
+    """What a client asks for when it creates a topic or queue."""
+
+    name: str
+    partitions: int
+    replication_factor: int | None
+    kind: TopicKind
+    config: Mapping[str, Any]
+
+    @classmethod
+    def parse(cls, body: object, *, base_config: LogConfig) -> TopicSpec:
+        """Validate a create request body (already decoded JSON)."""
+        if not isinstance(body, dict):
+            raise InvalidTopicError("the request body must be a JSON object")
+        unknown = set(body) - {"name", "partitions", "replication_factor", "kind", "config"}
+        if unknown:
+            raise InvalidTopicError(f"unknown fields: {sorted(unknown)}")
+        name = validate_name(body.get("name"))
+        partitions = _positive_int(body.get("partitions", 1), "partitions", PARTITIONS_MAX)
+        rf = body.get("replication_factor")
+        replication = None if rf is None else _positive_int(rf, "replication_factor", REPLICATION_FACTOR_MAX)
+        kind = body.get("kind", "topic")
+        if kind not in ("topic", "queue"):
+            raise InvalidTopicError(f"kind must be topic or queue, not {kind!r}")
+        config = body.get("config", {})
+        if not isinstance(config, dict):
+            raise InvalidTopicError("config must be an object")
+        spec = cls(name, partitions, replication, kind, dict(config))
+        spec.log_config(base_config)
+        spec.queue_settings()
+        return spec
+
+    def log_config(self, base: LogConfig) -> LogConfig:
+        """The storage config of this topic over the node's defaults."""
+        storage = {k: v for k, v in self.config.items() if k not in QUEUE_CONFIG_KEYS}
+        try:
+            return LogConfig.from_mapping(storage, base)
+        except InvalidArgumentError as exc:
+            raise InvalidTopicError(str(exc)) from exc
+
+    def queue_settings(self) -> dict[str, Any]:
+        """``max_deliveries`` and ``dead_letter_topic`` for a queue (empty for a topic)."""
+        queue_keys = {k for k in self.config if k in QUEUE_CONFIG_KEYS}
+        if self.kind == "topic":
+            if queue_keys:
+                raise InvalidTopicError(f"{sorted(queue_keys)} apply to queues only")
+            return {}
+        dead_letter = validate_name(self.config.get("dead_letter_topic", self.name + DEAD_LETTER_SUFFIX),
+                                    what="dead letter topic")
+        if dead_letter == self.name:
+            raise InvalidTopicError("a queue cannot be its own dead letter topic")
+        return {
+            "max_deliveries": _positive_int(self.config.get("max_deliveries", MAX_DELIVERIES_DEFAULT),
+                                            "max_deliveries", 1000),
+            "dead_letter_topic": dead_letter,
+        }
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PartitionState:
+    """Placement and leadership of one partition."""
+
+    topic: str
+    partition: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    leader: int
+    leader_epoch: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class TopicMetadata:
+    """A topic as the coordinator stores it."""
+
+    name: str
+    topic_id: str
+    partitions: int
+    replication_factor: int
+    kind: TopicKind
+    config: Mapping[str, Any]
+    owner: str | None
+    created_ms: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name, "topic_id": self.topic_id, "partitions": self.partitions,
+            "replication_factor": self.replication_factor, "kind": self.kind, "config": dict(self.config),
+            "owner": self.owner, "created_ms": self.created_ms,
+        }
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> TopicMetadata:
+        return cls(raw["name"], raw["topic_id"], int(raw["partitions"]), int(raw["replication_factor"]),
+                   raw["kind"], dict(raw["config"]), raw.get("owner"), int(raw["created_ms"]))
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class NodeInfo:
+    node_id: int
+    http_url: str
+    rpc_address: str
+    rack: str | None = None
+
+
+def _positive_int(value: object, what: str, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= high:
+        raise InvalidTopicError(f"{what} must be an integer in [1, {high}], not {value!r}")
+    return value

@@ -1,0 +1,97 @@
+"""Node configuration: flag > environment (``LOGBROKER_<NAME>``) > TOML file > default.
+
+Every field of ``NodeConfig`` is a ``--flag`` (underscores become dashes), an environment variable
+``LOGBROKER_<FIELD>`` and a key of the TOML file given by ``--config``. Values are checked once
+here; the rest of the node reads the frozen result. Units are in the names.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tomllib
+from collections.abc import Mapping
+from typing import Any, Final, Literal
+
+from logbroker.errors import InvalidRequestError
+
+ENV_PREFIX: Final = "LOGBROKER_"
+AuthMode = Literal["on", "off"]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class NodeConfig:
+    node_id: int = 1
+    data_dir: str = ""
+    http_host: str = "127.0.0.1"
+    http_port: int = 8080
+    rpc_port: int = 9090
+    coordinator: str = "local"
+    auth: str = "on"
+    admin_user: str = "admin"
+    admin_password: str = ""
+    log_level: str = "info"
+    request_body_bytes_max: int = 16 * 1024 * 1024
+    fetch_bytes_max: int = 16 * 1024 * 1024
+    fetch_records_max: int = 100_000
+    fetch_wait_ms_max: int = 30_000
+    long_poll_waiters_max: int = 10_000
+    flush_threads: int = 2
+    maintenance_interval_ms: int = 1_000
+    shutdown_grace_ms: int = 10_000
+
+    def __post_init__(self) -> None:
+        if not self.data_dir:
+            object.__setattr__(self, "data_dir", os.path.join(".", ".data", f"node-{self.node_id}"))
+        _check(self.node_id >= 0, "node_id must not be negative")
+        _check(0 <= self.http_port <= 65535 and 0 <= self.rpc_port <= 65535, "ports must be in [0, 65535]")
+        _check(self.auth in ("on", "off"), f"auth must be on or off, not {self.auth!r}")
+        _check(self.coordinator == "local" or self.coordinator.startswith("etcd://"),
+               f"coordinator must be local or etcd://host:port[,...], not {self.coordinator!r}")
+        _check(self.log_level in ("debug", "info", "warning", "error"), f"bad log_level {self.log_level!r}")
+        for name in ("request_body_bytes_max", "fetch_bytes_max", "fetch_records_max", "fetch_wait_ms_max",
+                     "long_poll_waiters_max", "flush_threads", "maintenance_interval_ms", "shutdown_grace_ms"):
+            _check(getattr(self, name) > 0, f"{name} must be positive")
+
+
+def _check(ok: bool, message: str) -> None:
+    if not ok:
+        raise InvalidRequestError(f"configuration: {message}")
+
+
+def field_names() -> list[str]:
+    return [f.name for f in dataclasses.fields(NodeConfig)]
+
+
+def resolve(flags: Mapping[str, Any], env: Mapping[str, str], file_path: str | None) -> NodeConfig:
+    """Merge the sources in precedence order and build the config."""
+    values: dict[str, Any] = {}
+    if file_path:
+        try:
+            with open(file_path, "rb") as f:
+                from_file = tomllib.load(f)
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise InvalidRequestError(f"configuration file {file_path}: {exc}") from exc
+        unknown = set(from_file) - set(field_names())
+        _check(not unknown, f"unknown keys in {file_path}: {sorted(unknown)}")
+        values.update(from_file)
+    for name in field_names():
+        raw = env.get(ENV_PREFIX + name.upper())
+        if raw is not None:
+            values[name] = raw
+    values.update({k: v for k, v in flags.items() if v is not None})
+    return NodeConfig(**{name: _coerce(name, value) for name, value in values.items()})
+
+
+def _coerce(name: str, value: Any) -> Any:
+    kind = {f.name: f.type for f in dataclasses.fields(NodeConfig)}[name]
+    if kind == "int":
+        if isinstance(value, bool):
+            raise InvalidRequestError(f"configuration: {name} must be an integer")
+        try:
+            return int(value)
+        except (TypeError, ValueError) as exc:
+            raise InvalidRequestError(f"configuration: {name} must be an integer, not {value!r}") from exc
+    if not isinstance(value, str):
+        raise InvalidRequestError(f"configuration: {name} must be a string, not {value!r}")
+    return value

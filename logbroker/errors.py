@@ -1,0 +1,97 @@
+"""The broker's error tree: one ``BrokerError`` root; each class has a stable ``code`` and a
+``retriable`` flag. Storage and coordination errors keep their own roots (their packages sit
+below this one) but follow the same protocol; ``http_api.errors`` maps every code to a status in
+one table and ``internal_rpc`` will send the code across the wire."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from coordinator.errors import (
+    CoordinatorError,
+    CoordinatorUnavailableError,
+    InvalidTopicError,
+    TopicExistsError,
+    UnknownTopicError,
+)
+from segments.errors import (
+    BatchTooLargeError,
+    CorruptBatchError,
+    InvalidArgumentError,
+    InvalidBatchError,
+    OffsetOutOfRangeError,
+    StorageError,
+)
+
+
+class BrokerError(Exception):
+    code = "broker_error"
+    retriable = False
+
+    def __init__(self, message: str, **extra: Any) -> None:
+        super().__init__(message)
+        self.extra = extra
+
+
+class InvalidRequestError(BrokerError):
+    """The request is malformed: bad JSON/msgpack, a wrong field, a bad query parameter."""
+
+    code = "invalid_request"
+
+
+class UnsupportedMediaTypeError(BrokerError):
+    code = "unsupported_media_type"
+
+
+class PayloadTooLargeError(BrokerError):
+    code = "payload_too_large"
+
+
+class UnknownPartitionError(BrokerError):
+    code = "unknown_partition"
+
+
+class NotFoundError(BrokerError):
+    code = "not_found"
+
+
+class NotAvailableError(BrokerError):
+    """The node cannot serve this now (starting, stopping, a bounded queue is full)."""
+
+    code = "not_available"
+    retriable = True
+
+
+class AuthenticationError(BrokerError):
+    code = "unauthenticated"
+
+
+class ForbiddenError(BrokerError):
+    code = "forbidden"
+
+
+ANY_ERROR = (BrokerError, StorageError, CoordinatorError)
+
+__all__ = [
+    "ANY_ERROR",
+    "AuthenticationError",
+    "BatchTooLargeError",
+    "BrokerError",
+    "CoordinatorError",
+    "CoordinatorUnavailableError",
+    "CorruptBatchError",
+    "ForbiddenError",
+    "InvalidArgumentError",
+    "InvalidBatchError",
+    "InvalidRequestError",
+    "InvalidTopicError",
+    "NotAvailableError",
+    "NotFoundError",
+    "OffsetOutOfRangeError",
+    "PayloadTooLargeError",
+    "StorageError",
+    "TopicExistsError",
+    "UnknownPartitionError",
+    "UnknownTopicError",
+    "UnsupportedMediaTypeError",
+]

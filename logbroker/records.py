@@ -1,0 +1,162 @@
+"""Records at the edge of the broker (pure): parsing produce bodies, choosing partitions,
+rendering fetched records as JSON.
+
+Produce bodies are ``{"records": [{key, value, headers, partition, timestamp}]}`` as JSON (bytes as
+UTF-8 strings, or ``key_b64``/``value_b64``) or msgpack (bytes as bytes). Headers are a list of
+``[name, value]`` pairs or ``{"name", "value"|"value_b64"}`` objects, names may repeat. Fetched
+bytes render as UTF-8 strings where they decode, else as base64 under ``*_b64`` keys.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Sequence
+from typing import Any, Final, NamedTuple
+
+import xxhash
+
+from logbroker.errors import InvalidRequestError
+from segments.batch import ProducerRecord, Record
+
+RECORDS_PER_REQUEST_MAX: Final = 100_000
+HEADERS_PER_RECORD_MAX: Final = 1_000
+RECORD_FIELDS: Final = frozenset({"key", "value", "key_b64", "value_b64", "headers", "partition", "timestamp"})
+TIMESTAMP_MIN: Final = -(2**62)
+TIMESTAMP_MAX: Final = 2**62
+
+
+class IncomingRecord(NamedTuple):
+    record: ProducerRecord
+    partition: int | None
+
+
+def key_partition(key: bytes, partitions: int) -> int:
+    """The partition of a keyed record: xxh3-64 of the key modulo the partition count."""
+    return xxhash.xxh3_64_intdigest(key) % partitions
+
+
+def parse_body(body: object, *, binary: bool) -> list[IncomingRecord]:
+    """Validate a decoded produce body (JSON when ``binary`` is False, msgpack when True)."""
+    if not isinstance(body, dict) or set(body) != {"records"}:
+        raise InvalidRequestError('the body must be an object with exactly one field, "records"')
+    records = body["records"]
+    if not isinstance(records, list) or not records:
+        raise InvalidRequestError("records must be a non-empty array")
+    if len(records) > RECORDS_PER_REQUEST_MAX:
+        raise InvalidRequestError(f"at most {RECORDS_PER_REQUEST_MAX} records per request")
+    return [_parse_record(r, i, binary) for i, r in enumerate(records)]
+
+
+def _parse_record(raw: object, index: int, binary: bool) -> IncomingRecord:
+    if not isinstance(raw, dict):
+        raise InvalidRequestError(f"records[{index}] must be an object")
+    unknown = set(raw) - RECORD_FIELDS
+    if unknown:
+        raise InvalidRequestError(f"records[{index}] has unknown fields {sorted(unknown)}")
+    key = _bytes_field(raw, "key", index, binary)
+    value = _bytes_field(raw, "value", index, binary)
+    partition = raw.get("partition")
+    if partition is not None and (isinstance(partition, bool) or not isinstance(partition, int) or partition < 0):
+        raise InvalidRequestError(f"records[{index}].partition must be a non-negative integer")
+    timestamp = raw.get("timestamp")
+    if timestamp is not None and (isinstance(timestamp, bool) or not isinstance(timestamp, int)
+                                  or not TIMESTAMP_MIN <= timestamp <= TIMESTAMP_MAX):
+        raise InvalidRequestError(f"records[{index}].timestamp must be an integer of milliseconds")
+    headers = _headers(raw.get("headers", []), index, binary)
+    return IncomingRecord(ProducerRecord(value, key, headers, timestamp), partition)
+
+
+def _bytes_field(raw: dict[str, Any], name: str, index: int, binary: bool) -> bytes | None:
+    plain, encoded = raw.get(name), raw.get(name + "_b64")
+    if plain is not None and encoded is not None:
+        raise InvalidRequestError(f"records[{index}] has both {name} and {name}_b64")
+    if encoded is not None:
+        return _b64(encoded, f"records[{index}].{name}_b64")
+    if plain is None:
+        return None
+    if isinstance(plain, str):
+        return plain.encode()
+    if binary and isinstance(plain, bytes):
+        return plain
+    raise InvalidRequestError(f"records[{index}].{name} must be a string{' or bytes' if binary else ''}")
+
+
+def _b64(value: object, where: str) -> bytes:
+    if not isinstance(value, str):
+        raise InvalidRequestError(f"{where} must be a base64 string")
+    try:
+        return base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise InvalidRequestError(f"{where} is not valid base64") from exc
+
+
+def _headers(raw: object, index: int, binary: bool) -> list[tuple[str, bytes]]:
+    if isinstance(raw, dict):
+        raw = [[k, v] for k, v in raw.items()]
+    if not isinstance(raw, list) or len(raw) > HEADERS_PER_RECORD_MAX:
+        raise InvalidRequestError(f"records[{index}].headers must be an array of at most {HEADERS_PER_RECORD_MAX}")
+    out = []
+    for h, item in enumerate(raw):
+        where = f"records[{index}].headers[{h}]"
+        if isinstance(item, dict):
+            name, value = item.get("name"), item.get("value")
+            if "value_b64" in item:
+                value = _b64(item["value_b64"], where + ".value_b64")
+        elif isinstance(item, list) and len(item) == 2:
+            name, value = item
+        else:
+            raise InvalidRequestError(f"{where} must be [name, value] or {{name, value}}")
+        if not isinstance(name, str):
+            raise InvalidRequestError(f"{where} name must be a string")
+        if isinstance(value, str):
+            value = value.encode()
+        if not isinstance(value, bytes):
+            raise InvalidRequestError(f"{where} value must be a string{' or bytes' if binary else ''}")
+        out.append((name, value))
+    return out
+
+
+def group_by_partition(records: Sequence[IncomingRecord], partitions: int,
+                       round_robin: int) -> dict[int, list[int]]:
+    """Indexes of ``records`` per partition, in request order. Explicit partitions win; keyed
+    records hash; keyless ones all go to ``round_robin % partitions`` (round-robin per batch)."""
+    groups: dict[int, list[int]] = {}
+    for i, (record, partition) in enumerate(records):
+        if partition is None:
+            partition = key_partition(record.key, partitions) if record.key is not None else round_robin % partitions
+        elif partition >= partitions:
+            raise InvalidRequestError(f"partition {partition} does not exist (the topic has {partitions})")
+        groups.setdefault(partition, []).append(i)
+    return groups
+
+
+def render_records(records: Sequence[Record], *, force_base64: bool) -> list[dict[str, Any]]:
+    """JSON form of fetched records (see module docstring for the bytes rule)."""
+    return [_render(r, force_base64) for r in records]
+
+
+def _render(record: Record, force_base64: bool) -> dict[str, Any]:
+    out: dict[str, Any] = {"offset": record.offset, "timestamp": record.timestamp}
+    _put(out, "key", record.key, force_base64)
+    _put(out, "value", record.value, force_base64)
+    headers = []
+    for name, value in record.headers:
+        entry: dict[str, Any] = {"name": name}
+        _put(entry, "value", value, force_base64)
+        headers.append(entry)
+    out["headers"] = headers
+    return out
+
+
+def _put(out: dict[str, Any], name: str, data: bytes | None, force_base64: bool) -> None:
+    if data is None:
+        out[name] = None
+        return
+    if not force_base64:
+        try:
+            out[name] = data.decode("utf-8")
+            return
+        except UnicodeDecodeError:
+            pass
+    out[name + "_b64"] = base64.b64encode(data).decode("ascii")

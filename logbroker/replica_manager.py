@@ -1,0 +1,213 @@
+"""The partitions this node hosts: their logs, high watermarks, long-poll waiters, flushing.
+
+Invariants: ``Replica.high_watermark`` never decreases and never passes the log end; with the
+``always`` flush policy it only passes records whose fsync completed. A single-replica partition's
+high watermark is its log end (replication will make it the minimum over the in-sync replicas).
+
+Concurrency: appends and reads run on the event loop (page-cache I/O, bounded by the batch and
+fetch size limits); fsync, log opening and retention run in one bounded executor. Waiting fetches
+are futures woken when the high watermark moves; their number is bounded node-wide.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import shutil
+from concurrent.futures import ThreadPoolExecutor
+from typing import Final, final
+
+from coordinator.errors import UnknownTopicError
+from coordinator.models import TopicMetadata
+from logbroker.errors import NotAvailableError, UnknownPartitionError
+from segments.checkpoint import (
+    HIGH_WATERMARK_FILE,
+    RECOVERY_POINT_FILE,
+    read_offsets,
+    write_offsets,
+)
+from segments.config import LogConfig
+from segments.errors import CorruptCheckpointError
+from segments.group_commit import GroupCommit
+from segments.log import AppendInfo, PartitionLog
+
+log = logging.getLogger(__name__)
+BACKGROUND_APPENDS_MAX: Final = 10_000
+
+
+class WaiterBudget:
+    """A node-wide bound on waiting fetches."""
+
+    __slots__ = ("limit", "used")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.used = 0
+
+
+@final
+class Replica:
+    __slots__ = ("topic", "partition", "log", "high_watermark", "_waiters", "_commit", "_budget")
+
+    def __init__(self, topic: str, partition: int, partition_log: PartitionLog, commit: GroupCommit,
+                 budget: WaiterBudget) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.log = partition_log
+        self.high_watermark = partition_log.log_end_offset
+        self._waiters: list[asyncio.Future[None]] = []
+        self._commit = commit
+        self._budget = budget
+
+    async def append(self, batch: bytes | memoryview, *, leader_epoch: int) -> AppendInfo:
+        """Append, wait for the fsync when the policy is ``always``, then expose to readers."""
+        durable = self.log.config.flush == "always"
+        info = self.log.append(batch, leader_epoch=leader_epoch, flush=not durable)
+        if durable:
+            await self._commit.wait_durable(info.last_offset)
+        self._advance(info.log_end_offset)
+        return info
+
+    def _advance(self, offset: int) -> None:
+        if offset <= self.high_watermark:
+            return
+        self.high_watermark = min(offset, self.log.log_end_offset)
+        waiters, self._waiters = self._waiters, []
+        for future in waiters:
+            if not future.done():
+                future.set_result(None)
+
+    async def wait_for_data(self, offset: int, timeout_ms: int) -> None:
+        """Return once the high watermark passes ``offset`` or ``timeout_ms`` elapse."""
+        if self.high_watermark > offset or timeout_ms <= 0:
+            return
+        if self._budget.used >= self._budget.limit:
+            raise NotAvailableError(f"{self._budget.used} fetches are already waiting; retry later")
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append(future)
+        self._budget.used += 1
+        try:
+            async with asyncio.timeout(timeout_ms / 1000):
+                await future
+        except TimeoutError:
+            pass
+        finally:
+            self._budget.used -= 1
+            if not future.done():
+                future.cancel()
+                self._waiters = [f for f in self._waiters if f is not future]
+
+    def wake_all(self) -> None:
+        """Release every waiting fetch (shutdown)."""
+        waiters, self._waiters = self._waiters, []
+        for future in waiters:
+            if not future.done():
+                future.set_result(None)
+
+
+def partition_dir_name(topic: str, partition: int) -> str:
+    return f"{topic}-{partition}"
+
+
+@final
+class ReplicaManager:
+    def __init__(self, data_dir: str, *, flush_threads: int, waiters_max: int) -> None:
+        self.data_dir = data_dir
+        self._executor = ThreadPoolExecutor(max_workers=flush_threads, thread_name_prefix="logbroker-io")
+        self._replicas: dict[str, list[Replica]] = {}
+        self._budget = WaiterBudget(waiters_max)
+        self._recovery_points: dict[tuple[str, int], int] = {}
+        self._closed = False
+
+    def load_checkpoints(self) -> None:
+        os.makedirs(self.data_dir, exist_ok=True)
+        try:
+            self._recovery_points = read_offsets(os.path.join(self.data_dir, RECOVERY_POINT_FILE))
+        except CorruptCheckpointError as exc:
+            log.warning("recovery point checkpoint unreadable; every log is rescanned",
+                        extra={"fields": {"error": str(exc)}})
+            self._recovery_points = {}
+
+    async def open_topic(self, meta: TopicMetadata, config: LogConfig) -> None:
+        """Open (or create) every partition log of ``meta`` (recovery runs in the executor)."""
+        loop = asyncio.get_running_loop()
+        replicas = []
+        for p in range(meta.partitions):
+            path = os.path.join(self.data_dir, partition_dir_name(meta.name, p))
+            point = self._recovery_points.get((meta.name, p), 0)
+            opened = await loop.run_in_executor(
+                self._executor, lambda path=path, point=point: PartitionLog.open(path, config, recovery_point=point))
+            report = opened.recovery
+            if report is not None and (report.errors or report.truncated_bytes):
+                log.warning("partition recovered with loss", extra={"fields": {
+                    "topic": meta.name, "partition": p, "truncated_bytes": report.truncated_bytes,
+                    "errors": list(report.errors)}})
+            replicas.append(Replica(meta.name, p, opened, GroupCommit(opened, self._executor), self._budget))
+        self._replicas[meta.name] = replicas
+
+    def get(self, topic: str, partition: int) -> Replica:
+        replicas = self._replicas.get(topic)
+        if replicas is None:
+            raise UnknownTopicError(f"unknown topic {topic!r}")
+        if not 0 <= partition < len(replicas):
+            raise UnknownPartitionError(f"topic {topic!r} has no partition {partition}",
+                                        partitions=len(replicas))
+        return replicas[partition]
+
+    def partitions(self, topic: str) -> list[Replica]:
+        replicas = self._replicas.get(topic)
+        if replicas is None:
+            raise UnknownTopicError(f"unknown topic {topic!r}")
+        return replicas
+
+    def all(self) -> list[Replica]:
+        return [r for replicas in self._replicas.values() for r in replicas]
+
+    async def remove_topic(self, topic: str) -> None:
+        """Close and delete every partition directory of ``topic``."""
+        replicas = self._replicas.pop(topic, [])
+        for replica in replicas:
+            replica.wake_all()
+        await asyncio.get_running_loop().run_in_executor(self._executor, self._delete_dirs, replicas, topic)
+
+    def _delete_dirs(self, replicas: list[Replica], topic: str) -> None:
+        for replica in replicas:
+            replica.log.delete()
+        for name in os.listdir(self.data_dir):
+            prefix, _, number = name.rpartition("-")
+            if prefix == topic and number.isdigit():
+                shutil.rmtree(os.path.join(self.data_dir, name), ignore_errors=True)
+
+    async def maintain(self) -> None:
+        """One round of background work: due flushes, retention, checkpoints."""
+        await asyncio.get_running_loop().run_in_executor(self._executor, self._maintain_sync)
+
+    def _maintain_sync(self) -> None:
+        for replica in self.all():
+            replica.log.flush_if_due()
+            replica.log.apply_retention()
+        self._write_checkpoints()
+
+    def _write_checkpoints(self) -> None:
+        replicas = self.all()
+        write_offsets(os.path.join(self.data_dir, RECOVERY_POINT_FILE),
+                      {(r.topic, r.partition): r.log.recovery_point for r in replicas})
+        write_offsets(os.path.join(self.data_dir, HIGH_WATERMARK_FILE),
+                      {(r.topic, r.partition): r.high_watermark for r in replicas})
+
+    async def close(self) -> None:
+        """Flush and close every log, then write the checkpoints. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        for replica in self.all():
+            replica.wake_all()
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self._executor, self._close_sync)
+        self._executor.shutdown(wait=True)
+
+    def _close_sync(self) -> None:
+        for replica in self.all():
+            replica.log.close()
+        self._write_checkpoints()
