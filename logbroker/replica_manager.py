@@ -16,7 +16,7 @@ import logging
 import os
 import shutil
 from concurrent.futures import ThreadPoolExecutor
-from typing import Final, final
+from typing import final
 
 from coordinator.errors import UnknownTopicError
 from coordinator.models import TopicMetadata
@@ -33,7 +33,6 @@ from segments.group_commit import GroupCommit
 from segments.log import AppendInfo, PartitionLog
 
 log = logging.getLogger(__name__)
-BACKGROUND_APPENDS_MAX: Final = 10_000
 
 
 class WaiterBudget:
@@ -48,7 +47,7 @@ class WaiterBudget:
 
 @final
 class Replica:
-    __slots__ = ("topic", "partition", "log", "high_watermark", "_waiters", "_commit", "_budget")
+    __slots__ = ("_budget", "_commit", "_waiters", "high_watermark", "log", "partition", "topic")
 
     def __init__(self, topic: str, partition: int, partition_log: PartitionLog, commit: GroupCommit,
                  budget: WaiterBudget) -> None:
@@ -60,14 +59,12 @@ class Replica:
         self._commit = commit
         self._budget = budget
 
-    async def append(self, batch: bytes | memoryview, *, leader_epoch: int) -> AppendInfo:
-        """Append, wait for the fsync when the policy is ``always``, then expose to readers."""
-        durable = self.log.config.flush == "always"
-        info = self.log.append(batch, leader_epoch=leader_epoch, flush=not durable)
-        if durable:
+    async def commit(self, info: AppendInfo) -> None:
+        """After ``log.append(..., flush=policy != "always")``: wait for the fsync when the policy
+        is ``always``, then expose the records to readers (advance the high watermark)."""
+        if self.log.config.flush == "always":
             await self._commit.wait_durable(info.last_offset)
         self._advance(info.log_end_offset)
-        return info
 
     def _advance(self, offset: int) -> None:
         if offset <= self.high_watermark:

@@ -1,0 +1,85 @@
+"""Errors as ``application/problem+json``: the one table from error code to HTTP status.
+
+Every typed error of the broker, storage and coordination layers carries a ``code``; handlers
+never choose a status themselves. Anything else that escapes a handler is a bug: it is logged with
+its traceback and answered 500 without details.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, Final
+
+from aiohttp import web
+
+from logbroker.errors import ANY_ERROR
+from segments.errors import OffsetOutOfRangeError
+
+log = logging.getLogger(__name__)
+PROBLEM_TYPE: Final = "application/problem+json"
+
+STATUS_BY_CODE: Final[dict[str, int]] = {
+    "invalid_request": 400,
+    "invalid_argument": 400,
+    "invalid_batch": 400,
+    "corrupt_batch": 400,
+    "invalid_topic": 400,
+    "unauthenticated": 401,
+    "forbidden": 403,
+    "not_found": 404,
+    "unknown_topic": 404,
+    "unknown_partition": 404,
+    "topic_exists": 409,
+    "stale_leader_epoch": 409,
+    "non_sequential_append": 409,
+    "batch_too_large": 413,
+    "payload_too_large": 413,
+    "unsupported_media_type": 415,
+    "offset_out_of_range": 416,
+    "too_many_requests": 429,
+    "not_available": 503,
+    "log_closed": 503,
+    "storage_busy": 503,
+    "coordinator_unavailable": 503,
+}
+TITLES: Final = {400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed",
+                 409: "Conflict", 413: "Payload Too Large", 415: "Unsupported Media Type", 416: "Range Not Satisfiable",
+                 429: "Too Many Requests", 500: "Internal Server Error", 503: "Service Unavailable"}
+
+
+def problem(status: int, detail: str, *, code: str, retriable: bool = False, **extra: Any) -> web.Response:
+    body = {"type": f"https://logbroker.dev/errors/{code}", "title": TITLES.get(status, "Error"),
+            "status": status, "detail": detail, "code": code, "retriable": retriable, **extra}
+    return web.Response(status=status, body=json.dumps(body).encode(), content_type=PROBLEM_TYPE)
+
+
+def problem_for(exc: Exception) -> web.Response:
+    code = getattr(exc, "code", "internal")
+    status = STATUS_BY_CODE.get(code, 500)
+    extra: dict[str, Any] = dict(getattr(exc, "extra", {}) or {})
+    if isinstance(exc, OffsetOutOfRangeError):
+        extra.update(earliest=exc.earliest, latest=exc.latest)
+    return problem(status, str(exc), code=code, retriable=bool(getattr(exc, "retriable", False)), **extra)
+
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+@web.middleware
+async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    try:
+        return await handler(request)
+    except ANY_ERROR as exc:
+        return problem_for(exc)
+    except web.HTTPRequestEntityTooLarge as exc:
+        return problem(413, f"request body exceeds {exc.max_size} bytes", code="payload_too_large",
+                       limit_bytes=exc.max_size)
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        return problem(exc.status, exc.reason, code=exc.reason.lower().replace(" ", "_"))
+    except Exception:
+        log.exception("unhandled error in %s %s", request.method, request.path)
+        return problem(500, "internal error", code="internal")

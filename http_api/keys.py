@@ -1,0 +1,14 @@
+"""Typed keys of the application state."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+from aiohttp import web
+
+from http_api.sendfile import SendfileGate
+from logbroker.node import Node
+
+NODE = web.AppKey("node", Node)
+SENDFILE = web.AppKey("sendfile", SendfileGate)
+EXECUTOR = web.AppKey("executor", ThreadPoolExecutor)

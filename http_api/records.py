@@ -1,0 +1,96 @@
+"""Produce, fetch (JSON or raw batches with long-poll) and list offsets."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from http_api.keys import NODE, SENDFILE
+from http_api.params import BATCH, JSON, MSGPACK, decode_msgpack, path_partition, query_int, read_json
+from http_api.routing import route
+from http_api.sendfile import send_slice
+from logbroker.errors import InvalidRequestError, UnsupportedMediaTypeError
+from logbroker.records import parse_body, render_records
+from segments.batch import decode_records, iter_batches
+
+RECORD_PATH = "/v1/topics/{name}/partitions/{partition}"
+FETCH_BYTES_DEFAULT = 1024 * 1024
+FETCH_RECORDS_DEFAULT = 10_000
+NEXT_OFFSET = "X-LogBroker-Next-Offset"
+HIGH_WATERMARK = "X-LogBroker-High-Watermark"
+PRODUCE_BODY = {"type": "object", "properties": {"records": {"type": "array", "items": {
+    "type": "object", "properties": {
+        "key": {"type": "string"}, "key_b64": {"type": "string"}, "value": {"type": "string"},
+        "value_b64": {"type": "string"}, "partition": {"type": "integer"}, "timestamp": {"type": "integer"},
+        "headers": {"type": "array", "items": {"type": "object"}}}}}}}
+
+
+@route("POST", "/v1/topics/{name}/records", "Produce records (JSON, msgpack or one prebuilt batch)",
+       query=(("acks", "string", "0, 1 (default) or all"),
+              ("partition", "integer", "required with application/vnd.logbroker.batch")),
+       body=PRODUCE_BODY, responses={"200": "Offsets", "400": "Invalid", "404": "Unknown topic", "413": "Too large",
+                                     "415": "Unsupported content type"})
+async def produce(request: web.Request) -> web.Response:
+    node = request.app[NODE]
+    topic = request.match_info["name"]
+    acks = request.query.get("acks", "1")
+    content_type = request.content_type
+    if content_type == BATCH:
+        partition = query_int(request, "partition")
+        offsets = await node.produce_batch(topic, partition, await request.read(), acks)
+    elif content_type == JSON:
+        records = parse_body(await read_json(request), binary=False)
+        offsets = await node.produce_records(topic, records, acks)
+    elif content_type == MSGPACK:
+        records = parse_body(decode_msgpack(await request.read()), binary=True)
+        offsets = await node.produce_records(topic, records, acks)
+    else:
+        raise UnsupportedMediaTypeError(f"expected {JSON}, {MSGPACK} or {BATCH}, got {content_type!r}")
+    return web.json_response({"offsets": offsets})
+
+
+@route("GET", RECORD_PATH + "/records", "Fetch records from an offset (long-poll with wait_ms)",
+       query=(("offset", "integer", "first offset to read (required)"),
+              ("max_records", "integer", "JSON only"), ("max_bytes", "integer", "default 1 MiB"),
+              ("wait_ms", "integer", "wait this long for data at the end of the log"),
+              ("encoding", "string", "base64: every key/value/header value as base64")),
+       responses={"200": "Records (JSON) or raw batches (Accept: application/vnd.logbroker.batch)",
+                  "404": "Unknown topic or partition", "416": "Offset out of range"})
+async def fetch(request: web.Request) -> web.StreamResponse:
+    node = request.app[NODE]
+    topic, partition = request.match_info["name"], path_partition(request)
+    offset = query_int(request, "offset")
+    max_bytes = query_int(request, "max_bytes", default=FETCH_BYTES_DEFAULT, low=1)
+    wait_ms = query_int(request, "wait_ms", default=0)
+    encoding = request.query.get("encoding", "utf8")
+    if encoding not in ("utf8", "base64"):
+        raise InvalidRequestError("encoding must be utf8 or base64")
+    if BATCH in request.headers.get("Accept", ""):
+        piece, hwm = await node.fetch_slice(topic, partition, offset, max_bytes, wait_ms)
+        headers = {HIGH_WATERMARK: str(hwm), NEXT_OFFSET: str(offset if piece is None else piece.next_offset)}
+        if piece is None:
+            return web.Response(body=b"", content_type=BATCH, headers=headers)
+        response = web.StreamResponse(headers=headers)
+        response.content_type = BATCH
+        return await send_slice(request, response, piece, request.app[SENDFILE])
+    max_records = query_int(request, "max_records", default=FETCH_RECORDS_DEFAULT, low=1,
+                            high=node.config.fetch_records_max)
+    result, hwm = await node.fetch(topic, partition, offset, max_bytes, wait_ms)
+    records = []
+    next_offset = result.next_offset
+    for position, header in iter_batches(result.data):
+        batch = result.data[position:position + header.size_bytes]
+        records.extend(r for r in decode_records(batch) if r.offset >= offset)
+        if len(records) >= max_records:
+            records = records[:max_records]
+            next_offset = records[-1].offset + 1
+            break
+    return web.json_response({"records": render_records(records, force_base64=encoding == "base64"),
+                              "next_offset": next_offset, "high_watermark": hwm})
+
+
+@route("GET", RECORD_PATH + "/offsets", "The earliest, latest or first offset at a timestamp",
+       query=(("at", "string", "earliest, latest (default) or a timestamp in ms"),))
+async def list_offsets(request: web.Request) -> web.Response:
+    node = request.app[NODE]
+    at = request.query.get("at", "latest")
+    return web.json_response(node.list_offset(request.match_info["name"], path_partition(request), at))

@@ -1,0 +1,56 @@
+"""Run a node behind the HTTP API until SIGTERM/SIGINT: the ``logbroker serve`` command.
+
+Start-up order: open the node (recovering logs), bind the listener (port 0 picks a free one),
+print the ready line. Shutdown: stop accepting, let in-flight requests finish (bounded by
+``shutdown_grace_ms``), release long-polls, flush and close every log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import sys
+
+from aiohttp import web
+
+from http_api.app import build_app
+from logbroker.config import NodeConfig
+from logbroker.node import Node
+
+log = logging.getLogger("logbroker.server")
+
+
+async def serve(config: NodeConfig, *, ready_stream: object = None) -> None:
+    node = Node(config)
+    await node.start()
+    app = build_app(node)
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=config.shutdown_grace_ms / 1000)
+    await runner.setup()
+    site = web.TCPSite(runner, config.http_host, config.http_port, reuse_address=True)
+    try:
+        await site.start()
+        host, port = _bound_address(runner)
+        stream = ready_stream or sys.stdout
+        print(f"logbroker ready http=http://{host}:{port} node={config.node_id}", file=stream, flush=True)  # type: ignore[call-overload]
+        log.info("serving", extra={"fields": {"http": f"http://{host}:{port}", "data_dir": config.data_dir}})
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+        log.info("stopping")
+    finally:
+        node.ready = False
+        for replica in node.replicas.all():
+            replica.wake_all()
+        await runner.cleanup()
+        await node.stop()
+        log.info("stopped")
+
+
+def _bound_address(runner: web.AppRunner) -> tuple[str, int]:
+    for address in runner.addresses:
+        if isinstance(address, tuple):
+            return address[0], address[1]
+    raise RuntimeError("the HTTP listener has no address")

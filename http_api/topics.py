@@ -1,0 +1,47 @@
+"""Topic and queue administration: create, list, describe, delete."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from http_api.keys import NODE
+from http_api.params import read_json
+from http_api.routing import route
+
+TOPIC_BODY = {
+    "type": "object", "required": ["name"],
+    "properties": {
+        "name": {"type": "string", "pattern": "^[A-Za-z0-9._-]{1,200}$"},
+        "partitions": {"type": "integer", "minimum": 1, "default": 1},
+        "replication_factor": {"type": "integer", "minimum": 1},
+        "kind": {"type": "string", "enum": ["topic", "queue"], "default": "topic"},
+        "config": {"type": "object", "description": "segment_bytes, segment_ms, retention_ms, retention_bytes, "
+                   "flush (always|interval|never), flush_ms, max_batch_bytes, ...; queues: max_deliveries, "
+                   "dead_letter_topic"},
+    },
+}
+
+
+@route("POST", "/v1/topics", "Create a topic or queue", body=TOPIC_BODY,
+       responses={"201": "Created", "400": "Invalid", "409": "Exists"})
+async def create_topic(request: web.Request) -> web.Response:
+    body = await read_json(request)
+    described = await request.app[NODE].create_topic(body)
+    return web.json_response(described, status=201)
+
+
+@route("GET", "/v1/topics", "List topics and queues")
+async def list_topics(request: web.Request) -> web.Response:
+    return web.json_response({"topics": await request.app[NODE].list_topics()})
+
+
+@route("GET", "/v1/topics/{name}", "Describe a topic: partitions, leaders, offsets, config",
+       responses={"200": "OK", "404": "Unknown topic"})
+async def describe_topic(request: web.Request) -> web.Response:
+    return web.json_response(await request.app[NODE].describe_topic(request.match_info["name"]))
+
+
+@route("DELETE", "/v1/topics/{name}", "Delete a topic and its data", responses={"204": "Deleted", "404": "Unknown"})
+async def delete_topic(request: web.Request) -> web.Response:
+    await request.app[NODE].delete_topic(request.match_info["name"])
+    return web.Response(status=204)

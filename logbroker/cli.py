@@ -1,0 +1,208 @@
+"""The ``logbroker`` command: ``serve``, ``topic create|list|describe|delete``, ``produce``,
+``consume``. Human output by default, ``--json`` for scripts. This module is the composition
+entry point, so ``serve`` is the one place in ``logbroker`` that imports the HTTP layer."""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import os
+import sys
+from typing import Any, Final
+
+import uvloop
+
+from logbroker.client import DEFAULT_URL, Client, Consumer, ConsumerRecord, LogBrokerError, Producer
+from logbroker.config import NodeConfig, field_names, resolve
+from logbroker.errors import InvalidRequestError
+
+URL_ENV: Final = "LOGBROKER_URL"
+PRODUCE_PROGRESS_EVERY: Final = 10_000
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="logbroker", description="LogBroker: a Kafka-style log broker")
+    sub = parser.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser("serve", help="run a node", description="Run a node. Every flag is also an "
+                           "environment variable LOGBROKER_<NAME> and a key of the --config TOML file "
+                           "(flag > env > file > default).")
+    serve.add_argument("--config", help="TOML file with any of the keys below")
+    defaults = NodeConfig()
+    for name in field_names():
+        serve.add_argument("--" + name.replace("_", "-"), dest=name, default=None,
+                           help=f"default: {getattr(defaults, name) if name != 'data_dir' else './.data/node-<id>'}")
+
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--url", default=os.environ.get(URL_ENV, DEFAULT_URL),
+                        help=f"node URL (env {URL_ENV}, default {DEFAULT_URL})")
+    common.add_argument("--json", action="store_true", help="machine-readable output")
+
+    def client_command(name: str, help_text: str) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=help_text, description=help_text, parents=[common])
+
+    topic = sub.add_parser("topic", help="manage topics and queues", description="manage topics and queues")
+    actions = topic.add_subparsers(dest="action", required=True)
+    create = actions.add_parser("create", help="create a topic or queue", parents=[common])
+    create.add_argument("name")
+    create.add_argument("--partitions", type=int, default=1)
+    create.add_argument("--replication-factor", type=int, default=None)
+    create.add_argument("--kind", choices=("topic", "queue"), default="topic")
+    create.add_argument("--config", action="append", default=[], metavar="KEY=VALUE", help="repeatable")
+    actions.add_parser("list", help="list topics", parents=[common])
+    for action in ("describe", "delete"):
+        actions.add_parser(action, help=f"{action} a topic", parents=[common]).add_argument("name")
+
+    produce = client_command("produce", "produce lines from stdin (key<TAB>value when a line has a tab)")
+    produce.add_argument("topic")
+    produce.add_argument("--partition", type=int, default=None)
+    produce.add_argument("--acks", choices=("0", "1", "all"), default="1")
+    produce.add_argument("--no-keys", action="store_true", help="never split lines into key and value")
+
+    consume = client_command("consume", "print records of a topic")
+    consume.add_argument("topic")
+    consume.add_argument("--partition", type=int, action="append", help="repeatable; default: all partitions")
+    start = consume.add_mutually_exclusive_group()
+    start.add_argument("--offset", type=int, help="start at this offset (in each partition)")
+    start.add_argument("--from-beginning", action="store_true", help="start at the earliest offset")
+    consume.add_argument("--follow", action="store_true", help="keep waiting for new records")
+    consume.add_argument("--max-records", type=int, default=None, help="stop after this many")
+    consume.add_argument("--print-key", action="store_true", help="print key<TAB>value")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "serve":
+            return _serve(args)
+        return uvloop.run(_client_main(args))
+    except (LogBrokerError, InvalidRequestError) as exc:
+        print(f"logbroker: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from http_api.server import serve
+    from logbroker import logs
+
+    flags = {name: getattr(args, name) for name in field_names()}
+    config = resolve(flags, os.environ, args.config)
+    if config.auth != "off":
+        print("logbroker: authentication is not available yet; start with --auth off (development only)",
+              file=sys.stderr)
+        return 2
+    logs.configure(config.log_level)
+    uvloop.run(serve(config))
+    return 0
+
+
+async def _client_main(args: argparse.Namespace) -> int:
+    async with Client(args.url) as client:
+        if args.command == "topic":
+            return await _topic(client, args)
+        if args.command == "produce":
+            return await _produce(client, args)
+        return await _consume(client, args)
+
+
+async def _topic(client: Client, args: argparse.Namespace) -> int:
+    if args.action == "create":
+        config = dict(_key_value(item) for item in args.config)
+        result: Any = await client.create_topic(args.name, partitions=args.partitions, kind=args.kind,
+                                                replication_factor=args.replication_factor, config=config)
+        _print(args, result, f"created {args.kind} {args.name} with {args.partitions} partition(s)")
+    elif args.action == "list":
+        topics = await client.list_topics()
+        _print(args, topics, "\n".join(f"{t['name']}\t{t['kind']}\t{t['partitions']}" for t in topics))
+    elif args.action == "describe":
+        described = await client.describe_topic(args.name)
+        lines = [f"{described['name']} ({described['kind']}), {described['partitions']} partition(s)"]
+        lines += [f"  partition {p['partition']}: leader {p['leader']} epoch {p['leader_epoch']} "
+                  f"offsets [{p['earliest_offset']}, {p['latest_offset']})"
+                  for p in described["partition_details"]]
+        _print(args, described, "\n".join(lines))
+    else:
+        await client.delete_topic(args.name)
+        _print(args, {"deleted": args.name}, f"deleted {args.name}")
+    return 0
+
+
+def _key_value(item: str) -> tuple[str, Any]:
+    key, sep, value = item.partition("=")
+    if not sep:
+        raise InvalidRequestError(f"--config takes KEY=VALUE, not {item!r}")
+    return key, int(value) if value.lstrip("-").isdigit() else value
+
+
+async def _produce(client: Client, args: argparse.Namespace) -> int:
+    count = 0
+    last = None
+    async with Producer(client, acks=args.acks) as producer:
+        for line in sys.stdin.buffer:
+            line = line.rstrip(b"\r\n")
+            key, value = None, line
+            if not args.no_keys and b"\t" in line:
+                key, value = line.split(b"\t", 1)
+            last = await producer.send(args.topic, value, key=key, partition=args.partition)
+            count += 1
+        await producer.flush()
+    if last is not None:
+        last.result()
+    _print(args, {"records": count}, f"produced {count} record(s) to {args.topic}")
+    return 0
+
+
+async def _consume(client: Client, args: argparse.Namespace) -> int:
+    described = await client.describe_topic(args.topic)
+    partitions = args.partition or list(range(described["partitions"]))
+    consumer = Consumer(client, wait_ms=1000 if args.follow else 0)
+    consumer.assign([(args.topic, p) for p in partitions])
+    ends = {}
+    for p in partitions:
+        if args.from_beginning:
+            await consumer.seek_to_beginning(args.topic, p)
+        elif args.offset is not None:
+            consumer.seek(args.topic, p, args.offset)
+        else:
+            reset = consumer.seek_to_end if args.follow else consumer.seek_to_beginning
+            await reset(args.topic, p)
+        ends[p] = await client.list_offset(args.topic, p, "latest")
+    shown = 0
+    while args.max_records is None or shown < args.max_records:
+        records = await consumer.poll()
+        for record in records[: None if args.max_records is None else args.max_records - shown]:
+            _show(args, record)
+            shown += 1
+        if not args.follow and all([await consumer.position(args.topic, p) >= ends[p] for p in partitions]):
+            break
+    return 0
+
+
+def _show(args: argparse.Namespace, record: ConsumerRecord) -> None:
+    if args.json:
+        print(json.dumps({"topic": record.topic, "partition": record.partition, "offset": record.offset,
+                          "timestamp": record.timestamp, "key": _text(record.key), "value": _text(record.value),
+                          "headers": [[n, _text(v)] for n, v in record.headers]}), flush=True)
+        return
+    value = (record.value or b"").decode(errors="replace")
+    print(f"{(record.key or b'').decode(errors='replace')}\t{value}" if args.print_key else value, flush=True)
+
+
+def _text(data: bytes | None) -> str | None:
+    if data is None:
+        return None
+    try:
+        return data.decode()
+    except UnicodeDecodeError:
+        return "base64:" + base64.b64encode(data).decode()
+
+
+def _print(args: argparse.Namespace, data: Any, human: str) -> None:
+    print(json.dumps(data, indent=2) if args.json else human)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,49 @@
+"""Prometheus metrics of one node, in a registry of its own (several nodes may share a process
+in tests). Per-partition gauges are read from the replicas at scrape time, never pushed."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from logbroker.replica_manager import Replica
+
+LATENCY_BUCKETS_S = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+
+
+class _PartitionCollector(Collector):
+    def __init__(self, replicas: Callable[[], list[Replica]]) -> None:
+        self._replicas = replicas
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        end = GaugeMetricFamily("logbroker_log_end_offset", "Next offset to be written", labels=["topic", "partition"])
+        start = GaugeMetricFamily("logbroker_log_start_offset", "First offset kept", labels=["topic", "partition"])
+        hwm = GaugeMetricFamily("logbroker_high_watermark", "Offset below which consumers read",
+                                labels=["topic", "partition"])
+        size = GaugeMetricFamily("logbroker_log_size_bytes", "Bytes on disk", labels=["topic", "partition"])
+        for replica in self._replicas():
+            labels = [replica.topic, str(replica.partition)]
+            end.add_metric(labels, replica.log.log_end_offset)
+            start.add_metric(labels, replica.log.log_start_offset)
+            hwm.add_metric(labels, replica.high_watermark)
+            size.add_metric(labels, replica.log.size_bytes)
+        yield from (end, start, hwm, size)
+
+
+class Metrics:
+    def __init__(self, replicas: Callable[[], list[Replica]]) -> None:
+        self.registry = CollectorRegistry()
+        self.requests = Counter("logbroker_http_requests", "HTTP requests", ["method", "route", "status"],
+                                registry=self.registry)
+        self.latency = Histogram("logbroker_http_request_duration_seconds", "HTTP request latency",
+                                 ["method", "route"], buckets=LATENCY_BUCKETS_S, registry=self.registry)
+        self.bytes_in = Counter("logbroker_bytes_in", "Record batch bytes appended", ["topic"], registry=self.registry)
+        self.bytes_out = Counter("logbroker_bytes_out", "Record batch bytes served", ["topic"], registry=self.registry)
+        self.records_in = Counter("logbroker_records_in", "Records appended", ["topic"], registry=self.registry)
+        self.registry.register(_PartitionCollector(replicas))
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

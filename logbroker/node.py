@@ -1,0 +1,251 @@
+"""The node: the composition root that owns the coordinator, the replicas and the metrics, and
+the produce/fetch/admin logic the HTTP API calls.
+
+Lifecycle: ``start()`` loads the coordinator's state and opens every partition log (recovering
+as needed), then starts the maintenance task; ``stop()`` stops accepting work, releases waiting
+fetches, flushes and closes every log and writes the checkpoints. Both are idempotent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+from typing import Any, Final, Literal
+
+from coordinator.base import Coordinator
+from coordinator.errors import TopicExistsError
+from coordinator.local import LocalCoordinator
+from coordinator.models import NodeInfo, TopicMetadata, TopicSpec, validate_name
+from logbroker.config import NodeConfig
+from logbroker.errors import InvalidRequestError, NotAvailableError
+from logbroker.metrics import Metrics
+from logbroker.records import IncomingRecord, group_by_partition
+from logbroker.replica_manager import ReplicaManager
+from segments.batch import encode_batch
+from segments.config import LogConfig
+from segments.log import LogRead, LogSlice
+
+log = logging.getLogger(__name__)
+Acks = Literal["0", "1", "all"]
+ACKS: Final = ("0", "1", "all")
+BACKGROUND_COMMITS_MAX: Final = 10_000
+
+
+class Node:
+    def __init__(self, config: NodeConfig, *, coordinator: Coordinator | None = None,
+                 http_url: str = "") -> None:
+        self.config = config
+        self.base_log_config = LogConfig()
+        self.coordinator = coordinator or LocalCoordinator(
+            config.data_dir, NodeInfo(config.node_id, http_url, f"{config.http_host}:{config.rpc_port}"))
+        self.replicas = ReplicaManager(config.data_dir, flush_threads=config.flush_threads,
+                                       waiters_max=config.long_poll_waiters_max)
+        self.metrics = Metrics(self.replicas.all)
+        self.ready = False
+        self._round_robin = itertools.count()
+        self._maintenance: asyncio.Task[None] | None = None
+        self._background: set[asyncio.Task[None]] = set()
+        self._stopped = False
+
+    # ---- lifecycle ---------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self.replicas.load_checkpoints()
+        await self.coordinator.start()
+        for meta in await self.coordinator.list_topics():
+            await self.replicas.open_topic(meta, self.log_config(meta))
+        self._maintenance = asyncio.create_task(self._maintain_forever())
+        self.ready = True
+
+    async def _maintain_forever(self) -> None:
+        interval_s = self.config.maintenance_interval_ms / 1000
+        while True:
+            await asyncio.sleep(interval_s)
+            try:
+                await self.replicas.maintain()
+            except OSError as exc:
+                log.error("maintenance failed", extra={"fields": {"error": str(exc)}})
+
+    async def stop(self) -> None:
+        if self._stopped:
+            return
+        self._stopped = True
+        self.ready = False
+        if self._maintenance is not None:
+            self._maintenance.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._maintenance
+        if self._background:
+            await asyncio.wait(self._background, timeout=self.config.shutdown_grace_ms / 1000)
+        await self.replicas.close()
+        await self.coordinator.close()
+
+    def _check_serving(self) -> None:
+        if not self.ready:
+            raise NotAvailableError("the node is not serving (starting or stopping)")
+
+    # ---- admin -------------------------------------------------------------------------------
+
+    def log_config(self, meta: TopicMetadata) -> LogConfig:
+        spec = TopicSpec(meta.name, meta.partitions, meta.replication_factor, meta.kind, meta.config)
+        return spec.log_config(self.base_log_config)
+
+    async def create_topic(self, body: object, *, owner: str | None = None) -> dict[str, Any]:
+        self._check_serving()
+        spec = TopicSpec.parse(body, base_config=self.base_log_config)
+        dead_letter = spec.queue_settings().get("dead_letter_topic")
+        existing = {t.name for t in await self.coordinator.list_topics()}
+        if dead_letter is not None and dead_letter in existing:
+            raise TopicExistsError(f"the dead letter topic {dead_letter!r} already exists")
+        meta = await self.coordinator.create_topic(spec, owner)
+        await self.replicas.open_topic(meta, self.log_config(meta))
+        if dead_letter is not None:
+            dlq = TopicSpec(dead_letter, 1, spec.replication_factor, "topic", {})
+            dlq_meta = await self.coordinator.create_topic(dlq, owner)
+            await self.replicas.open_topic(dlq_meta, self.log_config(dlq_meta))
+        return await self.describe_topic(spec.name)
+
+    async def delete_topic(self, name: str) -> None:
+        self._check_serving()
+        validate_name(name, internal=True)
+        await self.coordinator.delete_topic(name)
+        await self.replicas.remove_topic(name)
+
+    async def list_topics(self) -> list[dict[str, Any]]:
+        return [self._summary(meta) for meta in await self.coordinator.list_topics()]
+
+    def _summary(self, meta: TopicMetadata) -> dict[str, Any]:
+        return {"name": meta.name, "kind": meta.kind, "partitions": meta.partitions,
+                "replication_factor": meta.replication_factor, "owner": meta.owner}
+
+    async def describe_topic(self, name: str) -> dict[str, Any]:
+        validate_name(name, internal=True)
+        meta = await self.coordinator.get_topic(name)
+        states = await self.coordinator.partition_states(name)
+        partitions = []
+        for state, replica in zip(states, self.replicas.partitions(name), strict=True):
+            partitions.append({
+                "partition": state.partition, "leader": state.leader, "leader_epoch": state.leader_epoch,
+                "replicas": list(state.replicas), "in_sync_replicas": list(state.isr),
+                "earliest_offset": replica.log.log_start_offset, "latest_offset": replica.high_watermark,
+                "log_end_offset": replica.log.log_end_offset, "size_bytes": replica.log.size_bytes,
+            })
+        config = self.log_config(meta).to_mapping()
+        if meta.kind == "queue":
+            config.update(TopicSpec(meta.name, meta.partitions, None, meta.kind, meta.config).queue_settings())
+        return {**self._summary(meta), "topic_id": meta.topic_id, "created_ms": meta.created_ms,
+                "config": config, "partition_details": partitions}
+
+    # ---- produce -------------------------------------------------------------------------------
+
+    async def produce_records(self, topic: str, records: list[IncomingRecord], acks: str) -> list[dict[str, int]]:
+        """Append records (grouped into one batch per partition); offsets in request order."""
+        self._check_serving()
+        _check_acks(acks)
+        replicas = self.replicas.partitions(topic)
+        groups = group_by_partition(records, len(replicas), next(self._round_robin))
+        offsets: list[dict[str, int]] = [{}] * len(records)
+        commits = []
+        for partition, indexes in groups.items():
+            batch = encode_batch([records[i].record for i in indexes])
+            replica = replicas[partition]
+            info = replica.log.append(batch, leader_epoch=0, flush=replica.log.config.flush != "always")
+            self._count_in(topic, len(batch), len(indexes))
+            for n, i in enumerate(indexes):
+                offsets[i] = {"partition": partition, "offset": info.base_offset + n}
+            commits.append(replica.commit(info))
+        await self._settle(commits, acks)
+        return offsets
+
+    async def produce_batch(self, topic: str, partition: int, batch: bytes, acks: str) -> list[dict[str, int]]:
+        """Append one prebuilt batch as it is (the broker only validates and stamps it)."""
+        self._check_serving()
+        _check_acks(acks)
+        replica = self.replicas.get(topic, partition)
+        info = replica.log.append(batch, leader_epoch=0, flush=replica.log.config.flush != "always")
+        self._count_in(topic, len(batch), info.last_offset - info.base_offset + 1)
+        await self._settle([replica.commit(info)], acks)
+        return [{"partition": partition, "offset": info.base_offset}]
+
+    def _count_in(self, topic: str, size_bytes: int, records: int) -> None:
+        self.metrics.bytes_in.labels(topic).inc(size_bytes)
+        self.metrics.records_in.labels(topic).inc(records)
+
+    async def _settle(self, commits: list[Any], acks: str) -> None:
+        if acks != "0":
+            await asyncio.gather(*commits)
+            return
+        if len(self._background) + len(commits) > BACKGROUND_COMMITS_MAX:
+            await asyncio.gather(*commits)
+            return
+        for commit in commits:
+            task = asyncio.ensure_future(commit)
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+
+    # ---- fetch ---------------------------------------------------------------------------------
+
+    def _fetch_args(self, max_bytes: int, wait_ms: int) -> tuple[int, int]:
+        return min(max_bytes, self.config.fetch_bytes_max), min(max(wait_ms, 0), self.config.fetch_wait_ms_max)
+
+    async def fetch(self, topic: str, partition: int, offset: int, max_bytes: int,
+                    wait_ms: int) -> tuple[LogRead, int]:
+        """Whole batches from ``offset`` below the high watermark (long-polls at the end)."""
+        self._check_serving()
+        replica = self.replicas.get(topic, partition)
+        max_bytes, wait_ms = self._fetch_args(max_bytes, wait_ms)
+        result = replica.log.read(offset, max_bytes, offset_max=replica.high_watermark)
+        if not result.data and wait_ms:
+            await replica.wait_for_data(offset, wait_ms)
+            result = replica.log.read(offset, max_bytes, offset_max=replica.high_watermark)
+        self.metrics.bytes_out.labels(topic).inc(len(result.data))
+        return result, replica.high_watermark
+
+    async def fetch_slice(self, topic: str, partition: int, offset: int, max_bytes: int,
+                          wait_ms: int) -> tuple[LogSlice | None, int]:
+        """Like ``fetch`` but a ``LogSlice`` for zero-copy sending (None when empty)."""
+        self._check_serving()
+        replica = self.replicas.get(topic, partition)
+        max_bytes, wait_ms = self._fetch_args(max_bytes, wait_ms)
+        piece = replica.log.slice(offset, max_bytes, offset_max=replica.high_watermark)
+        if piece is None and wait_ms:
+            await replica.wait_for_data(offset, wait_ms)
+            piece = replica.log.slice(offset, max_bytes, offset_max=replica.high_watermark)
+        if piece is not None:
+            self.metrics.bytes_out.labels(topic).inc(piece.size_bytes)
+        return piece, replica.high_watermark
+
+    def list_offset(self, topic: str, partition: int, at: str) -> dict[str, int | None]:
+        """``earliest``, ``latest`` (the high watermark) or the first offset at a timestamp."""
+        self._check_serving()
+        replica = self.replicas.get(topic, partition)
+        if at == "earliest":
+            offset: int | None = replica.log.log_start_offset
+        elif at == "latest":
+            offset = replica.high_watermark
+        else:
+            try:
+                timestamp = int(at)
+            except ValueError as exc:
+                raise InvalidRequestError("at must be earliest, latest or a timestamp in ms") from exc
+            found = replica.log.offset_for_timestamp(timestamp)
+            offset = replica.high_watermark if found is None else min(found, replica.high_watermark)
+        return {"partition": partition, "offset": offset}
+
+    async def cluster(self) -> dict[str, Any]:
+        nodes = await self.coordinator.nodes()
+        topics = []
+        for meta in await self.coordinator.list_topics():
+            states = await self.coordinator.partition_states(meta.name)
+            topics.append({"name": meta.name, "partitions": [
+                {"partition": s.partition, "leader": s.leader, "leader_epoch": s.leader_epoch,
+                 "replicas": list(s.replicas), "in_sync_replicas": list(s.isr)} for s in states]})
+        return {"nodes": [{"node_id": n.node_id, "http_url": n.http_url, "alive": True} for n in nodes],
+                "controller": self.coordinator.node_id, "topics": topics}
+
+
+def _check_acks(acks: str) -> None:
+    if acks not in ACKS:
+        raise InvalidRequestError(f"acks must be 0, 1 or all, not {acks!r}")
