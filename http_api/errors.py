@@ -73,9 +73,9 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         return await handler(request)
     except ANY_ERROR as exc:
         return problem_for(exc)
-    except web.HTTPRequestEntityTooLarge as exc:
-        return problem(413, f"request body exceeds {exc.max_size} bytes", code="payload_too_large",
-                       limit_bytes=exc.max_size)
+    except web.HTTPRequestEntityTooLarge:
+        limit = request.app._client_max_size
+        return problem(413, f"request body exceeds {limit} bytes", code="payload_too_large", limit_bytes=limit)
     except web.HTTPException as exc:
         if exc.status < 400:
             raise

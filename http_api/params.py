@@ -9,6 +9,7 @@ from typing import Any, Final
 import msgpack
 from aiohttp import web
 
+from coordinator.models import validate_name
 from logbroker.errors import InvalidRequestError, UnsupportedMediaTypeError
 
 JSON: Final = "application/json"
@@ -31,6 +32,11 @@ def query_int(request: web.Request, name: str, *, default: int | None = None, lo
     if not low <= value <= high:
         raise InvalidRequestError(f"query parameter {name} must be in [{low}, {high}], not {value}")
     return value
+
+
+def path_topic(request: web.Request) -> str:
+    """The ``{name}`` path segment, checked like a topic name (so path tricks are a 400)."""
+    return validate_name(request.match_info["name"], internal=True)
 
 
 def path_partition(request: web.Request) -> int:

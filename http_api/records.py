@@ -5,7 +5,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from http_api.keys import NODE, SENDFILE
-from http_api.params import BATCH, JSON, MSGPACK, decode_msgpack, path_partition, query_int, read_json
+from http_api.params import BATCH, JSON, MSGPACK, decode_msgpack, path_partition, path_topic, query_int, read_json
 from http_api.routing import route
 from http_api.sendfile import send_slice
 from logbroker.errors import InvalidRequestError, UnsupportedMediaTypeError
@@ -31,7 +31,7 @@ PRODUCE_BODY = {"type": "object", "properties": {"records": {"type": "array", "i
                                      "415": "Unsupported content type"})
 async def produce(request: web.Request) -> web.Response:
     node = request.app[NODE]
-    topic = request.match_info["name"]
+    topic = path_topic(request)
     acks = request.query.get("acks", "1")
     content_type = request.content_type
     if content_type == BATCH:
@@ -57,7 +57,7 @@ async def produce(request: web.Request) -> web.Response:
                   "404": "Unknown topic or partition", "416": "Offset out of range"})
 async def fetch(request: web.Request) -> web.StreamResponse:
     node = request.app[NODE]
-    topic, partition = request.match_info["name"], path_partition(request)
+    topic, partition = path_topic(request), path_partition(request)
     offset = query_int(request, "offset")
     max_bytes = query_int(request, "max_bytes", default=FETCH_BYTES_DEFAULT, low=1)
     wait_ms = query_int(request, "wait_ms", default=0)
@@ -93,4 +93,4 @@ async def fetch(request: web.Request) -> web.StreamResponse:
 async def list_offsets(request: web.Request) -> web.Response:
     node = request.app[NODE]
     at = request.query.get("at", "latest")
-    return web.json_response(node.list_offset(request.match_info["name"], path_partition(request), at))
+    return web.json_response(node.list_offset(path_topic(request), path_partition(request), at))

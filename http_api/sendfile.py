@@ -15,7 +15,7 @@ import os
 import select
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Final
+from typing import Any, Final
 
 from aiohttp import web
 
@@ -37,26 +37,30 @@ class SendfileGate:
 
 async def send_slice(request: web.Request, response: web.StreamResponse, piece: LogSlice,
                      gate: SendfileGate) -> web.StreamResponse:
-    """Send ``piece`` as the body of ``response`` (closes the slice)."""
+    """Send ``piece`` as the body of ``response`` (closes the slice). Once the headers are out,
+    a failure can only be reported by closing the connection (the client sees a short body)."""
     with piece:
         response.content_length = piece.size_bytes
         await response.prepare(request)
         transport = request.transport
         sock = transport.get_extra_info("socket") if transport is not None else None
-        if piece.size_bytes < SENDFILE_MIN_BYTES or sock is None or gate.slots.locked():
-            await response.write(piece.read())
-        else:
-            async with gate.slots:
-                await _wait_headers_sent(transport)
-                loop = asyncio.get_running_loop()
-                await loop.run_in_executor(gate.executor, _sendfile_all, sock.fileno(), piece.fd,
-                                           piece.position, piece.size_bytes)
-        await response.write_eof()
+        try:
+            if piece.size_bytes < SENDFILE_MIN_BYTES or sock is None or gate.slots.locked():
+                await response.write(piece.read())
+            else:
+                async with gate.slots:
+                    await _wait_headers_sent(transport)
+                    loop = asyncio.get_running_loop()
+                    await loop.run_in_executor(gate.executor, _sendfile_all, sock.fileno(), piece.fd,
+                                               piece.position, piece.size_bytes)
+            await response.write_eof()
+        except (OSError, TimeoutError):
+            if transport is not None:
+                transport.close()
     return response
 
 
-async def _wait_headers_sent(transport: asyncio.BaseTransport | None) -> None:
-    assert isinstance(transport, asyncio.WriteTransport)
+async def _wait_headers_sent(transport: Any) -> None:
     deadline = time.monotonic() + HEADER_FLUSH_TIMEOUT_S
     while transport.get_write_buffer_size() > 0:
         if time.monotonic() > deadline or transport.is_closing():

@@ -5,7 +5,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from http_api.keys import NODE
-from http_api.params import read_json
+from http_api.params import path_topic, read_json
 from http_api.routing import route
 
 TOPIC_BODY = {
@@ -38,10 +38,10 @@ async def list_topics(request: web.Request) -> web.Response:
 @route("GET", "/v1/topics/{name}", "Describe a topic: partitions, leaders, offsets, config",
        responses={"200": "OK", "404": "Unknown topic"})
 async def describe_topic(request: web.Request) -> web.Response:
-    return web.json_response(await request.app[NODE].describe_topic(request.match_info["name"]))
+    return web.json_response(await request.app[NODE].describe_topic(path_topic(request)))
 
 
 @route("DELETE", "/v1/topics/{name}", "Delete a topic and its data", responses={"204": "Deleted", "404": "Unknown"})
 async def delete_topic(request: web.Request) -> web.Response:
-    await request.app[NODE].delete_topic(request.match_info["name"])
+    await request.app[NODE].delete_topic(path_topic(request))
     return web.Response(status=204)
