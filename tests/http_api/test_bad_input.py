@@ -65,10 +65,9 @@ def test_prebuilt_batch_with_bad_checksum_or_shape(http, topic):
     assert_problem(http.call("POST", f"/v1/topics/{topic}/records?partition=0", raw=bytes(batch),
                              content_type=BATCH), 400)
     good = encode_batch([ProducerRecord(b"y")])
-    assert_problem(http.call("POST", f"/v1/topics/{topic}/records?partition=0", raw=good[:-1], content_type=BATCH), 400)
-    assert_problem(http.call("POST", f"/v1/topics/{topic}/records?partition=0", raw=good + b"\0", content_type=BATCH), 400)
-    assert_problem(http.call("POST", f"/v1/topics/{topic}/records", raw=good, content_type=BATCH), 400)
-    assert_problem(http.call("POST", f"/v1/topics/{topic}/records?partition=7", raw=good, content_type=BATCH), 404)
+    for query, raw, status in [("?partition=0", good[:-1], 400), ("?partition=0", good + b"\0", 400),
+                               ("", good, 400), ("?partition=7", good, 404)]:
+        assert_problem(http.call("POST", f"/v1/topics/{topic}/records{query}", raw=raw, content_type=BATCH), status)
     assert log_ends(http, topic) == before
 
 
