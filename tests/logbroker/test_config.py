@@ -1,0 +1,57 @@
+"""Node configuration precedence (flag > env > file > default) and validation."""
+
+from __future__ import annotations
+
+import pytest
+
+from logbroker.config import NodeConfig, resolve
+from logbroker.errors import InvalidRequestError
+
+
+def test_defaults():
+    config = resolve({}, {}, None)
+    assert (config.node_id, config.http_host, config.http_port, config.rpc_port) == (1, "127.0.0.1", 8080, 9090)
+    assert config.coordinator == "local" and config.auth == "on"
+    assert config.data_dir.endswith(".data/node-1")
+    assert resolve({"node_id": "3"}, {}, None).data_dir.endswith(".data/node-3")
+
+
+def test_precedence(tmp_path):
+    path = tmp_path / "node.toml"
+    path.write_text('http_port = 7000\nnode_id = 5\nlog_level = "debug"\n')
+    env = {"LOGBROKER_HTTP_PORT": "7100", "LOGBROKER_NODE_ID": "6"}
+    config = resolve({"http_port": "7200"}, env, str(path))
+    assert config.http_port == 7200
+    assert config.node_id == 6
+    assert config.log_level == "debug"
+    assert resolve({}, env, str(path)).http_port == 7100
+    assert resolve({}, {}, str(path)).http_port == 7000
+
+
+@pytest.mark.parametrize(("flags", "env", "toml"), [
+    ({"http_port": "eighty"}, {}, ""),
+    ({"http_port": "70000"}, {}, ""),
+    ({"auth": "maybe"}, {}, ""),
+    ({"coordinator": "zookeeper://x"}, {}, ""),
+    ({}, {"LOGBROKER_FETCH_BYTES_MAX": "0"}, ""),
+    ({}, {}, "unknown_key = 1\n"),
+    ({}, {}, "http_port = [1]\n"),
+    ({}, {}, "this is not toml"),
+])
+def test_bad_values_are_refused(tmp_path, flags, env, toml):
+    path = None
+    if toml:
+        path = tmp_path / "bad.toml"
+        path.write_text(toml)
+    with pytest.raises(InvalidRequestError):
+        resolve(flags, env, str(path) if path else None)
+
+
+def test_missing_file_is_an_error(tmp_path):
+    with pytest.raises(InvalidRequestError):
+        resolve({}, {}, str(tmp_path / "absent.toml"))
+
+
+def test_config_is_frozen():
+    with pytest.raises(AttributeError):
+        NodeConfig().http_port = 1  # type: ignore[misc]
