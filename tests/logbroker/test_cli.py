@@ -30,7 +30,8 @@ def test_topic_produce_consume(node):
     consumed = cli(node, "consume", "cli.t", "--from-beginning", "--print-key")
     assert consumed.returncode == 0, consumed.stderr
     assert sorted(consumed.stdout.splitlines()) == sorted(["\talpha", "k1\tbeta", "k1\tgamma"])
-    as_json = [json.loads(line) for line in cli(node, "consume", "cli.t", "--from-beginning", "--json").stdout.splitlines()]
+    lines = cli(node, "consume", "cli.t", "--from-beginning", "--json").stdout.splitlines()
+    as_json = [json.loads(line) for line in lines]
     keyed = [r for r in as_json if r["key"] == "k1"]
     assert [r["value"] for r in keyed] == ["beta", "gamma"] and keyed[1]["offset"] == keyed[0]["offset"] + 1
     limited = cli(node, "consume", "cli.t", "--from-beginning", "--max-records", "1")
@@ -48,7 +49,7 @@ def test_help_on_every_command(node):
 
 
 def test_serve_refuses_auth_on_until_it_exists(tmp_path):
-    result = subprocess.run([sys.executable, "-m", "logbroker", "serve", "--data-dir", str(tmp_path), "--http-port", "0"],
-                            capture_output=True, text=True, cwd=ROOT, timeout=TIMEOUT_S,
+    command = [sys.executable, "-m", "logbroker", "serve", "--data-dir", str(tmp_path), "--http-port", "0"]
+    result = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=TIMEOUT_S,
                             env={**os.environ, "PYTHONPATH": ROOT})
     assert result.returncode == 2 and "--auth off" in result.stderr
