@@ -22,10 +22,18 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) -m benchmarks log $(if $(QUICK),--quick,)
+	$(PY) -m benchmarks node $(if $(QUICK),--quick,)
+
+RUN_URL := http://127.0.0.1:8080
 
 run: $(STAMP)
-	@test -f logbroker/__main__.py || { echo "make run: the single-node broker (HTTP API) is not built yet; see README Status" >&2; exit 1; }
-	$(PY) -m logbroker serve --node-id 1 --http-host 127.0.0.1 --http-port 8080 --coordinator local
+	@echo "LogBroker: one node, embedded coordinator, data in ./.data/node-1"
+	@echo "  URL:   $(RUN_URL)   (OpenAPI: $(RUN_URL)/v1/openapi.json)"
+	@echo "  auth:  off in this development build (tokens arrive with authentication); no credentials needed"
+	@echo "  try:   curl -s -XPOST $(RUN_URL)/v1/topics -H 'Content-Type: application/json' -d '{\"name\":\"demo\",\"partitions\":3}'"
+	@echo "         curl -s -XPOST $(RUN_URL)/v1/topics/demo/records -H 'Content-Type: application/json' -d '{\"records\":[{\"value\":\"hello\",\"partition\":0}]}'"
+	@echo "         curl -s '$(RUN_URL)/v1/topics/demo/partitions/0/records?offset=0'"
+	$(PY) -m logbroker serve --node-id 1 --http-host 127.0.0.1 --http-port 8080 --coordinator local --auth off
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis *.egg-info

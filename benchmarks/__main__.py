@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from benchmarks import log_bench
+from benchmarks import log_bench, node_bench
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -15,9 +15,15 @@ def main(argv: list[str] | None = None) -> int:
     log.add_argument("--quick", action="store_true", help="a short run (under 30 s)")
     log.add_argument("--out", default=None, help="directory for log.json (default benchmarks/results)")
     log.add_argument("--work-dir", default=None, help="where to write the test files (default: cwd)")
+    node = sub.add_parser("node", help="one node through HTTP with the Python client")
+    node.add_argument("--quick", action="store_true", help="a short run")
+    node.add_argument("--out", default=None, help="directory for node.json (default benchmarks/results)")
+    node.add_argument("--work-dir", default=None, help="where the node keeps its data (default: cwd)")
     args = parser.parse_args(argv)
     if args.scenario == "log":
         log_bench.run(quick=args.quick, out_dir=args.out, work_dir=args.work_dir)
+    elif args.scenario == "node":
+        node_bench.run(quick=args.quick, out_dir=args.out, work_dir=args.work_dir)
     return 0
 
 

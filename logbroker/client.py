@@ -65,8 +65,9 @@ class FetchedBatches:
         out: list[Record] = []
         view = memoryview(self.data)
         for position, header in iter_batches(view):
-            batch = view[position:position + header.size_bytes]
-            out.extend(r for r in decode_records(batch) if r.offset >= from_offset)
+            records = decode_records(view[position:position + header.size_bytes])
+            out.extend(records if header.base_offset >= from_offset else
+                       (r for r in records if r.offset >= from_offset))
         return out
 
 

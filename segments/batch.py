@@ -29,9 +29,12 @@ Everything here is pure: functions over ``bytes``/``memoryview``, no files, no c
 
 from __future__ import annotations
 
+import functools
+import itertools
+import operator
 import struct
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, NamedTuple
 
 import msgpack
@@ -295,48 +298,64 @@ def patch_in_place(buf: bytearray | memoryview, base_offset: int, leader_epoch: 
 def decode_records(
     buf: bytes | memoryview, *, size_bytes_max: int = DEFAULT_RECORDS_BYTES_MAX
 ) -> list[Record]:
-    """Validate one batch and decode its records (not for the hot path)."""
+    """Validate one batch and decode its records.
+
+    The checksum proves the bytes are what the producer sent, not that the producer was honest, so
+    every row is checked too (5 fields; integer deltas, increasing within the batch; key and value
+    bytes or nil; headers ``[str, bytes]`` pairs). The checks run column-wise with ``map`` so that
+    their cost stays in C; only records that carry headers take a Python-level look."""
     header = validate_batch(buf, size_bytes_max=size_bytes_max)
     section = decompress(header.codec, memoryview(buf)[HEADER_SIZE:], size_bytes_max)
     try:
-        rows = msgpack.unpackb(section, raw=False, use_list=True, strict_map_key=True)
+        rows = msgpack.unpackb(section, raw=False, use_list=False, strict_map_key=True)
     except (ValueError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError) as exc:
         raise InvalidBatchError(f"records section is not valid msgpack: {exc}") from exc
-    if not isinstance(rows, list) or len(rows) != header.record_count:
-        raise InvalidBatchError(f"records section does not hold {header.record_count} records")
-    base, first_ts = header.base_offset, header.first_timestamp
-    log_append = header.attributes & TIMESTAMP_TYPE_LOG_APPEND
-    out = []
-    for row in rows:
-        delta, ts_delta, key, value, headers = _check_row(row, header.last_offset_delta)
-        ts = header.max_timestamp if log_append else first_ts + ts_delta
-        out.append(Record(base + delta, ts, key, value, headers))
-    return out
-
-
-def _check_row(
-    row: object, last_delta: int
-) -> tuple[int, int, bytes | None, bytes | None, list[tuple[str, bytes]]]:
-    if not isinstance(row, list) or len(row) != 5:
+    count = header.record_count
+    if type(rows) is not tuple or len(rows) != count:
+        raise InvalidBatchError(f"records section does not hold {count} records")
+    if set(map(type, rows)) != _TUPLE or set(map(len, rows)) != _FIVE:
         raise InvalidBatchError("a record must be an array of 5 fields")
-    delta, ts_delta, key, value, headers = row
-    if type(delta) is not int or not 0 <= delta <= last_delta or type(ts_delta) is not int:
-        raise InvalidBatchError("record offset or timestamp delta is not a valid integer")
-    if not (key is None or type(key) is bytes) or not (value is None or type(value) is bytes):
-        raise InvalidBatchError("record key and value must be bytes or nil")
-    if not isinstance(headers, list):
+    deltas, ts_deltas, keys, values, headers = zip(*rows, strict=True)
+    if set(map(type, ts_deltas)) != _INT or not set(map(type, keys)) <= _BYTES_OR_NONE \
+            or not set(map(type, values)) <= _BYTES_OR_NONE:
+        raise InvalidBatchError("record deltas must be integers, keys and values bytes or nil")
+    offsets = _offsets(header.base_offset, deltas, header.last_offset_delta)
+    if header.attributes & TIMESTAMP_TYPE_LOG_APPEND:
+        stamps: Iterable[int] = itertools.repeat(header.max_timestamp, count)
+    else:
+        stamps = map(operator.add, itertools.repeat(header.first_timestamp), ts_deltas)
+    return list(map(_make_record, zip(offsets, stamps, keys, values, map(_header_pairs, headers))))
+
+
+# Builds a Record from a 5-tuple in C (``tuple.__new__``), twice as fast as calling the class.
+_make_record = functools.partial(tuple.__new__, Record)
+_TUPLE = frozenset({tuple})
+_FIVE = frozenset({5})
+_INT = frozenset({int})
+_BYTES_OR_NONE = frozenset({bytes, type(None)})
+_NO_HEADERS: tuple[()] = ()
+
+
+def _offsets(base: int, deltas: tuple[int, ...], last_delta: int) -> Iterable[int]:
+    if deltas == tuple(range(len(deltas))):
+        return range(base, base + len(deltas))
+    if set(map(type, deltas)) != _INT or any(b <= a for a, b in itertools.pairwise(deltas)) \
+            or deltas[0] < 0 or deltas[-1] > last_delta:
+        raise InvalidBatchError("record offset deltas must be increasing integers within the batch")
+    return [base + d for d in deltas]
+
+
+def _header_pairs(headers: object) -> list[tuple[str, bytes]]:
+    if headers == _NO_HEADERS:
+        return []
+    if type(headers) is not tuple:
         raise InvalidBatchError("record headers must be an array")
     pairs = []
     for pair in headers:
-        if (
-            not isinstance(pair, list)
-            or len(pair) != 2
-            or type(pair[0]) is not str
-            or type(pair[1]) is not bytes
-        ):
+        if type(pair) is not tuple or len(pair) != 2 or type(pair[0]) is not str or type(pair[1]) is not bytes:
             raise InvalidBatchError("a record header must be a [name str, value bin] pair")
-        pairs.append((pair[0], pair[1]))
-    return delta, ts_delta, key, value, pairs
+        pairs.append(pair)
+    return pairs
 
 
 def iter_batches(
