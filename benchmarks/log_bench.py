@@ -66,21 +66,17 @@ def ratio_rep(work: str, batch: bytes, plan: Plan) -> dict[str, float]:
     t = {"write": 0.0, "append": 0.0, "read": 0.0, "log_read": 0.0}
     try:
         for chunk in range(chunks):
-            sides = [("write", lambda: _plain_write(fd, batch, per_chunk)),
-                     ("append", lambda: _log_append(log, batch, per_chunk))]
-            for name, step in sides[:: 1 if chunk % 2 == 0 else -1]:
-                t[name] += step()
+            for name in ("write", "append")[:: 1 if chunk % 2 == 0 else -1]:
+                t[name] += _plain_write(fd, batch, per_chunk) if name == "write" else _log_append(log, batch, per_chunk)
         position, offset = 0, log.log_start_offset
+        chunk_bytes = per_chunk * len(batch)
         for chunk in range(chunks):
-            steps = [("read", lambda p=position: _plain_read(fd, p, per_chunk * len(batch))),
-                     ("log_read", lambda o=offset: _log_read(log, o, per_chunk * len(batch)))]
-            for name, step in steps[:: 1 if chunk % 2 == 0 else -1]:
-                elapsed, value = step()
-                t[name] += elapsed
+            for name in ("read", "log_read")[:: 1 if chunk % 2 == 0 else -1]:
                 if name == "read":
-                    position = value
+                    elapsed, position = _plain_read(fd, position, chunk_bytes)
                 else:
-                    offset = value
+                    elapsed, offset = _log_read(log, offset, chunk_bytes)
+                t[name] += elapsed
         assert position == total and offset == log.log_end_offset, (position, offset)
     finally:
         os.close(fd)
@@ -166,7 +162,7 @@ def rate(fn: Callable[[], int], seconds: float) -> float:
 
 def codec_rep(plan: Plan) -> dict[str, float]:
     records = [ProducerRecord(os.urandom(100), key=b"key-%d" % i) for i in range(ENCODE_RECORDS)]
-    values = [r.value for r in records]
+    values = [os.urandom(100) for _ in range(ENCODE_RECORDS)]
     batch = encode_batch(records)
     return {
         "encode_records_per_s": rate(lambda: len(encode_batch(records)) and ENCODE_RECORDS, plan.encode_seconds),

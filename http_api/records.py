@@ -10,7 +10,7 @@ from http_api.routing import route
 from http_api.sendfile import send_slice
 from logbroker.errors import InvalidRequestError, UnsupportedMediaTypeError
 from logbroker.records import parse_body, render_records
-from segments.batch import decode_records, iter_batches
+from segments.batch import Record, decode_records, iter_batches
 
 RECORD_PATH = "/v1/topics/{name}/partitions/{partition}"
 FETCH_BYTES_DEFAULT = 1024 * 1024
@@ -75,7 +75,7 @@ async def fetch(request: web.Request) -> web.StreamResponse:
     max_records = query_int(request, "max_records", default=FETCH_RECORDS_DEFAULT, low=1,
                             high=node.config.fetch_records_max)
     result, hwm = await node.fetch(topic, partition, offset, max_bytes, wait_ms)
-    records = []
+    records: list[Record] = []
     next_offset = result.next_offset
     for position, header in iter_batches(result.data):
         batch = result.data[position:position + header.size_bytes]

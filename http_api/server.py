@@ -11,6 +11,7 @@ import asyncio
 import logging
 import signal
 import sys
+from typing import TextIO
 
 from aiohttp import web
 
@@ -21,7 +22,7 @@ from logbroker.node import Node
 log = logging.getLogger("logbroker.server")
 
 
-async def serve(config: NodeConfig, *, ready_stream: object = None) -> None:
+async def serve(config: NodeConfig, *, ready_stream: TextIO | None = None) -> None:
     node = Node(config)
     await node.start()
     app = build_app(node)
@@ -32,7 +33,7 @@ async def serve(config: NodeConfig, *, ready_stream: object = None) -> None:
         await site.start()
         host, port = _bound_address(runner)
         stream = ready_stream or sys.stdout
-        print(f"logbroker ready http=http://{host}:{port} node={config.node_id}", file=stream, flush=True)  # type: ignore[call-overload]
+        print(f"logbroker ready http=http://{host}:{port} node={config.node_id}", file=stream, flush=True)
         log.info("serving", extra={"fields": {"http": f"http://{host}:{port}", "data_dir": config.data_dir}})
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()

@@ -12,6 +12,7 @@ are futures woken when the high watermark moves; their number is bounded node-wi
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import shutil
@@ -134,7 +135,7 @@ class ReplicaManager:
             path = os.path.join(self.data_dir, partition_dir_name(meta.name, p))
             point = self._recovery_points.get((meta.name, p), 0)
             opened = await loop.run_in_executor(
-                self._executor, lambda path=path, point=point: PartitionLog.open(path, config, recovery_point=point))
+                self._executor, functools.partial(PartitionLog.open, path, config, recovery_point=point))
             report = opened.recovery
             if report is not None and (report.errors or report.truncated_bytes):
                 log.warning("partition recovered with loss", extra={"fields": {

@@ -324,7 +324,9 @@ def decode_records(
         stamps: Iterable[int] = itertools.repeat(header.max_timestamp, count)
     else:
         stamps = map(operator.add, itertools.repeat(header.first_timestamp), ts_deltas)
-    return list(map(_make_record, zip(offsets, stamps, keys, values, map(_header_pairs, headers), strict=False)))
+    # Most batches carry no headers at all: then ``list`` (in C) gives each record its own [].
+    pairs = map(list, headers) if headers.count(_NO_HEADERS) == count else map(_header_pairs, headers)
+    return list(map(_make_record, zip(offsets, stamps, keys, values, pairs, strict=False)))
 
 
 # Builds a Record from a 5-tuple in C (``tuple.__new__``), twice as fast as calling the class.
