@@ -119,10 +119,10 @@ async def _topic(client: Client, args: argparse.Namespace) -> int:
         _print(args, topics, "\n".join(f"{t['name']}\t{t['kind']}\t{t['partitions']}" for t in topics))
     elif args.action == "describe":
         described = await client.describe_topic(args.name)
-        lines = [f"{described['name']} ({described['kind']}), {described['partitions']} partition(s)"]
+        lines = [f"{described['name']} ({described['kind']}), {described['partition_count']} partition(s)"]
         lines += [f"  partition {p['partition']}: leader {p['leader']} epoch {p['leader_epoch']} "
                   f"offsets [{p['earliest_offset']}, {p['latest_offset']})"
-                  for p in described["partition_details"]]
+                  for p in described["partitions"]]
         _print(args, described, "\n".join(lines))
     else:
         await client.delete_topic(args.name)
@@ -157,7 +157,7 @@ async def _produce(client: Client, args: argparse.Namespace) -> int:
 
 async def _consume(client: Client, args: argparse.Namespace) -> int:
     described = await client.describe_topic(args.topic)
-    partitions = args.partition or list(range(described["partitions"]))
+    partitions = args.partition or list(range(described["partition_count"]))
     consumer = Consumer(client, wait_ms=1000 if args.follow else 0)
     consumer.assign([(args.topic, p) for p in partitions])
     ends = {}

@@ -121,6 +121,8 @@ class Node:
                 "replication_factor": meta.replication_factor, "owner": meta.owner}
 
     async def describe_topic(self, name: str) -> dict[str, Any]:
+        """The topic with ``partitions`` as a list (leader, replicas, in-sync replicas, offsets);
+        ``partition_count`` is the number (listings use ``partitions`` for the number)."""
         validate_name(name, internal=True)
         meta = await self.coordinator.get_topic(name)
         states = await self.coordinator.partition_states(name)
@@ -135,8 +137,8 @@ class Node:
         config = self.log_config(meta).to_mapping()
         if meta.kind == "queue":
             config.update(TopicSpec(meta.name, meta.partitions, None, meta.kind, meta.config).queue_settings())
-        return {**self._summary(meta), "topic_id": meta.topic_id, "created_ms": meta.created_ms,
-                "config": config, "partition_details": partitions}
+        return {**self._summary(meta), "partition_count": meta.partitions, "partitions": partitions,
+                "topic_id": meta.topic_id, "created_ms": meta.created_ms, "config": config}
 
     # ---- produce -------------------------------------------------------------------------------
 

@@ -24,7 +24,7 @@ def topic(http):
 
 
 def log_ends(http, topic):
-    return [p["log_end_offset"] for p in http.json("GET", f"/v1/topics/{topic}")["partition_details"]]
+    return [p["log_end_offset"] for p in http.json("GET", f"/v1/topics/{topic}")["partitions"]]
 
 
 def assert_problem(reply, status):

@@ -8,10 +8,10 @@ import pytest
 def test_create_describe_list_delete(http):
     created = http.json("POST", "/v1/topics", 201, body={"name": "admin.a", "partitions": 3,
                                                          "config": {"retention_ms": 60000, "flush": "always"}})
-    assert created["partitions"] == 3 and created["kind"] == "topic"
+    assert created["partition_count"] == 3 and created["kind"] == "topic"
     assert created["config"]["retention_ms"] == 60000 and created["config"]["flush"] == "always"
     described = http.json("GET", "/v1/topics/admin.a")
-    details = described["partition_details"]
+    details = described["partitions"]
     assert [p["partition"] for p in details] == [0, 1, 2]
     assert all(p["leader"] == 1 and p["replicas"] == [1] and p["in_sync_replicas"] == [1] for p in details)
     assert all(p["earliest_offset"] == 0 and p["latest_offset"] == 0 for p in details)
@@ -21,7 +21,7 @@ def test_create_describe_list_delete(http):
     http.json("GET", "/v1/topics/admin.a", 404)
     http.json("DELETE", "/v1/topics/admin.a", 404)
     again = http.json("POST", "/v1/topics", 201, body={"name": "admin.a"})
-    assert again["partition_details"][0]["latest_offset"] == 0
+    assert again["partitions"][0]["latest_offset"] == 0
 
 
 def test_queue_creates_its_dead_letter_topic(http):
