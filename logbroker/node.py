@@ -19,12 +19,13 @@ from coordinator.errors import TopicExistsError
 from coordinator.local import LocalCoordinator
 from coordinator.models import NodeInfo, TopicMetadata, TopicSpec, validate_name
 from logbroker.config import NodeConfig
-from logbroker.errors import InvalidRequestError, NotAvailableError
+from logbroker.errors import BatchTooLargeError, InvalidRequestError, NotAvailableError
 from logbroker.metrics import Metrics
 from logbroker.records import IncomingRecord, group_by_partition
 from logbroker.replica_manager import ReplicaManager
 from segments.batch import encode_batch
 from segments.config import LogConfig
+from segments.errors import StorageError
 from segments.log import LogRead, LogSlice
 
 log = logging.getLogger(__name__)
@@ -65,8 +66,8 @@ class Node:
             await asyncio.sleep(interval_s)
             try:
                 await self.replicas.maintain()
-            except OSError as exc:
-                log.error("maintenance failed", extra={"fields": {"error": str(exc)}})
+            except (OSError, StorageError) as exc:
+                log.error("maintenance failed; retrying next round", extra={"fields": {"error": str(exc)}})
 
     async def stop(self) -> None:
         if self._stopped:
@@ -143,15 +144,24 @@ class Node:
     # ---- produce -------------------------------------------------------------------------------
 
     async def produce_records(self, topic: str, records: list[IncomingRecord], acks: str) -> list[dict[str, int]]:
-        """Append records (grouped into one batch per partition); offsets in request order."""
+        """Append records (grouped into one batch per partition); offsets in request order.
+
+        Every batch is built and checked against its partition's size limit before the first
+        append, so a request that fails on input writes nothing to any partition."""
         self._check_serving()
         _check_acks(acks)
         replicas = self.replicas.partitions(topic)
         groups = group_by_partition(records, len(replicas), next(self._round_robin))
-        offsets: list[dict[str, int]] = [{}] * len(records)
-        commits = []
+        batches = []
         for partition, indexes in groups.items():
             batch = encode_batch([records[i].record for i in indexes])
+            limit = replicas[partition].log.config.max_batch_bytes
+            if len(batch) > limit:
+                raise BatchTooLargeError(len(batch), limit)
+            batches.append((partition, indexes, batch))
+        offsets: list[dict[str, int]] = [{}] * len(records)
+        commits = []
+        for partition, indexes, batch in batches:
             replica = replicas[partition]
             info = replica.log.append(batch, leader_epoch=0, flush=replica.log.config.flush != "always")
             self._count_in(topic, len(batch), len(indexes))

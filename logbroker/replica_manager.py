@@ -29,7 +29,7 @@ from segments.checkpoint import (
     write_offsets,
 )
 from segments.config import LogConfig
-from segments.errors import CorruptCheckpointError
+from segments.errors import CorruptCheckpointError, LogClosedError
 from segments.group_commit import GroupCommit
 from segments.log import AppendInfo, PartitionLog
 
@@ -183,8 +183,11 @@ class ReplicaManager:
 
     def _maintain_sync(self) -> None:
         for replica in self.all():
-            replica.log.flush_if_due()
-            replica.log.apply_retention()
+            try:
+                replica.log.flush_if_due()
+                replica.log.apply_retention()
+            except LogClosedError:
+                continue  # the topic was deleted while this round ran
         self._write_checkpoints()
 
     def _write_checkpoints(self) -> None:

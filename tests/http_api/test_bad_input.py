@@ -129,3 +129,12 @@ def test_arbitrary_json_never_breaks_the_handler(http, topic, body):
     else:
         written = sum(after - b for after, b in zip(log_ends(http, topic), before, strict=True))
         assert written == len(body["records"])
+
+
+def test_a_request_too_large_for_one_partition_writes_no_partition(http):
+    http.json("POST", "/v1/topics", 201, body={"name": "split", "partitions": 2, "config": {"max_batch_bytes": 2000}})
+    before = log_ends(http, "split")
+    records = [{"value": "a" * 100, "partition": 0}] + [{"value": "b" * 100, "partition": 1} for _ in range(40)]
+    problem = assert_problem(http.call("POST", "/v1/topics/split/records", body={"records": records}), 413)
+    assert problem["code"] == "batch_too_large"
+    assert log_ends(http, "split") == before
