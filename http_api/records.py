@@ -8,7 +8,7 @@ from http_api.keys import NODE, SENDFILE
 from http_api.params import BATCH, JSON, MSGPACK, decode_msgpack, path_partition, path_topic, query_int, read_json
 from http_api.routing import route
 from http_api.sendfile import send_slice
-from logbroker.errors import InvalidRequestError, UnsupportedMediaTypeError
+from logbroker.errors import InvalidBatchError, InvalidRequestError, UnreadableRecordsError, UnsupportedMediaTypeError
 from logbroker.records import parse_body, render_records
 from segments.batch import Record, decode_records, iter_batches
 
@@ -79,7 +79,17 @@ async def fetch(request: web.Request) -> web.StreamResponse:
     next_offset = result.next_offset
     for position, header in iter_batches(result.data):
         batch = result.data[position:position + header.size_bytes]
-        records.extend(r for r in decode_records(batch) if r.offset >= offset)
+        try:
+            decoded = decode_records(batch)
+        except InvalidBatchError as exc:
+            if records:
+                next_offset = header.base_offset
+                break
+            raise UnreadableRecordsError(
+                f"the batch at offsets [{header.base_offset}, {header.next_offset}) was accepted as a prebuilt "
+                f"batch but its records cannot be decoded ({exc}); fetch it raw or seek past it",
+                batch_base_offset=header.base_offset, batch_next_offset=header.next_offset) from exc
+        records.extend(r for r in decoded if r.offset >= offset)
         if len(records) >= max_records:
             records = records[:max_records]
             next_offset = records[-1].offset + 1

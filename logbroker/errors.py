@@ -55,6 +55,13 @@ class NotFoundError(BrokerError):
     code = "not_found"
 
 
+class UnreadableRecordsError(BrokerError):
+    """Stored records cannot be decoded: a producer sent a prebuilt batch whose checksum is right
+    but whose records section is not (the broker does not decode batches on append)."""
+
+    code = "unreadable_records"
+
+
 class NotAvailableError(BrokerError):
     """The node cannot serve this now (starting, stopping, a bounded queue is full)."""
 
@@ -93,5 +100,6 @@ __all__ = [
     "TopicExistsError",
     "UnknownPartitionError",
     "UnknownTopicError",
+    "UnreadableRecordsError",
     "UnsupportedMediaTypeError",
 ]

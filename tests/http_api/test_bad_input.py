@@ -138,3 +138,26 @@ def test_a_request_too_large_for_one_partition_writes_no_partition(http):
     problem = assert_problem(http.call("POST", "/v1/topics/split/records", body={"records": records}), 413)
     assert problem["code"] == "batch_too_large"
     assert log_ends(http, "split") == before
+
+
+def test_an_undecodable_prebuilt_batch_gives_json_readers_a_clear_error(http):
+    import struct
+
+    import xxhash
+
+    from segments.batch import CHECKSUMMED_FROM, HEADER_SIZE
+
+    http.json("POST", "/v1/topics", 201, body={"name": "poison"})
+    http.json("POST", "/v1/topics/poison/records", body={"records": [{"value": "good"}]})
+    batch = bytearray(encode_batch([ProducerRecord(b"x"), ProducerRecord(b"y")]))
+    batch[HEADER_SIZE:] = b"\xc1" * (len(batch) - HEADER_SIZE)  # 0xc1 is never valid msgpack
+    struct.pack_into("<Q", batch, 17, xxhash.xxh3_64_intdigest(bytes(batch[CHECKSUMMED_FROM:])))
+    reply = http.call("POST", "/v1/topics/poison/records?partition=0", raw=bytes(batch), content_type=BATCH)
+    assert reply.status == 200
+    good = http.json("GET", "/v1/topics/poison/partitions/0/records?offset=0")
+    assert [r["value"] for r in good["records"]] == ["good"] and good["next_offset"] == 1
+    problem = assert_problem(http.call("GET", "/v1/topics/poison/partitions/0/records?offset=1"), 500)
+    assert problem["code"] == "unreadable_records"
+    assert (problem["batch_base_offset"], problem["batch_next_offset"]) == (1, 3)
+    raw = http.call("GET", "/v1/topics/poison/partitions/0/records?offset=1", headers={"Accept": BATCH})
+    assert raw.status == 200 and raw.data[16:] == bytes(batch[16:])  # raw readers get it as stored
