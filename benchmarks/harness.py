@@ -1,10 +1,16 @@
-"""One run of the harness: for each system in turn, start its server, run the chosen scenarios
-against it, stop it (by PID, always), then write one result per system and scenario, REPORT.md
-and the plots. Systems run one after another, each with the machine to itself.
+"""One run of the harness: start every system's server (and a worker process per system), run
+the chosen scenarios with the systems interleaved point by point — the order rotating each
+repetition — stop everything (by PID, always), then write one result per system and scenario,
+REPORT.md and the plots.
+
+Interleaving matters on a shared 2-core machine: a burst of load from elsewhere lands on one
+point of every system rather than on a whole block of one system's runs. Servers that are not
+being measured sit idle.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import os
 import sys
@@ -17,7 +23,7 @@ from benchmarks import report
 from benchmarks.plan import Plan
 from benchmarks.progress import Progress
 from benchmarks.results import make_document, write_document
-from benchmarks.scenarios import RUNNERS, SCENARIOS, Outcome, steps
+from benchmarks.scenarios import SCENARIOS, Context, Outcome, label, measure, points, prepare, steps
 from benchmarks.servers import Endpoint, LogBrokerServer, NatsServer, Server
 from benchmarks.stats import summarize_samples, unit_of
 from benchmarks.worker import Worker
@@ -42,17 +48,34 @@ def make_server(system: str, work_dir: str | None) -> Server:
     raise ValueError(f"unknown system {system!r}; known: {', '.join(SYSTEMS)}")
 
 
-async def _run_system(endpoint: Endpoint, scenarios: Sequence[str], plan: Plan, worker: Worker | None,
-                      progress: Progress) -> tuple[dict[str, Outcome], dict[str, Any]]:
+def rotated(systems: Sequence[str], rep: int) -> list[str]:
+    """The order the systems go in repetition ``rep`` (each goes first once in turn)."""
+    k = rep % len(systems)
+    return [*systems[k:], *systems[:k]]
+
+
+async def _run_all(endpoints: dict[str, Endpoint], workers: dict[str, Worker], scenarios: Sequence[str],
+                   plan: Plan, progress: Progress) -> tuple[dict[str, dict[str, Outcome]], dict[str, dict[str, Any]]]:
     from benchmarks.drivers import driver_for
 
-    outcomes = {}
-    async with driver_for(endpoint) as driver:
-        settings = driver.settings()
+    systems = list(endpoints)
+    outcomes: dict[str, dict[str, Outcome]] = {}
+    async with contextlib.AsyncExitStack() as stack:
+        drivers = {s: await stack.enter_async_context(driver_for(endpoints[s])) for s in systems}
+        settings = {s: drivers[s].settings() for s in systems}
         for scenario in scenarios:
-            outcomes[scenario] = await RUNNERS[scenario](
-                driver, plan, f"b-{scenario}", lambda text: progress.advance(f"{endpoint.system}: {text}"),
-                worker=worker)
+            contexts = {s: Context(drivers[s], plan, workers.get(s)) for s in systems}
+            for system in systems:
+                progress.advance(f"{system}: {scenario}: set-up")
+                await prepare(scenario, contexts[system])
+            for rep in range(plan.reps):
+                for point in points(scenario, plan):
+                    for system in rotated(systems, rep):
+                        progress.advance(f"{system}: {label(scenario, point)}, repetition {rep + 1}")
+                        if contexts[system].out.status is None:
+                            await measure(scenario, contexts[system], point, rep)
+            for system in systems:
+                outcomes.setdefault(system, {})[scenario] = contexts[system].out
     return outcomes, settings
 
 
@@ -62,6 +85,8 @@ def document_for(scenario: str, system: str, version: str, started_at: datetime.
     units = {name: unit_of(name) for name in figures}
     used = {k: v for k, v in settings.items() if k in COMMON_SETTINGS or k in SCENARIO_SETTINGS[scenario]}
     params: dict[str, Any] = {"run_id": run_id, "quick": quick, **used, **outcome.params}
+    if scenario == "latency":
+        params["incomplete"] = outcome.incomplete or "none: every record sent was received"
     if outcome.status:
         params["status"] = outcome.status
     return make_document(scenario, system=system, version=version, started_at=started_at, params=params,
@@ -75,29 +100,23 @@ def run(scenarios: Sequence[str], systems: Sequence[str], plan: Plan, *, quick: 
             raise ValueError(f"unknown scenario {scenario!r}")
     started = datetime.datetime.now(datetime.UTC)
     run_id = started.strftime("%Y%m%dT%H%M%SZ")
-    documents = []
+    servers: dict[str, Server] = {}
+    workers: dict[str, Worker] = {}
     total = len(systems) * (1 + sum(steps(s, plan) for s in scenarios))
-    with Progress(total) as progress:
+    with Progress(total) as progress, contextlib.ExitStack() as stack:
+        endpoints = {}
         for system in systems:
-            server = make_server(system, work_dir)
             progress.advance(f"{system}: starting the server")
-            system_started = datetime.datetime.now(datetime.UTC)
-            try:
-                endpoint = server.start()
-                worker = Worker(endpoint) if NEEDS_WORKER & set(scenarios) else None
-                try:
-                    if worker is not None:
-                        worker.__enter__()
-                    outcomes, settings = uvloop.run(_run_system(endpoint, scenarios, plan, worker, progress))
-                finally:
-                    if worker is not None:
-                        worker.close()
-            finally:
-                server.stop()
-            for scenario, outcome in outcomes.items():
-                documents.append(document_for(scenario, system, server.version, system_started, run_id, quick,
-                                              outcome, settings))
+            servers[system] = make_server(system, work_dir)
+            stack.callback(servers[system].stop)
+            endpoints[system] = servers[system].start()
+            if NEEDS_WORKER & set(scenarios):
+                workers[system] = stack.enter_context(Worker(endpoints[system]))
+        outcomes, settings = uvloop.run(_run_all(endpoints, workers, scenarios, plan, progress))
         progress.finish()
+    documents = [document_for(scenario, system, servers[system].version, started, run_id, quick, outcome,
+                              settings[system])
+                 for system in systems for scenario, outcome in outcomes[system].items()]
     write_run(documents, out_dir, rates=plan.latency_rates, command=command)
     return documents
 

@@ -22,9 +22,9 @@ from benchmarks.servers import (
     START_TIMEOUT_S,
     STOP_TIMEOUT_S,
     Endpoint,
-    package_version,
     free_port,
     kill_pid,
+    package_version,
     stop_process,
     wait_for_port,
 )

@@ -11,6 +11,7 @@ back as ``("error", text)`` and is raised in the parent. Every wait on the pipe 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import multiprocessing
 import time
 import traceback
@@ -97,7 +98,10 @@ class Worker:
     def _expect(self, kind: str, timeout_s: float) -> Any:
         if not self._conn.poll(timeout_s):
             raise WorkerError(f"worker gave no {kind!r} within {timeout_s:g} s")
-        message = self._conn.recv()
+        try:
+            message = self._conn.recv()
+        except (EOFError, OSError) as exc:
+            raise WorkerError(f"worker exited while {kind!r} was awaited") from exc
         if message[0] == "error":
             raise WorkerError(f"worker failed:\n{message[1]}")
         if message[0] != kind:
@@ -117,10 +121,8 @@ class Worker:
 
     def close(self) -> None:
         if self._proc.is_alive():
-            try:
+            with contextlib.suppress(OSError):
                 self._conn.send(("exit",))
-            except OSError:
-                pass
             self._proc.join(EXIT_TIMEOUT_S)
         if self._proc.is_alive():
             self._proc.kill()

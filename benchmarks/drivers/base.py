@@ -12,7 +12,7 @@ import abc
 import asyncio
 import struct
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import Any, ClassVar, Final
 
 from benchmarks.servers import Endpoint
@@ -27,7 +27,8 @@ def stamped(pad: bytes) -> bytes:
 
 
 def latency_ms(payload: bytes | memoryview, now_ns: int) -> float:
-    return (now_ns - STAMP.unpack_from(payload)[0]) / 1e6
+    sent_ns: int = STAMP.unpack_from(payload)[0]
+    return (now_ns - sent_ns) / 1e6
 
 
 class Driver(abc.ABC):
@@ -37,6 +38,19 @@ class Driver(abc.ABC):
 
     def __init__(self, endpoint: Endpoint) -> None:
         self.endpoint = endpoint
+        self._deferred: list[Coroutine[Any, Any, Any]] = []
+
+    def defer(self, cleanup: Coroutine[Any, Any, Any]) -> None:
+        """Run ``cleanup`` (closing a consumer, say) at the next ``settle()``, outside the timed
+        section: some clients take long to close, which is not part of what a figure measures."""
+        self._deferred.append(cleanup)
+
+    async def settle(self) -> None:
+        """Run the deferred clean-ups; scenarios call this after each timed section."""
+        deferred, self._deferred = self._deferred, []
+        async with asyncio.timeout(OP_TIMEOUT_S):
+            for cleanup in deferred:
+                await cleanup
 
     async def __aenter__(self) -> Driver:
         await self.connect()

@@ -51,6 +51,7 @@ class LogBrokerDriver(Driver):
         self._client = Client(self.endpoint.url, timeout_s=OP_TIMEOUT_S)
 
     async def close(self) -> None:
+        await self.settle()
         if self._client is not None:
             await self._client.close()
 

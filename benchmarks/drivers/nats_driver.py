@@ -41,6 +41,7 @@ class NatsDriver(Driver):
         self._js = self._nc.jetstream(publish_async_max_pending=PUBLISH_WINDOW)
 
     async def close(self) -> None:
+        await self.settle()
         if self._nc is not None:
             await self._nc.close()
 
@@ -94,7 +95,7 @@ class NatsDriver(Driver):
                     _ = msg.data
                 got += len(msgs)
                 await msgs[-1].ack()
-            await sub.unsubscribe()
+        self.defer(sub.unsubscribe())
         return got
 
     async def send_now(self, log: str, payloads: list[bytes]) -> None:
@@ -178,5 +179,5 @@ class NatsDriver(Driver):
                 for msg in msgs:
                     await msg.ack()
                 acked += len(msgs)
-            await sub.unsubscribe()
+        self.defer(sub.unsubscribe())
         return acked

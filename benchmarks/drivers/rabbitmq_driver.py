@@ -23,7 +23,8 @@ CONFIRM_WINDOW: Final = 10_000
 PREFETCH: Final = 1000
 ACK_EVERY: Final = 100
 QUEUE_PUBLISH_WINDOW: Final = 1000
-CREDENTIALS: Final = {"username": "guest", "password": "guest"}
+USER: Final = "guest"
+PASSWORD: Final = "guest"
 
 
 class RabbitMQDriver(Driver):
@@ -40,10 +41,11 @@ class RabbitMQDriver(Driver):
         self._confirm_event = asyncio.Event()
 
     async def connect(self) -> None:
-        self._producer = Producer(self.endpoint.host, self.endpoint.port, **CREDENTIALS)
+        self._producer = Producer(self.endpoint.host, self.endpoint.port, username=USER, password=PASSWORD)
         await self._producer.start()
 
     async def close(self) -> None:
+        await self.settle()
         if self._producer is not None:
             await self._producer.close()
         if self._amqp is not None:
@@ -83,17 +85,18 @@ class RabbitMQDriver(Driver):
         assert not fsync, self.fsync_unsupported
         start_confirmed, batch = self._confirmed, [payload] * BATCH
         async with asyncio.timeout(OP_TIMEOUT_S):
-            sent = 0
-            while sent < count:
-                await self._wait_confirms(lambda: sent - (self._confirmed - start_confirmed) <= CONFIRM_WINDOW - BATCH)
-                n = min(BATCH, count - sent)
-                await self._producer.send_batch(log, batch[:n], on_publish_confirm=self._on_confirm)
-                sent += n
+            for sent in range(0, count, BATCH):
+                def room(s: int = sent) -> bool:
+                    return s - (self._confirmed - start_confirmed) <= CONFIRM_WINDOW - BATCH
+
+                await self._wait_confirms(room)
+                await self._producer.send_batch(log, batch[:min(BATCH, count - sent)],
+                                                on_publish_confirm=self._on_confirm)
             await self._wait_confirms(lambda: self._confirmed - start_confirmed >= count)
         return self._confirmed - start_confirmed
 
     async def _subscribe(self, log: str, offset: OffsetType, on_message: Callable[[bytes], None]) -> Any:
-        consumer = Consumer(self.endpoint.host, self.endpoint.port, **CREDENTIALS)
+        consumer = Consumer(self.endpoint.host, self.endpoint.port, username=USER, password=PASSWORD)
         await consumer.start()
 
         async def callback(msg: Any, _ctx: MessageContext) -> None:
@@ -112,12 +115,10 @@ class RabbitMQDriver(Driver):
             if got >= count:
                 enough.set()
 
+        consumer = await self._subscribe(log, OffsetType.FIRST, on_message)
+        self.defer(consumer.close())
         async with asyncio.timeout(OP_TIMEOUT_S):
-            consumer = await self._subscribe(log, OffsetType.FIRST, on_message)
-            try:
-                await enough.wait()
-            finally:
-                await consumer.close()
+            await enough.wait()
         return got
 
     async def send_now(self, log: str, payloads: list[bytes]) -> None:
@@ -215,6 +216,10 @@ class RabbitMQDriver(Driver):
         async with asyncio.timeout(OP_TIMEOUT_S):
             tag = await queue.consume(on_message)
             await enough.wait()
-            await queue.cancel(tag)
-        await channel.close()
+        self.defer(self._stop_consuming(channel, queue, tag))
         return acked
+
+    @staticmethod
+    async def _stop_consuming(channel: Any, queue: Any, tag: Any) -> None:
+        await queue.cancel(tag)
+        await channel.close()
