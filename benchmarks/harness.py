@@ -29,6 +29,7 @@ from benchmarks.stats import summarize_samples, unit_of
 from benchmarks.worker import Worker
 
 SYSTEMS: Final = ("logbroker", "nats", "rabbitmq")
+ANALYSIS: Final = "ANALYSIS.md"      # hand-written findings kept next to the results, linked from REPORT.md
 NEEDS_WORKER: Final = frozenset({"latency", "idle"})
 COMMON_SETTINGS: Final = ("client", "durability", "partitions")
 # Which of a driver's settings each scenario uses (beside the common ones).
@@ -130,9 +131,11 @@ def write_run(documents: Sequence[dict[str, Any]], out_dir: str, *, rates: Seque
     from benchmarks.plots import write_plots
 
     plots = write_plots(documents, out_dir, rates)
+    notes = [f"Where the time goes (profiles) and what would close the gaps: [{ANALYSIS}]({ANALYSIS})."] \
+        if os.path.exists(os.path.join(out_dir, ANALYSIS)) else []
     path = os.path.join(out_dir, "REPORT.md")
     with open(path + ".tmp", "w", encoding="utf-8") as f:
-        f.write(report.render(documents, plots=plots, command=command))
+        f.write(report.render(documents, plots=plots, command=command, notes=notes))
     os.replace(path + ".tmp", path)
     print(f"wrote {len(documents)} result files, {len(plots)} plots and {path}", file=sys.stderr)
     return path

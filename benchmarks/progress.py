@@ -1,5 +1,6 @@
-"""Progress while a run goes: a rich progress bar when rich is installed (the ``bench`` extra),
-plain lines otherwise (so the harness's own tests need nothing beyond the test extra)."""
+"""Progress while a run goes: a rich progress bar on a terminal when rich is installed (the
+``bench`` extra); plain timestamped lines on stderr otherwise (logs, CI, the harness's own tests,
+which need nothing beyond the test extra)."""
 
 from __future__ import annotations
 
@@ -18,13 +19,16 @@ class Progress:
         self._started = time.monotonic()
 
     def __enter__(self) -> Progress:
+        if not sys.stderr.isatty():
+            return self
         try:
+            from rich.console import Console
             from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
             from rich.progress import Progress as RichProgress
         except ImportError:
             return self
         self._rich = RichProgress(TextColumn("{task.description:<48}"), BarColumn(), MofNCompleteColumn(),
-                                  TimeElapsedColumn(), transient=False)
+                                  TimeElapsedColumn(), transient=False, console=Console(stderr=True))
         self._rich.__enter__()
         self._task = self._rich.add_task("starting", total=self.total)
         return self
