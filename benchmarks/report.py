@@ -67,6 +67,52 @@ TARGETS: Final = (
 )
 
 
+# The figures of the short table at the top of REPORT.md (and of the README): (label, scenario, figure).
+SUMMARY: Final = (
+    ("produce 100 B, records/s", "produce", "produce_100b_records_per_s"),
+    ("produce 1 KiB, records/s", "produce", "produce_1024b_records_per_s"),
+    ("produce 100 B fsync'd (flush=always, acks=all), records/s", "produce", "produce_fsync_100b_records_per_s"),
+    ("consume 100 B, records/s", "consume", "consume_100b_records_per_s"),
+    ("consume 1 KiB, records/s", "consume", "consume_1024b_records_per_s"),
+    ("latency at 1,000/s, 100 B, p50 / p99 / p99.9 ms", "latency", "latency_1000_100b"),
+    ("latency at 5,000/s, 100 B, p50 / p99 / p99.9 ms", "latency", "latency_5000_100b"),
+    ("latency at 5,000/s, 1 KiB, p50 / p99 / p99.9 ms", "latency", "latency_5000_1024b"),
+    ("latency at 20,000/s, 100 B, p50 / p99 / p99.9 ms", "latency", "latency_20000_100b"),
+    ("produce 100 B with 500 idle consumers, records/s", "idle", "idle_produce_100b_records_per_s"),
+    ("server memory for the idle consumers, MB", "idle", "idle_server_rss_delta_mb"),
+    ("queue receive+ack 100 B, records/s", "queue", "queue_receive_ack_100b_records_per_s"),
+)
+
+
+def summary(documents: Sequence[Mapping[str, Any]]) -> list[str]:
+    """A short Markdown table: medians only, LogBroker's ratio to each peer in brackets."""
+    systems = systems_of(documents)
+    grouped = by_scenario(documents)
+    lines = ["| what | " + " | ".join(systems) + " |", "|" + " --- |" * (len(systems) + 1)]
+    for text, scenario, figure in SUMMARY:
+        docs = grouped.get(scenario, {})
+        names = [f"{figure}_{p}_ms" for p in ("p50", "p99", "p999")] if scenario == "latency" else [figure]
+        first = next(iter(docs.values()), None)
+        if first is not None and "idle_consumers" in first["params"]:
+            text = text.replace("500", str(first["params"]["idle_consumers"]))
+        cells = []
+        for system in systems:
+            d = docs.get(system)
+            if d is None or any(n not in d["figures"] for n in names):
+                cells.append(_status(d) or "—")
+                continue
+            cell = " / ".join(fmt(d["figures"][n]) for n in names)
+            if system != SUBJECT:
+                subject = docs.get(SUBJECT)
+                if subject is not None and all(n in subject["figures"] for n in names):
+                    cell += " (" + " / ".join(f"{subject['figures'][n] / d['figures'][n]:.2f}×"
+                                              if d["figures"][n] else "—" for n in names) + ")"
+            cells.append(cell)
+        if any(c not in ("—", "not run") for c in cells):
+            lines.append(f"| {text} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def systems_of(documents: Sequence[Mapping[str, Any]]) -> list[str]:
     """LogBroker first, then the peers in name order."""
     names = {str(d["system"]) for d in documents}
@@ -186,7 +232,8 @@ def render(documents: Sequence[Mapping[str, Any]], *, plots: Sequence[tuple[str,
     ]
     versions = {str(d["system"]): str(d["version"]) for d in documents}
     lines += [f"| {s} | {versions[s]} |" for s in systems]
-    lines += ["", *_targets_section(documents), ""]
+    lines += ["", "## Summary", "", "Medians; in brackets LogBroker ÷ that peer.", "", *summary(documents), "",
+              *_targets_section(documents), ""]
     rows = ratio_rows(documents)
     for scenario, docs in grouped.items():
         lines += _scenario_section(scenario, docs, [r for r in rows if r.scenario == scenario], systems, peers)
@@ -234,10 +281,12 @@ def _scenario_section(scenario: str, docs: Mapping[str, Mapping[str, Any]], rows
 
 
 def _status(document: Mapping[str, Any] | None) -> str | None:
+    """What a table cell says for a system without the figure: the status's short form (the
+    settings list below the table gives it whole)."""
     if document is None:
         return "not run"
     status = document["params"].get("status")
-    return str(status) if status else None
+    return str(status).split(":", 1)[0] if status else None
 
 
 def _param(value: Any) -> str:

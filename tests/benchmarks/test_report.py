@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.report import fmt, ratio_rows, render, systems_of, targets
+from benchmarks.report import fmt, ratio_rows, render, summary, systems_of, targets
 from tests.benchmarks.support import document
 
 
@@ -72,8 +72,8 @@ def test_render_shows_tables_ratios_status_and_settings():
     assert "| produce 100 B, records/s | 2.25× (best peer: rabbitmq) | ≥ 2× | yes |" in text
     assert "| consume 100 B, records/s | 1.25× (best peer: rabbitmq) | ≥ 2× | no |" in text
     assert "not available: no receive endpoint" in text
-    assert "| queue_receive_ack_100b_records_per_s | records/s | not available: no receive endpoint | 30,000 | " \
-           "not run | — | — |" in text
+    assert "| queue_receive_ack_100b_records_per_s | records/s | not available | 30,000 | not run | — | — |" in text
+    assert "status = not available: no receive endpoint" in text
     assert "![Throughput](throughput.png)" in text
     assert "run_id" not in text.split("## Targets")[1]
 
@@ -90,3 +90,12 @@ def test_two_documents_for_one_system_and_scenario_are_refused():
                                              (0.1234, "0.123"), (0, "0"), (2.0, "2")])
 def test_numbers_are_formatted_for_readers(value, text):
     assert fmt(value) == text
+
+
+def test_the_summary_shows_medians_with_ratios_in_brackets():
+    lines = "\n".join(summary(run_documents()))
+    assert "| what | logbroker | nats | rabbitmq |" in lines
+    assert "| produce 100 B, records/s | 900,000 | 60,000 (15.00×) | 400,000 (2.25×) |" in lines
+    assert "| consume 100 B, records/s | 1,000,000 | not run | 800,000 (1.25×) |" in lines
+    assert "| queue receive+ack 100 B, records/s | not available | 30,000 | not run |" in lines
+    assert "latency at 5,000/s" not in lines     # only p99 was measured: no p50/p99/p99.9 row
