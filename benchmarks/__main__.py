@@ -41,6 +41,8 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--systems", type=_systems, default="logbroker,nats,rabbitmq",
                        help="comma-separated: logbroker,nats,rabbitmq")
         p.add_argument("--work-dir", default=None, help="where servers keep their data (default: the temp dir)")
+        p.add_argument("--profile", default=None, metavar="DIR",
+                       help="record py-spy profiles of the LogBroker node and the clients into DIR")
     rep = sub.add_parser("report", help="rebuild REPORT.md and plots from the latest run's result files")
     rep.add_argument("--out", default=DEFAULT_OUT_DIR)
     for name, text in (("log", "the partition log alone against plain file I/O"),
@@ -64,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         command = "make bench" + (" QUICK=1" if args.quick else "") if args.scenario == "all" else \
             "python -m benchmarks " + " ".join(sys.argv[1:] if argv is None else argv)
         harness.run(scenarios, systems, plan.QUICK if args.quick else plan.FULL, quick=args.quick,
-                    out_dir=args.out, work_dir=args.work_dir, command=command)
+                    out_dir=args.out, work_dir=args.work_dir, command=command, profile_dir=args.profile)
     return 0
 
 

@@ -21,6 +21,7 @@ import uvloop
 
 from benchmarks import report
 from benchmarks.plan import Plan
+from benchmarks.profiling import Profiler
 from benchmarks.progress import Progress
 from benchmarks.results import make_document, write_document
 from benchmarks.scenarios import SCENARIOS, Context, Outcome, label, measure, points, prepare, steps
@@ -95,7 +96,8 @@ def document_for(scenario: str, system: str, version: str, started_at: datetime.
 
 
 def run(scenarios: Sequence[str], systems: Sequence[str], plan: Plan, *, quick: bool, out_dir: str,
-        work_dir: str | None = None, command: str = "make bench") -> list[dict[str, Any]]:
+        work_dir: str | None = None, command: str = "make bench", profile_dir: str | None = None,
+        ) -> list[dict[str, Any]]:
     for scenario in scenarios:
         if scenario not in SCENARIOS:
             raise ValueError(f"unknown scenario {scenario!r}")
@@ -113,6 +115,10 @@ def run(scenarios: Sequence[str], systems: Sequence[str], plan: Plan, *, quick: 
             endpoints[system] = servers[system].start()
             if NEEDS_WORKER & set(scenarios):
                 workers[system] = stack.enter_context(Worker(endpoints[system]))
+        if profile_dir is not None:
+            profiler = Profiler(profile_dir)
+            stack.callback(lambda: progress.note(f"profiles: {', '.join(profiler.stop())}"))
+            _profile(profiler, endpoints, workers)
         outcomes, settings = uvloop.run(_run_all(endpoints, workers, scenarios, plan, progress))
         progress.finish()
     documents = [document_for(scenario, system, servers[system].version, started, run_id, quick, outcome,
@@ -120,6 +126,15 @@ def run(scenarios: Sequence[str], systems: Sequence[str], plan: Plan, *, quick: 
                  for system in systems for scenario, outcome in outcomes[system].items()]
     write_run(documents, out_dir, rates=plan.latency_rates, command=command)
     return documents
+
+
+def _profile(profiler: Profiler, endpoints: dict[str, Endpoint], workers: dict[str, Worker]) -> None:
+    """py-spy on the LogBroker node (the only Python server) and on every client process."""
+    profiler.record("client", os.getpid())
+    if "logbroker" in endpoints:
+        profiler.record("logbroker-node", endpoints["logbroker"].server_pid)
+    for system, worker in workers.items():
+        profiler.record(f"{system}-receiver", worker.pid)
 
 
 def write_run(documents: Sequence[dict[str, Any]], out_dir: str, *, rates: Sequence[int],

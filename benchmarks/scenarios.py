@@ -178,7 +178,10 @@ async def _latency(ctx: Context, point: tuple[Any, ...], rep: int) -> None:
     total = max(1, int(rate * seconds))
     await asyncio.to_thread(ctx.worker.begin, "latencies", log, total, seconds + LATENCY_GRACE_S,
                             timeout_s=WORKER_READY_TIMEOUT_S)
+    cpu = ctx.cpu
+    cpu.start()
     elapsed = await paced_send(ctx.driver, log, size, rate, total)
+    _wall, server, _client = cpu.stop()
     samples: list[float] = await asyncio.to_thread(ctx.worker.result, seconds + 2 * LATENCY_GRACE_S)
     if len(samples) < total:
         ctx.out.incomplete.append(f"{rate}/s {size} B rep {rep + 1}: {len(samples)} of {total} received")
@@ -187,6 +190,7 @@ async def _latency(ctx: Context, point: tuple[Any, ...], rep: int) -> None:
     for name, value in latency_figures(f"latency_{rate}_{size}b", samples).items():
         ctx.out.add(name, value)
     ctx.out.add(f"latency_{rate}_{size}b_sent_records_per_s", total / elapsed)
+    ctx.out.add(f"latency_{rate}_{size}b_server_cpu_pct", server)
 
 
 async def _idle(ctx: Context, point: tuple[Any, ...], rep: int) -> None:

@@ -113,6 +113,11 @@ class Worker:
         self._conn.send(request)
         self._expect("ready", timeout_s)
 
+    @property
+    def pid(self) -> int:
+        assert self._proc.pid is not None, "the worker has not started"
+        return self._proc.pid
+
     def stop_idle(self) -> None:
         self._conn.send(("stop",))
 
