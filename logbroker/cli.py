@@ -89,13 +89,13 @@ def _serve(args: argparse.Namespace) -> int:
     from logbroker import logs
 
     flags = {name: getattr(args, name) for name in field_names()}
-    config = resolve(flags, os.environ, args.config)
-    if config.auth != "off":
-        print("logbroker: authentication is not available yet; start with --auth off (development only)",
-              file=sys.stderr)
+    try:
+        config = resolve(flags, os.environ, args.config)
+        logs.configure(config.log_level)
+        uvloop.run(serve(config))
+    except InvalidRequestError as exc:
+        print(f"logbroker: {exc}", file=sys.stderr)
         return 2
-    logs.configure(config.log_level)
-    uvloop.run(serve(config))
     return 0
 
 

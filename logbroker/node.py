@@ -18,6 +18,8 @@ from coordinator.base import Coordinator
 from coordinator.errors import TopicExistsError
 from coordinator.local import LocalCoordinator
 from coordinator.models import NodeInfo, TopicMetadata, TopicSpec, validate_name
+from logbroker.auth.bootstrap import build_auth
+from logbroker.auth.permissions import Principal
 from logbroker.config import NodeConfig
 from logbroker.errors import BatchTooLargeError, InvalidRequestError, NotAvailableError
 from logbroker.metrics import Metrics
@@ -44,6 +46,7 @@ class Node:
         self.replicas = ReplicaManager(config.data_dir, flush_threads=config.flush_threads,
                                        waiters_max=config.long_poll_waiters_max)
         self.metrics = Metrics(self.replicas.all)
+        self.auth = build_auth(config, self.coordinator)
         self.ready = False
         self._round_robin = itertools.count()
         self._maintenance: asyncio.Task[None] | None = None
@@ -55,10 +58,21 @@ class Node:
     async def start(self) -> None:
         self.replicas.load_checkpoints()
         await self.coordinator.start()
+        await self._bootstrap_admin()
         for meta in await self.coordinator.list_topics():
             await self.replicas.open_topic(meta, self.log_config(meta))
         self._maintenance = asyncio.create_task(self._maintain_forever())
         self.ready = True
+
+    async def _bootstrap_admin(self) -> None:
+        if not self.auth.enabled:
+            return
+        if self.config.admin_password:
+            await self.auth.bootstrap_admin(self.config.admin_user, self.config.admin_password)
+        elif not any(u.role == "admin" for u in await self.coordinator.list_users()):
+            raise InvalidRequestError("configuration: authentication is on and no admin user exists; set "
+                                      "admin_password (--admin-password or LOGBROKER_ADMIN_PASSWORD) for the first "
+                                      "admin, or run with --auth off (development only)")
 
     async def _maintain_forever(self) -> None:
         interval_s = self.config.maintenance_interval_ms / 1000
@@ -82,6 +96,7 @@ class Node:
             await asyncio.wait(self._background, timeout=self.config.shutdown_grace_ms / 1000)
         await self.replicas.close()
         await self.coordinator.close()
+        self.auth.close()
 
     def _check_serving(self) -> None:
         if not self.ready:
@@ -114,8 +129,10 @@ class Node:
         await self.coordinator.delete_topic(name)
         await self.replicas.remove_topic(name)
 
-    async def list_topics(self) -> list[dict[str, Any]]:
-        return [self._summary(meta) for meta in await self.coordinator.list_topics()]
+    async def list_topics(self, principal: Principal) -> list[dict[str, Any]]:
+        """The topics ``principal`` may see."""
+        visible = await self.auth.visible(principal, await self.coordinator.list_topics())
+        return [self._summary(meta) for meta in visible]
 
     def _summary(self, meta: TopicMetadata) -> dict[str, Any]:
         return {"name": meta.name, "kind": meta.kind, "partitions": meta.partitions,
@@ -246,10 +263,11 @@ class Node:
             offset = replica.high_watermark if found is None else min(found, replica.high_watermark)
         return {"partition": partition, "offset": offset}
 
-    async def cluster(self) -> dict[str, Any]:
+    async def cluster(self, principal: Principal) -> dict[str, Any]:
+        """Nodes, and the placement of the topics ``principal`` may see."""
         nodes = await self.coordinator.nodes()
         topics = []
-        for meta in await self.coordinator.list_topics():
+        for meta in await self.auth.visible(principal, await self.coordinator.list_topics()):
             states = await self.coordinator.partition_states(meta.name)
             topics.append({"name": meta.name, "partitions": [
                 {"partition": s.partition, "leader": s.leader, "leader_epoch": s.leader_epoch,
