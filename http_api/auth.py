@@ -62,5 +62,5 @@ async def _authorize(request: web.Request, entry: Route, principal: Principal) -
         if not principal.is_admin and request.match_info["name"] != principal.name:
             raise ForbiddenError(f"{principal.name!r} may only see or change their own user")
         return
-    assert entry.access in TOPIC_ACCESS
-    await request.app[NODE].auth.authorize_topic(principal, path_topic(request), entry.access)
+    action = TOPIC_ACCESS[entry.access]
+    await request.app[NODE].auth.authorize_topic(principal, path_topic(request), action)

@@ -16,7 +16,8 @@ async def healthz(request: web.Request) -> web.Response:
     return web.json_response({"status": "ok"})
 
 
-@route("GET", "/readyz", "Readiness: logs are open and the node serves", access="public", responses={"200": "Ready", "503": "Not yet"})
+@route("GET", "/readyz", "Readiness: logs are open and the node serves", access="public",
+       responses={"200": "Ready", "503": "Not yet"})
 async def readyz(request: web.Request) -> web.Response:
     ready = request.app[NODE].ready
     return web.json_response({"ready": ready}, status=200 if ready else 503)

@@ -16,11 +16,13 @@ from typing import Any, Final, Literal
 
 from aiohttp import web
 
+from logbroker.auth.permissions import Action
 from logbroker.auth.quotas import QuotaKind
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 Access = Literal["public", "user", "admin", "self", "describe", "read", "write", "manage"]
-TOPIC_ACCESS: Final = frozenset({"describe", "read", "write", "manage"})
+TOPIC_ACCESS: Final[dict[str, Action]] = {"describe": "describe", "read": "read", "write": "write",
+                                          "manage": "manage"}
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

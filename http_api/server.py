@@ -1,8 +1,9 @@
 """Run a node behind the HTTP API until SIGTERM/SIGINT: the ``logbroker serve`` command.
 
 Start-up order: open the node (recovering logs), bind the listener (port 0 picks a free one;
-HTTPS when a certificate is configured), print the ready line. Shutdown: stop accepting, let in-flight requests finish (bounded by
-``shutdown_grace_ms``), release long-polls, flush and close every log.
+HTTPS when a certificate is configured), print the ready line. Shutdown: stop accepting, let
+in-flight requests finish (bounded by ``shutdown_grace_ms``), release long-polls, flush and close
+every log.
 """
 
 from __future__ import annotations

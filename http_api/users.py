@@ -3,6 +3,8 @@ and ``/v1/topics/{name}/owner``. Who may call each is declared in its route (``a
 
 from __future__ import annotations
 
+from typing import Any
+
 from aiohttp import web
 
 from http_api.auth import principal_of
@@ -11,12 +13,13 @@ from http_api.params import path_topic, read_json
 from http_api.routing import route
 from logbroker.errors import InvalidRequestError
 
+QUOTAS_BODY: dict[str, Any] = {"type": "object", "description": "produce_bytes_per_s, fetch_bytes_per_s, "
+                               "connections_max (0: unlimited); override the node's defaults"}
 USER_BODY = {"type": "object", "required": ["username", "password"], "properties": {
     "username": {"type": "string", "pattern": "^[A-Za-z0-9._@-]{1,64}$"},
     "password": {"type": "string", "minLength": 8},
     "role": {"type": "string", "enum": ["user", "admin"], "default": "user"},
-    "quotas": {"type": "object", "description": "produce_bytes_per_s, fetch_bytes_per_s, connections_max "
-               "(0: unlimited); override the node's defaults"}}}
+    "quotas": QUOTAS_BODY}}
 ACL_BODY = {"type": "object", "required": ["user", "permissions"], "properties": {
     "user": {"type": "string"},
     "permissions": {"type": "array", "items": {"type": "string", "enum": ["read", "write"]},
@@ -69,7 +72,7 @@ async def change_password(request: web.Request) -> web.Response:
 
 
 @route("PUT", "/v1/users/{name}/quotas", "Set a user's quotas (admin)", access="admin",
-       body=USER_BODY["properties"]["quotas"], responses={"200": "The user", "400": "Invalid", "404": "Unknown"})
+       body=QUOTAS_BODY, responses={"200": "The user", "400": "Invalid", "404": "Unknown"})
 async def set_quotas(request: web.Request) -> web.Response:
     auth = request.app[NODE].auth
     return web.json_response(await auth.set_quotas(request.match_info["name"], await read_json(request)))

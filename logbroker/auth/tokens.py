@@ -20,7 +20,7 @@ from logbroker.auth.keys import KeyRing
 from logbroker.errors import AuthenticationError
 
 ISSUER: Final = "logbroker"
-TOKEN_CHARS_MAX: Final = 8192
+TOKEN_CHARS_MAX: Final = 4096
 LEEWAY_S: Final = 2
 CACHE_ENTRIES_MAX: Final = 10_000
 REQUIRED_CLAIMS: Final = ("exp", "iat", "sub", "iss")
@@ -49,6 +49,7 @@ class Tokens:
         """A signed token for ``subject`` and its lifetime in seconds."""
         now = int(self._clock())
         key = self.keys.signing
+        assert key.sign_key is not None
         claims = {"sub": subject, "roles": list(roles), "iat": now, "exp": now + self.ttl_s, "iss": ISSUER}
         return jwt.encode(claims, key.sign_key, algorithm=key.alg, headers={"kid": key.kid}), self.ttl_s
 
