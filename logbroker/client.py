@@ -245,7 +245,8 @@ class Client:
 
 class TokenSource:
     """The bearer token a ``Client`` sends: a fixed one, or one got with a username and password
-    and renewed ``REFRESH_MARGIN_S`` before it expires (one login at a time)."""
+    and renewed before it expires (``REFRESH_MARGIN_S`` or a fifth of its lifetime before, whichever
+    is sooner), or when the node refuses it; one login at a time."""
 
     def __init__(self, client: Client, token: str | None, username: str | None, password: str | None) -> None:
         if (username is None) != (password is None):
@@ -265,13 +266,14 @@ class TokenSource:
             self._expires_at = 0.0
 
     async def header(self) -> dict[str, str] | None:
-        if self.renewable and time.monotonic() >= self._expires_at - REFRESH_MARGIN_S:
+        if self.renewable and time.monotonic() >= self._expires_at:
             async with self._lock:
-                if time.monotonic() >= self._expires_at - REFRESH_MARGIN_S:
+                if time.monotonic() >= self._expires_at:
                     assert self._username is not None and self._password is not None
                     answer = await self._client.login(self._username, self._password)
                     self._token = str(answer["access_token"])
-                    self._expires_at = time.monotonic() + float(answer["expires_in"])
+                    lifetime = float(answer["expires_in"])
+                    self._expires_at = time.monotonic() + lifetime - min(REFRESH_MARGIN_S, lifetime / 5)
         return {"Authorization": f"Bearer {self._token}"} if self._token else None
 
 

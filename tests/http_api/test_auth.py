@@ -212,7 +212,7 @@ def test_token_attacks_are_refused(http, admin):
     assert _status_with(http, good) == 200, "the crafted token is valid when nothing is wrong with it"
     expired = jwt.encode(_claims(iat=int(time.time()) - 7200, exp=int(time.time()) - 3600), JWT_SECRET,
                          algorithm="HS256", headers={"kid": JWT_KID})
-    header, payload, signature = admin.token.split(".")
+    header, _payload, signature = admin.token.split(".")
     forged_payload = _b64(json.dumps(_claims(sub=ADMIN, exp=int(time.time()) + 10**6)).encode())
     tampered = ".".join((header, forged_payload, signature))
     none_alg = ".".join((_b64(json.dumps({"alg": "none", "typ": "JWT", "kid": JWT_KID}).encode()),
