@@ -18,6 +18,7 @@ from coordinator.base import Coordinator
 from coordinator.errors import TopicExistsError
 from coordinator.local import LocalCoordinator
 from coordinator.models import NodeInfo, TopicMetadata, TopicSpec, validate_name
+from internal_rpc.server import RpcServer
 from logbroker.auth.bootstrap import build_auth
 from logbroker.auth.permissions import Principal
 from logbroker.config import NodeConfig
@@ -25,6 +26,7 @@ from logbroker.errors import BatchTooLargeError, InvalidRequestError, NotAvailab
 from logbroker.metrics import Metrics
 from logbroker.records import IncomingRecord, group_by_partition
 from logbroker.replica_manager import ReplicaManager
+from logbroker.rpc_service import SERVICE, node_service, rpc_security
 from segments.batch import encode_batch
 from segments.config import LogConfig
 from segments.errors import StorageError
@@ -47,6 +49,8 @@ class Node:
                                        waiters_max=config.long_poll_waiters_max)
         self.metrics = Metrics(self.replicas.all)
         self.auth = build_auth(config, self.coordinator)
+        self.rpc: RpcServer | None = None
+        self.rpc_address = ""
         self.ready = False
         self._round_robin = itertools.count()
         self._maintenance: asyncio.Task[None] | None = None
@@ -61,8 +65,19 @@ class Node:
         await self._bootstrap_admin()
         for meta in await self.coordinator.list_topics():
             await self.replicas.open_topic(meta, self.log_config(meta))
+        await self._start_rpc()
         self._maintenance = asyncio.create_task(self._maintain_forever())
         self.ready = True
+
+    async def _start_rpc(self) -> None:
+        serve, tls, token = rpc_security(self.config)
+        if not serve:
+            return
+        self.rpc = RpcServer(self.config.http_host, self.config.rpc_port, {SERVICE: node_service(self)},
+                             tls=tls, cluster_token=token)
+        port = await self.rpc.start()
+        self.rpc_address = f"{self.config.http_host}:{port}"
+        log.info("internal RPC serving", extra={"fields": {"rpc": self.rpc_address, "tls": tls is not None}})
 
     async def _bootstrap_admin(self) -> None:
         if not self.auth.enabled:
@@ -92,6 +107,8 @@ class Node:
             self._maintenance.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._maintenance
+        if self.rpc is not None:
+            await self.rpc.close()
         if self._background:
             await asyncio.wait(self._background, timeout=self.config.shutdown_grace_ms / 1000)
         await self.replicas.close()
@@ -272,7 +289,9 @@ class Node:
             topics.append({"name": meta.name, "partitions": [
                 {"partition": s.partition, "leader": s.leader, "leader_epoch": s.leader_epoch,
                  "replicas": list(s.replicas), "in_sync_replicas": list(s.isr)} for s in states]})
-        return {"nodes": [{"node_id": n.node_id, "http_url": n.http_url, "alive": True} for n in nodes],
+        return {"nodes": [{"node_id": n.node_id, "http_url": n.http_url, "alive": True,
+                           "rpc_address": self.rpc_address if n.node_id == self.config.node_id else n.rpc_address}
+                          for n in nodes],
                 "controller": self.coordinator.node_id, "topics": topics}
 
 
