@@ -74,7 +74,7 @@ async def one_rep(client: Client, rep: int, plan: Plan) -> dict[str, float]:
             "consume_raw_records_per_s": consumed / consume_s}
 
 
-def _measure(url: str, credentials: dict[str, str]) -> Callable[[int, Plan], Coroutine[Any, Any, dict[str, float]]]:
+def _measure(url: str, credentials: dict[str, Any]) -> Callable[[int, Plan], Coroutine[Any, Any, dict[str, float]]]:
     async def run(rep: int, plan: Plan) -> dict[str, float]:
         async with Client(url, **credentials) as client:
             return await one_rep(client, rep, plan)
