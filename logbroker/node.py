@@ -62,6 +62,7 @@ class Node:
     async def start(self) -> None:
         self.replicas.load_checkpoints()
         await self.coordinator.start()
+        self.auth.start()
         await self._bootstrap_admin()
         for meta in await self.coordinator.list_topics():
             await self.replicas.open_topic(meta, self.log_config(meta))

@@ -53,5 +53,7 @@ def _local_secret(data_dir: str) -> bytes:
 def build_auth(config: NodeConfig, coordinator: Coordinator) -> AuthService:
     limits = QuotaLimits(config.quota_produce_bytes_per_s, config.quota_fetch_bytes_per_s,
                          config.quota_connections_max)
-    tokens = Tokens(key_ring(config), ttl_s=config.token_ttl_s) if config.auth == "on" else None
-    return AuthService(coordinator, tokens, limits)
+    def make_tokens() -> Tokens:
+        return Tokens(key_ring(config), ttl_s=config.token_ttl_s)
+
+    return AuthService(coordinator, make_tokens if config.auth == "on" else None, limits)

@@ -32,7 +32,13 @@ from logbroker.auth.passwords import DUMMY_HASH, check_password, hash_password, 
 from logbroker.auth.permissions import ANONYMOUS_ADMIN, Action, Principal, allowed
 from logbroker.auth.quotas import ConnectionCounter, QuotaKind, QuotaLimits, Quotas
 from logbroker.auth.tokens import Tokens
-from logbroker.errors import AuthenticationError, ForbiddenError, InvalidRequestError, TooManyRequestsError
+from logbroker.errors import (
+    AuthenticationError,
+    ForbiddenError,
+    InvalidRequestError,
+    NotAvailableError,
+    TooManyRequestsError,
+)
 
 log = logging.getLogger(__name__)
 HASH_THREADS: Final = 2
@@ -42,11 +48,12 @@ BEARER: Final = "bearer "
 
 
 class AuthService:
-    def __init__(self, coordinator: Coordinator, tokens: Tokens | None, limits: QuotaLimits, *,
+    def __init__(self, coordinator: Coordinator, make_tokens: Callable[[], Tokens] | None, limits: QuotaLimits, *,
                  clock: Callable[[], float] = time.monotonic) -> None:
-        """``tokens`` None means authentication is off."""
+        """``make_tokens`` None means authentication is off; it is called (keys are read) in ``start``."""
         self.coordinator = coordinator
-        self.tokens = tokens
+        self._make_tokens = make_tokens
+        self.tokens: Tokens | None = None
         self.limits = limits
         self.quotas = Quotas(clock)
         self.connections = ConnectionCounter()
@@ -56,7 +63,16 @@ class AuthService:
 
     @property
     def enabled(self) -> bool:
-        return self.tokens is not None
+        return self._make_tokens is not None
+
+    def start(self) -> None:
+        if self._make_tokens is not None and self.tokens is None:
+            self.tokens = self._make_tokens()
+
+    def _started_tokens(self) -> Tokens:
+        if self.tokens is None:
+            raise NotAvailableError("authentication is not ready yet")
+        return self.tokens
 
     def close(self) -> None:
         self._hashing.shutdown(wait=False, cancel_futures=True)
@@ -125,8 +141,9 @@ class AuthService:
     async def login(self, body: object) -> dict[str, Any]:
         if not isinstance(body, dict):
             raise InvalidRequestError("the request body must be a JSON object")
-        if self.tokens is None:
+        if not self.enabled:
             raise InvalidRequestError("authentication is off on this node: no token is needed")
+        tokens = self._started_tokens()
         name, password = body.get("username"), body.get("password")
         if not isinstance(name, str) or not isinstance(password, str) or len(password) > 4096:
             raise InvalidRequestError("username and password must be strings")
@@ -134,20 +151,21 @@ class AuthService:
         ok = await self._hash(check_password, password, user.password_hash if user else DUMMY_HASH)
         if user is None or not ok:
             raise AuthenticationError("invalid username or password")
-        token, expires_in = self.tokens.issue(user.name, (user.role,))
+        token, expires_in = tokens.issue(user.name, (user.role,))
         return {"access_token": token, "token_type": "bearer", "expires_in": expires_in}
 
     # ---- requests ------------------------------------------------------------------------------
 
     async def authenticate(self, authorization: str | None) -> Principal:
         """The caller of a request from its ``Authorization`` header."""
-        if self.tokens is None:
+        if not self.enabled:
             return ANONYMOUS_ADMIN
+        tokens = self._started_tokens()
         if not authorization:
             raise AuthenticationError("this call needs a bearer token (POST /v1/auth/token)")
         if authorization[:len(BEARER)].lower() != BEARER:
             raise AuthenticationError("the Authorization header must be 'Bearer <token>'")
-        claims = self.tokens.verify(authorization[len(BEARER):].strip())
+        claims = tokens.verify(authorization[len(BEARER):].strip())
         user = await self.coordinator.find_user(claims.subject)
         if user is None:
             raise AuthenticationError(f"the token's user {claims.subject!r} no longer exists")
@@ -211,7 +229,7 @@ class AuthService:
     # ---- quotas --------------------------------------------------------------------------------
 
     async def limits_for(self, principal: Principal) -> QuotaLimits:
-        if self.tokens is None:
+        if not self.enabled:
             return QuotaLimits()
         user = await self.coordinator.find_user(principal.name)
         return self.limits.override(user.quotas) if user is not None and user.quotas else self.limits

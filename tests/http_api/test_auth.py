@@ -9,6 +9,8 @@ from collections.abc import Iterator
 
 import jwt
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.http_api.conftest import Http
 from tests.support.auth import ADMIN, ADMIN_PASSWORD, AUTH_ARGS, JWT_KID, JWT_SECRET, bearer, login
@@ -236,3 +238,42 @@ def test_token_attacks_are_refused(http, admin):
         assert http.call("GET", "/v1/topics", headers={"Authorization": header_value}).status == 401
     assert http.call("GET", "/v1/topics", headers=bearer("a" * 20000)).status == 400, "header over the line limit"
     assert _status_with(http, admin.token) == 200
+
+
+# ---- bad input --------------------------------------------------------------------------------
+
+JSON_VALUES = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=20),
+                           lambda children: st.lists(children, max_size=4)
+                           | st.dictionaries(st.text(max_size=10), children, max_size=4), max_leaves=12)
+BODIES = JSON_VALUES | st.fixed_dictionaries(
+    {}, optional={"username": JSON_VALUES, "password": JSON_VALUES, "role": JSON_VALUES, "quotas": JSON_VALUES,
+                  "user": JSON_VALUES, "permissions": JSON_VALUES, "owner": JSON_VALUES})
+
+
+@settings(max_examples=60)
+@given(body=BODIES, target=st.sampled_from([("POST", "/v1/auth/token"), ("POST", "/v1/users"),
+                                            ("PUT", "/v1/topics/bad.input/acl"), ("PUT", "/v1/topics/bad.input/owner"),
+                                            ("PUT", "/v1/users/bad.input.user/password"),
+                                            ("PUT", "/v1/users/bad.input.user/quotas")]))
+def test_arbitrary_bodies_get_a_clear_error_and_change_nothing(http, admin, body, target):
+    if admin.call("GET", "/v1/users/bad.input.user").status == 404:
+        admin.json("POST", "/v1/users", 201, body={"username": "bad.input.user", "password": PASSWORD})
+        admin.call("POST", "/v1/topics", body={"name": "bad.input"})
+    users_before = admin.json("GET", "/v1/users")["users"]
+    acl_before = admin.json("GET", "/v1/topics/bad.input/acl")
+    method, path = target
+    reply = admin.call(method, path, body=body)
+    assert reply.status < 500, (reply.status, reply.data[:300])
+    if reply.status >= 400:
+        problem = reply.json()
+        assert problem["status"] == reply.status and problem["detail"] and problem["code"]
+        assert admin.json("GET", "/v1/users")["users"] == users_before
+        assert admin.json("GET", "/v1/topics/bad.input/acl") == acl_before
+
+
+def test_openapi_marks_which_routes_need_a_token(http):
+    document = http.json("GET", "/v1/openapi.json")
+    assert document["components"]["securitySchemes"]["bearer"]["scheme"] == "bearer"
+    assert document["paths"]["/v1/auth/token"]["post"]["security"] == []
+    assert document["paths"]["/v1/topics/{name}/records"]["post"]["security"] == [{"bearer": []}]
+    assert document["paths"]["/v1/topics/{name}/records"]["post"]["x-logbroker-access"] == "write"
