@@ -6,7 +6,8 @@ token cache, ACL and quota checks on the path), alternating which goes first in 
   of 10 (so per-request costs, where auth sits, dominate);
 - consume: raw-batch fetch of the whole topic, checksums verified, records counted from headers.
 
-Figures are records/s per mode plus ``*_ratio`` = auth on / auth off (target: >= 0.9).
+Figures are records/s per mode plus ``*_ratio`` = auth on / auth off (target: >= 0.9), and
+``auth_path_us_per_request``: the auth path's own cost per request, measured in-process.
 """
 
 from __future__ import annotations
@@ -26,13 +27,16 @@ import uvloop
 from benchmarks.node_bench import PARTITIONS, RECORD_BYTES, consume
 from benchmarks.results import DEFAULT_OUT_DIR, summarize, write_result
 from logbroker.client import Client
+from logbroker.config import NodeConfig
 from logbroker.launcher import NodeProcess
+from logbroker.node import Node
 from segments.batch import ProducerRecord, encode_batch
 
 ADMIN: Final = "bench-admin"
 PASSWORD: Final = "bench-admin-password"
 AUTH_ON: Final = ("--auth", "on", "--admin-user", ADMIN, "--admin-password", PASSWORD)
 IN_FLIGHT: Final = 4
+AUTH_PATH_CALLS: Final = 50_000
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,6 +78,35 @@ async def one_rep(client: Client, rep: int, plan: Plan) -> dict[str, float]:
             "consume_raw_records_per_s": consumed / consume_s}
 
 
+async def auth_path_us(calls: int) -> float:
+    """Microseconds per request of the whole auth path (token check through the cache, user
+    lookup, limits, connection count, ACL check, quota check) for a user with a grant, measured
+    in-process on a real node, so the figure does not depend on the machine's HTTP noise."""
+
+    class Connection:
+        transport = None
+
+    with tempfile.TemporaryDirectory() as data_dir:
+        node = Node(NodeConfig(data_dir=data_dir, auth="on", admin_password=PASSWORD, rpc_port=0))
+        await node.start()
+        try:
+            auth = node.auth
+            await node.create_topic({"name": "t"}, owner=ADMIN)
+            await auth.create_user({"username": "user", "password": PASSWORD})
+            await node.coordinator.set_acl("t", "user", frozenset({"write"}))
+            header = "Bearer " + (await auth.login({"username": "user", "password": PASSWORD}))["access_token"]
+            started = time.perf_counter()
+            for _ in range(calls):
+                principal = await auth.authenticate(header)
+                limits = await auth.limits_for(principal)
+                auth.admit_connection(principal, Connection, limits)
+                await auth.authorize_topic(principal, "t", "write")
+                auth.check_quota(principal, "produce", limits)
+            return (time.perf_counter() - started) / calls * 1e6
+        finally:
+            await node.stop()
+
+
 def _measure(url: str, credentials: dict[str, Any]) -> Callable[[int, Plan], Coroutine[Any, Any, dict[str, float]]]:
     async def run(rep: int, plan: Plan) -> dict[str, float]:
         async with Client(url, **credentials) as client:
@@ -97,12 +130,13 @@ def run(*, quick: bool, out_dir: str | None, work_dir: str | None) -> dict[str, 
                 for mode in order:
                     for name, value in uvloop.run(modes[mode](rep, plan)).items():
                         samples.setdefault(f"auth_{mode}_{name}", []).append(value)
+                samples.setdefault("auth_path_us_per_request", []).append(uvloop.run(auth_path_us(AUTH_PATH_CALLS)))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     figures: dict[str, float] = {}
     units: dict[str, str] = {}
     for name, values in samples.items():
-        summarize(name, values, "records/s", figures, units)
+        summarize(name, values, "us" if name.endswith("_us_per_request") else "records/s", figures, units)
     for name in list(samples):
         if name.startswith("auth_on_"):
             base = name.removeprefix("auth_on_")
