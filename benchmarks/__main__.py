@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from benchmarks import log_bench, node_bench
+from benchmarks import auth_bench, log_bench, node_bench
 from benchmarks.results import DEFAULT_OUT_DIR
 
 STANDARD = ("produce", "consume", "latency", "idle", "queue")
@@ -51,11 +51,17 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--quick", action="store_true", help="a short run")
         p.add_argument("--out", default=None, help=f"directory for {name}.json (default benchmarks/results)")
         p.add_argument("--work-dir", default=None, help="where to write data (default: cwd)")
+    auth = sub.add_parser("auth", help="produce and consume with auth on against auth off, side by side")
+    auth.add_argument("--quick", action="store_true", help="a short run")
+    auth.add_argument("--out", default=None, help="directory for auth.json (default benchmarks/results)")
+    auth.add_argument("--work-dir", default=None, help="where the nodes keep their data (default: cwd)")
     args = parser.parse_args(argv)
     if args.scenario == "log":
         log_bench.run(quick=args.quick, out_dir=args.out, work_dir=args.work_dir)
     elif args.scenario == "node":
         node_bench.run(quick=args.quick, out_dir=args.out, work_dir=args.work_dir)
+    elif args.scenario == "auth":
+        auth_bench.run(quick=args.quick, out_dir=args.out, work_dir=args.work_dir)
     elif args.scenario == "report":
         return _report(args.out)
     else:
