@@ -7,6 +7,7 @@ from aiohttp import web
 from http_api.keys import NODE
 from http_api.params import path_topic, read_json
 from http_api.routing import route
+from logbroker.errors import InvalidRequestError
 
 TOPIC_BODY = {
     "type": "object", "required": ["name"],
@@ -30,9 +31,13 @@ async def create_topic(request: web.Request) -> web.Response:
     return web.json_response(described, status=201)
 
 
-@route("GET", "/v1/topics", "List topics and queues")
+@route("GET", "/v1/topics", "List topics and queues",
+       query=(("internal", "boolean", "true: also the broker's internal __ topics"),))
 async def list_topics(request: web.Request) -> web.Response:
-    return web.json_response({"topics": await request.app[NODE].list_topics()})
+    internal = request.query.get("internal", "false")
+    if internal not in ("true", "false"):
+        raise InvalidRequestError("internal must be true or false")
+    return web.json_response({"topics": await request.app[NODE].list_topics(internal=internal == "true")})
 
 
 @route("GET", "/v1/topics/{name}", "Describe a topic: partitions, leaders, offsets, config",

@@ -161,6 +161,53 @@ class Client:
             params={"offset": offset, "max_bytes": max_bytes, "wait_ms": wait_ms}, headers={"Accept": BATCH_TYPE})
         return FetchedBatches(body, int(headers["X-LogBroker-Next-Offset"]), int(headers["X-LogBroker-High-Watermark"]))
 
+    # ---- consumer groups -----------------------------------------------------------------------
+
+    async def join_group(self, group: str, topics: Sequence[str], *, session_timeout_ms: int = 10_000,
+                         assignment_strategy: str | None = None, member_id: str | None = None) -> dict[str, Any]:
+        body: dict[str, Any] = {"topics": list(topics), "session_timeout_ms": session_timeout_ms}
+        if assignment_strategy is not None:
+            body["assignment_strategy"] = assignment_strategy
+        if member_id is not None:
+            body["member_id"] = member_id
+        result: dict[str, Any] = await self._json("POST", f"/v1/groups/{group}/members", json_body=body)
+        return result
+
+    async def heartbeat(self, group: str, member_id: str) -> dict[str, Any]:
+        result: dict[str, Any] = await self._json("POST", f"/v1/groups/{group}/members/{member_id}/heartbeat")
+        return result
+
+    async def leave_group(self, group: str, member_id: str) -> None:
+        await self.request("DELETE", f"/v1/groups/{group}/members/{member_id}")
+
+    async def commit_offsets(self, group: str, member_id: str, generation: int,
+                             offsets: Sequence[tuple[str, int, int]]) -> dict[str, Any]:
+        body = {"member_id": member_id, "generation": generation,
+                "offsets": [{"topic": t, "partition": p, "offset": o} for t, p, o in offsets]}
+        result: dict[str, Any] = await self._json("POST", f"/v1/groups/{group}/offsets", json_body=body)
+        return result
+
+    async def describe_group(self, group: str) -> dict[str, Any]:
+        result: dict[str, Any] = await self._json("GET", f"/v1/groups/{group}")
+        return result
+
+    async def list_groups(self) -> list[dict[str, Any]]:
+        return list((await self._json("GET", "/v1/groups"))["groups"])
+
+    async def reset_group_offsets(self, group: str, topic: str, to: str, *, partitions: Sequence[int] | None = None,
+                                  timestamp: int | None = None,
+                                  offsets: dict[int, int] | None = None) -> dict[str, Any]:
+        """``to``: earliest, latest, timestamp (with ``timestamp``) or offsets (``{partition: offset}``)."""
+        body: dict[str, Any] = {"topic": topic, "to": to}
+        if partitions is not None:
+            body["partitions"] = list(partitions)
+        if timestamp is not None:
+            body["timestamp"] = timestamp
+        if offsets is not None:
+            body["offsets"] = [{"partition": p, "offset": o} for p, o in sorted(offsets.items())]
+        result: dict[str, Any] = await self._json("POST", f"/v1/groups/{group}/offsets/reset", json_body=body)
+        return result
+
 
 def _problem(status: int, body: bytes) -> LogBrokerError:
     try:
@@ -303,6 +350,10 @@ class Consumer:
     def assignment(self) -> list[tuple[str, int]]:
         return list(self._positions)
 
+    def positions(self) -> dict[tuple[str, int], int]:
+        """The known next offset of each assigned partition (unresolved ones are left out)."""
+        return {tp: offset for tp, offset in self._positions.items() if offset is not None}
+
     def seek(self, topic: str, partition: int, offset: int) -> None:
         self._positions[(topic, partition)] = offset
 
@@ -356,3 +407,10 @@ class Consumer:
         if fetched.next_offset > offset:
             self._positions[tp] = fetched.next_offset
         return [ConsumerRecord(topic, partition, r.offset, r.timestamp, r.key, r.value, r.headers) for r in records]
+
+
+# The group and queue consumers live in their own modules and are part of this one's API.
+from logbroker.group_consumer import CommitFailedError, GroupConsumer  # noqa: E402
+
+__all__ = ["Client", "CommitFailedError", "Consumer", "ConsumerRecord", "FetchedBatches", "GroupConsumer",
+           "LogBrokerError", "Producer", "RecordMetadata"]

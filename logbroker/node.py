@@ -17,9 +17,11 @@ from typing import Any, Final, Literal
 from coordinator.base import Coordinator
 from coordinator.errors import TopicExistsError
 from coordinator.local import LocalCoordinator
-from coordinator.models import NodeInfo, TopicMetadata, TopicSpec, validate_name
+from coordinator.models import INTERNAL_PREFIX, NodeInfo, TopicMetadata, TopicSpec, validate_name
 from logbroker.config import NodeConfig
 from logbroker.errors import BatchTooLargeError, InvalidRequestError, NotAvailableError
+from logbroker.groups.coordinator import OFFSETS_PARTITIONS, OFFSETS_TOPIC, GroupCoordinator
+from logbroker.internal_log import ensure_internal_topic
 from logbroker.metrics import Metrics
 from logbroker.records import IncomingRecord, group_by_partition
 from logbroker.replica_manager import ReplicaManager
@@ -32,6 +34,7 @@ log = logging.getLogger(__name__)
 Acks = Literal["0", "1", "all"]
 ACKS: Final = ("0", "1", "all")
 BACKGROUND_COMMITS_MAX: Final = 10_000
+GROUP_TICK_MS: Final = 50
 
 
 class Node:
@@ -47,6 +50,8 @@ class Node:
         self.ready = False
         self._round_robin = itertools.count()
         self._maintenance: asyncio.Task[None] | None = None
+        self._group_ticker: asyncio.Task[None] | None = None
+        self._groups: GroupCoordinator | None = None
         self._background: set[asyncio.Task[None]] = set()
         self._stopped = False
 
@@ -57,8 +62,29 @@ class Node:
         await self.coordinator.start()
         for meta in await self.coordinator.list_topics():
             await self.replicas.open_topic(meta, self.log_config(meta))
+        offsets_log = await ensure_internal_topic(self.coordinator, self.replicas, OFFSETS_TOPIC, OFFSETS_PARTITIONS,
+                                                  self.base_log_config)
+        self._groups = GroupCoordinator(self.replicas, offsets_log)
+        self._groups.load()
         self._maintenance = asyncio.create_task(self._maintain_forever())
+        self._group_ticker = asyncio.create_task(self._tick_groups_forever())
         self.ready = True
+
+    @property
+    def groups(self) -> GroupCoordinator:
+        self._check_serving()
+        assert self._groups is not None
+        return self._groups
+
+    async def _tick_groups_forever(self) -> None:
+        while True:
+            await asyncio.sleep(GROUP_TICK_MS / 1000)
+            if self._groups is None:
+                continue
+            try:
+                await self._groups.tick()
+            except (OSError, StorageError) as exc:
+                log.error("group session check failed; retrying", extra={"fields": {"error": str(exc)}})
 
     async def _maintain_forever(self) -> None:
         interval_s = self.config.maintenance_interval_ms / 1000
@@ -74,10 +100,11 @@ class Node:
             return
         self._stopped = True
         self.ready = False
-        if self._maintenance is not None:
-            self._maintenance.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._maintenance
+        for task in (self._maintenance, self._group_ticker):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         if self._background:
             await asyncio.wait(self._background, timeout=self.config.shutdown_grace_ms / 1000)
         await self.replicas.close()
@@ -114,8 +141,10 @@ class Node:
         await self.coordinator.delete_topic(name)
         await self.replicas.remove_topic(name)
 
-    async def list_topics(self) -> list[dict[str, Any]]:
-        return [self._summary(meta) for meta in await self.coordinator.list_topics()]
+    async def list_topics(self, *, internal: bool = False) -> list[dict[str, Any]]:
+        """User topics and queues; with ``internal`` also the broker's own ``__`` topics."""
+        return [self._summary(meta) for meta in await self.coordinator.list_topics()
+                if internal or not meta.name.startswith(INTERNAL_PREFIX)]
 
     def _summary(self, meta: TopicMetadata) -> dict[str, Any]:
         return {"name": meta.name, "kind": meta.kind, "partitions": meta.partitions,
