@@ -16,7 +16,7 @@ from typing import Final
 
 from aiohttp import web
 
-from http_api import groups, ops, records, topics  # noqa: F401  (registers the routes)
+from http_api import groups, ops, queues, records, topics  # noqa: F401  (registers the routes)
 from http_api.errors import Handler, error_middleware
 from http_api.keys import EXECUTOR, NODE, SENDFILE
 from http_api.routing import ROUTES

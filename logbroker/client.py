@@ -208,6 +208,34 @@ class Client:
         result: dict[str, Any] = await self._json("POST", f"/v1/groups/{group}/offsets/reset", json_body=body)
         return result
 
+    # ---- queues --------------------------------------------------------------------------------
+
+    async def send_messages(self, queue: str, records: list[dict[str, Any]], *,
+                            acks: str = "1") -> list[dict[str, int]]:
+        """Send JSON records (the produce shape) to a queue."""
+        result = await self._json("POST", f"/v1/queues/{queue}/messages", params={"acks": acks},
+                                  json_body={"records": records})
+        return list(result["offsets"])
+
+    async def receive(self, queue: str, *, max_messages: int = 10, visibility_timeout_ms: int | None = None,
+                      wait_ms: int = 0) -> list[dict[str, Any]]:
+        """Leased messages (JSON form, each with its ``receipt`` and ``delivery_count``)."""
+        body: dict[str, Any] = {"max_messages": max_messages, "wait_ms": wait_ms}
+        if visibility_timeout_ms is not None:
+            body["visibility_timeout_ms"] = visibility_timeout_ms
+        result = await self._json("POST", f"/v1/queues/{queue}/receive", json_body=body)
+        return list(result["messages"])
+
+    async def ack(self, queue: str, receipts: Sequence[str]) -> dict[str, Any]:
+        result: dict[str, Any] = await self._json("POST", f"/v1/queues/{queue}/ack",
+                                                  json_body={"receipts": list(receipts)})
+        return result
+
+    async def nack(self, queue: str, receipts: Sequence[str], *, delay_ms: int = 0) -> dict[str, Any]:
+        result: dict[str, Any] = await self._json("POST", f"/v1/queues/{queue}/nack",
+                                                  json_body={"receipts": list(receipts), "delay_ms": delay_ms})
+        return result
+
 
 def _problem(status: int, body: bytes) -> LogBrokerError:
     try:
@@ -411,6 +439,7 @@ class Consumer:
 
 # The group and queue consumers live in their own modules and are part of this one's API.
 from logbroker.group_consumer import CommitFailedError, GroupConsumer  # noqa: E402
+from logbroker.queue_consumer import QueueConsumer, QueueMessage  # noqa: E402
 
 __all__ = ["Client", "CommitFailedError", "Consumer", "ConsumerRecord", "FetchedBatches", "GroupConsumer",
-           "LogBrokerError", "Producer", "RecordMetadata"]
+           "LogBrokerError", "Producer", "QueueConsumer", "QueueMessage", "RecordMetadata"]

@@ -138,12 +138,39 @@ class GroupConsumer:
         try:
             await self.client.commit_offsets(self.group, self.member_id, self.generation, changed)
         except LogBrokerError as exc:
-            if exc.status in (404, 409):
+            if exc.code != "stale_generation":
                 self._rejoin = self._rejoin or exc.status == 404
+                if exc.status in (404, 409):
+                    raise CommitFailedError(exc.status, exc.code, exc.detail, extra=exc.extra) from exc
+                raise
+            # A rebalance this member has not seen yet: move to the new generation, then commit the
+            # partitions it still owns (their positions continue what it consumed itself).
+            await self._refresh()
+            owned = set(self._consumer.assignment())
+            changed = [(t, p, o) for t, p, o in changed if (t, p) in owned]
+            if not changed:
                 raise CommitFailedError(exc.status, exc.code, exc.detail, extra=exc.extra) from exc
-            raise
+            try:
+                await self.client.commit_offsets(self.group, self.member_id, self.generation, changed)
+            except LogBrokerError as again:
+                if again.status in (404, 409):
+                    raise CommitFailedError(again.status, again.code, again.detail, extra=again.extra) from again
+                raise
         for t, p, o in changed:
             self._committed[(t, p)] = o
+
+    async def _refresh(self) -> None:
+        assert self.member_id is not None
+        try:
+            beat = await self.client.heartbeat(self.group, self.member_id)
+        except LogBrokerError as exc:
+            if exc.status != 404:
+                raise
+            await self._join()
+            return
+        if int(beat["generation"]) != self.generation:
+            self._next = None
+            await self._apply(int(beat["generation"]), _flatten(beat["assignment"]))
 
     def commit_async(self, offsets: dict[tuple[str, int], int] | None = None) -> asyncio.Task[None]:
         task = asyncio.get_running_loop().create_task(self.commit(offsets))

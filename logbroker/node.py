@@ -15,7 +15,7 @@ import logging
 from typing import Any, Final, Literal
 
 from coordinator.base import Coordinator
-from coordinator.errors import TopicExistsError
+from coordinator.errors import TopicExistsError, UnknownTopicError
 from coordinator.local import LocalCoordinator
 from coordinator.models import INTERNAL_PREFIX, NodeInfo, TopicMetadata, TopicSpec, validate_name
 from logbroker.config import NodeConfig
@@ -23,6 +23,7 @@ from logbroker.errors import BatchTooLargeError, InvalidRequestError, NotAvailab
 from logbroker.groups.coordinator import OFFSETS_PARTITIONS, OFFSETS_TOPIC, GroupCoordinator
 from logbroker.internal_log import ensure_internal_topic
 from logbroker.metrics import Metrics
+from logbroker.queues.manager import QueueManager, state_topic
 from logbroker.records import IncomingRecord, group_by_partition
 from logbroker.replica_manager import ReplicaManager
 from segments.batch import encode_batch
@@ -52,6 +53,7 @@ class Node:
         self._maintenance: asyncio.Task[None] | None = None
         self._group_ticker: asyncio.Task[None] | None = None
         self._groups: GroupCoordinator | None = None
+        self.queues = QueueManager(self.replicas, self._produce_to_dead_letters)
         self._background: set[asyncio.Task[None]] = set()
         self._stopped = False
 
@@ -66,9 +68,22 @@ class Node:
                                                   self.base_log_config)
         self._groups = GroupCoordinator(self.replicas, offsets_log)
         self._groups.load()
+        for meta in await self.coordinator.list_topics():
+            if meta.kind == "queue":
+                await self._open_queue(meta)
         self._maintenance = asyncio.create_task(self._maintain_forever())
         self._group_ticker = asyncio.create_task(self._tick_groups_forever())
         self.ready = True
+
+    async def _open_queue(self, meta: TopicMetadata) -> None:
+        """Open (creating it if needed) the queue's share-state log and replay it."""
+        flush = {k: v for k, v in meta.config.items() if k in ("flush", "flush_ms")}
+        events = await ensure_internal_topic(self.coordinator, self.replicas, state_topic(meta), meta.partitions,
+                                             self.base_log_config, flush)
+        self.queues.open(meta, events)
+
+    async def _produce_to_dead_letters(self, topic: str, records: list[IncomingRecord]) -> None:
+        await self.produce_records(topic, records, "1")
 
     @property
     def groups(self) -> GroupCoordinator:
@@ -83,6 +98,7 @@ class Node:
                 continue
             try:
                 await self._groups.tick()
+                await self.queues.sweep()
             except (OSError, StorageError) as exc:
                 log.error("group session check failed; retrying", extra={"fields": {"error": str(exc)}})
 
@@ -129,6 +145,8 @@ class Node:
             raise TopicExistsError(f"the dead letter topic {dead_letter!r} already exists")
         meta = await self.coordinator.create_topic(spec, owner)
         await self.replicas.open_topic(meta, self.log_config(meta))
+        if meta.kind == "queue":
+            await self._open_queue(meta)
         if dead_letter is not None:
             dlq = TopicSpec(dead_letter, 1, spec.replication_factor, "topic", {})
             dlq_meta = await self.coordinator.create_topic(dlq, owner)
@@ -138,8 +156,13 @@ class Node:
     async def delete_topic(self, name: str) -> None:
         self._check_serving()
         validate_name(name, internal=True)
-        await self.coordinator.delete_topic(name)
+        meta = await self.coordinator.delete_topic(name)
         await self.replicas.remove_topic(name)
+        if meta.kind == "queue":
+            self.queues.remove(name)
+            with contextlib.suppress(UnknownTopicError):
+                await self.coordinator.delete_topic(state_topic(meta))
+            await self.replicas.remove_topic(state_topic(meta))
 
     async def list_topics(self, *, internal: bool = False) -> list[dict[str, Any]]:
         """User topics and queues; with ``internal`` also the broker's own ``__`` topics."""
