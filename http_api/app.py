@@ -16,11 +16,12 @@ from typing import Final
 
 from aiohttp import web
 
-from http_api import groups, ops, queues, records, topics  # noqa: F401  (registers the routes)
+from http_api import groups, ops, queues, records, streams, topics  # noqa: F401  (registers the routes)
 from http_api.errors import Handler, error_middleware
-from http_api.keys import EXECUTOR, NODE, SENDFILE
+from http_api.keys import EXECUTOR, NODE, SENDFILE, STREAMS
 from http_api.routing import ROUTES
 from http_api.sendfile import SendfileGate
+from http_api.stream_budget import StreamBudget
 from logbroker.logs import request_id
 from logbroker.node import Node
 
@@ -65,6 +66,7 @@ def build_app(node: Node) -> web.Application:
     app = web.Application(client_max_size=node.config.request_body_bytes_max,
                           middlewares=[observe_middleware, error_middleware])
     app[NODE] = node
+    app[STREAMS] = StreamBudget()
     app.cleanup_ctx.append(_sendfile_threads)
     for r in ROUTES:
         app.router.add_route(r.method, r.path, r.handler)

@@ -12,17 +12,20 @@ import asyncio
 import contextlib
 import dataclasses
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import Any, Final, Literal
 
 import aiohttp
 
 from logbroker.records import key_partition
+from logbroker.sse import Event, SseParser
 from segments.batch import ProducerRecord, Record, decode_records, encode_batch, iter_batches
 
 DEFAULT_URL: Final = "http://127.0.0.1:8080"
 BATCH_TYPE: Final = "application/vnd.logbroker.batch"
 RETRIABLE_STATUSES: Final = frozenset({429, 502, 503, 504})
+STREAM_READ_TIMEOUT_S: Final = 120.0
+STREAM_LINE_BYTES_MAX: Final = 64 << 20
 OffsetReset = Literal["earliest", "latest"]
 
 
@@ -235,6 +238,54 @@ class Client:
         result: dict[str, Any] = await self._json("POST", f"/v1/queues/{queue}/nack",
                                                   json_body={"receipts": list(receipts), "delay_ms": delay_ms})
         return result
+
+    # ---- push streams --------------------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def stream(self, topic: str, partition: int, *, offset: int | None = None,
+                     keepalive_ms: int = 5000) -> AsyncIterator[AsyncIterator[Event]]:
+        """Open a partition's push stream (SSE); iterate the ``record`` events (``json.loads`` of
+        ``event.data`` gives the record). The stream is open when the ``async with`` body runs."""
+        params: dict[str, Any] = {"keepalive_ms": keepalive_ms}
+        if offset is not None:
+            params["offset"] = offset
+        async with self._event_stream(f"/v1/topics/{topic}/partitions/{partition}/stream", params) as events:
+            yield events
+
+    @contextlib.asynccontextmanager
+    async def stream_member(self, group: str, member_id: str, *,
+                            auto_offset_reset: OffsetReset = "earliest") -> AsyncIterator[AsyncIterator[Event]]:
+        """Open a group member's push stream: ``assignment`` events at each generation, then
+        ``record`` events (with topic and partition) of the assigned partitions."""
+        async with self._event_stream(f"/v1/groups/{group}/members/{member_id}/stream",
+                                      {"auto_offset_reset": auto_offset_reset}) as events:
+            yield events
+
+    @contextlib.asynccontextmanager
+    async def _event_stream(self, path: str, params: dict[str, Any]) -> AsyncIterator[AsyncIterator[Event]]:
+        timeout = aiohttp.ClientTimeout(total=None, sock_read=STREAM_READ_TIMEOUT_S)
+        try:
+            async with self._http().get(self.url + path, params=params, timeout=timeout,
+                                        headers={"Accept": "text/event-stream"}) as response:
+                if response.status >= 400:
+                    raise _problem(response.status, await response.read())
+                yield _events(response)
+        except (TimeoutError, aiohttp.ClientError) as exc:
+            raise LogBrokerError(0, "transport", f"GET {path}: {exc!r}", retriable=True) from exc
+
+
+async def _events(response: aiohttp.ClientResponse) -> AsyncIterator[Event]:
+    parser = SseParser()
+    pending = b""
+    async for chunk in response.content.iter_any():
+        pending += chunk
+        *lines, pending = pending.split(b"\n")
+        if len(pending) > STREAM_LINE_BYTES_MAX:
+            raise LogBrokerError(0, "transport", f"a stream line exceeds {STREAM_LINE_BYTES_MAX} bytes")
+        for line in lines:
+            event = parser.feed(line.decode().rstrip("\r"))
+            if event is not None:
+                yield event
 
 
 def _problem(status: int, body: bytes) -> LogBrokerError:

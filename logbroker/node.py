@@ -281,6 +281,20 @@ class Node:
             self.metrics.bytes_out.labels(topic).inc(piece.size_bytes)
         return piece, replica.high_watermark
 
+    async def wait_for_any(self, positions: list[tuple[str, int, int]], wait_ms: int) -> None:
+        """Return once one of ``(topic, partition, offset)`` has data at its offset, or after
+        ``wait_ms`` (capped like a fetch's long-poll)."""
+        self._check_serving()
+        _, wait_ms = self._fetch_args(0, wait_ms)
+        waits = [asyncio.ensure_future(self.replicas.get(t, p).wait_for_data(o, wait_ms)) for t, p, o in positions]
+        if not waits:
+            await asyncio.sleep(wait_ms / 1000)
+            return
+        _, pending = await asyncio.wait(waits, timeout=wait_ms / 1000, return_when=asyncio.FIRST_COMPLETED)
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+
     def list_offset(self, topic: str, partition: int, at: str) -> dict[str, int | None]:
         """``earliest``, ``latest`` (the high watermark) or the first offset at a timestamp."""
         self._check_serving()
