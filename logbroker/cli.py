@@ -1,6 +1,7 @@
 """The ``logbroker`` command: ``serve``, ``topic create|list|describe|delete``, ``produce``,
-``consume``. Human output by default, ``--json`` for scripts. This module is the composition
-entry point, so ``serve`` is the one place in ``logbroker`` that imports the HTTP layer."""
+``consume``, and (in ``cli_groups``) ``group list|describe|reset-offsets``, ``queue send|receive``.
+Human output by default, ``--json`` for scripts. This module is the composition entry point,
+so ``serve`` is the one place in ``logbroker`` that imports the HTTP layer."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from typing import Any, Final
 
 import uvloop
 
+from logbroker import cli_groups
 from logbroker.client import DEFAULT_URL, Client, Consumer, ConsumerRecord, LogBrokerError, Producer
 from logbroker.config import NodeConfig, field_names, resolve
 from logbroker.errors import InvalidRequestError
@@ -68,6 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
     consume.add_argument("--follow", action="store_true", help="keep waiting for new records")
     consume.add_argument("--max-records", type=int, default=None, help="stop after this many")
     consume.add_argument("--print-key", action="store_true", help="print key<TAB>value")
+    cli_groups.add_commands(sub, common)
     return parser
 
 
@@ -105,6 +108,8 @@ async def _client_main(args: argparse.Namespace) -> int:
             return await _topic(client, args)
         if args.command == "produce":
             return await _produce(client, args)
+        if args.command in ("group", "queue"):
+            return await cli_groups.run(client, args)
         return await _consume(client, args)
 
 
