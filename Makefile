@@ -23,6 +23,8 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(PY) -m benchmarks log $(if $(QUICK),--quick,)
 	$(PY) -m benchmarks node $(if $(QUICK),--quick,)
+	$(PY) -m benchmarks groups $(if $(QUICK),--quick,)
+	$(PY) -m benchmarks queue $(if $(QUICK),--quick,)
 
 RUN_URL := http://127.0.0.1:8080
 

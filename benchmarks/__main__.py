@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from benchmarks import log_bench, node_bench
+from benchmarks import groups_bench, log_bench, node_bench, queue_bench
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -19,11 +19,21 @@ def main(argv: list[str] | None = None) -> int:
     node.add_argument("--quick", action="store_true", help="a short run")
     node.add_argument("--out", default=None, help="directory for node.json (default benchmarks/results)")
     node.add_argument("--work-dir", default=None, help="where the node keeps its data (default: cwd)")
+    for name, help_text in (("groups", "consumer group consumption: 3 members over 6 partitions"),
+                            ("queue", "queue receive + ack with 4 workers, batches of 100")):
+        scenario = sub.add_parser(name, help=help_text)
+        scenario.add_argument("--quick", action="store_true", help="a short run")
+        scenario.add_argument("--out", default=None, help=f"directory for {name}.json (default benchmarks/results)")
+        scenario.add_argument("--work-dir", default=None, help="where the node keeps its data (default: cwd)")
     args = parser.parse_args(argv)
     if args.scenario == "log":
         log_bench.run(quick=args.quick, out_dir=args.out, work_dir=args.work_dir)
     elif args.scenario == "node":
         node_bench.run(quick=args.quick, out_dir=args.out, work_dir=args.work_dir)
+    elif args.scenario == "groups":
+        groups_bench.run(quick=args.quick, out_dir=args.out, work_dir=args.work_dir)
+    elif args.scenario == "queue":
+        queue_bench.run(quick=args.quick, out_dir=args.out, work_dir=args.work_dir)
     return 0
 
 

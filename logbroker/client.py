@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import Any, Final, Literal
 
 import aiohttp
+import msgpack
 
 from logbroker.records import key_partition
 from logbroker.sse import Event, SseParser
@@ -23,6 +24,7 @@ from segments.batch import ProducerRecord, Record, decode_records, encode_batch,
 
 DEFAULT_URL: Final = "http://127.0.0.1:8080"
 BATCH_TYPE: Final = "application/vnd.logbroker.batch"
+MSGPACK_TYPE: Final = "application/x-msgpack"
 RETRIABLE_STATUSES: Final = frozenset({429, 502, 503, 504})
 STREAM_READ_TIMEOUT_S: Final = 120.0
 STREAM_LINE_BYTES_MAX: Final = 64 << 20
@@ -229,14 +231,27 @@ class Client:
         result = await self._json("POST", f"/v1/queues/{queue}/receive", json_body=body)
         return list(result["messages"])
 
+    async def receive_binary(self, queue: str, *, max_messages: int = 10, visibility_timeout_ms: int | None = None,
+                             wait_ms: int = 0) -> list[dict[str, Any]]:
+        """Like ``receive`` over msgpack: ``key``, ``value`` and header values are bytes."""
+        body: dict[str, Any] = {"max_messages": max_messages, "wait_ms": wait_ms}
+        if visibility_timeout_ms is not None:
+            body["visibility_timeout_ms"] = visibility_timeout_ms
+        _, _, raw = await self.request("POST", f"/v1/queues/{queue}/receive", data=_packb(body),
+                                       headers={"Content-Type": MSGPACK_TYPE, "Accept": MSGPACK_TYPE})
+        return list(msgpack.unpackb(raw, raw=False)["messages"])
+
     async def ack(self, queue: str, receipts: Sequence[str]) -> dict[str, Any]:
-        result: dict[str, Any] = await self._json("POST", f"/v1/queues/{queue}/ack",
-                                                  json_body={"receipts": list(receipts)})
+        _, _, raw = await self.request("POST", f"/v1/queues/{queue}/ack", data=_packb({"receipts": list(receipts)}),
+                                       headers={"Content-Type": MSGPACK_TYPE})
+        result: dict[str, Any] = json.loads(raw)
         return result
 
     async def nack(self, queue: str, receipts: Sequence[str], *, delay_ms: int = 0) -> dict[str, Any]:
-        result: dict[str, Any] = await self._json("POST", f"/v1/queues/{queue}/nack",
-                                                  json_body={"receipts": list(receipts), "delay_ms": delay_ms})
+        _, _, raw = await self.request("POST", f"/v1/queues/{queue}/nack",
+                                       data=_packb({"receipts": list(receipts), "delay_ms": delay_ms}),
+                                       headers={"Content-Type": MSGPACK_TYPE})
+        result: dict[str, Any] = json.loads(raw)
         return result
 
     # ---- push streams --------------------------------------------------------------------------
@@ -286,6 +301,11 @@ async def _events(response: aiohttp.ClientResponse) -> AsyncIterator[Event]:
             event = parser.feed(line.decode().rstrip("\r"))
             if event is not None:
                 yield event
+
+
+def _packb(value: Any) -> bytes:
+    packed: bytes = msgpack.packb(value, use_bin_type=True)
+    return packed
 
 
 def _problem(status: int, body: bytes) -> LogBrokerError:

@@ -159,6 +159,10 @@ class GroupConsumer:
         for t, p, o in changed:
             self._committed[(t, p)] = o
 
+    async def sync(self) -> None:
+        """Heartbeat now and move to the group's current generation (rejoining if removed)."""
+        await self._refresh()
+
     async def _refresh(self) -> None:
         assert self.member_id is not None
         try:

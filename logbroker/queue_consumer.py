@@ -38,10 +38,16 @@ def _bytes(raw: dict[str, Any], name: str) -> bytes | None:
     return None if text is None else str(text).encode()
 
 
-def _message(raw: dict[str, Any]) -> QueueMessage:
+def from_json(raw: dict[str, Any]) -> QueueMessage:
+    """A message of ``Client.receive`` (JSON form)."""
     headers = [(h["name"], _bytes(h, "value") or b"") for h in raw.get("headers", [])]
     return QueueMessage(raw["receipt"], int(raw["delivery_count"]), int(raw["partition"]), int(raw["offset"]),
                         int(raw["timestamp"]), _bytes(raw, "key"), _bytes(raw, "value"), headers)
+
+
+def _message(raw: dict[str, Any]) -> QueueMessage:
+    return QueueMessage(raw["receipt"], raw["delivery_count"], raw["partition"], raw["offset"], raw["timestamp"],
+                        raw["key"], raw["value"], [(n, v) for n, v in raw["headers"]])
 
 
 Handler = Callable[[QueueMessage], Awaitable[None]]
@@ -54,9 +60,9 @@ class QueueConsumer:
         self.max_messages, self.visibility_timeout_ms, self.wait_ms = max_messages, visibility_timeout_ms, wait_ms
 
     async def receive(self, *, max_messages: int | None = None, wait_ms: int | None = None) -> list[QueueMessage]:
-        raw = await self.client.receive(self.queue, max_messages=max_messages or self.max_messages,
-                                        visibility_timeout_ms=self.visibility_timeout_ms,
-                                        wait_ms=self.wait_ms if wait_ms is None else wait_ms)
+        raw = await self.client.receive_binary(self.queue, max_messages=max_messages or self.max_messages,
+                                               visibility_timeout_ms=self.visibility_timeout_ms,
+                                               wait_ms=self.wait_ms if wait_ms is None else wait_ms)
         return [_message(m) for m in raw]
 
     async def ack(self, messages: Sequence[QueueMessage | str]) -> dict[str, Any]:

@@ -106,7 +106,9 @@ class QueueManager:
 
     # ---- receive -------------------------------------------------------------------------------
 
-    async def receive(self, name: str, request: ReceiveRequest) -> list[dict[str, Any]]:
+    async def receive(self, name: str, request: ReceiveRequest, *, binary: bool = False) -> list[dict[str, Any]]:
+        """Lease and return messages: JSON-ready (bytes as UTF-8 or ``*_b64``) or, with ``binary``,
+        msgpack-ready (key, value and header values as bytes)."""
         queue = self.get(name)
         visibility = request.visibility_timeout_ms or queue.visibility_ms
         deadline = time.monotonic() + request.wait_ms / 1000
@@ -119,7 +121,7 @@ class QueueManager:
         await asyncio.gather(*durable)
         messages: list[dict[str, Any]] = []
         for partition, token, offsets in leased:
-            messages.extend(self._render(queue, partition, token, offsets))
+            messages.extend(self._render(queue, partition, token, offsets, binary))
         return messages
 
     def _acquire(self, queue: Queue, wanted: int,
@@ -159,22 +161,25 @@ class QueueManager:
             task.cancel()
         await asyncio.gather(*pending, return_exceptions=True)
 
-    def _render(self, queue: Queue, partition: int, token: int, offsets: list[int]) -> list[dict[str, Any]]:
+    def _render(self, queue: Queue, partition: int, token: int, offsets: list[int],
+                binary: bool) -> list[dict[str, Any]]:
         found = self._records(queue, partition, offsets)
         share = queue.shares[partition]
-        out = []
-        for offset in offsets:
-            record = found.get(offset)
-            if record is None:  # removed by retention before it was received: nothing to deliver
-                if share.ack(offset, token):
-                    self._record(queue, partition, ack_event([offset]))
-                continue
-            message = render_records([record], force_base64=False)[0]
-            entry = share.entries.get(offset)
-            message.update(receipt=str(Receipt(partition, offset, token)), partition=partition,
-                           delivery_count=0 if entry is None else entry.count)
-            out.append(message)
-        return out
+        gone = [o for o in offsets if o not in found]
+        for offset in gone:  # removed by retention before it was received: nothing to deliver
+            if share.ack(offset, token):
+                self._record(queue, partition, ack_event([offset]))
+        records = [found[o] for o in offsets if o in found]
+        messages = [{"offset": r.offset, "timestamp": r.timestamp, "key": r.key, "value": r.value,
+                     "headers": r.headers} for r in records] if binary else render_records(records, force_base64=False)
+        suffix = f".{token:x}"
+        entries = share.entries
+        for record, message in zip(records, messages, strict=True):
+            entry = entries.get(record.offset)
+            message["receipt"] = f"{partition}.{record.offset}{suffix}"
+            message["partition"] = partition
+            message["delivery_count"] = 0 if entry is None else entry.count
+        return messages
 
     def _records(self, queue: Queue, partition: int, offsets: list[int]) -> dict[int, Record]:
         """The records at ``offsets`` (sorted), from the cache or the log (missing: left out)."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from logbroker.errors import InvalidRequestError
 
@@ -17,11 +17,10 @@ VISIBILITY_MS_MAX: Final = 12 * 3600 * 1000
 VISIBILITY_MS_DEFAULT: Final = 30_000
 NACK_DELAY_MS_MAX: Final = 12 * 3600 * 1000
 RECEIPTS_PER_REQUEST_MAX: Final = 10_000
-RECEIPT: Final = re.compile(r"([0-9]{1,9})\.([0-9]{1,19})\.([0-9a-f]{1,16})")
+RECEIPT: Final = re.compile(r"([0-9]{1,9})\.([0-9]{1,19})\.([0-9a-f]{1,16})", re.ASCII)
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class Receipt:
+class Receipt(NamedTuple):
     partition: int
     offset: int
     token: int
@@ -57,9 +56,12 @@ def _int(value: object, what: str, low: int, high: int) -> int:
 
 def parse_receipt(raw: object) -> Receipt:
     match = RECEIPT.fullmatch(raw) if isinstance(raw, str) else None
-    if match is None or int(match.group(3), 16) == 0:
+    if match is None:
         raise InvalidRequestError(f"not a receipt: {str(raw)[:80]!r}")
-    return Receipt(int(match.group(1)), int(match.group(2)), int(match.group(3), 16))
+    partition, offset, token = match.groups()
+    if token.strip("0") == "":
+        raise InvalidRequestError(f"not a receipt: {str(raw)[:80]!r}")
+    return Receipt(int(partition), int(offset), int(token, 16))
 
 
 def parse_receive(body: object, wait_ms_max: int) -> ReceiveRequest:
