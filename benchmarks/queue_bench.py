@@ -4,8 +4,9 @@ A queue of ``PARTITIONS`` partitions is filled with 100-byte messages (prebuilt 
 as a producer sends them), then ``WORKERS`` workers (``QueueConsumer``s, concurrent tasks of one
 client process, each with its own connection pool; msgpack on the wire) each loop: receive up to
 ``RECEIVE_BATCH`` messages, ack them all in one call, until every message is acked.
-``messages_per_s`` is messages acked per second of that drain; ``receive_ms``/``ack_ms`` are the median call latencies. The node and the client
-share the machine's 2 cores. Every message is checked to be acked exactly once.
+``messages_per_s`` is messages acked per second of that drain; ``receive_ms``/``ack_ms`` are the
+median call latencies. The node and the client share the machine's 2 cores. Every message is
+checked to be acked exactly once.
 """
 
 from __future__ import annotations
