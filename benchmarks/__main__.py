@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from benchmarks import groups_bench, log_bench, node_bench, queue_bench
+from benchmarks import auth_bench, groups_bench, log_bench, node_bench, queue_bench
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -19,6 +19,10 @@ def main(argv: list[str] | None = None) -> int:
     node.add_argument("--quick", action="store_true", help="a short run")
     node.add_argument("--out", default=None, help="directory for node.json (default benchmarks/results)")
     node.add_argument("--work-dir", default=None, help="where the node keeps its data (default: cwd)")
+    auth = sub.add_parser("auth", help="produce and consume with auth on against auth off, side by side")
+    auth.add_argument("--quick", action="store_true", help="a short run")
+    auth.add_argument("--out", default=None, help="directory for auth.json (default benchmarks/results)")
+    auth.add_argument("--work-dir", default=None, help="where the nodes keep their data (default: cwd)")
     for name, help_text in (("groups", "consumer group consumption: 3 members over 6 partitions"),
                             ("queue", "queue receive + ack with 4 workers, batches of 100")):
         scenario = sub.add_parser(name, help=help_text)
@@ -30,6 +34,8 @@ def main(argv: list[str] | None = None) -> int:
         log_bench.run(quick=args.quick, out_dir=args.out, work_dir=args.work_dir)
     elif args.scenario == "node":
         node_bench.run(quick=args.quick, out_dir=args.out, work_dir=args.work_dir)
+    elif args.scenario == "auth":
+        auth_bench.run(quick=args.quick, out_dir=args.out, work_dir=args.work_dir)
     elif args.scenario == "groups":
         groups_bench.run(quick=args.quick, out_dir=args.out, work_dir=args.work_dir)
     elif args.scenario == "queue":

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from http_api.identity import caller
+from http_api.identity import caller, require_read
 from http_api.keys import NODE
 from http_api.params import read_json
 from http_api.routing import route
@@ -30,34 +30,36 @@ def _group(request: web.Request) -> str:
     return group_name(request.match_info["group"])
 
 
-@route("GET", "/v1/groups", "List consumer groups")
+@route("GET", "/v1/groups", "List consumer groups", access="user")
 async def list_groups(request: web.Request) -> web.Response:
     return web.json_response({"groups": request.app[NODE].groups.list_groups()})
 
 
-@route("GET", GROUP_PATH, "Describe a group: members, assignment, committed offsets and lag",
+@route("GET", GROUP_PATH, "Describe a group: members, assignment, committed offsets and lag", access="user",
        responses={"200": "OK", "404": "Unknown group"})
 async def describe_group(request: web.Request) -> web.Response:
     return web.json_response(request.app[NODE].groups.describe(_group(request)))
 
 
-@route("POST", GROUP_PATH + "/members", "Join a group (starts a new generation)", body=JOIN_BODY,
+@route("POST", GROUP_PATH + "/members", "Join a group (starts a new generation)", access="user", body=JOIN_BODY,
        responses={"200": "member_id, generation, assignment, heartbeat_interval_ms", "400": "Invalid",
                   "404": "Unknown topic", "409": "Inconsistent assignment strategy"})
 async def join_group(request: web.Request) -> web.Response:
     name = _group(request)
     join = parse_join(await read_json(request))
+    await require_read(request, join.topics)
     return web.json_response(await request.app[NODE].groups.join(name, join, caller(request)))
 
 
 @route("POST", GROUP_PATH + "/members/{member}/heartbeat", "Heartbeat: the current generation and assignment",
+       access="user",
        responses={"200": "generation, assignment", "404": "Unknown group or member (join again)"})
 async def heartbeat(request: web.Request) -> web.Response:
     name, member = _group(request), member_id(request.match_info["member"])
     return web.json_response(await request.app[NODE].groups.heartbeat(name, member))
 
 
-@route("DELETE", GROUP_PATH + "/members/{member}", "Leave a group (starts a new generation)",
+@route("DELETE", GROUP_PATH + "/members/{member}", "Leave a group (starts a new generation)", access="user",
        responses={"204": "Left", "404": "Unknown group or member"})
 async def leave_group(request: web.Request) -> web.Response:
     name, member = _group(request), member_id(request.match_info["member"])
@@ -65,16 +67,18 @@ async def leave_group(request: web.Request) -> web.Response:
     return web.Response(status=204)
 
 
-@route("POST", GROUP_PATH + "/offsets", "Commit offsets (member of the current generation only)",
+@route("POST", GROUP_PATH + "/offsets", "Commit offsets (member of the current generation only)", access="user",
        body=COMMIT_BODY, responses={"200": "Committed", "400": "Invalid", "404": "Unknown member",
                                     "409": "Stale generation or partition not assigned"})
 async def commit_offsets(request: web.Request) -> web.Response:
     name = _group(request)
     commit = parse_commit(await read_json(request))
+    await require_read(request, (t for t, _, _ in commit.offsets))
     return web.json_response(await request.app[NODE].groups.commit(name, commit))
 
 
 @route("POST", GROUP_PATH + "/offsets/reset", "Reset a group's offsets for a topic (the group must have no members)",
+       access="admin",
        body=RESET_BODY, responses={"200": "The new offsets", "400": "Invalid", "404": "Unknown topic",
                                    "409": "The group has members"})
 async def reset_offsets(request: web.Request) -> web.Response:

@@ -1,12 +1,27 @@
-"""Who is calling: the one place handlers of groups, queues and streams ask for the caller's
-identity (None while the node runs without authentication)."""
+"""Who is calling, for the group, queue and stream handlers: the caller's name, and the check
+that the caller may read the topics a group call names (the route table's access level covers
+the topic in the path; group calls name their topics in the body or the assignment)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from aiohttp import web
+
+from http_api.auth import principal_of
+from http_api.keys import NODE
 
 
 def caller(request: web.Request) -> str | None:
-    """The authenticated principal of ``request``, or None when authentication is off."""
-    del request
-    return None
+    """The authenticated principal's name (``anonymous`` when authentication is off)."""
+    return principal_of(request).name
+
+
+async def require_read(request: web.Request, topics: Iterable[str]) -> None:
+    """``ForbiddenError`` unless the caller may read every topic of ``topics``."""
+    auth = request.app[NODE].auth
+    if not auth.enabled:
+        return
+    principal = principal_of(request)
+    for topic in sorted(set(topics)):
+        await auth.authorize_topic(principal, topic, "read")

@@ -31,7 +31,8 @@ SETTLE_RESPONSES = {"200": "How many were settled, and the receipts that matched
                     "409": "Not a queue"}
 
 
-@route("POST", QUEUE_PATH + "/messages", "Send messages to a queue (the produce body)", body=PRODUCE_BODY,
+@route("POST", QUEUE_PATH + "/messages", "Send messages to a queue (the produce body)", access="write",
+       quota="produce", body=PRODUCE_BODY,
        query=(("acks", "string", "0, 1 (default) or all"),),
        responses={"200": "Offsets", "400": "Invalid", "404": "Unknown queue", "409": "Not a queue"})
 async def send(request: web.Request) -> web.Response:
@@ -49,7 +50,7 @@ async def send(request: web.Request) -> web.Response:
 
 
 @route("POST", QUEUE_PATH + "/receive", "Receive messages, each leased for the visibility timeout "
-       "(Accept: application/x-msgpack for a msgpack answer with bytes)",
+       "(Accept: application/x-msgpack for a msgpack answer with bytes)", access="read", quota="fetch",
        body=RECEIVE_BODY, responses={"200": "messages with receipts", "400": "Invalid", "404": "Unknown queue",
                                      "409": "Not a queue"})
 async def receive(request: web.Request) -> web.Response:
@@ -70,7 +71,7 @@ async def _read_body(request: web.Request) -> Any:
     return await read_json(request)
 
 
-@route("POST", QUEUE_PATH + "/ack", "Acknowledge messages by receipt", body=RECEIPTS_BODY,
+@route("POST", QUEUE_PATH + "/ack", "Acknowledge messages by receipt", access="read", body=RECEIPTS_BODY,
        responses=SETTLE_RESPONSES)
 async def ack(request: web.Request) -> web.Response:
     node = request.app[NODE]
@@ -79,7 +80,8 @@ async def ack(request: web.Request) -> web.Response:
     return web.json_response(await node.queues.ack(name, receipts))
 
 
-@route("POST", QUEUE_PATH + "/nack", "Give messages back (redelivered after delay_ms)", body=RECEIPTS_BODY,
+@route("POST", QUEUE_PATH + "/nack", "Give messages back (redelivered after delay_ms)", access="read",
+       body=RECEIPTS_BODY,
        responses=SETTLE_RESPONSES)
 async def nack(request: web.Request) -> web.Response:
     node = request.app[NODE]
@@ -88,6 +90,7 @@ async def nack(request: web.Request) -> web.Response:
     return web.json_response(await node.queues.nack(name, receipts, delay_ms))
 
 
-@route("GET", QUEUE_PATH, "A queue's delivery state per partition", responses={"200": "OK", "404": "Unknown queue"})
+@route("GET", QUEUE_PATH, "A queue's delivery state per partition", access="describe",
+       responses={"200": "OK", "404": "Unknown queue"})
 async def describe(request: web.Request) -> web.Response:
     return web.json_response(request.app[NODE].queues.describe(path_topic(request)))

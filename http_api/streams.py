@@ -17,10 +17,11 @@ from typing import Any, Final
 
 from aiohttp import web
 
+from http_api.identity import require_read
 from http_api.keys import NODE, STREAMS
 from http_api.params import path_partition, path_topic, query_int
 from http_api.routing import route
-from logbroker.errors import InvalidRequestError, NotAvailableError, UnknownMemberError
+from logbroker.errors import ForbiddenError, InvalidRequestError, NotAvailableError, UnknownMemberError
 from logbroker.groups.requests import group_name, member_id
 from logbroker.records import render_records
 from segments.batch import decode_records, iter_batches
@@ -83,6 +84,7 @@ def _start_offset(request: web.Request) -> int | None:
 
 @route("GET", "/v1/topics/{name}/partitions/{partition}/stream",
        "Push records from an offset as they arrive (Server-Sent Events, one `record` event per record)",
+       access="read",
        query=(("offset", "integer", "first offset (default: the end); Last-Event-ID resumes after an id"),
               ("keepalive_ms", "integer", "idle comment interval (default 5000)")),
        responses={"200": "text/event-stream", "404": "Unknown topic or partition", "416": "Offset out of range",
@@ -121,6 +123,7 @@ async def _end(response: web.StreamResponse, reason: str) -> None:
 
 @route("GET", "/v1/groups/{group}/members/{member}/stream",
        "Push the records of a member's assigned partitions (Server-Sent Events; the open stream heartbeats)",
+       access="user",
        query=(("auto_offset_reset", "string", "earliest (default) or latest, where nothing is committed"),),
        responses={"200": "text/event-stream: `assignment` events at each generation, then `record` events with "
                          "topic and partition", "404": "Unknown group or member", "503": "Too many open streams"})
@@ -131,13 +134,14 @@ async def stream_member(request: web.Request) -> web.StreamResponse:
     if reset not in ("earliest", "latest"):
         raise InvalidRequestError("auto_offset_reset must be earliest or latest")
     view = await node.groups.heartbeat(group, member)  # 404 before streaming
+    await require_read(request, view["assignment"])
     async with _slot(request):
         response = await _open(request)
         try:
             await _member_loop(request, response, group, member, reset, view)
         except CLOSED:
             return response
-        except UnknownMemberError as exc:
+        except (UnknownMemberError, ForbiddenError) as exc:
             await _end(response, str(exc))
         except (NotAvailableError, StorageError) as exc:
             await _end(response, str(exc))
@@ -158,6 +162,7 @@ async def _member_loop(request: web.Request, response: web.StreamResponse, group
                     committed = node.groups.committed(group, topic, p)
                     positions[(topic, p)] = committed if committed is not None else \
                         int(node.list_offset(topic, p, reset)["offset"] or 0)
+            await require_read(request, view["assignment"])
             await response.write(_event("assignment", {"generation": generation, "assignment": view["assignment"],
                                                        "positions": [[t, p, o] for (t, p), o in positions.items()]}))
         sent = False

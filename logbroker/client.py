@@ -12,33 +12,28 @@ import asyncio
 import contextlib
 import dataclasses
 import json
-from collections.abc import AsyncIterator, Iterable, Sequence
+import math
+import os
+import ssl
+import time
+from collections.abc import Iterable, Sequence
 from typing import Any, Final, Literal
 
 import aiohttp
-import msgpack
 
+from logbroker.client_calls import GroupQueueCalls
+from logbroker.client_errors import LogBrokerError, problem_error
 from logbroker.records import key_partition
-from logbroker.sse import Event, SseParser
 from segments.batch import ProducerRecord, Record, decode_records, encode_batch, iter_batches
 
 DEFAULT_URL: Final = "http://127.0.0.1:8080"
 BATCH_TYPE: Final = "application/vnd.logbroker.batch"
-MSGPACK_TYPE: Final = "application/x-msgpack"
-RETRIABLE_STATUSES: Final = frozenset({429, 502, 503, 504})
-STREAM_READ_TIMEOUT_S: Final = 120.0
-STREAM_LINE_BYTES_MAX: Final = 64 << 20
+TOKEN_ENV: Final = "LOGBROKER_TOKEN"
+USER_ENV: Final = "LOGBROKER_USER"
+PASSWORD_ENV: Final = "LOGBROKER_PASSWORD"
+CA_FILE_ENV: Final = "LOGBROKER_CA_FILE"
+REFRESH_MARGIN_S: Final = 30.0
 OffsetReset = Literal["earliest", "latest"]
-
-
-class LogBrokerError(Exception):
-    """An error answer from the broker (problem+json), or a transport failure (status 0)."""
-
-    def __init__(self, status: int, code: str, detail: str, *, retriable: bool = False,
-                 extra: dict[str, Any] | None = None) -> None:
-        super().__init__(f"{status} {code}: {detail}")
-        self.status, self.code, self.detail, self.retriable = status, code, detail, retriable
-        self.extra = extra or {}
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -76,15 +71,26 @@ class FetchedBatches:
         return out
 
 
-class Client:
-    """Admin and low-level data calls against one node."""
+class Client(GroupQueueCalls):
+    """Admin and low-level data calls against one node.
+
+    Credentials: a bearer ``token``, or ``username``/``password`` (the client gets a token with
+    them and gets a new one before it expires, or once when the node answers 401). With none
+    given, ``LOGBROKER_TOKEN``, ``LOGBROKER_USER`` and ``LOGBROKER_PASSWORD`` are read. For HTTPS
+    with a private CA, ``ca_file`` (or ``LOGBROKER_CA_FILE``) names the CA certificate."""
 
     def __init__(self, url: str = DEFAULT_URL, *, timeout_s: float = 60.0,
-                 session: aiohttp.ClientSession | None = None) -> None:
+                 session: aiohttp.ClientSession | None = None, token: str | None = None,
+                 username: str | None = None, password: str | None = None, ca_file: str | None = None) -> None:
         self.url = url.rstrip("/")
         self._timeout = aiohttp.ClientTimeout(total=timeout_s)
         self._session = session
         self._own_session = session is None
+        if token is None and username is None and password is None:
+            token, username, password = (os.environ.get(TOKEN_ENV) or None, os.environ.get(USER_ENV) or None,
+                                         os.environ.get(PASSWORD_ENV) or None)
+        self._credentials = TokenSource(self, token, username, password)
+        self._ca_file = ca_file or os.environ.get(CA_FILE_ENV) or None
 
     async def __aenter__(self) -> Client:
         return self
@@ -94,8 +100,9 @@ class Client:
 
     def _http(self) -> aiohttp.ClientSession:
         if self._session is None:
+            tls = ssl.create_default_context(cafile=self._ca_file) if self._ca_file else None
             self._session = aiohttp.ClientSession(timeout=self._timeout,
-                                                  connector=aiohttp.TCPConnector(limit=64))
+                                                  connector=aiohttp.TCPConnector(limit=64, ssl=tls or True))
         return self._session
 
     async def close(self) -> None:
@@ -106,15 +113,39 @@ class Client:
     async def request(self, method: str, path: str, *, params: dict[str, Any] | None = None,
                       json_body: Any = None, data: bytes | None = None,
                       headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:
+        for attempt in (0, 1):
+            auth = await self._credentials.header()
+            all_headers = {**(headers or {}), **auth} if auth else headers
+            try:
+                return await self._send(method, path, params=params, json_body=json_body, data=data,
+                                        headers=all_headers)
+            except LogBrokerError as exc:
+                if exc.status != 401 or attempt or not self._credentials.renewable:
+                    raise
+                self._credentials.expire()
+        raise AssertionError("unreachable")
+
+    async def _send(self, method: str, path: str, *, params: dict[str, Any] | None, json_body: Any,
+                    data: bytes | None, headers: dict[str, str] | None) -> tuple[int, dict[str, str], bytes]:
         try:
             async with self._http().request(method, self.url + path, params=params, json=json_body, data=data,
                                             headers=headers) as response:
                 body = await response.read()
                 if response.status >= 400:
-                    raise _problem(response.status, body)
+                    raise problem_error(response.status, body)
                 return response.status, dict(response.headers), body
         except (TimeoutError, aiohttp.ClientError) as exc:
             raise LogBrokerError(0, "transport", f"{method} {path}: {exc!r}", retriable=True) from exc
+
+    async def login(self, username: str, password: str) -> dict[str, Any]:
+        """``POST /v1/auth/token``: the token answer (``access_token``, ``expires_in``)."""
+        _, _, body = await self._send("POST", "/v1/auth/token", params=None, data=None, headers=None,
+                                      json_body={"username": username, "password": password})
+        result: dict[str, Any] = json.loads(body)
+        return result
+
+    async def _auth_header(self) -> dict[str, str]:
+        return await self._credentials.header() or {}
 
     async def _json(self, method: str, path: str, **kwargs: Any) -> Any:
         _status, _, body = await self.request(method, path, **kwargs)
@@ -145,6 +176,45 @@ class Client:
         result = await self._json("GET", f"/v1/topics/{topic}/partitions/{partition}/offsets", params={"at": str(at)})
         return int(result["offset"])
 
+    # ---- users and access ----------------------------------------------------------------------
+
+    async def create_user(self, username: str, password: str, *, role: str = "user",
+                          quotas: dict[str, int] | None = None) -> dict[str, Any]:
+        body: dict[str, Any] = {"username": username, "password": password, "role": role}
+        if quotas:
+            body["quotas"] = quotas
+        result: dict[str, Any] = await self._json("POST", "/v1/users", json_body=body)
+        return result
+
+    async def list_users(self) -> list[dict[str, Any]]:
+        return list((await self._json("GET", "/v1/users"))["users"])
+
+    async def delete_user(self, username: str, *, reassign_to: str | None = None) -> dict[str, Any]:
+        params = {"reassign_to": reassign_to} if reassign_to else None
+        result: dict[str, Any] = await self._json("DELETE", f"/v1/users/{username}", params=params)
+        return result
+
+    async def change_password(self, username: str, password: str) -> None:
+        await self.request("PUT", f"/v1/users/{username}/password", json_body={"password": password})
+
+    async def user_topics(self, username: str) -> dict[str, Any]:
+        result: dict[str, Any] = await self._json("GET", f"/v1/users/{username}/topics")
+        return result
+
+    async def get_acl(self, topic: str) -> dict[str, Any]:
+        result: dict[str, Any] = await self._json("GET", f"/v1/topics/{topic}/acl")
+        return result
+
+    async def set_acl(self, topic: str, user: str, permissions: Sequence[str]) -> dict[str, Any]:
+        """Set ``user``'s permissions on ``topic`` (``read``, ``write``; empty revokes)."""
+        result: dict[str, Any] = await self._json("PUT", f"/v1/topics/{topic}/acl",
+                                                  json_body={"user": user, "permissions": list(permissions)})
+        return result
+
+    async def set_owner(self, topic: str, owner: str) -> dict[str, Any]:
+        result: dict[str, Any] = await self._json("PUT", f"/v1/topics/{topic}/owner", json_body={"owner": owner})
+        return result
+
     # ---- data ----------------------------------------------------------------------------------
 
     async def produce(self, topic: str, records: list[dict[str, Any]], *, acks: str = "1") -> list[dict[str, int]]:
@@ -166,157 +236,38 @@ class Client:
             params={"offset": offset, "max_bytes": max_bytes, "wait_ms": wait_ms}, headers={"Accept": BATCH_TYPE})
         return FetchedBatches(body, int(headers["X-LogBroker-Next-Offset"]), int(headers["X-LogBroker-High-Watermark"]))
 
-    # ---- consumer groups -----------------------------------------------------------------------
+class TokenSource:
+    """The bearer token a ``Client`` sends: a fixed one, or one got with a username and password
+    and renewed before it expires (``REFRESH_MARGIN_S`` or a fifth of its lifetime before, whichever
+    is sooner), or when the node refuses it; one login at a time."""
 
-    async def join_group(self, group: str, topics: Sequence[str], *, session_timeout_ms: int = 10_000,
-                         assignment_strategy: str | None = None, member_id: str | None = None) -> dict[str, Any]:
-        body: dict[str, Any] = {"topics": list(topics), "session_timeout_ms": session_timeout_ms}
-        if assignment_strategy is not None:
-            body["assignment_strategy"] = assignment_strategy
-        if member_id is not None:
-            body["member_id"] = member_id
-        result: dict[str, Any] = await self._json("POST", f"/v1/groups/{group}/members", json_body=body)
-        return result
+    def __init__(self, client: Client, token: str | None, username: str | None, password: str | None) -> None:
+        if (username is None) != (password is None):
+            raise ValueError("username and password go together")
+        self._client = client
+        self._token = token
+        self._username, self._password = username, password
+        self._expires_at = math.inf if token else 0.0
+        self._lock = asyncio.Lock()
 
-    async def heartbeat(self, group: str, member_id: str) -> dict[str, Any]:
-        result: dict[str, Any] = await self._json("POST", f"/v1/groups/{group}/members/{member_id}/heartbeat")
-        return result
+    @property
+    def renewable(self) -> bool:
+        return self._username is not None
 
-    async def leave_group(self, group: str, member_id: str) -> None:
-        await self.request("DELETE", f"/v1/groups/{group}/members/{member_id}")
+    def expire(self) -> None:
+        if self.renewable:
+            self._expires_at = 0.0
 
-    async def commit_offsets(self, group: str, member_id: str, generation: int,
-                             offsets: Sequence[tuple[str, int, int]]) -> dict[str, Any]:
-        body = {"member_id": member_id, "generation": generation,
-                "offsets": [{"topic": t, "partition": p, "offset": o} for t, p, o in offsets]}
-        result: dict[str, Any] = await self._json("POST", f"/v1/groups/{group}/offsets", json_body=body)
-        return result
-
-    async def describe_group(self, group: str) -> dict[str, Any]:
-        result: dict[str, Any] = await self._json("GET", f"/v1/groups/{group}")
-        return result
-
-    async def list_groups(self) -> list[dict[str, Any]]:
-        return list((await self._json("GET", "/v1/groups"))["groups"])
-
-    async def reset_group_offsets(self, group: str, topic: str, to: str, *, partitions: Sequence[int] | None = None,
-                                  timestamp: int | None = None,
-                                  offsets: dict[int, int] | None = None) -> dict[str, Any]:
-        """``to``: earliest, latest, timestamp (with ``timestamp``) or offsets (``{partition: offset}``)."""
-        body: dict[str, Any] = {"topic": topic, "to": to}
-        if partitions is not None:
-            body["partitions"] = list(partitions)
-        if timestamp is not None:
-            body["timestamp"] = timestamp
-        if offsets is not None:
-            body["offsets"] = [{"partition": p, "offset": o} for p, o in sorted(offsets.items())]
-        result: dict[str, Any] = await self._json("POST", f"/v1/groups/{group}/offsets/reset", json_body=body)
-        return result
-
-    # ---- queues --------------------------------------------------------------------------------
-
-    async def send_messages(self, queue: str, records: list[dict[str, Any]], *,
-                            acks: str = "1") -> list[dict[str, int]]:
-        """Send JSON records (the produce shape) to a queue."""
-        result = await self._json("POST", f"/v1/queues/{queue}/messages", params={"acks": acks},
-                                  json_body={"records": records})
-        return list(result["offsets"])
-
-    async def receive(self, queue: str, *, max_messages: int = 10, visibility_timeout_ms: int | None = None,
-                      wait_ms: int = 0) -> list[dict[str, Any]]:
-        """Leased messages (JSON form, each with its ``receipt`` and ``delivery_count``)."""
-        body: dict[str, Any] = {"max_messages": max_messages, "wait_ms": wait_ms}
-        if visibility_timeout_ms is not None:
-            body["visibility_timeout_ms"] = visibility_timeout_ms
-        result = await self._json("POST", f"/v1/queues/{queue}/receive", json_body=body)
-        return list(result["messages"])
-
-    async def receive_binary(self, queue: str, *, max_messages: int = 10, visibility_timeout_ms: int | None = None,
-                             wait_ms: int = 0) -> list[dict[str, Any]]:
-        """Like ``receive`` over msgpack: ``key``, ``value`` and header values are bytes."""
-        body: dict[str, Any] = {"max_messages": max_messages, "wait_ms": wait_ms}
-        if visibility_timeout_ms is not None:
-            body["visibility_timeout_ms"] = visibility_timeout_ms
-        _, _, raw = await self.request("POST", f"/v1/queues/{queue}/receive", data=_packb(body),
-                                       headers={"Content-Type": MSGPACK_TYPE, "Accept": MSGPACK_TYPE})
-        return list(msgpack.unpackb(raw, raw=False)["messages"])
-
-    async def ack(self, queue: str, receipts: Sequence[str]) -> dict[str, Any]:
-        _, _, raw = await self.request("POST", f"/v1/queues/{queue}/ack", data=_packb({"receipts": list(receipts)}),
-                                       headers={"Content-Type": MSGPACK_TYPE})
-        result: dict[str, Any] = json.loads(raw)
-        return result
-
-    async def nack(self, queue: str, receipts: Sequence[str], *, delay_ms: int = 0) -> dict[str, Any]:
-        _, _, raw = await self.request("POST", f"/v1/queues/{queue}/nack",
-                                       data=_packb({"receipts": list(receipts), "delay_ms": delay_ms}),
-                                       headers={"Content-Type": MSGPACK_TYPE})
-        result: dict[str, Any] = json.loads(raw)
-        return result
-
-    # ---- push streams --------------------------------------------------------------------------
-
-    @contextlib.asynccontextmanager
-    async def stream(self, topic: str, partition: int, *, offset: int | None = None,
-                     keepalive_ms: int = 5000) -> AsyncIterator[AsyncIterator[Event]]:
-        """Open a partition's push stream (SSE); iterate the ``record`` events (``json.loads`` of
-        ``event.data`` gives the record). The stream is open when the ``async with`` body runs."""
-        params: dict[str, Any] = {"keepalive_ms": keepalive_ms}
-        if offset is not None:
-            params["offset"] = offset
-        async with self._event_stream(f"/v1/topics/{topic}/partitions/{partition}/stream", params) as events:
-            yield events
-
-    @contextlib.asynccontextmanager
-    async def stream_member(self, group: str, member_id: str, *,
-                            auto_offset_reset: OffsetReset = "earliest") -> AsyncIterator[AsyncIterator[Event]]:
-        """Open a group member's push stream: ``assignment`` events at each generation, then
-        ``record`` events (with topic and partition) of the assigned partitions."""
-        async with self._event_stream(f"/v1/groups/{group}/members/{member_id}/stream",
-                                      {"auto_offset_reset": auto_offset_reset}) as events:
-            yield events
-
-    @contextlib.asynccontextmanager
-    async def _event_stream(self, path: str, params: dict[str, Any]) -> AsyncIterator[AsyncIterator[Event]]:
-        timeout = aiohttp.ClientTimeout(total=None, sock_read=STREAM_READ_TIMEOUT_S)
-        try:
-            async with self._http().get(self.url + path, params=params, timeout=timeout,
-                                        headers={"Accept": "text/event-stream"}) as response:
-                if response.status >= 400:
-                    raise _problem(response.status, await response.read())
-                yield _events(response)
-        except (TimeoutError, aiohttp.ClientError) as exc:
-            raise LogBrokerError(0, "transport", f"GET {path}: {exc!r}", retriable=True) from exc
-
-
-async def _events(response: aiohttp.ClientResponse) -> AsyncIterator[Event]:
-    parser = SseParser()
-    pending = b""
-    async for chunk in response.content.iter_any():
-        pending += chunk
-        *lines, pending = pending.split(b"\n")
-        if len(pending) > STREAM_LINE_BYTES_MAX:
-            raise LogBrokerError(0, "transport", f"a stream line exceeds {STREAM_LINE_BYTES_MAX} bytes")
-        for line in lines:
-            event = parser.feed(line.decode().rstrip("\r"))
-            if event is not None:
-                yield event
-
-
-def _packb(value: Any) -> bytes:
-    packed: bytes = msgpack.packb(value, use_bin_type=True)
-    return packed
-
-
-def _problem(status: int, body: bytes) -> LogBrokerError:
-    try:
-        problem = json.loads(body)
-        return LogBrokerError(status, problem.get("code", "error"), problem.get("detail", ""),
-                              retriable=bool(problem.get("retriable")) or status in RETRIABLE_STATUSES,
-                              extra=problem)
-    except ValueError:
-        return LogBrokerError(status, "error", body[:200].decode(errors="replace"),
-                              retriable=status in RETRIABLE_STATUSES)
+    async def header(self) -> dict[str, str] | None:
+        if self.renewable and time.monotonic() >= self._expires_at:
+            async with self._lock:
+                if time.monotonic() >= self._expires_at:
+                    assert self._username is not None and self._password is not None
+                    answer = await self._client.login(self._username, self._password)
+                    self._token = str(answer["access_token"])
+                    lifetime = float(answer["expires_in"])
+                    self._expires_at = time.monotonic() + lifetime - min(REFRESH_MARGIN_S, lifetime / 5)
+        return {"Authorization": f"Bearer {self._token}"} if self._token else None
 
 
 @dataclasses.dataclass
