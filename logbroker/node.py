@@ -155,6 +155,7 @@ class Node:
             await self.rpc.close()
         if self._background:
             await asyncio.wait(self._background, timeout=self.config.shutdown_grace_ms / 1000)
+        await self.queues.wait_snapshots(self.config.shutdown_grace_ms / 1000)
         await self.replicas.close()
         await self.coordinator.close()
         self.auth.close()

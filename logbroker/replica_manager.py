@@ -67,6 +67,10 @@ class Replica:
             await self._commit.wait_durable(info.last_offset)
         self._advance(info.log_end_offset)
 
+    async def make_durable(self, info: AppendInfo) -> None:
+        """Wait until the batch of ``info`` is fsynced, whatever the flush policy."""
+        await self._commit.wait_durable(info.last_offset)
+
     def _advance(self, offset: int) -> None:
         if offset <= self.high_watermark:
             return

@@ -111,10 +111,42 @@ class GroupCoordinator:
                 counts[topic] = 0
         return counts
 
+    @staticmethod
+    def _generation_record(group: Group) -> InternalRecord:
+        return InternalRecord(pack(["g", group.name]), pack({"generation": group.generation,
+                                                             "strategy": group.strategy}))
+
+    @staticmethod
+    def _offset_record(name: str, topic: str, partition: int, committed: Committed) -> InternalRecord:
+        return InternalRecord(pack(["o", name, topic, partition]), pack(committed._asdict()))
+
     async def _persist_generation(self, group: Group) -> None:
-        record = InternalRecord(pack(["g", group.name]), pack({"generation": group.generation,
-                                                                "strategy": group.strategy}))
-        await self._log.append(self._partition_of(group.name), [record])
+        partition = self._partition_of(group.name)
+        await self._log.append(partition, [self._generation_record(group)])
+        await self._maybe_snapshot(partition)
+
+    def _live_records(self, partition: int) -> list[InternalRecord]:
+        """What the partition's records come to: one generation record per group and one offset
+        record per committed partition."""
+        records = []
+        for name, group in sorted(self._groups.items()):
+            if self._partition_of(name) != partition:
+                continue
+            if group.generation:
+                records.append(self._generation_record(group))
+            committed = sorted(self._committed.get(name, {}).items())
+            records += [self._offset_record(name, t, p, c) for (t, p), c in committed]
+        return records
+
+    async def _maybe_snapshot(self, partition: int) -> None:
+        live: list[InternalRecord] = []
+
+        def count() -> int:
+            live.extend(self._live_records(partition))
+            return len(live)
+
+        if self._log.wants_snapshot(partition, count) and live:
+            await self._log.snapshot(partition, live)
 
     # ---- membership ----------------------------------------------------------------------------
 
@@ -180,15 +212,15 @@ class GroupCoordinator:
     async def _write_offsets(self, name: str, offsets: tuple[tuple[str, int, int], ...], generation: int,
                              member: str) -> None:
         now = self._wall_ms()
-        records = [InternalRecord(pack(["o", name, t, p]), pack({"offset": o, "generation": generation,
-                                                                 "member": member, "committed_ms": now}))
-                   for t, p, o in offsets]
-        durable = self._log.append(self._partition_of(name), records)
+        entries = [(t, p, Committed(o, generation, member, now)) for t, p, o in offsets]
+        partition = self._partition_of(name)
+        durable = self._log.append(partition, [self._offset_record(name, t, p, c) for t, p, c in entries])
         self._group(name)
         committed = self._committed.setdefault(name, {})
-        for t, p, o in offsets:
-            committed[(t, p)] = Committed(o, generation, member, now)
+        for t, p, c in entries:
+            committed[(t, p)] = c
         await durable
+        await self._maybe_snapshot(partition)
 
     async def reset(self, name: str, request: ResetRequest, principal: str | None) -> dict[str, Any]:
         """Set committed offsets of an empty group (no members) for one topic."""

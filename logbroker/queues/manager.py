@@ -39,6 +39,7 @@ EVENT_KEY: Final = b"q"
 READ_BYTES: Final = 1 << 20
 CACHED_BATCHES_MAX: Final = 16
 WAIT_SLICE_MS_MIN: Final = 5
+SNAPSHOT_WAIT_S: Final = 10.0
 Produce = Callable[[str, list[IncomingRecord]], Awaitable[Any]]
 
 
@@ -73,6 +74,7 @@ class QueueManager:
         self._produce = produce
         self._clock_ms = clock_ms
         self._queues: dict[str, Queue] = {}
+        self._snapshots: set[asyncio.Future[int]] = set()
 
     # ---- lifecycle -----------------------------------------------------------------------------
 
@@ -102,7 +104,24 @@ class QueueManager:
         return queue
 
     def _record(self, queue: Queue, partition: int, event: list[Any]) -> Awaitable[None]:
-        return queue.events.append(partition, [InternalRecord(EVENT_KEY, pack(event))])
+        durable = queue.events.append(partition, [InternalRecord(EVENT_KEY, pack(event))])
+        if queue.events.wants_snapshot(partition, lambda: 1):
+            snapshot = queue.shares[partition].snapshot_event()
+            task = asyncio.ensure_future(queue.events.snapshot(partition, [InternalRecord(EVENT_KEY, pack(snapshot))]))
+            self._snapshots.add(task)
+            task.add_done_callback(self._snapshot_done)
+        return durable
+
+    async def wait_snapshots(self, timeout_s: float = SNAPSHOT_WAIT_S) -> None:
+        """Wait (bounded) for the snapshots being written (shutdown, tests)."""
+        if self._snapshots:
+            await asyncio.wait(list(self._snapshots), timeout=timeout_s)
+
+    def _snapshot_done(self, task: asyncio.Future[int]) -> None:
+        self._snapshots.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("queue state snapshot failed; the older events stay", extra={"fields": {
+                "error": str(task.exception())}})
 
     # ---- receive -------------------------------------------------------------------------------
 

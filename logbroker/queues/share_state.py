@@ -18,7 +18,8 @@ time; an acked or dead-lettered offset is never delivered again; delivery counts
 ``[done_below, next_offset)`` is capped at ``window_max`` (no new messages beyond it).
 
 Every transition is also an event (``L``/``A``/``N``/``D``) that ``apply`` replays without
-checks, so state rebuilt from the event log equals the state that wrote it.
+checks, so state rebuilt from the event log equals the state that wrote it; an ``S`` event
+(``snapshot_event``) stands for the whole state, so the events before it can be deleted.
 """
 
 from __future__ import annotations
@@ -191,6 +192,32 @@ class PartitionShare:
         elif kind == "D":
             for offset in event[1]:
                 self.dead_lettered(offset)
+        elif kind == "S":
+            self._restore(event[1], event[2], event[3])
+
+    def snapshot_event(self) -> list[Any]:
+        """An ``S`` event that stands for the whole state (the events before it may go)."""
+        entries = [[o, e.state, e.count, e.token, e.until_ms] for o, e in self.entries.items()]
+        return ["S", self.done_below, self.next_offset, entries]
+
+    def _restore(self, done_below: int, next_offset: int, entries: list[list[int]]) -> None:
+        self.done_below, self.next_offset = done_below, next_offset
+        self.entries, self._ready, self._timers, self._dead = {}, [], [], []
+        leases: dict[tuple[int, int], list[int]] = {}
+        for offset, state, count, token, until_ms in entries:
+            entry = self.entries[offset] = Entry()
+            entry.state, entry.count, entry.token, entry.until_ms = state, count, token, until_ms
+            if state == AVAILABLE:
+                self._ready.append(offset)
+            elif state == DEAD:
+                self._dead.append(offset)
+            else:
+                leases.setdefault((until_ms, token), []).append(offset)
+        heapq.heapify(self._ready)
+        for (until_ms, token), offsets in sorted(leases.items()):
+            self._seq += 1
+            self._timers.append((until_ms, self._seq, token, offsets))
+        heapq.heapify(self._timers)
 
     def after_replay(self, now_ms: int) -> None:
         """Leases recorded before a restart keep their deadlines; expired ones come back now."""

@@ -124,6 +124,11 @@ class ShareMachine(RuleBasedStateMachine):
             self.events.append(dead_event(dead))
 
     @rule()
+    def snapshot(self):
+        """Compaction: the snapshot replaces every event before it."""
+        self.events = [self.share.snapshot_event()]
+
+    @rule()
     def restart(self):
         rebuilt = PartitionShare(self.MAX, window_max=20)
         for event in self.events:
