@@ -97,6 +97,11 @@ class GroupQueueCalls:
                                   json_body={"records": records})
         return list(result["offsets"])
 
+    async def describe_queue(self, queue: str) -> dict[str, Any]:
+        """``GET /v1/queues/{name}``: per partition, what is done, in flight and not yet delivered."""
+        result: dict[str, Any] = await self._json("GET", f"/v1/queues/{queue}")
+        return result
+
     async def receive(self, queue: str, *, max_messages: int = 10, visibility_timeout_ms: int | None = None,
                       wait_ms: int = 0) -> list[dict[str, Any]]:
         """Leased messages (JSON form, each with its ``receipt`` and ``delivery_count``)."""
