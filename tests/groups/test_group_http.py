@@ -6,6 +6,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.support.processes import wait_for
+
 
 @pytest.fixture(scope="module")
 def topic(http):
@@ -128,3 +130,18 @@ def test_arbitrary_bodies_never_crash(http, topic, body):
         assert reply.status < 500, reply.data
         if reply.status == 200 and path.endswith("/members"):
             http.call("DELETE", f"/v1/groups/g6/members/{reply.json()['member_id']}")
+
+
+def test_a_deleted_topic_leaves_the_assignment_in_a_new_generation(http, topic):
+    http.json("POST", "/v1/topics", expect=201, body={"name": "gone", "partitions": 2})
+    member = http.json("POST", "/v1/groups/g7/members", body={"topics": ["gt", "gone"], "session_timeout_ms": 30000})
+    assert member["assignment"] == {"gone": [0, 1], "gt": [0, 1, 2, 3]}
+    http.json("DELETE", "/v1/topics/gone", expect=204)
+
+    def moved():
+        beat = http.json("POST", f"/v1/groups/g7/members/{member['member_id']}/heartbeat")
+        return beat if beat["generation"] > member["generation"] else None
+
+    beat = wait_for(moved, 10, "a rebalance after the topic went away")
+    assert beat["assignment"] == {"gt": [0, 1, 2, 3]}
+    http.json("DELETE", f"/v1/groups/g7/members/{member['member_id']}", expect=204)

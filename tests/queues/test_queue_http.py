@@ -126,3 +126,9 @@ def test_arbitrary_bodies_never_crash(http, queue, body):
         if reply.status == 200:
             assert reply.json()[path + "ed"] == 0
     assert state(http) == before
+
+
+def test_describe_queue_bad_names(http, queue):
+    assert http.call("GET", "/v1/queues/nope").status == 404
+    assert http.call("GET", "/v1/queues/plain").status == 409
+    assert http.call("GET", "/v1/queues/a%2F..").status == 400
