@@ -156,12 +156,16 @@ async def _member_loop(request: web.Request, response: web.StreamResponse, group
     while True:
         if view["generation"] != generation:
             generation = view["generation"]
-            positions = {}
+            kept, positions = positions, {}
             for topic, partitions in view["assignment"].items():
                 for p in partitions:
                     committed = node.groups.committed(group, topic, p)
-                    positions[(topic, p)] = committed if committed is not None else \
-                        int(node.list_offset(topic, p, reset)["offset"] or 0)
+                    if (topic, p) in kept:  # still this member's: continue where the stream is
+                        positions[(topic, p)] = kept[(topic, p)]
+                    elif committed is not None:
+                        positions[(topic, p)] = committed
+                    else:
+                        positions[(topic, p)] = int(node.list_offset(topic, p, reset)["offset"] or 0)
             await require_read(request, view["assignment"])
             await response.write(_event("assignment", {"generation": generation, "assignment": view["assignment"],
                                                        "positions": [[t, p, o] for (t, p), o in positions.items()]}))

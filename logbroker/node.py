@@ -30,6 +30,7 @@ from logbroker.queues.manager import QueueManager, state_topic
 from logbroker.records import IncomingRecord, group_by_partition
 from logbroker.replica_manager import ReplicaManager
 from logbroker.rpc_service import SERVICE, node_service, rpc_security
+from logbroker.state_metrics import GroupQueueCollector
 from segments.batch import encode_batch
 from segments.config import LogConfig
 from segments.errors import StorageError
@@ -61,6 +62,7 @@ class Node:
         self._group_ticker: asyncio.Task[None] | None = None
         self._groups: GroupCoordinator | None = None
         self.queues = QueueManager(self.replicas, self._produce_to_dead_letters)
+        self.metrics.registry.register(GroupQueueCollector(lambda: self._groups, self.queues))
         self._background: set[asyncio.Task[None]] = set()
         self._stopped = False
 

@@ -93,6 +93,9 @@ class QueueManager:
                                         events, shares, [{} for _ in shares])
         return count
 
+    def names(self) -> list[str]:
+        return sorted(self._queues)
+
     def remove(self, name: str) -> None:
         self._queues.pop(name, None)
 

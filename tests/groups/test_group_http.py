@@ -33,6 +33,9 @@ def test_commit_describe_and_lag(http, topic):
     assert by_partition[0]["committed_offset"] == 4 and by_partition[0]["lag"] == 6
     assert by_partition[1]["committed_offset"] is None and by_partition[1]["lag"] is None
     assert described["members"][0]["member_id"] == member["member_id"]
+    metrics = http.call("GET", "/metrics").data.decode()
+    assert 'logbroker_group_lag{group="g1",partition="0",topic="gt"} 6.0' in metrics
+    assert 'logbroker_group_members{group="g1"} 1.0' in metrics
     assert {"group": "g1", "state": "stable", "generation": 1, "strategy": "range", "members": 1} in \
         http.json("GET", "/v1/groups")["groups"]
     http.json("DELETE", f"/v1/groups/g1/members/{member['member_id']}", expect=204)

@@ -42,6 +42,8 @@ def test_concurrent_receivers_never_share_a_message(http, node, queue):
     everything = [m for got in results for m in got]
     assert len(everything) == len(set(everything)) == 300
     assert sum(p["in_flight"] for p in state(http)["partitions"]) == 300
+    metrics = http.call("GET", "/metrics").data.decode()
+    assert 'logbroker_queue_in_flight{partition="0",queue="work"} 100.0' in metrics
 
 
 def test_forged_and_malformed_receipts_change_nothing(http, queue):
