@@ -55,3 +55,12 @@ async def describe_topic(request: web.Request) -> web.Response:
 async def delete_topic(request: web.Request) -> web.Response:
     await request.app[NODE].delete_topic(path_topic(request))
     return web.Response(status=204)
+
+
+@route("POST", "/v1/topics/{name}/partitions", "Add partitions to a topic (consumer groups rebalance)",
+       access="manage", body={"type": "object", "required": ["partitions"],
+                              "properties": {"partitions": {"type": "integer", "description": "the new count"}}},
+       responses={"200": "The topic", "400": "Not more than now, or a queue", "404": "Unknown topic"})
+async def add_partitions(request: web.Request) -> web.Response:
+    body = await read_json(request)
+    return web.json_response(await request.app[NODE].add_partitions(path_topic(request), body))

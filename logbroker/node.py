@@ -15,7 +15,7 @@ import logging
 from typing import Any, Final, Literal
 
 from coordinator.base import Coordinator
-from coordinator.errors import TopicExistsError, UnknownTopicError
+from coordinator.errors import InvalidTopicError, TopicExistsError, UnknownTopicError
 from coordinator.local import LocalCoordinator
 from coordinator.models import INTERNAL_PREFIX, NodeInfo, TopicMetadata, TopicSpec, validate_name
 from internal_rpc.server import RpcServer
@@ -188,6 +188,19 @@ class Node:
             dlq_meta = await self.coordinator.create_topic(dlq, owner)
             await self.replicas.open_topic(dlq_meta, self.log_config(dlq_meta))
         return await self.describe_topic(spec.name)
+
+    async def add_partitions(self, name: str, body: object) -> dict[str, Any]:
+        """Raise a topic's partition count (``{"partitions": N}``); groups rebalance on their next
+        check. Queues keep their count (their delivery state is per partition)."""
+        self._check_serving()
+        validate_name(name, internal=True)
+        if not isinstance(body, dict) or set(body) != {"partitions"}:
+            raise InvalidRequestError('the body must be {"partitions": <new count>}')
+        if (await self.coordinator.get_topic(name)).kind == "queue":
+            raise InvalidTopicError("partitions cannot be added to a queue")
+        meta = await self.coordinator.add_partitions(name, body["partitions"])
+        await self.replicas.open_topic(meta, self.log_config(meta))
+        return await self.describe_topic(name)
 
     async def delete_topic(self, name: str) -> None:
         self._check_serving()

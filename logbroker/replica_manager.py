@@ -132,10 +132,11 @@ class ReplicaManager:
             self._recovery_points = {}
 
     async def open_topic(self, meta: TopicMetadata, config: LogConfig) -> None:
-        """Open (or create) every partition log of ``meta`` (recovery runs in the executor)."""
+        """Open (or create) every partition log of ``meta`` (recovery runs in the executor); a topic
+        already open gets only its new partitions opened (partitions were added)."""
         loop = asyncio.get_running_loop()
-        replicas = []
-        for p in range(meta.partitions):
+        replicas = list(self._replicas.get(meta.name, []))
+        for p in range(len(replicas), meta.partitions):
             path = os.path.join(self.data_dir, partition_dir_name(meta.name, p))
             point = self._recovery_points.get((meta.name, p), 0)
             opened = await loop.run_in_executor(

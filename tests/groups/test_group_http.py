@@ -148,3 +148,32 @@ def test_a_deleted_topic_leaves_the_assignment_in_a_new_generation(http, topic):
     beat = wait_for(moved, 10, "a rebalance after the topic went away")
     assert beat["assignment"] == {"gt": [0, 1, 2, 3]}
     http.json("DELETE", f"/v1/groups/g7/members/{member['member_id']}", expect=204)
+
+
+def test_added_partitions_rebalance_the_group(http, topic):
+    http.json("POST", "/v1/topics", expect=201, body={"name": "grows", "partitions": 2})
+    first = http.json("POST", "/v1/groups/g8/members", body={"topics": ["grows"], "session_timeout_ms": 30000,
+                                                             "assignment_strategy": "sticky"})
+    second = http.json("POST", "/v1/groups/g8/members", body={"topics": ["grows"], "session_timeout_ms": 30000})
+    before = {m: http.json("POST", f"/v1/groups/g8/members/{m}/heartbeat")["assignment"]["grows"]
+              for m in (first["member_id"], second["member_id"])}
+    grown = http.json("POST", "/v1/topics/grows/partitions", body={"partitions": 6})
+    assert grown["partition_count"] == 6 and len(grown["partitions"]) == 6
+
+    def rebalanced():
+        beats = {m: http.json("POST", f"/v1/groups/g8/members/{m}/heartbeat") for m in before}
+        return beats if all(b["generation"] == second["generation"] + 1 for b in beats.values()) else None
+
+    beats = wait_for(rebalanced, 10, "a rebalance after partitions were added")
+    after = {m: b["assignment"]["grows"] for m, b in beats.items()}
+    assert sorted(p for ps in after.values() for p in ps) == list(range(6))
+    assert all(set(before[m]) <= set(after[m]) for m in before), "sticky keeps what each member had"
+    http.json("POST", "/v1/topics/grows/records", body={"records": [{"value": "new", "partition": 5}]})
+    assert http.json("GET", "/v1/topics/grows/partitions/5/offsets")["offset"] == 1
+    for body, status in (({"partitions": 6}, 400), ({"partitions": 2}, 400), ({"partitions": "7"}, 400),
+                         ({"count": 7}, 400), ({"partitions": 5000}, 400)):
+        assert http.call("POST", "/v1/topics/grows/partitions", body=body).status == status, body
+    assert http.call("POST", "/v1/topics/nope/partitions", body={"partitions": 3}).status == 404
+    http.json("POST", "/v1/topics", expect=201, body={"name": "growq", "kind": "queue"})
+    assert http.call("POST", "/v1/topics/growq/partitions", body={"partitions": 3}).status == 400
+    assert http.json("GET", "/v1/topics/grows")["partition_count"] == 6
