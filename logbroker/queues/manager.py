@@ -41,6 +41,7 @@ CACHED_BATCHES_MAX: Final = 16
 WAIT_SLICE_MS_MIN: Final = 5
 SNAPSHOT_WAIT_S: Final = 10.0
 Produce = Callable[[str, list[IncomingRecord]], Awaitable[Any]]
+CachedBatch = tuple[int, dict[int, Record]]  # (next offset, records by offset) of one decoded batch
 
 
 def state_topic(meta: TopicMetadata) -> str:
@@ -59,7 +60,7 @@ class Queue:
     visibility_ms: int
     events: InternalLog
     shares: list[PartitionShare]
-    cache: list[dict[int, tuple[int, dict[int, Record]]]]
+    cache: list[dict[int, CachedBatch]]
     rotation: int = 0
 
     @property
@@ -187,10 +188,15 @@ class QueueManager:
                 binary: bool) -> list[dict[str, Any]]:
         found = self._records(queue, partition, offsets)
         share = queue.shares[partition]
-        gone = [o for o in offsets if o not in found]
+        log_start = self._replicas.get(queue.name, partition).log.log_start_offset
+        gone = [o for o in offsets if o not in found and o < log_start]
         for offset in gone:  # removed by retention before it was received: nothing to deliver
             if share.ack(offset, token):
                 self._record(queue, partition, ack_event([offset]))
+        unread = [o for o in offsets if o not in found and o >= log_start]
+        if unread:  # not expected; the lease runs out and the message is delivered again
+            log.error("leased messages could not be read", extra={"fields": {
+                "queue": queue.name, "partition": partition, "offsets": unread[:10]}})
         records = [found[o] for o in offsets if o in found]
         messages = [{"offset": r.offset, "timestamp": r.timestamp, "key": r.key, "value": r.value,
                      "headers": r.headers} for r in records] if binary else render_records(records, force_base64=False)
@@ -211,21 +217,28 @@ class QueueManager:
         for offset in offsets:
             batch = next((b for base, b in cache.items() if base <= offset < b[0]), None)
             if batch is None and replica.log.log_start_offset <= offset < replica.high_watermark:
-                self._load(replica.log.read(offset, READ_BYTES, offset_max=replica.high_watermark).data, cache)
-                batch = next((b for base, b in cache.items() if base <= offset < b[0]), None)
+                batch = self._load(replica.log.read(offset, READ_BYTES, offset_max=replica.high_watermark).data,
+                                   cache)
             if batch is not None and offset in batch[1]:
                 out[offset] = batch[1][offset]
         return out
 
     @staticmethod
-    def _load(data: memoryview, cache: dict[int, tuple[int, dict[int, Record]]]) -> None:
-        for position, header in iter_batches(data):
-            if header.base_offset in cache:
-                continue
-            records = decode_records(data[position:position + header.size_bytes])
-            cache[header.base_offset] = (header.next_offset, {r.offset: r for r in records})
-            while len(cache) > CACHED_BATCHES_MAX:
-                del cache[next(iter(cache))]
+    def _load(data: memoryview, cache: dict[int, CachedBatch]) -> CachedBatch | None:
+        """Decode up to ``CACHED_BATCHES_MAX`` batches of ``data`` into the cache (evicting the
+        oldest entries) and return the first one: the batch holding the offset the read began at."""
+        first = None
+        for count, (position, header) in enumerate(iter_batches(data)):
+            if count == CACHED_BATCHES_MAX:
+                break
+            batch = cache.get(header.base_offset)
+            if batch is None:
+                records = decode_records(data[position:position + header.size_bytes])
+                batch = cache[header.base_offset] = (header.next_offset, {r.offset: r for r in records})
+                while len(cache) > CACHED_BATCHES_MAX:
+                    del cache[next(iter(cache))]
+            first = first or batch
+        return first
 
     # ---- ack, nack, dead letters -----------------------------------------------------------------
 

@@ -134,3 +134,14 @@ def test_describe_queue_bad_names(http, queue):
     assert http.call("GET", "/v1/queues/nope").status == 404
     assert http.call("GET", "/v1/queues/plain").status == 409
     assert http.call("GET", "/v1/queues/a%2F..").status == 400
+
+
+def test_a_receive_spanning_many_small_batches_delivers_every_message(http, queue):
+    """Regression: a read of many small batches once evicted the batches it had just decoded from
+    the cache, and the messages in them were taken for deleted ones."""
+    http.json("POST", "/v1/topics", expect=201, body={"name": "small", "kind": "queue"})
+    for batch in range(40):
+        http.json("POST", "/v1/queues/small/messages", body={"records": [{"value": f"{batch}-{i}"} for i in range(5)]})
+    got = http.json("POST", "/v1/queues/small/receive", body={"max_messages": 1000})["messages"]
+    assert [m["offset"] for m in got] == list(range(200))
+    assert [m["value"] for m in got] == [f"{b}-{i}" for b in range(40) for i in range(5)]

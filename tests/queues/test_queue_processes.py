@@ -11,6 +11,7 @@ from tests.support.nodes import NodeProcess
 from tests.support.processes import ClientProcess, wait_for
 
 WAIT_S = 120
+TOTAL = 20_000
 
 
 def send(http: Http, queue: str, count: int, partitions: int) -> None:
@@ -131,3 +132,41 @@ def test_restart_loses_no_ack_and_no_message(tmp_path, how):
     finally:
         node.stop()
         node.kill()
+
+
+@pytest.mark.slow
+def test_workers_across_a_node_kill_lose_no_ack_and_no_message(tmp_path):
+    """Four workers drain a queue while the node is killed (SIGKILL) and restarted on the same
+    port: every message is acked, none is confirmed acked twice, and none is delivered again
+    after an ack was confirmed."""
+    data = str(tmp_path / "node")
+    node = NodeProcess(data).start()
+    workers: list[ClientProcess] = []
+    acked_before_kill = 0
+    try:
+        port = node.url.rsplit(":", 1)[1]
+        http = Http(node.url)
+        http.json("POST", "/v1/topics", expect=201, body={"name": "jobs", "partitions": 4, "kind": "queue"})
+        send(http, "jobs", TOTAL, 4)
+        workers = [ClientProcess("tests.support.queue_worker", node.url, "jobs", "2000", "ack") for _ in range(4)]
+        wait_for(lambda: len(acked_offsets(workers)) >= 1000, WAIT_S, "the first messages acked")
+        node.kill()
+        acked_before_kill = len(acked_offsets(workers))
+        node = NodeProcess(data, "--http-port", port).start()
+        http = Http(node.url)
+        wait_for(lambda: drained(http, "jobs"), WAIT_S, "the queue to drain after the restart")
+    finally:
+        for worker in workers:
+            worker.terminate()
+        node.stop()
+        node.kill()
+    confirmed = collections.Counter(acked_offsets(workers))
+    assert set(confirmed.values()) == {1}, "no message confirmed acked twice"
+    received = [(e["at"], p, o) for w in workers for e in w.events("received") for p, o, _ in e["messages"]]
+    assert {(p, o) for _, p, o in received} == {(p, o) for p in range(4) for o in range(TOTAL // 4)}, "nothing lost"
+    acked_at = {(p, o): e["at"] for w in workers for e in w.events("acked") for p, o in e["offsets"]}
+    late = [(p, o) for at, p, o in received if (p, o) in acked_at and at > acked_at[(p, o)]]
+    assert not late, f"delivered again after a confirmed ack: {late[:5]}"
+    assert acked_before_kill < TOTAL, "the kill came in the middle of the drain"
+    assert len(confirmed) >= TOTAL - 4 * 100, "at most the acks in flight at the kill went unconfirmed"
+    assert any(w.events("retry") for w in workers), "the workers saw the node go away"
