@@ -40,6 +40,7 @@ READ_BYTES: Final = 1 << 20
 CACHED_BATCHES_MAX: Final = 16
 WAIT_SLICE_MS_MIN: Final = 5
 SNAPSHOT_WAIT_S: Final = 10.0
+DEAD_LETTER_RETRY_S: Final = 1.0
 Produce = Callable[[str, list[IncomingRecord]], Awaitable[Any]]
 CachedBatch = tuple[int, dict[int, Record]]  # (next offset, records by offset) of one decoded batch
 
@@ -62,6 +63,7 @@ class Queue:
     shares: list[PartitionShare]
     cache: list[dict[int, CachedBatch]]
     rotation: int = 0
+    dead_letter_retry_at: float = 0.0  # monotonic seconds: after a failed copy, the sweep waits
 
     @property
     def name(self) -> str:
@@ -282,15 +284,24 @@ class QueueManager:
         if not offsets:
             return
         found = self._records(queue, partition, offsets)
+        log_start = self._replicas.get(queue.name, partition).log.log_start_offset
+        unread = [o for o in offsets if o not in found and o >= log_start]
+        if unread:  # not expected: keep them for the next sweep rather than drop them
+            share.requeue_dead(unread)
+            offsets = [o for o in offsets if o not in unread]
         records = [IncomingRecord(ProducerRecord(r.value, r.key, [*r.headers, *self._origin(queue, partition, r)],
                                                  r.timestamp), None) for r in (found[o] for o in offsets if o in found)]
+        if not offsets:
+            return
         try:
             if records:
                 await self._produce(queue.dead_letter_topic, records)
         except (BrokerError, StorageError, CoordinatorError) as exc:
             share.requeue_dead(offsets)
+            queue.dead_letter_retry_at = time.monotonic() + DEAD_LETTER_RETRY_S
             log.error("dead-lettering failed; retrying later", extra={"fields": {
-                "queue": queue.name, "dead_letter_topic": queue.dead_letter_topic, "error": str(exc)}})
+                "queue": queue.name, "dead_letter_topic": queue.dead_letter_topic, "error": str(exc),
+                "retry_in_s": DEAD_LETTER_RETRY_S}})
             return
         for offset in offsets:
             share.dead_lettered(offset)
@@ -308,7 +319,8 @@ class QueueManager:
         for queue in list(self._queues.values()):
             for partition, share in enumerate(queue.shares):
                 share.expire(now)
-                await self._dead_letter(queue, partition)
+                if time.monotonic() >= queue.dead_letter_retry_at:
+                    await self._dead_letter(queue, partition)
 
     def describe(self, name: str) -> dict[str, Any]:
         queue = self.get(name)

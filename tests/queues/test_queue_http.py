@@ -9,6 +9,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.support.processes import wait_for
+
 
 @pytest.fixture(scope="module")
 def queue(http):
@@ -145,3 +147,21 @@ def test_a_receive_spanning_many_small_batches_delivers_every_message(http, queu
     got = http.json("POST", "/v1/queues/small/receive", body={"max_messages": 1000})["messages"]
     assert [m["offset"] for m in got] == list(range(200))
     assert [m["value"] for m in got] == [f"{b}-{i}" for b in range(40) for i in range(5)]
+
+
+def test_dead_letters_wait_for_a_missing_dead_letter_topic(http, queue):
+    http.json("POST", "/v1/topics", expect=201, body={"name": "fragile", "kind": "queue",
+                                                      "config": {"max_deliveries": 1}})
+    http.json("DELETE", "/v1/topics/fragile.dlq", expect=204)
+    http.json("POST", "/v1/queues/fragile/messages", body={"records": [{"value": "poison"}]})
+    message = http.json("POST", "/v1/queues/fragile/receive", body={})["messages"][0]
+    assert http.json("POST", "/v1/queues/fragile/nack", body={"receipts": [message["receipt"]]})["nacked"] == 1
+    assert http.json("POST", "/v1/queues/fragile/receive", body={"wait_ms": 200})["messages"] == []
+    assert http.json("GET", "/v1/queues/fragile")["partitions"][0]["done_below"] == 0, "kept until copied"
+    http.json("POST", "/v1/topics", expect=201, body={"name": "fragile.dlq"})
+
+    def copied():
+        return http.json("GET", "/v1/topics/fragile.dlq/partitions/0/records?offset=0")["records"]
+
+    assert [r["value"] for r in wait_for(copied, 10, "the dead letter to be copied")] == ["poison"]
+    wait_for(lambda: http.json("GET", "/v1/queues/fragile")["partitions"][0]["done_below"] == 1, 10, "done")
