@@ -205,6 +205,8 @@ class Node:
     async def delete_topic(self, name: str) -> None:
         self._check_serving()
         validate_name(name, internal=True)
+        if name.startswith(INTERNAL_PREFIX):
+            raise InvalidTopicError(f"{name!r} is internal: it goes with what it belongs to")
         meta = await self.coordinator.delete_topic(name)
         await self.replicas.remove_topic(name)
         if meta.kind == "queue":
@@ -251,6 +253,7 @@ class Node:
         append, so a request that fails on input writes nothing to any partition."""
         self._check_serving()
         _check_acks(acks)
+        _check_writable(topic)
         replicas = self.replicas.partitions(topic)
         groups = group_by_partition(records, len(replicas), next(self._round_robin))
         batches = []
@@ -276,6 +279,7 @@ class Node:
         """Append one prebuilt batch as it is (the broker only validates and stamps it)."""
         self._check_serving()
         _check_acks(acks)
+        _check_writable(topic)
         replica = self.replicas.get(topic, partition)
         info = replica.log.append(batch, leader_epoch=0, flush=replica.log.config.flush != "always")
         self._count_in(topic, len(batch), info.last_offset - info.base_offset + 1)
@@ -379,3 +383,9 @@ class Node:
 def _check_acks(acks: str) -> None:
     if acks not in ACKS:
         raise InvalidRequestError(f"acks must be 0, 1 or all, not {acks!r}")
+
+
+def _check_writable(topic: str) -> None:
+    """Internal topics hold the broker's own state (offsets, queue deliveries): only it writes them."""
+    if topic.startswith(INTERNAL_PREFIX):
+        raise InvalidTopicError(f"{topic!r} is internal: only the broker writes to it")

@@ -14,6 +14,7 @@ policy. Concurrency: all state changes run on the event loop between awaits.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from typing import Any, Final, NamedTuple
@@ -22,11 +23,13 @@ import xxhash
 
 from coordinator.errors import UnknownTopicError
 from logbroker.errors import GroupNotEmptyError, InvalidRequestError, UnknownGroupError, UnknownPartitionError
+from logbroker.groups.assignment import STRATEGIES
 from logbroker.groups.group import Group, Member
 from logbroker.groups.requests import CommitRequest, JoinRequest, ResetRequest
 from logbroker.internal_log import InternalLog, InternalRecord, pack, unpack
 from logbroker.replica_manager import ReplicaManager
 
+log = logging.getLogger(__name__)
 OFFSETS_TOPIC: Final = "__consumer_offsets"
 OFFSETS_PARTITIONS: Final = 8
 ADMIN_MEMBER: Final = "admin"
@@ -67,23 +70,33 @@ class GroupCoordinator:
         for partition in range(self._log.partitions):
             for record in self._log.replay(partition):
                 count += 1
-                key, value = unpack(record.key), unpack(record.value)
-                if not isinstance(key, list) or not key:
-                    continue
-                if key[0] == "o" and len(key) == 4:
-                    offsets = self._committed.setdefault(key[1], {})
-                    if value is None:
-                        offsets.pop((key[2], key[3]), None)
-                    else:
-                        offsets[(key[2], key[3])] = Committed(value["offset"], value["generation"], value["member"],
-                                                              value["committed_ms"])
-                elif key[0] == "g" and len(key) == 2 and value is not None:
-                    group = self._group(key[1])
-                    group.generation = max(group.generation, int(value["generation"]))
-                    group.strategy = value["strategy"]
+                try:
+                    self._apply(unpack(record.key), unpack(record.value))
+                except (ValueError, TypeError, KeyError, IndexError) as exc:  # msgpack errors are ValueErrors
+                    log.error("skipping an unreadable record of __consumer_offsets", extra={"fields": {
+                        "partition": partition, "offset": record.offset, "error": str(exc)}})
         for name in self._committed:
             self._group(name)
         return count
+
+    def _apply(self, key: Any, value: Any) -> None:
+        if not isinstance(key, list) or not key:
+            raise ValueError(f"not a key of this log: {key!r}")
+        if key[0] == "o" and len(key) == 4:
+            offsets = self._committed.setdefault(key[1], {})
+            if value is None:
+                offsets.pop((key[2], key[3]), None)
+            else:
+                offsets[(key[2], key[3])] = Committed(int(value["offset"]), int(value["generation"]),
+                                                      str(value["member"]), int(value["committed_ms"]))
+        elif key[0] == "g" and len(key) == 2 and value is not None:
+            if value["strategy"] not in STRATEGIES:
+                raise ValueError(f"unknown strategy {value['strategy']!r}")
+            group = self._group(key[1])
+            group.generation = max(group.generation, int(value["generation"]))
+            group.strategy = value["strategy"]
+        else:
+            raise ValueError(f"not a key of this log: {key!r}")
 
     def _group(self, name: str) -> Group:
         group = self._groups.get(name)

@@ -88,8 +88,12 @@ class QueueManager:
         count = 0
         for partition, share in enumerate(shares):
             for record in events.replay(partition):
-                share.apply(unpack(record.value))
                 count += 1
+                try:
+                    share.apply(unpack(record.value))
+                except (ValueError, TypeError, KeyError, IndexError) as exc:  # msgpack errors are ValueErrors
+                    log.error("skipping an unreadable queue state event", extra={"fields": {
+                        "queue": meta.name, "partition": partition, "offset": record.offset, "error": str(exc)}})
             share.after_replay(self._clock_ms())
         self._queues[meta.name] = Queue(meta, settings["max_deliveries"], settings["dead_letter_topic"],
                                         settings["visibility_timeout_ms"],

@@ -177,3 +177,17 @@ def test_added_partitions_rebalance_the_group(http, topic):
     http.json("POST", "/v1/topics", expect=201, body={"name": "growq", "kind": "queue"})
     assert http.call("POST", "/v1/topics/growq/partitions", body={"partitions": 3}).status == 400
     assert http.json("GET", "/v1/topics/grows")["partition_count"] == 6
+
+
+def test_internal_topics_are_not_written_or_deleted_by_clients(http, topic):
+    listed = {t["name"] for t in http.json("GET", "/v1/topics?internal=true")["topics"]}
+    assert "__consumer_offsets" in listed
+    assert "__consumer_offsets" not in {t["name"] for t in http.json("GET", "/v1/topics")["topics"]}
+    assert http.call("GET", "/v1/topics?internal=maybe").status == 400
+    reply = http.call("POST", "/v1/topics/__consumer_offsets/records", body={"records": [{"value": "x"}]})
+    assert reply.status == 400 and "internal" in reply.json()["detail"]
+    batch = http.call("POST", "/v1/topics/__consumer_offsets/records?partition=0", raw=b"x" * 80,
+                      content_type="application/vnd.logbroker.batch")
+    assert batch.status == 400
+    assert http.call("DELETE", "/v1/topics/__consumer_offsets").status == 400
+    assert http.json("GET", "/v1/topics/__consumer_offsets")["partition_count"] == 8
