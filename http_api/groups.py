@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from http_api.identity import caller, require_read
+from http_api.identity import caller, group_caller, require_read
 from http_api.keys import NODE
 from http_api.params import read_json
 from http_api.routing import route
@@ -56,14 +56,14 @@ async def join_group(request: web.Request) -> web.Response:
        responses={"200": "generation, assignment", "404": "Unknown group or member (join again)"})
 async def heartbeat(request: web.Request) -> web.Response:
     name, member = _group(request), member_id(request.match_info["member"])
-    return web.json_response(await request.app[NODE].groups.heartbeat(name, member))
+    return web.json_response(await request.app[NODE].groups.heartbeat(name, member, group_caller(request)))
 
 
 @route("DELETE", GROUP_PATH + "/members/{member}", "Leave a group (starts a new generation)", access="user",
        responses={"204": "Left", "404": "Unknown group or member"})
 async def leave_group(request: web.Request) -> web.Response:
     name, member = _group(request), member_id(request.match_info["member"])
-    await request.app[NODE].groups.leave(name, member)
+    await request.app[NODE].groups.leave(name, member, group_caller(request))
     return web.Response(status=204)
 
 
@@ -74,7 +74,7 @@ async def commit_offsets(request: web.Request) -> web.Response:
     name = _group(request)
     commit = parse_commit(await read_json(request))
     await require_read(request, (t for t, _, _ in commit.offsets))
-    return web.json_response(await request.app[NODE].groups.commit(name, commit))
+    return web.json_response(await request.app[NODE].groups.commit(name, commit, group_caller(request)))
 
 
 @route("POST", GROUP_PATH + "/offsets/reset", "Reset a group's offsets for a topic (the group must have no members)",

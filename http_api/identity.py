@@ -10,11 +10,18 @@ from aiohttp import web
 
 from http_api.auth import principal_of
 from http_api.keys import NODE
+from logbroker.groups.group import Caller
 
 
 def caller(request: web.Request) -> str | None:
     """The authenticated principal's name (``anonymous`` when authentication is off)."""
     return principal_of(request).name
+
+
+def group_caller(request: web.Request) -> Caller:
+    """The caller as the group coordinator checks it against the member's principal."""
+    principal = principal_of(request)
+    return Caller(principal.name, principal.is_admin)
 
 
 async def require_read(request: web.Request, topics: Iterable[str]) -> None:

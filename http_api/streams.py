@@ -17,7 +17,7 @@ from typing import Any, Final
 
 from aiohttp import web
 
-from http_api.identity import require_read
+from http_api.identity import group_caller, require_read
 from http_api.keys import NODE, STREAMS
 from http_api.params import path_partition, path_topic, query_int
 from http_api.routing import route
@@ -133,7 +133,7 @@ async def stream_member(request: web.Request) -> web.StreamResponse:
     reset = request.query.get("auto_offset_reset", "earliest")
     if reset not in ("earliest", "latest"):
         raise InvalidRequestError("auto_offset_reset must be earliest or latest")
-    view = await node.groups.heartbeat(group, member)  # 404 before streaming
+    view = await node.groups.heartbeat(group, member, group_caller(request))  # 404 before streaming
     await require_read(request, view["assignment"])
     async with _slot(request):
         response = await _open(request)
@@ -179,4 +179,4 @@ async def _member_loop(request: web.Request, response: web.StreamResponse, group
         if not sent:
             await response.write(b": keep-alive\n\n")
             await node.wait_for_any([(t, p, o) for (t, p), o in positions.items()], view["heartbeat_interval_ms"])
-        view = await node.groups.heartbeat(group, member)
+        view = await node.groups.heartbeat(group, member, group_caller(request))

@@ -24,7 +24,7 @@ import xxhash
 from coordinator.errors import UnknownTopicError
 from logbroker.errors import GroupNotEmptyError, InvalidRequestError, UnknownGroupError, UnknownPartitionError
 from logbroker.groups.assignment import STRATEGIES
-from logbroker.groups.group import Group, Member
+from logbroker.groups.group import ANY_CALLER, Caller, Group, Member
 from logbroker.groups.requests import CommitRequest, JoinRequest, ResetRequest
 from logbroker.internal_log import InternalLog, InternalRecord, pack, unpack
 from logbroker.replica_manager import ReplicaManager
@@ -183,14 +183,14 @@ class GroupCoordinator:
                 "heartbeat_interval_ms": max(1, member.session_timeout_ms // 3),
                 "session_timeout_ms": member.session_timeout_ms}
 
-    async def heartbeat(self, name: str, member_id: str) -> dict[str, Any]:
+    async def heartbeat(self, name: str, member_id: str, caller: Caller = ANY_CALLER) -> dict[str, Any]:
         group = self._known(name)
-        member = group.heartbeat(member_id, self._clock_ms())
+        member = group.heartbeat(member_id, self._clock_ms(), caller)
         return self._member_view(group, member)
 
-    async def leave(self, name: str, member_id: str) -> None:
+    async def leave(self, name: str, member_id: str, caller: Caller = ANY_CALLER) -> None:
         group = self._known(name)
-        group.leave(member_id, self._counts(group.topics))
+        group.leave(member_id, self._counts(group.topics), caller)
         await self._persist_generation(group)
 
     async def tick(self) -> None:
@@ -214,11 +214,11 @@ class GroupCoordinator:
             raise InvalidRequestError(f"offset {offset} of {topic}/{partition} is past its high watermark "
                                       f"{replica.high_watermark}")
 
-    async def commit(self, name: str, request: CommitRequest) -> dict[str, Any]:
+    async def commit(self, name: str, request: CommitRequest, caller: Caller = ANY_CALLER) -> dict[str, Any]:
         for topic, partition, offset in request.offsets:
             self._check_offset(topic, partition, offset)
         group = self._groups.get(name) or Group(name)
-        group.check_commit(request.member_id, request.generation, [(t, p) for t, p, _ in request.offsets])
+        group.check_commit(request.member_id, request.generation, [(t, p) for t, p, _ in request.offsets], caller)
         await self._write_offsets(name, request.offsets, request.generation, request.member_id)
         return {"committed": len(request.offsets), "generation": group.generation}
 

@@ -7,7 +7,9 @@ learn it from their next heartbeat (or from a 409 on commit). Invariants:
 - ``generation`` only grows; within one generation no partition is assigned to two members;
 - only a current member may heartbeat (else ``UnknownMemberError``: join again), and only a
   current member acting on the current generation may commit, and only partitions it owns
-  (``StaleGenerationError`` / ``NotAssignedError``): a member that missed a rebalance is fenced.
+  (``StaleGenerationError`` / ``NotAssignedError``): a member that missed a rebalance is fenced;
+- a member is acted on (heartbeat, leave, commit) only by the principal that joined it, or an
+  admin (``Caller``; ``ForbiddenError``).
 
 Concurrency: one instance is mutated from the event loop only, never across an ``await``.
 """
@@ -17,9 +19,10 @@ from __future__ import annotations
 import dataclasses
 import uuid
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Final
 
 from logbroker.errors import (
+    ForbiddenError,
     InconsistentStrategyError,
     NotAssignedError,
     StaleGenerationError,
@@ -41,6 +44,21 @@ class Member:
         return {"member_id": self.member_id, "topics": list(self.topics),
                 "session_timeout_ms": self.session_timeout_ms, "principal": self.principal,
                 "expires_in_ms": max(0, self.deadline_ms - now_ms)}
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Caller:
+    """Who acts on a member: its own principal (the one that joined) or an admin may."""
+
+    name: str | None
+    admin: bool = False
+
+    def check(self, member: Member, group: str) -> None:
+        if not (self.admin or member.principal is None or member.principal == self.name):
+            raise ForbiddenError(f"member {member.member_id!r} of group {group!r} belongs to another user")
+
+
+ANY_CALLER: Final = Caller(None, admin=True)
 
 
 class Group:
@@ -86,13 +104,14 @@ class Group:
             raise UnknownMemberError(f"member {member_id!r} is not in group {self.name!r}; join again")
         return member
 
-    def heartbeat(self, member_id: str, now_ms: int) -> Member:
+    def heartbeat(self, member_id: str, now_ms: int, caller: Caller = ANY_CALLER) -> Member:
         member = self.member(member_id)
+        caller.check(member, self.name)
         member.deadline_ms = now_ms + member.session_timeout_ms
         return member
 
-    def leave(self, member_id: str, partitions: Mapping[str, int]) -> None:
-        self.member(member_id)
+    def leave(self, member_id: str, partitions: Mapping[str, int], caller: Caller = ANY_CALLER) -> None:
+        caller.check(self.member(member_id), self.name)
         del self.members[member_id]
         self.rebalance(partitions)
 
@@ -117,9 +136,10 @@ class Group:
         subscriptions = {m.member_id: m.topics for m in self.members.values()}
         self.assignment = assign(self.strategy, subscriptions, self.partitions, self.assignment)
 
-    def check_commit(self, member_id: str, generation: int, partitions: Sequence[tuple[str, int]]) -> None:
+    def check_commit(self, member_id: str, generation: int, partitions: Sequence[tuple[str, int]],
+                     caller: Caller = ANY_CALLER) -> None:
         """Fence a commit: the member must be current, on this generation and own each partition."""
-        self.member(member_id)
+        caller.check(self.member(member_id), self.name)
         if generation != self.generation:
             raise StaleGenerationError(
                 f"generation {generation} is stale: group {self.name!r} is at generation {self.generation}",

@@ -58,3 +58,22 @@ def test_queues_and_streams_follow_topic_permissions(http, admin):
     messages = other.json("POST", "/v1/queues/q.jobs/receive", body={"max_messages": 5})["messages"]
     assert [m["value"] for m in messages] == ["job"]
     assert other.json("POST", "/v1/queues/q.jobs/ack", body={"receipts": [messages[0]["receipt"]]})["acked"] == 1
+
+
+def test_a_member_is_acted_on_only_by_whoever_joined_it_or_an_admin(http, admin):
+    owner, other = make_user(http, admin, "m.owner"), make_user(http, admin, "m.other")
+    owner.json("POST", "/v1/topics", 201, body={"name": "m.topic"})
+    owner.json("PUT", "/v1/topics/m.topic/acl", body={"user": "m.other", "permissions": ["read"]})
+    member = owner.json("POST", "/v1/groups/mg/members", body={"topics": ["m.topic"]})
+    path = f"/v1/groups/mg/members/{member['member_id']}"
+    commit = {"member_id": member["member_id"], "generation": member["generation"],
+              "offsets": [{"topic": "m.topic", "partition": 0, "offset": 0}]}
+    assert other.call("POST", path + "/heartbeat").status == 403
+    assert other.call("POST", "/v1/groups/mg/offsets", body=commit).status == 403
+    assert other.call("DELETE", path).status == 403
+    assert other.call("GET", path + "/stream").status == 403
+    owner.json("POST", path + "/heartbeat")
+    owner.json("POST", "/v1/groups/mg/offsets", body=commit)
+    admin.json("POST", path + "/heartbeat")
+    admin.json("DELETE", path, 204)
+    assert owner.call("POST", path + "/heartbeat").status == 404
