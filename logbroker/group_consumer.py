@@ -53,6 +53,7 @@ class GroupConsumer:
         self._last_commit = time.monotonic()
         self._heartbeats: asyncio.Task[None] | None = None
         self._commits: set[asyncio.Task[Any]] = set()
+        self._membership = asyncio.Lock()  # one assignment change at a time (poll, commit_async)
 
     async def start(self) -> GroupConsumer:
         await self._join()
@@ -113,11 +114,12 @@ class GroupConsumer:
             await _call(self.on_assign, added)
 
     async def _sync_membership(self) -> None:
-        if self._rejoin:
-            await self._join()
-        next_, self._next = self._next, None
-        if next_ is not None and next_[0] > self.generation:
-            await self._apply(*next_)
+        async with self._membership:
+            if self._rejoin:
+                await self._join()
+            next_, self._next = self._next, None
+            if next_ is not None and next_[0] > self.generation:
+                await self._apply(*next_)
 
     async def poll(self, *, timeout_ms: int | None = None) -> list[ConsumerRecord]:
         """Records of the assigned partitions (waits up to ``timeout_ms`` when there are none).
@@ -165,16 +167,17 @@ class GroupConsumer:
 
     async def _refresh(self) -> None:
         assert self.member_id is not None
-        try:
-            beat = await self.client.heartbeat(self.group, self.member_id)
-        except LogBrokerError as exc:
-            if exc.status != 404:
-                raise
-            await self._join()
-            return
-        if int(beat["generation"]) != self.generation:
-            self._next = None
-            await self._apply(int(beat["generation"]), _flatten(beat["assignment"]))
+        async with self._membership:
+            try:
+                beat = await self.client.heartbeat(self.group, self.member_id)
+            except LogBrokerError as exc:
+                if exc.status != 404:
+                    raise
+                await self._join()
+                return
+            if int(beat["generation"]) != self.generation:
+                self._next = None
+                await self._apply(int(beat["generation"]), _flatten(beat["assignment"]))
 
     def commit_async(self, offsets: dict[tuple[str, int], int] | None = None) -> asyncio.Task[None]:
         task = asyncio.get_running_loop().create_task(self.commit(offsets))
