@@ -6,6 +6,8 @@ generation (2 partitions each), then poll until every record is consumed, commit
 poll. ``consume_records_per_s`` covers that drain (raw-batch fetches, checksums verified, every
 record decoded); each record must be consumed exactly once. ``commit_ms`` is the median latency
 of a one-partition commit, ``join_ms`` that of a join (a rebalance).
+``consume_records_per_s_member_processes`` is the same drain by three member processes
+(``benchmarks.group_worker``), measured in the same run.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ import datetime
 import os
 import shutil
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 
@@ -32,6 +36,8 @@ RECORD_BYTES = 100
 FILL_BATCH = 1000
 FETCH_BYTES = 4 << 20
 COMMITS = 200
+POLL_MS = 10
+WORKER_RUN_S_MAX = 600
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,6 +108,43 @@ async def one_rep(url: str, rep: int, plan: Plan) -> dict[str, float]:
             "join_ms": statistics.median(join_ms)}
 
 
+async def caught_up(client: Client, group: str, total: int) -> bool:
+    offsets = (await client.describe_group(group))["offsets"]
+    return sum(o["committed_offset"] or 0 for o in offsets) >= total
+
+
+async def one_rep_processes(url: str, rep: int, plan: Plan) -> float:
+    """Records/s with ``MEMBERS`` member processes (``benchmarks.group_worker``): timed from the go
+    signal until the group's committed offsets cover every record (polled every ``POLL_MS``)."""
+    topic, group = f"bench-groups-proc-{rep}", f"bench-group-proc-{rep}"
+    async with Client(url) as client:
+        await client.create_topic(topic, partitions=PARTITIONS)
+        await fill(client, topic, plan.records)
+        members = [subprocess.Popen([sys.executable, "-m", "benchmarks.group_worker", url, group, topic],
+                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) for _ in range(MEMBERS)]
+        try:
+            for m in members:
+                assert m.stdout is not None and m.stdout.readline().strip() == "ready"
+            started = time.perf_counter()
+            for m in members:
+                assert m.stdin is not None
+                m.stdin.write("go\n")
+                m.stdin.flush()
+            async with asyncio.timeout(WORKER_RUN_S_MAX):
+                while not await caught_up(client, group, plan.records):
+                    await asyncio.sleep(POLL_MS / 1000)
+            elapsed = time.perf_counter() - started
+            counts = [int(m.communicate(timeout=WORKER_RUN_S_MAX)[0].strip()) for m in members]
+            assert sum(counts) == plan.records, (counts, plan.records)
+        finally:
+            for m in members:
+                if m.poll() is None:
+                    m.kill()
+                    m.wait()
+        await client.delete_topic(topic)
+    return plan.records / elapsed
+
+
 def run(*, quick: bool, out_dir: str | None, work_dir: str | None) -> dict[str, float]:
     plan = QUICK if quick else FULL
     started = datetime.datetime.now(datetime.UTC)
@@ -113,6 +156,8 @@ def run(*, quick: bool, out_dir: str | None, work_dir: str | None) -> dict[str, 
                 print(f"[groups] repetition {rep + 1}/{plan.reps}", flush=True)
                 for name, value in uvloop.run(one_rep(node.url, rep, plan)).items():
                     samples.setdefault(name, []).append(value)
+                rate = uvloop.run(one_rep_processes(node.url, rep, plan))
+                samples.setdefault("consume_records_per_s_member_processes", []).append(rate)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     figures: dict[str, float] = {}
@@ -121,7 +166,8 @@ def run(*, quick: bool, out_dir: str | None, work_dir: str | None) -> dict[str, 
         summarize(name, values, "ms" if name.endswith("_ms") else "records/s", figures, units)
     params = {"quick": quick, **dataclasses.asdict(plan), "partitions": PARTITIONS, "members": MEMBERS,
               "record_bytes": RECORD_BYTES, "fill_batch_records": FILL_BATCH, "fetch_bytes": FETCH_BYTES,
-              "commit": "after every poll", "members_are": "concurrent tasks of one client process"}
+              "commit": "after every poll", "members_are": "concurrent tasks of one client process "
+              "(consume_records_per_s) and separate processes (consume_records_per_s_member_processes)"}
     path = write_result(out_dir or DEFAULT_OUT_DIR, "groups", system="logbroker", version="0.1.0",
                         started_at=started, params=params, figures=figures, units=units)
     from benchmarks.log_bench import print_table

@@ -15,7 +15,7 @@ def test_queue_benchmark_writes_its_result_file(tmp_path, monkeypatch, capsys):
     document = json.loads((tmp_path / "out" / "queue.json").read_text())
     assert document["scenario"] == "queue" and document["params"]["workers"] == 4
     assert document["params"]["receive_batch"] == 100
-    for name in ("messages_per_s", "receive_ms", "ack_ms"):
+    for name in ("messages_per_s", "messages_per_s_worker_processes", "receive_ms", "ack_ms"):
         assert document["figures"][name] > 0
         assert document["figures"][f"{name}_min"] <= document["figures"][name] <= document["figures"][f"{name}_max"]
     assert "messages_per_s" in capsys.readouterr().out
@@ -27,5 +27,5 @@ def test_groups_benchmark_writes_its_result_file(tmp_path, monkeypatch):
     document = json.loads((tmp_path / "out" / "groups.json").read_text())
     assert document["scenario"] == "groups"
     assert document["params"]["members"] == 3 and document["params"]["partitions"] == 6
-    for name in ("consume_records_per_s", "commit_ms", "join_ms"):
+    for name in ("consume_records_per_s", "consume_records_per_s_member_processes", "commit_ms", "join_ms"):
         assert document["figures"][name] > 0
