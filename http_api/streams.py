@@ -21,11 +21,10 @@ from http_api.identity import group_caller, require_read
 from http_api.keys import NODE, STREAMS
 from http_api.params import path_partition, path_topic, query_int
 from http_api.routing import route
-from logbroker.errors import ForbiddenError, InvalidRequestError, NotAvailableError, UnknownMemberError
+from logbroker.errors import ANY_ERROR, InvalidRequestError, NotAvailableError
 from logbroker.groups.requests import group_name, member_id
 from logbroker.records import render_records
 from segments.batch import decode_records, iter_batches
-from segments.errors import StorageError
 from segments.log import LogRead
 
 STREAM_READ_BYTES: Final = 256 * 1024
@@ -108,7 +107,7 @@ async def stream_partition(request: web.Request) -> web.StreamResponse:
                 result, _ = await node.fetch(topic, partition, offset, STREAM_READ_BYTES, keepalive_ms)
         except CLOSED:
             return response
-        except (NotAvailableError, StorageError) as exc:
+        except ANY_ERROR as exc:  # the node stops, the topic goes, a batch cannot be decoded, ...
             await _end(response, str(exc))
         return response
 
@@ -141,9 +140,7 @@ async def stream_member(request: web.Request) -> web.StreamResponse:
             await _member_loop(request, response, group, member, reset, view)
         except CLOSED:
             return response
-        except (UnknownMemberError, ForbiddenError) as exc:
-            await _end(response, str(exc))
-        except (NotAvailableError, StorageError) as exc:
+        except ANY_ERROR as exc:  # removed from the group, no longer allowed, the node stops, ...
             await _end(response, str(exc))
         return response
 

@@ -146,3 +146,23 @@ def test_bad_stream_requests_are_refused_before_streaming(http, topics, path, he
     assert reply.status == status, reply.data
     assert reply.headers["content-type"].startswith("application/problem+json")
 
+
+
+def test_streams_end_with_an_end_event_when_their_source_goes(http, node, topics):
+    http.json("POST", "/v1/topics", expect=201, body={"name": "doomed"})
+    member = http.json("POST", "/v1/groups/sg-end/members", body={"topics": ["live"], "session_timeout_ms": 5000})
+
+    async def main() -> tuple[list, list]:
+        async with Client(node.url) as client:
+            async with client.stream("doomed", 0, keepalive_ms=50) as events:
+                await client.delete_topic("doomed")
+                ended = await collect(events, 1, kinds=("end",))
+            async with client.stream_member("sg-end", member["member_id"]) as events:
+                await collect(events, 1, kinds=("assignment",))
+                await client.leave_group("sg-end", member["member_id"])
+                left = await collect(events, 1, kinds=("end",))
+            return ended, left
+
+    ended, left = asyncio.run(main())
+    assert "doomed" in json.loads(ended[0].data)["reason"]
+    assert "join again" in json.loads(left[0].data)["reason"]
