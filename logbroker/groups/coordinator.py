@@ -76,7 +76,7 @@ class GroupCoordinator:
                     log.error("skipping an unreadable record of __consumer_offsets", extra={"fields": {
                         "partition": partition, "offset": record.offset, "error": str(exc)}})
         for name in self._committed:
-            self._group(name)
+            self._groups.setdefault(name, Group(name))
         return count
 
     def _apply(self, key: Any, value: Any) -> None:
@@ -92,7 +92,7 @@ class GroupCoordinator:
         elif key[0] == "g" and len(key) == 2 and value is not None:
             if value["strategy"] not in STRATEGIES:
                 raise ValueError(f"unknown strategy {value['strategy']!r}")
-            group = self._group(key[1])
+            group = self._groups.setdefault(key[1], Group(key[1]))  # no GROUPS_MAX on replay: all come back
             group.generation = max(group.generation, int(value["generation"]))
             group.strategy = value["strategy"]
         else:
@@ -227,8 +227,8 @@ class GroupCoordinator:
         now = self._wall_ms()
         entries = [(t, p, Committed(o, generation, member, now)) for t, p, o in offsets]
         partition = self._partition_of(name)
+        self._group(name)  # may refuse (too many groups) before anything is written
         durable = self._log.append(partition, [self._offset_record(name, t, p, c) for t, p, c in entries])
-        self._group(name)
         committed = self._committed.setdefault(name, {})
         for t, p, c in entries:
             committed[(t, p)] = c
