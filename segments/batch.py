@@ -34,7 +34,7 @@ import itertools
 import operator
 import struct
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, NamedTuple
 
 import msgpack

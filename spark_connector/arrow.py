@@ -81,7 +81,7 @@ def _slice(columns: RecordColumns, start: int, end: int) -> RecordColumns:
 
 def _repeated_string(text: str, count: int) -> pa.Array:
     data = text.encode()
-    offsets = np.arange(0, (count + 1) * len(data), len(data), dtype=np.int32) if data else np.zeros(count + 1, np.int32)
+    offsets = np.arange(count + 1, dtype=np.int32) * np.int32(len(data))
     return pa.StringArray.from_buffers(count, pa.py_buffer(offsets), pa.py_buffer(data * count))
 
 
@@ -91,7 +91,8 @@ def _headers(parts: list[RecordColumns], count: int) -> pa.Array:
         return pa.MapArray.from_arrays(pa.array(np.zeros(count + 1, np.int32)), pa.array([], pa.string()),
                                        pa.array([], pa.binary()), type=map_type)
     # A map holds each name once: when a record repeats a header name, its last value wins.
-    pairs = [tuple(dict(h).items()) if len(h) > 1 else h for h in itertools.chain.from_iterable(p.headers for p in parts)]
+    every = itertools.chain.from_iterable(p.headers for p in parts)
+    pairs = [tuple(dict(h).items()) if len(h) > 1 else h for h in every]
     lengths = np.fromiter(map(len, pairs), np.int32, count)
     offsets = np.zeros(count + 1, np.int32)
     np.cumsum(lengths, out=offsets[1:])

@@ -123,10 +123,10 @@ class StreamWriter(_ProduceMixin, DataSourceStreamArrowWriter):
     def write(self, iterator: Iterator[pa.RecordBatch]) -> Written:
         return self._produce(iterator)
 
-    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """Records are appended as tasks run; nothing is left to commit."""
 
-    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """Appended records stay (the log is append-only); the sink is at least once."""
 
 
@@ -203,7 +203,7 @@ def _bytes_list(column: pa.Array | None, rows: int) -> list[bytes | None]:
 def _headers_list(column: pa.Array | None, rows: int) -> list[tuple[tuple[str, bytes], ...]]:
     if column is None:
         return [()] * rows
-    out = []
+    out: list[tuple[tuple[str, bytes], ...]] = []
     for entry in column.to_pylist():
         if not entry:
             out.append(())

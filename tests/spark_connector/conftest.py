@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from segments.reader import high_watermarks
+from segments.reader import SegmentReader, high_watermarks, partition_directories
+from spark_connector.sources import DirectSource
 from tests.support.nodes import NodeProcess
 
 CHECKPOINT_WAIT_S = 30.0
@@ -82,3 +83,22 @@ def wait_for_checkpoint(node: NodeProcess, topic: str) -> dict[int, int]:
             return want
         time.sleep(POLL_S)
     raise AssertionError(f"the high watermark checkpoint did not reach {want} within {CHECKPOINT_WAIT_S} s")
+
+
+def wait_for_retention(directory: str, above: int) -> None:
+    deadline = time.monotonic() + CHECKPOINT_WAIT_S
+    while SegmentReader(directory).log_start_offset() <= above:
+        assert time.monotonic() < deadline, "retention did not delete the first segments in time"
+        time.sleep(POLL_S)
+
+
+def aged_topic(node: Any, topic: str) -> tuple[int, int]:
+    """A topic whose first records retention has deleted: returns (earliest, high watermark)."""
+    create_topic(node, topic, 1, {"segment_bytes": 2048, "retention_bytes": 4096})
+    for _ in range(10):
+        produce(node, topic, [{"value": "z" * 100, "partition": 0} for _ in range(10)])
+    wait_for_checkpoint(node, topic)
+    wait_for_retention(partition_directories(node.data_dir, topic)[0], 0)
+    bounds = DirectSource((node.data_dir,), topic).bounds()[0]
+    assert 0 < bounds.earliest < bounds.latest == 100
+    return bounds.earliest, bounds.latest

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.spark_connector.conftest import create_topic, produce, wait_for_checkpoint
+from tests.spark_connector.conftest import aged_topic, create_topic, produce, wait_for_checkpoint
 
 TOPIC = "orders"
 PARTITIONS = 4
@@ -162,3 +162,14 @@ def _escaped(text: str) -> str:
     import re
 
     return re.escape(text)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_fail_on_data_loss_decides_about_records_deleted_by_retention(spark, node, mode):
+    topic = f"aging-{mode}"
+    earliest, latest = aged_topic(node, topic)
+    starting = f'{{"{topic}": {{"0": 0}}}}'
+    with pytest.raises(Exception, match="failOnDataLoss=false"):
+        _reader(spark, node, mode, topic=topic, startingOffsets=starting).collect()
+    rows = _reader(spark, node, mode, topic=topic, startingOffsets=starting, failOnDataLoss="false").collect()
+    assert sorted(r.offset for r in rows) == list(range(earliest, latest))
