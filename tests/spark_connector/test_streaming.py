@@ -95,3 +95,24 @@ def test_streaming_starts_at_latest_by_default_and_rejects_batch_only_options(sp
     with pytest.raises(Exception, match="endingOffsets is for batch reads only"):
         _stream(spark, node, topic, "url", endingOffsets="latest").writeStream.format("memory") \
             .queryName("never").start().awaitTermination(WAIT_S)
+
+
+def test_example_pipeline_counts_every_event_into_the_topic_and_parquet(spark, node, tmp_path):
+    from pyspark.sql import functions as F
+
+    from spark_connector.examples import events_per_minute as example
+
+    args = example.build_parser().parse_args([
+        "--url", node.url, "--once", "--max-per-trigger", "700", "--parquet", str(tmp_path / "pq"),
+        "--checkpoint", str(tmp_path / "checkpoint")])
+    example.ensure_topic(node.url, args.events_topic, 3)
+    example.ensure_topic(node.url, args.counts_topic, 3)
+    example.seed(node.url, args.events_topic, 2000, 3)
+    wait_for_checkpoint(node, args.events_topic)
+    query = example.build_query(spark, args).start()
+    assert query.awaitTermination(WAIT_S)
+    counts = spark.read.parquet(str(tmp_path / "pq"))
+    final = counts.groupBy("key", "window_start").agg(F.max("events").alias("events"))
+    assert final.agg(F.sum("events")).collect()[0][0] == 2000
+    published = spark.read.format("logbroker").option("topic", args.counts_topic).option("url", node.url).load()
+    assert published.count() == counts.count() > 0
