@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 QUICK ?=
 
-.PHONY: test lint bench run system-deps clean
+.PHONY: test lint bench run system-deps clean spark-example
 
 $(STAMP): setup.cfg pyproject.toml
 	scripts/bootstrap-venv.sh
@@ -23,6 +23,7 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(PY) -m benchmarks log $(if $(QUICK),--quick,)
 	$(PY) -m benchmarks node $(if $(QUICK),--quick,)
+	$(PY) -m benchmarks spark $(if $(QUICK),--quick,)
 
 RUN_URL := http://127.0.0.1:8080
 
@@ -34,6 +35,10 @@ run: $(STAMP)
 	@echo "         curl -s -XPOST $(RUN_URL)/v1/topics/demo/records -H 'Content-Type: application/json' -d '{\"records\":[{\"value\":\"hello\",\"partition\":0}]}'"
 	@echo "         curl -s '$(RUN_URL)/v1/topics/demo/partitions/0/records?offset=0'"
 	$(PY) -m logbroker serve --node-id 1 --http-host 127.0.0.1 --http-port 8080 --coordinator local --auth off
+
+# The Spark example pipeline against `make run`'s broker (start that first, in another terminal).
+spark-example: $(STAMP) system-deps
+	$(PY) -m spark_connector.examples.events_per_minute --url $(RUN_URL) --seed 5000 --once
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis *.egg-info
