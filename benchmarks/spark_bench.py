@@ -6,7 +6,10 @@ run), produced as prebuilt batches. A ``local[2]`` SparkSession (driver, Python 
 share the machine's 2 cores) then runs, alternately for each repetition, the same query over
 ``path=`` (direct) and ``url=`` (HTTP): ``count(offset)`` and ``sum(length(value))`` over every
 row, checked against what was produced. For scale, the same query over a source that only repeats
-one prebuilt Arrow batch of the same schema (``spark_only``) shows what Spark itself costs per row.
+one prebuilt Arrow batch of the same schema (``spark_only``) shows what Spark itself costs per row:
+no read path can make a query faster than that. The connector's read path is also timed without
+Spark (``tasks_*``: the same read tasks run one after another in this process, Arrow batches built
+and dropped), which is the part of the difference between direct and HTTP the connector decides.
 """
 
 from __future__ import annotations
@@ -121,6 +124,34 @@ def _spark_only_source(total: int) -> type:
     return SparkOnly
 
 
+def _read_tasks(node: NodeProcess, direct: bool) -> tuple[float, int]:
+    """Seconds to run every partition's read task in this process, and the records read."""
+    from spark_connector.options import Location
+    from spark_connector.sources import DirectSource
+    from spark_connector.tasks import ReadTask, read_task
+
+    source = DirectSource((node.data_dir,), TOPIC)
+    location = Location(data_dirs=(node.data_dir,)) if direct else Location(url=node.url)
+    started = time.perf_counter()
+    records = 0
+    for partition, bounds in source.bounds().items():
+        task = ReadTask(location, source.directory(partition), TOPIC, partition, 0, bounds.latest, True)
+        records += sum(batch.num_rows for batch in read_task(task))
+    return time.perf_counter() - started, records
+
+
+def _measure_tasks(node: NodeProcess, plan: Plan) -> dict[str, list[float]]:
+    samples: dict[str, list[float]] = {"tasks_direct": [], "tasks_http": []}
+    for rep in range(plan.reps):
+        for name, direct in (("tasks_direct", True), ("tasks_http", False)):
+            seconds, records = _read_tasks(node, direct)
+            if records != plan.records:
+                raise RuntimeError(f"{name} read {records} records, expected {plan.records}")
+            samples[name].append(records / seconds)
+            print(f"  rep {rep + 1} {name} (no Spark): {records / seconds:,.0f} records/s", flush=True)
+    return samples
+
+
 def _measure(node: NodeProcess, plan: Plan) -> dict[str, list[float]]:
     from spark_connector.session import local_session
 
@@ -156,6 +187,7 @@ def run(*, quick: bool, out_dir: str | None = None, work_dir: str | None = None)
             print(f"produced {plan.records:,} records of {RECORD_BYTES} B in {seconds:.1f} s", flush=True)
             _wait_for_checkpoint(node.data_dir, plan.records)
             samples = _measure(node, plan)
+            samples.update(_measure_tasks(node, plan))
     finally:
         shutil.rmtree(base, ignore_errors=True)
     figures: dict[str, float] = {}
@@ -165,6 +197,10 @@ def run(*, quick: bool, out_dir: str | None = None, work_dir: str | None = None)
     summarize("spark_only_records_per_s", samples["spark_only"], "records/s", figures, units)
     ratios = [d / h for d, h in zip(samples["direct"], samples["http"], strict=True)]
     summarize("direct_over_http", ratios, "ratio", figures, units)
+    summarize("tasks_direct_records_per_s", samples["tasks_direct"], "records/s", figures, units)
+    summarize("tasks_http_records_per_s", samples["tasks_http"], "records/s", figures, units)
+    task_ratios = [d / h for d, h in zip(samples["tasks_direct"], samples["tasks_http"], strict=True)]
+    summarize("tasks_direct_over_http", task_ratios, "ratio", figures, units)
     path = write_result(out_dir or DEFAULT_OUT_DIR, "spark", system="logbroker", version="0.1.0",
                         started_at=started_at, params={
                             "records": plan.records, "record_bytes": RECORD_BYTES, "partitions": PARTITIONS,
@@ -174,5 +210,7 @@ def run(*, quick: bool, out_dir: str | None = None, work_dir: str | None = None)
     print(f"direct {figures['direct_records_per_s']:,.0f} records/s, http {figures['http_records_per_s']:,.0f} "
           f"records/s, ratio {figures['direct_over_http']:.2f} "
           f"({figures['direct_over_http_min']:.2f}-{figures['direct_over_http_max']:.2f}); "
-          f"spark alone {figures['spark_only_records_per_s']:,.0f} records/s -> {path}")
+          f"spark alone {figures['spark_only_records_per_s']:,.0f} records/s; without Spark: direct "
+          f"{figures['tasks_direct_records_per_s']:,.0f}, http {figures['tasks_http_records_per_s']:,.0f} records/s, "
+          f"ratio {figures['tasks_direct_over_http']:.2f} -> {path}")
     return path

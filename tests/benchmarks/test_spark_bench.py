@@ -17,7 +17,8 @@ def test_spark_benchmark_writes_its_result_file(tmp_path, monkeypatch, capsys):
     document = json.loads((tmp_path / "out" / "spark.json").read_text())
     figures = document["figures"]
     assert document["scenario"] == "spark" and document["params"]["records"] == 40_000
-    for name in ("direct_records_per_s", "http_records_per_s", "spark_only_records_per_s", "direct_over_http"):
+    for name in ("direct_records_per_s", "http_records_per_s", "spark_only_records_per_s", "direct_over_http",
+                 "tasks_direct_records_per_s", "tasks_http_records_per_s", "tasks_direct_over_http"):
         assert figures[name] > 0 and figures[f"{name}_min"] <= figures[name] <= figures[f"{name}_max"]
     ratio = figures["direct_records_per_s"] / figures["http_records_per_s"]
     assert abs(figures["direct_over_http"] - ratio) < 0.01 * ratio  # one repetition: the ratio of the two
