@@ -26,15 +26,21 @@ bench: $(STAMP)
 	$(PY) -m benchmarks spark $(if $(QUICK),--quick,)
 
 RUN_URL := http://127.0.0.1:8080
+DEV_ADMIN := admin
+DEV_PASSWORD := dev-admin-password
+TOKEN_CURL := curl -s -XPOST $(RUN_URL)/v1/auth/token -H 'Content-Type: application/json' -d '{\"username\":\"$(DEV_ADMIN)\",\"password\":\"$(DEV_PASSWORD)\"}'
 
 run: $(STAMP)
 	@echo "LogBroker: one node, embedded coordinator, data in ./.data/node-1"
-	@echo "  URL:   $(RUN_URL)   (OpenAPI: $(RUN_URL)/v1/openapi.json)"
-	@echo "  auth:  off in this development build (tokens arrive with authentication); no credentials needed"
-	@echo "  try:   curl -s -XPOST $(RUN_URL)/v1/topics -H 'Content-Type: application/json' -d '{\"name\":\"demo\",\"partitions\":3}'"
-	@echo "         curl -s -XPOST $(RUN_URL)/v1/topics/demo/records -H 'Content-Type: application/json' -d '{\"records\":[{\"value\":\"hello\",\"partition\":0}]}'"
-	@echo "         curl -s '$(RUN_URL)/v1/topics/demo/partitions/0/records?offset=0'"
-	$(PY) -m logbroker serve --node-id 1 --http-host 127.0.0.1 --http-port 8080 --coordinator local --auth off
+	@echo "  URL:    $(RUN_URL)   (OpenAPI: $(RUN_URL)/v1/openapi.json)"
+	@echo "  admin:  $(DEV_ADMIN) / $(DEV_PASSWORD)   (development credentials; auth is on)"
+	@echo "  token:  export TOKEN=\$$($(TOKEN_CURL) | python3 -c 'import json,sys; print(json.load(sys.stdin)[\"access_token\"])')"
+	@echo "  try:    curl -s -XPOST $(RUN_URL)/v1/topics -H \"Authorization: Bearer \$$TOKEN\" -H 'Content-Type: application/json' -d '{\"name\":\"demo\",\"partitions\":3}'"
+	@echo "          curl -s -XPOST $(RUN_URL)/v1/topics/demo/records -H \"Authorization: Bearer \$$TOKEN\" -H 'Content-Type: application/json' -d '{\"records\":[{\"value\":\"hello\",\"partition\":0}]}'"
+	@echo "          curl -s '$(RUN_URL)/v1/topics/demo/partitions/0/records?offset=0' -H \"Authorization: Bearer \$$TOKEN\""
+	@echo "  CLI:    export LOGBROKER_USER=$(DEV_ADMIN) LOGBROKER_PASSWORD=$(DEV_PASSWORD); .venv/bin/logbroker topic list"
+	$(PY) -m logbroker serve --node-id 1 --http-host 127.0.0.1 --http-port 8080 --coordinator local --auth on \
+		--admin-user $(DEV_ADMIN) --admin-password $(DEV_PASSWORD)
 
 # The Spark example pipeline against `make run`'s broker (start that first, in another terminal).
 spark-example: $(STAMP) system-deps

@@ -10,6 +10,7 @@ from __future__ import annotations
 import abc
 
 from coordinator.models import NodeInfo, PartitionState, TopicMetadata, TopicSpec
+from coordinator.users import Acl, UserRecord
 
 
 class Coordinator(abc.ABC):
@@ -48,3 +49,38 @@ class Coordinator(abc.ABC):
     @abc.abstractmethod
     async def nodes(self) -> list[NodeInfo]:
         """The live nodes."""
+
+    # ---- users, ownership and ACLs (DESIGN §5: users/<name>, acls/<topic>) --------------------
+
+    @abc.abstractmethod
+    async def create_user(self, user: UserRecord) -> None:
+        """Store a new user (raises ``UserExistsError``)."""
+
+    @abc.abstractmethod
+    async def find_user(self, name: str) -> UserRecord | None:
+        """The user called ``name``, or None. Called on every authenticated request: keep it cheap."""
+
+    @abc.abstractmethod
+    async def list_users(self) -> list[UserRecord]:
+        """Every user, sorted by name."""
+
+    @abc.abstractmethod
+    async def update_user(self, user: UserRecord) -> None:
+        """Replace a stored user (raises ``UnknownUserError``)."""
+
+    @abc.abstractmethod
+    async def delete_user(self, name: str, *, reassign_to: str | None = None) -> list[str]:
+        """Delete a user and drop their grants. Topics they own move to ``reassign_to``; without it,
+        owning any topic raises ``UserOwnsTopicsError``. Returns the reassigned topic names."""
+
+    @abc.abstractmethod
+    async def get_acl(self, topic: str) -> Acl:
+        """User -> permissions granted on ``topic`` (raises ``UnknownTopicError``)."""
+
+    @abc.abstractmethod
+    async def set_acl(self, topic: str, user: str, permissions: frozenset[str]) -> Acl:
+        """Set (an empty set revokes) one user's permissions on ``topic``; returns the new ACL."""
+
+    @abc.abstractmethod
+    async def set_owner(self, topic: str, owner: str) -> TopicMetadata:
+        """Make ``owner`` (an existing user) the owner of ``topic``."""

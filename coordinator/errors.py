@@ -3,10 +3,16 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class CoordinatorError(Exception):
     code = "coordinator_error"
     retriable = False
+
+    def __init__(self, message: str, **extra: Any) -> None:
+        super().__init__(message)
+        self.extra = extra
 
 
 class InvalidTopicError(CoordinatorError):
@@ -26,3 +32,23 @@ class UnknownTopicError(CoordinatorError):
 class CoordinatorUnavailableError(CoordinatorError):
     code = "coordinator_unavailable"
     retriable = True
+
+
+class UserExistsError(CoordinatorError):
+    code = "user_exists"
+
+
+class UnknownUserError(CoordinatorError):
+    code = "unknown_user"
+
+
+class InvalidUserError(CoordinatorError):
+    """A user name, role, password or ACL entry is not acceptable."""
+
+    code = "invalid_user"
+
+
+class UserOwnsTopicsError(CoordinatorError):
+    """A user cannot be deleted while topics would be left without their owner."""
+
+    code = "user_owns_topics"

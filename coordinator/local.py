@@ -1,28 +1,62 @@
 """The embedded coordinator of a single node: no etcd, state in ``<data_dir>/coordinator.json``.
 
 Every partition lives on this node, which leads it with epoch 1. Changes are written atomically
-(temp file, fsync, rename) before they are acknowledged, so a restart keeps every topic. One
-``asyncio.Lock`` orders the changes; reads come from memory.
+(temp file, fsync, rename) before they are acknowledged, so a restart keeps every topic, user and
+grant. One ``asyncio.Lock`` orders the changes; each change builds the next state, saves it, and
+only then replaces the in-memory state, so a failed save changes nothing. Reads come from memory.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import time
 import uuid
+from collections.abc import Mapping
 from typing import Any, Final, final
 
 from coordinator.base import Coordinator
-from coordinator.errors import CoordinatorError, InvalidTopicError, TopicExistsError, UnknownTopicError
+from coordinator.errors import (
+    CoordinatorError,
+    InvalidTopicError,
+    TopicExistsError,
+    UnknownTopicError,
+    UnknownUserError,
+    UserExistsError,
+    UserOwnsTopicsError,
+)
 from coordinator.models import NodeInfo, PartitionState, TopicMetadata, TopicSpec
+from coordinator.users import Acl, UserRecord, acl_from_json, acl_to_json
 from segments.checkpoint import write_atomic
 
 STATE_FILE: Final = "coordinator.json"
-STATE_VERSION: Final = 1
+STATE_VERSION: Final = 2
+READABLE_VERSIONS: Final = (1, 2)
 STATE_BYTES_MAX: Final = 64 * 1024 * 1024
+STATE_FILE_MODE: Final = 0o600  # holds password hashes
 LEADER_EPOCH: Final = 1
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _State:
+    topics: Mapping[str, TopicMetadata]
+    users: Mapping[str, UserRecord]
+    acls: Mapping[str, Acl]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"version": STATE_VERSION, "topics": {n: t.to_json() for n, t in self.topics.items()},
+                "users": {n: u.to_json() for n, u in self.users.items()},
+                "acls": {t: acl_to_json(a) for t, a in self.acls.items() if a}}
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> _State:
+        if raw.get("version") not in READABLE_VERSIONS:
+            raise ValueError(f"unsupported version {raw.get('version')!r}")
+        return cls({name: TopicMetadata.from_json(t) for name, t in raw["topics"].items()},
+                   {name: UserRecord.from_json(u) for name, u in raw.get("users", {}).items()},
+                   {topic: acl_from_json(a) for topic, a in raw.get("acls", {}).items()})
 
 
 @final
@@ -30,7 +64,7 @@ class LocalCoordinator(Coordinator):
     def __init__(self, data_dir: str, node: NodeInfo) -> None:
         self._path = os.path.join(data_dir, STATE_FILE)
         self._node = node
-        self._topics: dict[str, TopicMetadata] = {}
+        self._state = _State({}, {}, {})
         self._lock = asyncio.Lock()
 
     @property
@@ -45,55 +79,123 @@ class LocalCoordinator(Coordinator):
         except FileNotFoundError:
             return
         try:
-            state = json.loads(raw)
-            if state.get("version") != STATE_VERSION:
-                raise ValueError(f"unsupported version {state.get('version')!r}")
-            self._topics = {name: TopicMetadata.from_json(t) for name, t in state["topics"].items()}
-        except (ValueError, KeyError, TypeError) as exc:
+            self._state = _State.from_json(json.loads(raw))
+        except (ValueError, KeyError, TypeError, CoordinatorError) as exc:
             raise CoordinatorError(f"{self._path} is unreadable: {exc}") from exc
 
     async def close(self) -> None:
         return None
 
-    def _save(self, topics: dict[str, TopicMetadata]) -> None:
-        state: dict[str, Any] = {"version": STATE_VERSION, "topics": {n: t.to_json() for n, t in topics.items()}}
-        write_atomic(self._path, json.dumps(state, indent=1, sort_keys=True).encode())
+    def _commit_locked(self, state: _State) -> None:
+        write_atomic(self._path, json.dumps(state.to_json(), indent=1, sort_keys=True).encode(), mode=STATE_FILE_MODE)
+        self._state = state
+
+    def _topic(self, name: str) -> TopicMetadata:
+        meta = self._state.topics.get(name)
+        if meta is None:
+            raise UnknownTopicError(f"unknown topic {name!r}")
+        return meta
+
+    # ---- topics --------------------------------------------------------------------------------
 
     async def create_topic(self, spec: TopicSpec, owner: str | None) -> TopicMetadata:
         replication = spec.replication_factor or 1
         if replication > 1:
             raise InvalidTopicError(f"replication factor {replication} exceeds the 1 node of this cluster")
         async with self._lock:
-            if spec.name in self._topics:
+            if spec.name in self._state.topics:
                 raise TopicExistsError(f"{spec.name!r} already exists")
             meta = TopicMetadata(spec.name, uuid.uuid4().hex, spec.partitions, replication, spec.kind,
                                  dict(spec.config), owner, time.time_ns() // 1_000_000)
-            self._save({**self._topics, spec.name: meta})
-            self._topics[spec.name] = meta
+            state = self._state
+            self._commit_locked(dataclasses.replace(state, topics={**state.topics, spec.name: meta}))
             return meta
 
     async def delete_topic(self, name: str) -> TopicMetadata:
         async with self._lock:
-            meta = self._topics.get(name)
-            if meta is None:
-                raise UnknownTopicError(f"unknown topic {name!r}")
-            self._save({n: t for n, t in self._topics.items() if n != name})
-            del self._topics[name]
+            meta = self._topic(name)
+            state = self._state
+            self._commit_locked(_State({n: t for n, t in state.topics.items() if n != name}, state.users,
+                                       {t: a for t, a in state.acls.items() if t != name}))
             return meta
 
     async def get_topic(self, name: str) -> TopicMetadata:
-        meta = self._topics.get(name)
-        if meta is None:
-            raise UnknownTopicError(f"unknown topic {name!r}")
-        return meta
+        return self._topic(name)
 
     async def list_topics(self) -> list[TopicMetadata]:
-        return [self._topics[n] for n in sorted(self._topics)]
+        topics = self._state.topics
+        return [topics[n] for n in sorted(topics)]
 
     async def partition_states(self, topic: str) -> list[PartitionState]:
-        meta = await self.get_topic(topic)
+        meta = self._topic(topic)
         me = (self._node.node_id,)
         return [PartitionState(topic, p, me, me, self._node.node_id, LEADER_EPOCH) for p in range(meta.partitions)]
 
     async def nodes(self) -> list[NodeInfo]:
         return [self._node]
+
+    # ---- users and ACLs ------------------------------------------------------------------------
+
+    async def create_user(self, user: UserRecord) -> None:
+        async with self._lock:
+            state = self._state
+            if user.name in state.users:
+                raise UserExistsError(f"user {user.name!r} already exists")
+            self._commit_locked(dataclasses.replace(state, users={**state.users, user.name: user}))
+
+    async def find_user(self, name: str) -> UserRecord | None:
+        return self._state.users.get(name)
+
+    async def list_users(self) -> list[UserRecord]:
+        users = self._state.users
+        return [users[n] for n in sorted(users)]
+
+    async def update_user(self, user: UserRecord) -> None:
+        async with self._lock:
+            state = self._state
+            if user.name not in state.users:
+                raise UnknownUserError(f"unknown user {user.name!r}")
+            self._commit_locked(dataclasses.replace(state, users={**state.users, user.name: user}))
+
+    async def delete_user(self, name: str, *, reassign_to: str | None = None) -> list[str]:
+        async with self._lock:
+            state = self._state
+            if name not in state.users:
+                raise UnknownUserError(f"unknown user {name!r}")
+            owned = sorted(t.name for t in state.topics.values() if t.owner == name)
+            if owned and reassign_to is None:
+                raise UserOwnsTopicsError(f"user {name!r} owns {len(owned)} topic(s) {owned[:20]}; "
+                                          "reassign them (reassign_to) or delete them first", topics=owned)
+            if owned and (reassign_to == name or reassign_to not in state.users):
+                raise UnknownUserError(f"cannot reassign topics to {reassign_to!r}: no such other user")
+            topics = {n: (dataclasses.replace(t, owner=reassign_to) if t.owner == name else t)
+                      for n, t in state.topics.items()}
+            acls = {t: {u: p for u, p in a.items() if u != name} for t, a in state.acls.items()}
+            self._commit_locked(_State(topics, {n: u for n, u in state.users.items() if n != name}, acls))
+            return owned
+
+    async def get_acl(self, topic: str) -> Acl:
+        self._topic(topic)
+        return self._state.acls.get(topic, {})
+
+    async def set_acl(self, topic: str, user: str, permissions: frozenset[str]) -> Acl:
+        async with self._lock:
+            self._topic(topic)
+            state = self._state
+            if user not in state.users:
+                raise UnknownUserError(f"unknown user {user!r}")
+            acl = {u: p for u, p in state.acls.get(topic, {}).items() if u != user}
+            if permissions:
+                acl[user] = permissions
+            self._commit_locked(dataclasses.replace(state, acls={**state.acls, topic: acl}))
+            return acl
+
+    async def set_owner(self, topic: str, owner: str) -> TopicMetadata:
+        async with self._lock:
+            meta = self._topic(topic)
+            state = self._state
+            if owner not in state.users:
+                raise UnknownUserError(f"unknown user {owner!r}")
+            meta = dataclasses.replace(meta, owner=owner)
+            self._commit_locked(dataclasses.replace(state, topics={**state.topics, topic: meta}))
+            return meta

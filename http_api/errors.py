@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
@@ -32,6 +33,10 @@ STATUS_BY_CODE: Final[dict[str, int]] = {
     "unknown_topic": 404,
     "unknown_partition": 404,
     "topic_exists": 409,
+    "user_exists": 409,
+    "user_owns_topics": 409,
+    "invalid_user": 400,
+    "unknown_user": 404,
     "stale_leader_epoch": 409,
     "non_sequential_append": 409,
     "batch_too_large": 413,
@@ -53,7 +58,13 @@ TITLES: Final = {400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404:
 def problem(status: int, detail: str, *, code: str, retriable: bool = False, **extra: Any) -> web.Response:
     body = {"type": f"https://logbroker.dev/errors/{code}", "title": TITLES.get(status, "Error"),
             "status": status, "detail": detail, "code": code, "retriable": retriable, **extra}
-    return web.Response(status=status, body=json.dumps(body).encode(), content_type=PROBLEM_TYPE)
+    response = web.Response(status=status, body=json.dumps(body).encode(), content_type=PROBLEM_TYPE)
+    if status == 401:
+        response.headers["WWW-Authenticate"] = 'Bearer realm="logbroker"'
+    retry_after = extra.get("retry_after_s")
+    if isinstance(retry_after, (int, float)):
+        response.headers["Retry-After"] = str(max(1, math.ceil(retry_after)))
+    return response
 
 
 def problem_for(exc: Exception) -> web.Response:

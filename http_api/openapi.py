@@ -25,6 +25,8 @@ def openapi_document() -> dict[str, Any]:
                 for status, text in r.responses.items()
             },
         }
+        operation["security"] = [] if r.access == "public" else [{"bearer": []}]
+        operation["x-logbroker-access"] = r.access
         if r.request_body is not None:
             operation["requestBody"] = {"required": True, "content": {"application/json": {"schema": r.request_body}}}
         paths.setdefault(r.path, {})[r.method.lower()] = operation
@@ -32,5 +34,6 @@ def openapi_document() -> dict[str, Any]:
         "openapi": "3.0.3",
         "info": {"title": "LogBroker HTTP API", "version": "1"},
         "paths": paths,
-        "components": {"schemas": {"Problem": PROBLEM_SCHEMA}},
+        "components": {"schemas": {"Problem": PROBLEM_SCHEMA},
+                       "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer", "bearerFormat": "JWT"}}},
     }

@@ -5,33 +5,35 @@ from __future__ import annotations
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 
+from http_api.auth import principal_of
 from http_api.keys import NODE
 from http_api.openapi import openapi_document
 from http_api.routing import route
 
 
-@route("GET", "/healthz", "Liveness: the process answers")
+@route("GET", "/healthz", "Liveness: the process answers", access="public")
 async def healthz(request: web.Request) -> web.Response:
     return web.json_response({"status": "ok"})
 
 
-@route("GET", "/readyz", "Readiness: logs are open and the node serves", responses={"200": "Ready", "503": "Not yet"})
+@route("GET", "/readyz", "Readiness: logs are open and the node serves", access="public",
+       responses={"200": "Ready", "503": "Not yet"})
 async def readyz(request: web.Request) -> web.Response:
     ready = request.app[NODE].ready
     return web.json_response({"ready": ready}, status=200 if ready else 503)
 
 
-@route("GET", "/metrics", "Prometheus metrics (text format)")
+@route("GET", "/metrics", "Prometheus metrics (text format)", access="public")
 async def metrics(request: web.Request) -> web.Response:
     body = request.app[NODE].metrics.render()
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 
-@route("GET", "/v1/cluster", "Nodes, liveness, partition placement and leaders")
+@route("GET", "/v1/cluster", "Nodes, liveness, partition placement and leaders", access="user")
 async def cluster(request: web.Request) -> web.Response:
-    return web.json_response(await request.app[NODE].cluster())
+    return web.json_response(await request.app[NODE].cluster(principal_of(request)))
 
 
-@route("GET", "/v1/openapi.json", "This document")
+@route("GET", "/v1/openapi.json", "This document", access="public")
 async def openapi(request: web.Request) -> web.Response:
     return web.json_response(openapi_document())

@@ -25,6 +25,7 @@ PRODUCE_BODY = {"type": "object", "properties": {"records": {"type": "array", "i
 
 
 @route("POST", "/v1/topics/{name}/records", "Produce records (JSON, msgpack or one prebuilt batch)",
+       access="write", quota="produce",
        query=(("acks", "string", "0, 1 (default) or all"),
               ("partition", "integer", "required with application/vnd.logbroker.batch")),
        body=PRODUCE_BODY, responses={"200": "Offsets", "400": "Invalid", "404": "Unknown topic", "413": "Too large",
@@ -49,6 +50,7 @@ async def produce(request: web.Request) -> web.Response:
 
 
 @route("GET", RECORD_PATH + "/records", "Fetch records from an offset (long-poll with wait_ms)",
+       access="read", quota="fetch",
        query=(("offset", "integer", "first offset to read (required)"),
               ("max_records", "integer", "JSON only"), ("max_bytes", "integer", "default 1 MiB"),
               ("wait_ms", "integer", "wait this long for data at the end of the log"),
@@ -98,7 +100,7 @@ async def fetch(request: web.Request) -> web.StreamResponse:
                               "next_offset": next_offset, "high_watermark": hwm})
 
 
-@route("GET", RECORD_PATH + "/offsets", "The earliest, latest or first offset at a timestamp",
+@route("GET", RECORD_PATH + "/offsets", "The earliest, latest or first offset at a timestamp", access="read",
        query=(("at", "string", "earliest, latest (default) or a timestamp in ms"),))
 async def list_offsets(request: web.Request) -> web.Response:
     node = request.app[NODE]

@@ -1,15 +1,28 @@
-"""The route table: every handler is registered with its method, path and OpenAPI description,
-so the router and the OpenAPI document come from one list and cannot disagree."""
+"""The route table: every handler is registered with its method, path, OpenAPI description and
+the access it needs, so the router, the OpenAPI document and the auth middleware come from one
+list and cannot disagree. A route that does not say who may call it cannot be registered.
+
+Access levels: ``public`` (no token), ``user`` (any authenticated user), ``admin``, ``self``
+(the user named by ``{name}`` or an admin), and the topic actions ``describe``, ``read``,
+``write``, ``manage`` on the topic or queue named by ``{name}`` (see ``logbroker.auth.permissions``).
+``quota`` names the byte-rate quota a route is charged to.
+"""
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Final, Literal
 
 from aiohttp import web
 
+from logbroker.auth.permissions import Action
+from logbroker.auth.quotas import QuotaKind
+
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+Access = Literal["public", "user", "admin", "self", "describe", "read", "write", "manage"]
+TOPIC_ACCESS: Final[dict[str, Action]] = {"describe": "describe", "read": "read", "write": "write",
+                                          "manage": "manage"}
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -18,18 +31,24 @@ class Route:
     path: str
     handler: Handler
     summary: str
+    access: Access
+    quota: QuotaKind | None = None
     parameters: tuple[dict[str, Any], ...] = ()
     request_body: dict[str, Any] | None = None
     responses: dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 ROUTES: list[Route] = []
+ROUTE_BY_HANDLER: dict[Handler, Route] = {}
 
 
-def route(method: str, path: str, summary: str, *, query: tuple[tuple[str, str, str], ...] = (),
-          body: dict[str, Any] | None = None, responses: dict[str, str] | None = None) -> Callable[[Handler], Handler]:
+def route(method: str, path: str, summary: str, *, access: Access, quota: QuotaKind | None = None,
+          query: tuple[tuple[str, str, str], ...] = (), body: dict[str, Any] | None = None,
+          responses: dict[str, str] | None = None) -> Callable[[Handler], Handler]:
     """Register a handler. ``query`` is ``(name, type, description)`` triples; path parameters are
     taken from ``{name}`` segments of ``path``."""
+    if (access in TOPIC_ACCESS or access == "self") and "{name}" not in path:
+        raise AssertionError(f"{method} {path}: access {access!r} needs a {{name}} path segment")
 
     def register(handler: Handler) -> Handler:
         params: list[dict[str, Any]] = [
@@ -39,7 +58,10 @@ def route(method: str, path: str, summary: str, *, query: tuple[tuple[str, str, 
         ]
         params += [{"name": n, "in": "query", "required": False, "schema": {"type": t}, "description": d}
                    for n, t, d in query]
-        ROUTES.append(Route(method, path, handler, summary, tuple(params), body, responses or {"200": "OK"}))
+        entry = Route(method, path, handler, summary, access, quota, tuple(params), body,
+                      responses or {"200": "OK"})
+        ROUTES.append(entry)
+        ROUTE_BY_HANDLER[handler] = entry
         return handler
 
     return register

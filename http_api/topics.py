@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from http_api.auth import principal_of
 from http_api.keys import NODE
 from http_api.params import path_topic, read_json
 from http_api.routing import route
@@ -22,26 +23,29 @@ TOPIC_BODY = {
 }
 
 
-@route("POST", "/v1/topics", "Create a topic or queue", body=TOPIC_BODY,
-       responses={"201": "Created", "400": "Invalid", "409": "Exists"})
+@route("POST", "/v1/topics", "Create a topic or queue; the caller becomes its owner", access="user",
+       body=TOPIC_BODY, responses={"201": "Created", "400": "Invalid", "409": "Exists"})
 async def create_topic(request: web.Request) -> web.Response:
     body = await read_json(request)
-    described = await request.app[NODE].create_topic(body)
+    node = request.app[NODE]
+    owner = principal_of(request).name if node.auth.enabled else None
+    described = await node.create_topic(body, owner=owner)
     return web.json_response(described, status=201)
 
 
-@route("GET", "/v1/topics", "List topics and queues")
+@route("GET", "/v1/topics", "List the topics and queues the caller may see", access="user")
 async def list_topics(request: web.Request) -> web.Response:
-    return web.json_response({"topics": await request.app[NODE].list_topics()})
+    return web.json_response({"topics": await request.app[NODE].list_topics(principal_of(request))})
 
 
-@route("GET", "/v1/topics/{name}", "Describe a topic: partitions, leaders, offsets, config",
-       responses={"200": "OK", "404": "Unknown topic"})
+@route("GET", "/v1/topics/{name}", "Describe a topic: partitions, leaders, offsets, config", access="describe",
+       responses={"200": "OK", "403": "Not allowed", "404": "Unknown topic"})
 async def describe_topic(request: web.Request) -> web.Response:
     return web.json_response(await request.app[NODE].describe_topic(path_topic(request)))
 
 
-@route("DELETE", "/v1/topics/{name}", "Delete a topic and its data", responses={"204": "Deleted", "404": "Unknown"})
+@route("DELETE", "/v1/topics/{name}", "Delete a topic and its data (owner or admin)", access="manage",
+       responses={"204": "Deleted", "403": "Not allowed", "404": "Unknown"})
 async def delete_topic(request: web.Request) -> web.Response:
     await request.app[NODE].delete_topic(path_topic(request))
     return web.Response(status=204)

@@ -1,5 +1,6 @@
 """The ``logbroker`` command: ``serve``, ``topic create|list|describe|delete``, ``produce``,
-``consume``. Human output by default, ``--json`` for scripts. This module is the composition
+``consume``, and (``cli_admin``) ``token``, ``user``, ``acl`` and ``certs``. Human output by
+default, ``--json`` for scripts. This module is the composition
 entry point, so ``serve`` is the one place in ``logbroker`` that imports the HTTP layer."""
 
 from __future__ import annotations
@@ -13,7 +14,19 @@ from typing import Any, Final
 
 import uvloop
 
-from logbroker.client import DEFAULT_URL, Client, Consumer, ConsumerRecord, LogBrokerError, Producer
+from logbroker import cli_admin
+from logbroker.client import (
+    CA_FILE_ENV,
+    DEFAULT_URL,
+    PASSWORD_ENV,
+    TOKEN_ENV,
+    USER_ENV,
+    Client,
+    Consumer,
+    ConsumerRecord,
+    LogBrokerError,
+    Producer,
+)
 from logbroker.config import NodeConfig, field_names, resolve
 from logbroker.errors import InvalidRequestError
 
@@ -37,6 +50,10 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--url", default=os.environ.get(URL_ENV, DEFAULT_URL),
                         help=f"node URL (env {URL_ENV}, default {DEFAULT_URL})")
     common.add_argument("--json", action="store_true", help="machine-readable output")
+    common.add_argument("--user", default=None, help=f"user name (env {USER_ENV}); with --password")
+    common.add_argument("--password", default=None, help=f"password (env {PASSWORD_ENV})")
+    common.add_argument("--token", default=None, help=f"a bearer token instead of a password (env {TOKEN_ENV})")
+    common.add_argument("--ca-file", default=None, help=f"CA certificate for HTTPS (env {CA_FILE_ENV})")
 
     def client_command(name: str, help_text: str) -> argparse.ArgumentParser:
         return sub.add_parser(name, help=help_text, description=help_text, parents=[common])
@@ -68,6 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
     consume.add_argument("--follow", action="store_true", help="keep waiting for new records")
     consume.add_argument("--max-records", type=int, default=None, help="stop after this many")
     consume.add_argument("--print-key", action="store_true", help="print key<TAB>value")
+    cli_admin.add_commands(sub, common)
     return parser
 
 
@@ -76,6 +94,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "serve":
             return _serve(args)
+        if args.command == "certs":
+            return cli_admin.certs(args)
         return uvloop.run(_client_main(args))
     except (LogBrokerError, InvalidRequestError) as exc:
         print(f"logbroker: {exc}", file=sys.stderr)
@@ -89,23 +109,25 @@ def _serve(args: argparse.Namespace) -> int:
     from logbroker import logs
 
     flags = {name: getattr(args, name) for name in field_names()}
-    config = resolve(flags, os.environ, args.config)
-    if config.auth != "off":
-        print("logbroker: authentication is not available yet; start with --auth off (development only)",
-              file=sys.stderr)
+    try:
+        config = resolve(flags, os.environ, args.config)
+        logs.configure(config.log_level)
+        uvloop.run(serve(config))
+    except InvalidRequestError as exc:
+        print(f"logbroker: {exc}", file=sys.stderr)
         return 2
-    logs.configure(config.log_level)
-    uvloop.run(serve(config))
     return 0
 
 
 async def _client_main(args: argparse.Namespace) -> int:
-    async with Client(args.url) as client:
+    async with Client(args.url, **cli_admin.credentials(args)) as client:
         if args.command == "topic":
             return await _topic(client, args)
         if args.command == "produce":
             return await _produce(client, args)
-        return await _consume(client, args)
+        if args.command == "consume":
+            return await _consume(client, args)
+        return await cli_admin.run(client, args)
 
 
 async def _topic(client: Client, args: argparse.Namespace) -> int:

@@ -12,6 +12,10 @@ import asyncio
 import contextlib
 import dataclasses
 import json
+import math
+import os
+import ssl
+import time
 from collections.abc import Iterable, Sequence
 from typing import Any, Final, Literal
 
@@ -23,6 +27,11 @@ from segments.batch import ProducerRecord, Record, decode_records, encode_batch,
 DEFAULT_URL: Final = "http://127.0.0.1:8080"
 BATCH_TYPE: Final = "application/vnd.logbroker.batch"
 RETRIABLE_STATUSES: Final = frozenset({429, 502, 503, 504})
+TOKEN_ENV: Final = "LOGBROKER_TOKEN"
+USER_ENV: Final = "LOGBROKER_USER"
+PASSWORD_ENV: Final = "LOGBROKER_PASSWORD"
+CA_FILE_ENV: Final = "LOGBROKER_CA_FILE"
+REFRESH_MARGIN_S: Final = 30.0
 OffsetReset = Literal["earliest", "latest"]
 
 
@@ -72,14 +81,25 @@ class FetchedBatches:
 
 
 class Client:
-    """Admin and low-level data calls against one node."""
+    """Admin and low-level data calls against one node.
+
+    Credentials: a bearer ``token``, or ``username``/``password`` (the client gets a token with
+    them and gets a new one before it expires, or once when the node answers 401). With none
+    given, ``LOGBROKER_TOKEN``, ``LOGBROKER_USER`` and ``LOGBROKER_PASSWORD`` are read. For HTTPS
+    with a private CA, ``ca_file`` (or ``LOGBROKER_CA_FILE``) names the CA certificate."""
 
     def __init__(self, url: str = DEFAULT_URL, *, timeout_s: float = 60.0,
-                 session: aiohttp.ClientSession | None = None) -> None:
+                 session: aiohttp.ClientSession | None = None, token: str | None = None,
+                 username: str | None = None, password: str | None = None, ca_file: str | None = None) -> None:
         self.url = url.rstrip("/")
         self._timeout = aiohttp.ClientTimeout(total=timeout_s)
         self._session = session
         self._own_session = session is None
+        if token is None and username is None and password is None:
+            token, username, password = (os.environ.get(TOKEN_ENV) or None, os.environ.get(USER_ENV) or None,
+                                         os.environ.get(PASSWORD_ENV) or None)
+        self._credentials = TokenSource(self, token, username, password)
+        self._ca_file = ca_file or os.environ.get(CA_FILE_ENV) or None
 
     async def __aenter__(self) -> Client:
         return self
@@ -89,8 +109,9 @@ class Client:
 
     def _http(self) -> aiohttp.ClientSession:
         if self._session is None:
+            tls = ssl.create_default_context(cafile=self._ca_file) if self._ca_file else None
             self._session = aiohttp.ClientSession(timeout=self._timeout,
-                                                  connector=aiohttp.TCPConnector(limit=64))
+                                                  connector=aiohttp.TCPConnector(limit=64, ssl=tls or True))
         return self._session
 
     async def close(self) -> None:
@@ -101,6 +122,20 @@ class Client:
     async def request(self, method: str, path: str, *, params: dict[str, Any] | None = None,
                       json_body: Any = None, data: bytes | None = None,
                       headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:
+        for attempt in (0, 1):
+            auth = await self._credentials.header()
+            all_headers = {**(headers or {}), **auth} if auth else headers
+            try:
+                return await self._send(method, path, params=params, json_body=json_body, data=data,
+                                        headers=all_headers)
+            except LogBrokerError as exc:
+                if exc.status != 401 or attempt or not self._credentials.renewable:
+                    raise
+                self._credentials.expire()
+        raise AssertionError("unreachable")
+
+    async def _send(self, method: str, path: str, *, params: dict[str, Any] | None, json_body: Any,
+                    data: bytes | None, headers: dict[str, str] | None) -> tuple[int, dict[str, str], bytes]:
         try:
             async with self._http().request(method, self.url + path, params=params, json=json_body, data=data,
                                             headers=headers) as response:
@@ -110,6 +145,13 @@ class Client:
                 return response.status, dict(response.headers), body
         except (TimeoutError, aiohttp.ClientError) as exc:
             raise LogBrokerError(0, "transport", f"{method} {path}: {exc!r}", retriable=True) from exc
+
+    async def login(self, username: str, password: str) -> dict[str, Any]:
+        """``POST /v1/auth/token``: the token answer (``access_token``, ``expires_in``)."""
+        _, _, body = await self._send("POST", "/v1/auth/token", params=None, data=None, headers=None,
+                                      json_body={"username": username, "password": password})
+        result: dict[str, Any] = json.loads(body)
+        return result
 
     async def _json(self, method: str, path: str, **kwargs: Any) -> Any:
         _status, _, body = await self.request(method, path, **kwargs)
@@ -140,6 +182,45 @@ class Client:
         result = await self._json("GET", f"/v1/topics/{topic}/partitions/{partition}/offsets", params={"at": str(at)})
         return int(result["offset"])
 
+    # ---- users and access ----------------------------------------------------------------------
+
+    async def create_user(self, username: str, password: str, *, role: str = "user",
+                          quotas: dict[str, int] | None = None) -> dict[str, Any]:
+        body: dict[str, Any] = {"username": username, "password": password, "role": role}
+        if quotas:
+            body["quotas"] = quotas
+        result: dict[str, Any] = await self._json("POST", "/v1/users", json_body=body)
+        return result
+
+    async def list_users(self) -> list[dict[str, Any]]:
+        return list((await self._json("GET", "/v1/users"))["users"])
+
+    async def delete_user(self, username: str, *, reassign_to: str | None = None) -> dict[str, Any]:
+        params = {"reassign_to": reassign_to} if reassign_to else None
+        result: dict[str, Any] = await self._json("DELETE", f"/v1/users/{username}", params=params)
+        return result
+
+    async def change_password(self, username: str, password: str) -> None:
+        await self.request("PUT", f"/v1/users/{username}/password", json_body={"password": password})
+
+    async def user_topics(self, username: str) -> dict[str, Any]:
+        result: dict[str, Any] = await self._json("GET", f"/v1/users/{username}/topics")
+        return result
+
+    async def get_acl(self, topic: str) -> dict[str, Any]:
+        result: dict[str, Any] = await self._json("GET", f"/v1/topics/{topic}/acl")
+        return result
+
+    async def set_acl(self, topic: str, user: str, permissions: Sequence[str]) -> dict[str, Any]:
+        """Set ``user``'s permissions on ``topic`` (``read``, ``write``; empty revokes)."""
+        result: dict[str, Any] = await self._json("PUT", f"/v1/topics/{topic}/acl",
+                                                  json_body={"user": user, "permissions": list(permissions)})
+        return result
+
+    async def set_owner(self, topic: str, owner: str) -> dict[str, Any]:
+        result: dict[str, Any] = await self._json("PUT", f"/v1/topics/{topic}/owner", json_body={"owner": owner})
+        return result
+
     # ---- data ----------------------------------------------------------------------------------
 
     async def produce(self, topic: str, records: list[dict[str, Any]], *, acks: str = "1") -> list[dict[str, int]]:
@@ -160,6 +241,40 @@ class Client:
             "GET", f"/v1/topics/{topic}/partitions/{partition}/records",
             params={"offset": offset, "max_bytes": max_bytes, "wait_ms": wait_ms}, headers={"Accept": BATCH_TYPE})
         return FetchedBatches(body, int(headers["X-LogBroker-Next-Offset"]), int(headers["X-LogBroker-High-Watermark"]))
+
+
+class TokenSource:
+    """The bearer token a ``Client`` sends: a fixed one, or one got with a username and password
+    and renewed before it expires (``REFRESH_MARGIN_S`` or a fifth of its lifetime before, whichever
+    is sooner), or when the node refuses it; one login at a time."""
+
+    def __init__(self, client: Client, token: str | None, username: str | None, password: str | None) -> None:
+        if (username is None) != (password is None):
+            raise ValueError("username and password go together")
+        self._client = client
+        self._token = token
+        self._username, self._password = username, password
+        self._expires_at = math.inf if token else 0.0
+        self._lock = asyncio.Lock()
+
+    @property
+    def renewable(self) -> bool:
+        return self._username is not None
+
+    def expire(self) -> None:
+        if self.renewable:
+            self._expires_at = 0.0
+
+    async def header(self) -> dict[str, str] | None:
+        if self.renewable and time.monotonic() >= self._expires_at:
+            async with self._lock:
+                if time.monotonic() >= self._expires_at:
+                    assert self._username is not None and self._password is not None
+                    answer = await self._client.login(self._username, self._password)
+                    self._token = str(answer["access_token"])
+                    lifetime = float(answer["expires_in"])
+                    self._expires_at = time.monotonic() + lifetime - min(REFRESH_MARGIN_S, lifetime / 5)
+        return {"Authorization": f"Bearer {self._token}"} if self._token else None
 
 
 def _problem(status: int, body: bytes) -> LogBrokerError:

@@ -39,6 +39,19 @@ class NodeConfig:
     flush_threads: int = 2
     maintenance_interval_ms: int = 1_000
     shutdown_grace_ms: int = 10_000
+    jwt_secret: str = ""
+    jwt_key_id: str = "default"
+    jwt_keys_file: str = ""
+    token_ttl_s: int = 3600
+    quota_produce_bytes_per_s: int = 0
+    quota_fetch_bytes_per_s: int = 0
+    quota_connections_max: int = 0
+    tls_cert_file: str = ""
+    tls_key_file: str = ""
+    rpc_tls_ca_file: str = ""
+    rpc_tls_cert_file: str = ""
+    rpc_tls_key_file: str = ""
+    cluster_token: str = ""
 
     def __post_init__(self) -> None:
         if not self.data_dir:
@@ -52,6 +65,16 @@ class NodeConfig:
         for name in ("request_body_bytes_max", "fetch_bytes_max", "fetch_records_max", "fetch_wait_ms_max",
                      "long_poll_waiters_max", "flush_threads", "maintenance_interval_ms", "shutdown_grace_ms"):
             _check(getattr(self, name) > 0, f"{name} must be positive")
+        _check(self.token_ttl_s > 0, "token_ttl_s must be positive")
+        for name in ("quota_produce_bytes_per_s", "quota_fetch_bytes_per_s", "quota_connections_max"):
+            _check(getattr(self, name) >= 0, f"{name} must not be negative (0: unlimited)")
+        _check(bool(self.tls_cert_file) == bool(self.tls_key_file), "tls_cert_file and tls_key_file go together")
+        rpc_tls = (self.rpc_tls_ca_file, self.rpc_tls_cert_file, self.rpc_tls_key_file)
+        _check(all(rpc_tls) or not any(rpc_tls), "rpc_tls_ca_file, rpc_tls_cert_file and rpc_tls_key_file go together")
+
+    @property
+    def http_scheme(self) -> str:
+        return "https" if self.tls_cert_file else "http"
 
 
 def _check(ok: bool, message: str) -> None:

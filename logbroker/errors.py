@@ -77,6 +77,17 @@ class ForbiddenError(BrokerError):
     code = "forbidden"
 
 
+class TooManyRequestsError(BrokerError):
+    """A quota or a bound on concurrent work is exhausted; ``retry_after_s`` says when to retry."""
+
+    code = "too_many_requests"
+    retriable = True
+
+    def __init__(self, message: str, *, retry_after_s: float, **extra: Any) -> None:
+        super().__init__(message, retry_after_s=retry_after_s, **extra)
+        self.retry_after_s = retry_after_s
+
+
 ANY_ERROR = (BrokerError, StorageError, CoordinatorError)
 
 __all__ = [
@@ -97,6 +108,7 @@ __all__ = [
     "OffsetOutOfRangeError",
     "PayloadTooLargeError",
     "StorageError",
+    "TooManyRequestsError",
     "TopicExistsError",
     "UnknownPartitionError",
     "UnknownTopicError",

@@ -18,11 +18,15 @@ from coordinator.base import Coordinator
 from coordinator.errors import TopicExistsError
 from coordinator.local import LocalCoordinator
 from coordinator.models import NodeInfo, TopicMetadata, TopicSpec, validate_name
+from internal_rpc.server import RpcServer
+from logbroker.auth.bootstrap import build_auth
+from logbroker.auth.permissions import Principal
 from logbroker.config import NodeConfig
 from logbroker.errors import BatchTooLargeError, InvalidRequestError, NotAvailableError
 from logbroker.metrics import Metrics
 from logbroker.records import IncomingRecord, group_by_partition
 from logbroker.replica_manager import ReplicaManager
+from logbroker.rpc_service import SERVICE, node_service, rpc_security
 from segments.batch import encode_batch
 from segments.config import LogConfig
 from segments.errors import StorageError
@@ -44,6 +48,9 @@ class Node:
         self.replicas = ReplicaManager(config.data_dir, flush_threads=config.flush_threads,
                                        waiters_max=config.long_poll_waiters_max)
         self.metrics = Metrics(self.replicas.all)
+        self.auth = build_auth(config, self.coordinator)
+        self.rpc: RpcServer | None = None
+        self.rpc_address = ""
         self.ready = False
         self._round_robin = itertools.count()
         self._maintenance: asyncio.Task[None] | None = None
@@ -55,10 +62,33 @@ class Node:
     async def start(self) -> None:
         self.replicas.load_checkpoints()
         await self.coordinator.start()
+        self.auth.start()
+        await self._bootstrap_admin()
         for meta in await self.coordinator.list_topics():
             await self.replicas.open_topic(meta, self.log_config(meta))
+        await self._start_rpc()
         self._maintenance = asyncio.create_task(self._maintain_forever())
         self.ready = True
+
+    async def _start_rpc(self) -> None:
+        serve, tls, token = rpc_security(self.config)
+        if not serve:
+            return
+        self.rpc = RpcServer(self.config.http_host, self.config.rpc_port, {SERVICE: node_service(self)},
+                             tls=tls, cluster_token=token)
+        port = await self.rpc.start()
+        self.rpc_address = f"{self.config.http_host}:{port}"
+        log.info("internal RPC serving", extra={"fields": {"rpc": self.rpc_address, "tls": tls is not None}})
+
+    async def _bootstrap_admin(self) -> None:
+        if not self.auth.enabled:
+            return
+        if self.config.admin_password:
+            await self.auth.bootstrap_admin(self.config.admin_user, self.config.admin_password)
+        elif not any(u.role == "admin" for u in await self.coordinator.list_users()):
+            raise InvalidRequestError("configuration: authentication is on and no admin user exists; set "
+                                      "admin_password (--admin-password or LOGBROKER_ADMIN_PASSWORD) for the first "
+                                      "admin, or run with --auth off (development only)")
 
     async def _maintain_forever(self) -> None:
         interval_s = self.config.maintenance_interval_ms / 1000
@@ -78,10 +108,13 @@ class Node:
             self._maintenance.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._maintenance
+        if self.rpc is not None:
+            await self.rpc.close()
         if self._background:
             await asyncio.wait(self._background, timeout=self.config.shutdown_grace_ms / 1000)
         await self.replicas.close()
         await self.coordinator.close()
+        self.auth.close()
 
     def _check_serving(self) -> None:
         if not self.ready:
@@ -114,8 +147,10 @@ class Node:
         await self.coordinator.delete_topic(name)
         await self.replicas.remove_topic(name)
 
-    async def list_topics(self) -> list[dict[str, Any]]:
-        return [self._summary(meta) for meta in await self.coordinator.list_topics()]
+    async def list_topics(self, principal: Principal) -> list[dict[str, Any]]:
+        """The topics ``principal`` may see."""
+        visible = await self.auth.visible(principal, await self.coordinator.list_topics())
+        return [self._summary(meta) for meta in visible]
 
     def _summary(self, meta: TopicMetadata) -> dict[str, Any]:
         return {"name": meta.name, "kind": meta.kind, "partitions": meta.partitions,
@@ -246,15 +281,18 @@ class Node:
             offset = replica.high_watermark if found is None else min(found, replica.high_watermark)
         return {"partition": partition, "offset": offset}
 
-    async def cluster(self) -> dict[str, Any]:
+    async def cluster(self, principal: Principal) -> dict[str, Any]:
+        """Nodes, and the placement of the topics ``principal`` may see."""
         nodes = await self.coordinator.nodes()
         topics = []
-        for meta in await self.coordinator.list_topics():
+        for meta in await self.auth.visible(principal, await self.coordinator.list_topics()):
             states = await self.coordinator.partition_states(meta.name)
             topics.append({"name": meta.name, "partitions": [
                 {"partition": s.partition, "leader": s.leader, "leader_epoch": s.leader_epoch,
                  "replicas": list(s.replicas), "in_sync_replicas": list(s.isr)} for s in states]})
-        return {"nodes": [{"node_id": n.node_id, "http_url": n.http_url, "alive": True} for n in nodes],
+        return {"nodes": [{"node_id": n.node_id, "http_url": n.http_url, "alive": True,
+                           "rpc_address": self.rpc_address if n.node_id == self.config.node_id else n.rpc_address}
+                          for n in nodes],
                 "controller": self.coordinator.node_id, "topics": topics}
 
 

@@ -46,9 +46,10 @@ class _Sync:
 
 
 class SyncClient(_Sync):
-    def __init__(self, url: str = DEFAULT_URL, *, timeout_s: float = 60.0) -> None:
+    def __init__(self, url: str = DEFAULT_URL, **settings: Any) -> None:
+        """``settings`` are ``Client``'s keyword arguments (timeout, credentials, ``ca_file``)."""
         runner = _LoopThread()
-        super().__init__(runner.run(_make(Client, url, timeout_s=timeout_s)), runner)
+        super().__init__(runner.run(_make(Client, url, **settings)), runner)
 
     def producer(self, **settings: Any) -> SyncProducer:
         return SyncProducer(self._runner.run(_make(Producer, self._target, **settings)), self._runner)

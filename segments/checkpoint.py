@@ -36,10 +36,10 @@ LEADER_EPOCH_FILE: Final = "leader-epoch-checkpoint"
 TMP_SUFFIX: Final = ".tmp"
 
 
-def write_atomic(path: str, data: bytes, fsync: Callable[[int], None] = os.fsync) -> None:
+def write_atomic(path: str, data: bytes, fsync: Callable[[int], None] = os.fsync, *, mode: int = 0o644) -> None:
     """Replace ``path`` with ``data`` so that a crash leaves either the old or the new file."""
     tmp = path + TMP_SUFFIX
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     try:
         view = memoryview(data)
         while view:

@@ -48,8 +48,11 @@ def test_help_on_every_command(node):
         assert result.returncode == 0 and "usage:" in result.stdout
 
 
-def test_serve_refuses_auth_on_until_it_exists(tmp_path):
-    command = [sys.executable, "-m", "logbroker", "serve", "--data-dir", str(tmp_path), "--http-port", "0"]
+def test_serve_with_auth_on_and_no_admin_exits_with_a_clear_message(tmp_path):
+    command = [sys.executable, "-m", "logbroker", "serve", "--data-dir", str(tmp_path), "--http-port", "0",
+               "--rpc-port", "0"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LOGBROKER_")}
     result = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=TIMEOUT_S,
-                            env={**os.environ, "PYTHONPATH": ROOT})
-    assert result.returncode == 2 and "--auth off" in result.stderr
+                            env={**env, "PYTHONPATH": ROOT})
+    assert result.returncode == 2
+    assert "no admin user exists" in result.stderr and "--admin-password" in result.stderr

@@ -1,0 +1,30 @@
+# One LogBroker node. Data lives in /data (mount a volume); set LOGBROKER_ADMIN_PASSWORD for the
+# first admin (auth is on) or LOGBROKER_AUTH=off for development.
+FROM python:3.11-slim-bookworm
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    LOGBROKER_DATA_DIR=/data \
+    LOGBROKER_HTTP_HOST=0.0.0.0 \
+    LOGBROKER_HTTP_PORT=8080 \
+    LOGBROKER_RPC_PORT=9090
+
+WORKDIR /app
+COPY setup.cfg pyproject.toml README.md ./
+COPY segments ./segments
+COPY coordinator ./coordinator
+COPY internal_rpc ./internal_rpc
+COPY http_api ./http_api
+COPY logbroker ./logbroker
+COPY spark_connector ./spark_connector
+COPY benchmarks ./benchmarks
+RUN pip install --no-cache-dir . \
+    && useradd --system --uid 10001 --home-dir /data logbroker \
+    && mkdir -p /data && chown logbroker /data
+
+USER logbroker
+VOLUME ["/data"]
+EXPOSE 8080 9090
+HEALTHCHECK --interval=10s --timeout=3s --retries=3 \
+    CMD python -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8080/readyz', timeout=2)"
+ENTRYPOINT ["logbroker", "serve"]

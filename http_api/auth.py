@@ -1,0 +1,66 @@
+"""The auth middleware: who is calling, may they call this route, and are they within quota.
+
+It reads the access a route declared in the route table (``http_api.routing``), so no handler
+checks permissions by hand: the caller's ``Principal`` is put on the request (``principal_of``)
+for handlers that need it (ownership of what they create, self-or-admin checks). Quotas are
+checked before the handler and charged after it with the bytes really moved: the request body
+for produce, the response body for fetch.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from aiohttp import web
+
+from http_api.keys import NODE
+from http_api.params import path_topic
+from http_api.routing import ROUTE_BY_HANDLER, TOPIC_ACCESS, Handler, Route
+from logbroker.auth.permissions import Principal
+from logbroker.errors import ForbiddenError
+
+PRINCIPAL: Final = "logbroker.principal"
+
+
+def principal_of(request: web.Request) -> Principal:
+    """The authenticated caller of ``request`` (set by ``auth_middleware``)."""
+    principal = request.get(PRINCIPAL)
+    assert isinstance(principal, Principal), "auth_middleware did not run for this route"
+    return principal
+
+
+@web.middleware
+async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    entry = ROUTE_BY_HANDLER.get(request.match_info.handler)
+    if entry is None or entry.access == "public":
+        return await handler(request)
+    auth = request.app[NODE].auth
+    principal = await auth.authenticate(request.headers.get("Authorization"))
+    request[PRINCIPAL] = principal
+    if not auth.enabled:
+        return await handler(request)
+    limits = await auth.limits_for(principal)
+    auth.admit_connection(principal, request.protocol, limits)
+    await _authorize(request, entry, principal)
+    if entry.quota is None:
+        return await handler(request)
+    auth.check_quota(principal, entry.quota, limits)
+    response = await handler(request)
+    size = len(await request.read()) if entry.quota == "produce" else (response.content_length or 0)
+    auth.quotas.charge(principal.name, entry.quota, limits, size)
+    return response
+
+
+async def _authorize(request: web.Request, entry: Route, principal: Principal) -> None:
+    if entry.access == "user":
+        return
+    if entry.access == "admin":
+        if not principal.is_admin:
+            raise ForbiddenError(f"{request.method} {entry.path} is for admins only")
+        return
+    if entry.access == "self":
+        if not principal.is_admin and request.match_info["name"] != principal.name:
+            raise ForbiddenError(f"{principal.name!r} may only see or change their own user")
+        return
+    action = TOPIC_ACCESS[entry.access]
+    await request.app[NODE].auth.authorize_topic(principal, path_topic(request), action)

@@ -1,0 +1,34 @@
+"""Typed RPC errors. A handler's error travels as its stable ``code`` (trailing metadata) plus a
+gRPC status; the caller gets an ``RpcCallError`` with the same code, so the node can rebuild its
+own error class by code, as the HTTP layer maps codes to statuses."""
+
+from __future__ import annotations
+
+from typing import Final
+
+import grpc
+
+ERROR_CODE_KEY: Final = "x-logbroker-error-code"
+RETRIABLE_STATUSES: Final = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED,
+                                       grpc.StatusCode.RESOURCE_EXHAUSTED})
+
+
+class RpcError(Exception):
+    code = "rpc_error"
+    retriable = False
+
+
+class RpcConfigError(RpcError):
+    """TLS files or the cluster token are missing or unreadable."""
+
+    code = "rpc_config"
+
+
+class RpcCallError(RpcError):
+    """A call failed: refused (authentication), unreachable, timed out, or the handler raised."""
+
+    def __init__(self, status: grpc.StatusCode, code: str, message: str) -> None:
+        super().__init__(f"{status.name} {code}: {message}")
+        self.status = status
+        self.code = code
+        self.retriable = status in RETRIABLE_STATUSES

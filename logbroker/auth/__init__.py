@@ -1,0 +1,1 @@
+"""Authentication (passwords, JWTs), authorization (ownership, ACLs) and quotas of the node."""

@@ -1,0 +1,59 @@
+"""Building the node's ``AuthService`` from its configuration.
+
+Signing keys come from ``jwt_keys_file`` (rotation), else ``jwt_secret``, else a random secret
+made once and kept in ``<data_dir>/jwt-secret`` (mode 0600), so a single node's tokens survive a
+restart with no set-up; nodes of a cluster must share a configured key instead.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+from typing import Final
+
+from coordinator.base import Coordinator
+from logbroker.auth.keys import KeyRing
+from logbroker.auth.quotas import QuotaLimits
+from logbroker.auth.service import AuthService
+from logbroker.auth.tokens import Tokens
+from logbroker.config import NodeConfig
+from segments.checkpoint import write_atomic
+
+log = logging.getLogger(__name__)
+LOCAL_SECRET_FILE: Final = "jwt-secret"
+LOCAL_SECRET_BYTES: Final = 48
+
+
+def key_ring(config: NodeConfig) -> KeyRing:
+    if config.jwt_keys_file:
+        return KeyRing.load(config.jwt_keys_file)
+    if config.jwt_secret:
+        return KeyRing.from_secret(config.jwt_secret, config.jwt_key_id)
+    return KeyRing.from_secret(_local_secret(config.data_dir), config.jwt_key_id)
+
+
+def _local_secret(data_dir: str) -> bytes:
+    path = os.path.join(data_dir, LOCAL_SECRET_FILE)
+    try:
+        with open(path, "rb") as f:
+            secret = f.read(1024).strip()
+        if len(secret) >= LOCAL_SECRET_BYTES:
+            return secret
+    except FileNotFoundError:
+        pass
+    os.makedirs(data_dir, exist_ok=True)
+    secret = secrets.token_urlsafe(LOCAL_SECRET_BYTES).encode()
+    write_atomic(path, secret, mode=0o600)
+    log.warning("no jwt_secret or jwt_keys_file configured: made a signing key for this node only "
+                "(configure a shared one for a cluster)", extra={"fields": {"path": path}})
+    return secret
+
+
+def build_auth(config: NodeConfig, coordinator: Coordinator) -> AuthService:
+    limits = QuotaLimits(config.quota_produce_bytes_per_s, config.quota_fetch_bytes_per_s,
+                         config.quota_connections_max)
+    def make_tokens() -> Tokens:
+        return Tokens(key_ring(config), ttl_s=config.token_ttl_s)
+
+    return AuthService(coordinator, make_tokens if config.auth == "on" else None, limits)

@@ -1,0 +1,246 @@
+"""The node's authentication and authorization: users, logins, token checks, topic permissions,
+quotas and connection limits, composed over the ``Coordinator`` (which stores users and ACLs).
+
+With authentication off (development only) every caller is ``ANONYMOUS_ADMIN`` and nothing is
+checked. With it on, a request's bearer token is verified (cached, see ``tokens``) and its
+subject must still be a stored user, whose current role applies (so deleting or demoting a user
+takes effect at once, not when their token expires). Password hashing runs in a small thread pool
+off the event loop, with a bound on logins waiting for it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Final
+
+from coordinator.base import Coordinator
+from coordinator.errors import UnknownTopicError, UnknownUserError
+from coordinator.models import TopicMetadata
+from coordinator.users import (
+    UserRecord,
+    validate_permissions,
+    validate_quotas,
+    validate_role,
+    validate_user_name,
+)
+from logbroker.auth.passwords import DUMMY_HASH, check_password, hash_password, validate_password
+from logbroker.auth.permissions import ANONYMOUS_ADMIN, Action, Principal, allowed
+from logbroker.auth.quotas import ConnectionCounter, QuotaKind, QuotaLimits, Quotas
+from logbroker.auth.tokens import Tokens
+from logbroker.errors import (
+    AuthenticationError,
+    ForbiddenError,
+    InvalidRequestError,
+    NotAvailableError,
+    TooManyRequestsError,
+)
+
+log = logging.getLogger(__name__)
+HASH_THREADS: Final = 2
+LOGINS_WAITING_MAX: Final = 64
+LOGIN_RETRY_AFTER_S: Final = 1.0
+BEARER: Final = "bearer "
+
+
+class AuthService:
+    def __init__(self, coordinator: Coordinator, make_tokens: Callable[[], Tokens] | None, limits: QuotaLimits, *,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        """``make_tokens`` None means authentication is off; it is called (keys are read) in ``start``."""
+        self.coordinator = coordinator
+        self._make_tokens = make_tokens
+        self.tokens: Tokens | None = None
+        self.limits = limits
+        self.quotas = Quotas(clock)
+        self.connections = ConnectionCounter()
+        self._hashing = ThreadPoolExecutor(max_workers=HASH_THREADS, thread_name_prefix="logbroker-scrypt")
+        self._logins = asyncio.Semaphore(LOGINS_WAITING_MAX)
+        self._waiting = 0
+
+    @property
+    def enabled(self) -> bool:
+        return self._make_tokens is not None
+
+    def start(self) -> None:
+        if self._make_tokens is not None and self.tokens is None:
+            self.tokens = self._make_tokens()
+
+    def _started_tokens(self) -> Tokens:
+        if self.tokens is None:
+            raise NotAvailableError("authentication is not ready yet")
+        return self.tokens
+
+    def close(self) -> None:
+        self._hashing.shutdown(wait=False, cancel_futures=True)
+
+    async def _hash(self, fn: Callable[..., Any], *args: Any) -> Any:
+        if self._waiting >= LOGINS_WAITING_MAX:
+            raise TooManyRequestsError("too many logins at once", retry_after_s=LOGIN_RETRY_AFTER_S)
+        self._waiting += 1
+        try:
+            async with self._logins:
+                return await asyncio.get_running_loop().run_in_executor(self._hashing, fn, *args)
+        finally:
+            self._waiting -= 1
+
+    # ---- users ---------------------------------------------------------------------------------
+
+    async def bootstrap_admin(self, name: str, password: str) -> bool:
+        """Create the first admin from configuration when no user of that name exists yet."""
+        if await self.coordinator.find_user(validate_user_name(name)) is not None:
+            return False
+        await self.create_user({"username": name, "password": password, "role": "admin"})
+        log.info("created the configured admin user", extra={"fields": {"user": name}})
+        return True
+
+    async def create_user(self, body: object) -> dict[str, Any]:
+        if not isinstance(body, dict):
+            raise InvalidRequestError("the request body must be a JSON object")
+        unknown = set(body) - {"username", "password", "role", "quotas"}
+        if unknown:
+            raise InvalidRequestError(f"unknown fields: {sorted(unknown)}")
+        name = validate_user_name(body.get("username"))
+        role = validate_role(body.get("role", "user"))
+        password = validate_password(body.get("password"))
+        quotas = validate_quotas(body.get("quotas", {}))
+        password_hash = await self._hash(hash_password, password)
+        user = UserRecord(name, role, password_hash, time.time_ns() // 1_000_000, quotas)
+        await self.coordinator.create_user(user)
+        return user.public()
+
+    async def user(self, name: str) -> UserRecord:
+        user = await self.coordinator.find_user(validate_user_name(name))
+        if user is None:
+            raise UnknownUserError(f"unknown user {name!r}")
+        return user
+
+    async def change_password(self, name: str, password: object) -> None:
+        user = await self.user(name)
+        password_hash = await self._hash(hash_password, validate_password(password))
+        await self.coordinator.update_user(UserRecord(user.name, user.role, password_hash, user.created_ms,
+                                                      user.quotas))
+
+    async def set_quotas(self, name: str, quotas: object) -> dict[str, Any]:
+        user = await self.user(name)
+        updated = UserRecord(user.name, user.role, user.password_hash, user.created_ms, validate_quotas(quotas))
+        await self.coordinator.update_user(updated)
+        return updated.public()
+
+    async def delete_user(self, caller: Principal, name: str, reassign_to: str | None) -> list[str]:
+        user = await self.user(name)
+        if user.name == caller.name:
+            raise ForbiddenError("an admin cannot delete their own user")
+        if reassign_to is not None:
+            validate_user_name(reassign_to)
+        return await self.coordinator.delete_user(user.name, reassign_to=reassign_to)
+
+    async def login(self, body: object) -> dict[str, Any]:
+        if not isinstance(body, dict):
+            raise InvalidRequestError("the request body must be a JSON object")
+        if not self.enabled:
+            raise InvalidRequestError("authentication is off on this node: no token is needed")
+        tokens = self._started_tokens()
+        name, password = body.get("username"), body.get("password")
+        if not isinstance(name, str) or not isinstance(password, str) or len(password) > 4096:
+            raise InvalidRequestError("username and password must be strings")
+        user = await self.coordinator.find_user(name) if len(name) <= 64 else None
+        ok = await self._hash(check_password, password, user.password_hash if user else DUMMY_HASH)
+        if user is None or not ok:
+            raise AuthenticationError("invalid username or password")
+        token, expires_in = tokens.issue(user.name, (user.role,))
+        return {"access_token": token, "token_type": "bearer", "expires_in": expires_in}
+
+    # ---- requests ------------------------------------------------------------------------------
+
+    async def authenticate(self, authorization: str | None) -> Principal:
+        """The caller of a request from its ``Authorization`` header."""
+        if not self.enabled:
+            return ANONYMOUS_ADMIN
+        tokens = self._started_tokens()
+        if not authorization:
+            raise AuthenticationError("this call needs a bearer token (POST /v1/auth/token)")
+        if authorization[:len(BEARER)].lower() != BEARER:
+            raise AuthenticationError("the Authorization header must be 'Bearer <token>'")
+        claims = tokens.verify(authorization[len(BEARER):].strip())
+        user = await self.coordinator.find_user(claims.subject)
+        if user is None:
+            raise AuthenticationError(f"the token's user {claims.subject!r} no longer exists")
+        return Principal(user.name, user.role)
+
+    async def authorize_topic(self, principal: Principal, topic: str, action: Action) -> TopicMetadata:
+        """The topic's metadata when ``principal`` may do ``action`` to it, else ``ForbiddenError``.
+        An unknown topic is 404 only to callers who could see it if it existed (admins); others get
+        403 as well, so names cannot be probed."""
+        try:
+            meta = await self.coordinator.get_topic(topic)
+        except UnknownTopicError:
+            if principal.is_admin:
+                raise
+            raise ForbiddenError(f"{principal.name!r} may not {action} {topic!r}") from None
+        if principal.is_admin or meta.owner == principal.name:
+            return meta
+        acl = await self.coordinator.get_acl(topic)
+        if not allowed(principal, action, meta.owner, acl):
+            raise ForbiddenError(f"{principal.name!r} may not {action} {topic!r}")
+        return meta
+
+    async def visible(self, principal: Principal, topics: list[TopicMetadata]) -> list[TopicMetadata]:
+        """The topics ``principal`` may describe."""
+        if principal.is_admin:
+            return topics
+        out = []
+        for meta in topics:
+            if meta.owner == principal.name or allowed(principal, "describe", meta.owner,
+                                                       await self.coordinator.get_acl(meta.name)):
+                out.append(meta)
+        return out
+
+    async def set_acl(self, topic: str, body: object) -> dict[str, Any]:
+        if not isinstance(body, dict) or set(body) - {"user", "permissions"}:
+            raise InvalidRequestError("the body must be {\"user\": name, \"permissions\": [\"read\", \"write\"]}")
+        user = validate_user_name(body.get("user"))
+        permissions = validate_permissions(body.get("permissions"))
+        await self.coordinator.set_acl(topic, user, permissions)
+        return await self.describe_acl(topic)
+
+    async def describe_acl(self, topic: str) -> dict[str, Any]:
+        meta = await self.coordinator.get_topic(topic)
+        acl = await self.coordinator.get_acl(topic)
+        return {"topic": topic, "owner": meta.owner,
+                "acl": [{"user": u, "permissions": sorted(p)} for u, p in sorted(acl.items())]}
+
+    async def topics_of(self, name: str) -> dict[str, Any]:
+        """What ``name`` owns, and the grants they hold on other topics."""
+        await self.user(name)
+        owned, grants = [], []
+        for meta in await self.coordinator.list_topics():
+            if meta.owner == name:
+                owned.append(meta.name)
+                continue
+            granted = (await self.coordinator.get_acl(meta.name)).get(name)
+            if granted:
+                grants.append({"topic": meta.name, "permissions": sorted(granted)})
+        return {"user": name, "topics": owned, "grants": grants}
+
+    # ---- quotas --------------------------------------------------------------------------------
+
+    async def limits_for(self, principal: Principal) -> QuotaLimits:
+        if not self.enabled:
+            return QuotaLimits()
+        user = await self.coordinator.find_user(principal.name)
+        return self.limits.override(user.quotas) if user is not None and user.quotas else self.limits
+
+    def check_quota(self, principal: Principal, kind: QuotaKind, limits: QuotaLimits) -> None:
+        delay = self.quotas.delay_s(principal.name, kind, limits)
+        if delay > 0:
+            raise TooManyRequestsError(f"{principal.name!r} is over their {kind} quota of "
+                                       f"{limits.rate(kind)} bytes/s", retry_after_s=math.ceil(delay * 1000) / 1000)
+
+    def admit_connection(self, principal: Principal, connection: Any, limits: QuotaLimits) -> None:
+        if not self.connections.admit(principal.name, connection, limits.connections_max):
+            raise TooManyRequestsError(f"{principal.name!r} already has {limits.connections_max} connections open",
+                                       retry_after_s=LOGIN_RETRY_AFTER_S)

@@ -1,0 +1,64 @@
+"""The node's internal RPC service (``logbroker.Node``) and the rule for when it is served.
+
+With authentication on, the internal RPC is served only behind mutual TLS and a cluster token:
+a single node with the embedded coordinator and no TLS configured serves no RPC at all (nothing
+needs it), and a clustered node without TLS refuses to start. With authentication off
+(development) it is served, with TLS and a token only if configured.
+
+Methods: ``Ping`` -> ``{node_id}``; ``Fetch {topic, partition, offset, max_bytes}`` -> ``{data,
+next_offset, high_watermark}`` (whole batches below the high watermark, as the HTTP fetch).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Final
+
+from internal_rpc.security import TlsFiles
+from internal_rpc.server import Method
+from logbroker.config import NodeConfig
+from logbroker.errors import InvalidRequestError
+
+if TYPE_CHECKING:
+    from logbroker.node import Node
+
+SERVICE: Final = "logbroker.Node"
+FETCH_BYTES_MAX: Final = 16 * 1024 * 1024
+
+
+def rpc_security(config: NodeConfig) -> tuple[bool, TlsFiles | None, str | None]:
+    """Whether to serve RPC, with which TLS files and which cluster token."""
+    tls = TlsFiles(config.rpc_tls_ca_file, config.rpc_tls_cert_file, config.rpc_tls_key_file) \
+        if config.rpc_tls_ca_file else None
+    token = config.cluster_token or None
+    if config.auth == "off":
+        return True, tls, token
+    if tls is None:
+        if config.coordinator != "local":
+            raise InvalidRequestError("configuration: with auth on, a cluster's internal RPC needs mutual TLS "
+                                      "(rpc_tls_ca_file, rpc_tls_cert_file, rpc_tls_key_file; see logbroker certs)")
+        return False, None, None
+    if token is None:
+        raise InvalidRequestError("configuration: with auth on, the internal RPC needs cluster_token as well")
+    return True, tls, token
+
+
+def _field(request: dict[str, Any], name: str, kind: type) -> Any:
+    value = request.get(name)
+    if not isinstance(value, kind) or isinstance(value, bool):
+        raise InvalidRequestError(f"{name} must be {kind.__name__}")
+    return value
+
+
+def node_service(node: Node) -> dict[str, Method]:
+    async def ping(request: dict[str, Any]) -> dict[str, Any]:
+        return {"node_id": node.config.node_id}
+
+    async def fetch(request: dict[str, Any]) -> dict[str, Any]:
+        topic, partition = _field(request, "topic", str), _field(request, "partition", int)
+        offset, max_bytes = _field(request, "offset", int), _field(request, "max_bytes", int)
+        if offset < 0 or not 0 < max_bytes <= FETCH_BYTES_MAX:
+            raise InvalidRequestError(f"offset must be >= 0 and max_bytes in [1, {FETCH_BYTES_MAX}]")
+        result, high_watermark = await node.fetch(topic, partition, offset, max_bytes, 0)
+        return {"data": bytes(result.data), "next_offset": result.next_offset, "high_watermark": high_watermark}
+
+    return {"Ping": ping, "Fetch": fetch}

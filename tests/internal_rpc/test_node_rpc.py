@@ -1,0 +1,141 @@
+"""The node's internal RPC behind mutual TLS and the cluster token: a client with the cluster's
+certificate and token reads from the node; without the certificate, with one from another CA,
+in plaintext, or without the token, it is refused."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import grpc
+import pytest
+
+from internal_rpc.client import RpcClient
+from internal_rpc.errors import RpcCallError
+from internal_rpc.security import TlsFiles
+from tests.conftest import ROOT
+from tests.http_api.conftest import Http
+from tests.support.auth import ADMIN, ADMIN_PASSWORD, AUTH_ARGS, bearer, login
+from tests.support.nodes import NodeProcess
+
+TOKEN = "cluster-token-for-tests"
+SERVICE = "logbroker.Node"
+
+
+def make_certs(out) -> None:
+    result = subprocess.run([sys.executable, "-m", "logbroker", "certs", "--out", str(out), "--nodes", "1,2"],
+                            capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert result.returncode == 0, result.stderr
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory):
+    cluster, other = tmp_path_factory.mktemp("cluster-ca"), tmp_path_factory.mktemp("other-ca")
+    make_certs(cluster)
+    make_certs(other)
+    return cluster, other
+
+
+@pytest.fixture(scope="module")
+def node(tmp_path_factory, certs) -> Iterator[NodeProcess]:
+    cluster, _ = certs
+    with NodeProcess(str(tmp_path_factory.mktemp("rpc-node")), *AUTH_ARGS,
+                     "--rpc-tls-ca-file", str(cluster / "ca.pem"), "--rpc-tls-cert-file", str(cluster / "node-1.pem"),
+                     "--rpc-tls-key-file", str(cluster / "node-1.key"), "--cluster-token", TOKEN) as process:
+        yield process
+
+
+@pytest.fixture(scope="module")
+def rpc_address(node) -> str:
+    http = Http(node.url)
+    token = login(http, ADMIN, ADMIN_PASSWORD)
+    http.json("POST", "/v1/topics", 201, body={"name": "rpc.t"}, headers=bearer(token))
+    http.json("POST", "/v1/topics/rpc.t/records", body={"records": [{"value": "hello", "partition": 0}]},
+              headers=bearer(token))
+    (me,) = http.json("GET", "/v1/cluster", headers=bearer(token))["nodes"]
+    assert me["rpc_address"].startswith("127.0.0.1:")
+    return str(me["rpc_address"])
+
+
+def call(address: str, method: str, request: dict, *, tls: TlsFiles | None, token: str | None):
+    async def run():
+        async with RpcClient(address, tls=tls, cluster_token=token, deadline_s=5) as client:
+            return await client.call(SERVICE, method, request)
+
+    return asyncio.run(run())
+
+
+def files(directory, name: str = "node-2") -> TlsFiles:
+    return TlsFiles(str(directory / "ca.pem"), str(directory / f"{name}.pem"), str(directory / f"{name}.key"))
+
+
+def test_cluster_certificate_and_token_read_from_the_node(certs, rpc_address):
+    cluster, _ = certs
+    assert call(rpc_address, "Ping", {}, tls=files(cluster), token=TOKEN) == {"node_id": 1}
+    fetched = call(rpc_address, "Fetch", {"topic": "rpc.t", "partition": 0, "offset": 0, "max_bytes": 65536},
+                   tls=files(cluster), token=TOKEN)
+    assert fetched["next_offset"] == 1 and fetched["high_watermark"] == 1 and b"hello" in fetched["data"]
+    with pytest.raises(RpcCallError) as bad:
+        call(rpc_address, "Fetch", {"topic": "rpc.t", "partition": "0", "offset": 0, "max_bytes": 1},
+             tls=files(cluster), token=TOKEN)
+    assert bad.value.code == "invalid_request" and not bad.value.retriable
+    with pytest.raises(RpcCallError) as unknown:
+        call(rpc_address, "Fetch", {"topic": "nope", "partition": 0, "offset": 0, "max_bytes": 1},
+             tls=files(cluster), token=TOKEN)
+    assert unknown.value.code == "unknown_topic"
+
+
+def test_wrong_or_missing_token_is_refused(certs, rpc_address):
+    cluster, _ = certs
+    for token in (None, "wrong-token", ""):
+        with pytest.raises(RpcCallError) as refused:
+            call(rpc_address, "Ping", {}, tls=files(cluster), token=token)
+        assert refused.value.status == grpc.StatusCode.UNAUTHENTICATED
+
+
+def test_clients_without_the_cluster_certificate_are_refused(certs, rpc_address, tmp_path):
+    cluster, other = certs
+    with pytest.raises(RpcCallError) as other_ca:
+        call(rpc_address, "Ping", {}, tls=files(other), token=TOKEN)
+    assert other_ca.value.status == grpc.StatusCode.UNAVAILABLE
+    mixed = TlsFiles(str(cluster / "ca.pem"), str(other / "node-2.pem"), str(other / "node-2.key"))
+    with pytest.raises(RpcCallError) as foreign_cert:
+        call(rpc_address, "Ping", {}, tls=mixed, token=TOKEN)
+    assert foreign_cert.value.status == grpc.StatusCode.UNAVAILABLE
+    with pytest.raises(RpcCallError) as plaintext:
+        call(rpc_address, "Ping", {}, tls=None, token=TOKEN)
+    assert plaintext.value.status == grpc.StatusCode.UNAVAILABLE
+
+    async def server_auth_only():
+        channel = grpc.aio.secure_channel(rpc_address, grpc.ssl_channel_credentials(
+            root_certificates=(cluster / "ca.pem").read_bytes()))
+        try:
+            stub = channel.unary_unary(f"/{SERVICE}/Ping", request_serializer=lambda m: b"\x80",
+                                       response_deserializer=lambda b: b)
+            await stub({}, timeout=5, metadata=(("x-logbroker-cluster-token", TOKEN),))
+        finally:
+            await channel.close()
+
+    with pytest.raises(grpc.aio.AioRpcError) as no_client_cert:
+        asyncio.run(server_auth_only())
+    assert no_client_cert.value.code() == grpc.StatusCode.UNAVAILABLE
+
+
+def test_rpc_security_rules(tmp_path):
+    from logbroker.config import NodeConfig
+    from logbroker.errors import InvalidRequestError
+    from logbroker.rpc_service import rpc_security
+
+    tls = {"rpc_tls_ca_file": "ca", "rpc_tls_cert_file": "c", "rpc_tls_key_file": "k"}
+    assert rpc_security(NodeConfig(auth="off"))[0] is True
+    assert rpc_security(NodeConfig(auth="on")) == (False, None, None)
+    with pytest.raises(InvalidRequestError, match="mutual TLS"):
+        rpc_security(NodeConfig(auth="on", coordinator="etcd://127.0.0.1:2379"))
+    with pytest.raises(InvalidRequestError, match="cluster_token"):
+        rpc_security(NodeConfig(auth="on", **tls))
+    serve, files_, token = rpc_security(NodeConfig(auth="on", cluster_token="t", **tls))
+    assert serve and files_ == TlsFiles("ca", "c", "k") and token == "t"
+    with pytest.raises(InvalidRequestError, match="go together"):
+        NodeConfig(rpc_tls_ca_file="ca")
