@@ -44,7 +44,8 @@ run: $(STAMP)
 
 # The Spark example pipeline against `make run`'s broker (start that first, in another terminal).
 spark-example: $(STAMP) system-deps
-	$(PY) -m spark_connector.examples.events_per_minute --url $(RUN_URL) --seed 5000 --once
+	$(PY) -m spark_connector.examples.events_per_minute --url $(RUN_URL) --seed 5000 --once \
+		--username $(DEV_ADMIN) --password $(DEV_PASSWORD)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis *.egg-info

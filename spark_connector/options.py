@@ -33,10 +33,12 @@ DISPLAY: Final = {
     "minpartitions": "minPartitions", "timeoutseconds": "timeoutSeconds", "batchbytes": "batchBytes",
 }
 READ_OPTIONS: Final = frozenset({
-    "topic", "path", "url", "token", "startingoffsets", "endingoffsets", "startingtimestamp",
+    "topic", "path", "url", "token", "username", "password", "startingoffsets", "endingoffsets", "startingtimestamp",
     "maxoffsetspertrigger", "failondataloss", "minpartitions", "timeoutseconds",
 })
-WRITE_OPTIONS: Final = frozenset({"topic", "url", "token", "acks", "batchbytes", "timeoutseconds", "path"})
+WRITE_OPTIONS: Final = frozenset({
+    "topic", "url", "token", "username", "password", "acks", "batchbytes", "timeoutseconds", "path",
+})
 
 # Per-partition start/end: a concrete offset, or EARLIEST/LATEST (Kafka's -2/-1 in JSON).
 OffsetSpec = Literal["earliest", "latest"] | dict[int, int]
@@ -51,6 +53,8 @@ class Location:
     url: str = ""
     token: str | None = None
     timeout_s: float = HTTP_TIMEOUT_S_DEFAULT
+    username: str | None = None
+    password: str | None = None
 
     @property
     def direct(self) -> bool:
@@ -145,16 +149,22 @@ def _location(opts: Mapping[str, str], *, allow_path: bool) -> Location:
         wanted = "path (data directories) or url (a node's HTTP address)" if allow_path else "url (a node's address)"
         raise OptionError(f"say where the records are: {wanted}")
     token = opts.get("token") or None
+    username, password = opts.get("username") or None, opts.get("password") or None
     if path:
-        if token is not None:
-            raise OptionError("token is for url (HTTP) access; a direct read of path needs none")
+        if token is not None or username is not None or password is not None:
+            raise OptionError("token, username and password are for url (HTTP) access; a direct read of path "
+                              "needs none (it reads files)")
         dirs = tuple(d.strip() for d in path.split(",") if d.strip())
         if not dirs:
             raise OptionError(f"path {path!r} names no directory")
         return Location(data_dirs=dirs, timeout_s=timeout_s)
     if not url.startswith(("http://", "https://")):
         raise OptionError(f"url must start with http:// or https://, not {url!r}")
-    return Location(url=url.rstrip("/"), token=token, timeout_s=timeout_s)
+    if (username is None) != (password is None):
+        raise OptionError("username and password go together")
+    if token is not None and username is not None:
+        raise OptionError("give either token or username and password, not both")
+    return Location(url=url.rstrip("/"), token=token, timeout_s=timeout_s, username=username, password=password)
 
 
 def _offsets_option(opts: Mapping[str, str], name: str, topic: str, default: str, *, allow_latest: bool,

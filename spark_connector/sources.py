@@ -17,7 +17,7 @@ from segments.reader import SegmentReader, high_watermarks, partition_directorie
 from segments.scan import BatchScan
 from segments.segment import LOG_SUFFIX, segment_file_name
 from spark_connector.errors import ReadError, TopicNotFoundError
-from spark_connector.http import HttpClient, HttpError
+from spark_connector.http import HttpClient, HttpError, client_for
 from spark_connector.offsets import Bounds
 from spark_connector.options import Location
 
@@ -103,7 +103,7 @@ class HttpSource:
         self.location = location
 
     def _client(self) -> HttpClient:
-        return HttpClient(self.location.url, token=self.location.token, timeout_s=self.location.timeout_s)
+        return client_for(self.location)
 
     def bounds(self) -> dict[int, Bounds]:
         with self._client() as client:

@@ -25,7 +25,7 @@ from segments.errors import OffsetOutOfRangeError, StorageError
 from segments.reader import SegmentReader
 from spark_connector.arrow import ArrowBuilder
 from spark_connector.errors import DataLossError, ReadError
-from spark_connector.http import HttpClient, HttpError
+from spark_connector.http import HttpError, client_for
 from spark_connector.options import Location
 
 log = logging.getLogger(__name__)
@@ -87,7 +87,7 @@ def _read_direct(task: ReadTask) -> Iterator[pa.RecordBatch]:
 def _read_http(task: ReadTask) -> Iterator[pa.RecordBatch]:
     builder = ArrowBuilder(task.topic, task.partition, task.start, task.end)
     location = task.location
-    with HttpClient(location.url, token=location.token, timeout_s=location.timeout_s) as client:
+    with client_for(location) as client:
         offset = task.start
         while offset < task.end:
             try:

@@ -34,7 +34,7 @@ from pyspark.sql.types import (
 from logbroker.records import key_partition
 from segments.batch import ProducerRecord, encode_batch
 from spark_connector.errors import OptionError, TopicNotFoundError, WriteError
-from spark_connector.http import HttpClient, HttpError
+from spark_connector.http import HttpClient, HttpError, client_for
 from spark_connector.options import WriteOptions
 
 RECORD_OVERHEAD_BYTES: Final = 16
@@ -81,7 +81,7 @@ def _headers_type_ok(kind: DataType) -> bool:
 
 def partition_count(options: WriteOptions) -> int:
     location = options.location
-    with HttpClient(location.url, token=location.token, timeout_s=location.timeout_s) as client:
+    with client_for(location) as client:
         try:
             described = client.json("GET", f"/v1/topics/{options.topic}")
         except HttpError as exc:
@@ -96,9 +96,7 @@ class _ProduceMixin:
     partitions: int
 
     def _produce(self, batches: Iterator[pa.RecordBatch]) -> Written:
-        location = self.options.location
-        sender = _Sender(HttpClient(location.url, token=location.token, timeout_s=location.timeout_s),
-                         self.options, self.partitions)
+        sender = _Sender(client_for(self.options.location), self.options, self.partitions)
         try:
             for batch in batches:
                 sender.add(batch)

@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import datetime
+import json
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+from spark_connector.http import HttpClient
 from tests.spark_connector.conftest import aged_topic, create_topic, produce, wait_for_checkpoint
+from tests.support.auth import ADMIN, ADMIN_PASSWORD, AUTH_ARGS
+from tests.support.nodes import NodeProcess
 
 TOPIC = "orders"
 PARTITIONS = 4
@@ -173,3 +178,29 @@ def test_fail_on_data_loss_decides_about_records_deleted_by_retention(spark, nod
         _reader(spark, node, mode, topic=topic, startingOffsets=starting).collect()
     rows = _reader(spark, node, mode, topic=topic, startingOffsets=starting, failOnDataLoss="false").collect()
     assert sorted(r.offset for r in rows) == list(range(earliest, latest))
+
+
+@pytest.fixture(scope="module")
+def auth_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeProcess]:
+    with NodeProcess(str(tmp_path_factory.mktemp("auth-node") / "data"), *AUTH_ARGS) as process:
+        yield process
+
+
+def test_http_reads_and_writes_authenticate_with_a_token_or_a_password(spark, auth_node):
+    with HttpClient(auth_node.url, username=ADMIN, password=ADMIN_PASSWORD) as client:
+        body = json.dumps({"name": "secured", "partitions": 2}).encode()
+        client.request("POST", "/v1/topics", body=body, headers={"Content-Type": "application/json"})
+        token = client.json("POST", "/v1/auth/token", body=json.dumps(
+            {"username": ADMIN, "password": ADMIN_PASSWORD}).encode(),
+            headers={"Content-Type": "application/json"})["access_token"]
+    df = spark.createDataFrame([(f"k{i}", f"v{i}") for i in range(20)], "key string, value string")
+    df.write.format("logbroker").option("topic", "secured").option("url", auth_node.url) \
+        .option("username", ADMIN).option("password", ADMIN_PASSWORD).mode("append").save()
+    reader = spark.read.format("logbroker").option("topic", "secured").option("url", auth_node.url)
+    with_token = reader.option("token", token).load().collect()
+    assert sorted(r.value for r in with_token) == sorted(f"v{i}".encode() for i in range(20))
+    with_password = spark.read.format("logbroker").option("topic", "secured").option("url", auth_node.url) \
+        .option("username", ADMIN).option("password", ADMIN_PASSWORD).load().collect()
+    assert len(with_password) == 20
+    with pytest.raises(Exception, match="401"):
+        spark.read.format("logbroker").option("topic", "secured").option("url", auth_node.url).load().collect()

@@ -105,9 +105,10 @@ def test_example_pipeline_counts_every_event_into_the_topic_and_parquet(spark, n
     args = example.build_parser().parse_args([
         "--url", node.url, "--once", "--max-per-trigger", "700", "--parquet", str(tmp_path / "pq"),
         "--checkpoint", str(tmp_path / "checkpoint")])
-    example.ensure_topic(node.url, args.events_topic, 3)
-    example.ensure_topic(node.url, args.counts_topic, 3)
-    example.seed(node.url, args.events_topic, 2000, 3)
+    with example.client_for(example.location(args)) as client:
+        example.ensure_topic(client, args.events_topic, 3)
+        example.ensure_topic(client, args.counts_topic, 3)
+        example.seed(client, args.events_topic, 2000, 3)
     wait_for_checkpoint(node, args.events_topic)
     query = example.build_query(spark, args).start()
     assert query.awaitTermination(WAIT_S)
