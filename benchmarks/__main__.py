@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from benchmarks import auth_bench, groups_bench, log_bench, node_bench, queue_bench
+from benchmarks import auth_bench, groups_bench, log_bench, node_bench, queue_bench, spark_bench
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -19,6 +19,10 @@ def main(argv: list[str] | None = None) -> int:
     node.add_argument("--quick", action="store_true", help="a short run")
     node.add_argument("--out", default=None, help="directory for node.json (default benchmarks/results)")
     node.add_argument("--work-dir", default=None, help="where the node keeps its data (default: cwd)")
+    spark = sub.add_parser("spark", help="Spark batch read: segment files directly against HTTP")
+    spark.add_argument("--quick", action="store_true", help="1 million records instead of 10 million")
+    spark.add_argument("--out", default=None, help="directory for spark.json (default benchmarks/results)")
+    spark.add_argument("--work-dir", default=None, help="where the node keeps its data (default: a temp dir)")
     auth = sub.add_parser("auth", help="produce and consume with auth on against auth off, side by side")
     auth.add_argument("--quick", action="store_true", help="a short run")
     auth.add_argument("--out", default=None, help="directory for auth.json (default benchmarks/results)")
@@ -34,6 +38,8 @@ def main(argv: list[str] | None = None) -> int:
         log_bench.run(quick=args.quick, out_dir=args.out, work_dir=args.work_dir)
     elif args.scenario == "node":
         node_bench.run(quick=args.quick, out_dir=args.out, work_dir=args.work_dir)
+    elif args.scenario == "spark":
+        spark_bench.run(quick=args.quick, out_dir=args.out, work_dir=args.work_dir)
     elif args.scenario == "auth":
         auth_bench.run(quick=args.quick, out_dir=args.out, work_dir=args.work_dir)
     elif args.scenario == "groups":
