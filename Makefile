@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 QUICK ?=
 
-.PHONY: test lint bench bench-deps run system-deps clean
+.PHONY: test lint bench bench-deps bench-node run system-deps clean spark-example
 
 $(STAMP): setup.cfg pyproject.toml
 	scripts/bootstrap-venv.sh
@@ -36,6 +36,14 @@ bench-deps: $(BENCH_STAMP)
 bench: bench-deps
 	$(PY) -m benchmarks all $(if $(QUICK),--quick,)
 
+# LogBroker's own benchmarks (no peers): the log, one node, groups, queues, Spark.
+bench-node: $(STAMP)
+	$(PY) -m benchmarks log $(if $(QUICK),--quick,)
+	$(PY) -m benchmarks node $(if $(QUICK),--quick,)
+	$(PY) -m benchmarks groups $(if $(QUICK),--quick,)
+	$(PY) -m benchmarks queue $(if $(QUICK),--quick,)
+	$(PY) -m benchmarks spark $(if $(QUICK),--quick,)
+
 RUN_URL := http://127.0.0.1:8080
 DEV_ADMIN := admin
 DEV_PASSWORD := dev-admin-password
@@ -52,6 +60,11 @@ run: $(STAMP)
 	@echo "  CLI:    export LOGBROKER_USER=$(DEV_ADMIN) LOGBROKER_PASSWORD=$(DEV_PASSWORD); .venv/bin/logbroker topic list"
 	$(PY) -m logbroker serve --node-id 1 --http-host 127.0.0.1 --http-port 8080 --coordinator local --auth on \
 		--admin-user $(DEV_ADMIN) --admin-password $(DEV_PASSWORD)
+
+# The Spark example pipeline against `make run`'s broker (start that first, in another terminal).
+spark-example: $(STAMP) system-deps
+	$(PY) -m spark_connector.examples.events_per_minute --url $(RUN_URL) --seed 5000 --once \
+		--username $(DEV_ADMIN) --password $(DEV_PASSWORD)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis *.egg-info

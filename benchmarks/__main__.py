@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from benchmarks import auth_bench, log_bench, node_bench
+from benchmarks import auth_bench, groups_bench, log_bench, node_bench, queue_bench, spark_bench
 from benchmarks.results import DEFAULT_OUT_DIR
 
 STANDARD = ("produce", "consume", "latency", "idle", "queue")
@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
                        ("consume", "consume throughput from the start of a full log"),
                        ("latency", "end-to-end latency p50/p99/p99.9 at 1k, 5k and 20k records/s"),
                        ("idle", "produce while many idle long-poll consumers wait"),
-                       ("queue", "queue receive+ack throughput")):
+                       ("queues", "queue receive+ack throughput (queue: LogBroker alone)")):
         p = sub.add_parser(name, help=text)
         p.add_argument("--quick", action="store_true", help="a short run (all: under two minutes)")
         p.add_argument("--out", default=DEFAULT_OUT_DIR, help="directory for results, REPORT.md and plots")
@@ -51,24 +51,42 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--quick", action="store_true", help="a short run")
         p.add_argument("--out", default=None, help=f"directory for {name}.json (default benchmarks/results)")
         p.add_argument("--work-dir", default=None, help="where to write data (default: cwd)")
+    spark = sub.add_parser("spark", help="Spark batch read: segment files directly against HTTP")
+    spark.add_argument("--quick", action="store_true", help="1 million records instead of 10 million")
+    spark.add_argument("--out", default=None, help="directory for spark.json (default benchmarks/results)")
+    spark.add_argument("--work-dir", default=None, help="where the node keeps its data (default: a temp dir)")
     auth = sub.add_parser("auth", help="produce and consume with auth on against auth off, side by side")
     auth.add_argument("--quick", action="store_true", help="a short run")
     auth.add_argument("--out", default=None, help="directory for auth.json (default benchmarks/results)")
     auth.add_argument("--work-dir", default=None, help="where the nodes keep their data (default: cwd)")
+    for name, help_text in (("groups", "consumer group consumption: 3 members over 6 partitions"),
+                            ("queue", "queue receive + ack with 4 workers, batches of 100")):
+        scenario = sub.add_parser(name, help=help_text)
+        scenario.add_argument("--quick", action="store_true", help="a short run")
+        scenario.add_argument("--out", default=None, help=f"directory for {name}.json (default benchmarks/results)")
+        scenario.add_argument("--work-dir", default=None, help="where the node keeps its data (default: cwd)")
     args = parser.parse_args(argv)
     if args.scenario == "log":
         log_bench.run(quick=args.quick, out_dir=args.out, work_dir=args.work_dir)
     elif args.scenario == "node":
         node_bench.run(quick=args.quick, out_dir=args.out, work_dir=args.work_dir)
+    elif args.scenario == "spark":
+        spark_bench.run(quick=args.quick, out_dir=args.out, work_dir=args.work_dir)
     elif args.scenario == "auth":
         auth_bench.run(quick=args.quick, out_dir=args.out, work_dir=args.work_dir)
+    elif args.scenario == "groups":
+        groups_bench.run(quick=args.quick, out_dir=args.out, work_dir=args.work_dir)
+    elif args.scenario == "queue":
+        queue_bench.run(quick=args.quick, out_dir=args.out, work_dir=args.work_dir)
     elif args.scenario == "report":
         return _report(args.out)
     else:
         from benchmarks import harness, plan
 
         systems = args.systems if isinstance(args.systems, list) else _systems(args.systems)
-        scenarios = STANDARD if args.scenario == "all" else (args.scenario,)
+        # "queues" is the peer comparison of the harness's "queue" scenario ("queue" alone is
+        # LogBroker's own queue benchmark).
+        scenarios = STANDARD if args.scenario == "all" else ("queue" if args.scenario == "queues" else args.scenario,)
         command = "make bench" + (" QUICK=1" if args.quick else "") if args.scenario == "all" else \
             "python -m benchmarks " + " ".join(sys.argv[1:] if argv is None else argv)
         harness.run(scenarios, systems, plan.QUICK if args.quick else plan.FULL, quick=args.quick,

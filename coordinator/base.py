@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import abc
 
+from coordinator.errors import InvalidTopicError
 from coordinator.models import NodeInfo, PartitionState, TopicMetadata, TopicSpec
 from coordinator.users import Acl, UserRecord
 
@@ -33,6 +34,12 @@ class Coordinator(abc.ABC):
     @abc.abstractmethod
     async def delete_topic(self, name: str) -> TopicMetadata:
         """Delete a topic and return what it was (raises ``UnknownTopicError``)."""
+
+    async def add_partitions(self, name: str, partitions: int) -> TopicMetadata:
+        """Raise the partition count of a topic to ``partitions`` (raises ``UnknownTopicError``,
+        ``InvalidTopicError`` when it is not more than now). Coordinators that cannot do it yet
+        say so with ``InvalidTopicError``."""
+        raise InvalidTopicError("this coordinator cannot add partitions yet")
 
     @abc.abstractmethod
     async def get_topic(self, name: str) -> TopicMetadata:

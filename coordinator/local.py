@@ -27,7 +27,7 @@ from coordinator.errors import (
     UserExistsError,
     UserOwnsTopicsError,
 )
-from coordinator.models import NodeInfo, PartitionState, TopicMetadata, TopicSpec
+from coordinator.models import PARTITIONS_MAX, NodeInfo, PartitionState, TopicMetadata, TopicSpec
 from coordinator.users import Acl, UserRecord, acl_from_json, acl_to_json
 from segments.checkpoint import write_atomic
 
@@ -118,6 +118,18 @@ class LocalCoordinator(Coordinator):
             self._commit_locked(_State({n: t for n, t in state.topics.items() if n != name}, state.users,
                                        {t: a for t, a in state.acls.items() if t != name}))
             return meta
+
+    async def add_partitions(self, name: str, partitions: int) -> TopicMetadata:
+        async with self._lock:
+            meta = self._topic(name)
+            if isinstance(partitions, bool) or not isinstance(partitions, int) \
+                    or not meta.partitions < partitions <= PARTITIONS_MAX:
+                raise InvalidTopicError(f"{name!r} has {meta.partitions} partitions; the new count must be an "
+                                        f"integer in ({meta.partitions}, {PARTITIONS_MAX}], not {partitions!r}")
+            grown = dataclasses.replace(meta, partitions=partitions)
+            state = self._state
+            self._commit_locked(dataclasses.replace(state, topics={**state.topics, name: grown}))
+            return grown
 
     async def get_topic(self, name: str) -> TopicMetadata:
         return self._topic(name)

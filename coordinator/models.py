@@ -24,6 +24,9 @@ REPLICATION_FACTOR_MAX: Final = 16
 QUEUE_CONFIG_KEYS: Final = frozenset({"max_deliveries", "dead_letter_topic", "visibility_timeout_ms"})
 DEAD_LETTER_SUFFIX: Final = ".dlq"
 MAX_DELIVERIES_DEFAULT: Final = 5
+VISIBILITY_TIMEOUT_MS_DEFAULT: Final = 30_000
+VISIBILITY_TIMEOUT_MS_MIN: Final = 10
+VISIBILITY_TIMEOUT_MS_MAX: Final = 12 * 3600 * 1000
 
 
 def validate_name(name: object, *, what: str = "topic", internal: bool = False) -> str:
@@ -87,10 +90,16 @@ class TopicSpec:
                                     what="dead letter topic")
         if dead_letter == self.name:
             raise InvalidTopicError("a queue cannot be its own dead letter topic")
+        visibility = self.config.get("visibility_timeout_ms", VISIBILITY_TIMEOUT_MS_DEFAULT)
+        if isinstance(visibility, bool) or not isinstance(visibility, int) \
+                or not VISIBILITY_TIMEOUT_MS_MIN <= visibility <= VISIBILITY_TIMEOUT_MS_MAX:
+            raise InvalidTopicError(f"visibility_timeout_ms must be an integer in [{VISIBILITY_TIMEOUT_MS_MIN}, "
+                                    f"{VISIBILITY_TIMEOUT_MS_MAX}], not {visibility!r}")
         return {
             "max_deliveries": _positive_int(self.config.get("max_deliveries", MAX_DELIVERIES_DEFAULT),
                                             "max_deliveries", 1000),
             "dead_letter_topic": dead_letter,
+            "visibility_timeout_ms": visibility,
         }
 
 

@@ -17,12 +17,13 @@ from typing import Final
 
 from aiohttp import web
 
-from http_api import ops, records, topics, users  # noqa: F401  (registers the routes)
+from http_api import groups, ops, queues, records, streams, topics, users  # noqa: F401  (registers the routes)
 from http_api.auth import auth_middleware
 from http_api.errors import Handler, error_middleware
-from http_api.keys import EXECUTOR, NODE, SENDFILE
+from http_api.keys import EXECUTOR, NODE, SENDFILE, STREAMS
 from http_api.routing import ROUTES
 from http_api.sendfile import SendfileGate
+from http_api.stream_budget import StreamBudget
 from logbroker.logs import request_id
 from logbroker.node import Node
 
@@ -67,6 +68,7 @@ def build_app(node: Node) -> web.Application:
     app = web.Application(client_max_size=node.config.request_body_bytes_max,
                           middlewares=[observe_middleware, error_middleware, auth_middleware])
     app[NODE] = node
+    app[STREAMS] = StreamBudget()
     app.cleanup_ctx.append(_sendfile_threads)
     for r in ROUTES:
         app.router.add_route(r.method, r.path, r.handler)

@@ -7,8 +7,10 @@ from concurrent.futures import ThreadPoolExecutor
 from aiohttp import web
 
 from http_api.sendfile import SendfileGate
+from http_api.stream_budget import StreamBudget
 from logbroker.node import Node
 
 NODE = web.AppKey("node", Node)
 SENDFILE = web.AppKey("sendfile", SendfileGate)
 EXECUTOR = web.AppKey("executor", ThreadPoolExecutor)
+STREAMS = web.AppKey("streams", StreamBudget)

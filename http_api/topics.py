@@ -8,6 +8,7 @@ from http_api.auth import principal_of
 from http_api.keys import NODE
 from http_api.params import path_topic, read_json
 from http_api.routing import route
+from logbroker.errors import InvalidRequestError
 
 TOPIC_BODY = {
     "type": "object", "required": ["name"],
@@ -33,9 +34,14 @@ async def create_topic(request: web.Request) -> web.Response:
     return web.json_response(described, status=201)
 
 
-@route("GET", "/v1/topics", "List the topics and queues the caller may see", access="user")
+@route("GET", "/v1/topics", "List the topics and queues the caller may see", access="user",
+       query=(("internal", "boolean", "true: also the broker's internal __ topics"),))
 async def list_topics(request: web.Request) -> web.Response:
-    return web.json_response({"topics": await request.app[NODE].list_topics(principal_of(request))})
+    internal = request.query.get("internal", "false")
+    if internal not in ("true", "false"):
+        raise InvalidRequestError("internal must be true or false")
+    topics = await request.app[NODE].list_topics(principal_of(request), internal=internal == "true")
+    return web.json_response({"topics": topics})
 
 
 @route("GET", "/v1/topics/{name}", "Describe a topic: partitions, leaders, offsets, config", access="describe",
@@ -49,3 +55,12 @@ async def describe_topic(request: web.Request) -> web.Response:
 async def delete_topic(request: web.Request) -> web.Response:
     await request.app[NODE].delete_topic(path_topic(request))
     return web.Response(status=204)
+
+
+@route("POST", "/v1/topics/{name}/partitions", "Add partitions to a topic (consumer groups rebalance)",
+       access="manage", body={"type": "object", "required": ["partitions"],
+                              "properties": {"partitions": {"type": "integer", "description": "the new count"}}},
+       responses={"200": "The topic", "400": "Not more than now, or a queue", "404": "Unknown topic"})
+async def add_partitions(request: web.Request) -> web.Response:
+    body = await read_json(request)
+    return web.json_response(await request.app[NODE].add_partitions(path_topic(request), body))

@@ -1,7 +1,8 @@
 """The ``logbroker`` command: ``serve``, ``topic create|list|describe|delete``, ``produce``,
-``consume``, and (``cli_admin``) ``token``, ``user``, ``acl`` and ``certs``. Human output by
-default, ``--json`` for scripts. This module is the composition
-entry point, so ``serve`` is the one place in ``logbroker`` that imports the HTTP layer."""
+``consume``, ``group list|describe|reset-offsets`` and ``queue send|receive`` (``cli_groups``), and
+(``cli_admin``) ``token``, ``user``, ``acl`` and ``certs``. Human output by default, ``--json`` for
+scripts. This module is the composition entry point, so ``serve`` is the one place in
+``logbroker`` that imports the HTTP layer."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from typing import Any, Final
 
 import uvloop
 
-from logbroker import cli_admin
+from logbroker import cli_admin, cli_groups
 from logbroker.client import (
     CA_FILE_ENV,
     DEFAULT_URL,
@@ -85,6 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
     consume.add_argument("--follow", action="store_true", help="keep waiting for new records")
     consume.add_argument("--max-records", type=int, default=None, help="stop after this many")
     consume.add_argument("--print-key", action="store_true", help="print key<TAB>value")
+    cli_groups.add_commands(sub, common)
     cli_admin.add_commands(sub, common)
     return parser
 
@@ -127,6 +129,8 @@ async def _client_main(args: argparse.Namespace) -> int:
             return await _produce(client, args)
         if args.command == "consume":
             return await _consume(client, args)
+        if args.command in ("group", "queue"):
+            return await cli_groups.run(client, args)
         return await cli_admin.run(client, args)
 
 

@@ -21,28 +21,19 @@ from typing import Any, Final, Literal
 
 import aiohttp
 
+from logbroker.client_calls import GroupQueueCalls
+from logbroker.client_errors import LogBrokerError, problem_error
 from logbroker.records import key_partition
 from segments.batch import ProducerRecord, Record, decode_records, encode_batch, iter_batches
 
 DEFAULT_URL: Final = "http://127.0.0.1:8080"
 BATCH_TYPE: Final = "application/vnd.logbroker.batch"
-RETRIABLE_STATUSES: Final = frozenset({429, 502, 503, 504})
 TOKEN_ENV: Final = "LOGBROKER_TOKEN"
 USER_ENV: Final = "LOGBROKER_USER"
 PASSWORD_ENV: Final = "LOGBROKER_PASSWORD"
 CA_FILE_ENV: Final = "LOGBROKER_CA_FILE"
 REFRESH_MARGIN_S: Final = 30.0
 OffsetReset = Literal["earliest", "latest"]
-
-
-class LogBrokerError(Exception):
-    """An error answer from the broker (problem+json), or a transport failure (status 0)."""
-
-    def __init__(self, status: int, code: str, detail: str, *, retriable: bool = False,
-                 extra: dict[str, Any] | None = None) -> None:
-        super().__init__(f"{status} {code}: {detail}")
-        self.status, self.code, self.detail, self.retriable = status, code, detail, retriable
-        self.extra = extra or {}
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -80,7 +71,7 @@ class FetchedBatches:
         return out
 
 
-class Client:
+class Client(GroupQueueCalls):
     """Admin and low-level data calls against one node.
 
     Credentials: a bearer ``token``, or ``username``/``password`` (the client gets a token with
@@ -141,7 +132,7 @@ class Client:
                                             headers=headers) as response:
                 body = await response.read()
                 if response.status >= 400:
-                    raise _problem(response.status, body)
+                    raise problem_error(response.status, body)
                 return response.status, dict(response.headers), body
         except (TimeoutError, aiohttp.ClientError) as exc:
             raise LogBrokerError(0, "transport", f"{method} {path}: {exc!r}", retriable=True) from exc
@@ -152,6 +143,9 @@ class Client:
                                       json_body={"username": username, "password": password})
         result: dict[str, Any] = json.loads(body)
         return result
+
+    async def _auth_header(self) -> dict[str, str]:
+        return await self._credentials.header() or {}
 
     async def _json(self, method: str, path: str, **kwargs: Any) -> Any:
         _status, _, body = await self.request(method, path, **kwargs)
@@ -242,7 +236,6 @@ class Client:
             params={"offset": offset, "max_bytes": max_bytes, "wait_ms": wait_ms}, headers={"Accept": BATCH_TYPE})
         return FetchedBatches(body, int(headers["X-LogBroker-Next-Offset"]), int(headers["X-LogBroker-High-Watermark"]))
 
-
 class TokenSource:
     """The bearer token a ``Client`` sends: a fixed one, or one got with a username and password
     and renewed before it expires (``REFRESH_MARGIN_S`` or a fifth of its lifetime before, whichever
@@ -275,17 +268,6 @@ class TokenSource:
                     lifetime = float(answer["expires_in"])
                     self._expires_at = time.monotonic() + lifetime - min(REFRESH_MARGIN_S, lifetime / 5)
         return {"Authorization": f"Bearer {self._token}"} if self._token else None
-
-
-def _problem(status: int, body: bytes) -> LogBrokerError:
-    try:
-        problem = json.loads(body)
-        return LogBrokerError(status, problem.get("code", "error"), problem.get("detail", ""),
-                              retriable=bool(problem.get("retriable")) or status in RETRIABLE_STATUSES,
-                              extra=problem)
-    except ValueError:
-        return LogBrokerError(status, "error", body[:200].decode(errors="replace"),
-                              retriable=status in RETRIABLE_STATUSES)
 
 
 @dataclasses.dataclass
@@ -418,6 +400,10 @@ class Consumer:
     def assignment(self) -> list[tuple[str, int]]:
         return list(self._positions)
 
+    def positions(self) -> dict[tuple[str, int], int]:
+        """The known next offset of each assigned partition (unresolved ones are left out)."""
+        return {tp: offset for tp, offset in self._positions.items() if offset is not None}
+
     def seek(self, topic: str, partition: int, offset: int) -> None:
         self._positions[(topic, partition)] = offset
 
@@ -471,3 +457,11 @@ class Consumer:
         if fetched.next_offset > offset:
             self._positions[tp] = fetched.next_offset
         return [ConsumerRecord(topic, partition, r.offset, r.timestamp, r.key, r.value, r.headers) for r in records]
+
+
+# The group and queue consumers live in their own modules and are part of this one's API.
+from logbroker.group_consumer import CommitFailedError, GroupConsumer  # noqa: E402
+from logbroker.queue_consumer import QueueConsumer, QueueMessage  # noqa: E402
+
+__all__ = ["Client", "CommitFailedError", "Consumer", "ConsumerRecord", "FetchedBatches", "GroupConsumer",
+           "LogBrokerError", "Producer", "QueueConsumer", "QueueMessage", "RecordMetadata"]

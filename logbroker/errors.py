@@ -69,6 +69,43 @@ class NotAvailableError(BrokerError):
     retriable = True
 
 
+class UnknownGroupError(BrokerError):
+    code = "unknown_group"
+
+
+class UnknownMemberError(BrokerError):
+    """The member id is not (or no longer) in the group: it left, timed out or never joined.
+    The member must join again."""
+
+    code = "unknown_member"
+
+
+class StaleGenerationError(BrokerError):
+    """The caller acted on a generation the group has moved past (it missed a rebalance)."""
+
+    code = "stale_generation"
+
+
+class NotAssignedError(BrokerError):
+    """The member commits a partition that is not assigned to it in this generation."""
+
+    code = "not_assigned"
+
+
+class GroupNotEmptyError(BrokerError):
+    code = "group_not_empty"
+
+
+class InconsistentStrategyError(BrokerError):
+    code = "inconsistent_strategy"
+
+
+class NotAQueueError(BrokerError):
+    """A queue call names a topic whose kind is not ``queue``."""
+
+    code = "not_a_queue"
+
+
 class AuthenticationError(BrokerError):
     code = "unauthenticated"
 
@@ -99,17 +136,24 @@ __all__ = [
     "CoordinatorUnavailableError",
     "CorruptBatchError",
     "ForbiddenError",
+    "GroupNotEmptyError",
+    "InconsistentStrategyError",
     "InvalidArgumentError",
     "InvalidBatchError",
     "InvalidRequestError",
     "InvalidTopicError",
+    "NotAQueueError",
+    "NotAssignedError",
     "NotAvailableError",
     "NotFoundError",
     "OffsetOutOfRangeError",
     "PayloadTooLargeError",
+    "StaleGenerationError",
     "StorageError",
     "TooManyRequestsError",
     "TopicExistsError",
+    "UnknownGroupError",
+    "UnknownMemberError",
     "UnknownPartitionError",
     "UnknownTopicError",
     "UnreadableRecordsError",

@@ -15,18 +15,22 @@ import logging
 from typing import Any, Final, Literal
 
 from coordinator.base import Coordinator
-from coordinator.errors import TopicExistsError
+from coordinator.errors import InvalidTopicError, TopicExistsError, UnknownTopicError
 from coordinator.local import LocalCoordinator
-from coordinator.models import NodeInfo, TopicMetadata, TopicSpec, validate_name
+from coordinator.models import INTERNAL_PREFIX, NodeInfo, TopicMetadata, TopicSpec, validate_name
 from internal_rpc.server import RpcServer
 from logbroker.auth.bootstrap import build_auth
 from logbroker.auth.permissions import Principal
 from logbroker.config import NodeConfig
 from logbroker.errors import BatchTooLargeError, InvalidRequestError, NotAvailableError
+from logbroker.groups.coordinator import OFFSETS_PARTITIONS, OFFSETS_TOPIC, GroupCoordinator
+from logbroker.internal_log import ensure_internal_topic
 from logbroker.metrics import Metrics
+from logbroker.queues.manager import QueueManager, state_topic
 from logbroker.records import IncomingRecord, group_by_partition
 from logbroker.replica_manager import ReplicaManager
 from logbroker.rpc_service import SERVICE, node_service, rpc_security
+from logbroker.state_metrics import GroupQueueCollector
 from segments.batch import encode_batch
 from segments.config import LogConfig
 from segments.errors import StorageError
@@ -36,6 +40,7 @@ log = logging.getLogger(__name__)
 Acks = Literal["0", "1", "all"]
 ACKS: Final = ("0", "1", "all")
 BACKGROUND_COMMITS_MAX: Final = 10_000
+GROUP_TICK_MS: Final = 50
 
 
 class Node:
@@ -54,6 +59,10 @@ class Node:
         self.ready = False
         self._round_robin = itertools.count()
         self._maintenance: asyncio.Task[None] | None = None
+        self._group_ticker: asyncio.Task[None] | None = None
+        self._groups: GroupCoordinator | None = None
+        self.queues = QueueManager(self.replicas, self._produce_to_dead_letters)
+        self.metrics.registry.register(GroupQueueCollector(lambda: self._groups, self.queues))
         self._background: set[asyncio.Task[None]] = set()
         self._stopped = False
 
@@ -66,9 +75,44 @@ class Node:
         await self._bootstrap_admin()
         for meta in await self.coordinator.list_topics():
             await self.replicas.open_topic(meta, self.log_config(meta))
+        offsets_log = await ensure_internal_topic(self.coordinator, self.replicas, OFFSETS_TOPIC, OFFSETS_PARTITIONS,
+                                                  self.base_log_config)
+        self._groups = GroupCoordinator(self.replicas, offsets_log)
+        self._groups.load()
+        for meta in await self.coordinator.list_topics():
+            if meta.kind == "queue":
+                await self._open_queue(meta)
         await self._start_rpc()
         self._maintenance = asyncio.create_task(self._maintain_forever())
+        self._group_ticker = asyncio.create_task(self._tick_groups_forever())
         self.ready = True
+
+    async def _open_queue(self, meta: TopicMetadata) -> None:
+        """Open (creating it if needed) the queue's share-state log and replay it."""
+        flush = {k: v for k, v in meta.config.items() if k in ("flush", "flush_ms")}
+        events = await ensure_internal_topic(self.coordinator, self.replicas, state_topic(meta), meta.partitions,
+                                             self.base_log_config, flush)
+        self.queues.open(meta, events)
+
+    async def _produce_to_dead_letters(self, topic: str, records: list[IncomingRecord]) -> None:
+        await self.produce_records(topic, records, "1")
+
+    @property
+    def groups(self) -> GroupCoordinator:
+        self._check_serving()
+        assert self._groups is not None
+        return self._groups
+
+    async def _tick_groups_forever(self) -> None:
+        while True:
+            await asyncio.sleep(GROUP_TICK_MS / 1000)
+            if self._groups is None:
+                continue
+            try:
+                await self._groups.tick()
+                await self.queues.sweep()
+            except (OSError, StorageError) as exc:
+                log.error("group session check failed; retrying", extra={"fields": {"error": str(exc)}})
 
     async def _start_rpc(self) -> None:
         serve, tls, token = rpc_security(self.config)
@@ -104,14 +148,16 @@ class Node:
             return
         self._stopped = True
         self.ready = False
-        if self._maintenance is not None:
-            self._maintenance.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._maintenance
+        for task in (self._maintenance, self._group_ticker):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         if self.rpc is not None:
             await self.rpc.close()
         if self._background:
             await asyncio.wait(self._background, timeout=self.config.shutdown_grace_ms / 1000)
+        await self.queues.wait_snapshots(self.config.shutdown_grace_ms / 1000)
         await self.replicas.close()
         await self.coordinator.close()
         self.auth.close()
@@ -135,22 +181,44 @@ class Node:
             raise TopicExistsError(f"the dead letter topic {dead_letter!r} already exists")
         meta = await self.coordinator.create_topic(spec, owner)
         await self.replicas.open_topic(meta, self.log_config(meta))
+        if meta.kind == "queue":
+            await self._open_queue(meta)
         if dead_letter is not None:
             dlq = TopicSpec(dead_letter, 1, spec.replication_factor, "topic", {})
             dlq_meta = await self.coordinator.create_topic(dlq, owner)
             await self.replicas.open_topic(dlq_meta, self.log_config(dlq_meta))
         return await self.describe_topic(spec.name)
 
+    async def add_partitions(self, name: str, body: object) -> dict[str, Any]:
+        """Raise a topic's partition count (``{"partitions": N}``); groups rebalance on their next
+        check. Queues keep their count (their delivery state is per partition)."""
+        self._check_serving()
+        validate_name(name, internal=True)
+        if not isinstance(body, dict) or set(body) != {"partitions"}:
+            raise InvalidRequestError('the body must be {"partitions": <new count>}')
+        if (await self.coordinator.get_topic(name)).kind == "queue":
+            raise InvalidTopicError("partitions cannot be added to a queue")
+        meta = await self.coordinator.add_partitions(name, body["partitions"])
+        await self.replicas.open_topic(meta, self.log_config(meta))
+        return await self.describe_topic(name)
+
     async def delete_topic(self, name: str) -> None:
         self._check_serving()
         validate_name(name, internal=True)
-        await self.coordinator.delete_topic(name)
+        if name.startswith(INTERNAL_PREFIX):
+            raise InvalidTopicError(f"{name!r} is internal: it goes with what it belongs to")
+        meta = await self.coordinator.delete_topic(name)
         await self.replicas.remove_topic(name)
+        if meta.kind == "queue":
+            self.queues.remove(name)
+            with contextlib.suppress(UnknownTopicError):
+                await self.coordinator.delete_topic(state_topic(meta))
+            await self.replicas.remove_topic(state_topic(meta))
 
-    async def list_topics(self, principal: Principal) -> list[dict[str, Any]]:
-        """The topics ``principal`` may see."""
+    async def list_topics(self, principal: Principal, *, internal: bool = False) -> list[dict[str, Any]]:
+        """The topics ``principal`` may see; the broker's own ``__`` topics only with ``internal``."""
         visible = await self.auth.visible(principal, await self.coordinator.list_topics())
-        return [self._summary(meta) for meta in visible]
+        return [self._summary(meta) for meta in visible if internal or not meta.name.startswith(INTERNAL_PREFIX)]
 
     def _summary(self, meta: TopicMetadata) -> dict[str, Any]:
         return {"name": meta.name, "kind": meta.kind, "partitions": meta.partitions,
@@ -185,6 +253,7 @@ class Node:
         append, so a request that fails on input writes nothing to any partition."""
         self._check_serving()
         _check_acks(acks)
+        _check_writable(topic)
         replicas = self.replicas.partitions(topic)
         groups = group_by_partition(records, len(replicas), next(self._round_robin))
         batches = []
@@ -210,6 +279,7 @@ class Node:
         """Append one prebuilt batch as it is (the broker only validates and stamps it)."""
         self._check_serving()
         _check_acks(acks)
+        _check_writable(topic)
         replica = self.replicas.get(topic, partition)
         info = replica.log.append(batch, leader_epoch=0, flush=replica.log.config.flush != "always")
         self._count_in(topic, len(batch), info.last_offset - info.base_offset + 1)
@@ -264,6 +334,20 @@ class Node:
             self.metrics.bytes_out.labels(topic).inc(piece.size_bytes)
         return piece, replica.high_watermark
 
+    async def wait_for_any(self, positions: list[tuple[str, int, int]], wait_ms: int) -> None:
+        """Return once one of ``(topic, partition, offset)`` has data at its offset, or after
+        ``wait_ms`` (capped like a fetch's long-poll)."""
+        self._check_serving()
+        _, wait_ms = self._fetch_args(0, wait_ms)
+        waits = [asyncio.ensure_future(self.replicas.get(t, p).wait_for_data(o, wait_ms)) for t, p, o in positions]
+        if not waits:
+            await asyncio.sleep(wait_ms / 1000)
+            return
+        _, pending = await asyncio.wait(waits, timeout=wait_ms / 1000, return_when=asyncio.FIRST_COMPLETED)
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+
     def list_offset(self, topic: str, partition: int, at: str) -> dict[str, int | None]:
         """``earliest``, ``latest`` (the high watermark) or the first offset at a timestamp."""
         self._check_serving()
@@ -299,3 +383,9 @@ class Node:
 def _check_acks(acks: str) -> None:
     if acks not in ACKS:
         raise InvalidRequestError(f"acks must be 0, 1 or all, not {acks!r}")
+
+
+def _check_writable(topic: str) -> None:
+    """Internal topics hold the broker's own state (offsets, queue deliveries): only it writes them."""
+    if topic.startswith(INTERNAL_PREFIX):
+        raise InvalidTopicError(f"{topic!r} is internal: only the broker writes to it")

@@ -67,6 +67,10 @@ class Replica:
             await self._commit.wait_durable(info.last_offset)
         self._advance(info.log_end_offset)
 
+    async def make_durable(self, info: AppendInfo) -> None:
+        """Wait until the batch of ``info`` is fsynced, whatever the flush policy."""
+        await self._commit.wait_durable(info.last_offset)
+
     def _advance(self, offset: int) -> None:
         if offset <= self.high_watermark:
             return
@@ -128,10 +132,11 @@ class ReplicaManager:
             self._recovery_points = {}
 
     async def open_topic(self, meta: TopicMetadata, config: LogConfig) -> None:
-        """Open (or create) every partition log of ``meta`` (recovery runs in the executor)."""
+        """Open (or create) every partition log of ``meta`` (recovery runs in the executor); a topic
+        already open gets only its new partitions opened (partitions were added)."""
         loop = asyncio.get_running_loop()
-        replicas = []
-        for p in range(meta.partitions):
+        replicas = list(self._replicas.get(meta.name, []))
+        for p in range(len(replicas), meta.partitions):
             path = os.path.join(self.data_dir, partition_dir_name(meta.name, p))
             point = self._recovery_points.get((meta.name, p), 0)
             opened = await loop.run_in_executor(

@@ -1,6 +1,7 @@
 """A thin synchronous wrapper for scripts: the async client on an event loop in a background
-thread. ``SyncClient``, ``SyncProducer`` and ``SyncConsumer`` expose the same methods as their
-async counterparts (no second hand-kept copy): coroutine methods block for their result."""
+thread. ``SyncClient``, ``SyncProducer``, ``SyncConsumer``, ``SyncGroupConsumer`` and
+``SyncQueueConsumer`` expose the same methods as their async counterparts (no second hand-kept
+copy): coroutine methods block for their result. Push streams are async only."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import threading
 from collections.abc import Coroutine
 from typing import Any, Final, TypeVar
 
-from logbroker.client import DEFAULT_URL, Client, Consumer, Producer
+from logbroker.client import DEFAULT_URL, Client, Consumer, GroupConsumer, Producer, QueueConsumer
 
 T = TypeVar("T")
 CALL_TIMEOUT_S: Final = 300.0
@@ -57,6 +58,15 @@ class SyncClient(_Sync):
     def consumer(self, **settings: Any) -> SyncConsumer:
         return SyncConsumer(self._runner.run(_make(Consumer, self._target, **settings)), self._runner)
 
+    def group_consumer(self, group: str, topics: list[str], **settings: Any) -> SyncGroupConsumer:
+        """A ``GroupConsumer`` (call ``start()`` to join; heartbeats run on the loop thread)."""
+        return SyncGroupConsumer(self._runner.run(_make(GroupConsumer, self._target, group, topics, **settings)),
+                                 self._runner)
+
+    def queue_consumer(self, queue: str, **settings: Any) -> SyncQueueConsumer:
+        return SyncQueueConsumer(self._runner.run(_make(QueueConsumer, self._target, queue, **settings)),
+                                 self._runner)
+
     def close(self) -> None:
         self._runner.run(self._target.close())
         self._runner.stop()
@@ -80,6 +90,14 @@ class SyncProducer(_Sync):
 
 
 class SyncConsumer(_Sync):
+    pass
+
+
+class SyncGroupConsumer(_Sync):
+    pass
+
+
+class SyncQueueConsumer(_Sync):
     pass
 
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Create .venv (if missing) and install the project with its test and dev extras.
+# Create .venv (if missing) and install the project with its test, dev and spark extras.
 set -euo pipefail
 VENV="${VENV:-.venv}"
 PYTHON="${PYTHON:-python3}"
@@ -7,4 +7,4 @@ if [ ! -x "$VENV/bin/python" ]; then
     "$PYTHON" -m venv "$VENV"
 fi
 "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip
-"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e ".[test,dev]"
+"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e ".[test,dev,spark]"

@@ -7,7 +7,17 @@ set -euo pipefail
 missing=()
 command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)
 command -v java >/dev/null 2>&1 || missing+=(openjdk-17-jre-headless)
+check_java() {
+    # Spark (the connector's tests, benchmark and example) runs on the JVM: say plainly what is missing.
+    if ! java -version >/dev/null 2>&1; then
+        echo "Spark needs a Java runtime (17 or later), and \`java -version\` does not run:" >&2
+        java -version 2>&1 | sed 's/^/    /' >&2 || true
+        echo "install one, e.g. \`apt-get install openjdk-17-jre-headless\`" >&2
+        exit 1
+    fi
+}
 if [ ${#missing[@]} -eq 0 ]; then
+    check_java
     exit 0
 fi
 SUDO=""
@@ -24,4 +34,4 @@ if [[ " ${missing[*]} " == *" etcd-server "* ]]; then
     $SUDO systemctl stop etcd >/dev/null 2>&1 || $SUDO service etcd stop >/dev/null 2>&1 || true
 fi
 command -v etcd >/dev/null 2>&1 || { echo "etcd is still not on PATH after installing etcd-server" >&2; exit 1; }
-java -version >/dev/null 2>&1 || { echo "java does not run after installing a JRE" >&2; exit 1; }
+check_java

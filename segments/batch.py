@@ -34,7 +34,7 @@ import itertools
 import operator
 import struct
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, NamedTuple
 
 import msgpack
@@ -295,10 +295,22 @@ def patch_in_place(buf: bytearray | memoryview, base_offset: int, leader_epoch: 
     PREFIX.pack_into(buf, 0, base_offset, batch_length, leader_epoch)
 
 
-def decode_records(
+class RecordColumns(NamedTuple):
+    """One batch's records as columns (what columnar consumers such as Spark want)."""
+
+    offsets: Sequence[int]
+    timestamps: Sequence[int]
+    keys: tuple[bytes | None, ...]
+    values: tuple[bytes | None, ...]
+    # Per record: () when it has no headers, else its [name, value] pairs.
+    headers: tuple[tuple[tuple[str, bytes], ...], ...]
+    has_headers: bool
+
+
+def decode_columns(
     buf: bytes | memoryview, *, size_bytes_max: int = DEFAULT_RECORDS_BYTES_MAX
-) -> list[Record]:
-    """Validate one batch and decode its records.
+) -> RecordColumns:
+    """Validate one batch and decode its records column-wise.
 
     The checksum proves the bytes are what the producer sent, not that the producer was honest, so
     every row is checked too (5 fields; integer deltas, increasing within the batch; key and value
@@ -321,12 +333,23 @@ def decode_records(
         raise InvalidBatchError("record deltas must be integers, keys and values bytes or nil")
     offsets = _offsets(header.base_offset, deltas, header.last_offset_delta)
     if header.attributes & TIMESTAMP_TYPE_LOG_APPEND:
-        stamps: Iterable[int] = itertools.repeat(header.max_timestamp, count)
+        stamps: Sequence[int] = [header.max_timestamp] * count
     else:
-        stamps = map(operator.add, itertools.repeat(header.first_timestamp), ts_deltas)
+        stamps = list(map(operator.add, itertools.repeat(header.first_timestamp), ts_deltas))
+    has_headers = headers.count(_NO_HEADERS) != count
+    if has_headers:
+        headers = tuple(tuple(_header_pairs(h)) for h in headers)
+    return RecordColumns(offsets, stamps, keys, values, headers, has_headers)
+
+
+def decode_records(
+    buf: bytes | memoryview, *, size_bytes_max: int = DEFAULT_RECORDS_BYTES_MAX
+) -> list[Record]:
+    """Validate one batch and decode its records (see ``decode_columns`` for what is checked)."""
+    c = decode_columns(buf, size_bytes_max=size_bytes_max)
     # Most batches carry no headers at all: then ``list`` (in C) gives each record its own [].
-    pairs = map(list, headers) if headers.count(_NO_HEADERS) == count else map(_header_pairs, headers)
-    return list(map(_make_record, zip(offsets, stamps, keys, values, pairs, strict=False)))
+    pairs = map(list, c.headers)
+    return list(map(_make_record, zip(c.offsets, c.timestamps, c.keys, c.values, pairs, strict=True)))
 
 
 # Builds a Record from a 5-tuple in C (``tuple.__new__``), twice as fast as calling the class.
@@ -338,7 +361,7 @@ _BYTES_OR_NONE = frozenset({bytes, type(None)})
 _NO_HEADERS: tuple[()] = ()
 
 
-def _offsets(base: int, deltas: tuple[int, ...], last_delta: int) -> Iterable[int]:
+def _offsets(base: int, deltas: tuple[int, ...], last_delta: int) -> Sequence[int]:
     if deltas == tuple(range(len(deltas))):
         return range(base, base + len(deltas))
     if set(map(type, deltas)) != _INT or any(b <= a for a, b in itertools.pairwise(deltas)) \

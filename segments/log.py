@@ -474,6 +474,23 @@ class PartitionLog:
                 self._write_epochs_locked()
             return deleted
 
+    def delete_before(self, offset: int) -> int:
+        """Delete the whole segments that end at or before ``offset`` (never the active one), so the
+        log starts at the first segment kept. For logs whose records from ``offset`` on stand for
+        everything before (a snapshot of an internal state log). Returns how many were deleted."""
+        _check_int("offset", offset)
+        if offset < 0:
+            raise InvalidArgumentError(f"offset must not be negative, not {offset}")
+        with self._lock:
+            self._check_open_locked()
+            deleted = 0
+            while len(self._segments) > 1 and self._segments[0].next_offset <= offset:
+                self._drop_first_locked()
+                deleted += 1
+            if deleted and self._epochs.truncate_from_start(self.log_start_offset):
+                self._write_epochs_locked()
+            return deleted
+
     def _drop_first_locked(self) -> None:
         segment = self._segments.pop(0)
         self._bases.pop(0)

@@ -20,7 +20,7 @@ FORBIDDEN = {
     "coordinator": {"http_api", "spark_connector", "benchmarks"},
     "internal_rpc": {"http_api", "spark_connector", "benchmarks"},
     "logbroker": {"spark_connector", "benchmarks", "http_api"},
-    "spark_connector": {"benchmarks"},
+    "spark_connector": {"benchmarks", "http_api"},
 }
 
 

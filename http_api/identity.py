@@ -1,0 +1,34 @@
+"""Who is calling, for the group, queue and stream handlers: the caller's name, and the check
+that the caller may read the topics a group call names (the route table's access level covers
+the topic in the path; group calls name their topics in the body or the assignment)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from aiohttp import web
+
+from http_api.auth import principal_of
+from http_api.keys import NODE
+from logbroker.groups.group import Caller
+
+
+def caller(request: web.Request) -> str | None:
+    """The authenticated principal's name (``anonymous`` when authentication is off)."""
+    return principal_of(request).name
+
+
+def group_caller(request: web.Request) -> Caller:
+    """The caller as the group coordinator checks it against the member's principal."""
+    principal = principal_of(request)
+    return Caller(principal.name, principal.is_admin)
+
+
+async def require_read(request: web.Request, topics: Iterable[str]) -> None:
+    """``ForbiddenError`` unless the caller may read every topic of ``topics``."""
+    auth = request.app[NODE].auth
+    if not auth.enabled:
+        return
+    principal = principal_of(request)
+    for topic in sorted(set(topics)):
+        await auth.authorize_topic(principal, topic, "read")

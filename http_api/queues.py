@@ -1,0 +1,96 @@
+"""Queues: send, receive with a visibility timeout, ack, nack (DESIGN §4), and the queue's state.
+
+Receive, ack and nack also speak msgpack (``Content-Type``/``Accept: application/x-msgpack``, bytes
+as bytes), which the Python client uses: no base64 and no JSON on the hot path."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgpack
+from aiohttp import web
+
+from http_api.keys import NODE
+from http_api.params import JSON, MSGPACK, decode_msgpack, path_topic, read_json
+from http_api.records import PRODUCE_BODY
+from http_api.routing import route
+from logbroker.errors import UnsupportedMediaTypeError
+from logbroker.queues.requests import parse_receipts, parse_receive
+from logbroker.records import parse_body
+
+QUEUE_PATH = "/v1/queues/{name}"
+RECEIVE_BODY = {"type": "object", "properties": {
+    "max_messages": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 10},
+    "visibility_timeout_ms": {"type": "integer", "description": "default: the queue's visibility_timeout_ms"},
+    "wait_ms": {"type": "integer", "default": 0, "description": "wait this long for a message"}}}
+RECEIPTS_BODY = {"type": "object", "required": ["receipts"], "properties": {
+    "receipts": {"type": "array", "items": {"type": "string"}},
+    "delay_ms": {"type": "integer", "description": "nack only: redeliver after this delay"}}}
+SETTLE_RESPONSES = {"200": "How many were settled, and the receipts that matched no current lease",
+                    "400": "Malformed body or receipt (nothing settled)", "404": "Unknown queue",
+                    "409": "Not a queue"}
+
+
+@route("POST", QUEUE_PATH + "/messages", "Send messages to a queue (the produce body)", access="write",
+       quota="produce", body=PRODUCE_BODY,
+       query=(("acks", "string", "0, 1 (default) or all"),),
+       responses={"200": "Offsets", "400": "Invalid", "404": "Unknown queue", "409": "Not a queue"})
+async def send(request: web.Request) -> web.Response:
+    node = request.app[NODE]
+    name = path_topic(request)
+    node.queues.get(name)
+    if request.content_type == JSON:
+        records = parse_body(await read_json(request), binary=False)
+    elif request.content_type == MSGPACK:
+        records = parse_body(decode_msgpack(await request.read()), binary=True)
+    else:
+        raise UnsupportedMediaTypeError(f"expected {JSON} or {MSGPACK}, got {request.content_type!r}")
+    offsets = await node.produce_records(name, records, request.query.get("acks", "1"))
+    return web.json_response({"offsets": offsets})
+
+
+@route("POST", QUEUE_PATH + "/receive", "Receive messages, each leased for the visibility timeout "
+       "(Accept: application/x-msgpack for a msgpack answer with bytes)", access="read", quota="fetch",
+       body=RECEIVE_BODY, responses={"200": "messages with receipts", "400": "Invalid", "404": "Unknown queue",
+                                     "409": "Not a queue"})
+async def receive(request: web.Request) -> web.Response:
+    node = request.app[NODE]
+    name = path_topic(request)
+    body = await _read_body(request) if request.can_read_body else {}
+    binary = MSGPACK in request.headers.get("Accept", "")
+    messages = await node.queues.receive(name, parse_receive(body, node.config.fetch_wait_ms_max), binary=binary)
+    if binary:
+        return web.Response(body=msgpack.packb({"messages": messages}, use_bin_type=True), content_type=MSGPACK)
+    return web.json_response({"messages": messages})
+
+
+async def _read_body(request: web.Request) -> Any:
+    """A JSON or msgpack body (receive, ack and nack take either)."""
+    if request.content_type == MSGPACK:
+        return decode_msgpack(await request.read())
+    return await read_json(request)
+
+
+@route("POST", QUEUE_PATH + "/ack", "Acknowledge messages by receipt", access="read", body=RECEIPTS_BODY,
+       responses=SETTLE_RESPONSES)
+async def ack(request: web.Request) -> web.Response:
+    node = request.app[NODE]
+    name = path_topic(request)
+    receipts, _ = parse_receipts(await _read_body(request), nack=False)
+    return web.json_response(await node.queues.ack(name, receipts))
+
+
+@route("POST", QUEUE_PATH + "/nack", "Give messages back (redelivered after delay_ms)", access="read",
+       body=RECEIPTS_BODY,
+       responses=SETTLE_RESPONSES)
+async def nack(request: web.Request) -> web.Response:
+    node = request.app[NODE]
+    name = path_topic(request)
+    receipts, delay_ms = parse_receipts(await _read_body(request), nack=True)
+    return web.json_response(await node.queues.nack(name, receipts, delay_ms))
+
+
+@route("GET", QUEUE_PATH, "A queue's delivery state per partition", access="describe",
+       responses={"200": "OK", "404": "Unknown queue"})
+async def describe(request: web.Request) -> web.Response:
+    return web.json_response(request.app[NODE].queues.describe(path_topic(request)))

@@ -1,0 +1,179 @@
+"""Push streams as Server-Sent Events (decision 0142): a partition from an offset, or a group
+member's assigned partitions from the group's committed offsets.
+
+Back-pressure: the handler reads at most ``STREAM_READ_BYTES`` of log at a time and does not read
+again until ``response.write`` has handed the previous chunk to the socket (aiohttp waits for the
+transport to drain above its high-water mark), so a slow client costs the node one chunk, not an
+unbounded buffer. Idle streams get a comment line every ``keepalive`` interval, which is also how
+a gone client is noticed. The number of open streams is bounded (503 beyond it).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any, Final
+
+from aiohttp import web
+
+from http_api.identity import group_caller, require_read
+from http_api.keys import NODE, STREAMS
+from http_api.params import path_partition, path_topic, query_int
+from http_api.routing import route
+from logbroker.errors import ANY_ERROR, InvalidRequestError, NotAvailableError
+from logbroker.groups.requests import group_name, member_id
+from logbroker.records import render_records
+from segments.batch import decode_records, iter_batches
+from segments.log import LogRead
+
+STREAM_READ_BYTES: Final = 256 * 1024
+KEEPALIVE_MS: Final = 5_000
+EVENT_STREAM: Final = "text/event-stream"
+LAST_EVENT_ID: Final = "Last-Event-ID"
+CLOSED: Final = (ConnectionResetError, ConnectionError)
+
+
+@asynccontextmanager
+async def _slot(request: web.Request) -> AsyncIterator[None]:
+    budget = request.app[STREAMS]
+    if budget.used >= budget.limit:
+        raise NotAvailableError(f"{budget.used} streams are already open; retry later")
+    budget.used += 1
+    try:
+        yield
+    finally:
+        budget.used -= 1
+
+
+def _event(kind: str, data: Any, event_id: str | None = None) -> bytes:
+    head = f"id: {event_id}\n" if event_id is not None else ""
+    return f"{head}event: {kind}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n".encode()
+
+
+def _records_chunk(result: LogRead, offset: int, topic: str | None, partition: int) -> bytes:
+    """SSE ``record`` events of the records at or after ``offset`` in ``result`` (id: the offset)."""
+    parts = []
+    for position, header in iter_batches(result.data):
+        records = [r for r in decode_records(result.data[position:position + header.size_bytes]) if r.offset >= offset]
+        for rendered in render_records(records, force_base64=False):
+            if topic is not None:
+                rendered.update(topic=topic, partition=partition)
+            parts.append(_event("record", rendered, str(rendered["offset"])))
+    return b"".join(parts)
+
+
+async def _open(request: web.Request) -> web.StreamResponse:
+    response = web.StreamResponse(headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+    response.content_type = EVENT_STREAM
+    await response.prepare(request)
+    return response
+
+
+def _start_offset(request: web.Request) -> int | None:
+    resume = request.headers.get(LAST_EVENT_ID)
+    if resume is not None:
+        if not resume.isdigit() or len(resume) > 19:
+            raise InvalidRequestError(f"{LAST_EVENT_ID} must be an offset, not {resume[:40]!r}")
+        return int(resume) + 1
+    if "offset" not in request.query:
+        return None
+    return query_int(request, "offset")
+
+
+@route("GET", "/v1/topics/{name}/partitions/{partition}/stream",
+       "Push records from an offset as they arrive (Server-Sent Events, one `record` event per record)",
+       access="read",
+       query=(("offset", "integer", "first offset (default: the end); Last-Event-ID resumes after an id"),
+              ("keepalive_ms", "integer", "idle comment interval (default 5000)")),
+       responses={"200": "text/event-stream", "404": "Unknown topic or partition", "416": "Offset out of range",
+                  "503": "Too many open streams"})
+async def stream_partition(request: web.Request) -> web.StreamResponse:
+    node = request.app[NODE]
+    topic, partition = path_topic(request), path_partition(request)
+    keepalive_ms = query_int(request, "keepalive_ms", default=KEEPALIVE_MS, low=10, high=60_000)
+    start = _start_offset(request)
+    offset = start if start is not None else int(node.list_offset(topic, partition, "latest")["offset"] or 0)
+    result, _ = await node.fetch(topic, partition, offset, STREAM_READ_BYTES, 0)  # 404/416 before streaming
+    async with _slot(request):
+        response = await _open(request)
+        try:
+            while True:
+                if result.data:
+                    await response.write(_records_chunk(result, offset, None, partition))
+                    offset = result.next_offset
+                else:
+                    await response.write(b": keep-alive\n\n")
+                result, _ = await node.fetch(topic, partition, offset, STREAM_READ_BYTES, keepalive_ms)
+        except CLOSED:
+            return response
+        except ANY_ERROR as exc:  # the node stops, the topic goes, a batch cannot be decoded, ...
+            await _end(response, str(exc))
+        return response
+
+
+async def _end(response: web.StreamResponse, reason: str) -> None:
+    try:
+        await response.write(_event("end", {"reason": reason}))
+        await response.write_eof()
+    except CLOSED:
+        pass
+
+
+@route("GET", "/v1/groups/{group}/members/{member}/stream",
+       "Push the records of a member's assigned partitions (Server-Sent Events; the open stream heartbeats)",
+       access="user",
+       query=(("auto_offset_reset", "string", "earliest (default) or latest, where nothing is committed"),),
+       responses={"200": "text/event-stream: `assignment` events at each generation, then `record` events with "
+                         "topic and partition", "404": "Unknown group or member", "503": "Too many open streams"})
+async def stream_member(request: web.Request) -> web.StreamResponse:
+    node = request.app[NODE]
+    group, member = group_name(request.match_info["group"]), member_id(request.match_info["member"])
+    reset = request.query.get("auto_offset_reset", "earliest")
+    if reset not in ("earliest", "latest"):
+        raise InvalidRequestError("auto_offset_reset must be earliest or latest")
+    view = await node.groups.heartbeat(group, member, group_caller(request))  # 404 before streaming
+    await require_read(request, view["assignment"])
+    async with _slot(request):
+        response = await _open(request)
+        try:
+            await _member_loop(request, response, group, member, reset, view)
+        except CLOSED:
+            return response
+        except ANY_ERROR as exc:  # removed from the group, no longer allowed, the node stops, ...
+            await _end(response, str(exc))
+        return response
+
+
+async def _member_loop(request: web.Request, response: web.StreamResponse, group: str, member: str, reset: str,
+                       view: dict[str, Any]) -> None:
+    node = request.app[NODE]
+    generation = -1
+    positions: dict[tuple[str, int], int] = {}
+    while True:
+        if view["generation"] != generation:
+            generation = view["generation"]
+            kept, positions = positions, {}
+            for topic, partitions in view["assignment"].items():
+                for p in partitions:
+                    committed = node.groups.committed(group, topic, p)
+                    if (topic, p) in kept:  # still this member's: continue where the stream is
+                        positions[(topic, p)] = kept[(topic, p)]
+                    elif committed is not None:
+                        positions[(topic, p)] = committed
+                    else:
+                        positions[(topic, p)] = int(node.list_offset(topic, p, reset)["offset"] or 0)
+            await require_read(request, view["assignment"])
+            await response.write(_event("assignment", {"generation": generation, "assignment": view["assignment"],
+                                                       "positions": [[t, p, o] for (t, p), o in positions.items()]}))
+        sent = False
+        for (topic, p), offset in positions.items():
+            result, _ = await node.fetch(topic, p, offset, STREAM_READ_BYTES, 0)
+            if result.data:
+                await response.write(_records_chunk(result, offset, topic, p))
+                positions[(topic, p)] = result.next_offset
+                sent = True
+        if not sent:
+            await response.write(b": keep-alive\n\n")
+            await node.wait_for_any([(t, p, o) for (t, p), o in positions.items()], view["heartbeat_interval_ms"])
+        view = await node.groups.heartbeat(group, member, group_caller(request))

@@ -1,0 +1,339 @@
+"""Queues: per-message leases, acks, nacks and dead-lettering over a queue topic's partitions.
+
+Each queue keeps its share state (``PartitionShare`` per partition) in memory and every change as
+an event in its own internal topic ``__queue_state.<topic id>`` (one partition per queue
+partition, with the queue's flush policy). On start the events are replayed, so a restart loses no
+ack and the messages that were in flight come back when their leases expire.
+
+Order of work for each call: check the input, change the share state (synchronously: two receives
+never lease the same message), append the event (synchronously, so the log's order is the order
+of the changes), then await the event's durability and only then answer. Reading the leased
+records goes through a small per-partition cache of decoded batches, so a receive of 100 from a
+producer's batch of 1000 does not decode the batch ten times.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import secrets
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, Final
+
+from coordinator.errors import CoordinatorError
+from coordinator.models import TopicMetadata, TopicSpec
+from logbroker.errors import BrokerError, NotAQueueError
+from logbroker.internal_log import InternalLog, InternalRecord, pack, unpack
+from logbroker.queues.requests import Receipt, ReceiveRequest
+from logbroker.queues.share_state import PartitionShare, ack_event, dead_event, lease_event, nack_event
+from logbroker.records import IncomingRecord, render_records
+from logbroker.replica_manager import ReplicaManager
+from segments.batch import ProducerRecord, Record, decode_records, iter_batches
+from segments.errors import StorageError
+
+log = logging.getLogger(__name__)
+STATE_TOPIC_PREFIX: Final = "__queue_state."
+EVENT_KEY: Final = b"q"
+READ_BYTES: Final = 1 << 20
+CACHED_BATCHES_MAX: Final = 16
+WAIT_SLICE_MS_MIN: Final = 5
+SNAPSHOT_WAIT_S: Final = 10.0
+DEAD_LETTER_RETRY_S: Final = 1.0
+Produce = Callable[[str, list[IncomingRecord]], Awaitable[Any]]
+CachedBatch = tuple[int, dict[int, Record]]  # (next offset, records by offset) of one decoded batch
+
+
+def state_topic(meta: TopicMetadata) -> str:
+    return STATE_TOPIC_PREFIX + meta.topic_id
+
+
+def wall_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclasses.dataclass
+class Queue:
+    meta: TopicMetadata
+    max_deliveries: int
+    dead_letter_topic: str
+    visibility_ms: int
+    events: InternalLog
+    shares: list[PartitionShare]
+    cache: list[dict[int, CachedBatch]]
+    rotation: int = 0
+    dead_letter_retry_at: float = 0.0  # monotonic seconds: after a failed copy, the sweep waits
+
+    @property
+    def name(self) -> str:
+        return self.meta.name
+
+
+class QueueManager:
+    def __init__(self, replicas: ReplicaManager, produce: Produce, *,
+                 clock_ms: Callable[[], int] = wall_ms) -> None:
+        self._replicas = replicas
+        self._produce = produce
+        self._clock_ms = clock_ms
+        self._queues: dict[str, Queue] = {}
+        self._snapshots: set[asyncio.Future[int]] = set()
+
+    # ---- lifecycle -----------------------------------------------------------------------------
+
+    def open(self, meta: TopicMetadata, events: InternalLog) -> int:
+        """Rebuild a queue's share state from its event log; returns the events replayed."""
+        settings = TopicSpec(meta.name, meta.partitions, None, meta.kind, meta.config).queue_settings()
+        shares = [PartitionShare(settings["max_deliveries"]) for _ in range(meta.partitions)]
+        count = 0
+        for partition, share in enumerate(shares):
+            for record in events.replay(partition):
+                count += 1
+                try:
+                    share.apply(unpack(record.value))
+                except (ValueError, TypeError, KeyError, IndexError) as exc:  # msgpack errors are ValueErrors
+                    log.error("skipping an unreadable queue state event", extra={"fields": {
+                        "queue": meta.name, "partition": partition, "offset": record.offset, "error": str(exc)}})
+            share.after_replay(self._clock_ms())
+        self._queues[meta.name] = Queue(meta, settings["max_deliveries"], settings["dead_letter_topic"],
+                                        settings["visibility_timeout_ms"],
+                                        events, shares, [{} for _ in shares])
+        return count
+
+    def names(self) -> list[str]:
+        return sorted(self._queues)
+
+    def remove(self, name: str) -> None:
+        self._queues.pop(name, None)
+
+    def get(self, name: str) -> Queue:
+        queue = self._queues.get(name)
+        if queue is None:
+            self._replicas.partitions(name)  # unknown topic: 404
+            raise NotAQueueError(f"{name!r} is a topic, not a queue")
+        return queue
+
+    def _record(self, queue: Queue, partition: int, event: list[Any]) -> Awaitable[None]:
+        durable = queue.events.append(partition, [InternalRecord(EVENT_KEY, pack(event))])
+        if queue.events.wants_snapshot(partition, lambda: 1):
+            snapshot = queue.shares[partition].snapshot_event()
+            task = asyncio.ensure_future(queue.events.snapshot(partition, [InternalRecord(EVENT_KEY, pack(snapshot))]))
+            self._snapshots.add(task)
+            task.add_done_callback(self._snapshot_done)
+        return durable
+
+    async def wait_snapshots(self, timeout_s: float = SNAPSHOT_WAIT_S) -> None:
+        """Wait (bounded) for the snapshots being written (shutdown, tests)."""
+        if self._snapshots:
+            await asyncio.wait(list(self._snapshots), timeout=timeout_s)
+
+    def _snapshot_done(self, task: asyncio.Future[int]) -> None:
+        self._snapshots.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("queue state snapshot failed; the older events stay", extra={"fields": {
+                "error": str(task.exception())}})
+
+    # ---- receive -------------------------------------------------------------------------------
+
+    async def receive(self, name: str, request: ReceiveRequest, *, binary: bool = False) -> list[dict[str, Any]]:
+        """Lease and return messages: JSON-ready (bytes as UTF-8 or ``*_b64``) or, with ``binary``,
+        msgpack-ready (key, value and header values as bytes)."""
+        queue = self.get(name)
+        visibility = request.visibility_timeout_ms or queue.visibility_ms
+        deadline = time.monotonic() + request.wait_ms / 1000
+        while True:
+            leased, durable = self._acquire(queue, request.max_messages, visibility)
+            remaining_ms = int((deadline - time.monotonic()) * 1000)
+            if leased or remaining_ms <= 0:
+                break
+            await self._wait(queue, remaining_ms)
+        await asyncio.gather(*durable)
+        messages: list[dict[str, Any]] = []
+        for partition, token, offsets in leased:
+            messages.extend(self._render(queue, partition, token, offsets, binary))
+        return messages
+
+    def _acquire(self, queue: Queue, wanted: int,
+                 visibility_ms: int) -> tuple[list[tuple[int, int, list[int]]], list[Awaitable[None]]]:
+        token = secrets.randbits(63) or 1
+        now = self._clock_ms()
+        count = len(queue.shares)
+        start, queue.rotation = queue.rotation, queue.rotation + 1
+        leased, durable = [], []
+        for i in range(count):
+            if wanted <= 0:
+                break
+            partition = (start + i) % count
+            hwm = self._replicas.get(queue.name, partition).high_watermark
+            offsets = queue.shares[partition].acquire(now, wanted, visibility_ms, hwm, token)
+            if offsets:
+                durable.append(self._record(queue, partition, lease_event(token, now + visibility_ms, offsets)))
+                leased.append((partition, token, offsets))
+                wanted -= len(offsets)
+        return leased, durable
+
+    async def _wait(self, queue: Queue, remaining_ms: int) -> None:
+        """Until new data arrives in a partition, a lease or delay falls due, or ``remaining_ms``."""
+        now = self._clock_ms()
+        deadlines = [d - now for d in (s.next_deadline() for s in queue.shares) if d is not None]
+        timeout_ms = max(WAIT_SLICE_MS_MIN, min([remaining_ms, *deadlines]))
+        waits = []
+        for partition, share in enumerate(queue.shares):
+            replica = self._replicas.get(queue.name, partition)
+            if share.next_offset >= replica.high_watermark:
+                waits.append(asyncio.ensure_future(replica.wait_for_data(share.next_offset, timeout_ms)))
+        if not waits:
+            await asyncio.sleep(timeout_ms / 1000)
+            return
+        _, pending = await asyncio.wait(waits, timeout=timeout_ms / 1000, return_when=asyncio.FIRST_COMPLETED)
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+
+    def _render(self, queue: Queue, partition: int, token: int, offsets: list[int],
+                binary: bool) -> list[dict[str, Any]]:
+        found = self._records(queue, partition, offsets)
+        share = queue.shares[partition]
+        log_start = self._replicas.get(queue.name, partition).log.log_start_offset
+        gone = [o for o in offsets if o not in found and o < log_start]
+        for offset in gone:  # removed by retention before it was received: nothing to deliver
+            if share.ack(offset, token):
+                self._record(queue, partition, ack_event([offset]))
+        unread = [o for o in offsets if o not in found and o >= log_start]
+        if unread:  # not expected; the lease runs out and the message is delivered again
+            log.error("leased messages could not be read", extra={"fields": {
+                "queue": queue.name, "partition": partition, "offsets": unread[:10]}})
+        records = [found[o] for o in offsets if o in found]
+        messages = [{"offset": r.offset, "timestamp": r.timestamp, "key": r.key, "value": r.value,
+                     "headers": r.headers} for r in records] if binary else render_records(records, force_base64=False)
+        suffix = f".{token:x}"
+        entries = share.entries
+        for record, message in zip(records, messages, strict=True):
+            entry = entries.get(record.offset)
+            message["receipt"] = f"{partition}.{record.offset}{suffix}"
+            message["partition"] = partition
+            message["delivery_count"] = 0 if entry is None else entry.count
+        return messages
+
+    def _records(self, queue: Queue, partition: int, offsets: list[int]) -> dict[int, Record]:
+        """The records at ``offsets`` (sorted), from the cache or the log (missing: left out)."""
+        replica = self._replicas.get(queue.name, partition)
+        cache = queue.cache[partition]
+        out: dict[int, Record] = {}
+        for offset in offsets:
+            batch = next((b for base, b in cache.items() if base <= offset < b[0]), None)
+            if batch is None and replica.log.log_start_offset <= offset < replica.high_watermark:
+                batch = self._load(replica.log.read(offset, READ_BYTES, offset_max=replica.high_watermark).data,
+                                   cache)
+            if batch is not None and offset in batch[1]:
+                out[offset] = batch[1][offset]
+        return out
+
+    @staticmethod
+    def _load(data: memoryview, cache: dict[int, CachedBatch]) -> CachedBatch | None:
+        """Decode up to ``CACHED_BATCHES_MAX`` batches of ``data`` into the cache (evicting the
+        oldest entries) and return the first one: the batch holding the offset the read began at."""
+        first = None
+        for count, (position, header) in enumerate(iter_batches(data)):
+            if count == CACHED_BATCHES_MAX:
+                break
+            batch = cache.get(header.base_offset)
+            if batch is None:
+                records = decode_records(data[position:position + header.size_bytes])
+                batch = cache[header.base_offset] = (header.next_offset, {r.offset: r for r in records})
+                while len(cache) > CACHED_BATCHES_MAX:
+                    del cache[next(iter(cache))]
+            first = first or batch
+        return first
+
+    # ---- ack, nack, dead letters -----------------------------------------------------------------
+
+    async def ack(self, name: str, receipts: list[Receipt]) -> dict[str, Any]:
+        return await self._settle(name, receipts, None)
+
+    async def nack(self, name: str, receipts: list[Receipt], delay_ms: int) -> dict[str, Any]:
+        return await self._settle(name, receipts, delay_ms)
+
+    async def _settle(self, name: str, receipts: list[Receipt], delay_ms: int | None) -> dict[str, Any]:
+        queue = self.get(name)
+        now = self._clock_ms()
+        done: dict[int, list[int]] = {}
+        failed = []
+        for receipt in receipts:
+            ok = False
+            if receipt.partition < len(queue.shares):
+                share = queue.shares[receipt.partition]
+                ok = share.ack(receipt.offset, receipt.token) if delay_ms is None else \
+                    share.nack(receipt.offset, receipt.token, now, delay_ms)
+            if ok:
+                done.setdefault(receipt.partition, []).append(receipt.offset)
+            else:
+                failed.append({"receipt": str(receipt), "code": "invalid_receipt",
+                               "detail": "no current lease has this receipt: it expired and the message was "
+                                         "delivered again, it was already settled, or it is not a receipt of "
+                                         "this queue"})
+        durable = []
+        for partition, offsets in done.items():
+            event = ack_event(offsets) if delay_ms is None else nack_event(now + delay_ms if delay_ms else 0, offsets)
+            durable.append(self._record(queue, partition, event))
+        await asyncio.gather(*durable)
+        if delay_ms is not None:
+            for partition in done:
+                await self._dead_letter(queue, partition)
+        return {"acked" if delay_ms is None else "nacked": sum(map(len, done.values())), "failed": failed}
+
+    async def _dead_letter(self, queue: Queue, partition: int) -> None:
+        share = queue.shares[partition]
+        offsets = share.take_dead()
+        if not offsets:
+            return
+        found = self._records(queue, partition, offsets)
+        log_start = self._replicas.get(queue.name, partition).log.log_start_offset
+        unread = [o for o in offsets if o not in found and o >= log_start]
+        if unread:  # not expected: keep them for the next sweep rather than drop them
+            share.requeue_dead(unread)
+            offsets = [o for o in offsets if o not in unread]
+        records = [IncomingRecord(ProducerRecord(r.value, r.key, [*r.headers, *self._origin(queue, partition, r)],
+                                                 r.timestamp), None) for r in (found[o] for o in offsets if o in found)]
+        if not offsets:
+            return
+        try:
+            if records:
+                await self._produce(queue.dead_letter_topic, records)
+        except (BrokerError, StorageError, CoordinatorError) as exc:
+            share.requeue_dead(offsets)
+            queue.dead_letter_retry_at = time.monotonic() + DEAD_LETTER_RETRY_S
+            log.error("dead-lettering failed; retrying later", extra={"fields": {
+                "queue": queue.name, "dead_letter_topic": queue.dead_letter_topic, "error": str(exc),
+                "retry_in_s": DEAD_LETTER_RETRY_S}})
+            return
+        for offset in offsets:
+            share.dead_lettered(offset)
+        await self._record(queue, partition, dead_event(offsets))
+
+    def _origin(self, queue: Queue, partition: int, record: Record) -> list[tuple[str, bytes]]:
+        entry = queue.shares[partition].entries.get(record.offset)
+        return [("x-logbroker-queue", queue.name.encode()), ("x-logbroker-partition", str(partition).encode()),
+                ("x-logbroker-offset", str(record.offset).encode()),
+                ("x-logbroker-delivery-count", str(0 if entry is None else entry.count).encode())]
+
+    async def sweep(self) -> None:
+        """Expire due leases and delays; copy messages out of deliveries to the dead-letter topics."""
+        now = self._clock_ms()
+        for queue in list(self._queues.values()):
+            for partition, share in enumerate(queue.shares):
+                share.expire(now)
+                if time.monotonic() >= queue.dead_letter_retry_at:
+                    await self._dead_letter(queue, partition)
+
+    def describe(self, name: str) -> dict[str, Any]:
+        queue = self.get(name)
+        partitions = []
+        for partition, share in enumerate(queue.shares):
+            hwm = self._replicas.get(name, partition).high_watermark
+            partitions.append({"partition": partition, "done_below": share.done_below,
+                               "next_offset": share.next_offset, "in_flight": share.in_flight(),
+                               "not_yet_delivered": max(0, hwm - share.next_offset)})
+        return {"queue": name, "max_deliveries": queue.max_deliveries,
+                "dead_letter_topic": queue.dead_letter_topic, "visibility_timeout_ms": queue.visibility_ms,
+                "partitions": partitions}

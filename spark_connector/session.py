@@ -1,0 +1,36 @@
+"""A local SparkSession for scripts, tests and benchmarks, bound to loopback.
+
+Spark's Python workers must run this interpreter (the one with pyarrow and this package), so
+``PYSPARK_PYTHON`` is set to it; the driver binds to 127.0.0.1 and the web UI stays off.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+def local_session(app_name: str, *, cores: int = 2, shuffle_partitions: int = 4,
+                  extra: dict[str, str] | None = None) -> SparkSession:
+    """A ``local[cores]`` session with the ``logbroker`` format registered."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark.sql import SparkSession
+
+    from spark_connector import register
+
+    builder = (SparkSession.builder.master(f"local[{cores}]").appName(app_name)
+               .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
+               .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", str(shuffle_partitions))
+               .config("spark.sql.session.timeZone", "UTC"))
+    for key, value in (extra or {}).items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    register(spark)
+    return spark

@@ -1,0 +1,45 @@
+"""The ``logbroker group`` and ``logbroker queue`` commands against a real node."""
+
+from __future__ import annotations
+
+import json
+
+from tests.logbroker.test_cli import cli
+from tests.support.http import Http
+
+
+def test_queue_send_and_receive(node):
+    assert cli(node, "topic", "create", "cli.q", "--kind", "queue").returncode == 0
+    sent = cli(node, "queue", "send", "cli.q", stdin="one\nk\ttwo\n")
+    assert sent.returncode == 0 and "sent 2 message(s)" in sent.stdout
+    held = cli(node, "queue", "receive", "cli.q", "--max-messages", "1", "--no-ack", "--json")
+    assert held.returncode == 0, held.stderr
+    first = json.loads(held.stdout)
+    assert first["acked"] == 0 and [m["value"] for m in first["messages"]] == ["one"]
+    got = cli(node, "queue", "receive", "cli.q", "--max-messages", "10", "--wait-ms", "500")
+    assert got.returncode == 0 and got.stdout.splitlines() == ["0/1\t1\ttwo"]
+    assert cli(node, "queue", "receive", "cli.q").stdout == ""
+    not_queue = cli(node, "queue", "receive", "__consumer_offsets")
+    assert not_queue.returncode == 1 and "not_a_queue" in not_queue.stderr
+
+
+def test_group_list_describe_reset(node):
+    assert cli(node, "topic", "create", "cli.g", "--partitions", "2").returncode == 0
+    assert cli(node, "produce", "cli.g", "--partition", "1", stdin="a\nb\nc\n").returncode == 0
+    http = Http(node.url)
+    member = http.json("POST", "/v1/groups/cg/members", body={"topics": ["cli.g"]})
+    listed = cli(node, "group", "list")
+    assert listed.returncode == 0 and "cg\tstable\tgeneration 1\t1 member(s)" in listed.stdout
+    busy = cli(node, "group", "reset-offsets", "cg", "--topic", "cli.g", "--to-latest")
+    assert busy.returncode == 1 and "group_not_empty" in busy.stderr
+    http.json("DELETE", f"/v1/groups/cg/members/{member['member_id']}", expect=204)
+    reset = cli(node, "group", "reset-offsets", "cg", "--topic", "cli.g", "--to-latest")
+    assert reset.returncode == 0 and reset.stdout.splitlines() == ["cli.g/0 -> 0", "cli.g/1 -> 3"]
+    explicit = cli(node, "group", "reset-offsets", "cg", "--topic", "cli.g", "--to-offset", "1=1")
+    assert explicit.returncode == 0 and explicit.stdout.splitlines() == ["cli.g/1 -> 1"]
+    described = json.loads(cli(node, "group", "describe", "cg", "--json").stdout)
+    assert {o["partition"]: (o["committed_offset"], o["lag"]) for o in described["offsets"]} == {0: (0, 0), 1: (1, 2)}
+    human = cli(node, "group", "describe", "cg").stdout
+    assert "cli.g/1: committed 1 high watermark 3 lag 2" in human
+    bad = cli(node, "group", "reset-offsets", "cg", "--topic", "cli.g", "--to-offset", "x")
+    assert bad.returncode == 1 and "PARTITION=OFFSET" in bad.stderr

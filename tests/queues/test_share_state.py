@@ -1,0 +1,155 @@
+"""The queue share state: unit cases and a Hypothesis state machine against a simple model."""
+
+from __future__ import annotations
+
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+from logbroker.queues.share_state import (
+    DEAD,
+    LEASED,
+    PartitionShare,
+    ack_event,
+    dead_event,
+    lease_event,
+    nack_event,
+)
+
+
+def test_lease_ack_and_redelivery_after_timeout():
+    share = PartitionShare(max_deliveries=3)
+    assert share.acquire(0, 2, 100, high_watermark=5, token=7) == [0, 1]
+    assert share.acquire(50, 10, 100, high_watermark=5, token=8) == [2, 3, 4]
+    assert share.ack(0, 7) and not share.ack(0, 7), "a receipt acks once"
+    assert not share.ack(1, 8), "another lease's token"
+    assert share.acquire(99, 10, 100, high_watermark=5, token=9) == []
+    assert share.acquire(100, 10, 100, high_watermark=5, token=9) == [1]
+    assert share.entries[1].count == 2 and share.done_below == 1
+
+
+def test_nack_with_delay_then_dead_letter_at_max_deliveries():
+    share = PartitionShare(max_deliveries=2)
+    assert share.acquire(0, 1, 1000, 1, token=1) == [0]
+    assert share.nack(0, 1, now_ms=0, delay_ms=50)
+    assert not share.nack(0, 1, now_ms=0, delay_ms=0), "the receipt is spent"
+    assert share.acquire(49, 1, 1000, 1, token=2) == []
+    assert share.acquire(50, 1, 1000, 1, token=2) == [0]
+    assert share.nack(0, 2, now_ms=60, delay_ms=0)
+    assert share.entries[0].state == DEAD
+    assert share.take_dead() == [0]
+    assert share.acquire(100, 1, 1000, 1, token=3) == []
+    share.dead_lettered(0)
+    assert share.done_below == 1 and not share.entries
+
+
+def test_window_caps_new_messages():
+    share = PartitionShare(max_deliveries=5, window_max=3)
+    assert share.acquire(0, 10, 100, 10, token=1) == [0, 1, 2]
+    assert share.acquire(0, 10, 100, 10, token=2) == []
+    assert share.ack(0, 1)
+    assert share.acquire(0, 10, 100, 10, token=3) == [3]
+
+
+class ShareMachine(RuleBasedStateMachine):
+    """Random receives, acks, nacks, clock steps and restarts (replay of the recorded events)."""
+
+    MAX = 3
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.share = PartitionShare(self.MAX, window_max=20)
+        self.events: list[list] = []
+        self.now = 0
+        self.high_watermark = 0
+        self.token = 0
+        self.receipts: list[tuple[int, int, int]] = []  # (offset, token, until)
+        self.acked: set[int] = set()
+        self.dead: set[int] = set()
+        self.deliveries: dict[int, int] = {}
+
+    @rule(n=st.integers(1, 10))
+    def produce(self, n):
+        self.high_watermark += n
+
+    @rule(ms=st.integers(1, 300))
+    def tick(self, ms):
+        self.now += ms
+
+    @rule(n=st.integers(0, 8), visibility=st.integers(1, 200))
+    def receive(self, n, visibility):
+        self.token += 1
+        got = self.share.acquire(self.now, n, visibility, self.high_watermark, self.token)
+        assert got == sorted(set(got)) and len(got) <= n
+        live = {o for o, _, until in self.receipts if until > self.now}
+        for offset in got:
+            assert offset not in self.acked and offset not in self.dead, "finished messages never come back"
+            assert offset not in live, "one lease at a time"
+            assert offset < self.high_watermark
+            self.deliveries[offset] = self.deliveries.get(offset, 0) + 1
+            assert self.deliveries[offset] <= self.MAX
+        self.receipts = [r for r in self.receipts if r[0] not in got]
+        self.receipts += [(o, self.token, self.now + visibility) for o in got]
+        if got:
+            self.events.append(lease_event(self.token, self.now + visibility, got))
+        self._dead_letter()
+
+    @precondition(lambda self: self.receipts)
+    @rule(i=st.integers(0, 1000), forged=st.booleans())
+    def ack(self, i, forged):
+        offset, token, _ = self.receipts[i % len(self.receipts)]
+        if forged:
+            assert not self.share.ack(offset, token + 10_000)
+            return
+        if self.share.ack(offset, token):
+            assert offset not in self.acked
+            self.acked.add(offset)
+            self.events.append(ack_event([offset]))
+        self.receipts = [r for r in self.receipts if r[0] != offset]
+
+    @precondition(lambda self: self.receipts)
+    @rule(i=st.integers(0, 1000), delay=st.integers(0, 100))
+    def nack(self, i, delay):
+        offset, token, _ = self.receipts.pop(i % len(self.receipts))
+        if self.share.nack(offset, token, self.now, delay):
+            self.events.append(nack_event(self.now + delay if delay else 0, [offset]))
+        self._dead_letter()
+
+    def _dead_letter(self):
+        dead = self.share.take_dead()
+        for offset in dead:
+            assert self.deliveries[offset] == self.MAX
+            self.share.dead_lettered(offset)
+            self.dead.add(offset)
+        if dead:
+            self.events.append(dead_event(dead))
+
+    @rule()
+    def snapshot(self):
+        """Compaction: the snapshot replaces every event before it."""
+        self.events = [self.share.snapshot_event()]
+
+    @rule()
+    def restart(self):
+        rebuilt = PartitionShare(self.MAX, window_max=20)
+        for event in self.events:
+            rebuilt.apply(event)
+        rebuilt.after_replay(self.now)
+        self.share.expire(self.now)
+        assert rebuilt.done_below == self.share.done_below and rebuilt.next_offset == self.share.next_offset
+        assert {o: (e.state, e.count, e.token) for o, e in rebuilt.entries.items()} == \
+            {o: (e.state, e.count, e.token) for o, e in self.share.entries.items()}
+        self.share = rebuilt
+        self._dead_letter()
+
+    @invariant()
+    def finished_offsets_are_below_or_absent(self):
+        assert all(o >= self.share.done_below for o in self.share.entries)
+        assert not (self.acked & self.dead)
+        for offset in range(self.share.done_below):
+            assert offset in self.acked or offset in self.dead
+        assert all(e.count <= self.MAX for e in self.share.entries.values())
+        assert self.share.next_offset - self.share.done_below <= 20
+        assert all(e.token != 0 for e in self.share.entries.values() if e.state == LEASED)
+
+
+TestShareMachine = ShareMachine.TestCase
