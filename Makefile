@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 QUICK ?=
 
-.PHONY: test lint bench run system-deps clean spark-example
+.PHONY: test lint bench bench-deps bench-node run system-deps clean spark-example
 
 $(STAMP): setup.cfg pyproject.toml
 	scripts/bootstrap-venv.sh
@@ -20,7 +20,24 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 
-bench: $(STAMP)
+BENCH_STAMP := $(VENV)/.bench-installed
+
+$(BENCH_STAMP): $(STAMP) setup.cfg
+	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check -e ".[test,dev,bench]"
+	touch $(BENCH_STAMP)
+
+# The peer servers (nats-server, rabbitmq-server) from Debian's packages when missing, and the
+# peers' Python clients (the `bench` extra).
+bench-deps: $(BENCH_STAMP)
+	scripts/ensure-bench-deps.sh
+
+# The standard set against LogBroker, NATS JetStream and RabbitMQ; results, REPORT.md and plots
+# in benchmarks/results/. QUICK=1: a short run (under two minutes).
+bench: bench-deps
+	$(PY) -m benchmarks all $(if $(QUICK),--quick,)
+
+# LogBroker's own benchmarks (no peers): the log, one node, groups, queues, Spark.
+bench-node: $(STAMP)
 	$(PY) -m benchmarks log $(if $(QUICK),--quick,)
 	$(PY) -m benchmarks node $(if $(QUICK),--quick,)
 	$(PY) -m benchmarks groups $(if $(QUICK),--quick,)

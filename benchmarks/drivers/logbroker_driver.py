@@ -1,0 +1,233 @@
+"""LogBroker through its own client, ``logbroker.client.Client``, driven the fastest way known
+(as ``benchmarks/node_bench.py`` does): the client builds binary batches of ``BATCH_RECORDS``
+records and posts each as one prebuilt batch with ``IN_FLIGHT`` requests pipelined; consumers
+fetch raw batches (sent by the node with ``sendfile``), verify every checksum and decode every
+record, with the next fetch already in flight while the current one is decoded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+from collections.abc import Callable
+from typing import Any, Final
+
+import aiohttp
+
+from benchmarks.drivers.base import OP_TIMEOUT_S, Driver, latency_ms
+from logbroker.client import Client, FetchedBatches
+from segments.batch import decode_records, encode_values, iter_batches
+
+BATCH_RECORDS: Final = 1000
+IN_FLIGHT: Final = 4
+FETCH_BYTES: Final = 4 << 20
+TAIL_WAIT_MS: Final = 500
+IDLE_WAIT_MS: Final = 10_000
+QUEUE_RECEIVE_MAX: Final = 1000
+QUEUE_RECEIVERS: Final = 4
+QUEUE_VISIBILITY_MS: Final = 60_000
+QUEUE_RECEIVE_PATH: Final = re.compile(r"^/v1/queues/\{[^}/]+\}/receive$")
+BATCH_TYPE: Final = "application/vnd.logbroker.batch"
+
+
+class LogBrokerDriver(Driver):
+    system = "logbroker"
+    fsync_unsupported = None
+
+    def __init__(self, endpoint: Any) -> None:
+        super().__init__(endpoint)
+        self._client: Client | None = None
+        self._sends: set[asyncio.Task[None]] = set()
+        self._send_slots = asyncio.Semaphore(IN_FLIGHT)
+
+    @property
+    def client(self) -> Client:
+        assert self._client is not None, "connect() first"
+        return self._client
+
+    async def connect(self) -> None:
+        self._client = Client(self.endpoint.url, timeout_s=OP_TIMEOUT_S)
+
+    async def close(self) -> None:
+        await self.settle()
+        if self._client is not None:
+            await self._client.close()
+
+    def settings(self) -> dict[str, Any]:
+        from importlib.metadata import version
+
+        return {
+            "client": f"logbroker.client {version('logbroker')} (aiohttp, uvloop)",
+            "partitions": 1,
+            "durability": "flush=interval (fsync every 1000 ms), acks=1 (leader append); "
+                          "fsync variant: flush=always (group commit, fsync before the ack), acks=all",
+            "produce": f"prebuilt batches of {BATCH_RECORDS} records, {IN_FLIGHT} requests in flight",
+            "consume": f"raw-batch fetch, max_bytes {FETCH_BYTES}, one fetch ahead, checksums verified, "
+                       "every record decoded",
+            "tail": f"long-poll fetch, wait_ms {TAIL_WAIT_MS}; paced sends as one batch per tick, "
+                    f"{IN_FLIGHT} in flight",
+            "idle": f"one HTTP connection per consumer, long-poll fetch wait_ms {IDLE_WAIT_MS}",
+            "queue": f"{QUEUE_RECEIVERS} receivers, max_messages {QUEUE_RECEIVE_MAX}, one ack call per receive",
+        }
+
+    async def create_log(self, name: str, *, fsync: bool = False) -> None:
+        await self.client.create_topic(name, partitions=1, config={"flush": "always" if fsync else "interval"})
+
+    async def produce(self, log: str, payload: bytes, count: int, *, fsync: bool = False) -> int:
+        acks = "all" if fsync else "1"
+        sizes = [BATCH_RECORDS] * (count // BATCH_RECORDS) + ([count % BATCH_RECORDS] if count % BATCH_RECORDS else [])
+        work: asyncio.Queue[int | None] = asyncio.Queue(maxsize=IN_FLIGHT * 2)
+        done = 0
+
+        async def sender() -> None:
+            nonlocal done
+            while (n := await work.get()) is not None:
+                await self.client.produce_batch(log, 0, encode_values([payload] * n), acks=acks)
+                done += n
+
+        workers = [asyncio.create_task(sender()) for _ in range(IN_FLIGHT)]
+        try:
+            async with asyncio.timeout(OP_TIMEOUT_S):
+                for n in sizes:
+                    await work.put(n)
+                for _ in workers:
+                    await work.put(None)
+                await asyncio.gather(*workers)
+        finally:
+            for w in workers:
+                w.cancel()
+        return done
+
+    async def consume(self, log: str, count: int) -> int:
+        offset, got = 0, 0
+        async with asyncio.timeout(OP_TIMEOUT_S):
+            ahead = asyncio.ensure_future(self.client.fetch_batches(log, 0, offset, max_bytes=FETCH_BYTES))
+            while got < count:
+                fetched = await ahead
+                if fetched.next_offset == offset:
+                    raise RuntimeError(f"log {log} ended at {offset} records, {count} expected")
+                offset = fetched.next_offset
+                if got + _count(fetched) < count:
+                    ahead = asyncio.ensure_future(self.client.fetch_batches(log, 0, offset, max_bytes=FETCH_BYTES))
+                got += _decode(fetched)
+        return got
+
+    async def send_now(self, log: str, payloads: list[bytes]) -> None:
+        await self._send_slots.acquire()
+        task = asyncio.create_task(self._send_one(log, encode_values(payloads)))
+        self._sends.add(task)
+        task.add_done_callback(self._sends.discard)
+
+    async def _send_one(self, log: str, batch: bytes) -> None:
+        try:
+            await self.client.produce_batch(log, 0, batch, acks="1")
+        finally:
+            self._send_slots.release()
+
+    async def flush_sends(self) -> None:
+        async with asyncio.timeout(OP_TIMEOUT_S):
+            while self._sends:
+                await asyncio.gather(*list(self._sends))
+
+    async def receive_latencies(self, log: str, count: int, ready: Callable[[], None],
+                                deadline_s: float) -> list[float]:
+        offset = await self.client.list_offset(log, 0, "latest")
+        latencies: list[float] = []
+        ready()
+        while len(latencies) < count and time.monotonic() < deadline_s:
+            fetched = await self.client.fetch_batches(log, 0, offset, max_bytes=FETCH_BYTES, wait_ms=TAIL_WAIT_MS)
+            offset = fetched.next_offset
+            records = fetched.records(0)
+            now = time.time_ns()
+            latencies.extend(latency_ms(r.value or b"", now) for r in records)
+        return latencies
+
+    async def hold_idle(self, log: str, consumers: int, ready: Callable[[], None], stop: asyncio.Event) -> int:
+        session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=OP_TIMEOUT_S),
+                                        connector=aiohttp.TCPConnector(limit=consumers + 1))
+        client = Client(self.endpoint.url, session=session)
+        waiting = 0
+        all_waiting = asyncio.Event()
+
+        async def one() -> None:
+            nonlocal waiting
+            # A first fetch that does not wait opens this consumer's connection; every fetch after
+            # it goes out on that warm connection at once and waits at the node.
+            await client.fetch_batches(log, 0, 0, wait_ms=0)
+            waiting += 1
+            if waiting == consumers:
+                all_waiting.set()
+            while not stop.is_set():
+                await client.fetch_batches(log, 0, 0, wait_ms=IDLE_WAIT_MS)
+
+        tasks = [asyncio.create_task(one()) for _ in range(consumers)]
+        try:
+            async with asyncio.timeout(OP_TIMEOUT_S):
+                await all_waiting.wait()
+            ready()
+            await stop.wait()
+        finally:
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            await session.close()
+        return waiting
+
+    async def queue_unavailable(self) -> str | None:
+        _status, _headers, body = await self.client.request("GET", "/v1/openapi.json")
+        paths = json.loads(body).get("paths", {})
+        if any(QUEUE_RECEIVE_PATH.match(p) and "post" in ops for p, ops in paths.items()):
+            return None
+        return "not available: this node has no POST /v1/queues/{name}/receive (queues with acks are not built yet)"
+
+    async def create_queue(self, name: str) -> None:
+        await self.client.create_topic(name, partitions=1, kind="queue")
+
+    async def queue_send(self, name: str, payload: bytes, count: int) -> int:
+        sent = 0
+        async with asyncio.timeout(OP_TIMEOUT_S):
+            while sent < count:
+                n = min(BATCH_RECORDS, count - sent)
+                await self.client.request("POST", f"/v1/queues/{name}/messages", params={"partition": 0},
+                                          data=encode_values([payload] * n), headers={"Content-Type": BATCH_TYPE})
+                sent += n
+        return sent
+
+    async def queue_receive_ack(self, name: str, count: int) -> int:
+        acked = 0
+
+        async def receiver() -> None:
+            nonlocal acked
+            while acked < count:
+                _s, _h, body = await self.client.request(
+                    "POST", f"/v1/queues/{name}/receive",
+                    json_body={"max_messages": QUEUE_RECEIVE_MAX, "visibility_timeout_ms": QUEUE_VISIBILITY_MS,
+                               "wait_ms": 100})
+                receipts = [m["receipt"] for m in json.loads(body)["messages"]]
+                if receipts:
+                    await self.client.request("POST", f"/v1/queues/{name}/ack", json_body={"receipts": receipts})
+                    acked += len(receipts)
+
+        async with asyncio.timeout(OP_TIMEOUT_S):
+            await asyncio.gather(*(receiver() for _ in range(QUEUE_RECEIVERS)))
+        return acked
+
+
+def _count(fetched: FetchedBatches) -> int:
+    return sum(header.record_count for _position, header in iter_batches(memoryview(fetched.data)))
+
+
+def _decode(fetched: FetchedBatches) -> int:
+    """Verify and decode every record of ``fetched`` and touch each value (as a consumer that
+    hands records on would); returns the records decoded."""
+    view = memoryview(fetched.data)
+    n = 0
+    for position, header in iter_batches(view):
+        records = decode_records(view[position:position + header.size_bytes])
+        for record in records:
+            _ = record.value
+        n += len(records)
+    return n
+

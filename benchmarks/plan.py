@@ -1,0 +1,30 @@
+"""How much each scenario does: the standard run and the ``--quick`` run (every system alike)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+SIZES = (100, 1024)
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    reps: int
+    records: tuple[tuple[int, int], ...]          # (record bytes, records) for produce and consume
+    latency_rates: tuple[int, ...]                # records/s
+    latency_seconds: float                        # per (rate, size, repetition)
+    idle_consumers: int
+    idle_records: tuple[tuple[int, int], ...]     # produced with and without the idle consumers
+    idle_window_s: float                          # server CPU is sampled this long with only idle consumers
+    queue_records: tuple[tuple[int, int], ...]
+
+    def count(self, table: tuple[tuple[int, int], ...], size: int) -> int:
+        return dict(table)[size]
+
+
+FULL = Plan(reps=3, records=((100, 500_000), (1024, 200_000)), latency_rates=(1000, 5000, 20_000),
+            latency_seconds=5.0, idle_consumers=500, idle_records=((100, 200_000), (1024, 100_000)),
+            idle_window_s=2.0, queue_records=((100, 50_000), (1024, 50_000)))
+QUICK = Plan(reps=3, records=((100, 30_000), (1024, 10_000)), latency_rates=(1000, 5000, 20_000),
+             latency_seconds=0.3, idle_consumers=50, idle_records=((100, 10_000), (1024, 5_000)),
+             idle_window_s=0.5, queue_records=((100, 3_000), (1024, 3_000)))

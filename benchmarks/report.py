@@ -1,0 +1,295 @@
+"""REPORT.md from one run's result documents: every figure of every system side by side, and
+LogBroker's ratio to each peer (LogBroker ÷ peer, medians of the same run).
+
+Pure: documents in, Markdown out. A ratio is only ever computed between two documents of the
+same run (callers pass one run's documents; ``results.read_run`` selects them by ``run_id``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+SUBJECT: Final = "logbroker"
+HIGHER_IS_BETTER: Final = frozenset({"records/s", "MB/s"})
+SCENARIO_ORDER: Final = ("produce", "consume", "latency", "idle", "queue")
+
+
+@dataclasses.dataclass(frozen=True)
+class Cell:
+    median: float
+    low: float
+    high: float
+
+
+@dataclasses.dataclass(frozen=True)
+class Row:
+    scenario: str
+    figure: str
+    unit: str
+    values: dict[str, Cell | None]       # system -> figure (None: the system has no such figure)
+    ratios: dict[str, float | None]      # peer -> LogBroker ÷ peer (None: one side is missing)
+
+    @property
+    def higher_is_better(self) -> bool:
+        return self.unit in HIGHER_IS_BETTER
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """One of the issue's goals: LogBroker's figure against the best peer's."""
+
+    label: str
+    figure: str
+    ratio_needed: float
+    higher_is_better: bool       # True: met when ratio >= ratio_needed; False: when ratio <= it
+    ratio: float | None
+    best_peer: str | None
+
+    @property
+    def met(self) -> bool | None:
+        if self.ratio is None:
+            return None
+        return self.ratio >= self.ratio_needed if self.higher_is_better else self.ratio <= self.ratio_needed
+
+    @property
+    def needed(self) -> str:
+        return f"{'≥' if self.higher_is_better else '≤'} {self.ratio_needed:g}×"
+
+
+# (label, scenario, figure, ratio needed, higher is better)
+TARGETS: Final = (
+    ("produce 100 B, records/s", "produce", "produce_100b_records_per_s", 2.0, True),
+    ("consume 100 B, records/s", "consume", "consume_100b_records_per_s", 2.0, True),
+    ("p99 at 5,000 records/s, 100 B", "latency", "latency_5000_100b_p99_ms", 1.5, False),
+    ("p99 at 5,000 records/s, 1 KiB", "latency", "latency_5000_1024b_p99_ms", 1.5, False),
+)
+
+
+# The figures of the short table at the top of REPORT.md (and of the README): (label, scenario, figure).
+SUMMARY: Final = (
+    ("produce 100 B, records/s", "produce", "produce_100b_records_per_s"),
+    ("produce 1 KiB, records/s", "produce", "produce_1024b_records_per_s"),
+    ("produce 100 B fsync'd (flush=always, acks=all), records/s", "produce", "produce_fsync_100b_records_per_s"),
+    ("consume 100 B, records/s", "consume", "consume_100b_records_per_s"),
+    ("consume 1 KiB, records/s", "consume", "consume_1024b_records_per_s"),
+    ("latency at 1,000/s, 100 B, p50 / p99 / p99.9 ms", "latency", "latency_1000_100b"),
+    ("latency at 5,000/s, 100 B, p50 / p99 / p99.9 ms", "latency", "latency_5000_100b"),
+    ("latency at 5,000/s, 1 KiB, p50 / p99 / p99.9 ms", "latency", "latency_5000_1024b"),
+    ("latency at 20,000/s, 100 B, p50 / p99 / p99.9 ms", "latency", "latency_20000_100b"),
+    ("produce 100 B with 500 idle consumers, records/s", "idle", "idle_produce_100b_records_per_s"),
+    ("server memory for the idle consumers, MB", "idle", "idle_server_rss_delta_mb"),
+    ("queue receive+ack 100 B, records/s", "queue", "queue_receive_ack_100b_records_per_s"),
+)
+
+
+def summary(documents: Sequence[Mapping[str, Any]]) -> list[str]:
+    """A short Markdown table: medians only, LogBroker's ratio to each peer in brackets."""
+    systems = systems_of(documents)
+    grouped = by_scenario(documents)
+    lines = ["| what | " + " | ".join(systems) + " |", "|" + " --- |" * (len(systems) + 1)]
+    for text, scenario, figure in SUMMARY:
+        docs = grouped.get(scenario, {})
+        names = [f"{figure}_{p}_ms" for p in ("p50", "p99", "p999")] if scenario == "latency" else [figure]
+        first = next(iter(docs.values()), None)
+        if first is not None and "idle_consumers" in first["params"]:
+            text = text.replace("500", str(first["params"]["idle_consumers"]))
+        cells = []
+        for system in systems:
+            d = docs.get(system)
+            if d is None or any(n not in d["figures"] for n in names):
+                cells.append(_status(d) or "—")
+                continue
+            cell = " / ".join(fmt(d["figures"][n]) for n in names)
+            if system != SUBJECT:
+                subject = docs.get(SUBJECT)
+                if subject is not None and all(n in subject["figures"] for n in names):
+                    cell += " (" + " / ".join(f"{subject['figures'][n] / d['figures'][n]:.2f}×"
+                                              if d["figures"][n] else "—" for n in names) + ")"
+            cells.append(cell)
+        if any(c not in ("—", "not run") for c in cells):
+            lines.append(f"| {text} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def systems_of(documents: Sequence[Mapping[str, Any]]) -> list[str]:
+    """LogBroker first, then the peers in name order."""
+    names = {str(d["system"]) for d in documents}
+    return ([SUBJECT] if SUBJECT in names else []) + sorted(names - {SUBJECT})
+
+
+def by_scenario(documents: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Mapping[str, Any]]]:
+    out: dict[str, dict[str, Mapping[str, Any]]] = {}
+    for d in documents:
+        scenario, system = str(d["scenario"]), str(d["system"])
+        if system in out.setdefault(scenario, {}):
+            raise ValueError(f"two documents for {scenario}/{system} in one run")
+        out[scenario][system] = d
+    order = {name: i for i, name in enumerate(SCENARIO_ORDER)}
+    return dict(sorted(out.items(), key=lambda kv: (order.get(kv[0], len(order)), kv[0])))
+
+
+def ratio_rows(documents: Sequence[Mapping[str, Any]]) -> list[Row]:
+    """One row per (scenario, figure median), in the order the figures first appear."""
+    systems = systems_of(documents)
+    peers = [s for s in systems if s != SUBJECT]
+    rows = []
+    for scenario, docs in by_scenario(documents).items():
+        names: dict[str, str] = {}
+        for system in systems:
+            d = docs.get(system)
+            for name, unit in (d["unit"].items() if d else ()):
+                if not name.endswith(("_min", "_max")):
+                    names.setdefault(name, unit)
+        for name, unit in names.items():
+            values = {s: _cell(docs.get(s), name) for s in systems}
+            subject = values.get(SUBJECT)
+            ratios = {p: _ratio(subject, values[p]) for p in peers}
+            rows.append(Row(scenario, name, unit, values, ratios))
+    return rows
+
+
+def _cell(document: Mapping[str, Any] | None, name: str) -> Cell | None:
+    if document is None or name not in document["figures"]:
+        return None
+    figures = document["figures"]
+    median = float(figures[name])
+    return Cell(median, float(figures.get(f"{name}_min", median)), float(figures.get(f"{name}_max", median)))
+
+
+def _ratio(subject: Cell | None, peer: Cell | None) -> float | None:
+    if subject is None or peer is None or peer.median == 0:
+        return None
+    return subject.median / peer.median
+
+
+def targets(documents: Sequence[Mapping[str, Any]]) -> list[Target]:
+    """The issue's goals against the best peer of this run (highest throughput, lowest latency)."""
+    rows = {(r.scenario, r.figure): r for r in ratio_rows(documents)}
+    out = []
+    for label, scenario, figure, needed, higher in TARGETS:
+        row = rows.get((scenario, figure))
+        peers = {} if row is None or row.values.get(SUBJECT) is None else \
+            {p: c for p, c in row.values.items() if p != SUBJECT and c is not None}
+        if row is None or not peers:
+            out.append(Target(label, figure, needed, higher, None, None))
+            continue
+        pick = max if higher else min
+        best = pick(peers, key=lambda p: peers[p].median)
+        out.append(Target(label, figure, needed, higher, row.ratios[best], best))
+    return out
+
+
+def fmt(value: float) -> str:
+    """Numbers as a reader wants them: thousands separators, three significant digits below 100."""
+    if abs(value) >= 100:
+        return f"{value:,.0f}"
+    if abs(value) >= 10:
+        return f"{value:.1f}"
+    return f"{value:.3g}"
+
+
+def _fmt_cell(cell: Cell | None, status: str | None) -> str:
+    if cell is None:
+        return status or "—"
+    if cell.low == cell.high == cell.median:
+        return fmt(cell.median)
+    return f"{fmt(cell.median)} ({fmt(cell.low)}–{fmt(cell.high)})"
+
+
+def _fmt_ratio(row: Row, peer: str) -> str:
+    ratio = row.ratios.get(peer)
+    if ratio is None:
+        return "—"
+    ahead = ratio > 1 if row.higher_is_better else ratio < 1
+    return f"{ratio:.2f}×" + (" ✓" if ahead else "")
+
+
+def render(documents: Sequence[Mapping[str, Any]], *, plots: Sequence[tuple[str, str]] = (),
+           command: str = "make bench", notes: Sequence[str] = ()) -> str:
+    """The Markdown report of one run. ``plots``: (title, relative path) pairs."""
+    if not documents:
+        raise ValueError("no result documents to report on")
+    systems = systems_of(documents)
+    peers = [s for s in systems if s != SUBJECT]
+    grouped = by_scenario(documents)
+    first = min(str(d["started_at"]) for d in documents)
+    machine = documents[0]["machine"]
+    lines = [
+        "# Benchmark report: LogBroker and its peers, side by side",
+        "",
+        f"Run `{documents[0]['params'].get('run_id', '?')}`, started {first}, on {machine['cpus']} cores, "
+        f"Python {machine['python']}; reproduce with `{command}`.",
+        "",
+        "Every figure is the median of the repetitions, with min–max in brackets. Ratios are "
+        "**LogBroker ÷ peer**, computed from medians of this same run; ✓ marks a ratio where LogBroker "
+        "is ahead (higher for records/s and MB/s, lower for everything else). Client and server share "
+        "the machine's cores for every system alike.",
+        "",
+        "| system | version |",
+        "| --- | --- |",
+    ]
+    versions = {str(d["system"]): str(d["version"]) for d in documents}
+    lines += [f"| {s} | {versions[s]} |" for s in systems]
+    lines += ["", "## Summary", "", "Medians; in brackets LogBroker ÷ that peer.", "", *summary(documents), "",
+              *_targets_section(documents), ""]
+    rows = ratio_rows(documents)
+    for scenario, docs in grouped.items():
+        lines += _scenario_section(scenario, docs, [r for r in rows if r.scenario == scenario], systems, peers)
+    if plots:
+        lines += ["## Plots", ""]
+        lines += [f"![{title}]({path})" for title, path in plots]
+        lines.append("")
+    if notes:
+        lines += ["## Notes", "", *notes, ""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _targets_section(documents: Sequence[Mapping[str, Any]]) -> list[str]:
+    lines = ["## Targets", "", "| goal | LogBroker ÷ best peer | needed | met |", "| --- | --- | --- | --- |"]
+    for t in targets(documents):
+        if t.ratio is None:
+            lines.append(f"| {t.label} | not measured | {t.needed} | — |")
+            continue
+        lines.append(f"| {t.label} | {t.ratio:.2f}× (best peer: {t.best_peer}) | {t.needed} | "
+                     f"{'yes' if t.met else 'no'} |")
+    return lines
+
+
+def _scenario_section(scenario: str, docs: Mapping[str, Mapping[str, Any]], rows: Sequence[Row],
+                      systems: Sequence[str], peers: Sequence[str]) -> list[str]:
+    status = {s: _status(docs.get(s)) for s in systems}
+    header = ["figure", "unit", *systems, *(f"{SUBJECT} ÷ {p}" for p in peers)]
+    lines = [f"## {scenario}", "", "| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
+    for row in rows:
+        cells = [_fmt_cell(row.values[s], status[s]) for s in systems]
+        lines.append(f"| {row.figure} | {row.unit} | " + " | ".join(cells)
+                     + "".join(f" | {_fmt_ratio(row, p)}" for p in peers) + " |")
+    if not rows:
+        lines.append("| (no figures) | | " + " | ".join(status[s] or "—" for s in systems)
+                     + " |" * (len(peers) + 1))
+    lines += ["", "Settings:", ""]
+    for system in systems:
+        d = docs.get(system)
+        if d is None:
+            lines.append(f"- **{system}**: not run")
+            continue
+        params = {k: v for k, v in d["params"].items() if k != "run_id"}
+        lines.append(f"- **{system}**: " + "; ".join(f"{k} = {_param(v)}" for k, v in sorted(params.items())))
+    return [*lines, ""]
+
+
+def _status(document: Mapping[str, Any] | None) -> str | None:
+    """What a table cell says for a system without the figure: the status's short form (the
+    settings list below the table gives it whole)."""
+    if document is None:
+        return "not run"
+    status = document["params"].get("status")
+    return str(status).split(":", 1)[0] if status else None
+
+
+def _param(value: Any) -> str:
+    if isinstance(value, list | tuple):
+        return ", ".join(str(v) for v in value)
+    return str(value)

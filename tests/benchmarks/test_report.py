@@ -1,0 +1,101 @@
+"""REPORT.md: LogBroker's ratio to each peer for every figure, and the issue's targets."""
+
+from __future__ import annotations
+
+import pytest
+
+from benchmarks.report import fmt, ratio_rows, render, summary, systems_of, targets
+from tests.benchmarks.support import document
+
+
+def run_documents() -> list[dict]:
+    return [
+        document("produce", "logbroker", {"produce_100b_records_per_s": [800_000, 900_000, 1_000_000],
+                                          "produce_fsync_100b_records_per_s": [500_000, 600_000, 700_000]}),
+        document("produce", "nats", {"produce_100b_records_per_s": [50_000, 60_000, 70_000]}),
+        document("produce", "rabbitmq", {"produce_100b_records_per_s": [300_000, 400_000, 500_000]}),
+        document("consume", "logbroker", {"consume_100b_records_per_s": [1_000_000] * 3}),
+        document("consume", "rabbitmq", {"consume_100b_records_per_s": [800_000] * 3}),
+        document("latency", "logbroker", {"latency_5000_100b_p99_ms": [2.0, 3.0, 4.0]}),
+        document("latency", "nats", {"latency_5000_100b_p99_ms": [2.5, 2.5, 2.5]}),
+        document("latency", "rabbitmq", {"latency_5000_100b_p99_ms": [6.0, 6.0, 6.0]}),
+        document("queue", "logbroker", {}, status="not available: no receive endpoint"),
+        document("queue", "nats", {"queue_receive_ack_100b_records_per_s": [30_000] * 3}),
+    ]
+
+
+def test_logbroker_comes_first_then_peers_by_name():
+    assert systems_of(run_documents()) == ["logbroker", "nats", "rabbitmq"]
+
+
+def test_every_figure_gets_a_ratio_to_every_peer_from_medians():
+    rows = {(r.scenario, r.figure): r for r in ratio_rows(run_documents())}
+    produce = rows[("produce", "produce_100b_records_per_s")]
+    assert produce.ratios == {"nats": pytest.approx(900_000 / 60_000), "rabbitmq": pytest.approx(900_000 / 400_000)}
+    assert produce.values["logbroker"].low == 800_000 and produce.values["logbroker"].high == 1_000_000
+    fsync = rows[("produce", "produce_fsync_100b_records_per_s")]
+    assert fsync.ratios == {"nats": None, "rabbitmq": None}          # only LogBroker offers it
+    consume = rows[("consume", "consume_100b_records_per_s")]
+    assert consume.values["nats"] is None and consume.ratios["nats"] is None
+    assert consume.ratios["rabbitmq"] == pytest.approx(1.25)
+    queue = rows[("queue", "queue_receive_ack_100b_records_per_s")]
+    assert queue.values["logbroker"] is None and queue.ratios["nats"] is None
+    assert next(r.scenario for r in ratio_rows(run_documents())) == "produce"
+
+
+def test_targets_compare_with_the_best_peer_in_the_right_direction():
+    by_label = {t.label: t for t in targets(run_documents())}
+    produce = by_label["produce 100 B, records/s"]
+    assert produce.best_peer == "rabbitmq" and produce.ratio == pytest.approx(2.25) and produce.met is True
+    consume = by_label["consume 100 B, records/s"]
+    assert consume.best_peer == "rabbitmq" and consume.met is False          # 1.25x < 2x
+    latency = by_label["p99 at 5,000 records/s, 100 B"]
+    assert latency.best_peer == "nats" and latency.ratio == pytest.approx(3.0 / 2.5)
+    assert latency.met is True                                             # 1.2x <= 1.5x
+    missing = by_label["p99 at 5,000 records/s, 1 KiB"]
+    assert missing.ratio is None and missing.met is None
+
+
+def test_a_slow_latency_misses_its_target():
+    docs = [document("latency", "logbroker", {"latency_5000_100b_p99_ms": [4.0] * 3}),
+            document("latency", "nats", {"latency_5000_100b_p99_ms": [2.5] * 3})]
+    (latency,) = [t for t in targets(docs) if t.figure == "latency_5000_100b_p99_ms"]
+    assert latency.ratio == pytest.approx(1.6) and latency.met is False
+
+
+def test_render_shows_tables_ratios_status_and_settings():
+    text = render(run_documents(), plots=[("Throughput", "throughput.png")], command="make bench QUICK=1")
+    assert "`make bench QUICK=1`" in text
+    assert "| produce_100b_records_per_s | records/s | 900,000 (800,000–1,000,000) | 60,000 (50,000–70,000) " \
+           "| 400,000 (300,000–500,000) | 15.00× ✓ | 2.25× ✓ |" in text
+    assert "| latency_5000_100b_p99_ms | ms | 3 (2–4) | 2.5 | 6 | 1.20× | 0.50× ✓ |" in text
+    assert "| produce 100 B, records/s | 2.25× (best peer: rabbitmq) | ≥ 2× | yes |" in text
+    assert "| consume 100 B, records/s | 1.25× (best peer: rabbitmq) | ≥ 2× | no |" in text
+    assert "not available: no receive endpoint" in text
+    assert "| queue_receive_ack_100b_records_per_s | records/s | not available | 30,000 | not run | — | — |" in text
+    assert "status = not available: no receive endpoint" in text
+    assert "![Throughput](throughput.png)" in text
+    assert "run_id" not in text.split("## Targets")[1]
+
+
+def test_two_documents_for_one_system_and_scenario_are_refused():
+    docs = run_documents()
+    with pytest.raises(ValueError, match="two documents"):
+        render([*docs, docs[0]])
+    with pytest.raises(ValueError, match="no result documents"):
+        render([])
+
+
+@pytest.mark.parametrize(("value", "text"), [(1234567.8, "1,234,568"), (123.4, "123"), (12.34, "12.3"),
+                                             (0.1234, "0.123"), (0, "0"), (2.0, "2")])
+def test_numbers_are_formatted_for_readers(value, text):
+    assert fmt(value) == text
+
+
+def test_the_summary_shows_medians_with_ratios_in_brackets():
+    lines = "\n".join(summary(run_documents()))
+    assert "| what | logbroker | nats | rabbitmq |" in lines
+    assert "| produce 100 B, records/s | 900,000 | 60,000 (15.00×) | 400,000 (2.25×) |" in lines
+    assert "| consume 100 B, records/s | 1,000,000 | not run | 800,000 (1.25×) |" in lines
+    assert "| queue receive+ack 100 B, records/s | not available | 30,000 | not run |" in lines
+    assert "latency at 5,000/s" not in lines     # only p99 was measured: no p50/p99/p99.9 row
