@@ -23,7 +23,7 @@ lint: $(STAMP)
 BENCH_STAMP := $(VENV)/.bench-installed
 
 $(BENCH_STAMP): $(STAMP) setup.cfg
-	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check -e ".[test,dev,bench]"
+	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check -e ".[test,dev,spark,bench]"
 	touch $(BENCH_STAMP)
 
 # The peer servers (nats-server, rabbitmq-server) from Debian's packages when missing, and the

@@ -17,7 +17,7 @@ from typing import Any, Final
 import aiohttp
 
 from benchmarks.drivers.base import OP_TIMEOUT_S, Driver, latency_ms
-from logbroker.client import Client, FetchedBatches
+from logbroker.client import Client, FetchedBatches, QueueConsumer
 from segments.batch import decode_records, encode_values, iter_batches
 
 BATCH_RECORDS: Final = 1000
@@ -28,8 +28,8 @@ IDLE_WAIT_MS: Final = 10_000
 QUEUE_RECEIVE_MAX: Final = 1000
 QUEUE_RECEIVERS: Final = 4
 QUEUE_VISIBILITY_MS: Final = 60_000
+QUEUE_WAIT_MS: Final = 100
 QUEUE_RECEIVE_PATH: Final = re.compile(r"^/v1/queues/\{[^}/]+\}/receive$")
-BATCH_TYPE: Final = "application/vnd.logbroker.batch"
 
 
 class LogBrokerDriver(Driver):
@@ -69,7 +69,8 @@ class LogBrokerDriver(Driver):
             "tail": f"long-poll fetch, wait_ms {TAIL_WAIT_MS}; paced sends as one batch per tick, "
                     f"{IN_FLIGHT} in flight",
             "idle": f"one HTTP connection per consumer, long-poll fetch wait_ms {IDLE_WAIT_MS}",
-            "queue": f"{QUEUE_RECEIVERS} receivers, max_messages {QUEUE_RECEIVE_MAX}, one ack call per receive",
+            "queue": f"queue of 1 partition filled like produce; {QUEUE_RECEIVERS} QueueConsumers (msgpack), "
+                     f"max_messages {QUEUE_RECEIVE_MAX}, wait_ms {QUEUE_WAIT_MS}, one ack call per receive",
         }
 
     async def create_log(self, name: str, *, fsync: bool = False) -> None:
@@ -186,29 +187,24 @@ class LogBrokerDriver(Driver):
         await self.client.create_topic(name, partitions=1, kind="queue")
 
     async def queue_send(self, name: str, payload: bytes, count: int) -> int:
-        sent = 0
-        async with asyncio.timeout(OP_TIMEOUT_S):
-            while sent < count:
-                n = min(BATCH_RECORDS, count - sent)
-                await self.client.request("POST", f"/v1/queues/{name}/messages", params={"partition": 0},
-                                          data=encode_values([payload] * n), headers={"Content-Type": BATCH_TYPE})
-                sent += n
-        return sent
+        """A queue is a log: filled with prebuilt batches, pipelined, like ``produce``."""
+        return await self.produce(name, payload, count)
 
     async def queue_receive_ack(self, name: str, count: int) -> int:
+        """``QUEUE_RECEIVERS`` competing ``QueueConsumer``s (msgpack on the wire), each with its
+        own connection, each acking what it received in one call."""
         acked = 0
 
         async def receiver() -> None:
             nonlocal acked
-            while acked < count:
-                _s, _h, body = await self.client.request(
-                    "POST", f"/v1/queues/{name}/receive",
-                    json_body={"max_messages": QUEUE_RECEIVE_MAX, "visibility_timeout_ms": QUEUE_VISIBILITY_MS,
-                               "wait_ms": 100})
-                receipts = [m["receipt"] for m in json.loads(body)["messages"]]
-                if receipts:
-                    await self.client.request("POST", f"/v1/queues/{name}/ack", json_body={"receipts": receipts})
-                    acked += len(receipts)
+            async with Client(self.endpoint.url, timeout_s=OP_TIMEOUT_S) as client:
+                consumer = QueueConsumer(client, name, max_messages=QUEUE_RECEIVE_MAX,
+                                         visibility_timeout_ms=QUEUE_VISIBILITY_MS, wait_ms=QUEUE_WAIT_MS)
+                while acked < count:
+                    messages = await consumer.receive()
+                    if messages:
+                        result = await consumer.ack(messages)
+                        acked += int(result["acked"])
 
         async with asyncio.timeout(OP_TIMEOUT_S):
             await asyncio.gather(*(receiver() for _ in range(QUEUE_RECEIVERS)))
