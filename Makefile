@@ -36,10 +36,11 @@ bench-deps: $(BENCH_STAMP)
 bench: bench-deps
 	$(PY) -m benchmarks all $(if $(QUICK),--quick,)
 
-# LogBroker's own benchmarks (no peers): the log, one node, groups, queues, Spark.
+# LogBroker's own benchmarks (no peers): the log, one node, auth on/off, groups, queues, Spark.
 bench-node: $(STAMP)
 	$(PY) -m benchmarks log $(if $(QUICK),--quick,)
 	$(PY) -m benchmarks node $(if $(QUICK),--quick,)
+	$(PY) -m benchmarks auth $(if $(QUICK),--quick,)
 	$(PY) -m benchmarks groups $(if $(QUICK),--quick,)
 	$(PY) -m benchmarks queue $(if $(QUICK),--quick,)
 	$(PY) -m benchmarks spark $(if $(QUICK),--quick,)

@@ -4,11 +4,13 @@ raised before anything changes."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Final
+from typing import Final
 
 from coordinator.models import validate_name
 from logbroker.errors import InvalidRequestError
 from logbroker.groups.assignment import STRATEGIES, Strategy
+from logbroker.request_fields import bounded_int as _int
+from logbroker.request_fields import json_object as _object
 
 SESSION_TIMEOUT_MS_MIN: Final = 100
 SESSION_TIMEOUT_MS_MAX: Final = 300_000
@@ -44,22 +46,6 @@ class ResetRequest:
     offsets: tuple[tuple[int, int], ...]  # (partition, offset) for to="offsets"
 
 
-def _object(body: object, fields: set[str], required: set[str]) -> dict[str, Any]:
-    if not isinstance(body, dict):
-        raise InvalidRequestError("the body must be a JSON object")
-    unknown = set(body) - fields
-    if unknown:
-        raise InvalidRequestError(f"unknown fields {sorted(unknown)}")
-    missing = required - set(body)
-    if missing:
-        raise InvalidRequestError(f"missing fields {sorted(missing)}")
-    return body
-
-
-def _int(value: object, what: str, low: int, high: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise InvalidRequestError(f"{what} must be an integer in [{low}, {high}], not {value!r}")
-    return value
 
 
 def member_id(value: object) -> str:

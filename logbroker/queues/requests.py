@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Any, Final, NamedTuple
+from typing import Final, NamedTuple
 
 from logbroker.errors import InvalidRequestError
+from logbroker.request_fields import bounded_int as _int
+from logbroker.request_fields import json_object as _object
 
 RECEIVE_MESSAGES_MAX: Final = 1000
 RECEIVE_MESSAGES_DEFAULT: Final = 10
@@ -36,22 +38,6 @@ class ReceiveRequest:
     wait_ms: int
 
 
-def _object(body: object, fields: set[str], required: set[str]) -> dict[str, Any]:
-    if not isinstance(body, dict):
-        raise InvalidRequestError("the body must be a JSON object")
-    unknown = set(body) - fields
-    if unknown:
-        raise InvalidRequestError(f"unknown fields {sorted(unknown)}")
-    missing = required - set(body)
-    if missing:
-        raise InvalidRequestError(f"missing fields {sorted(missing)}")
-    return body
-
-
-def _int(value: object, what: str, low: int, high: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise InvalidRequestError(f"{what} must be an integer in [{low}, {high}], not {value!r}")
-    return value
 
 
 def parse_receipt(raw: object) -> Receipt:

@@ -35,9 +35,10 @@ def test_four_workers_drain_ten_thousand_each_acked_once(tmp_path):
     with NodeProcess(str(tmp_path / "node")) as node:
         http = Http(node.url)
         http.json("POST", "/v1/topics", expect=201, body={"name": "jobs", "partitions": 4, "kind": "queue"})
-        send(http, "jobs", 10_000, 4)
         workers = [ClientProcess("tests.support.queue_worker", node.url, "jobs", "30000", "ack") for _ in range(4)]
         try:
+            wait_for(lambda: all(w.events("ready") for w in workers), WAIT_S, "every worker to start")
+            send(http, "jobs", 10_000, 4)
             wait_for(lambda: drained(http, "jobs"), WAIT_S, "the queue to drain")
         finally:
             for worker in workers:

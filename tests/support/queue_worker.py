@@ -32,6 +32,7 @@ async def main(url: str, queue: str, visibility_ms: int, mode: str) -> None:
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
     async with Client(url) as client:
         consumer = QueueConsumer(client, queue, max_messages=100, visibility_timeout_ms=visibility_ms, wait_ms=200)
+        emit(event="ready")
         async with asyncio.timeout(RUN_S_MAX):
             while not stop.is_set():
                 try:
