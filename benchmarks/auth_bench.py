@@ -12,7 +12,6 @@ Figures are records/s per mode plus ``*_ratio`` = auth on / auth off (target: >=
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import datetime
 import os
@@ -25,6 +24,7 @@ from typing import Any, Final
 import uvloop
 
 from benchmarks.node_bench import PARTITIONS, RECORD_BYTES, consume
+from benchmarks.pipelined import produce_pipelined
 from benchmarks.results import DEFAULT_OUT_DIR, summarize, write_result
 from logbroker.client import Client
 from logbroker.config import NodeConfig
@@ -53,16 +53,8 @@ FULL = Plan(reps=5, big_batch_records=1_000_000, small_batch_records=100_000)
 async def produce(client: Client, topic: str, total: int, batch_records: int) -> float:
     """Seconds to produce ``total`` records in prebuilt batches, ``IN_FLIGHT`` requests at a time."""
     batch = encode_batch([ProducerRecord(os.urandom(RECORD_BYTES)) for _ in range(batch_records)])
-    batches = total // batch_records
-    next_batch = iter(range(batches))
-
-    async def sender() -> None:
-        for n in next_batch:
-            await client.produce_batch(topic, n % PARTITIONS, batch, acks="1")
-
-    started = time.perf_counter()
-    await asyncio.gather(*(sender() for _ in range(IN_FLIGHT)))
-    return time.perf_counter() - started
+    return await produce_pipelined(client, topic, total // batch_records, lambda _n: batch, partitions=PARTITIONS,
+                                   in_flight=IN_FLIGHT)
 
 
 async def one_rep(client: Client, rep: int, plan: Plan) -> dict[str, float]:

@@ -23,6 +23,7 @@ import time
 
 import uvloop
 
+from benchmarks.pipelined import produce_pipelined
 from benchmarks.results import DEFAULT_OUT_DIR, summarize, write_result
 from logbroker.client import Client, FetchedBatches
 from logbroker.launcher import NodeProcess
@@ -51,21 +52,12 @@ FULL = Plan(reps=3, produce_records=2_000_000, latency_seconds=10.0)
 async def produce(client: Client, topic: str, total: int) -> float:
     """Seconds to produce ``total`` records (client-side batch building included)."""
     payload = os.urandom(RECORD_BYTES)
-    queue: asyncio.Queue[int | None] = asyncio.Queue(maxsize=IN_FLIGHT * 2)
 
-    async def sender() -> None:
-        while (n := await queue.get()) is not None:
-            batch = encode_batch([ProducerRecord(payload) for _ in range(BATCH_RECORDS)])
-            await client.produce_batch(topic, n % PARTITIONS, batch, acks="1")
+    def make_batch(_n: int) -> bytes:
+        return encode_batch([ProducerRecord(payload) for _ in range(BATCH_RECORDS)])
 
-    started = time.perf_counter()
-    workers = [asyncio.create_task(sender()) for _ in range(IN_FLIGHT)]
-    for n in range(total // BATCH_RECORDS):
-        await queue.put(n)
-    for _ in workers:
-        await queue.put(None)
-    await asyncio.gather(*workers)
-    return time.perf_counter() - started
+    return await produce_pipelined(client, topic, total // BATCH_RECORDS, make_batch, partitions=PARTITIONS,
+                                   in_flight=IN_FLIGHT)
 
 
 async def consume(client: Client, topic: str, *, decode: bool) -> tuple[float, int]:

@@ -24,6 +24,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+from benchmarks.pipelined import produce_pipelined
 from benchmarks.results import DEFAULT_OUT_DIR, summarize, write_result
 from logbroker.client import Client
 from logbroker.launcher import NodeProcess
@@ -50,24 +51,11 @@ FULL = Plan(reps=3, records=10_000_000)
 
 
 async def _produce(url: str, total: int) -> float:
-    payload = os.urandom(RECORD_BYTES)
-    batch = encode_values([payload] * BATCH_RECORDS)
-    queue: asyncio.Queue[int | None] = asyncio.Queue(maxsize=IN_FLIGHT * 2)
+    batch = encode_values([os.urandom(RECORD_BYTES)] * BATCH_RECORDS)
     async with Client(url) as client:
         await client.create_topic(TOPIC, partitions=PARTITIONS, config={"flush": "never"})
-
-        async def sender() -> None:
-            while (n := await queue.get()) is not None:
-                await client.produce_batch(TOPIC, n % PARTITIONS, batch, acks="1")
-
-        started = time.perf_counter()
-        workers = [asyncio.create_task(sender()) for _ in range(IN_FLIGHT)]
-        for n in range(total // BATCH_RECORDS):
-            await queue.put(n)
-        for _ in workers:
-            await queue.put(None)
-        await asyncio.gather(*workers)
-        return time.perf_counter() - started
+        return await produce_pipelined(client, TOPIC, total // BATCH_RECORDS, lambda _n: batch,
+                                       partitions=PARTITIONS, in_flight=IN_FLIGHT)
 
 
 def _wait_for_checkpoint(data_dir: str, total: int) -> None:
