@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 QUICK ?=
 
-.PHONY: test lint bench bench-deps bench-node run system-deps clean spark-example
+.PHONY: test lint bench bench-deps bench-node run system-deps clean spark-example jvm
 
 $(STAMP): setup.cfg pyproject.toml
 	scripts/bootstrap-venv.sh
@@ -13,7 +13,17 @@ $(STAMP): setup.cfg pyproject.toml
 system-deps:
 	scripts/ensure-system-deps.sh
 
-test: $(STAMP) system-deps
+# The JVM segment reader (format "logbroker-segments"): compiled against pyspark's own jars,
+# rebuilt when a source changes; a build product, not committed.
+JVM_JAR := spark_connector/jvm/build/logbroker-spark-segments.jar
+JVM_SOURCES := $(shell find spark_connector/jvm/src -type f 2>/dev/null)
+
+$(JVM_JAR): $(STAMP) $(JVM_SOURCES) scripts/build-jvm.sh | system-deps
+	scripts/build-jvm.sh $(PY) $@
+
+jvm: $(JVM_JAR)
+
+test: $(STAMP) system-deps $(JVM_JAR)
 	$(PY) -m pytest
 
 lint: $(STAMP)
@@ -37,7 +47,7 @@ bench: bench-deps
 	$(PY) -m benchmarks all $(if $(QUICK),--quick,)
 
 # LogBroker's own benchmarks (no peers): the log, one node, auth on/off, groups, queues, Spark.
-bench-node: $(STAMP)
+bench-node: $(STAMP) $(JVM_JAR)
 	$(PY) -m benchmarks log $(if $(QUICK),--quick,)
 	$(PY) -m benchmarks node $(if $(QUICK),--quick,)
 	$(PY) -m benchmarks auth $(if $(QUICK),--quick,)
@@ -63,9 +73,9 @@ run: $(STAMP)
 		--admin-user $(DEV_ADMIN) --admin-password $(DEV_PASSWORD)
 
 # The Spark example pipeline against `make run`'s broker (start that first, in another terminal).
-spark-example: $(STAMP) system-deps
+spark-example: $(STAMP) system-deps $(JVM_JAR)
 	$(PY) -m spark_connector.examples.events_per_minute --url $(RUN_URL) --seed 5000 --once \
 		--username $(DEV_ADMIN) --password $(DEV_PASSWORD)
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis *.egg-info
+	rm -rf $(VENV) spark_connector/jvm/build .pytest_cache .mypy_cache .ruff_cache .hypothesis *.egg-info

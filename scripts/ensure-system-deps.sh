@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Install the system packages the test suite needs, only when they are missing:
 #   - an etcd server (Debian's etcd-server) when `etcd` is not on PATH;
-#   - a Java runtime (for Spark) when `java` is not on PATH.
+#   - a Java development kit (for Spark, and javac for the JVM segment reader) when `java` or
+#     `javac` is not on PATH.
 # Runs apt-get as root (or through sudo). Quick when nothing is missing.
 set -euo pipefail
 missing=()
 command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)
-command -v java >/dev/null 2>&1 || missing+=(openjdk-17-jre-headless)
+if ! command -v java >/dev/null 2>&1 || ! command -v javac >/dev/null 2>&1; then
+    missing+=(openjdk-17-jdk-headless)
+fi
 check_java() {
     # Spark (the connector's tests, benchmark and example) runs on the JVM: say plainly what is missing.
     if ! java -version >/dev/null 2>&1; then
@@ -34,4 +37,5 @@ if [[ " ${missing[*]} " == *" etcd-server "* ]]; then
     $SUDO systemctl stop etcd >/dev/null 2>&1 || $SUDO service etcd stop >/dev/null 2>&1 || true
 fi
 command -v etcd >/dev/null 2>&1 || { echo "etcd is still not on PATH after installing etcd-server" >&2; exit 1; }
+command -v javac >/dev/null 2>&1 || { echo "javac is still not on PATH after installing openjdk-17-jdk-headless" >&2; exit 1; }
 check_java

@@ -1,7 +1,10 @@
 """A local SparkSession for scripts, tests and benchmarks, bound to loopback.
 
 Spark's Python workers must run this interpreter (the one with pyarrow and this package), so
-``PYSPARK_PYTHON`` is set to it; the driver binds to 127.0.0.1 and the web UI stays off.
+``PYSPARK_PYTHON`` is set to it; the driver binds to 127.0.0.1 and the web UI stays off. When the
+JVM segment reader has been built (``make jvm``), its jar goes on ``spark.jars``, which makes
+``format("logbroker-segments")`` available; it must be there when the JVM starts (the first session
+of the process).
 """
 
 from __future__ import annotations
@@ -12,6 +15,8 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+SEGMENTS_JAR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "jvm", "build", "logbroker-spark-segments.jar")
 
 
 def local_session(app_name: str, *, cores: int = 2, shuffle_partitions: int = 4,
@@ -28,6 +33,8 @@ def local_session(app_name: str, *, cores: int = 2, shuffle_partitions: int = 4,
                .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
                .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", str(shuffle_partitions))
                .config("spark.sql.session.timeZone", "UTC"))
+    if os.path.exists(SEGMENTS_JAR):
+        builder = builder.config("spark.jars", SEGMENTS_JAR)
     for key, value in (extra or {}).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()

@@ -1,0 +1,185 @@
+package io.logbroker.spark;
+
+import com.github.luben.zstd.ZstdInputStream;
+import java.io.ByteArrayInputStream;
+import java.io.IOException;
+import java.io.InputStream;
+import java.lang.invoke.MethodHandles;
+import java.lang.invoke.VarHandle;
+import java.nio.ByteOrder;
+import java.util.zip.GZIPInputStream;
+import net.jpountz.lz4.LZ4FrameInputStream;
+
+/**
+ * The record batch header (65 bytes, little-endian), its checks, the checksum and decompression
+ * of the records section; the same rules as {@code segments/batch.py}. Pure: byte arrays in,
+ * values or {@link CorruptDataException} out.
+ *
+ * <pre>
+ * offset size field
+ * 0      8    base_offset        u64
+ * 8      4    batch_length       u32, bytes after this field
+ * 12     4    leader_epoch       u32
+ * 16     1    magic              u8 (1)
+ * 17     8    checksum           u64, xxh3_64 of every byte after this field
+ * 25     2    attributes         u16, bits 0-2 codec, bit 3 log-append time, bit 5 control
+ * 27     4    last_offset_delta  u32
+ * 31     8    first_timestamp    i64 ms
+ * 39     8    max_timestamp      i64 ms
+ * 47     8    producer_id        i64
+ * 55     2    producer_epoch     i16
+ * 57     4    base_sequence      i32
+ * 61     4    record_count       u32
+ * 65     -    records            msgpack, compressed as a whole when the codec is not 0
+ * </pre>
+ */
+public final class BatchFormat {
+    public static final int HEADER_SIZE = 65;
+    public static final int LENGTH_PREFIX_SIZE = 12;
+    public static final int CHECKSUMMED_FROM = 25;
+    public static final int MAGIC = 1;
+    public static final int CODEC_MASK = 0b111;
+    public static final int TIMESTAMP_LOG_APPEND = 1 << 3;
+    public static final int CONTROL_FLAG = 1 << 5;
+    public static final int KNOWN_ATTRIBUTES = CODEC_MASK | TIMESTAMP_LOG_APPEND | CONTROL_FLAG;
+    public static final int CODEC_NONE = 0;
+    public static final int CODEC_GZIP = 1;
+    public static final int CODEC_LZ4 = 3;
+    public static final int CODEC_ZSTD = 4;
+    /** The largest batch trusted from disk, and the most its records may expand to. */
+    public static final int RECORDS_BYTES_MAX = 64 * 1024 * 1024;
+
+    private static final VarHandle LONG_LE =
+            MethodHandles.byteArrayViewVarHandle(long[].class, ByteOrder.LITTLE_ENDIAN);
+    private static final VarHandle INT_LE =
+            MethodHandles.byteArrayViewVarHandle(int[].class, ByteOrder.LITTLE_ENDIAN);
+    private static final VarHandle SHORT_LE =
+            MethodHandles.byteArrayViewVarHandle(short[].class, ByteOrder.LITTLE_ENDIAN);
+
+    private BatchFormat() {}
+
+    /** The fixed header of one batch, as stored. */
+    public record Header(long baseOffset, long batchLength, long leaderEpoch, int magic, long checksum,
+                         int attributes, long lastOffsetDelta, long firstTimestamp, long maxTimestamp,
+                         long recordCount) {
+        public long sizeBytes() {
+            return batchLength + LENGTH_PREFIX_SIZE;
+        }
+
+        public long lastOffset() {
+            return baseOffset + lastOffsetDelta;
+        }
+
+        public long nextOffset() {
+            return baseOffset + lastOffsetDelta + 1;
+        }
+
+        public int codec() {
+            return attributes & CODEC_MASK;
+        }
+
+        public boolean logAppendTime() {
+            return (attributes & TIMESTAMP_LOG_APPEND) != 0;
+        }
+    }
+
+    /** Unpack the header at {@code position}; {@code b} must hold {@link #HEADER_SIZE} bytes there. */
+    public static Header parse(byte[] b, int position) {
+        return new Header((long) LONG_LE.get(b, position), u32(b, position + 8), u32(b, position + 12),
+                b[position + 16] & 0xFF, (long) LONG_LE.get(b, position + 17),
+                ((short) SHORT_LE.get(b, position + 25)) & 0xFFFF, u32(b, position + 27),
+                (long) LONG_LE.get(b, position + 31), (long) LONG_LE.get(b, position + 39), u32(b, position + 61));
+    }
+
+    private static long u32(byte[] b, int position) {
+        return ((int) INT_LE.get(b, position)) & 0xFFFFFFFFL;
+    }
+
+    /** What is wrong with the header's own fields (all but the checksum), or null when nothing is. */
+    public static String problem(Header h, long sizeBytesMax) {
+        if (h.magic() != MAGIC) {
+            return "unsupported batch magic " + h.magic();
+        }
+        if (h.batchLength() < HEADER_SIZE - LENGTH_PREFIX_SIZE) {
+            return "batch length " + h.batchLength() + " is shorter than a header";
+        }
+        if (h.sizeBytes() > sizeBytesMax) {
+            return "batch of " + h.sizeBytes() + " bytes exceeds " + sizeBytesMax;
+        }
+        if (h.recordCount() != h.lastOffsetDelta() + 1 || h.recordCount() == 0) {
+            return "record count " + h.recordCount() + " does not match last offset delta " + h.lastOffsetDelta();
+        }
+        int codec = h.codec();
+        boolean knownCodec = codec == CODEC_NONE || codec == CODEC_GZIP || codec == CODEC_LZ4 || codec == CODEC_ZSTD;
+        if ((h.attributes() & ~KNOWN_ATTRIBUTES) != 0 || !knownCodec) {
+            return "unknown batch attributes 0x" + Integer.toHexString(h.attributes());
+        }
+        return null;
+    }
+
+    /** The checksum of the batch at {@code position} (the bytes after the checksum field). */
+    public static long computeChecksum(byte[] b, int position, Header h) {
+        return Xxh3.hash(b, position + CHECKSUMMED_FROM, (int) h.sizeBytes() - CHECKSUMMED_FROM);
+    }
+
+    /**
+     * The records section of the batch at {@code position}, decompressed into {@code scratch} when
+     * its codec is not 0. Returns the array holding it ({@code b} itself, or a decompressed copy) and
+     * sets {@code range[0..1]} to its start and end.
+     */
+    public static byte[] recordsSection(byte[] b, int position, Header h, Scratch scratch, int[] range) {
+        int start = position + HEADER_SIZE;
+        int end = position + (int) h.sizeBytes();
+        if (h.codec() == CODEC_NONE) {
+            range[0] = start;
+            range[1] = end;
+            return b;
+        }
+        int size = decompress(h.codec(), b, start, end - start, scratch);
+        range[0] = 0;
+        range[1] = size;
+        return scratch.buffer;
+    }
+
+    /** A reusable output buffer for decompression (grows to at most {@link #RECORDS_BYTES_MAX}). */
+    public static final class Scratch {
+        byte[] buffer = new byte[1 << 16];
+    }
+
+    private static int decompress(int codec, byte[] b, int offset, int length, Scratch scratch) {
+        try (InputStream in = open(codec, new ByteArrayInputStream(b, offset, length))) {
+            int size = 0;
+            while (true) {
+                if (size == scratch.buffer.length) {
+                    if (size > RECORDS_BYTES_MAX) {
+                        throw new CorruptDataException("records expand past the limit of " + RECORDS_BYTES_MAX + " bytes");
+                    }
+                    scratch.buffer = java.util.Arrays.copyOf(scratch.buffer, Math.min(size * 2, RECORDS_BYTES_MAX + 1));
+                }
+                int n = in.read(scratch.buffer, size, scratch.buffer.length - size);
+                if (n < 0) {
+                    break;
+                }
+                size += n;
+                if (size > RECORDS_BYTES_MAX) {
+                    throw new CorruptDataException("records expand past the limit of " + RECORDS_BYTES_MAX + " bytes");
+                }
+            }
+            return size;
+        } catch (IOException | RuntimeException e) {
+            if (e instanceof CorruptDataException c) {
+                throw c;
+            }
+            throw new CorruptDataException("cannot decompress records (codec " + codec + "): " + e, e);
+        }
+    }
+
+    private static InputStream open(int codec, InputStream raw) throws IOException {
+        return switch (codec) {
+            case CODEC_GZIP -> new GZIPInputStream(raw);
+            case CODEC_LZ4 -> new LZ4FrameInputStream(raw);
+            case CODEC_ZSTD -> new ZstdInputStream(raw);
+            default -> throw new CorruptDataException("unknown compression codec " + codec);
+        };
+    }
+}
