@@ -1,0 +1,136 @@
+"""The JVM reader's pure parts against Python's: XXH3-64 on random inputs of every length class, and
+the decoding of whole batches (records, and hand-made records sections that may be invalid), called
+one value at a time through Spark's JVM gateway (``io.logbroker.spark.Probe``)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import random
+from typing import Any
+
+import msgpack
+import pytest
+import xxhash
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from segments.batch import ProducerRecord, decode_records, encode_batch
+from segments.compression import Codec
+from segments.errors import InvalidBatchError
+
+U64 = (1 << 64) - 1
+I64_MIN, I64_MAX = -(1 << 63), (1 << 63) - 1
+
+
+class JvmProbe:
+    """``io.logbroker.spark.Probe`` behind a plain Python object (py4j answers any attribute name)."""
+
+    def __init__(self, spark: Any) -> None:
+        self._probe = spark._jvm.io.logbroker.spark.Probe
+
+    def xxh3(self, data: bytearray) -> int:
+        return int(self._probe.xxh3(data))
+
+    def decodeBatch(self, raw: bytearray) -> str:  # noqa: N802 - the Java name
+        return str(self._probe.decodeBatch(raw))
+
+
+@pytest.fixture(scope="module")
+def probe(spark: Any) -> JvmProbe:
+    return JvmProbe(spark)
+
+
+def _jvm_xxh3(probe: Any, data: bytes) -> int:
+    return int(probe.xxh3(bytearray(data))) & U64
+
+
+def test_xxh3_matches_python_on_every_length_class(probe):
+    rng = random.Random(3)
+    lengths = list(range(0, 260)) + [rng.randint(241, 2100) for _ in range(300)] + [1024, 1025, 2048, 4096, 65537]
+    for length in lengths:
+        data = rng.randbytes(length)
+        assert _jvm_xxh3(probe, data) == xxhash.xxh3_64_intdigest(data), f"length {length}"
+    for length in (0, 3, 8, 16, 17, 128, 129, 240, 241, 1000):  # not only random bytes
+        for fill in (b"\x00", b"\xff"):
+            assert _jvm_xxh3(probe, fill * length) == xxhash.xxh3_64_intdigest(fill * length)
+
+
+def _jvm_records(probe: Any, raw: bytes) -> list[tuple[Any, ...]] | None:
+    from py4j.protocol import Py4JJavaError
+
+    try:
+        text = probe.decodeBatch(bytearray(raw))
+    except Py4JJavaError as exc:
+        assert "CorruptDataException" in str(exc.java_exception.getClass().getName())
+        return None
+    return [(r["offset"], r["timestamp"], _b64(r["key"]), _b64(r["value"]),
+             [(n, base64.b64decode(v)) for n, v in r["headers"]]) for r in json.loads(text)]
+
+
+def _b64(text: str | None) -> bytes | None:
+    return None if text is None else base64.b64decode(text)
+
+
+def _python_records(raw: bytes) -> list[tuple[Any, ...]] | None:
+    """What the Python reader makes of a batch: None when it refuses it (timestamps must fit 64 bits)."""
+    try:
+        records = decode_records(raw)
+    except InvalidBatchError:
+        return None
+    if any(not I64_MIN <= r.timestamp <= I64_MAX for r in records):
+        return None
+    return [(r.offset, r.timestamp, r.key, r.value, [tuple(h) for h in r.headers]) for r in records]
+
+
+blobs = st.one_of(st.none(), st.binary(max_size=40))
+headers = st.lists(st.tuples(st.text(max_size=6), st.binary(max_size=6)), max_size=3)
+records = st.builds(ProducerRecord, blobs, blobs, headers, st.integers(-(2**50), 2**50))
+
+
+@settings(max_examples=80, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(records, min_size=1, max_size=30), st.sampled_from(list(Codec)), st.integers(0, 2**40))
+def test_batches_decode_to_the_same_records_as_python(probe, group, codec, base):
+    raw = encode_batch(group, base_offset=base, codec=codec)
+    expected = _python_records(raw)
+    assert expected is not None
+    assert _jvm_records(probe, raw) == expected
+
+
+scalars = st.one_of(st.integers(-(2**63), 2**64 - 1), st.booleans(), st.none(), st.binary(max_size=8),
+                    st.text(max_size=4), st.floats(allow_nan=False))
+rows = st.lists(st.one_of(scalars, st.lists(st.one_of(scalars, st.lists(scalars, max_size=3)), max_size=4)),
+                max_size=6)
+
+
+@settings(max_examples=150, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(rows, min_size=1, max_size=6), st.integers(0, 8), st.booleans())
+def test_any_records_section_decodes_the_same_or_is_refused_by_both(probe, section_rows, count, truncate):
+    """Hand-made sections (wrong shapes, strings, bools, big ints, deltas out of order, cut short)."""
+    from segments.batch import _assemble
+
+    section = msgpack.packb(section_rows, use_bin_type=True)
+    if truncate:
+        section = section[: len(section) // 2]
+    raw = _assemble(section, count=max(1, count), first_ts=1000, max_ts=1000, base_offset=7, leader_epoch=0,
+                    codec=Codec.NONE, producer=(-1, -1, -1))
+    assert _jvm_records(probe, raw) == _python_records(raw)
+
+
+def test_well_formed_hand_made_sections_agree_too(probe):
+    """The property above mostly finds refusals; these sections are valid, with every int width."""
+    from segments.batch import _assemble
+
+    sections = [
+        [[0, 0, None, b"v", []], [1, -1, b"k", None, [["a", b"1"], ["a", b"2"]]]],
+        [[0, 2**31, b"", b"", []], [1, -(2**40), None, None, [["\u00e9", b""]]], [2, 2**63 - 10, None, b"", []]],
+        [[0, 127, b"x" * 300, b"y" * 70000, []]],
+    ]
+    for section in sections:
+        packed = msgpack.packb(section, use_bin_type=True)
+        for count in (len(section), len(section) + 1):  # the right count, and one the section does not hold
+            raw = _assemble(packed, count=count, first_ts=5, max_ts=5, base_offset=10, leader_epoch=0,
+                            codec=Codec.NONE, producer=(-1, -1, -1))
+            expected = _python_records(raw)
+            assert (expected is not None) == (count == len(section))
+            assert _jvm_records(probe, raw) == expected
