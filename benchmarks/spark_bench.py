@@ -1,5 +1,6 @@
-"""Spark batch read throughput: the ``logbroker`` source reading segment files directly against the
-same source reading through the node's HTTP API (raw-batch fetch), side by side in one run.
+"""Spark batch read throughput: segment files read directly, by the JVM reader
+(``logbroker-segments``) and by the Python ``logbroker`` source, against the Python source reading
+through the node's HTTP API (raw-batch fetch), side by side in one run.
 
 A node (embedded coordinator) gets a 4-partition topic of 100-byte records (10 million in the full
 run), produced as prebuilt batches. A ``local[2]`` SparkSession (driver, Python workers and the node
@@ -147,6 +148,8 @@ def _measure(node: NodeProcess, plan: Plan) -> dict[str, list[float]]:
     try:
         spark.dataSource.register(_spark_only_source(plan.records))
         queries = {
+            "jvm_direct": spark.read.format("logbroker-segments").option("topic", TOPIC)
+            .option("path", node.data_dir).load(),
             "direct": spark.read.format("logbroker").option("topic", TOPIC).option("path", node.data_dir).load(),
             "http": spark.read.format("logbroker").option("topic", TOPIC).option("url", node.url).load(),
             "spark_only": spark.read.format("logbroker-bench-spark-only").load(),
@@ -180,6 +183,11 @@ def run(*, quick: bool, out_dir: str | None = None, work_dir: str | None = None)
         shutil.rmtree(base, ignore_errors=True)
     figures: dict[str, float] = {}
     units: dict[str, str] = {}
+    summarize("jvm_direct_records_per_s", samples["jvm_direct"], "records/s", figures, units)
+    jvm_ratios = [j / h for j, h in zip(samples["jvm_direct"], samples["http"], strict=True)]
+    summarize("jvm_direct_over_http", jvm_ratios, "ratio", figures, units)
+    jvm_python = [j / d for j, d in zip(samples["jvm_direct"], samples["direct"], strict=True)]
+    summarize("jvm_direct_over_direct", jvm_python, "ratio", figures, units)
     summarize("direct_records_per_s", samples["direct"], "records/s", figures, units)
     summarize("http_records_per_s", samples["http"], "records/s", figures, units)
     summarize("spark_only_records_per_s", samples["spark_only"], "records/s", figures, units)
@@ -193,9 +201,15 @@ def run(*, quick: bool, out_dir: str | None = None, work_dir: str | None = None)
                         started_at=started_at, params={
                             "records": plan.records, "record_bytes": RECORD_BYTES, "partitions": PARTITIONS,
                             "batch_records": BATCH_RECORDS, "reps": plan.reps, "spark_master": "local[2]",
-                            "query": "count(offset), sum(length(value))", "quick": quick},
+                            "query": "count(offset), sum(length(value))", "quick": quick,
+                            "readers": {"jvm_direct": "logbroker-segments, path", "direct": "logbroker, path",
+                                        "http": "logbroker, url", "spark_only": "a repeated Arrow batch"}},
                         figures=figures, units=units)
-    print(f"direct {figures['direct_records_per_s']:,.0f} records/s, http {figures['http_records_per_s']:,.0f} "
+    print(f"jvm direct {figures['jvm_direct_records_per_s']:,.0f} records/s, jvm direct / http "
+          f"{figures['jvm_direct_over_http']:.2f} ({figures['jvm_direct_over_http_min']:.2f}-"
+          f"{figures['jvm_direct_over_http_max']:.2f}), jvm direct / python direct "
+          f"{figures['jvm_direct_over_direct']:.2f}; python "
+          f"direct {figures['direct_records_per_s']:,.0f} records/s, http {figures['http_records_per_s']:,.0f} "
           f"records/s, ratio {figures['direct_over_http']:.2f} "
           f"({figures['direct_over_http_min']:.2f}-{figures['direct_over_http_max']:.2f}); "
           f"spark alone {figures['spark_only_records_per_s']:,.0f} records/s; without Spark: direct "

@@ -25,6 +25,7 @@ import xxhash
 TOPIC = "jvm-orders"
 PARTITIONS = 4
 JVM = "logbroker-segments"
+LARGE = 9000
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -71,9 +72,13 @@ def produced(node: Any) -> int:
     rng = random.Random(7)
     batches = [(p, encode_batch(_records(rng, p, codec), codec=codec)) for codec in Codec for p in range(PARTITIONS)]
     batches.append((0, _log_append_batch(_records(rng, 0, Codec.LZ4))))
+    # A large batch: the JVM reader shows its records in place (more than one columnar batch's worth).
+    large = [ProducerRecord(None if i % 5 == 0 else rng.randbytes(i % 40), None if i % 7 else b"k%d" % i,
+                            [("n", b"%d" % i)] if i % 1000 == 0 else (), 1_700_000_000_000 + i) for i in range(LARGE)]
+    batches.append((1, encode_batch(large)))
     asyncio.run(_produce_batches(node.url, batches))
     wait_for_checkpoint(node, TOPIC)
-    return 25 * (len(batches))
+    return 25 * (len(batches) - 1) + LARGE
 
 
 def _read(spark: Any, fmt: str, path: str, topic: str = TOPIC, **options: str) -> Any:
@@ -122,9 +127,13 @@ def test_offset_ranges_timestamps_and_min_partitions_are_honoured(spark, node, p
     assert jvm == python
     assert {p: sorted(o for q, o in jvm if q == p) for p in range(PARTITIONS)} == {
         0: list(range(5, 60)), 1: [0, 1, 2], 2: list(range(100)), 3: list(range(29, 100))}
+    inside = f'{{"{TOPIC}": {{"1": 150}}}}', f'{{"{TOPIC}": {{"1": 9050}}}}'  # inside the large batch
+    jvm, python = _both(spark, node, startingOffsets=inside[0], endingOffsets=inside[1])
+    assert jvm == python
+    assert sorted(o for q, o in jvm if q == 1) == list(range(150, 9050))
     df = _read(spark, JVM, node.data_dir, minPartitions="10")
     assert df.rdd.getNumPartitions() >= 10
-    assert _rows(df) == python | _rows(_read(spark, "logbroker", node.data_dir))
+    assert _rows(df) == _rows(_read(spark, "logbroker", node.data_dir))
     jvm, python = _both(spark, node, startingTimestamp=str(1_700_000_000_000 + 20_000))
     assert jvm == python and 0 < len(jvm) < produced
 
