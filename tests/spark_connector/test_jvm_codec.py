@@ -32,7 +32,7 @@ class JvmProbe:
     def xxh3(self, data: bytearray) -> int:
         return int(self._probe.xxh3(data))
 
-    def decodeBatch(self, raw: bytearray) -> str:  # noqa: N802 - the Java name
+    def decodeBatch(self, raw: bytearray) -> str:
         return str(self._probe.decodeBatch(raw))
 
 

@@ -12,6 +12,7 @@ import struct
 from typing import Any
 
 import pytest
+import xxhash
 
 from logbroker.client import Client
 from segments.batch import CHECKSUMMED_FROM, TIMESTAMP_TYPE_LOG_APPEND, ProducerRecord, encode_batch
@@ -19,8 +20,6 @@ from segments.compression import Codec
 from segments.reader import partition_directories
 from spark_connector.session import SEGMENTS_JAR
 from tests.spark_connector.conftest import aged_topic, create_topic, produce, wait_for_checkpoint
-
-import xxhash
 
 TOPIC = "jvm-orders"
 PARTITIONS = 4
