@@ -35,6 +35,9 @@ class JvmProbe:
     def decodeBatch(self, raw: bytearray) -> str:
         return str(self._probe.decodeBatch(raw))
 
+    def split(self, ranges: str, min_partitions: int) -> str:
+        return str(self._probe.split(ranges, min_partitions))
+
 
 @pytest.fixture(scope="module")
 def probe(spark: Any) -> JvmProbe:
@@ -134,3 +137,15 @@ def test_well_formed_hand_made_sections_agree_too(probe):
             expected = _python_records(raw)
             assert (expected is not None) == (count == len(section))
             assert _jvm_records(probe, raw) == expected
+
+
+@settings(max_examples=150, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(st.integers(0, 10**12), st.integers(0, 10**7)), min_size=1, max_size=8),
+       st.integers(1, 64))
+def test_offset_ranges_split_as_the_python_source_splits_them(probe, spans, min_partitions):
+    from spark_connector.offsets import OffsetRange, split
+
+    ranges = [OffsetRange(p, start, start + size) for p, (start, size) in enumerate(spans)]
+    text = ",".join(f"{r.partition}:{r.start}:{r.end}" for r in ranges)
+    expected = ",".join(f"{r.partition}:{r.start}:{r.end}" for r in split(ranges, min_partitions))
+    assert probe.split(text, min_partitions) == expected

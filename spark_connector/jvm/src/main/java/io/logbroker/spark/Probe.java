@@ -7,7 +7,8 @@ import java.util.Arrays;
 
 /**
  * The pure parts, callable one value at a time (the tests reach them through Spark's JVM gateway
- * and compare them with the Python implementation): the checksum and the decoding of one batch.
+ * and compare them with the Python implementation): the checksum, the decoding of one batch, and
+ * the splitting of offset ranges.
  */
 public final class Probe {
     private Probe() {}
@@ -54,6 +55,26 @@ public final class Probe {
             for (int j = c.headerStart[i]; j < c.headerStart[i] + c.headerCount[i]; j++) {
                 headers.addArray().add(c.headerNames[j]).add(slice(c.data, c.headerValuePos[j], c.headerValueLen[j]));
             }
+        }
+        return out.toString();
+    }
+
+    /**
+     * {@link OffsetPlan#split} over ranges written {@code "partition:start:end,..."}, answered in the
+     * same form (so a test can compare it with {@code spark_connector.offsets.split}).
+     */
+    public static String split(String ranges, int minPartitions) {
+        java.util.List<OffsetPlan.Range> in = new java.util.ArrayList<>();
+        for (String part : ranges.split(",")) {
+            if (!part.isEmpty()) {
+                String[] f = part.split(":");
+                in.add(new OffsetPlan.Range(Integer.parseInt(f[0]), Long.parseLong(f[1]), Long.parseLong(f[2])));
+            }
+        }
+        StringBuilder out = new StringBuilder();
+        for (OffsetPlan.Range r : OffsetPlan.split(in, minPartitions)) {
+            out.append(out.length() == 0 ? "" : ",").append(r.partition()).append(':').append(r.start()).append(':')
+                    .append(r.end());
         }
         return out.toString();
     }
