@@ -29,12 +29,10 @@ public final class TopicFiles {
     static final int CHECKPOINT_ENTRIES_MAX = 1_000_000;
     static final int CHECKPOINT_LINE_BYTES_MAX = 256;
 
-    private final String topic;
     private final SortedMap<Integer, String> directories = new TreeMap<>();
     private final Map<Integer, Long> marks = new HashMap<>();
 
     public TopicFiles(List<String> dataDirs, String topic) {
-        this.topic = topic;
         for (String dataDir : dataDirs) {
             Path dir = Path.of(dataDir);
             if (!Files.isDirectory(dir)) {
