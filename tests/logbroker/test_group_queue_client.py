@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 
-from logbroker.client import Client, CommitFailedError, GroupConsumer, QueueConsumer
+from logbroker.client import Client, CommitFailedError, GroupConsumer, LogBrokerError, QueueConsumer
 from logbroker.sync_client import SyncClient
 
 
@@ -110,3 +111,20 @@ def test_sync_wrappers(node):
         messages = queue.receive()
         assert [m.value for m in messages] == [b"job"] and messages[0].delivery_count == 1
         assert queue.ack(messages)["acked"] == 1
+
+
+def test_sync_push_streams(node):
+    with SyncClient(node.url) as client:
+        client.create_topic("sync.s")
+        client.produce("sync.s", [{"value": f"s{i}"} for i in range(3)])
+        with client.stream("sync.s", 0, offset=1, keepalive_ms=100) as events:
+            records = [json.loads(next(events).data) for _ in range(2)]
+        assert [r["value"] for r in records] == ["s1", "s2"] and [r["offset"] for r in records] == [1, 2]
+        with client.stream("sync.s", 0, offset=0) as events:
+            first = next(events)
+            client.produce("sync.s", [{"value": "late"}])
+            rest = [json.loads(next(events).data)["value"] for _ in range(3)]
+        assert json.loads(first.data)["value"] == "s0" and rest == ["s1", "s2", "late"]
+        with pytest.raises(LogBrokerError) as err, client.stream("sync.none", 0):
+            pass
+        assert err.value.status == 404
