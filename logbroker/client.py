@@ -227,6 +227,7 @@ class Client(GroupQueueCalls):
             params={"offset": offset, "max_bytes": max_bytes, "wait_ms": wait_ms}, headers={"Accept": BATCH_TYPE})
         return FetchedBatches(body, int(headers["X-LogBroker-Next-Offset"]), int(headers["X-LogBroker-High-Watermark"]))
 
+
 async def _read_body(response: aiohttp.ClientResponse) -> bytes:
     """The whole body. A large one with a known length is copied once, chunk by chunk, into a
     buffer of that length: ``response.read()`` joins the chunks twice, which costs a consumer
