@@ -15,7 +15,6 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import os
-import shutil
 import tempfile
 import time
 from collections.abc import Callable, Coroutine
@@ -23,9 +22,11 @@ from typing import Any, Final
 
 import uvloop
 
+from benchmarks import single_node
 from benchmarks.node_bench import PARTITIONS, RECORD_BYTES, consume
 from benchmarks.pipelined import produce_pipelined
-from benchmarks.results import DEFAULT_OUT_DIR, summarize, write_result
+from benchmarks.results import summarize
+from benchmarks.single_node import Samples, gather, publish, summarize_all
 from logbroker.client import Client
 from logbroker.config import NodeConfig
 from logbroker.launcher import NodeProcess
@@ -89,8 +90,7 @@ async def auth_path_us(calls: int) -> float:
             header = "Bearer " + (await auth.login({"username": "user", "password": PASSWORD}))["access_token"]
             started = time.perf_counter()
             for _ in range(calls):
-                principal = await auth.authenticate(header)
-                limits = await auth.limits_for(principal)
+                principal, limits = await auth.authenticate(header)
                 auth.admit_connection(principal, Connection, limits)
                 await auth.authorize_topic(principal, "t", "write")
                 auth.check_quota(principal, "produce", limits)
@@ -110,25 +110,19 @@ def _measure(url: str, credentials: dict[str, Any]) -> Callable[[int, Plan], Cor
 def run(*, quick: bool, out_dir: str | None, work_dir: str | None) -> dict[str, float]:
     plan = QUICK if quick else FULL
     started = datetime.datetime.now(datetime.UTC)
-    work = tempfile.mkdtemp(prefix="authbench-", dir=work_dir or os.getcwd())
-    samples: dict[str, list[float]] = {}
-    try:
-        with NodeProcess(os.path.join(work, "off"), "--log-level", "warning") as off, \
-                NodeProcess(os.path.join(work, "on"), "--log-level", "warning", *AUTH_ON) as on:
-            modes = {"off": _measure(off.url, {}), "on": _measure(on.url, {"username": ADMIN, "password": PASSWORD})}
-            for rep in range(plan.reps):
-                order = ("off", "on") if rep % 2 == 0 else ("on", "off")
-                print(f"[auth] repetition {rep + 1}/{plan.reps} ({' then '.join(order)})", flush=True)
-                for mode in order:
-                    for name, value in uvloop.run(modes[mode](rep, plan)).items():
-                        samples.setdefault(f"auth_{mode}_{name}", []).append(value)
-                samples.setdefault("auth_path_us_per_request", []).append(uvloop.run(auth_path_us(AUTH_PATH_CALLS)))
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    figures: dict[str, float] = {}
-    units: dict[str, str] = {}
-    for name, values in samples.items():
-        summarize(name, values, "us" if name.endswith("_us_per_request") else "records/s", figures, units)
+    samples: Samples = {}
+    with single_node.work_dir("authbench-", work_dir) as work, \
+            NodeProcess(os.path.join(work, "off"), "--log-level", "warning") as off, \
+            NodeProcess(os.path.join(work, "on"), "--log-level", "warning", *AUTH_ON) as on:
+        modes = {"off": _measure(off.url, {}), "on": _measure(on.url, {"username": ADMIN, "password": PASSWORD})}
+        for rep in range(plan.reps):
+            order = ("off", "on") if rep % 2 == 0 else ("on", "off")
+            print(f"[auth] repetition {rep + 1}/{plan.reps} ({' then '.join(order)})", flush=True)
+            for mode in order:
+                gather(samples, {f"auth_{mode}_{name}": value
+                                 for name, value in uvloop.run(modes[mode](rep, plan)).items()})
+            gather(samples, {"auth_path_us_per_request": uvloop.run(auth_path_us(AUTH_PATH_CALLS))})
+    figures, units = summarize_all(samples, lambda name: "us" if name.endswith("_us_per_request") else "records/s")
     for name in list(samples):
         if name.startswith("auth_on_"):
             base = name.removeprefix("auth_on_")
@@ -136,10 +130,4 @@ def run(*, quick: bool, out_dir: str | None, work_dir: str | None) -> dict[str, 
             summarize(f"{base}_ratio", ratios, "on/off", figures, units)
     params = {"quick": quick, **dataclasses.asdict(plan), "partitions": PARTITIONS, "record_bytes": RECORD_BYTES,
               "in_flight": IN_FLIGHT, "acks": "1", "flush": "interval"}
-    path = write_result(out_dir or DEFAULT_OUT_DIR, "auth", system="logbroker", version="0.1.0",
-                        started_at=started, params=params, figures=figures, units=units)
-    from benchmarks.log_bench import print_table
-
-    print_table(figures, units)
-    print(f"[auth] wrote {path}")
-    return figures
+    return publish("auth", figures, units, out_dir=out_dir, started_at=started, params=params)

@@ -16,16 +16,15 @@ import asyncio
 import dataclasses
 import datetime
 import os
-import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 
 import uvloop
 
-from benchmarks.results import DEFAULT_OUT_DIR, summarize, write_result
+from benchmarks import single_node
+from benchmarks.single_node import Samples, gather, publish, summarize_all
 from logbroker.client import Client, GroupConsumer
 from logbroker.launcher import NodeProcess
 from segments.batch import ProducerRecord, encode_batch
@@ -148,30 +147,17 @@ async def one_rep_processes(url: str, rep: int, plan: Plan) -> float:
 def run(*, quick: bool, out_dir: str | None, work_dir: str | None) -> dict[str, float]:
     plan = QUICK if quick else FULL
     started = datetime.datetime.now(datetime.UTC)
-    work = tempfile.mkdtemp(prefix="groupsbench-", dir=work_dir or os.getcwd())
-    samples: dict[str, list[float]] = {}
-    try:
-        with NodeProcess(os.path.join(work, "data"), "--log-level", "warning") as node:
-            for rep in range(plan.reps):
-                print(f"[groups] repetition {rep + 1}/{plan.reps}", flush=True)
-                for name, value in uvloop.run(one_rep(node.url, rep, plan)).items():
-                    samples.setdefault(name, []).append(value)
-                rate = uvloop.run(one_rep_processes(node.url, rep, plan))
-                samples.setdefault("consume_records_per_s_member_processes", []).append(rate)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    figures: dict[str, float] = {}
-    units: dict[str, str] = {}
-    for name, values in samples.items():
-        summarize(name, values, "ms" if name.endswith("_ms") else "records/s", figures, units)
+    samples: Samples = {}
+    with single_node.work_dir("groupsbench-", work_dir) as work, \
+            NodeProcess(os.path.join(work, "data"), "--log-level", "warning") as node:
+        for rep in range(plan.reps):
+            print(f"[groups] repetition {rep + 1}/{plan.reps}", flush=True)
+            gather(samples, uvloop.run(one_rep(node.url, rep, plan)))
+            gather(samples, {"consume_records_per_s_member_processes":
+                             uvloop.run(one_rep_processes(node.url, rep, plan))})
+    figures, units = summarize_all(samples, lambda name: "ms" if name.endswith("_ms") else "records/s")
     params = {"quick": quick, **dataclasses.asdict(plan), "partitions": PARTITIONS, "members": MEMBERS,
               "record_bytes": RECORD_BYTES, "fill_batch_records": FILL_BATCH, "fetch_bytes": FETCH_BYTES,
               "commit": "after every poll", "members_are": "concurrent tasks of one client process "
               "(consume_records_per_s) and separate processes (consume_records_per_s_member_processes)"}
-    path = write_result(out_dir or DEFAULT_OUT_DIR, "groups", system="logbroker", version="0.1.0",
-                        started_at=started, params=params, figures=figures, units=units)
-    from benchmarks.log_bench import print_table
-
-    print_table(figures, units)
-    print(f"[groups] wrote {path}")
-    return figures
+    return publish("groups", figures, units, out_dir=out_dir, started_at=started, params=params)

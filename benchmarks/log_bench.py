@@ -15,7 +15,7 @@ import tempfile
 import time
 from collections.abc import Callable
 
-from benchmarks.results import DEFAULT_OUT_DIR, summarize, write_result
+from benchmarks.results import DEFAULT_OUT_DIR, print_table, summarize, write_result
 from segments.batch import ProducerRecord, decode_records, encode_batch, encode_values
 from segments.config import GIB, LogConfig
 from segments.log import PartitionLog
@@ -205,15 +205,6 @@ def run(*, quick: bool, out_dir: str | None, work_dir: str | None) -> dict[str, 
     print_table(figures, units)
     print(f"[log] wrote {path}")
     return figures
-
-
-def print_table(figures: dict[str, float], units: dict[str, str]) -> None:
-    names = [n for n in figures if not n.endswith(("_min", "_max"))]
-    width = max(len(n) for n in names)
-    print(f"{'figure':<{width}}  {'median':>14}  {'min':>14}  {'max':>14}  unit")
-    for name in names:
-        print(f"{name:<{width}}  {figures[name]:>14,.2f}  {figures[name + '_min']:>14,.2f}  "
-              f"{figures[name + '_max']:>14,.2f}  {units[name]}")
 
 
 def _version() -> str:

@@ -16,15 +16,14 @@ import asyncio
 import dataclasses
 import datetime
 import os
-import shutil
 import statistics
-import tempfile
 import time
 
 import uvloop
 
+from benchmarks import single_node
 from benchmarks.pipelined import produce_pipelined
-from benchmarks.results import DEFAULT_OUT_DIR, summarize, write_result
+from benchmarks.single_node import Samples, gather, publish, summarize_all
 from logbroker.client import Client, FetchedBatches
 from logbroker.launcher import NodeProcess
 from segments.batch import ProducerRecord, decode_records, encode_batch, iter_batches
@@ -153,28 +152,15 @@ async def one_rep(url: str, rep: int, plan: Plan) -> dict[str, float]:
 def run(*, quick: bool, out_dir: str | None, work_dir: str | None) -> dict[str, float]:
     plan = QUICK if quick else FULL
     started = datetime.datetime.now(datetime.UTC)
-    work = tempfile.mkdtemp(prefix="nodebench-", dir=work_dir or os.getcwd())
-    samples: dict[str, list[float]] = {}
-    try:
-        with NodeProcess(os.path.join(work, "data"), "--log-level", "warning") as node:
-            for rep in range(plan.reps):
-                print(f"[node] repetition {rep + 1}/{plan.reps}", flush=True)
-                for name, value in uvloop.run(one_rep(node.url, rep, plan)).items():
-                    samples.setdefault(name, []).append(value)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    figures: dict[str, float] = {}
-    units: dict[str, str] = {}
-    for name, values in samples.items():
-        unit = "ms" if name.endswith("_ms") else "MB/s" if name.endswith("mb_per_s") else "records/s"
-        summarize(name, values, unit, figures, units)
+    samples: Samples = {}
+    with single_node.work_dir("nodebench-", work_dir) as work, \
+            NodeProcess(os.path.join(work, "data"), "--log-level", "warning") as node:
+        for rep in range(plan.reps):
+            print(f"[node] repetition {rep + 1}/{plan.reps}", flush=True)
+            gather(samples, uvloop.run(one_rep(node.url, rep, plan)))
+    figures, units = summarize_all(samples, lambda name: "ms" if name.endswith("_ms") else
+                                   "MB/s" if name.endswith("mb_per_s") else "records/s")
     params = {"quick": quick, **dataclasses.asdict(plan), "partitions": PARTITIONS, "record_bytes": RECORD_BYTES,
               "batch_records": BATCH_RECORDS, "in_flight": IN_FLIGHT, "acks": "1", "flush": "interval",
               "latency_rate_records_per_s": LATENCY_RATE, "latency_batch_records": LATENCY_BATCH}
-    path = write_result(out_dir or DEFAULT_OUT_DIR, "node", system="logbroker", version="0.1.0",
-                        started_at=started, params=params, figures=figures, units=units)
-    from benchmarks.log_bench import print_table
-
-    print_table(figures, units)
-    print(f"[node] wrote {path}")
-    return figures
+    return publish("node", figures, units, out_dir=out_dir, started_at=started, params=params)

@@ -86,3 +86,13 @@ def read_run(out_dir: str, run_id: str | None = None) -> list[dict[str, Any]]:
         return []
     chosen = run_id if run_id is not None else max(runs)
     return [d for d in documents if d["params"].get("run_id") == chosen]
+
+
+def print_table(figures: dict[str, float], units: dict[str, str]) -> None:
+    """Print each figure's median, min and max with its unit."""
+    names = [n for n in figures if not n.endswith(("_min", "_max"))]
+    width = max(len(n) for n in names)
+    print(f"{'figure':<{width}}  {'median':>14}  {'min':>14}  {'max':>14}  unit")
+    for name in names:
+        print(f"{name:<{width}}  {figures[name]:>14,.2f}  {figures[name + '_min']:>14,.2f}  "
+              f"{figures[name + '_max']:>14,.2f}  {units[name]}")

@@ -35,11 +35,10 @@ async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamR
     if entry is None or entry.access == "public":
         return await handler(request)
     auth = request.app[NODE].auth
-    principal = await auth.authenticate(request.headers.get("Authorization"))
+    principal, limits = await auth.authenticate(request.headers.get("Authorization"))
     request[PRINCIPAL] = principal
     if not auth.enabled:
         return await handler(request)
-    limits = await auth.limits_for(principal)
     auth.admit_connection(principal, request.protocol, limits)
     await _authorize(request, entry, principal)
     if entry.quota is None:

@@ -40,19 +40,20 @@ async def send_slice(request: web.Request, response: web.StreamResponse, piece: 
     """Send ``piece`` as the body of ``response`` (closes the slice). Once the headers are out,
     a failure can only be reported by closing the connection (the client sees a short body)."""
     with piece:
-        response.content_length = piece.size_bytes
-        await response.prepare(request)
         transport = request.transport
         sock = transport.get_extra_info("socket") if transport is not None else None
+        if piece.size_bytes < SENDFILE_MIN_BYTES or sock is None or gate.slots.locked():
+            # A complete Response goes out as one write, headers and body together (a prepared
+            # StreamResponse sends its headers alone, and the client would wake twice).
+            return web.Response(body=piece.read(), status=response.status, headers=response.headers)
+        response.content_length = piece.size_bytes
+        await response.prepare(request)
         try:
-            if piece.size_bytes < SENDFILE_MIN_BYTES or sock is None or gate.slots.locked():
-                await response.write(piece.read())
-            else:
-                async with gate.slots:
-                    await _wait_headers_sent(transport)
-                    loop = asyncio.get_running_loop()
-                    await loop.run_in_executor(gate.executor, _sendfile_all, sock.fileno(), piece.fd,
-                                               piece.position, piece.size_bytes)
+            async with gate.slots:
+                await _wait_headers_sent(transport)
+                loop = asyncio.get_running_loop()
+                await loop.run_in_executor(gate.executor, _sendfile_all, sock.fileno(), piece.fd,
+                                           piece.position, piece.size_bytes)
             await response.write_eof()
         except (OSError, TimeoutError):
             if transport is not None:

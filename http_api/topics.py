@@ -57,10 +57,10 @@ async def delete_topic(request: web.Request) -> web.Response:
     return web.Response(status=204)
 
 
-@route("POST", "/v1/topics/{name}/partitions", "Add partitions to a topic (consumer groups rebalance)",
+@route("POST", "/v1/topics/{name}/partitions", "Add partitions to a topic or queue (consumer groups rebalance)",
        access="manage", body={"type": "object", "required": ["partitions"],
                               "properties": {"partitions": {"type": "integer", "description": "the new count"}}},
-       responses={"200": "The topic", "400": "Not more than now, or a queue", "404": "Unknown topic"})
+       responses={"200": "The topic", "400": "Not more than now, or an internal topic", "404": "Unknown topic"})
 async def add_partitions(request: web.Request) -> web.Response:
     body = await read_json(request)
     return web.json_response(await request.app[NODE].add_partitions(path_topic(request), body))

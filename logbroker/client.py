@@ -23,6 +23,7 @@ import aiohttp
 
 from logbroker.client_calls import GroupQueueCalls
 from logbroker.client_errors import LogBrokerError, problem_error
+from logbroker.consumer_batch import ConsumerBatch, ConsumerRecord, decode_fetched
 from logbroker.records import key_partition
 from segments.batch import ProducerRecord, Record, decode_records, encode_batch, iter_batches
 
@@ -33,6 +34,7 @@ USER_ENV: Final = "LOGBROKER_USER"
 PASSWORD_ENV: Final = "LOGBROKER_PASSWORD"
 CA_FILE_ENV: Final = "LOGBROKER_CA_FILE"
 REFRESH_MARGIN_S: Final = 30.0
+DIRECT_READ_BYTES_MIN: Final = 256 * 1024
 OffsetReset = Literal["earliest", "latest"]
 
 
@@ -41,17 +43,6 @@ class RecordMetadata:
     topic: str
     partition: int
     offset: int
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class ConsumerRecord:
-    topic: str
-    partition: int
-    offset: int
-    timestamp: int
-    key: bytes | None
-    value: bytes | None
-    headers: list[tuple[str, bytes]]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -130,7 +121,7 @@ class Client(GroupQueueCalls):
         try:
             async with self._http().request(method, self.url + path, params=params, json=json_body, data=data,
                                             headers=headers) as response:
-                body = await response.read()
+                body = await _read_body(response)
                 if response.status >= 400:
                     raise problem_error(response.status, body)
                 return response.status, dict(response.headers), body
@@ -235,6 +226,29 @@ class Client(GroupQueueCalls):
             "GET", f"/v1/topics/{topic}/partitions/{partition}/records",
             params={"offset": offset, "max_bytes": max_bytes, "wait_ms": wait_ms}, headers={"Accept": BATCH_TYPE})
         return FetchedBatches(body, int(headers["X-LogBroker-Next-Offset"]), int(headers["X-LogBroker-High-Watermark"]))
+
+
+async def _read_body(response: aiohttp.ClientResponse) -> bytes:
+    """The whole body. A large one with a known length is copied once, chunk by chunk, into a
+    buffer of that length: ``response.read()`` joins the chunks twice, which costs a consumer
+    a tenth of its time at 4 MiB fetches."""
+    length = response.content_length
+    if length is None or length < DIRECT_READ_BYTES_MIN or "Content-Encoding" in response.headers:
+        return await response.read()
+    buf = bytearray(length)
+    view = memoryview(buf)
+    position = 0
+    while chunk := (await response.content.readchunk())[0]:
+        end = position + len(chunk)
+        if end > length:
+            raise aiohttp.ClientPayloadError(f"body longer than its Content-Length of {length}")
+        view[position:end] = chunk
+        position = end
+    if position != length:
+        raise aiohttp.ClientPayloadError(f"body of {position} bytes, Content-Length said {length}")
+    # A bytearray is a bytes-like object for every reader of a body (memoryview, msgpack, json).
+    return buf  # type: ignore[return-value]
+
 
 class TokenSource:
     """The bearer token a ``Client`` sends: a fixed one, or one got with a username and password
@@ -386,16 +400,24 @@ class Producer:
 
 
 class Consumer:
-    """Reads assigned partitions from positions it keeps itself (manual assignment, no group)."""
+    """Reads assigned partitions from positions it keeps itself (manual assignment, no group).
+
+    While the caller works on what a poll returned, the next fetch of each partition that had
+    records is already under way (``prefetch``), so the node reads and sends while this process
+    decodes. At most one such fetch per assigned partition is outstanding, of at most
+    ``max_bytes``; a seek or a new assignment drops it. ``close()`` cancels what is left."""
 
     def __init__(self, client: Client, *, max_bytes: int = 1 << 20, wait_ms: int = 500,
-                 auto_offset_reset: OffsetReset = "earliest") -> None:
+                 auto_offset_reset: OffsetReset = "earliest", prefetch: bool = True) -> None:
         self.client = client
         self.max_bytes, self.wait_ms, self.auto_offset_reset = max_bytes, wait_ms, auto_offset_reset
+        self.prefetch = prefetch
         self._positions: dict[tuple[str, int], int | None] = {}
+        self._ahead: dict[tuple[str, int], tuple[int, asyncio.Task[FetchedBatches]]] = {}
 
     def assign(self, partitions: Iterable[tuple[str, int]]) -> None:
         self._positions = {tp: self._positions.get(tp) for tp in partitions}
+        self._drop_ahead([tp for tp in self._ahead if tp not in self._positions])
 
     def assignment(self) -> list[tuple[str, int]]:
         return list(self._positions)
@@ -406,6 +428,7 @@ class Consumer:
 
     def seek(self, topic: str, partition: int, offset: int) -> None:
         self._positions[(topic, partition)] = offset
+        self._drop_ahead([(topic, partition)])
 
     async def seek_to_beginning(self, topic: str, partition: int) -> None:
         self.seek(topic, partition, await self.client.list_offset(topic, partition, "earliest"))
@@ -423,15 +446,24 @@ class Consumer:
     async def poll(self, *, timeout_ms: int | None = None) -> list[ConsumerRecord]:
         """Records from every assigned partition that has some; waits up to ``timeout_ms`` (default
         ``wait_ms``) when none has any. Positions advance past what is returned."""
+        return [record for batch in await self.poll_batches(timeout_ms=timeout_ms) for record in batch]
+
+    async def poll_batches(self, *, timeout_ms: int | None = None) -> list[ConsumerBatch]:
+        """As ``poll``, but one ``ConsumerBatch`` (columns) per partition that had records: the
+        fast way to consume, since no per-record object is built unless asked for."""
         if not self._positions:
             return []
-        records = await self._fetch_all(0)
-        if records:
-            return records
+        batches = await self._fetch_all(0)
+        if batches:
+            return batches
         wait = self.wait_ms if timeout_ms is None else timeout_ms
         return await self._fetch_all(wait) if wait > 0 else []
 
-    async def _fetch_all(self, wait_ms: int) -> list[ConsumerRecord]:
+    async def close(self) -> None:
+        """Cancel the fetches made ahead (positions are kept)."""
+        self._drop_ahead(list(self._ahead))
+
+    async def _fetch_all(self, wait_ms: int) -> list[ConsumerBatch]:
         tasks = {asyncio.ensure_future(self._fetch_one(tp, wait_ms)): tp for tp in self._positions}
         if wait_ms == 0:
             await asyncio.wait(tasks)
@@ -442,26 +474,49 @@ class Consumer:
             for task in pending:
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
-        out: list[ConsumerRecord] = []
-        for task in tasks:
-            if task.cancelled():
-                continue
-            out.extend(task.result())
-        return out
+        return [batch for task in tasks if not task.cancelled() and (batch := task.result()) is not None]
 
-    async def _fetch_one(self, tp: tuple[str, int], wait_ms: int) -> list[ConsumerRecord]:
+    async def _fetch_one(self, tp: tuple[str, int], wait_ms: int) -> ConsumerBatch | None:
         topic, partition = tp
         offset = await self.position(topic, partition)
-        fetched = await self.client.fetch_batches(topic, partition, offset, max_bytes=self.max_bytes, wait_ms=wait_ms)
-        records = fetched.records(offset)
-        if fetched.next_offset > offset:
-            self._positions[tp] = fetched.next_offset
-        return [ConsumerRecord(topic, partition, r.offset, r.timestamp, r.key, r.value, r.headers) for r in records]
+        ahead = self._ahead.pop(tp, None)
+        if ahead is not None and ahead[0] == offset:
+            fetched = await ahead[1]
+        else:
+            if ahead is not None:
+                _forget(ahead[1])
+            fetched = await self.client.fetch_batches(topic, partition, offset, max_bytes=self.max_bytes,
+                                                      wait_ms=wait_ms)
+        if fetched.next_offset <= offset:
+            return None
+        if self.prefetch:
+            self._ahead[tp] = (fetched.next_offset, asyncio.ensure_future(self.client.fetch_batches(
+                topic, partition, fetched.next_offset, max_bytes=self.max_bytes, wait_ms=0)))
+        try:
+            batch = decode_fetched(fetched.data, topic, partition, offset)
+        except BaseException:
+            self._drop_ahead([tp])
+            raise
+        # Only once the records are in hand: a batch that fails to decode is not skipped.
+        self._positions[tp] = fetched.next_offset
+        return batch if len(batch) else None
+
+    def _drop_ahead(self, partitions: Iterable[tuple[str, int]]) -> None:
+        for tp in partitions:
+            ahead = self._ahead.pop(tp, None)
+            if ahead is not None:
+                _forget(ahead[1])
+
+
+def _forget(task: asyncio.Task[Any]) -> None:
+    """Cancel a fetch nobody will wait for, retrieving its error so that none is reported."""
+    task.cancel()
+    task.add_done_callback(lambda t: t.cancelled() or t.exception())
 
 
 # The group and queue consumers live in their own modules and are part of this one's API.
 from logbroker.group_consumer import CommitFailedError, GroupConsumer  # noqa: E402
 from logbroker.queue_consumer import QueueConsumer, QueueMessage  # noqa: E402
 
-__all__ = ["Client", "CommitFailedError", "Consumer", "ConsumerRecord", "FetchedBatches", "GroupConsumer",
-           "LogBrokerError", "Producer", "QueueConsumer", "QueueMessage", "RecordMetadata"]
+__all__ = ["Client", "CommitFailedError", "Consumer", "ConsumerBatch", "ConsumerRecord", "FetchedBatches",
+           "GroupConsumer", "LogBrokerError", "Producer", "QueueConsumer", "QueueMessage", "RecordMetadata"]

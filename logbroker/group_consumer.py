@@ -18,7 +18,8 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Final
 
-from logbroker.client import Client, Consumer, ConsumerRecord, LogBrokerError, OffsetReset
+from logbroker.client import Client, Consumer, LogBrokerError, OffsetReset
+from logbroker.consumer_batch import ConsumerBatch, ConsumerRecord
 
 log = logging.getLogger(__name__)
 Partitions = list[tuple[str, int]]
@@ -124,11 +125,19 @@ class GroupConsumer:
     async def poll(self, *, timeout_ms: int | None = None) -> list[ConsumerRecord]:
         """Records of the assigned partitions (waits up to ``timeout_ms`` when there are none).
         Auto-commit, when on, commits what earlier polls returned."""
+        await self._before_poll()
+        return await self._consumer.poll(timeout_ms=timeout_ms)
+
+    async def poll_batches(self, *, timeout_ms: int | None = None) -> list[ConsumerBatch]:
+        """As ``poll``, one ``ConsumerBatch`` (columns) per partition that had records."""
+        await self._before_poll()
+        return await self._consumer.poll_batches(timeout_ms=timeout_ms)
+
+    async def _before_poll(self) -> None:
         if self.enable_auto_commit and time.monotonic() - self._last_commit >= self.auto_commit_interval_ms / 1000:
             with contextlib.suppress(LogBrokerError):
                 await self.commit()
         await self._sync_membership()
-        return await self._consumer.poll(timeout_ms=timeout_ms)
 
     async def commit(self, offsets: dict[tuple[str, int], int] | None = None) -> None:
         """Commit ``offsets`` (default: the position after every record polled so far)."""
@@ -187,6 +196,7 @@ class GroupConsumer:
 
     async def close(self) -> None:
         """Commit (with auto-commit on), stop heartbeating and leave the group."""
+        await self._consumer.close()
         if self._heartbeats is not None:
             self._heartbeats.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -63,6 +63,13 @@ class InternalLog:
     def partitions(self) -> int:
         return len(self._replicas)
 
+    def grow_to(self, replicas: Sequence[Replica]) -> None:
+        """Take on the partitions added to the topic (``replicas`` starts with the ones held)."""
+        for replica in replicas[len(self._replicas):]:
+            self._replicas.append(replica)
+            self._since_snapshot.append(replica.log.log_end_offset - replica.log.log_start_offset)
+            self._snapshotting.append(False)
+
     def append(self, partition: int, records: Sequence[InternalRecord]) -> Awaitable[None]:
         replica = self._replicas[partition]
         info = self._append(replica, records)

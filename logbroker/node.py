@@ -24,7 +24,7 @@ from logbroker.auth.permissions import Principal
 from logbroker.config import NodeConfig
 from logbroker.errors import BatchTooLargeError, InvalidRequestError, NotAvailableError
 from logbroker.groups.coordinator import OFFSETS_PARTITIONS, OFFSETS_TOPIC, GroupCoordinator
-from logbroker.internal_log import ensure_internal_topic
+from logbroker.internal_log import InternalLog, ensure_internal_topic
 from logbroker.metrics import Metrics
 from logbroker.queues.manager import QueueManager, state_topic
 from logbroker.records import IncomingRecord, group_by_partition
@@ -89,10 +89,20 @@ class Node:
 
     async def _open_queue(self, meta: TopicMetadata) -> None:
         """Open (creating it if needed) the queue's share-state log and replay it."""
+        self.queues.open(meta, await self._queue_events(meta))
+
+    async def _queue_events(self, meta: TopicMetadata) -> InternalLog:
+        """The queue's share-state log, with one partition per queue partition. It is grown after
+        the queue itself, so a crash in between is repaired here at the next start."""
         flush = {k: v for k, v in meta.config.items() if k in ("flush", "flush_ms")}
         events = await ensure_internal_topic(self.coordinator, self.replicas, state_topic(meta), meta.partitions,
                                              self.base_log_config, flush)
-        self.queues.open(meta, events)
+        if events.partitions < meta.partitions:
+            grown = await self.coordinator.add_partitions(state_topic(meta), meta.partitions)
+            spec = TopicSpec(grown.name, grown.partitions, grown.replication_factor, grown.kind, grown.config)
+            await self.replicas.open_topic(grown, spec.log_config(self.base_log_config))
+            events = InternalLog(self.replicas.partitions(grown.name))
+        return events
 
     async def _produce_to_dead_letters(self, topic: str, records: list[IncomingRecord]) -> None:
         await self.produce_records(topic, records, "1")
@@ -190,16 +200,19 @@ class Node:
         return await self.describe_topic(spec.name)
 
     async def add_partitions(self, name: str, body: object) -> dict[str, Any]:
-        """Raise a topic's partition count (``{"partitions": N}``); groups rebalance on their next
-        check. Queues keep their count (their delivery state is per partition)."""
+        """Raise a topic's or queue's partition count (``{"partitions": N}``); groups rebalance on
+        their next check, and a queue's receivers take from the new partitions at once."""
         self._check_serving()
         validate_name(name, internal=True)
         if not isinstance(body, dict) or set(body) != {"partitions"}:
             raise InvalidRequestError('the body must be {"partitions": <new count>}')
-        if (await self.coordinator.get_topic(name)).kind == "queue":
-            raise InvalidTopicError("partitions cannot be added to a queue")
+        if name.startswith(INTERNAL_PREFIX):
+            raise InvalidTopicError(f"{name!r} is internal: its partitions follow what it belongs to")
         meta = await self.coordinator.add_partitions(name, body["partitions"])
         await self.replicas.open_topic(meta, self.log_config(meta))
+        if meta.kind == "queue":
+            await self._queue_events(meta)
+            self.queues.grow(meta, self.replicas.partitions(state_topic(meta)))
         return await self.describe_topic(name)
 
     async def delete_topic(self, name: str) -> None:

@@ -1,19 +1,24 @@
 """A thin synchronous wrapper for scripts: the async client on an event loop in a background
 thread. ``SyncClient``, ``SyncProducer``, ``SyncConsumer``, ``SyncGroupConsumer`` and
 ``SyncQueueConsumer`` expose the same methods as their async counterparts (no second hand-kept
-copy): coroutine methods block for their result. Push streams are async only."""
+copy): coroutine methods block for their result. Push streams (``stream``, ``stream_member``)
+are context managers over a blocking iterator of events."""
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import contextlib
 import inspect
 import threading
-from collections.abc import Coroutine
+from collections.abc import AsyncIterator, Coroutine, Iterator
 from typing import Any, Final, TypeVar
 
 from logbroker.client import DEFAULT_URL, Client, Consumer, GroupConsumer, Producer, QueueConsumer
+from logbroker.sse import Event
 
 T = TypeVar("T")
+AsyncEvents = contextlib.AbstractAsyncContextManager[AsyncIterator[Event]]
 CALL_TIMEOUT_S: Final = 300.0
 
 
@@ -67,6 +72,29 @@ class SyncClient(_Sync):
         return SyncQueueConsumer(self._runner.run(_make(QueueConsumer, self._target, queue, **settings)),
                                  self._runner)
 
+    @contextlib.contextmanager
+    def stream(self, topic: str, partition: int, **settings: Any) -> Iterator[Iterator[Event]]:
+        """A partition's push stream (``Client.stream``'s keyword arguments): iterate its events."""
+        with self._events(self._target.stream(topic, partition, **settings)) as events:
+            yield events
+
+    @contextlib.contextmanager
+    def stream_member(self, group: str, member_id: str, **settings: Any) -> Iterator[Iterator[Event]]:
+        """A group member's push stream (``Client.stream_member``): iterate its events."""
+        with self._events(self._target.stream_member(group, member_id, **settings)) as events:
+            yield events
+
+    @contextlib.contextmanager
+    def _events(self, manager: AsyncEvents) -> Iterator[Iterator[Event]]:
+        events = self._runner.run(manager.__aenter__())
+        try:
+            yield _BlockingEvents(events, self._runner)
+        except BaseException as exc:
+            if not self._runner.run(manager.__aexit__(type(exc), exc, exc.__traceback__)):
+                raise
+        else:
+            self._runner.run(manager.__aexit__(None, None, None))
+
     def close(self) -> None:
         self._runner.run(self._target.close())
         self._runner.stop()
@@ -99,6 +127,32 @@ class SyncGroupConsumer(_Sync):
 
 class SyncQueueConsumer(_Sync):
     pass
+
+
+class _BlockingEvents:
+    """Each ``next`` waits (at most ``CALL_TIMEOUT_S``) for the stream's next event. A wait that
+    times out ends the stream: its reader is cancelled, so no read is left running behind."""
+
+    def __init__(self, events: AsyncIterator[Event], runner: _LoopThread) -> None:
+        self._events, self._runner = events, runner
+
+    def __iter__(self) -> _BlockingEvents:
+        return self
+
+    def __next__(self) -> Event:
+        future = asyncio.run_coroutine_threadsafe(_next_event(self._events), self._runner.loop)
+        try:
+            event = future.result(timeout=CALL_TIMEOUT_S)
+        except concurrent.futures.TimeoutError:
+            future.cancel()
+            raise
+        if event is None:
+            raise StopIteration
+        return event
+
+
+async def _next_event(events: AsyncIterator[Event]) -> Event | None:
+    return await anext(events, None)
 
 
 async def _await(future: asyncio.Future[T]) -> T:

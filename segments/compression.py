@@ -43,10 +43,11 @@ def compress(codec: Codec, data: bytes) -> bytes:
     raise InvalidBatchError(f"unknown compression codec {int(codec)}")
 
 
-def decompress(codec: int, data: bytes | memoryview, size_bytes_max: int) -> bytes:
-    """Decompress ``data``; raise ``InvalidBatchError`` if it is invalid or expands too far."""
+def decompress(codec: int, data: bytes | memoryview, size_bytes_max: int) -> bytes | memoryview:
+    """Decompress ``data``; raise ``InvalidBatchError`` if it is invalid or expands too far.
+    Uncompressed data comes back as it was given, without a copy."""
     if codec == Codec.NONE:
-        return bytes(data)
+        return data
     try:
         if codec == Codec.GZIP:
             unpacker = zlib.decompressobj(16 + zlib.MAX_WBITS)

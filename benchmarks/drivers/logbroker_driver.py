@@ -1,8 +1,9 @@
 """LogBroker through its own client, ``logbroker.client.Client``, driven the fastest way known
 (as ``benchmarks/node_bench.py`` does): the client builds binary batches of ``BATCH_RECORDS``
-records and posts each as one prebuilt batch with ``IN_FLIGHT`` requests pipelined; consumers
-fetch raw batches (sent by the node with ``sendfile``), verify every checksum and decode every
-record, with the next fetch already in flight while the current one is decoded.
+records and posts each as one prebuilt batch with ``IN_FLIGHT`` requests pipelined; the consumer
+is the client's ``Consumer`` reading columns (``poll_batches``): it fetches raw batches (sent by the
+node with ``sendfile``), verifies every checksum and decodes every record, with the next fetch
+already in flight while the current one is decoded, and the benchmark touches every value.
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ from typing import Any, Final
 import aiohttp
 
 from benchmarks.drivers.base import OP_TIMEOUT_S, Driver, latency_ms
-from logbroker.client import Client, FetchedBatches, QueueConsumer
-from segments.batch import decode_records, encode_values, iter_batches
+from logbroker.client import Client, Consumer, QueueConsumer
+from segments.batch import encode_values
 
 BATCH_RECORDS: Final = 1000
 IN_FLIGHT: Final = 4
@@ -64,8 +65,8 @@ class LogBrokerDriver(Driver):
             "durability": "flush=interval (fsync every 1000 ms), acks=1 (leader append); "
                           "fsync variant: flush=always (group commit, fsync before the ack), acks=all",
             "produce": f"prebuilt batches of {BATCH_RECORDS} records, {IN_FLIGHT} requests in flight",
-            "consume": f"raw-batch fetch, max_bytes {FETCH_BYTES}, one fetch ahead, checksums verified, "
-                       "every record decoded",
+            "consume": f"Consumer.poll_batches (raw-batch fetch, max_bytes {FETCH_BYTES}, one fetch ahead, "
+                       "checksums verified, every record decoded into columns, every value touched)",
             "tail": f"long-poll fetch, wait_ms {TAIL_WAIT_MS}; paced sends as one batch per tick, "
                     f"{IN_FLIGHT} in flight",
             "idle": f"one HTTP connection per consumer, long-poll fetch wait_ms {IDLE_WAIT_MS}",
@@ -102,17 +103,22 @@ class LogBrokerDriver(Driver):
         return done
 
     async def consume(self, log: str, count: int) -> int:
-        offset, got = 0, 0
-        async with asyncio.timeout(OP_TIMEOUT_S):
-            ahead = asyncio.ensure_future(self.client.fetch_batches(log, 0, offset, max_bytes=FETCH_BYTES))
-            while got < count:
-                fetched = await ahead
-                if fetched.next_offset == offset:
-                    raise RuntimeError(f"log {log} ended at {offset} records, {count} expected")
-                offset = fetched.next_offset
-                if got + _count(fetched) < count:
-                    ahead = asyncio.ensure_future(self.client.fetch_batches(log, 0, offset, max_bytes=FETCH_BYTES))
-                got += _decode(fetched)
+        consumer = Consumer(self.client, max_bytes=FETCH_BYTES, wait_ms=0)
+        consumer.assign([(log, 0)])
+        consumer.seek(log, 0, 0)
+        got = 0
+        try:
+            async with asyncio.timeout(OP_TIMEOUT_S):
+                while got < count:
+                    batches = await consumer.poll_batches()
+                    if not batches:
+                        raise RuntimeError(f"log {log} ended at {got} records, {count} expected")
+                    for batch in batches:
+                        for value in batch.values:
+                            _ = value
+                        got += len(batch)
+        finally:
+            await consumer.close()
         return got
 
     async def send_now(self, log: str, payloads: list[bytes]) -> None:
@@ -209,21 +215,3 @@ class LogBrokerDriver(Driver):
         async with asyncio.timeout(OP_TIMEOUT_S):
             await asyncio.gather(*(receiver() for _ in range(QUEUE_RECEIVERS)))
         return acked
-
-
-def _count(fetched: FetchedBatches) -> int:
-    return sum(header.record_count for _position, header in iter_batches(memoryview(fetched.data)))
-
-
-def _decode(fetched: FetchedBatches) -> int:
-    """Verify and decode every record of ``fetched`` and touch each value (as a consumer that
-    hands records on would); returns the records decoded."""
-    view = memoryview(fetched.data)
-    n = 0
-    for position, header in iter_batches(view):
-        records = decode_records(view[position:position + header.size_bytes])
-        for record in records:
-            _ = record.value
-        n += len(records)
-    return n
-

@@ -156,10 +156,11 @@ class AuthService:
 
     # ---- requests ------------------------------------------------------------------------------
 
-    async def authenticate(self, authorization: str | None) -> Principal:
-        """The caller of a request from its ``Authorization`` header."""
+    async def authenticate(self, authorization: str | None) -> tuple[Principal, QuotaLimits]:
+        """The caller of a request, from its ``Authorization`` header, and the quota limits that
+        apply to them (the user is looked up once for both)."""
         if not self.enabled:
-            return ANONYMOUS_ADMIN
+            return ANONYMOUS_ADMIN, QuotaLimits()
         tokens = self._started_tokens()
         if not authorization:
             raise AuthenticationError("this call needs a bearer token (POST /v1/auth/token)")
@@ -169,7 +170,8 @@ class AuthService:
         user = await self.coordinator.find_user(claims.subject)
         if user is None:
             raise AuthenticationError(f"the token's user {claims.subject!r} no longer exists")
-        return Principal(user.name, user.role)
+        limits = self.limits.override(user.quotas) if user.quotas else self.limits
+        return Principal(user.name, user.role), limits
 
     async def authorize_topic(self, principal: Principal, topic: str, action: Action) -> TopicMetadata:
         """The topic's metadata when ``principal`` may do ``action`` to it, else ``ForbiddenError``.
@@ -227,12 +229,6 @@ class AuthService:
         return {"user": name, "topics": owned, "grants": grants}
 
     # ---- quotas --------------------------------------------------------------------------------
-
-    async def limits_for(self, principal: Principal) -> QuotaLimits:
-        if not self.enabled:
-            return QuotaLimits()
-        user = await self.coordinator.find_user(principal.name)
-        return self.limits.override(user.quotas) if user is not None and user.quotas else self.limits
 
     def check_quota(self, principal: Principal, kind: QuotaKind, limits: QuotaLimits) -> None:
         delay = self.quotas.delay_s(principal.name, kind, limits)

@@ -19,7 +19,7 @@ import dataclasses
 import logging
 import secrets
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Final
 
 from coordinator.errors import CoordinatorError
@@ -29,7 +29,7 @@ from logbroker.internal_log import InternalLog, InternalRecord, pack, unpack
 from logbroker.queues.requests import Receipt, ReceiveRequest
 from logbroker.queues.share_state import PartitionShare, ack_event, dead_event, lease_event, nack_event
 from logbroker.records import IncomingRecord, render_records
-from logbroker.replica_manager import ReplicaManager
+from logbroker.replica_manager import Replica, ReplicaManager
 from segments.batch import ProducerRecord, Record, decode_records, iter_batches
 from segments.errors import StorageError
 
@@ -99,6 +99,16 @@ class QueueManager:
                                         settings["visibility_timeout_ms"],
                                         events, shares, [{} for _ in shares])
         return count
+
+    def grow(self, meta: TopicMetadata, state_replicas: Sequence[Replica]) -> None:
+        """Take on partitions added to a queue: each starts with no deliveries, and receivers take
+        from it from their next call (the queue's object is kept, so waiting receivers see it)."""
+        queue = self.get(meta.name)
+        queue.events.grow_to(state_replicas)
+        for _ in range(len(queue.shares), meta.partitions):
+            queue.shares.append(PartitionShare(queue.max_deliveries))
+            queue.cache.append({})
+        queue.meta = meta
 
     def names(self) -> list[str]:
         return sorted(self._queues)

@@ -10,6 +10,7 @@ import pytest
 from logbroker.client import Client, Consumer, LogBrokerError, Producer
 from logbroker.records import key_partition
 from logbroker.sync_client import SyncClient
+from segments.batch import encode_values
 
 
 @pytest.mark.asyncio
@@ -74,6 +75,53 @@ async def test_consumer_seek_and_long_poll(node):
         assert not waiting.done()
         await client.produce("c.seek", [{"value": "late"}])
         assert [r.value for r in await asyncio.wait_for(waiting, 5)] == [b"late"]
+
+
+@pytest.mark.asyncio
+async def test_poll_batches_reads_everything_in_order_with_fetches_made_ahead(node):
+    async with Client(node.url) as client:
+        await client.create_topic("c.cols", partitions=2)
+        sent = {p: [f"p{p}-{i}".encode() * 40 for i in range(6000)] for p in range(2)}
+        for p, values in sent.items():
+            for start in range(0, len(values), 1000):
+                await client.produce_batch("c.cols", p, encode_values(values[start:start + 1000]))
+        consumer = Consumer(client, max_bytes=64 * 1024, wait_ms=0)
+        consumer.assign([("c.cols", 0), ("c.cols", 1)])
+        got: dict[int, list[bytes]] = {0: [], 1: []}
+        offsets: dict[int, list[int]] = {0: [], 1: []}
+        for _ in range(1000):
+            batches = await consumer.poll_batches()
+            if not batches:
+                break
+            for batch in batches:
+                got[batch.partition].extend(batch.values)
+                offsets[batch.partition].extend(batch.offsets)
+                assert consumer.positions()[("c.cols", batch.partition)] == batch.next_offset
+        await consumer.close()
+        assert got == sent and offsets == {0: list(range(6000)), 1: list(range(6000))}
+
+
+@pytest.mark.asyncio
+async def test_a_seek_drops_the_fetch_made_ahead(node):
+    async with Client(node.url) as client:
+        await client.create_topic("c.ahead")
+        for start in range(0, 3000, 500):
+            values = [str(i).encode() for i in range(start, start + 500)]
+            await client.produce_batch("c.ahead", 0, encode_values(values))
+        consumer = Consumer(client, max_bytes=4096, wait_ms=0)
+        consumer.assign([("c.ahead", 0)])
+        first = (await consumer.poll_batches())[0]
+        assert first.offsets[0] == 0 and consumer._ahead  # the next fetch is under way
+        consumer.seek("c.ahead", 0, 2000)
+        assert not consumer._ahead
+        again = (await consumer.poll_batches())[0]
+        assert again.offsets[0] == 2000 and again.values[0] == b"2000"
+        consumer.assign([("c.ahead", 0)])  # same assignment: the position and fetch ahead stay
+        assert consumer._ahead
+        records = await consumer.poll()
+        assert records[0].offset == again.next_offset and records[0].value == str(again.next_offset).encode()
+        await consumer.close()
+        assert not consumer._ahead
 
 
 @pytest.mark.asyncio

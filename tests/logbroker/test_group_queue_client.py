@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 
-from logbroker.client import Client, CommitFailedError, GroupConsumer, QueueConsumer
+from logbroker.client import Client, CommitFailedError, GroupConsumer, LogBrokerError, QueueConsumer
 from logbroker.sync_client import SyncClient
 
 
@@ -55,6 +56,23 @@ async def test_group_consumers_rebalance_commit_and_resume(node):
 
 
 @pytest.mark.asyncio
+async def test_group_consumer_reads_columns_and_commits_what_it_returned(node):
+    async with Client(node.url) as client:
+        await client.create_topic("gc.cols", partitions=2)
+        await client.produce("gc.cols", [{"value": f"r{i}", "partition": i % 2} for i in range(30)])
+        async with GroupConsumer(client, "gc-cols", ["gc.cols"], enable_auto_commit=False) as consumer:
+            values: list[bytes | None] = []
+            async with asyncio.timeout(30):
+                while len(values) < 30:
+                    for batch in await consumer.poll_batches(timeout_ms=100):
+                        values += batch.values
+            assert sorted(values) == sorted(f"r{i}".encode() for i in range(30))
+            await consumer.commit()
+        described = await client.describe_group("gc-cols")
+        assert sorted(o["committed_offset"] for o in described["offsets"]) == [15, 15]
+
+
+@pytest.mark.asyncio
 async def test_queue_consumer_worker_loop(node):
     async with Client(node.url) as client:
         await client.create_topic("qc.q", kind="queue", config={"max_deliveries": 2})
@@ -93,3 +111,20 @@ def test_sync_wrappers(node):
         messages = queue.receive()
         assert [m.value for m in messages] == [b"job"] and messages[0].delivery_count == 1
         assert queue.ack(messages)["acked"] == 1
+
+
+def test_sync_push_streams(node):
+    with SyncClient(node.url) as client:
+        client.create_topic("sync.s")
+        client.produce("sync.s", [{"value": f"s{i}"} for i in range(3)])
+        with client.stream("sync.s", 0, offset=1, keepalive_ms=100) as events:
+            records = [json.loads(next(events).data) for _ in range(2)]
+        assert [r["value"] for r in records] == ["s1", "s2"] and [r["offset"] for r in records] == [1, 2]
+        with client.stream("sync.s", 0, offset=0) as events:
+            first = next(events)
+            client.produce("sync.s", [{"value": "late"}])
+            rest = [json.loads(next(events).data)["value"] for _ in range(3)]
+        assert json.loads(first.data)["value"] == "s0" and rest == ["s1", "s2", "late"]
+        with pytest.raises(LogBrokerError) as err, client.stream("sync.none", 0):
+            pass
+        assert err.value.status == 404
