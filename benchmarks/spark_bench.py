@@ -38,6 +38,7 @@ RECORD_BYTES = 100
 BATCH_RECORDS = 10_000
 IN_FLIGHT = 4
 CHECKPOINT_WAIT_S = 60.0
+WARM_UPS = 2
 POLL_S = 0.1
 
 
@@ -154,8 +155,11 @@ def _measure(node: NodeProcess, plan: Plan) -> dict[str, list[float]]:
             "http": spark.read.format("logbroker").option("topic", TOPIC).option("url", node.url).load(),
             "spark_only": spark.read.format("logbroker-bench-spark-only").load(),
         }
-        for name, df in queries.items():  # warm the JVM's code and the page cache
-            print(f"  warm-up {name}: {_timed_query(df, plan.records):.2f} s", flush=True)
+        # Warm the page cache and the JVM's compiled code (the JVM reader runs in it entirely, and its
+        # first queries are still being compiled): the same number of warm-up queries for each reader.
+        for warm_up in range(WARM_UPS):
+            for name, df in queries.items():
+                print(f"  warm-up {warm_up + 1} {name}: {_timed_query(df, plan.records):.2f} s", flush=True)
         samples: dict[str, list[float]] = {name: [] for name in queries}
         for rep in range(plan.reps):
             for name, df in queries.items():
@@ -200,7 +204,8 @@ def run(*, quick: bool, out_dir: str | None = None, work_dir: str | None = None)
     path = write_result(out_dir or DEFAULT_OUT_DIR, "spark", system="logbroker", version="0.1.0",
                         started_at=started_at, params={
                             "records": plan.records, "record_bytes": RECORD_BYTES, "partitions": PARTITIONS,
-                            "batch_records": BATCH_RECORDS, "reps": plan.reps, "spark_master": "local[2]",
+                            "batch_records": BATCH_RECORDS, "reps": plan.reps, "warm_ups": WARM_UPS,
+                            "spark_master": "local[2]",
                             "query": "count(offset), sum(length(value))", "quick": quick,
                             "readers": {"jvm_direct": "logbroker-segments, path", "direct": "logbroker, path",
                                         "http": "logbroker, url", "spark_only": "a repeated Arrow batch"}},
