@@ -33,9 +33,10 @@ def local_session(app_name: str, *, cores: int = 2, shuffle_partitions: int = 4,
                .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
                .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", str(shuffle_partitions))
                .config("spark.sql.session.timeZone", "UTC"))
+    settings = dict(extra or {})
     if os.path.exists(SEGMENTS_JAR):
-        builder = builder.config("spark.jars", SEGMENTS_JAR)
-    for key, value in (extra or {}).items():
+        settings["spark.jars"] = ",".join(j for j in (settings.get("spark.jars"), SEGMENTS_JAR) if j)
+    for key, value in settings.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")

@@ -184,6 +184,10 @@ public final class SegmentLog {
                 }
                 return false;  // an append in progress
             }
+            if (h.baseOffset() >= end) {
+                header = h;  // past the range: next() stops here, without reading the batch
+                return true;
+            }
             fill((int) h.sizeBytes());
             at = (int) (filePosition - chunkStart);
             long computed = BatchFormat.computeChecksum(chunk, at, h);
