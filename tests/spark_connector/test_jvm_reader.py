@@ -9,6 +9,8 @@ import os
 import random
 import shutil
 import struct
+import threading
+import time
 from typing import Any
 
 import pytest
@@ -25,6 +27,7 @@ TOPIC = "jvm-orders"
 PARTITIONS = 4
 JVM = "logbroker-segments"
 LARGE = 9000
+DEADLINE_S = 30.0
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -155,6 +158,31 @@ def test_a_read_never_goes_past_the_checkpointed_high_watermark(spark, node, tmp
     assert sorted(r.value for r in rows) == sorted(f"v{i}".encode() for i in range(30))
     ending = '{"jvm-torn": {"0": 1000}}'  # endingOffsets past the high watermark are capped at it
     assert _read(spark, JVM, str(copy), topic="jvm-torn", endingOffsets=ending).count() == 30
+
+
+def test_a_read_while_the_node_appends_returns_exactly_the_planned_range(spark, node):
+    create_topic(node, "jvm-busy", 1, {"segment_bytes": 4096})
+    produce(node, "jvm-busy", [{"value": "x" * 50, "partition": 0} for _ in range(200)])
+    planned = wait_for_checkpoint(node, "jvm-busy")[0]
+    stop = threading.Event()
+
+    def keep_producing() -> None:
+        deadline = time.monotonic() + DEADLINE_S
+        while not stop.is_set() and time.monotonic() < deadline:
+            produce(node, "jvm-busy", [{"value": "y" * 50, "partition": 0} for _ in range(20)])
+
+    producer = threading.Thread(target=keep_producing)
+    producer.start()
+    try:
+        ending = f'{{"jvm-busy": {{"0": {planned}}}}}'
+        for _ in range(3):
+            rows = _read(spark, JVM, node.data_dir, topic="jvm-busy", endingOffsets=ending).collect()
+            assert sorted(r.offset for r in rows) == list(range(planned))
+        latest = _read(spark, JVM, node.data_dir, topic="jvm-busy").collect()  # up to the checkpoint, whole
+        assert sorted(r.offset for r in latest) == list(range(len(latest))) and len(latest) >= planned
+    finally:
+        stop.set()
+        producer.join(DEADLINE_S)
 
 
 def test_fail_on_data_loss_decides_about_records_deleted_by_retention(spark, node):
