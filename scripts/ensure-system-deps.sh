@@ -31,11 +31,15 @@ fi
 echo "installing system packages: ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
+# Debian releases without JDK 17 packages have a newer one as default-jdk-headless (Spark runs on 17+).
+if [[ " ${missing[*]} " == *" openjdk-17-jdk-headless "* ]] && ! apt-cache show openjdk-17-jdk-headless >/dev/null 2>&1; then
+    missing=("${missing[@]/openjdk-17-jdk-headless/default-jdk-headless}")
+fi
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 # Debian's etcd-server starts a system service on install; the tests start their own servers.
 if [[ " ${missing[*]} " == *" etcd-server "* ]]; then
     $SUDO systemctl stop etcd >/dev/null 2>&1 || $SUDO service etcd stop >/dev/null 2>&1 || true
 fi
 command -v etcd >/dev/null 2>&1 || { echo "etcd is still not on PATH after installing etcd-server" >&2; exit 1; }
-command -v javac >/dev/null 2>&1 || { echo "javac is still not on PATH after installing openjdk-17-jdk-headless" >&2; exit 1; }
+command -v javac >/dev/null 2>&1 || { echo "javac is still not on PATH after installing ${missing[*]}" >&2; exit 1; }
 check_java
