@@ -6,6 +6,7 @@ these tests fail with that message rather than being skipped."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import time
@@ -31,6 +32,15 @@ def _check_java() -> None:
     result = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=60)
     if result.returncode != 0:
         pytest.fail(f"`java -version` failed: {result.stderr.strip()}", pytrace=False)
+
+
+def require_segments_jar() -> None:
+    """The JVM reader's tests need its jar, which ``make test`` builds (``make jvm``)."""
+    from spark_connector.session import SEGMENTS_JAR
+
+    if not os.path.exists(SEGMENTS_JAR):
+        pytest.fail(f"the JVM reader is not built ({SEGMENTS_JAR}): run `make jvm` (make test builds it)",
+                    pytrace=False)
 
 
 @pytest.fixture(scope="module")

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from segments.batch import ProducerRecord, decode_records, encode_batch
 from segments.compression import Codec
 from segments.errors import InvalidBatchError
+from tests.spark_connector.conftest import require_segments_jar
 
 U64 = (1 << 64) - 1
 I64_MIN, I64_MAX = -(1 << 63), (1 << 63) - 1
@@ -41,6 +42,7 @@ class JvmProbe:
 
 @pytest.fixture(scope="module")
 def probe(spark: Any) -> JvmProbe:
+    require_segments_jar()
     return JvmProbe(spark)
 
 

@@ -20,8 +20,13 @@ from logbroker.client import Client
 from segments.batch import CHECKSUMMED_FROM, TIMESTAMP_TYPE_LOG_APPEND, ProducerRecord, encode_batch
 from segments.compression import Codec
 from segments.reader import partition_directories
-from spark_connector.session import SEGMENTS_JAR
-from tests.spark_connector.conftest import aged_topic, create_topic, produce, wait_for_checkpoint
+from tests.spark_connector.conftest import (
+    aged_topic,
+    create_topic,
+    produce,
+    require_segments_jar,
+    wait_for_checkpoint,
+)
 
 TOPIC = "jvm-orders"
 PARTITIONS = 4
@@ -32,9 +37,7 @@ DEADLINE_S = 30.0
 
 @pytest.fixture(scope="module", autouse=True)
 def _jar_built() -> None:
-    if not os.path.exists(SEGMENTS_JAR):
-        pytest.fail(f"the JVM reader is not built ({SEGMENTS_JAR}): run `make jvm` (make test builds it)",
-                    pytrace=False)
+    require_segments_jar()
 
 
 def _records(rng: random.Random, partition: int, codec: Codec) -> list[ProducerRecord]:
