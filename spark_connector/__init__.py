@@ -3,6 +3,8 @@
 ``register(spark)`` makes ``spark.read.format("logbroker")``, ``spark.readStream.format(...)``,
 ``df.write.format(...)`` and ``df.writeStream.format(...)`` available in that session.
 ``session()`` builds a local session set up the way this connector is tested (loopback only).
+Batch reads of segment files are also available from the JVM (``format("logbroker-segments")``,
+``spark_connector/jvm/``, same rows and options, no Python worker), when its jar is on the session.
 """
 
 from __future__ import annotations
