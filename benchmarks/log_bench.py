@@ -11,11 +11,11 @@ import dataclasses
 import datetime
 import os
 import shutil
-import tempfile
 import time
 from collections.abc import Callable
 
-from benchmarks.results import DEFAULT_OUT_DIR, print_table, summarize, write_result
+from benchmarks import single_node
+from benchmarks.single_node import Samples, gather, publish, summarize_all
 from segments.batch import ProducerRecord, decode_records, encode_batch, encode_values
 from segments.config import GIB, LogConfig
 from segments.log import PartitionLog
@@ -174,37 +174,24 @@ def codec_rep(plan: Plan) -> dict[str, float]:
 def run(*, quick: bool, out_dir: str | None, work_dir: str | None) -> dict[str, float]:
     plan = QUICK if quick else FULL
     started = datetime.datetime.now(datetime.UTC)
-    work = tempfile.mkdtemp(prefix="logbench-", dir=work_dir or os.getcwd())
-    samples: dict[str, list[float]] = {}
-    try:
+    samples: Samples = {}
+    with single_node.work_dir("logbench-", work_dir) as work:
         ratio_batch = make_batch(100, 1000)
         for rep in range(plan.reps):
             print(f"[log] side-by-side repetition {rep + 1}/{plan.reps}", flush=True)
-            for name, value in ratio_rep(work, ratio_batch, plan).items():
-                samples.setdefault(name, []).append(value)
-            for name, value in codec_rep(plan).items():
-                samples.setdefault(name, []).append(value)
+            gather(samples, ratio_rep(work, ratio_batch, plan))
+            gather(samples, codec_rep(plan))
             for policy in POLICIES:
                 for size in SIZES:
                     for records in BATCH_RECORDS:
                         rps, mbps = append_rep(work, size, records, policy, plan)
                         key = f"append_{policy}_{size}b_x{records}"
-                        samples.setdefault(f"{key}_records_per_s", []).append(rps)
-                        samples.setdefault(f"{key}_mb_per_s", []).append(mbps)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    figures: dict[str, float] = {}
-    units: dict[str, str] = {}
-    for name, values in samples.items():
-        unit = "ratio" if name.endswith("ratio") else "MB/s" if name.endswith("mb_per_s") else "records/s"
-        summarize(name, values, unit, figures, units)
+                        gather(samples, {f"{key}_records_per_s": rps, f"{key}_mb_per_s": mbps})
+    figures, units = summarize_all(samples, lambda name: "ratio" if name.endswith("ratio") else
+                                   "MB/s" if name.endswith("mb_per_s") else "records/s")
     params = {"quick": quick, **dataclasses.asdict(plan), "ratio_batch": "1000 records x 100 B",
               "read_chunk_bytes": READ_CHUNK_BYTES, "sizes_bytes": SIZES, "batch_records": BATCH_RECORDS}
-    path = write_result(out_dir or DEFAULT_OUT_DIR, "log", system="logbroker", version=_version(),
-                        started_at=started, params=params, figures=figures, units=units)
-    print_table(figures, units)
-    print(f"[log] wrote {path}")
-    return figures
+    return publish("log", figures, units, out_dir=out_dir, started_at=started, params=params, version=_version())
 
 
 def _version() -> str:

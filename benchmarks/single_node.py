@@ -1,4 +1,4 @@
-"""The frame the LogBroker-only benchmarks share (``node``, ``auth``, ``groups``, ``queue``): a
+"""The frame the LogBroker-only benchmarks share (``log``, ``node``, ``auth``, ``groups``, ``queue``): a
 temporary work dir removed afterwards, samples gathered per figure name over the repetitions, and
 the summary (median, min, max) written as one result file and printed as a table."""
 
@@ -42,9 +42,9 @@ def summarize_all(samples: Samples, unit_of: Callable[[str], str]) -> tuple[dict
 
 
 def publish(scenario: str, figures: dict[str, float], units: dict[str, str], *, out_dir: str | None,
-            started_at: datetime.datetime, params: Mapping[str, Any]) -> dict[str, float]:
+            started_at: datetime.datetime, params: Mapping[str, Any], version: str = "0.1.0") -> dict[str, float]:
     """Write ``<scenario>.json`` and print the table; returns ``figures``."""
-    path = write_result(out_dir or DEFAULT_OUT_DIR, scenario, system="logbroker", version="0.1.0",
+    path = write_result(out_dir or DEFAULT_OUT_DIR, scenario, system="logbroker", version=version,
                         started_at=started_at, params=params, figures=figures, units=units)
     print_table(figures, units)
     print(f"[{scenario}] wrote {path}")

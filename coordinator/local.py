@@ -27,7 +27,7 @@ from coordinator.errors import (
     UserExistsError,
     UserOwnsTopicsError,
 )
-from coordinator.models import PARTITIONS_MAX, NodeInfo, PartitionState, TopicMetadata, TopicSpec
+from coordinator.models import NodeInfo, PartitionState, TopicMetadata, TopicSpec, check_partition_growth
 from coordinator.users import Acl, UserRecord, acl_from_json, acl_to_json
 from segments.checkpoint import write_atomic
 
@@ -122,11 +122,7 @@ class LocalCoordinator(Coordinator):
     async def add_partitions(self, name: str, partitions: int) -> TopicMetadata:
         async with self._lock:
             meta = self._topic(name)
-            if isinstance(partitions, bool) or not isinstance(partitions, int) \
-                    or not meta.partitions < partitions <= PARTITIONS_MAX:
-                raise InvalidTopicError(f"{name!r} has {meta.partitions} partitions; the new count must be an "
-                                        f"integer in ({meta.partitions}, {PARTITIONS_MAX}], not {partitions!r}")
-            grown = dataclasses.replace(meta, partitions=partitions)
+            grown = dataclasses.replace(meta, partitions=check_partition_growth(meta, partitions))
             state = self._state
             self._commit_locked(dataclasses.replace(state, topics={**state.topics, name: grown}))
             return grown

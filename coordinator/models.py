@@ -149,6 +149,16 @@ class NodeInfo:
     rack: str | None = None
 
 
+def check_partition_growth(meta: TopicMetadata, partitions: object) -> int:
+    """The new partition count of ``meta`` if ``partitions`` is a legal one (more than now, at
+    most ``PARTITIONS_MAX``), else ``InvalidTopicError``."""
+    if isinstance(partitions, bool) or not isinstance(partitions, int) \
+            or not meta.partitions < partitions <= PARTITIONS_MAX:
+        raise InvalidTopicError(f"{meta.name!r} has {meta.partitions} partitions; the new count must be an "
+                                f"integer in ({meta.partitions}, {PARTITIONS_MAX}], not {partitions!r}")
+    return partitions
+
+
 def _positive_int(value: object, what: str, high: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= high:
         raise InvalidTopicError(f"{what} must be an integer in [1, {high}], not {value!r}")

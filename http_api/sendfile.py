@@ -19,6 +19,7 @@ from typing import Any, Final
 
 from aiohttp import web
 
+from logbroker.errors import NotAvailableError
 from segments.log import LogSlice
 
 SENDFILE_MIN_BYTES: Final = 64 * 1024
@@ -45,7 +46,10 @@ async def send_slice(request: web.Request, response: web.StreamResponse, piece: 
         if piece.size_bytes < SENDFILE_MIN_BYTES or sock is None or gate.slots.locked():
             # A complete Response goes out as one write, headers and body together (a prepared
             # StreamResponse sends its headers alone, and the client would wake twice).
-            return web.Response(body=piece.read(), status=response.status, headers=response.headers)
+            body = piece.read()
+            if len(body) != piece.size_bytes:  # the segment was truncated after the slice was taken
+                raise NotAvailableError("the partition changed while it was read; fetch again")
+            return web.Response(body=body, status=response.status, headers=response.headers)
         response.content_length = piece.size_bytes
         await response.prepare(request)
         try:

@@ -184,26 +184,26 @@ async def _produce(client: Client, args: argparse.Namespace) -> int:
 async def _consume(client: Client, args: argparse.Namespace) -> int:
     described = await client.describe_topic(args.topic)
     partitions = args.partition or list(range(described["partition_count"]))
-    consumer = Consumer(client, wait_ms=1000 if args.follow else 0)
-    consumer.assign([(args.topic, p) for p in partitions])
-    ends = {}
-    for p in partitions:
-        if args.from_beginning:
-            await consumer.seek_to_beginning(args.topic, p)
-        elif args.offset is not None:
-            consumer.seek(args.topic, p, args.offset)
-        else:
-            reset = consumer.seek_to_end if args.follow else consumer.seek_to_beginning
-            await reset(args.topic, p)
-        ends[p] = await client.list_offset(args.topic, p, "latest")
-    shown = 0
-    while args.max_records is None or shown < args.max_records:
-        records = await consumer.poll()
-        for record in records[: None if args.max_records is None else args.max_records - shown]:
-            _show(args, record)
-            shown += 1
-        if not args.follow and all([await consumer.position(args.topic, p) >= ends[p] for p in partitions]):
-            break
+    async with Consumer(client, wait_ms=1000 if args.follow else 0) as consumer:
+        consumer.assign([(args.topic, p) for p in partitions])
+        ends = {}
+        for p in partitions:
+            if args.from_beginning:
+                await consumer.seek_to_beginning(args.topic, p)
+            elif args.offset is not None:
+                consumer.seek(args.topic, p, args.offset)
+            else:
+                reset = consumer.seek_to_end if args.follow else consumer.seek_to_beginning
+                await reset(args.topic, p)
+            ends[p] = await client.list_offset(args.topic, p, "latest")
+        shown = 0
+        while args.max_records is None or shown < args.max_records:
+            records = await consumer.poll()
+            for record in records[: None if args.max_records is None else args.max_records - shown]:
+                _show(args, record)
+                shown += 1
+            if not args.follow and all([await consumer.position(args.topic, p) >= ends[p] for p in partitions]):
+                break
     return 0
 
 

@@ -9,7 +9,6 @@ their checksums before decoding. Every buffer and retry is bounded (see the cons
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import json
 import math
@@ -35,6 +34,7 @@ PASSWORD_ENV: Final = "LOGBROKER_PASSWORD"
 CA_FILE_ENV: Final = "LOGBROKER_CA_FILE"
 REFRESH_MARGIN_S: Final = 30.0
 DIRECT_READ_BYTES_MIN: Final = 256 * 1024
+DIRECT_READ_BYTES_MAX: Final = 256 * 1024 * 1024
 OffsetReset = Literal["earliest", "latest"]
 
 
@@ -233,8 +233,9 @@ async def _read_body(response: aiohttp.ClientResponse) -> bytes:
     buffer of that length: ``response.read()`` joins the chunks twice, which costs a consumer
     a tenth of its time at 4 MiB fetches."""
     length = response.content_length
-    if length is None or length < DIRECT_READ_BYTES_MIN or "Content-Encoding" in response.headers:
-        return await response.read()
+    if length is None or not DIRECT_READ_BYTES_MIN <= length <= DIRECT_READ_BYTES_MAX \
+            or "Content-Encoding" in response.headers:
+        return await response.read()  # grows with what arrives, whatever the length claims
     buf = bytearray(length)
     view = memoryview(buf)
     position = 0
@@ -405,7 +406,12 @@ class Consumer:
     While the caller works on what a poll returned, the next fetch of each partition that had
     records is already under way (``prefetch``), so the node reads and sends while this process
     decodes. At most one such fetch per assigned partition is outstanding, of at most
-    ``max_bytes``; a seek or a new assignment drops it. ``close()`` cancels what is left."""
+    ``max_bytes``; a seek or a new assignment drops it, and so does ``close()`` (or leaving
+    ``async with``).
+
+    Positions move only for what a poll returns: a poll cancelled by its caller moves none, and
+    when one partition's fetch fails while others' succeed, the others' records are returned and
+    the error is raised by the next poll (as Kafka's consumer does)."""
 
     def __init__(self, client: Client, *, max_bytes: int = 1 << 20, wait_ms: int = 500,
                  auto_offset_reset: OffsetReset = "earliest", prefetch: bool = True) -> None:
@@ -414,6 +420,13 @@ class Consumer:
         self.prefetch = prefetch
         self._positions: dict[tuple[str, int], int | None] = {}
         self._ahead: dict[tuple[str, int], tuple[int, asyncio.Task[FetchedBatches]]] = {}
+        self._deferred_error: BaseException | None = None
+
+    async def __aenter__(self) -> Consumer:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
 
     def assign(self, partitions: Iterable[tuple[str, int]]) -> None:
         self._positions = {tp: self._positions.get(tp) for tp in partitions}
@@ -451,6 +464,9 @@ class Consumer:
     async def poll_batches(self, *, timeout_ms: int | None = None) -> list[ConsumerBatch]:
         """As ``poll``, but one ``ConsumerBatch`` (columns) per partition that had records: the
         fast way to consume, since no per-record object is built unless asked for."""
+        if self._deferred_error is not None:
+            error, self._deferred_error = self._deferred_error, None
+            raise error
         if not self._positions:
             return []
         batches = await self._fetch_all(0)
@@ -464,19 +480,35 @@ class Consumer:
         self._drop_ahead(list(self._ahead))
 
     async def _fetch_all(self, wait_ms: int) -> list[ConsumerBatch]:
-        tasks = {asyncio.ensure_future(self._fetch_one(tp, wait_ms)): tp for tp in self._positions}
-        if wait_ms == 0:
-            await asyncio.wait(tasks)
-        else:
-            _done, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-            for task in pending:
+        tasks = [asyncio.ensure_future(self._fetch_one(tp, wait_ms)) for tp in self._positions]
+        try:
+            await asyncio.wait(tasks, return_when=asyncio.ALL_COMPLETED if wait_ms == 0 else asyncio.FIRST_COMPLETED)
+        finally:
+            for task in tasks:
                 task.cancel()
-            for task in pending:
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
-        return [batch for task in tasks if not task.cancelled() and (batch := task.result()) is not None]
+            await asyncio.gather(*tasks, return_exceptions=True)
+        batches: list[ConsumerBatch] = []
+        error: BaseException | None = None
+        for task in tasks:
+            if task.cancelled():
+                continue
+            if (failure := task.exception()) is not None:
+                error = error or failure
+                continue
+            fetched = task.result()
+            if fetched is not None:
+                tp, next_offset, batch = fetched
+                self._positions[tp] = next_offset
+                if len(batch):
+                    batches.append(batch)
+        if error is not None:
+            if not batches:
+                raise error
+            self._deferred_error = error
+        return batches
 
-    async def _fetch_one(self, tp: tuple[str, int], wait_ms: int) -> ConsumerBatch | None:
+    async def _fetch_one(self, tp: tuple[str, int], wait_ms: int) -> tuple[tuple[str, int], int, ConsumerBatch] | None:
+        """One partition's next records and the position after them (applied by the caller)."""
         topic, partition = tp
         offset = await self.position(topic, partition)
         ahead = self._ahead.pop(tp, None)
@@ -490,16 +522,15 @@ class Consumer:
         if fetched.next_offset <= offset:
             return None
         if self.prefetch:
-            self._ahead[tp] = (fetched.next_offset, asyncio.ensure_future(self.client.fetch_batches(
-                topic, partition, fetched.next_offset, max_bytes=self.max_bytes, wait_ms=0)))
+            task = asyncio.ensure_future(self.client.fetch_batches(
+                topic, partition, fetched.next_offset, max_bytes=self.max_bytes, wait_ms=0))
+            task.add_done_callback(_retrieve)
+            self._ahead[tp] = (fetched.next_offset, task)
         try:
-            batch = decode_fetched(fetched.data, topic, partition, offset)
+            return tp, fetched.next_offset, decode_fetched(fetched.data, topic, partition, offset)
         except BaseException:
             self._drop_ahead([tp])
             raise
-        # Only once the records are in hand: a batch that fails to decode is not skipped.
-        self._positions[tp] = fetched.next_offset
-        return batch if len(batch) else None
 
     def _drop_ahead(self, partitions: Iterable[tuple[str, int]]) -> None:
         for tp in partitions:
@@ -509,9 +540,16 @@ class Consumer:
 
 
 def _forget(task: asyncio.Task[Any]) -> None:
-    """Cancel a fetch nobody will wait for, retrieving its error so that none is reported."""
+    """Cancel a fetch nobody will wait for."""
     task.cancel()
-    task.add_done_callback(lambda t: t.cancelled() or t.exception())
+    task.add_done_callback(_retrieve)
+
+
+def _retrieve(task: asyncio.Future[Any]) -> None:
+    """Mark a fetch's error as seen: one made ahead that nobody waits for (the consumer was
+    closed, sought or dropped) must not be reported as an unretrieved task exception."""
+    if not task.cancelled():
+        task.exception()
 
 
 # The group and queue consumers live in their own modules and are part of this one's API.

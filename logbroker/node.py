@@ -17,14 +17,21 @@ from typing import Any, Final, Literal
 from coordinator.base import Coordinator
 from coordinator.errors import InvalidTopicError, TopicExistsError, UnknownTopicError
 from coordinator.local import LocalCoordinator
-from coordinator.models import INTERNAL_PREFIX, NodeInfo, TopicMetadata, TopicSpec, validate_name
+from coordinator.models import (
+    INTERNAL_PREFIX,
+    NodeInfo,
+    TopicMetadata,
+    TopicSpec,
+    check_partition_growth,
+    validate_name,
+)
 from internal_rpc.server import RpcServer
 from logbroker.auth.bootstrap import build_auth
 from logbroker.auth.permissions import Principal
 from logbroker.config import NodeConfig
 from logbroker.errors import BatchTooLargeError, InvalidRequestError, NotAvailableError
 from logbroker.groups.coordinator import OFFSETS_PARTITIONS, OFFSETS_TOPIC, GroupCoordinator
-from logbroker.internal_log import InternalLog, ensure_internal_topic
+from logbroker.internal_log import ensure_internal_topic
 from logbroker.metrics import Metrics
 from logbroker.queues.manager import QueueManager, state_topic
 from logbroker.records import IncomingRecord, group_by_partition
@@ -64,6 +71,7 @@ class Node:
         self.queues = QueueManager(self.replicas, self._produce_to_dead_letters)
         self.metrics.registry.register(GroupQueueCollector(lambda: self._groups, self.queues))
         self._background: set[asyncio.Task[None]] = set()
+        self._growing = asyncio.Lock()
         self._stopped = False
 
     # ---- lifecycle ---------------------------------------------------------------------------
@@ -88,21 +96,12 @@ class Node:
         self.ready = True
 
     async def _open_queue(self, meta: TopicMetadata) -> None:
-        """Open (creating it if needed) the queue's share-state log and replay it."""
-        self.queues.open(meta, await self._queue_events(meta))
-
-    async def _queue_events(self, meta: TopicMetadata) -> InternalLog:
-        """The queue's share-state log, with one partition per queue partition. It is grown after
-        the queue itself, so a crash in between is repaired here at the next start."""
+        """Open (creating it if needed) the queue's share-state log and replay it. The log has at
+        least one partition per queue partition (it is grown first, see ``add_partitions``)."""
         flush = {k: v for k, v in meta.config.items() if k in ("flush", "flush_ms")}
         events = await ensure_internal_topic(self.coordinator, self.replicas, state_topic(meta), meta.partitions,
                                              self.base_log_config, flush)
-        if events.partitions < meta.partitions:
-            grown = await self.coordinator.add_partitions(state_topic(meta), meta.partitions)
-            spec = TopicSpec(grown.name, grown.partitions, grown.replication_factor, grown.kind, grown.config)
-            await self.replicas.open_topic(grown, spec.log_config(self.base_log_config))
-            events = InternalLog(self.replicas.partitions(grown.name))
-        return events
+        self.queues.open(meta, events)
 
     async def _produce_to_dead_letters(self, topic: str, records: list[IncomingRecord]) -> None:
         await self.produce_records(topic, records, "1")
@@ -208,12 +207,24 @@ class Node:
             raise InvalidRequestError('the body must be {"partitions": <new count>}')
         if name.startswith(INTERNAL_PREFIX):
             raise InvalidTopicError(f"{name!r} is internal: its partitions follow what it belongs to")
-        meta = await self.coordinator.add_partitions(name, body["partitions"])
-        await self.replicas.open_topic(meta, self.log_config(meta))
-        if meta.kind == "queue":
-            await self._queue_events(meta)
-            self.queues.grow(meta, self.replicas.partitions(state_topic(meta)))
+        async with self._growing:  # one growth at a time: each reads the counts it raises
+            current = await self.coordinator.get_topic(name)
+            partitions = check_partition_growth(current, body["partitions"])
+            if current.kind == "queue":
+                # The state log first: a state partition without its queue partition is harmless
+                # (a later growth reuses it), the other way round would lose deliveries.
+                await self._grow_queue_state(current, partitions)
+            meta = await self.coordinator.add_partitions(name, partitions)
+            await self.replicas.open_topic(meta, self.log_config(meta))
+            if meta.kind == "queue":
+                self.queues.grow(meta, self.replicas.partitions(state_topic(meta)))
         return await self.describe_topic(name)
+
+    async def _grow_queue_state(self, queue: TopicMetadata, partitions: int) -> None:
+        state = await self.coordinator.get_topic(state_topic(queue))
+        if state.partitions < partitions:
+            state = await self.coordinator.add_partitions(state.name, partitions)
+        await self.replicas.open_topic(state, self.log_config(state))
 
     async def delete_topic(self, name: str) -> None:
         self._check_serving()

@@ -7,7 +7,6 @@ are context managers over a blocking iterator of events."""
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import inspect
 import threading
@@ -130,22 +129,25 @@ class SyncQueueConsumer(_Sync):
 
 
 class _BlockingEvents:
-    """Each ``next`` waits (at most ``CALL_TIMEOUT_S``) for the stream's next event. A wait that
-    times out ends the stream: its reader is cancelled, so no read is left running behind."""
+    """Each ``next`` waits for the stream's next event, as long as the stream lives: the stream
+    itself ends when the node sends nothing, not even a keep-alive, for its read timeout. One
+    thread reads at a time; a wait interrupted in the caller (Ctrl-C) cancels the read too."""
 
     def __init__(self, events: AsyncIterator[Event], runner: _LoopThread) -> None:
         self._events, self._runner = events, runner
+        self._lock = threading.Lock()
 
     def __iter__(self) -> _BlockingEvents:
         return self
 
     def __next__(self) -> Event:
-        future = asyncio.run_coroutine_threadsafe(_next_event(self._events), self._runner.loop)
-        try:
-            event = future.result(timeout=CALL_TIMEOUT_S)
-        except concurrent.futures.TimeoutError:
-            future.cancel()
-            raise
+        with self._lock:
+            future = asyncio.run_coroutine_threadsafe(_next_event(self._events), self._runner.loop)
+            try:
+                event = future.result()
+            except BaseException:
+                future.cancel()
+                raise
         if event is None:
             raise StopIteration
         return event

@@ -72,6 +72,7 @@ NO_PRODUCER_ID = -1
 NO_SEQUENCE = -1
 U32_MAX = (1 << 32) - 1
 DEFAULT_RECORDS_BYTES_MAX = 64 * 1024 * 1024
+DENSE_DELTAS_CACHED_MAX = 4096
 
 _checksum = xxhash.xxh3_64_intdigest
 # One packer, reused: the C packer holds the GIL while it runs, so threads cannot interleave in it.
@@ -376,9 +377,14 @@ def _all_bytes_or_none(column: tuple[object, ...]) -> bool:
     return column.count(None) == len(column) or set(map(type, column)) <= _BYTES_OR_NONE
 
 
-@functools.lru_cache(maxsize=16)
 def _dense_deltas(count: int) -> tuple[int, ...]:
-    """``(0, 1, ..., count - 1)``: the deltas of a batch without gaps, kept for the usual sizes."""
+    """``(0, 1, ..., count - 1)``: the deltas of a batch without gaps; kept for usual sizes only,
+    so that a producer's huge batches cannot pin memory in whoever decodes them."""
+    return _small_dense_deltas(count) if count <= DENSE_DELTAS_CACHED_MAX else tuple(range(count))
+
+
+@functools.lru_cache(maxsize=16)
+def _small_dense_deltas(count: int) -> tuple[int, ...]:
     return tuple(range(count))
 
 

@@ -4,6 +4,7 @@ and the synchronous wrapper."""
 from __future__ import annotations
 
 import asyncio
+import gc
 
 import pytest
 
@@ -122,6 +123,92 @@ async def test_a_seek_drops_the_fetch_made_ahead(node):
         assert records[0].offset == again.next_offset and records[0].value == str(again.next_offset).encode()
         await consumer.close()
         assert not consumer._ahead
+
+
+class FlakyClient(Client):
+    """A real client whose fetches of chosen partitions fail once, or stall (fault injection)."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        self.fail_once: set[int] = set()
+        self.stall: set[int] = set()
+        self.fetches = 0
+        self.fail_after: int | None = None  # every fetch after this many fails
+
+    async def fetch_batches(self, topic, partition, offset, **kwargs):
+        self.fetches += 1
+        if self.fail_after is not None and self.fetches > self.fail_after:
+            raise LogBrokerError(503, "not_available", "injected")
+        if partition in self.stall:
+            await asyncio.sleep(30)
+        if partition in self.fail_once:
+            self.fail_once.discard(partition)
+            raise LogBrokerError(503, "not_available", "injected")
+        return await super().fetch_batches(topic, partition, offset, **kwargs)
+
+
+async def fill(client: Client, topic: str, partitions: int, per_partition: int) -> None:
+    await client.create_topic(topic, partitions=partitions)
+    for p in range(partitions):
+        await client.produce_batch(topic, p, encode_values([f"{p}-{i}".encode() for i in range(per_partition)]))
+
+
+@pytest.mark.asyncio
+async def test_a_failed_partition_does_not_lose_the_others_records(node):
+    async with FlakyClient(node.url) as client:
+        await fill(client, "c.flaky", 2, 4)
+        async with Consumer(client, max_bytes=1, wait_ms=0) as consumer:  # one batch per fetch
+            consumer.assign([("c.flaky", 0), ("c.flaky", 1)])
+            client.fail_once.add(1)
+            first = await consumer.poll()
+            assert [r.value for r in first] == [b"0-0", b"0-1", b"0-2", b"0-3"]
+            with pytest.raises(LogBrokerError, match="injected"):
+                await consumer.poll()  # the error comes with the next poll; nothing was skipped
+            assert consumer.positions() == {("c.flaky", 0): 4, ("c.flaky", 1): 0}
+            rest = await consumer.poll()
+            assert [r.value for r in rest] == [b"1-0", b"1-1", b"1-2", b"1-3"]
+
+
+@pytest.mark.asyncio
+async def test_a_cancelled_poll_moves_no_position(node):
+    async with FlakyClient(node.url) as client:
+        await fill(client, "c.cancel", 2, 3)
+        async with Consumer(client, wait_ms=100) as consumer:
+            consumer.assign([("c.cancel", 0), ("c.cancel", 1)])
+            await consumer.seek_to_beginning("c.cancel", 0)
+            await consumer.seek_to_beginning("c.cancel", 1)
+            client.stall.add(1)
+            with pytest.raises(TimeoutError):
+                await asyncio.wait_for(consumer.poll(), 0.5)
+            assert consumer.positions() == {("c.cancel", 0): 0, ("c.cancel", 1): 0}
+            client.stall.clear()
+            got = []
+            for _ in range(5):
+                got += [r.value for r in await consumer.poll()]
+            assert sorted(got) == sorted(f"{p}-{i}".encode() for p in range(2) for i in range(3))
+
+
+@pytest.mark.asyncio
+async def test_an_unclosed_consumer_reports_no_stray_task_errors(node):
+    loop = asyncio.get_running_loop()
+    reported: list[dict] = []
+    previous = loop.get_exception_handler()
+    loop.set_exception_handler(lambda _loop, context: reported.append(context))
+    try:
+        client = FlakyClient(node.url)
+        await fill(client, "c.stray", 1, 10)
+        consumer = Consumer(client, max_bytes=1, wait_ms=0)
+        consumer.assign([("c.stray", 0)])
+        client.fail_after = client.fetches + 1  # the poll's fetch works, the one made ahead fails
+        assert len(await consumer.poll()) == 10 and consumer._ahead
+        del consumer  # nobody will wait for the failed fetch
+        for _ in range(3):
+            await asyncio.sleep(0.05)
+            gc.collect()
+        assert not [c for c in reported if "never retrieved" in str(c.get("message"))], reported
+        await client.close()
+    finally:
+        loop.set_exception_handler(previous)
 
 
 @pytest.mark.asyncio
