@@ -112,3 +112,13 @@ def aged_topic(node: Any, topic: str) -> tuple[int, int]:
     bounds = DirectSource((node.data_dir,), topic).bounds()[0]
     assert 0 < bounds.earliest < bounds.latest == 100
     return bounds.earliest, bounds.latest
+
+
+def collected_rows(df: Any) -> dict[tuple[int, int], tuple[Any, ...]]:
+    """A DataFrame's rows by (partition, offset), each once (a duplicate fails the test)."""
+    rows = {}
+    for row in df.collect():
+        key = (row.partition, row.offset)
+        assert key not in rows, f"duplicate record {key}"
+        rows[key] = (row.key, row.value, row.topic, row.partition, row.offset, row.timestamp, dict(row.headers))
+    return rows

@@ -22,6 +22,7 @@ from segments.compression import Codec
 from segments.reader import partition_directories
 from tests.spark_connector.conftest import (
     aged_topic,
+    collected_rows,
     create_topic,
     produce,
     require_segments_jar,
@@ -93,18 +94,9 @@ def _read(spark: Any, fmt: str, path: str, topic: str = TOPIC, **options: str) -
     return reader.load()
 
 
-def _rows(df: Any) -> dict[tuple[int, int], tuple[Any, ...]]:
-    rows = {}
-    for row in df.collect():
-        key = (row.partition, row.offset)
-        assert key not in rows, f"duplicate record {key}"
-        rows[key] = (row.key, row.value, row.topic, row.partition, row.offset, row.timestamp, dict(row.headers))
-    return rows
-
-
 def _both(spark: Any, node: Any, **options: str) -> tuple[dict[Any, Any], dict[Any, Any]]:
-    return (_rows(_read(spark, JVM, node.data_dir, **options)),
-            _rows(_read(spark, "logbroker", node.data_dir, **options)))
+    return (collected_rows(_read(spark, JVM, node.data_dir, **options)),
+            collected_rows(_read(spark, "logbroker", node.data_dir, **options)))
 
 
 def test_the_jvm_reader_returns_the_python_direct_readers_rows_for_every_codec(spark, node, produced):
@@ -138,7 +130,7 @@ def test_offset_ranges_timestamps_and_min_partitions_are_honoured(spark, node, p
     assert sorted(o for q, o in jvm if q == 1) == list(range(150, 9050))
     df = _read(spark, JVM, node.data_dir, minPartitions="10")
     assert df.rdd.getNumPartitions() >= 10
-    assert _rows(df) == _rows(_read(spark, "logbroker", node.data_dir))
+    assert collected_rows(df) == collected_rows(_read(spark, "logbroker", node.data_dir))
     jvm, python = _both(spark, node, startingTimestamp=str(1_700_000_000_000 + 20_000))
     assert jvm == python and 0 < len(jvm) < produced
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from spark_connector.http import HttpClient
-from tests.spark_connector.conftest import aged_topic, create_topic, produce, wait_for_checkpoint
+from tests.spark_connector.conftest import aged_topic, collected_rows, create_topic, produce, wait_for_checkpoint
 from tests.support.auth import ADMIN, ADMIN_PASSWORD, AUTH_ARGS
 from tests.support.nodes import NodeProcess
 
@@ -58,21 +58,12 @@ def _reader(spark: Any, node: Any, mode: str, **options: str) -> Any:
     return reader.load()
 
 
-def _rows(df: Any) -> dict[tuple[int, int], tuple[Any, ...]]:
-    rows = {}
-    for row in df.collect():
-        key = (row.partition, row.offset)
-        assert key not in rows, f"duplicate record {key}"
-        rows[key] = (row.key, row.value, row.topic, row.partition, row.offset, row.timestamp, dict(row.headers))
-    return rows
-
-
 @pytest.mark.parametrize("mode", MODES)
 def test_batch_read_returns_exactly_the_produced_records(spark, node, produced, mode):
     df = _reader(spark, node, mode)
     assert df.schema.simpleString() == ("struct<key:binary,value:binary,topic:string,partition:int,offset:bigint,"
                                         "timestamp:timestamp,headers:map<string,binary>>")
-    assert _rows(df) == produced
+    assert collected_rows(df) == produced
     assert df.rdd.getNumPartitions() == PARTITIONS
 
 
@@ -80,7 +71,7 @@ def test_batch_read_returns_exactly_the_produced_records(spark, node, produced, 
 def test_offset_ranges_are_honoured(spark, node, produced, mode):
     starting = '{"orders": {"0": 5, "2": -2, "3": 29}}'
     ending = '{"orders": {"0": 10, "1": 3, "3": -1}}'
-    rows = _rows(_reader(spark, node, mode, startingOffsets=starting, endingOffsets=ending))
+    rows = collected_rows(_reader(spark, node, mode, startingOffsets=starting, endingOffsets=ending))
     want = {k: v for k, v in produced.items()
             if (k[0] == 0 and 5 <= k[1] < 10) or (k[0] == 1 and k[1] < 3) or k[0] == 2 or (k[0] == 3 and k[1] >= 29)}
     assert rows == want
@@ -89,14 +80,14 @@ def test_offset_ranges_are_honoured(spark, node, produced, mode):
 @pytest.mark.parametrize("mode", MODES)
 def test_starting_timestamp_starts_at_the_first_batch_at_or_after_it(spark, node, produced, mode):
     # Records 80..119 went in the third request: one batch per partition, timestamps from +80.
-    rows = _rows(_reader(spark, node, mode, startingTimestamp=str(1_700_000_000_000 + 80)))
+    rows = collected_rows(_reader(spark, node, mode, startingTimestamp=str(1_700_000_000_000 + 80)))
     assert rows == {k: v for k, v in produced.items() if k[1] >= 20}
 
 
 def test_min_partitions_splits_ranges_without_changing_the_rows(spark, node, produced):
     df = _reader(spark, node, "path", minPartitions="10")
     assert df.rdd.getNumPartitions() >= 10
-    assert _rows(df) == produced
+    assert collected_rows(df) == produced
 
 
 def test_sink_round_trips_a_dataframe(spark, node, produced):
@@ -104,7 +95,7 @@ def test_sink_round_trips_a_dataframe(spark, node, produced):
     source = _reader(spark, node, "url").select("key", "value", "headers", "partition", "timestamp")
     source.write.format("logbroker").option("topic", "orders-copy").option("url", node.url).mode("append").save()
     copied = _reader(spark, node, "url", topic="orders-copy")
-    assert _without_topic(_rows(copied).values()) == _without_topic(produced.values())
+    assert _without_topic(collected_rows(copied).values()) == _without_topic(produced.values())
 
 
 def _without_topic(rows: Any) -> list[tuple[Any, ...]]:
