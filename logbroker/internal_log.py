@@ -79,7 +79,7 @@ class InternalLog:
     @staticmethod
     def _append(replica: Replica, records: Sequence[InternalRecord]) -> AppendInfo:
         batch = encode_batch([ProducerRecord(r.value, r.key) for r in records])
-        return replica.log.append(batch, leader_epoch=0, flush=replica.log.config.flush != "always")
+        return replica.append(batch)
 
     def wants_snapshot(self, partition: int, live_records: Callable[[], int]) -> bool:
         """True when the partition holds many more records than a snapshot would (``live_records``

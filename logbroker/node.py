@@ -291,7 +291,7 @@ class Node:
         commits = []
         for partition, indexes, batch in batches:
             replica = replicas[partition]
-            info = replica.log.append(batch, leader_epoch=0, flush=replica.log.config.flush != "always")
+            info = replica.append(batch)
             self._count_in(topic, len(batch), len(indexes))
             for n, i in enumerate(indexes):
                 offsets[i] = {"partition": partition, "offset": info.base_offset + n}
@@ -305,7 +305,7 @@ class Node:
         _check_acks(acks)
         _check_writable(topic)
         replica = self.replicas.get(topic, partition)
-        info = replica.log.append(batch, leader_epoch=0, flush=replica.log.config.flush != "always")
+        info = replica.append(batch)
         self._count_in(topic, len(batch), info.last_offset - info.base_offset + 1)
         await self._settle([replica.commit(info)], acks)
         return [{"partition": partition, "offset": info.base_offset}]

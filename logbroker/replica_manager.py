@@ -60,8 +60,16 @@ class Replica:
         self._commit = commit
         self._budget = budget
 
+    def append(self, batch: bytes | memoryview) -> AppendInfo:
+        """Append a batch as the leader. No fsync runs here, on the event loop: ``always`` waits
+        for one in ``commit``; ``interval`` starts one in the background when it falls due."""
+        info = self.log.append(batch, leader_epoch=0, flush=False)
+        if self.log.flush_due():
+            self._commit.flush_in_background()
+        return info
+
     async def commit(self, info: AppendInfo) -> None:
-        """After ``log.append(..., flush=policy != "always")``: wait for the fsync when the policy
+        """After ``append``: wait for the fsync when the policy
         is ``always``, then expose the records to readers (advance the high watermark)."""
         if self.log.config.flush == "always":
             await self._commit.wait_durable(info.last_offset)

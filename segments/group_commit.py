@@ -1,5 +1,6 @@
 """Group commit for the ``always`` flush policy: one fsync covers every append that arrived
-while the previous fsync ran.
+while the previous fsync ran. The ``interval`` policy uses the same machinery to flush in the
+background when a flush falls due (``flush_in_background``).
 
 Appenders write with ``PartitionLog.append(..., flush=False)`` and then ``await
 wait_durable(last_offset)``. At most one flush runs per log at a time, in the given executor (so
@@ -44,9 +45,17 @@ class GroupCommit:
             self._task = asyncio.get_running_loop().create_task(self._run())
         await future
 
-    async def _run(self) -> None:
+    def flush_in_background(self) -> None:
+        """Start a flush in the executor unless one is running (the ``interval`` policy: its fsync
+        must not run on the event loop, inside an append). Its error, if any, is left to the next
+        flush (the node's maintenance round logs it); waiters arriving meanwhile are served."""
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._run(at_least_once=True))
+
+    async def _run(self, *, at_least_once: bool = False) -> None:
         loop = asyncio.get_running_loop()
-        while self._waiters:
+        while self._waiters or at_least_once:
+            at_least_once = False
             try:
                 durable = await loop.run_in_executor(self._executor, self._log.flush)
             except Exception as exc:

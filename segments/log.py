@@ -377,6 +377,12 @@ class PartitionLog:
             self._last_flush_ms = self._clock_ms()
             return self._recovery_point
 
+    def flush_due(self) -> bool:
+        """True when the ``interval`` policy says a flush is due and there is something to flush."""
+        with self._lock:
+            return self.config.flush == "interval" and self._recovery_point < self.log_end_offset \
+                and self._clock_ms() - self._last_flush_ms >= self.config.flush_ms
+
     def flush_if_due(self) -> bool:
         """Flush when the ``interval`` policy says it is time (for a periodic task)."""
         with self._lock:
