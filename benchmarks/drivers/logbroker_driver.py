@@ -3,12 +3,15 @@
 records and posts each as one prebuilt batch with ``IN_FLIGHT`` requests pipelined; the consumer
 is the client's ``Consumer`` reading columns (``poll_batches``): it fetches raw batches (sent by the
 node with ``sendfile``), verifies every checksum and decodes every record, with the next fetch
-already in flight while the current one is decoded, and the benchmark touches every value.
+already in flight while the current one is decoded, and the benchmark touches every value. The
+tail reader of the latency scenario follows the partition's push stream (SSE), as NATS and
+RabbitMQ stream consumers are pushed to, rather than paying a request per delivery.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import re
 import time
@@ -67,8 +70,8 @@ class LogBrokerDriver(Driver):
             "produce": f"prebuilt batches of {BATCH_RECORDS} records, {IN_FLIGHT} requests in flight",
             "consume": f"Consumer.poll_batches (raw-batch fetch, max_bytes {FETCH_BYTES}, one fetch ahead, "
                        "checksums verified, every record decoded into columns, every value touched)",
-            "tail": f"long-poll fetch, wait_ms {TAIL_WAIT_MS}; paced sends as one batch per tick, "
-                    f"{IN_FLIGHT} in flight",
+            "tail": f"push stream (SSE, Client.stream, keep-alive {TAIL_WAIT_MS} ms), the records pushed as "
+                    f"they are appended; paced sends as one batch per tick, {IN_FLIGHT} in flight",
             "idle": f"one HTTP connection per consumer, long-poll fetch wait_ms {IDLE_WAIT_MS}",
             "queue": f"queue of 1 partition filled like produce; {QUEUE_RECEIVERS} QueueConsumers (msgpack), "
                      f"max_messages {QUEUE_RECEIVE_MAX}, wait_ms {QUEUE_WAIT_MS}, one ack call per receive",
@@ -140,15 +143,22 @@ class LogBrokerDriver(Driver):
 
     async def receive_latencies(self, log: str, count: int, ready: Callable[[], None],
                                 deadline_s: float) -> list[float]:
-        offset = await self.client.list_offset(log, 0, "latest")
         latencies: list[float] = []
-        ready()
-        while len(latencies) < count and time.monotonic() < deadline_s:
-            fetched = await self.client.fetch_batches(log, 0, offset, max_bytes=FETCH_BYTES, wait_ms=TAIL_WAIT_MS)
-            offset = fetched.next_offset
-            records = fetched.records(0)
-            now = time.time_ns()
-            latencies.extend(latency_ms(r.value or b"", now) for r in records)
+        try:
+            async with asyncio.timeout(max(0.0, deadline_s - time.monotonic())), \
+                    self.client.stream(log, 0, keepalive_ms=TAIL_WAIT_MS) as events:
+                ready()
+                async for event in events:
+                    if event.kind != "record":
+                        continue
+                    now = time.time_ns()
+                    record = json.loads(event.data)
+                    value = base64.b64decode(record["value_b64"]) if "value_b64" in record else record["value"].encode()
+                    latencies.append(latency_ms(value, now))
+                    if len(latencies) >= count:
+                        break
+        except TimeoutError:
+            pass
         return latencies
 
     async def hold_idle(self, log: str, consumers: int, ready: Callable[[], None], stop: asyncio.Event) -> int:
