@@ -17,14 +17,12 @@ import dataclasses
 import datetime
 import os
 import statistics
-import subprocess
-import sys
 import time
 
 import uvloop
 
 from benchmarks import single_node
-from benchmarks.single_node import Samples, gather, publish, summarize_all
+from benchmarks.single_node import Samples, gather, publish, run_worker_processes, summarize_all
 from logbroker.client import Client, GroupConsumer
 from logbroker.launcher import NodeProcess
 from segments.batch import ProducerRecord, encode_batch
@@ -35,8 +33,6 @@ RECORD_BYTES = 100
 FILL_BATCH = 1000
 FETCH_BYTES = 4 << 20
 COMMITS = 200
-POLL_MS = 10
-WORKER_RUN_S_MAX = 600
 
 
 @dataclasses.dataclass(frozen=True)
@@ -114,32 +110,14 @@ async def caught_up(client: Client, group: str, total: int) -> bool:
 
 async def one_rep_processes(url: str, rep: int, plan: Plan) -> float:
     """Records/s with ``MEMBERS`` member processes (``benchmarks.group_worker``): timed from the go
-    signal until the group's committed offsets cover every record (polled every ``POLL_MS``)."""
+    signal until the group's committed offsets cover every record."""
     topic, group = f"bench-groups-proc-{rep}", f"bench-group-proc-{rep}"
     async with Client(url) as client:
         await client.create_topic(topic, partitions=PARTITIONS)
         await fill(client, topic, plan.records)
-        members = [subprocess.Popen([sys.executable, "-m", "benchmarks.group_worker", url, group, topic],
-                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) for _ in range(MEMBERS)]
-        try:
-            for m in members:
-                assert m.stdout is not None and m.stdout.readline().strip() == "ready"
-            started = time.perf_counter()
-            for m in members:
-                assert m.stdin is not None
-                m.stdin.write("go\n")
-                m.stdin.flush()
-            async with asyncio.timeout(WORKER_RUN_S_MAX):
-                while not await caught_up(client, group, plan.records):
-                    await asyncio.sleep(POLL_MS / 1000)
-            elapsed = time.perf_counter() - started
-            counts = [int(m.communicate(timeout=WORKER_RUN_S_MAX)[0].strip()) for m in members]
-            assert sum(counts) == plan.records, (counts, plan.records)
-        finally:
-            for m in members:
-                if m.poll() is None:
-                    m.kill()
-                    m.wait()
+        elapsed, handled = await run_worker_processes(
+            ["benchmarks.group_worker", url, group, topic], MEMBERS, lambda: caught_up(client, group, plan.records))
+        assert handled == plan.records, (handled, plan.records)
         await client.delete_topic(topic)
     return plan.records / elapsed
 

@@ -17,14 +17,12 @@ import dataclasses
 import datetime
 import os
 import statistics
-import subprocess
-import sys
 import time
 
 import uvloop
 
 from benchmarks import single_node
-from benchmarks.single_node import Samples, gather, publish, summarize_all
+from benchmarks.single_node import Samples, gather, publish, run_worker_processes, summarize_all
 from logbroker.client import Client, QueueConsumer
 from logbroker.launcher import NodeProcess
 from segments.batch import ProducerRecord, encode_batch
@@ -35,8 +33,6 @@ RECEIVE_BATCH = 100
 RECORD_BYTES = 100
 FILL_BATCH = 1000
 VISIBILITY_MS = 60_000
-POLL_MS = 10
-WORKER_RUN_S_MAX = 600
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,35 +102,14 @@ async def drained(client: Client, queue: str, total: int) -> bool:
 
 async def one_rep_processes(url: str, rep: int, plan: Plan) -> float:
     """Messages/s with ``WORKERS`` worker processes (``benchmarks.queue_worker``): timed from the
-    go signal until the node reports every message acked (polled every ``POLL_MS``)."""
+    go signal until the node reports every message acked."""
     queue = f"bench-queue-proc-{rep}"
     async with Client(url) as client:
         await client.create_topic(queue, partitions=PARTITIONS, kind="queue")
         await fill(client, queue, plan.messages)
-        workers = [subprocess.Popen([sys.executable, "-m", "benchmarks.queue_worker", url, queue],
-                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) for _ in range(WORKERS)]
-        try:
-            for w in workers:
-                assert w.stdout is not None and w.stdout.readline().strip() == "ready"
-            started = time.perf_counter()
-            for w in workers:
-                assert w.stdin is not None
-                w.stdin.write("go\n")
-                w.stdin.flush()
-            async with asyncio.timeout(WORKER_RUN_S_MAX):
-                while not await drained(client, queue, plan.messages):
-                    await asyncio.sleep(POLL_MS / 1000)
-            elapsed = time.perf_counter() - started
-            counts = []
-            for w in workers:
-                out, _ = w.communicate(timeout=WORKER_RUN_S_MAX)
-                counts.append(int(out.strip()))
-            assert sum(counts) == plan.messages, (counts, plan.messages)
-        finally:
-            for w in workers:
-                if w.poll() is None:
-                    w.kill()
-                    w.wait()
+        elapsed, handled = await run_worker_processes(
+            ["benchmarks.queue_worker", url, queue], WORKERS, lambda: drained(client, queue, plan.messages))
+        assert handled == plan.messages, (handled, plan.messages)
         await client.delete_topic(queue)
     return plan.messages / elapsed
 
