@@ -14,6 +14,15 @@ from benchmarks import auth_bench, groups_bench, log_bench, node_bench, queue_be
 from benchmarks.results import DEFAULT_OUT_DIR
 
 STANDARD = ("produce", "consume", "latency", "idle", "queue")
+# LogBroker's own benchmarks: (name, help, what --quick does); each writes <name>.json.
+LOGBROKER_ONLY = (
+    ("log", "the partition log alone against plain file I/O", "a short run"),
+    ("node", "one node through HTTP with the Python client", "a short run"),
+    ("spark", "Spark batch read: segment files directly against HTTP", "1 million records instead of 10 million"),
+    ("auth", "produce and consume with auth on against auth off, side by side", "a short run"),
+    ("groups", "consumer group consumption: 3 members over 6 partitions", "a short run"),
+    ("queue", "queue receive + ack with 4 workers, batches of 100", "a short run"),
+)
 
 
 def _systems(text: str) -> list[str]:
@@ -45,39 +54,16 @@ def main(argv: list[str] | None = None) -> int:
                        help="record py-spy profiles of the LogBroker node and the clients into DIR")
     rep = sub.add_parser("report", help="rebuild REPORT.md and plots from the latest run's result files")
     rep.add_argument("--out", default=DEFAULT_OUT_DIR)
-    for name, text in (("log", "the partition log alone against plain file I/O"),
-                       ("node", "one node through HTTP with the Python client")):
-        p = sub.add_parser(name, help=text)
-        p.add_argument("--quick", action="store_true", help="a short run")
+    for name, help_text, quick_text in LOGBROKER_ONLY:
+        p = sub.add_parser(name, help=help_text)
+        p.add_argument("--quick", action="store_true", help=quick_text)
         p.add_argument("--out", default=None, help=f"directory for {name}.json (default benchmarks/results)")
-        p.add_argument("--work-dir", default=None, help="where to write data (default: cwd)")
-    spark = sub.add_parser("spark", help="Spark batch read: segment files directly against HTTP")
-    spark.add_argument("--quick", action="store_true", help="1 million records instead of 10 million")
-    spark.add_argument("--out", default=None, help="directory for spark.json (default benchmarks/results)")
-    spark.add_argument("--work-dir", default=None, help="where the node keeps its data (default: a temp dir)")
-    auth = sub.add_parser("auth", help="produce and consume with auth on against auth off, side by side")
-    auth.add_argument("--quick", action="store_true", help="a short run")
-    auth.add_argument("--out", default=None, help="directory for auth.json (default benchmarks/results)")
-    auth.add_argument("--work-dir", default=None, help="where the nodes keep their data (default: cwd)")
-    for name, help_text in (("groups", "consumer group consumption: 3 members over 6 partitions"),
-                            ("queue", "queue receive + ack with 4 workers, batches of 100")):
-        scenario = sub.add_parser(name, help=help_text)
-        scenario.add_argument("--quick", action="store_true", help="a short run")
-        scenario.add_argument("--out", default=None, help=f"directory for {name}.json (default benchmarks/results)")
-        scenario.add_argument("--work-dir", default=None, help="where the node keeps its data (default: cwd)")
+        p.add_argument("--work-dir", default=None, help="where the node keeps its data (default: cwd)")
     args = parser.parse_args(argv)
-    if args.scenario == "log":
-        log_bench.run(quick=args.quick, out_dir=args.out, work_dir=args.work_dir)
-    elif args.scenario == "node":
-        node_bench.run(quick=args.quick, out_dir=args.out, work_dir=args.work_dir)
-    elif args.scenario == "spark":
-        spark_bench.run(quick=args.quick, out_dir=args.out, work_dir=args.work_dir)
-    elif args.scenario == "auth":
-        auth_bench.run(quick=args.quick, out_dir=args.out, work_dir=args.work_dir)
-    elif args.scenario == "groups":
-        groups_bench.run(quick=args.quick, out_dir=args.out, work_dir=args.work_dir)
-    elif args.scenario == "queue":
-        queue_bench.run(quick=args.quick, out_dir=args.out, work_dir=args.work_dir)
+    runners = {"log": log_bench.run, "node": node_bench.run, "spark": spark_bench.run, "auth": auth_bench.run,
+               "groups": groups_bench.run, "queue": queue_bench.run}
+    if args.scenario in runners:
+        runners[args.scenario](quick=args.quick, out_dir=args.out, work_dir=args.work_dir)
     elif args.scenario == "report":
         return _report(args.out)
     else:
