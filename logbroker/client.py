@@ -24,7 +24,7 @@ from logbroker.client_calls import GroupQueueCalls
 from logbroker.client_errors import LogBrokerError, problem_error
 from logbroker.consumer_batch import ConsumerBatch, ConsumerRecord, decode_fetched
 from logbroker.records import key_partition
-from segments.batch import ProducerRecord, Record, decode_records, encode_batch, iter_batches
+from segments.batch import ProducerRecord, Record, encode_batch
 
 DEFAULT_URL: Final = "http://127.0.0.1:8080"
 BATCH_TYPE: Final = "application/vnd.logbroker.batch"
@@ -53,13 +53,9 @@ class FetchedBatches:
 
     def records(self, from_offset: int) -> list[Record]:
         """Decode (checksums verified) the records at or after ``from_offset``."""
-        out: list[Record] = []
-        view = memoryview(self.data)
-        for position, header in iter_batches(view):
-            records = decode_records(view[position:position + header.size_bytes])
-            out.extend(records if header.base_offset >= from_offset else
-                       (r for r in records if r.offset >= from_offset))
-        return out
+        batch = decode_fetched(self.data, "", 0, from_offset)
+        rows = zip(batch.offsets, batch.timestamps, batch.keys, batch.values, map(list, batch.headers), strict=True)
+        return list(map(Record._make, rows))
 
 
 class Client(GroupQueueCalls):
