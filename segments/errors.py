@@ -7,6 +7,8 @@ the numbers that explain them (position, stored and computed checksum).
 
 from __future__ import annotations
 
+import errno
+
 
 class StorageError(Exception):
     """Base of every error raised by the storage engine."""
@@ -102,3 +104,33 @@ class StorageBusyError(StorageError):
 
     code = "storage_busy"
     retriable = True
+
+
+class StorageFullError(StorageError):
+    """The disk is full (ENOSPC/EDQUOT). The failed write was cut back to the last whole batch,
+    so nothing partial stays behind; retry once space returns."""
+
+    code = "storage_full"
+    retriable = True
+
+
+class LogOfflineError(StorageError):
+    """The log may no longer be trusted in this process: an fsync failed (its dirty pages may be
+    gone from the page cache, so a later fsync could succeed without them), or a failed write
+    could not be cut back. Appends, flushes and reads are refused; the data stays on disk for the
+    recovery that the next start runs."""
+
+    code = "log_offline"
+
+    def __init__(self, directory: str, reason: str) -> None:
+        super().__init__(f"log {directory} is offline: {reason}")
+        self.directory = directory
+        self.reason = reason
+
+
+NO_SPACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+
+
+def is_no_space(exc: BaseException) -> bool:
+    """True for an OSError that says the disk (or the quota) is full."""
+    return isinstance(exc, OSError) and exc.errno in NO_SPACE_ERRNOS

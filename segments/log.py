@@ -6,7 +6,14 @@ Invariants:
   offset; only whole closed segments are deleted by retention, the active one never;
 - every batch on disk passed ``validate_batch`` before it was written, and ``open`` re-checks
   every batch after the recovery point, so a read never returns a batch that fails its checksum;
-- the leader epoch history covers every batch: an epoch is recorded before its first batch.
+- the leader epoch history covers every batch: an epoch is recorded before its first batch;
+- nothing is ever appended after a partial batch: a failed write is cut back to the last whole
+  batch (a full disk raises ``StorageFullError`` and the next append may succeed), and when it
+  cannot be cut back the log goes offline;
+- the recovery point only passes data whose fsync succeeded. A failed fsync takes the log offline
+  for good in this process (its dirty pages may already be dropped, so a later fsync could
+  "succeed" without them): appends, flushes and reads raise ``LogOfflineError``, nothing is
+  deleted, and the next start recovers everything after the recovery point.
 
 Concurrency: every public method takes ``self._lock`` (a ``threading.Lock``), so the log may be
 used from the event loop and from one flush thread. ``flush`` runs fsync on duplicated
@@ -17,6 +24,7 @@ lock held end in ``_locked``.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import os
 import threading
 from collections.abc import Callable, Iterator
@@ -31,12 +39,24 @@ from segments.errors import (
     CorruptCheckpointError,
     InvalidArgumentError,
     LogClosedError,
+    LogOfflineError,
     NonSequentialAppendError,
     OffsetOutOfRangeError,
     StaleLeaderEpochError,
+    StorageError,
+    StorageFullError,
+    is_no_space,
 )
 from segments.scan import ScanStop
-from segments.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, Extent, LogSegment
+from segments.segment import (
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    Extent,
+    LogSegment,
+    SegmentWriteError,
+    remove_empty_segment,
+)
 
 CLEAN_SHUTDOWN_FILE = "clean-shutdown"
 
@@ -107,6 +127,7 @@ class PartitionLog:
         "_fsync",
         "_last_flush_ms",
         "_lock",
+        "_offline",
         "_recovery_point",
         "_segments",
         "_truncations",
@@ -132,6 +153,7 @@ class PartitionLog:
         self._last_flush_ms = clock_ms()
         self._truncations = 0
         self._closed = False
+        self._offline: str | None = None
         self.recovery: RecoveryReport | None = None
 
     # ---- opening ---------------------------------------------------------------------------
@@ -245,6 +267,11 @@ class PartitionLog:
         return len(self._segments)
 
     @property
+    def offline_reason(self) -> str | None:
+        """Why the log went offline (None while it is online)."""
+        return self._offline
+
+    @property
     def latest_epoch(self) -> int:
         return self._epochs.latest_epoch
 
@@ -269,10 +296,11 @@ class PartitionLog:
         with self._lock:
             self._check_open_locked()
             base = self._segments[-1].next_offset
-            if leader_epoch != self._epochs.latest_epoch or leader_epoch < 0:
-                self._assign_epoch_locked(leader_epoch, base)
-            self._active_for_locked(header, base).append(
-                patched_prefix(header, base, leader_epoch), view[PREFIX_SIZE:], header, base)
+            with self._write_errors_locked():
+                if leader_epoch != self._epochs.latest_epoch or leader_epoch < 0:
+                    self._assign_epoch_locked(leader_epoch, base)
+                self._active_for_locked(header, base).append(
+                    patched_prefix(header, base, leader_epoch), view[PREFIX_SIZE:], header, base)
             if flush and self.config.flush != "never":
                 self._apply_flush_policy_locked()
             last = base + header.last_offset_delta
@@ -287,12 +315,31 @@ class PartitionLog:
             self._check_open_locked()
             if header.base_offset != self.log_end_offset:
                 raise NonSequentialAppendError(header.base_offset, self.log_end_offset)
-            self._assign_epoch_locked(header.leader_epoch, header.base_offset)
-            self._active_for_locked(header, header.base_offset).append(
-                bytes(view[:PREFIX_SIZE]), view[PREFIX_SIZE:], header, header.base_offset)
+            with self._write_errors_locked():
+                self._assign_epoch_locked(header.leader_epoch, header.base_offset)
+                self._active_for_locked(header, header.base_offset).append(
+                    bytes(view[:PREFIX_SIZE]), view[PREFIX_SIZE:], header, header.base_offset)
             if flush:
                 self._apply_flush_policy_locked()
             return AppendInfo(header.base_offset, header.last_offset, header.next_offset)
+
+    @contextlib.contextmanager
+    def _write_errors_locked(self) -> Iterator[None]:
+        """Turn an I/O failure of the write path into the typed error that says what became of
+        the log: still whole and only short of space (``StorageFullError``), or offline."""
+        try:
+            yield
+        except SegmentWriteError as exc:
+            raise self._go_offline_locked(str(exc)) from exc
+        except OSError as exc:
+            if is_no_space(exc):
+                raise StorageFullError(f"no space left for log {self.directory}: {exc}") from exc
+            raise self._go_offline_locked(f"write failed: {exc}") from exc
+
+    def _go_offline_locked(self, reason: str) -> LogOfflineError:
+        if self._offline is None:
+            self._offline = reason
+        return LogOfflineError(self.directory, self._offline)
 
     def _checked_view(self, batch: bytes | memoryview) -> memoryview:
         view = memoryview(batch)
@@ -307,8 +354,13 @@ class PartitionLog:
         if epoch < self._epochs.latest_epoch:
             raise StaleLeaderEpochError(epoch, self._epochs.latest_epoch)
         if epoch > self._epochs.latest_epoch:
+            before = self._epochs.entries
             self._epochs.assign(epoch, start_offset)
-            self._write_epochs_locked()
+            try:
+                self._write_epochs_locked()
+            except BaseException:
+                self._epochs = LeaderEpochCache([tuple(e) for e in before])  # type: ignore[misc]
+                raise
 
     def _write_epochs_locked(self) -> None:
         path = os.path.join(self.directory, LEADER_EPOCH_FILE)
@@ -328,9 +380,21 @@ class PartitionLog:
                 self._roll_locked()
 
     def _roll_locked(self) -> LogSegment:
+        """Start a new segment at the log end. On failure (a full disk) the old segment stays
+        active and the new one's files are removed, so the log is as it was."""
         old = self._segments[-1]
-        segment = LogSegment(self.directory, old.next_offset, self.config, fsync=self._fsync)
-        self._add_segment(segment)
+        try:
+            segment = LogSegment(self.directory, old.next_offset, self.config, fsync=self._fsync)
+        except BaseException:
+            remove_empty_segment(self.directory, old.next_offset)
+            raise
+        try:
+            old.seal()
+        except BaseException:
+            segment.delete()
+            raise
+        self._segments.append(segment)
+        self._bases.append(segment.base_offset)
         if old not in self._unflushed:
             self._unflushed.append(old)
         return segment
@@ -345,9 +409,12 @@ class PartitionLog:
             self._flush_locked()
 
     def _flush_locked(self) -> None:
-        for segment in [*self._unflushed, self._segments[-1]]:
-            if segment.fd_open():
-                segment.flush()
+        try:
+            for segment in [*self._unflushed, self._segments[-1]]:
+                if segment.fd_open():
+                    segment.flush()
+        except OSError as exc:
+            raise self._go_offline_locked(f"fsync failed: {exc}") from exc
         self._unflushed.clear()
         self._recovery_point = self.log_end_offset
         self._last_flush_ms = self._clock_ms()
@@ -359,17 +426,22 @@ class PartitionLog:
         and the next flush covers them (group commit)."""
         with self._lock:
             self._check_open_locked()
-            targets = [*self._unflushed, self._segments[-1]]
-            fds = [s.dup_fd() for s in targets if s.fd_open()]
-            self._unflushed.clear()
+            sealed = list(self._unflushed)
+            fds = [s.dup_fd() for s in [*sealed, self._segments[-1]] if s.fd_open()]
             end, truncations = self.log_end_offset, self._truncations
         try:
             for fd in fds:
                 self._fsync(fd)
+        except OSError as exc:
+            with self._lock:
+                raise self._go_offline_locked(f"fsync failed: {exc}") from exc
         finally:
             for fd in fds:
                 os.close(fd)
         with self._lock:
+            # Only segments sealed before the fsyncs started are wholly covered; the active one
+            # (even if it rolled meanwhile) may hold appends made after its fsync began.
+            self._unflushed = [s for s in self._unflushed if s not in sealed]
             if self._truncations == truncations:
                 self._recovery_point = max(self._recovery_point, end)
             else:
@@ -568,17 +640,31 @@ class PartitionLog:
     def _check_open_locked(self) -> None:
         if self._closed:
             raise LogClosedError(f"log {self.directory} is closed")
+        if self._offline is not None:
+            raise LogOfflineError(self.directory, self._offline)
 
     def close(self) -> None:
         """Flush, trim indexes, close files and mark the shutdown clean. Idempotent."""
         with self._lock:
             if self._closed:
                 return
-            self._flush_locked()
-            for segment in self._segments:
-                segment.close(trim=True)
-            self._closed = True
-            write_atomic(os.path.join(self.directory, CLEAN_SHUTDOWN_FILE), b"", self._fsync)
+            if self._offline is not None:
+                # No flush and no clean-shutdown mark: the next start recovers past the recovery point.
+                for segment in self._segments:
+                    segment.close(trim=False)
+                self._closed = True
+                return
+            try:
+                self._flush_locked()
+                for segment in self._segments:
+                    segment.close(trim=True)
+                write_atomic(os.path.join(self.directory, CLEAN_SHUTDOWN_FILE), b"", self._fsync)
+            except (OSError, StorageError):
+                for segment in self._segments:
+                    segment.close(trim=False)
+                raise
+            finally:
+                self._closed = True
 
     def delete(self) -> None:
         """Close without a clean-shutdown mark and remove the directory (topic deletion)."""

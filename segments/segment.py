@@ -26,7 +26,7 @@ from segments.batch import (
     parse_header,
 )
 from segments.config import LogConfig
-from segments.errors import InvalidBatchError, LogClosedError
+from segments.errors import InvalidBatchError, LogClosedError, StorageError
 from segments.index import OffsetIndex, TimeIndex
 from segments.scan import BatchScan, ScanStop
 
@@ -36,6 +36,17 @@ TIME_INDEX_SUFFIX = ".timeindex"
 NO_TIMESTAMP = -(1 << 63)
 LENGTH_PREFIX = struct.Struct("<QI")
 LAST_DELTA = struct.Struct("<I")
+
+
+class SegmentWriteError(StorageError):
+    """A failed append whose partial bytes could not be removed: the segment now ends in
+    garbage, and nothing may be appended after it (the owning log goes offline)."""
+
+    code = "segment_write_failed"
+
+    def __init__(self, path: str, position: int, cause: OSError) -> None:
+        super().__init__(f"{path}: a failed write ({cause}) could not be cut back to position {position}")
+        self.cause = cause
 
 
 def segment_file_name(base_offset: int, suffix: str) -> str:
@@ -90,9 +101,17 @@ class LogSegment:
         self._fsync = fsync
         self.log_path = os.path.join(directory, segment_file_name(base_offset, LOG_SUFFIX))
         self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
-        self._offset_index = OffsetIndex(self._path(INDEX_SUFFIX), size_bytes_max=config.segment_index_bytes)
-        self._time_index = TimeIndex(self._path(TIME_INDEX_SUFFIX), size_bytes_max=config.segment_index_bytes)
-        self.size_bytes = os.fstat(self._fd).st_size
+        try:
+            self._offset_index = OffsetIndex(self._path(INDEX_SUFFIX), size_bytes_max=config.segment_index_bytes)
+            try:
+                self._time_index = TimeIndex(self._path(TIME_INDEX_SUFFIX), size_bytes_max=config.segment_index_bytes)
+            except BaseException:
+                self._offset_index.close()
+                raise
+            self.size_bytes = os.fstat(self._fd).st_size
+        except BaseException:
+            os.close(self._fd)
+            raise
         self.next_offset = base_offset
         self.max_timestamp = NO_TIMESTAMP
         self.rolling_timestamp = NO_TIMESTAMP
@@ -205,11 +224,27 @@ class LogSegment:
         size = header.batch_length + LENGTH_PREFIX_SIZE
         assert len(prefix) + len(body) == size and base_offset >= self.next_offset
         position = self.size_bytes
-        written = os.writev(self.fd, [prefix, body])
-        if written != size:
-            _finish_short_write(self.fd, prefix, body, written)
+        try:
+            written = os.writev(self.fd, [prefix, body])
+            if written != size:
+                _finish_short_write(self.fd, prefix, body, written)
+        except OSError as exc:
+            self._cut_back(position, exc)
+            raise
         self._index_batch(position, base_offset, header)
         return position
+
+    def _cut_back(self, position: int, cause: OSError) -> None:
+        """Remove whatever a failed write left after ``position`` (the last whole batch), so the
+        next append does not land behind a torn batch that recovery would cut it off with.
+        Raises ``SegmentWriteError`` when the file cannot be brought back to ``position``."""
+        try:
+            os.ftruncate(self.fd, position)
+            size = os.fstat(self.fd).st_size
+        except OSError as exc:
+            raise SegmentWriteError(self.log_path, position, cause) from exc
+        if size != position:
+            raise SegmentWriteError(self.log_path, position, cause)
 
     def _index_batch(self, position: int, base_offset: int, header: BatchHeader) -> None:
         rel = base_offset - self.base_offset
@@ -408,6 +443,18 @@ class LogSegment:
         for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(self._path(suffix))
+
+
+def remove_empty_segment(directory: str, base_offset: int) -> None:
+    """Remove the files of a segment that holds no batch (a segment whose creation failed
+    half-way); a segment with data is never touched."""
+    log_path = os.path.join(directory, segment_file_name(base_offset, LOG_SUFFIX))
+    with contextlib.suppress(FileNotFoundError):
+        if os.stat(log_path).st_size:
+            return
+    for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(os.path.join(directory, segment_file_name(base_offset, suffix)))
 
 
 def _whole_batches(data: memoryview, offset_max: int) -> tuple[int, int]:

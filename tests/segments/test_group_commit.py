@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from segments.config import LogConfig
-from segments.errors import StorageBusyError
+from segments.errors import LogOfflineError, StorageBusyError
 from segments.group_commit import GroupCommit
 from segments.log import PartitionLog
 from tests.segments.helpers import batch_of
@@ -92,8 +92,10 @@ async def test_a_failing_fsync_fails_its_waiters(tmp_path):
     failing[0] = True
     with ThreadPoolExecutor(max_workers=1) as pool:
         commit = GroupCommit(log, pool)
-        with pytest.raises(OSError):
+        with pytest.raises(LogOfflineError, match="fsync failed"):
+            await asyncio.wait_for(commit.wait_durable(info.last_offset), timeout=10)
+        failing[0] = False  # a later fsync would succeed: the log stays offline all the same
+        with pytest.raises(LogOfflineError):
             await asyncio.wait_for(commit.wait_durable(info.last_offset), timeout=10)
     assert log.recovery_point == 0
-    failing[0] = False
     log.close()
