@@ -30,6 +30,7 @@ from coordinator.errors import (
 from coordinator.models import NodeInfo, PartitionState, TopicMetadata, TopicSpec, check_partition_growth
 from coordinator.users import Acl, UserRecord, acl_from_json, acl_to_json
 from segments.checkpoint import write_atomic
+from segments.errors import StorageFullError, is_no_space
 
 STATE_FILE: Final = "coordinator.json"
 STATE_VERSION: Final = 2
@@ -87,7 +88,13 @@ class LocalCoordinator(Coordinator):
         return None
 
     def _commit_locked(self, state: _State) -> None:
-        write_atomic(self._path, json.dumps(state.to_json(), indent=1, sort_keys=True).encode(), mode=STATE_FILE_MODE)
+        try:
+            write_atomic(self._path, json.dumps(state.to_json(), indent=1, sort_keys=True).encode(),
+                         mode=STATE_FILE_MODE)
+        except OSError as exc:
+            if is_no_space(exc):
+                raise StorageFullError(f"metadata not saved: {exc}") from exc
+            raise
         self._state = state
 
     def _topic(self, name: str) -> TopicMetadata:

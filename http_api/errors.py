@@ -55,11 +55,15 @@ STATUS_BY_CODE: Final[dict[str, int]] = {
     "not_available": 503,
     "log_closed": 503,
     "storage_busy": 503,
+    "log_offline": 503,
+    "storage_full": 507,
     "coordinator_unavailable": 503,
 }
+STORAGE_FULL_RETRY_AFTER_S: Final = 5
 TITLES: Final = {400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed",
                  409: "Conflict", 413: "Payload Too Large", 415: "Unsupported Media Type", 416: "Range Not Satisfiable",
-                 429: "Too Many Requests", 500: "Internal Server Error", 503: "Service Unavailable"}
+                 429: "Too Many Requests", 500: "Internal Server Error", 503: "Service Unavailable",
+                 507: "Insufficient Storage"}
 
 
 def problem(status: int, detail: str, *, code: str, retriable: bool = False, **extra: Any) -> web.Response:
@@ -78,6 +82,8 @@ def problem_for(exc: Exception) -> web.Response:
     code = getattr(exc, "code", "internal")
     status = STATUS_BY_CODE.get(code, 500)
     extra: dict[str, Any] = dict(getattr(exc, "extra", {}) or {})
+    if code == "storage_full":
+        extra.setdefault("retry_after_s", STORAGE_FULL_RETRY_AFTER_S)
     if isinstance(exc, OffsetOutOfRangeError):
         extra.update(earliest=exc.earliest, latest=exc.latest)
     return problem(status, str(exc), code=code, retriable=bool(getattr(exc, "retriable", False)), **extra)

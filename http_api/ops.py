@@ -16,11 +16,15 @@ async def healthz(request: web.Request) -> web.Response:
     return web.json_response({"status": "ok"})
 
 
-@route("GET", "/readyz", "Readiness: logs are open and the node serves", access="public",
-       responses={"200": "Ready", "503": "Not yet"})
+@route("GET", "/readyz", "Readiness: logs are open, the node serves, its disk takes writes and no partition "
+       "is offline (``storage`` says which)", access="public",
+       responses={"200": "Ready", "503": "Not ready: starting, stopping, a full disk or an offline partition"})
 async def readyz(request: web.Request) -> web.Response:
-    ready = request.app[NODE].ready
-    return web.json_response({"ready": ready}, status=200 if ready else 503)
+    node = request.app[NODE]
+    storage = node.storage_state()
+    ready = node.ready and not storage["full"] and not storage["offline_partitions"]
+    return web.json_response({"ready": ready, "serving": node.ready, "storage": storage},
+                             status=200 if ready else 503)
 
 
 @route("GET", "/metrics", "Prometheus metrics (text format)", access="public")

@@ -6,10 +6,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from logbroker.replica_manager import Replica
+from logbroker.storage_health import StorageHealth
 
 LATENCY_BUCKETS_S = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
@@ -24,17 +25,34 @@ class _PartitionCollector(Collector):
         hwm = GaugeMetricFamily("logbroker_high_watermark", "Offset below which consumers read",
                                 labels=["topic", "partition"])
         size = GaugeMetricFamily("logbroker_log_size_bytes", "Bytes on disk", labels=["topic", "partition"])
+        offline = GaugeMetricFamily("logbroker_log_offline", "1 when the partition's log is offline (a failed fsync"
+                                    " or write); it stays so until the node restarts", labels=["topic", "partition"])
         for replica in self._replicas():
             labels = [replica.topic, str(replica.partition)]
+            if replica.log.offline_reason is not None:
+                offline.add_metric(labels, 1)
+                continue
             end.add_metric(labels, replica.log.log_end_offset)
             start.add_metric(labels, replica.log.log_start_offset)
             hwm.add_metric(labels, replica.high_watermark)
             size.add_metric(labels, replica.log.size_bytes)
-        yield from (end, start, hwm, size)
+        yield from (end, start, hwm, size, offline)
+
+
+class _StorageCollector(Collector):
+    def __init__(self, health: StorageHealth) -> None:
+        self._health = health
+
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        full = GaugeMetricFamily("logbroker_storage_full", "1 while the data directory's disk is full")
+        full.add_metric([], 1 if self._health.full else 0)
+        errors = CounterMetricFamily("logbroker_storage_full_errors", "Writes refused because the disk was full")
+        errors.add_metric([], self._health.full_errors)
+        yield from (full, errors)
 
 
 class Metrics:
-    def __init__(self, replicas: Callable[[], list[Replica]]) -> None:
+    def __init__(self, replicas: Callable[[], list[Replica]], health: StorageHealth | None = None) -> None:
         self.registry = CollectorRegistry()
         self.requests = Counter("logbroker_http_requests", "HTTP requests", ["method", "route", "status"],
                                 registry=self.registry)
@@ -43,7 +61,14 @@ class Metrics:
         self.bytes_in = Counter("logbroker_bytes_in", "Record batch bytes appended", ["topic"], registry=self.registry)
         self.bytes_out = Counter("logbroker_bytes_out", "Record batch bytes served", ["topic"], registry=self.registry)
         self.records_in = Counter("logbroker_records_in", "Records appended", ["topic"], registry=self.registry)
+        self.background_failures = Counter("logbroker_background_task_failures",
+                                           "Rounds of a background task that failed (each is retried)", ["task"],
+                                           registry=self.registry)
         self.registry.register(_PartitionCollector(replicas))
+        self.registry.register(_StorageCollector(health or StorageHealth()))
+
+    def count_background_failure(self, task: str) -> None:
+        self.background_failures.labels(task).inc()
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

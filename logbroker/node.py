@@ -38,9 +38,10 @@ from logbroker.records import IncomingRecord, group_by_partition
 from logbroker.replica_manager import ReplicaManager
 from logbroker.rpc_service import SERVICE, node_service, rpc_security
 from logbroker.state_metrics import GroupQueueCollector
+from logbroker.storage_health import free_bytes
+from logbroker.supervisor import run_supervised
 from segments.batch import encode_batch
 from segments.config import LogConfig
-from segments.errors import StorageError
 from segments.log import LogRead, LogSlice
 
 log = logging.getLogger(__name__)
@@ -48,6 +49,7 @@ Acks = Literal["0", "1", "all"]
 ACKS: Final = ("0", "1", "all")
 BACKGROUND_COMMITS_MAX: Final = 10_000
 GROUP_TICK_MS: Final = 50
+GROUP_TICK_BACKOFF_MAX_S: Final = 2.0  # sessions must still expire while a failure repeats
 
 
 class Node:
@@ -59,7 +61,7 @@ class Node:
             config.data_dir, NodeInfo(config.node_id, http_url, f"{config.http_host}:{config.rpc_port}"))
         self.replicas = ReplicaManager(config.data_dir, flush_threads=config.flush_threads,
                                        waiters_max=config.long_poll_waiters_max)
-        self.metrics = Metrics(self.replicas.all)
+        self.metrics = Metrics(self.replicas.all, self.replicas.health)
         self.auth = build_auth(config, self.coordinator)
         self.rpc: RpcServer | None = None
         self.rpc_address = ""
@@ -79,6 +81,7 @@ class Node:
     async def start(self) -> None:
         self.replicas.load_checkpoints()
         await self.coordinator.start()
+        await self._finish_deletions()
         self.auth.start()
         await self._bootstrap_admin()
         for meta in await self.coordinator.list_topics():
@@ -91,8 +94,12 @@ class Node:
             if meta.kind == "queue":
                 await self._open_queue(meta)
         await self._start_rpc()
-        self._maintenance = asyncio.create_task(self._maintain_forever())
-        self._group_ticker = asyncio.create_task(self._tick_groups_forever())
+        self._maintenance = asyncio.create_task(run_supervised(
+            "maintenance", self.replicas.maintain, self.config.maintenance_interval_ms / 1000,
+            on_failure=self.metrics.count_background_failure))
+        self._group_ticker = asyncio.create_task(run_supervised(
+            "group_sessions", self._tick_groups, GROUP_TICK_MS / 1000, backoff_max_s=GROUP_TICK_BACKOFF_MAX_S,
+            on_failure=self.metrics.count_background_failure))
         self.ready = True
 
     async def _open_queue(self, meta: TopicMetadata) -> None:
@@ -112,16 +119,11 @@ class Node:
         assert self._groups is not None
         return self._groups
 
-    async def _tick_groups_forever(self) -> None:
-        while True:
-            await asyncio.sleep(GROUP_TICK_MS / 1000)
-            if self._groups is None:
-                continue
-            try:
-                await self._groups.tick()
-                await self.queues.sweep()
-            except (OSError, StorageError) as exc:
-                log.error("group session check failed; retrying", extra={"fields": {"error": str(exc)}})
+    async def _tick_groups(self) -> None:
+        """Expire group members whose sessions lapsed and redeliver queue messages whose leases did."""
+        if self._groups is not None:
+            await self._groups.tick()
+            await self.queues.sweep()
 
     async def _start_rpc(self) -> None:
         serve, tls, token = rpc_security(self.config)
@@ -143,14 +145,9 @@ class Node:
                                       "admin_password (--admin-password or LOGBROKER_ADMIN_PASSWORD) for the first "
                                       "admin, or run with --auth off (development only)")
 
-    async def _maintain_forever(self) -> None:
-        interval_s = self.config.maintenance_interval_ms / 1000
-        while True:
-            await asyncio.sleep(interval_s)
-            try:
-                await self.replicas.maintain()
-            except (OSError, StorageError) as exc:
-                log.error("maintenance failed; retrying next round", extra={"fields": {"error": str(exc)}})
+    def storage_state(self) -> dict[str, Any]:
+        """The storage part of ``/readyz``: a full disk and the partitions offline."""
+        return self.replicas.health.describe(free_bytes(self.config.data_dir), self.replicas.offline_partitions())
 
     async def stop(self) -> None:
         if self._stopped:
@@ -227,17 +224,36 @@ class Node:
         await self.replicas.open_topic(state, self.log_config(state))
 
     async def delete_topic(self, name: str) -> None:
+        """Delete a topic (a queue with its state log). The space is freed before the metadata is
+        rewritten, so that an operator can free a full disk this way (``ReplicaManager``); a
+        deletion cut short is finished by the retry or by the next start."""
         self._check_serving()
         validate_name(name, internal=True)
         if name.startswith(INTERNAL_PREFIX):
             raise InvalidTopicError(f"{name!r} is internal: it goes with what it belongs to")
-        meta = await self.coordinator.delete_topic(name)
-        await self.replicas.remove_topic(name)
+        meta = await self.coordinator.get_topic(name)
+        doomed = [meta]
         if meta.kind == "queue":
             self.queues.remove(name)
             with contextlib.suppress(UnknownTopicError):
-                await self.coordinator.delete_topic(state_topic(meta))
-            await self.replicas.remove_topic(state_topic(meta))
+                doomed.append(await self.coordinator.get_topic(state_topic(meta)))
+        for topic in doomed:
+            await self.replicas.remove_topic(topic.name, topic.topic_id)
+        for topic in doomed:
+            await self.coordinator.delete_topic(topic.name)
+            self.replicas.purge_deleted(topic.topic_id)
+
+    async def _finish_deletions(self) -> None:
+        """Finish the topic deletions a previous run began (their space is already freed)."""
+        pending = self.replicas.pending_deletions()
+        if not pending:
+            return
+        for meta in await self.coordinator.list_topics():
+            if meta.topic_id in pending:
+                log.warning("finishing an interrupted topic deletion", extra={"fields": {"topic": meta.name}})
+                await self.coordinator.delete_topic(meta.name)
+        for topic_id in pending:
+            self.replicas.purge_deleted(topic_id)
 
     async def list_topics(self, principal: Principal, *, internal: bool = False) -> list[dict[str, Any]]:
         """The topics ``principal`` may see; the broker's own ``__`` topics only with ``internal``."""

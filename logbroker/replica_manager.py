@@ -4,9 +4,19 @@ Invariants: ``Replica.high_watermark`` never decreases and never passes the log 
 ``always`` flush policy it only passes records whose fsync completed. A single-replica partition's
 high watermark is its log end (replication will make it the minimum over the in-sync replicas).
 
+Storage faults: a full disk fails the append that met it (the log cut it back) and marks the
+node's ``StorageHealth`` until space returns; a log that goes offline (a failed fsync) fails its
+waiters at once and stays offline until the node restarts and recovers it.
+
 Concurrency: appends and reads run on the event loop (page-cache I/O, bounded by the batch and
-fetch size limits); fsync, log opening and retention run in one bounded executor. Waiting fetches
-are futures woken when the high watermark moves; their number is bounded node-wide.
+fetch size limits); fsync, log opening and retention run in one bounded executor, which is handed
+a snapshot of the replica list (the event loop changes the list meanwhile). Waiting fetches are
+futures woken when the high watermark moves; their number is bounded node-wide.
+
+Topic deletion frees the space before it commits the metadata (so it works on a full disk): each
+partition directory is renamed to ``<dir>.<topic_id>-delete`` and emptied, the caller commits the
+deletion, then ``purge_deleted`` removes the emptied directories. A start that finds such a
+directory finishes the deletion it belongs to (``pending_deletions``).
 """
 
 from __future__ import annotations
@@ -22,6 +32,7 @@ from typing import final
 from coordinator.errors import UnknownTopicError
 from coordinator.models import TopicMetadata
 from logbroker.errors import NotAvailableError, UnknownPartitionError
+from logbroker.storage_health import StorageHealth, free_bytes
 from segments.checkpoint import (
     HIGH_WATERMARK_FILE,
     RECOVERY_POINT_FILE,
@@ -29,7 +40,14 @@ from segments.checkpoint import (
     write_offsets,
 )
 from segments.config import LogConfig
-from segments.errors import CorruptCheckpointError, LogClosedError
+from segments.errors import (
+    CorruptCheckpointError,
+    LogClosedError,
+    LogOfflineError,
+    StorageError,
+    StorageFullError,
+    is_no_space,
+)
 from segments.group_commit import GroupCommit
 from segments.log import AppendInfo, PartitionLog
 
@@ -48,10 +66,10 @@ class WaiterBudget:
 
 @final
 class Replica:
-    __slots__ = ("_budget", "_commit", "_waiters", "high_watermark", "log", "partition", "topic")
+    __slots__ = ("_budget", "_commit", "_health", "_waiters", "high_watermark", "log", "partition", "topic")
 
     def __init__(self, topic: str, partition: int, partition_log: PartitionLog, commit: GroupCommit,
-                 budget: WaiterBudget) -> None:
+                 budget: WaiterBudget, health: StorageHealth | None = None) -> None:
         self.topic = topic
         self.partition = partition
         self.log = partition_log
@@ -59,11 +77,21 @@ class Replica:
         self._waiters: list[asyncio.Future[None]] = []
         self._commit = commit
         self._budget = budget
+        self._health = health or StorageHealth()
 
     def append(self, batch: bytes | memoryview) -> AppendInfo:
         """Append a batch as the leader. No fsync runs here, on the event loop: ``always`` waits
         for one in ``commit``; ``interval`` starts one in the background when it falls due."""
-        info = self.log.append(batch, leader_epoch=0, flush=False)
+        try:
+            info = self.log.append(batch, leader_epoch=0, flush=False)
+        except StorageFullError:
+            self._health.write_failed_full()
+            raise
+        except LogOfflineError:
+            self.wake_all()
+            raise
+        if self._health.full_since_ms is not None:
+            self._health.write_succeeded()
         if self.log.flush_due():
             self._commit.flush_in_background()
         return info
@@ -72,12 +100,17 @@ class Replica:
         """After ``append``: wait for the fsync when the policy
         is ``always``, then expose the records to readers (advance the high watermark)."""
         if self.log.config.flush == "always":
-            await self._commit.wait_durable(info.last_offset)
+            await self.make_durable(info)
         self._advance(info.log_end_offset)
 
     async def make_durable(self, info: AppendInfo) -> None:
-        """Wait until the batch of ``info`` is fsynced, whatever the flush policy."""
-        await self._commit.wait_durable(info.last_offset)
+        """Wait until the batch of ``info`` is fsynced, whatever the flush policy. A failed fsync
+        takes the log offline: this waiter and every waiting fetch fail."""
+        try:
+            await self._commit.wait_durable(info.last_offset)
+        except LogOfflineError:
+            self.wake_all()
+            raise
 
     def _advance(self, offset: int) -> None:
         if offset <= self.high_watermark:
@@ -120,6 +153,25 @@ def partition_dir_name(topic: str, partition: int) -> str:
     return f"{topic}-{partition}"
 
 
+DELETE_SUFFIX = "-delete"
+
+
+def deletion_mark(path: str, topic_id: str) -> str:
+    """The name a partition directory takes while its topic is being deleted."""
+    return f"{path}.{topic_id}{DELETE_SUFFIX}"
+
+
+def _deletion_marks(data_dir: str) -> list[tuple[str, str]]:
+    """``(directory name, topic id)`` of every deletion mark in ``data_dir``."""
+    marks = []
+    for name in os.listdir(data_dir):
+        if name.endswith(DELETE_SUFFIX) and os.path.isdir(os.path.join(data_dir, name)):
+            _, _, topic_id = name[: -len(DELETE_SUFFIX)].rpartition(".")
+            if topic_id:
+                marks.append((name, topic_id))
+    return marks
+
+
 @final
 class ReplicaManager:
     def __init__(self, data_dir: str, *, flush_threads: int, waiters_max: int) -> None:
@@ -129,6 +181,8 @@ class ReplicaManager:
         self._budget = WaiterBudget(waiters_max)
         self._recovery_points: dict[tuple[str, int], int] = {}
         self._closed = False
+        self.health = StorageHealth()
+        self._reported_offline: set[tuple[str, int]] = set()
 
     def load_checkpoints(self) -> None:
         os.makedirs(self.data_dir, exist_ok=True)
@@ -154,7 +208,8 @@ class ReplicaManager:
                 log.warning("partition recovered with loss", extra={"fields": {
                     "topic": meta.name, "partition": p, "truncated_bytes": report.truncated_bytes,
                     "errors": list(report.errors)}})
-            replicas.append(Replica(meta.name, p, opened, GroupCommit(opened, self._executor), self._budget))
+            replicas.append(Replica(meta.name, p, opened, GroupCommit(opened, self._executor), self._budget,
+                                    self.health))
         self._replicas[meta.name] = replicas
 
     def get(self, topic: str, partition: int) -> Replica:
@@ -175,36 +230,77 @@ class ReplicaManager:
     def all(self) -> list[Replica]:
         return [r for replicas in self._replicas.values() for r in replicas]
 
-    async def remove_topic(self, topic: str) -> None:
-        """Close and delete every partition directory of ``topic``."""
+    async def remove_topic(self, topic: str, topic_id: str) -> None:
+        """Close every partition log of ``topic`` and free its space: each partition directory is
+        renamed to its deletion mark and emptied. ``purge_deleted`` removes the marks once the
+        deletion is committed. Works on a full disk (it writes nothing)."""
         replicas = self._replicas.pop(topic, [])
         for replica in replicas:
             replica.wake_all()
-        await asyncio.get_running_loop().run_in_executor(self._executor, self._delete_dirs, replicas, topic)
+        await asyncio.get_running_loop().run_in_executor(self._executor, self._empty_dirs, replicas, topic, topic_id)
 
-    def _delete_dirs(self, replicas: list[Replica], topic: str) -> None:
+    def _empty_dirs(self, replicas: list[Replica], topic: str, topic_id: str) -> None:
         for replica in replicas:
-            replica.log.delete()
+            replica.log.delete(rename_to=deletion_mark(replica.log.directory, topic_id))
         for name in os.listdir(self.data_dir):
             prefix, _, number = name.rpartition("-")
-            if prefix == topic and number.isdigit():
+            if prefix == topic and number.isdigit():  # a directory no open log owned
+                path = os.path.join(self.data_dir, name)
+                mark = deletion_mark(path, topic_id)
+                os.rename(path, mark)
+                shutil.rmtree(mark, ignore_errors=True)
+                os.makedirs(mark, exist_ok=True)
+
+    def pending_deletions(self) -> set[str]:
+        """Topic ids whose deletion a previous run began (their directories bear the mark)."""
+        return {topic_id for _, topic_id in _deletion_marks(self.data_dir)}
+
+    def purge_deleted(self, topic_id: str) -> None:
+        """Remove the deletion marks of ``topic_id`` (after its deletion was committed)."""
+        for name, marked in _deletion_marks(self.data_dir):
+            if marked == topic_id:
                 shutil.rmtree(os.path.join(self.data_dir, name), ignore_errors=True)
 
-    async def maintain(self) -> None:
-        """One round of background work: due flushes, retention, checkpoints."""
-        await asyncio.get_running_loop().run_in_executor(self._executor, self._maintain_sync)
+    def offline_partitions(self) -> list[dict[str, object]]:
+        return [{"topic": r.topic, "partition": r.partition, "reason": r.log.offline_reason}
+                for r in self.all() if r.log.offline_reason is not None]
 
-    def _maintain_sync(self) -> None:
-        for replica in self.all():
+    async def maintain(self) -> None:
+        """One round of background work: due flushes, retention, checkpoints; then the storage
+        state (free space, logs gone offline) on the event loop."""
+        replicas = self.all()
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self._executor, self._maintain_sync, replicas)
+        space = await loop.run_in_executor(self._executor, free_bytes, self.data_dir)
+        if space is not None:
+            self.health.space_seen(space)
+        for replica in replicas:
+            key = (replica.topic, replica.partition)
+            if replica.log.offline_reason is not None and key not in self._reported_offline:
+                self._reported_offline.add(key)
+                replica.wake_all()
+                log.error("partition offline: its log is refused until the node restarts and recovers it",
+                          extra={"fields": {"topic": replica.topic, "partition": replica.partition,
+                                            "reason": replica.log.offline_reason}})
+
+    def _maintain_sync(self, replicas: list[Replica]) -> None:
+        for replica in replicas:
             try:
                 replica.log.flush_if_due()
                 replica.log.apply_retention()
-            except LogClosedError:
-                continue  # the topic was deleted while this round ran
-        self._write_checkpoints()
+            except (LogClosedError, LogOfflineError):
+                continue  # deleted while this round ran, or offline (reported on the event loop)
+            except StorageFullError:
+                self.health.write_failed_full()
+        try:
+            self._write_checkpoints(replicas)
+        except OSError as exc:
+            if not is_no_space(exc):
+                raise
+            self.health.write_failed_full()
+            log.warning("checkpoints not written: the disk is full", extra={"fields": {"error": str(exc)}})
 
-    def _write_checkpoints(self) -> None:
-        replicas = self.all()
+    def _write_checkpoints(self, replicas: list[Replica]) -> None:
         write_offsets(os.path.join(self.data_dir, RECOVERY_POINT_FILE),
                       {(r.topic, r.partition): r.log.recovery_point for r in replicas})
         write_offsets(os.path.join(self.data_dir, HIGH_WATERMARK_FILE),
@@ -222,6 +318,11 @@ class ReplicaManager:
         self._executor.shutdown(wait=True)
 
     def _close_sync(self) -> None:
-        for replica in self.all():
-            replica.log.close()
-        self._write_checkpoints()
+        replicas = self.all()
+        for replica in replicas:
+            try:
+                replica.log.close()
+            except (OSError, StorageError) as exc:
+                log.error("log not closed cleanly; the next start recovers it", extra={"fields": {
+                    "topic": replica.topic, "partition": replica.partition, "error": str(exc)}})
+        self._write_checkpoints(replicas)

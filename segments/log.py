@@ -666,15 +666,23 @@ class PartitionLog:
             finally:
                 self._closed = True
 
-    def delete(self) -> None:
-        """Close without a clean-shutdown mark and remove the directory (topic deletion)."""
+    def delete(self, *, rename_to: str | None = None) -> None:
+        """Close without a clean-shutdown mark and remove every file (topic deletion), online or
+        offline; it writes nothing, so it works on a full disk. With ``rename_to`` the directory
+        is first renamed there and left behind empty (a mark that the deletion is under way);
+        without, it is removed."""
         with self._lock:
             for segment in self._segments:
-                segment.delete()
+                segment.close(trim=False)
             self._closed = True
-            for name in os.listdir(self.directory):
-                os.unlink(os.path.join(self.directory, name))
-            os.rmdir(self.directory)
+            directory = self.directory
+            if rename_to is not None:
+                os.rename(directory, rename_to)
+                directory = rename_to
+            for name in os.listdir(directory):
+                os.unlink(os.path.join(directory, name))
+            if rename_to is None:
+                os.rmdir(directory)
 
     def __enter__(self) -> PartitionLog:
         return self

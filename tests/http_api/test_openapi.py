@@ -28,7 +28,10 @@ def test_router_and_table_agree():
 
 def test_health_ready_metrics_cluster(http):
     assert http.json("GET", "/healthz") == {"status": "ok"}
-    assert http.json("GET", "/readyz") == {"ready": True}
+    ready = http.json("GET", "/readyz")
+    assert ready["ready"] is True and ready["serving"] is True
+    assert ready["storage"]["full"] is False and ready["storage"]["offline_partitions"] == []
+    assert ready["storage"]["free_bytes"] > 0
     metrics = http.call("GET", "/metrics")
     assert metrics.status == 200 and b"logbroker_http_requests_total" in metrics.data
     cluster = http.json("GET", "/v1/cluster")
