@@ -12,6 +12,8 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import os
+from collections.abc import Callable
 from typing import Any, Final, Literal
 
 from coordinator.base import Coordinator
@@ -54,13 +56,13 @@ GROUP_TICK_BACKOFF_MAX_S: Final = 2.0  # sessions must still expire while a fail
 
 class Node:
     def __init__(self, config: NodeConfig, *, coordinator: Coordinator | None = None,
-                 http_url: str = "") -> None:
+                 http_url: str = "", fsync: Callable[[int], None] = os.fsync) -> None:
         self.config = config
         self.base_log_config = LogConfig()
         self.coordinator = coordinator or LocalCoordinator(
             config.data_dir, NodeInfo(config.node_id, http_url, f"{config.http_host}:{config.rpc_port}"))
         self.replicas = ReplicaManager(config.data_dir, flush_threads=config.flush_threads,
-                                       waiters_max=config.long_poll_waiters_max)
+                                       waiters_max=config.long_poll_waiters_max, fsync=fsync)
         self.metrics = Metrics(self.replicas.all, self.replicas.health)
         self.auth = build_auth(config, self.coordinator)
         self.rpc: RpcServer | None = None

@@ -26,6 +26,7 @@ import functools
 import logging
 import os
 import shutil
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import final
 
@@ -174,8 +175,11 @@ def _deletion_marks(data_dir: str) -> list[tuple[str, str]]:
 
 @final
 class ReplicaManager:
-    def __init__(self, data_dir: str, *, flush_threads: int, waiters_max: int) -> None:
+    def __init__(self, data_dir: str, *, flush_threads: int, waiters_max: int,
+                 fsync: Callable[[int], None] = os.fsync) -> None:
+        """``fsync`` is what every log calls to make its files durable (tests inject faults)."""
         self.data_dir = data_dir
+        self._fsync = fsync
         self._executor = ThreadPoolExecutor(max_workers=flush_threads, thread_name_prefix="logbroker-io")
         self._replicas: dict[str, list[Replica]] = {}
         self._budget = WaiterBudget(waiters_max)
@@ -202,7 +206,8 @@ class ReplicaManager:
             path = os.path.join(self.data_dir, partition_dir_name(meta.name, p))
             point = self._recovery_points.get((meta.name, p), 0)
             opened = await loop.run_in_executor(
-                self._executor, functools.partial(PartitionLog.open, path, config, recovery_point=point))
+                self._executor,
+                functools.partial(PartitionLog.open, path, config, recovery_point=point, fsync=self._fsync))
             report = opened.recovery
             if report is not None and (report.errors or report.truncated_bytes):
                 log.warning("partition recovered with loss", extra={"fields": {
