@@ -3,6 +3,8 @@ in tests). Per-partition gauges are read from the replicas at scrape time, never
 
 from __future__ import annotations
 
+import os
+import resource
 from collections.abc import Callable, Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
@@ -11,6 +13,7 @@ from prometheus_client.registry import Collector
 
 from logbroker.replica_manager import Replica
 from logbroker.storage_health import StorageHealth
+from segments.handles import SegmentHandles
 
 LATENCY_BUCKETS_S = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
@@ -40,19 +43,31 @@ class _PartitionCollector(Collector):
 
 
 class _StorageCollector(Collector):
-    def __init__(self, health: StorageHealth) -> None:
+    def __init__(self, health: StorageHealth, handles: SegmentHandles) -> None:
         self._health = health
+        self._handles = handles
 
     def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         full = GaugeMetricFamily("logbroker_storage_full", "1 while the data directory's disk is full")
         full.add_metric([], 1 if self._health.full else 0)
         errors = CounterMetricFamily("logbroker_storage_full_errors", "Writes refused because the disk was full")
         errors.add_metric([], self._health.full_errors)
-        yield from (full, errors)
+        sealed = GaugeMetricFamily("logbroker_open_sealed_segments",
+                                   "Sealed segments holding their files open (bounded; the rest reopen on use)")
+        sealed.add_metric([], self._handles.open_count)
+        releases = CounterMetricFamily("logbroker_sealed_segment_releases",
+                                       "Sealed segments whose files were closed to stay within the budget")
+        releases.add_metric([], self._handles.releases)
+        files = GaugeMetricFamily("logbroker_open_files", "File descriptors the process holds")
+        files.add_metric([], len(os.listdir("/proc/self/fd")))
+        limit = GaugeMetricFamily("logbroker_open_files_limit", "The process's soft descriptor limit")
+        limit.add_metric([], resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+        yield from (full, errors, sealed, releases, files, limit)
 
 
 class Metrics:
-    def __init__(self, replicas: Callable[[], list[Replica]], health: StorageHealth | None = None) -> None:
+    def __init__(self, replicas: Callable[[], list[Replica]], health: StorageHealth | None = None,
+                 handles: SegmentHandles | None = None) -> None:
         self.registry = CollectorRegistry()
         self.requests = Counter("logbroker_http_requests", "HTTP requests", ["method", "route", "status"],
                                 registry=self.registry)
@@ -65,7 +80,7 @@ class Metrics:
                                            "Rounds of a background task that failed (each is retried)", ["task"],
                                            registry=self.registry)
         self.registry.register(_PartitionCollector(replicas))
-        self.registry.register(_StorageCollector(health or StorageHealth()))
+        self.registry.register(_StorageCollector(health or StorageHealth(), handles or SegmentHandles()))
 
     def count_background_failure(self, task: str) -> None:
         self.background_failures.labels(task).inc()

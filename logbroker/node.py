@@ -31,6 +31,7 @@ from internal_rpc.server import RpcServer
 from logbroker.auth.bootstrap import build_auth
 from logbroker.auth.permissions import Principal
 from logbroker.config import NodeConfig
+from logbroker.descriptors import PARTITIONS_MIN, DescriptorPlan, raise_open_files_limit
 from logbroker.errors import BatchTooLargeError, InvalidRequestError, NotAvailableError
 from logbroker.groups.coordinator import OFFSETS_PARTITIONS, OFFSETS_TOPIC, GroupCoordinator
 from logbroker.internal_log import ensure_internal_topic
@@ -44,6 +45,7 @@ from logbroker.storage_health import free_bytes
 from logbroker.supervisor import run_supervised
 from segments.batch import encode_batch
 from segments.config import LogConfig
+from segments.errors import TooManyOpenFilesError
 from segments.log import LogRead, LogSlice
 
 log = logging.getLogger(__name__)
@@ -63,7 +65,7 @@ class Node:
             config.data_dir, NodeInfo(config.node_id, http_url, f"{config.http_host}:{config.rpc_port}"))
         self.replicas = ReplicaManager(config.data_dir, flush_threads=config.flush_threads,
                                        waiters_max=config.long_poll_waiters_max, fsync=fsync)
-        self.metrics = Metrics(self.replicas.all, self.replicas.health)
+        self.metrics = Metrics(self.replicas.all, self.replicas.health, self.replicas.handles)
         self.auth = build_auth(config, self.coordinator)
         self.rpc: RpcServer | None = None
         self.rpc_address = ""
@@ -77,10 +79,13 @@ class Node:
         self._background: set[asyncio.Task[None]] = set()
         self._growing = asyncio.Lock()
         self._stopped = False
+        self.descriptors = DescriptorPlan(PARTITIONS_MIN * 4)
 
     # ---- lifecycle ---------------------------------------------------------------------------
 
     async def start(self) -> None:
+        self.descriptors = DescriptorPlan(raise_open_files_limit())
+        self.replicas.handles.segments_max = self.descriptors.sealed_segments_max
         self.replicas.load_checkpoints()
         await self.coordinator.start()
         await self._finish_deletions()
@@ -184,6 +189,8 @@ class Node:
         self._check_serving()
         spec = TopicSpec.parse(body, base_config=self.base_log_config)
         dead_letter = spec.queue_settings().get("dead_letter_topic")
+        await self._check_partition_budget(spec.partitions * (2 if spec.kind == "queue" else 1)
+                                           + (1 if dead_letter is not None else 0))
         existing = {t.name for t in await self.coordinator.list_topics()}
         if dead_letter is not None and dead_letter in existing:
             raise TopicExistsError(f"the dead letter topic {dead_letter!r} already exists")
@@ -209,6 +216,8 @@ class Node:
         async with self._growing:  # one growth at a time: each reads the counts it raises
             current = await self.coordinator.get_topic(name)
             partitions = check_partition_growth(current, body["partitions"])
+            per_partition = 2 if current.kind == "queue" else 1  # a queue partition has a state partition
+            await self._check_partition_budget((partitions - current.partitions) * per_partition)
             if current.kind == "queue":
                 # The state log first: a state partition without its queue partition is harmless
                 # (a later growth reuses it), the other way round would lose deliveries.
@@ -218,6 +227,16 @@ class Node:
             if meta.kind == "queue":
                 self.queues.grow(meta, self.replicas.partitions(state_topic(meta)))
         return await self.describe_topic(name)
+
+    async def _check_partition_budget(self, more: int) -> None:
+        """Refuse, before anything is created, partitions beyond the node's descriptor budget: each
+        keeps its active segment's file open (``logbroker.descriptors``)."""
+        held = sum(meta.partitions for meta in await self.coordinator.list_topics())
+        limit = self.descriptors.partitions_max
+        if held + more > limit:
+            raise TooManyOpenFilesError(
+                f"the node holds {held} partitions and may hold {limit} (each keeps a file open; the limit follows "
+                f"the process's descriptor limit, {self.descriptors.limit}): delete topics or raise `ulimit -n`")
 
     async def _grow_queue_state(self, queue: TopicMetadata, partitions: int) -> None:
         state = await self.coordinator.get_topic(state_topic(queue))

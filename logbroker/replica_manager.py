@@ -47,9 +47,12 @@ from segments.errors import (
     LogOfflineError,
     StorageError,
     StorageFullError,
+    TooManyOpenFilesError,
+    is_fd_limit,
     is_no_space,
 )
 from segments.group_commit import GroupCommit
+from segments.handles import SegmentHandles
 from segments.log import AppendInfo, PartitionLog
 
 log = logging.getLogger(__name__)
@@ -186,6 +189,7 @@ class ReplicaManager:
         self._recovery_points: dict[tuple[str, int], int] = {}
         self._closed = False
         self.health = StorageHealth()
+        self.handles = SegmentHandles()
         self._reported_offline: set[tuple[str, int]] = set()
 
     def load_checkpoints(self) -> None:
@@ -199,15 +203,22 @@ class ReplicaManager:
 
     async def open_topic(self, meta: TopicMetadata, config: LogConfig) -> None:
         """Open (or create) every partition log of ``meta`` (recovery runs in the executor); a topic
-        already open gets only its new partitions opened (partitions were added)."""
-        loop = asyncio.get_running_loop()
+        already open gets only its new partitions opened (partitions were added). Partitions
+        opened before a failure stay registered (their files are open and counted)."""
         replicas = list(self._replicas.get(meta.name, []))
         for p in range(len(replicas), meta.partitions):
             path = os.path.join(self.data_dir, partition_dir_name(meta.name, p))
             point = self._recovery_points.get((meta.name, p), 0)
-            opened = await loop.run_in_executor(
-                self._executor,
-                functools.partial(PartitionLog.open, path, config, recovery_point=point, fsync=self._fsync))
+            try:
+                opened = await self._open_log(path, config, point)
+            except OSError as exc:
+                if is_fd_limit(exc):
+                    raise TooManyOpenFilesError(f"cannot open {path}: {exc}") from exc
+                if is_no_space(exc):
+                    raise StorageFullError(f"cannot create {path}: {exc}") from exc
+                raise
+            finally:
+                self._replicas[meta.name] = replicas
             report = opened.recovery
             if report is not None and (report.errors or report.truncated_bytes):
                 log.warning("partition recovered with loss", extra={"fields": {
@@ -216,6 +227,11 @@ class ReplicaManager:
             replicas.append(Replica(meta.name, p, opened, GroupCommit(opened, self._executor), self._budget,
                                     self.health))
         self._replicas[meta.name] = replicas
+
+    async def _open_log(self, path: str, config: LogConfig, recovery_point: int) -> PartitionLog:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, functools.partial(
+            PartitionLog.open, path, config, recovery_point=recovery_point, fsync=self._fsync, handles=self.handles))
 
     def get(self, topic: str, partition: int) -> Replica:
         replicas = self._replicas.get(topic)

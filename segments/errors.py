@@ -134,3 +134,19 @@ NO_SPACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 def is_no_space(exc: BaseException) -> bool:
     """True for an OSError that says the disk (or the quota) is full."""
     return isinstance(exc, OSError) and exc.errno in NO_SPACE_ERRNOS
+
+
+class TooManyOpenFilesError(StorageError):
+    """The process is out of file descriptors (EMFILE/ENFILE); nothing was written. Retry once
+    idle segments' files are closed or connections end."""
+
+    code = "too_many_open_files"
+    retriable = True
+
+
+FD_LIMIT_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE})
+
+
+def is_fd_limit(exc: BaseException) -> bool:
+    """True for an OSError that says the process (or the system) has no descriptor left."""
+    return isinstance(exc, OSError) and exc.errno in FD_LIMIT_ERRNOS

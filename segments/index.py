@@ -203,6 +203,11 @@ class MmapIndex:
         self.writable = False
         self._open_readonly()
 
+    def reopen(self) -> None:
+        """Map a sealed index's file again after ``close`` (a released segment is used again)."""
+        assert not self.writable and self._mm is None
+        self._open_readonly()
+
     def close(self) -> None:
         """Unmap without writing anything (``trim`` is the only write). Idempotent."""
         if self._view is not None:
@@ -240,6 +245,9 @@ class _IndexFile:
 
     def trim(self) -> None:
         self._index.trim()
+
+    def reopen(self) -> None:
+        self._index.reopen()
 
     def close(self) -> None:
         self._index.close()

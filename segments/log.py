@@ -45,8 +45,11 @@ from segments.errors import (
     StaleLeaderEpochError,
     StorageError,
     StorageFullError,
+    TooManyOpenFilesError,
+    is_fd_limit,
     is_no_space,
 )
+from segments.handles import LogHandles, SegmentHandles
 from segments.scan import ScanStop
 from segments.segment import (
     INDEX_SUFFIX,
@@ -125,6 +128,7 @@ class PartitionLog:
         "_closed",
         "_epochs",
         "_fsync",
+        "_handles",
         "_last_flush_ms",
         "_lock",
         "_offline",
@@ -138,12 +142,13 @@ class PartitionLog:
     )
 
     def __init__(self, directory: str, config: LogConfig, clock_ms: Callable[[], int],
-                 fsync: Callable[[int], None]) -> None:
+                 fsync: Callable[[int], None], handles: SegmentHandles | None) -> None:
         """Use ``PartitionLog.open``."""
         self.directory = directory
         self.config = config
         self._clock_ms = clock_ms
         self._fsync = fsync
+        self._handles = None if handles is None else LogHandles(handles, self)
         self._lock = threading.Lock()
         self._segments: list[LogSegment] = []
         self._bases: list[int] = []
@@ -160,13 +165,35 @@ class PartitionLog:
 
     @classmethod
     def open(cls, directory: str, config: LogConfig | None = None, *, recovery_point: int = 0,
-             clock_ms: Callable[[], int] = now_ms, fsync: Callable[[int], None] = os.fsync) -> PartitionLog:
+             clock_ms: Callable[[], int] = now_ms, fsync: Callable[[int], None] = os.fsync,
+             handles: SegmentHandles | None = None) -> PartitionLog:
         """Open or create the log in ``directory``, recovering everything after ``recovery_point``
-        unless the log was closed cleanly. Never fails on a torn or corrupt tail."""
+        unless the log was closed cleanly. Never fails on a torn or corrupt tail. ``handles`` is
+        the node-wide budget of open sealed segments (None: every segment stays open)."""
         os.makedirs(directory, exist_ok=True)
-        log = cls(directory, config or LogConfig(), clock_ms, fsync)
-        log.recovery = log._load(recovery_point)
+        log = cls(directory, config or LogConfig(), clock_ms, fsync, handles)
+        with log._lock:  # the budget may reach this log's sealed segments while it loads
+            log.recovery = log._load(recovery_point)
         return log
+
+    def _segment(self, base_offset: int) -> LogSegment:
+        return LogSegment(self.directory, base_offset, self.config, fsync=self._fsync, handles=self._handles)
+
+    def try_release(self, segment: LogSegment, *, held: bool) -> bool:
+        """Close a sealed segment's files until its next use, for the descriptor budget: never
+        the active segment, nor one whose fsync is due. ``held``: the caller holds this log's
+        lock; otherwise it is taken only if free."""
+        if not held and not self._lock.acquire(blocking=False):
+            return False
+        try:
+            due = segment in self._unflushed and self.config.flush != "never"
+            if self._closed or due or segment is self._segments[-1] or not segment.sealed or not segment.fd_open():
+                return False
+            segment.release()
+            return True
+        finally:
+            if not held:
+                self._lock.release()
 
     def _load(self, recovery_point: int) -> RecoveryReport:
         marker = os.path.join(self.directory, CLEAN_SHUTDOWN_FILE)
@@ -179,11 +206,11 @@ class PartitionLog:
         recovered = scanned = truncated = deleted = 0
         for i, base in enumerate(bases):
             if self._segments and (truncated or base < self._segments[-1].next_offset):
-                LogSegment(self.directory, base, self.config, fsync=self._fsync).delete()
+                self._segment(base).delete()
                 deleted += 1
                 errors.append(f"segment {base} deleted: it follows damaged or overlapping data")
                 continue
-            segment = LogSegment(self.directory, base, self.config, fsync=self._fsync)
+            segment = self._segment(base)
             covered = i + 1 < len(bases) and bases[i + 1] <= recovery_point
             if (clean or covered) and segment.load():
                 self._add_segment(segment)
@@ -201,7 +228,7 @@ class PartitionLog:
                 continue
             self._add_segment(segment)
         if not self._segments:
-            self._add_segment(LogSegment(self.directory, 0, self.config, fsync=self._fsync))
+            self._add_segment(self._segment(0))
         self._load_epochs_locked(errors)
         self._recovery_point = min(recovery_point, self.log_end_offset)
         return RecoveryReport(clean, len(self._segments), recovered, scanned, truncated, deleted,
@@ -334,6 +361,8 @@ class PartitionLog:
         except OSError as exc:
             if is_no_space(exc):
                 raise StorageFullError(f"no space left for log {self.directory}: {exc}") from exc
+            if is_fd_limit(exc):
+                raise TooManyOpenFilesError(f"log {self.directory}: {exc}") from exc
             raise self._go_offline_locked(f"write failed: {exc}") from exc
 
     def _go_offline_locked(self, reason: str) -> LogOfflineError:
@@ -384,7 +413,7 @@ class PartitionLog:
         active and the new one's files are removed, so the log is as it was."""
         old = self._segments[-1]
         try:
-            segment = LogSegment(self.directory, old.next_offset, self.config, fsync=self._fsync)
+            segment = self._segment(old.next_offset)
         except BaseException:
             remove_empty_segment(self.directory, old.next_offset)
             raise
@@ -611,7 +640,7 @@ class PartitionLog:
             segment.delete()
         self._segments.clear()
         self._bases.clear()
-        self._add_segment(LogSegment(self.directory, offset, self.config, fsync=self._fsync))
+        self._add_segment(self._segment(offset))
         self._epochs = LeaderEpochCache()
         self._write_epochs_locked()
         self._after_truncation_locked()
@@ -622,7 +651,7 @@ class PartitionLog:
         if not last.sealed:
             return
         last.close(trim=False)
-        segment = LogSegment(self.directory, last.base_offset, self.config, fsync=self._fsync)
+        segment = self._segment(last.base_offset)
         if not segment.load():
             segment.recover()
         self._segments[-1] = segment

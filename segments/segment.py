@@ -6,6 +6,9 @@ and offsets increase together. Index entries point at batch starts.
 
 Concurrency: not thread-safe. The owning ``PartitionLog`` holds its lock around every call; reads
 use ``os.pread`` and never move a file position, so they need no further ordering.
+
+Descriptors: a sealed segment may be *released* (its log descriptor closed, its index mappings
+unmapped) by the node's ``SegmentHandles`` budget; ``fd`` and every read entry point reopen it.
 """
 
 from __future__ import annotations
@@ -26,7 +29,8 @@ from segments.batch import (
     parse_header,
 )
 from segments.config import LogConfig
-from segments.errors import InvalidBatchError, LogClosedError, StorageError
+from segments.errors import InvalidBatchError, LogClosedError, StorageError, TooManyOpenFilesError, is_fd_limit
+from segments.handles import LogHandles
 from segments.index import OffsetIndex, TimeIndex
 from segments.scan import BatchScan, ScanStop
 
@@ -78,9 +82,11 @@ class LogSegment:
         "_bytes_since_index",
         "_fd",
         "_fsync",
+        "_handles",
         "_indexes_full",
         "_offset_index",
         "_read_hint",
+        "_released",
         "_time_index",
         "base_offset",
         "config",
@@ -93,12 +99,14 @@ class LogSegment:
     )
 
     def __init__(self, directory: str, base_offset: int, config: LogConfig, *,
-                 fsync: Callable[[int], None] = os.fsync) -> None:
+                 fsync: Callable[[int], None] = os.fsync, handles: LogHandles | None = None) -> None:
         """Open (creating if absent) the files; call ``recover()`` or ``load()`` before use."""
         self.directory = directory
         self.base_offset = base_offset
         self.config = config
         self._fsync = fsync
+        self._handles = handles
+        self._released = False
         self.log_path = os.path.join(directory, segment_file_name(base_offset, LOG_SUFFIX))
         self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
         try:
@@ -126,8 +134,50 @@ class LogSegment:
     @property
     def fd(self) -> int:
         if self._fd < 0:
-            raise LogClosedError(f"segment {self.log_path} is closed")
+            if not self._released:
+                raise LogClosedError(f"segment {self.log_path} is closed")
+            self._reacquire()
         return self._fd
+
+    def _use(self) -> None:
+        """A read starts here: reopen the files if they were released, and tell the budget."""
+        if self._released:
+            self._reacquire()
+        elif self._handles is not None and not self._offset_index.writable:
+            self._handles.touched(self)
+
+    def _reacquire(self) -> None:
+        try:
+            fd = os.open(self.log_path, os.O_RDWR | os.O_APPEND)
+        except OSError as exc:
+            if is_fd_limit(exc):
+                raise TooManyOpenFilesError(f"cannot reopen {self.log_path}: {exc}") from exc
+            raise
+        try:
+            self._offset_index.reopen()
+            self._time_index.reopen()
+        except BaseException as exc:
+            self._offset_index.close()
+            os.close(fd)
+            if is_fd_limit(exc):
+                raise TooManyOpenFilesError(f"cannot map the indexes of {self.log_path}: {exc}") from exc
+            raise
+        self._fd = fd
+        self._released = False
+        if self._handles is not None:
+            self._handles.opened(self)
+
+    def release(self) -> None:
+        """Close the descriptors of a sealed segment until its next use (the owning log holds
+        its lock and has checked that no fsync is due)."""
+        assert self.sealed and self._fd >= 0
+        self._offset_index.close()
+        self._time_index.close()
+        os.close(self._fd)
+        self._fd = -1
+        self._released = True
+        if self._handles is not None:
+            self._handles.forget(self)
 
     # ---- opening -------------------------------------------------------------------------
 
@@ -282,6 +332,7 @@ class LogSegment:
         """Position and header of the first batch whose last offset is >= ``offset``."""
         if offset >= self.next_offset:
             return None
+        self._use()
         hint_offset, hint_position = self._read_hint
         if offset == hint_offset:
             header = self.read_header(hint_position)
@@ -359,6 +410,7 @@ class LogSegment:
         """Base offset of the first batch whose max timestamp is >= ``timestamp``."""
         if self.max_timestamp < timestamp:
             return None
+        self._use()
         rel = self._time_index.lookup(timestamp)
         found = self.locate(self.base_offset + rel)
         position = found[0] if found else 0
@@ -411,7 +463,8 @@ class LogSegment:
         self._fsync(self.fd)
 
     def fd_open(self) -> bool:
-        return self._fd >= 0
+        """True until the segment is closed (a released segment reopens on use)."""
+        return self._fd >= 0 or self._released
 
     @property
     def sealed(self) -> bool:
@@ -423,15 +476,24 @@ class LogSegment:
 
     def seal(self) -> None:
         """Stop appending here (the log rolled): trim the indexes to size, keep serving reads."""
+        was_writable = self._offset_index.writable
         self._offset_index.trim()
         self._time_index.trim()
+        if was_writable and self._handles is not None:
+            self._handles.opened(self)
 
     def close(self, *, trim: bool = True) -> None:
         """Close files; trimming cuts the indexes to their valid entries. Idempotent."""
+        if self._released:
+            self._released = False
+            return
         if self._fd < 0:
             return
+        if self._handles is not None:
+            self._handles.forget(self)
         if trim:
-            self.seal()
+            self._offset_index.trim()
+            self._time_index.trim()
         self._offset_index.close()
         self._time_index.close()
         os.close(self._fd)
