@@ -346,4 +346,8 @@ class ReplicaManager:
             except (OSError, StorageError) as exc:
                 log.error("log not closed cleanly; the next start recovers it", extra={"fields": {
                     "topic": replica.topic, "partition": replica.partition, "error": str(exc)}})
-        self._write_checkpoints(replicas)
+        try:
+            self._write_checkpoints(replicas)
+        except OSError as exc:
+            # The previous checkpoints stay: older recovery points only mean more to rescan.
+            log.error("checkpoints not written at shutdown", extra={"fields": {"error": str(exc)}})
