@@ -5,13 +5,15 @@ errors, 429/502/503/504) are retried a bounded number of times with a growing pa
 ``token`` goes in an ``Authorization: Bearer`` header on every request; with ``username`` and
 ``password`` instead, the client gets a token from ``POST /v1/auth/token`` when it first needs one,
 renews it before it expires and once more when the node answers 401 (a long streaming query
-outlives any one token).
+outlives any one token). Over HTTPS the node's certificate is checked against the system's CAs, or
+against ``ca_file`` alone when given (a private CA, such as ``logbroker certs`` makes).
 """
 
 from __future__ import annotations
 
 import http.client
 import json
+import ssl
 import time
 import urllib.parse
 from typing import Any, Final
@@ -43,7 +45,7 @@ class HttpError(ConnectorError):
 
 class HttpClient:
     def __init__(self, url: str, *, token: str | None = None, timeout_s: float = 60.0,
-                 username: str | None = None, password: str | None = None) -> None:
+                 username: str | None = None, password: str | None = None, ca_file: str | None = None) -> None:
         parsed = urllib.parse.urlsplit(url)
         if parsed.scheme not in ("http", "https") or not parsed.hostname:
             raise ConnectorError(f"not an http(s) URL: {url!r}")
@@ -56,6 +58,14 @@ class HttpClient:
         self._login = (username, password) if username is not None and password is not None else None
         self._token_expires_at = 0.0
         self._timeout_s = timeout_s
+        self._tls: ssl.SSLContext | None = None
+        if ca_file is not None:
+            if self._scheme != "https":
+                raise ConnectorError(f"a CA file is for an https:// URL, not {url!r}")
+            try:
+                self._tls = ssl.create_default_context(cafile=ca_file)
+            except (OSError, ssl.SSLError) as exc:
+                raise ConnectorError(f"cannot load the CA certificate {ca_file!r} (caFile): {exc}") from exc
         self._conn: http.client.HTTPConnection | None = None
 
     def close(self) -> None:
@@ -71,8 +81,11 @@ class HttpClient:
 
     def _connection(self) -> http.client.HTTPConnection:
         if self._conn is None:
-            cls = http.client.HTTPSConnection if self._scheme == "https" else http.client.HTTPConnection
-            self._conn = cls(self._host, self._port, timeout=self._timeout_s)
+            if self._scheme == "https":
+                self._conn = http.client.HTTPSConnection(self._host, self._port, timeout=self._timeout_s,
+                                                         context=self._tls)
+            else:
+                self._conn = http.client.HTTPConnection(self._host, self._port, timeout=self._timeout_s)
         return self._conn
 
     def request(self, method: str, path: str, *, params: dict[str, Any] | None = None, body: bytes | None = None,
@@ -136,7 +149,7 @@ class HttpClient:
 def client_for(location: Location) -> HttpClient:
     """A client for the node and credentials of a ``url=`` location."""
     return HttpClient(location.url, token=location.token, timeout_s=location.timeout_s,
-                      username=location.username, password=location.password)
+                      username=location.username, password=location.password, ca_file=location.ca_file)
 
 
 def _problem(data: bytes) -> dict[str, Any]:

@@ -31,13 +31,14 @@ DISPLAY: Final = {
     "startingoffsets": "startingOffsets", "endingoffsets": "endingOffsets", "startingtimestamp": "startingTimestamp",
     "maxoffsetspertrigger": "maxOffsetsPerTrigger", "failondataloss": "failOnDataLoss",
     "minpartitions": "minPartitions", "timeoutseconds": "timeoutSeconds", "batchbytes": "batchBytes",
+    "cafile": "caFile",
 }
 READ_OPTIONS: Final = frozenset({
     "topic", "path", "url", "token", "username", "password", "startingoffsets", "endingoffsets", "startingtimestamp",
-    "maxoffsetspertrigger", "failondataloss", "minpartitions", "timeoutseconds",
+    "maxoffsetspertrigger", "failondataloss", "minpartitions", "timeoutseconds", "cafile",
 })
 WRITE_OPTIONS: Final = frozenset({
-    "topic", "url", "token", "username", "password", "acks", "batchbytes", "timeoutseconds", "path",
+    "topic", "url", "token", "username", "password", "acks", "batchbytes", "timeoutseconds", "path", "cafile",
 })
 
 # Per-partition start/end: a concrete offset, or EARLIEST/LATEST (Kafka's -2/-1 in JSON).
@@ -47,7 +48,8 @@ Mode = Literal["batch", "stream"]
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Location:
-    """Where records live: data directories read directly, or a node's HTTP URL."""
+    """Where records live: data directories read directly, or a node's HTTP URL (for HTTPS with a
+    private CA, ``ca_file`` names its certificate, a path readable wherever tasks run)."""
 
     data_dirs: tuple[str, ...] = ()
     url: str = ""
@@ -55,6 +57,7 @@ class Location:
     timeout_s: float = HTTP_TIMEOUT_S_DEFAULT
     username: str | None = None
     password: str | None = None
+    ca_file: str | None = None
 
     @property
     def direct(self) -> bool:
@@ -150,21 +153,25 @@ def _location(opts: Mapping[str, str], *, allow_path: bool) -> Location:
         raise OptionError(f"say where the records are: {wanted}")
     token = opts.get("token") or None
     username, password = opts.get("username") or None, opts.get("password") or None
+    ca_file = opts.get("cafile") or None
     if path:
-        if token is not None or username is not None or password is not None:
-            raise OptionError("token, username and password are for url (HTTP) access; a direct read of path "
-                              "needs none (it reads files)")
+        if token is not None or username is not None or password is not None or ca_file is not None:
+            raise OptionError("token, username, password and caFile are for url (HTTP) access; a direct read of "
+                              "path needs none (it reads files)")
         dirs = tuple(d.strip() for d in path.split(",") if d.strip())
         if not dirs:
             raise OptionError(f"path {path!r} names no directory")
         return Location(data_dirs=dirs, timeout_s=timeout_s)
     if not url.startswith(("http://", "https://")):
         raise OptionError(f"url must start with http:// or https://, not {url!r}")
+    if ca_file is not None and not url.startswith("https://"):
+        raise OptionError(f"caFile is the CA certificate of an https:// url, and url is {url!r}")
     if (username is None) != (password is None):
         raise OptionError("username and password go together")
     if token is not None and username is not None:
         raise OptionError("give either token or username and password, not both")
-    return Location(url=url.rstrip("/"), token=token, timeout_s=timeout_s, username=username, password=password)
+    return Location(url=url.rstrip("/"), token=token, timeout_s=timeout_s, username=username, password=password,
+                    ca_file=ca_file)
 
 
 def _offsets_option(opts: Mapping[str, str], name: str, topic: str, default: str, *, allow_latest: bool,

@@ -1,10 +1,11 @@
-"""One real node per test module (started once, stopped by PID), plus a plain HTTP helper
+"""One real node per test module (started once, stopped by PID), plus a plain HTTP(S) helper
 (``http.client`` from the standard library: no client library between the test and the wire)."""
 
 from __future__ import annotations
 
 import http.client as httpclient
 import json
+import ssl
 import urllib.parse
 from collections.abc import Iterator
 from typing import Any, NamedTuple
@@ -26,9 +27,17 @@ class Reply(NamedTuple):
 
 
 class Http:
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, tls: ssl.SSLContext | None = None) -> None:
+        """An ``https://`` url is called over TLS with ``tls`` (default: the system's CAs)."""
         parsed = urllib.parse.urlsplit(url)
-        self.host, self.port = parsed.hostname or "127.0.0.1", parsed.port or 80
+        self.secure = parsed.scheme == "https"
+        self.host, self.port = parsed.hostname or "127.0.0.1", parsed.port or (443 if self.secure else 80)
+        self.tls = tls
+
+    def connect(self) -> httpclient.HTTPConnection:
+        if self.secure:
+            return httpclient.HTTPSConnection(self.host, self.port, timeout=TIMEOUT_S, context=self.tls)
+        return httpclient.HTTPConnection(self.host, self.port, timeout=TIMEOUT_S)
 
     def call(self, method: str, path: str, *, body: Any = None, raw: bytes | None = None,
              content_type: str | None = None, headers: dict[str, str] | None = None) -> Reply:
@@ -39,7 +48,7 @@ class Http:
             all_headers.setdefault("Content-Type", "application/json")
         if content_type is not None:
             all_headers["Content-Type"] = content_type
-        connection = httpclient.HTTPConnection(self.host, self.port, timeout=TIMEOUT_S)
+        connection = self.connect()
         try:
             connection.request(method, path, body=data, headers=all_headers)
             response = connection.getresponse()

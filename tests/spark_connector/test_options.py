@@ -20,7 +20,10 @@ def test_defaults_follow_sparks_kafka_source():
                               "batch").starting == {0: 5, 2: LATEST}
     assert parse_read_options({"topic": "t", "url": "http://h:1", "checkpointLocation": "/x"}, "stream").topic == "t"
     write = parse_write_options({"topic": "t", "url": "http://h:1", "acks": "1", "batchBytes": "4096"})
-    assert (write.acks, write.batch_bytes) == ("1", 4096)
+    assert (write.acks, write.batch_bytes, write.location.ca_file) == ("1", 4096, None)
+    secure = parse_read_options({"topic": "t", "url": "https://h:1", "caFile": "/certs/ca.pem"}, "batch")
+    assert secure.location.ca_file == "/certs/ca.pem"
+    assert parse_write_options({"topic": "t", "url": "https://h:1", "cafile": "/c"}).location.ca_file == "/c"
 
 
 BAD = [
@@ -28,7 +31,9 @@ BAD = [
     ({"topic": "a b", "url": "http://h:1"}, "batch", "is not a valid topic name"),
     ({"topic": "t"}, "batch", "say where the records are"),
     ({"topic": "t", "url": "ftp://h"}, "batch", "url must start with http:// or https://"),
-    ({"topic": "t", "path": "/d", "token": "x"}, "batch", "token, username and password are for url (HTTP) access"),
+    ({"topic": "t", "path": "/d", "token": "x"}, "batch", "token, username, password and caFile are for url (HTTP)"),
+    ({"topic": "t", "path": "/d", "caFile": "/ca.pem"}, "batch", "caFile are for url (HTTP) access"),
+    ({"topic": "t", "url": "http://h:1", "caFile": "/ca.pem"}, "batch", "caFile is the CA certificate of an https://"),
     ({"topic": "t", "url": "http://h:1", "username": "u"}, "batch", "username and password go together"),
     ({"topic": "t", "url": "http://h:1", "token": "x", "username": "u", "password": "p"}, "batch",
      "either token or username and password"),
