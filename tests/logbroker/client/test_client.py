@@ -10,7 +10,7 @@ import pytest
 
 from logbroker.client import Client, Consumer, LogBrokerError, Producer
 from logbroker.records import key_partition
-from logbroker.sync_client import SyncClient
+from logbroker.client.sync import SyncClient
 from segments.batch import encode_values
 
 

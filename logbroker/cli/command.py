@@ -15,7 +15,7 @@ from typing import Any, Final
 
 import uvloop
 
-from logbroker import cli_admin, cli_groups
+from logbroker.cli import admin as cli_admin, groups as cli_groups
 from logbroker.client import (
     CA_FILE_ENV,
     DEFAULT_URL,

@@ -1,5 +1,5 @@
 """The Python client (asyncio, on aiohttp): admin calls, a batching ``Producer`` and a ``Consumer``
-with manual partition assignment. ``logbroker.sync_client`` wraps these for scripts.
+with manual partition assignment. ``logbroker.client.sync`` wraps these for scripts.
 
 The producer builds binary batches itself (``segments.batch``) and sends each as one prebuilt
 batch, so the broker only validates and appends; the consumer fetches raw batches and verifies
@@ -20,9 +20,9 @@ from typing import Any, Final, Literal
 
 import aiohttp
 
-from logbroker.client_calls import GroupQueueCalls
-from logbroker.client_errors import LogBrokerError, problem_error
-from logbroker.consumer_batch import ConsumerBatch, ConsumerRecord, decode_fetched
+from logbroker.client.calls import GroupQueueCalls
+from logbroker.client.errors import LogBrokerError, problem_error
+from logbroker.client.consumer_batch import ConsumerBatch, ConsumerRecord, decode_fetched
 from logbroker.records import key_partition
 from segments.batch import ProducerRecord, Record, encode_batch
 
@@ -549,8 +549,8 @@ def _retrieve(task: asyncio.Future[Any]) -> None:
 
 
 # The group and queue consumers live in their own modules and are part of this one's API.
-from logbroker.group_consumer import CommitFailedError, GroupConsumer  # noqa: E402
-from logbroker.queue_consumer import QueueConsumer, QueueMessage  # noqa: E402
+from logbroker.client.group_consumer import CommitFailedError, GroupConsumer  # noqa: E402
+from logbroker.client.queue_consumer import QueueConsumer, QueueMessage  # noqa: E402
 
 __all__ = ["Client", "CommitFailedError", "Consumer", "ConsumerBatch", "ConsumerRecord", "FetchedBatches",
            "GroupConsumer", "LogBrokerError", "Producer", "QueueConsumer", "QueueMessage", "RecordMetadata"]
