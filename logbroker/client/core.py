@@ -1,9 +1,6 @@
-"""The Python client (asyncio, on aiohttp): admin calls, a batching ``Producer`` and a ``Consumer``
-with manual partition assignment. ``logbroker.client.sync`` wraps these for scripts.
-
-The producer builds binary batches itself (``segments.batch``) and sends each as one prebuilt
-batch, so the broker only validates and appends; the consumer fetches raw batches and verifies
-their checksums before decoding. Every buffer and retry is bounded (see the constructor limits).
+"""``Client``: one node's HTTP API (admin, users and access, produce and fetch; the group, queue
+and push-stream calls come from ``logbroker.client.calls``), with bearer tokens got and renewed
+from a username and password. Every call has a timeout; the connection pool is bounded.
 """
 
 from __future__ import annotations
@@ -15,16 +12,15 @@ import math
 import os
 import ssl
 import time
-from collections.abc import Iterable, Sequence
-from typing import Any, Final, Literal
+from collections.abc import Sequence
+from typing import Any, Final
 
 import aiohttp
 
 from logbroker.client.calls import GroupQueueCalls
+from logbroker.client.consumer_batch import decode_fetched
 from logbroker.client.errors import LogBrokerError, problem_error
-from logbroker.client.consumer_batch import ConsumerBatch, ConsumerRecord, decode_fetched
-from logbroker.records import key_partition
-from segments.batch import ProducerRecord, Record, encode_batch
+from segments.batch import Record
 
 DEFAULT_URL: Final = "http://127.0.0.1:8080"
 BATCH_TYPE: Final = "application/vnd.logbroker.batch"
@@ -35,14 +31,6 @@ CA_FILE_ENV: Final = "LOGBROKER_CA_FILE"
 REFRESH_MARGIN_S: Final = 30.0
 DIRECT_READ_BYTES_MIN: Final = 256 * 1024
 DIRECT_READ_BYTES_MAX: Final = 256 * 1024 * 1024
-OffsetReset = Literal["earliest", "latest"]
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class RecordMetadata:
-    topic: str
-    partition: int
-    offset: int
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -280,277 +268,3 @@ class TokenSource:
                     self._expires_at = time.monotonic() + lifetime - min(REFRESH_MARGIN_S, lifetime / 5)
         return {"Authorization": f"Bearer {self._token}"} if self._token else None
 
-
-@dataclasses.dataclass
-class _Pending:
-    records: list[ProducerRecord] = dataclasses.field(default_factory=list)
-    futures: list[asyncio.Future[RecordMetadata]] = dataclasses.field(default_factory=list)
-    size_bytes: int = 0
-    timer: asyncio.TimerHandle | None = None
-
-
-class Producer:
-    """Batches records per partition (``linger_ms``, ``batch_bytes``) and sends prebuilt batches.
-
-    ``send`` returns a future per record; ``buffer_bytes_max`` bounds what may wait unsent (send
-    waits for room), ``in_flight_max`` bounds concurrent requests, ``retries`` bounds resends of
-    a batch on retriable errors (at-least-once: a retried batch may be stored twice)."""
-
-    def __init__(self, client: Client, *, linger_ms: int = 5, batch_bytes: int = 1 << 20, acks: str = "1",
-                 retries: int = 5, retry_backoff_ms: int = 100, buffer_bytes_max: int = 64 << 20,
-                 in_flight_max: int = 8) -> None:
-        self.client = client
-        self.linger_ms, self.batch_bytes, self.acks = linger_ms, batch_bytes, acks
-        self.retries, self.retry_backoff_ms = retries, retry_backoff_ms
-        self._pending: dict[tuple[str, int], _Pending] = {}
-        self._partitions: dict[str, int] = {}
-        self._sticky: dict[str, int] = {}
-        self._in_flight = asyncio.Semaphore(in_flight_max)
-        self._tasks: set[asyncio.Task[None]] = set()
-        self._buffered = 0
-        self._buffer_max = buffer_bytes_max
-        self._room = asyncio.Condition()
-
-    async def partitions_for(self, topic: str) -> int:
-        if topic not in self._partitions:
-            self._partitions[topic] = int((await self.client.describe_topic(topic))["partition_count"])
-        return self._partitions[topic]
-
-    async def send(self, topic: str, value: bytes | None, *, key: bytes | None = None,
-                   headers: Sequence[tuple[str, bytes]] = (), partition: int | None = None,
-                   timestamp: int | None = None) -> asyncio.Future[RecordMetadata]:
-        count = await self.partitions_for(topic)
-        if partition is None:
-            partition = key_partition(key, count) if key is not None else self._sticky.setdefault(topic, 0) % count
-        size = len(value or b"") + len(key or b"") + sum(len(n) + len(v) for n, v in headers) + 16
-        async with self._room:
-            await self._room.wait_for(lambda: self._buffered + size <= self._buffer_max or self._buffered == 0)
-            self._buffered += size
-        pending = self._pending.setdefault((topic, partition), _Pending())
-        future: asyncio.Future[RecordMetadata] = asyncio.get_running_loop().create_future()
-        pending.records.append(ProducerRecord(value, key, tuple(headers), timestamp))
-        pending.futures.append(future)
-        pending.size_bytes += size
-        if pending.size_bytes >= self.batch_bytes:
-            self._ship(topic, partition)
-        elif pending.timer is None:
-            pending.timer = asyncio.get_running_loop().call_later(self.linger_ms / 1000, self._ship, topic, partition)
-        return future
-
-    async def send_and_wait(self, topic: str, value: bytes | None, **kwargs: Any) -> RecordMetadata:
-        return await (await self.send(topic, value, **kwargs))
-
-    def _ship(self, topic: str, partition: int) -> None:
-        pending = self._pending.pop((topic, partition), None)
-        if pending is None or not pending.records:
-            return
-        if pending.timer is not None:
-            pending.timer.cancel()
-        if partition == self._sticky.get(topic, -1) % max(1, self._partitions.get(topic, 1)):
-            self._sticky[topic] = self._sticky.get(topic, 0) + 1
-        task = asyncio.get_running_loop().create_task(self._send_batch(topic, partition, pending))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    async def _send_batch(self, topic: str, partition: int, pending: _Pending) -> None:
-        batch = encode_batch(pending.records)
-        try:
-            async with self._in_flight:
-                base = await self._with_retries(topic, partition, batch)
-            for i, future in enumerate(pending.futures):
-                if not future.done():
-                    future.set_result(RecordMetadata(topic, partition, base + i))
-        except LogBrokerError as exc:
-            for future in pending.futures:
-                if not future.done():
-                    future.set_exception(exc)
-        finally:
-            async with self._room:
-                self._buffered -= pending.size_bytes
-                self._room.notify_all()
-
-    async def _with_retries(self, topic: str, partition: int, batch: bytes) -> int:
-        for attempt in range(self.retries + 1):
-            try:
-                return await self.client.produce_batch(topic, partition, batch, acks=self.acks)
-            except LogBrokerError as exc:
-                if not exc.retriable or attempt == self.retries:
-                    raise
-                await asyncio.sleep(self.retry_backoff_ms * (2 ** attempt) / 1000)
-        raise AssertionError("unreachable")
-
-    async def flush(self) -> None:
-        """Send everything buffered and wait for every answer."""
-        for topic, partition in list(self._pending):
-            self._ship(topic, partition)
-        while self._tasks:
-            await asyncio.gather(*list(self._tasks), return_exceptions=True)
-
-    async def close(self) -> None:
-        await self.flush()
-
-    async def __aenter__(self) -> Producer:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
-
-
-class Consumer:
-    """Reads assigned partitions from positions it keeps itself (manual assignment, no group).
-
-    While the caller works on what a poll returned, the next fetch of each partition that had
-    records is already under way (``prefetch``), so the node reads and sends while this process
-    decodes. At most one such fetch per assigned partition is outstanding, of at most
-    ``max_bytes``; a seek or a new assignment drops it, and so does ``close()`` (or leaving
-    ``async with``).
-
-    Positions move only for what a poll returns: a poll cancelled by its caller moves none, and
-    when one partition's fetch fails while others' succeed, the others' records are returned and
-    the error is raised by the next poll (as Kafka's consumer does)."""
-
-    def __init__(self, client: Client, *, max_bytes: int = 1 << 20, wait_ms: int = 500,
-                 auto_offset_reset: OffsetReset = "earliest", prefetch: bool = True) -> None:
-        self.client = client
-        self.max_bytes, self.wait_ms, self.auto_offset_reset = max_bytes, wait_ms, auto_offset_reset
-        self.prefetch = prefetch
-        self._positions: dict[tuple[str, int], int | None] = {}
-        self._ahead: dict[tuple[str, int], tuple[int, asyncio.Task[FetchedBatches]]] = {}
-        self._deferred_error: BaseException | None = None
-
-    async def __aenter__(self) -> Consumer:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
-
-    def assign(self, partitions: Iterable[tuple[str, int]]) -> None:
-        self._positions = {tp: self._positions.get(tp) for tp in partitions}
-        self._drop_ahead([tp for tp in self._ahead if tp not in self._positions])
-
-    def assignment(self) -> list[tuple[str, int]]:
-        return list(self._positions)
-
-    def positions(self) -> dict[tuple[str, int], int]:
-        """The known next offset of each assigned partition (unresolved ones are left out)."""
-        return {tp: offset for tp, offset in self._positions.items() if offset is not None}
-
-    def seek(self, topic: str, partition: int, offset: int) -> None:
-        self._positions[(topic, partition)] = offset
-        self._drop_ahead([(topic, partition)])
-
-    async def seek_to_beginning(self, topic: str, partition: int) -> None:
-        self.seek(topic, partition, await self.client.list_offset(topic, partition, "earliest"))
-
-    async def seek_to_end(self, topic: str, partition: int) -> None:
-        self.seek(topic, partition, await self.client.list_offset(topic, partition, "latest"))
-
-    async def position(self, topic: str, partition: int) -> int:
-        offset = self._positions.get((topic, partition))
-        if offset is None:
-            offset = await self.client.list_offset(topic, partition, self.auto_offset_reset)
-            self._positions[(topic, partition)] = offset
-        return offset
-
-    async def poll(self, *, timeout_ms: int | None = None) -> list[ConsumerRecord]:
-        """Records from every assigned partition that has some; waits up to ``timeout_ms`` (default
-        ``wait_ms``) when none has any. Positions advance past what is returned."""
-        return [record for batch in await self.poll_batches(timeout_ms=timeout_ms) for record in batch]
-
-    async def poll_batches(self, *, timeout_ms: int | None = None) -> list[ConsumerBatch]:
-        """As ``poll``, but one ``ConsumerBatch`` (columns) per partition that had records: the
-        fast way to consume, since no per-record object is built unless asked for."""
-        if self._deferred_error is not None:
-            error, self._deferred_error = self._deferred_error, None
-            raise error
-        if not self._positions:
-            return []
-        batches = await self._fetch_all(0)
-        if batches:
-            return batches
-        wait = self.wait_ms if timeout_ms is None else timeout_ms
-        return await self._fetch_all(wait) if wait > 0 else []
-
-    async def close(self) -> None:
-        """Cancel the fetches made ahead (positions are kept)."""
-        self._drop_ahead(list(self._ahead))
-
-    async def _fetch_all(self, wait_ms: int) -> list[ConsumerBatch]:
-        tasks = [asyncio.ensure_future(self._fetch_one(tp, wait_ms)) for tp in self._positions]
-        try:
-            await asyncio.wait(tasks, return_when=asyncio.ALL_COMPLETED if wait_ms == 0 else asyncio.FIRST_COMPLETED)
-        finally:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-        batches: list[ConsumerBatch] = []
-        error: BaseException | None = None
-        for task in tasks:
-            if task.cancelled():
-                continue
-            if (failure := task.exception()) is not None:
-                error = error or failure
-                continue
-            fetched = task.result()
-            if fetched is not None:
-                tp, next_offset, batch = fetched
-                self._positions[tp] = next_offset
-                if len(batch):
-                    batches.append(batch)
-        if error is not None:
-            if not batches:
-                raise error
-            self._deferred_error = error
-        return batches
-
-    async def _fetch_one(self, tp: tuple[str, int], wait_ms: int) -> tuple[tuple[str, int], int, ConsumerBatch] | None:
-        """One partition's next records and the position after them (applied by the caller)."""
-        topic, partition = tp
-        offset = await self.position(topic, partition)
-        ahead = self._ahead.pop(tp, None)
-        if ahead is not None and ahead[0] == offset:
-            fetched = await ahead[1]
-        else:
-            if ahead is not None:
-                _forget(ahead[1])
-            fetched = await self.client.fetch_batches(topic, partition, offset, max_bytes=self.max_bytes,
-                                                      wait_ms=wait_ms)
-        if fetched.next_offset <= offset:
-            return None
-        if self.prefetch:
-            task = asyncio.ensure_future(self.client.fetch_batches(
-                topic, partition, fetched.next_offset, max_bytes=self.max_bytes, wait_ms=0))
-            task.add_done_callback(_retrieve)
-            self._ahead[tp] = (fetched.next_offset, task)
-        try:
-            return tp, fetched.next_offset, decode_fetched(fetched.data, topic, partition, offset)
-        except BaseException:
-            self._drop_ahead([tp])
-            raise
-
-    def _drop_ahead(self, partitions: Iterable[tuple[str, int]]) -> None:
-        for tp in partitions:
-            ahead = self._ahead.pop(tp, None)
-            if ahead is not None:
-                _forget(ahead[1])
-
-
-def _forget(task: asyncio.Task[Any]) -> None:
-    """Cancel a fetch nobody will wait for."""
-    task.cancel()
-    task.add_done_callback(_retrieve)
-
-
-def _retrieve(task: asyncio.Future[Any]) -> None:
-    """Mark a fetch's error as seen: one made ahead that nobody waits for (the consumer was
-    closed, sought or dropped) must not be reported as an unretrieved task exception."""
-    if not task.cancelled():
-        task.exception()
-
-
-# The group and queue consumers live in their own modules and are part of this one's API.
-from logbroker.client.group_consumer import CommitFailedError, GroupConsumer  # noqa: E402
-from logbroker.client.queue_consumer import QueueConsumer, QueueMessage  # noqa: E402
-
-__all__ = ["Client", "CommitFailedError", "Consumer", "ConsumerBatch", "ConsumerRecord", "FetchedBatches",
-           "GroupConsumer", "LogBrokerError", "Producer", "QueueConsumer", "QueueMessage", "RecordMetadata"]

@@ -13,7 +13,11 @@ import threading
 from collections.abc import AsyncIterator, Coroutine, Iterator
 from typing import Any, Final, TypeVar
 
-from logbroker.client.core import DEFAULT_URL, Client, Consumer, GroupConsumer, Producer, QueueConsumer
+from logbroker.client.consumer import Consumer
+from logbroker.client.core import DEFAULT_URL, Client
+from logbroker.client.group_consumer import GroupConsumer
+from logbroker.client.producer import Producer
+from logbroker.client.queue_consumer import QueueConsumer
 from logbroker.client.sse import Event
 
 T = TypeVar("T")
