@@ -11,6 +11,7 @@ a worker what it can import, and a ``WorkerEnvironmentError`` says in one line w
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sys
 from typing import TYPE_CHECKING, Final
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
 WORKER_MODULES: Final = ("pyarrow", "spark_connector")
 SPARK_DEFAULT_PYTHON: Final = "python3"
 REASON_CHARS_MAX: Final = 300
+ERROR_LINE: Final = re.compile(r"^[\w.$]*(Error|Exception): ")
 
 
 def check_workers(spark: SparkSession) -> None:
@@ -74,7 +76,7 @@ def _advice(python: str, problem: str) -> str:
 
 
 def _reason(exc: BaseException) -> str:
-    """The last line of Spark's error that names an error (its text holds Java and Python traces)."""
-    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-    named = [line for line in lines if "Error" in line and not line.startswith("at ")]
-    return (named or lines or [type(exc).__name__])[-1][:REASON_CHARS_MAX]
+    """The last "SomeError: ..." line of Spark's error (its text holds Java and Python traces)."""
+    lines = [line.strip().removeprefix("Caused by: ") for line in str(exc).splitlines()]
+    named = [line for line in lines if ERROR_LINE.match(line)]
+    return (named or [type(exc).__name__])[-1][:REASON_CHARS_MAX]

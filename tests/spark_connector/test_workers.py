@@ -1,6 +1,7 @@
 """``register`` checks Spark's Python workers on the driver: a session whose workers run a Python
 without pyarrow fails at once with ``WorkerEnvironmentError`` and one line saying what to set, not
-deep inside the first query; workers running another path to a good Python pass.
+deep inside the first query, and so does one whose workers do not start; workers running another
+path to a good Python pass.
 
 The sessions start in a child process (a fresh JVM), so that ``PYSPARK_PYTHON``, read when a
 SparkContext starts, is the test's own and no other module's session is in the way."""
@@ -30,6 +31,11 @@ try:
 except WorkerEnvironmentError as exc:
     out["error"] = str(exc)
 out["stopped"] = SparkSession.getActiveSession() is None
+os.environ["PYSPARK_PYTHON"] = sys.argv[3]
+try:
+    local_session("workers-that-do-not-start")
+except WorkerEnvironmentError as exc:
+    out["no_worker"] = str(exc)
 os.environ["PYSPARK_PYTHON"] = sys.argv[2]
 spark = local_session("workers-with-pyarrow")
 out["good_python"] = spark.sparkContext.pythonExec
@@ -52,9 +58,10 @@ def test_register_says_what_to_set_when_workers_lack_pyarrow(tmp_path):
     # -S: no site-packages, so no pyarrow (spark_connector still comes from PYTHONPATH, pyspark from Spark).
     bare = _wrapper(str(tmp_path / "python-without-site"), "-S")
     good = _wrapper(str(tmp_path / "python-by-another-path"))
+    missing = str(tmp_path / "no-such-python")
     env = {**os.environ, "PYTHONPATH": ROOT}
     env.pop("PYSPARK_PYTHON", None)
-    result = subprocess.run([sys.executable, "-c", SCRIPT, bare, good], cwd=ROOT, env=env,
+    result = subprocess.run([sys.executable, "-c", SCRIPT, bare, good, missing], cwd=ROOT, env=env,
                             capture_output=True, text=True, timeout=SESSIONS_TIMEOUT_S)
     assert result.returncode == 0, result.stderr[-3000:]
     out = json.loads(result.stdout.strip().splitlines()[-1])
@@ -64,3 +71,7 @@ def test_register_says_what_to_set_when_workers_lack_pyarrow(tmp_path):
     assert "PYSPARK_PYTHON" in error and sys.executable in error
     assert out["stopped"], "local_session left the refused session running"
     assert out["good_python"] == good
+    no_worker = out.get("no_worker")
+    assert no_worker is not None and "\n" not in no_worker, no_worker
+    assert f"({missing}) fail to run a task (java.io.IOException: Cannot run program" in no_worker
+    assert "PYSPARK_PYTHON" in no_worker
