@@ -26,7 +26,6 @@ class RecordMetadata:
     offset: int
 
 
-
 @dataclasses.dataclass
 class _Pending:
     records: list[ProducerRecord] = dataclasses.field(default_factory=list)
