@@ -15,8 +15,7 @@ from typing import Any, Final
 
 from aiohttp import web
 
-from logbroker.errors import ANY_ERROR
-from segments.errors import OffsetOutOfRangeError
+from logbroker.errors import ANY_ERROR, OffsetOutOfRangeError
 
 log = logging.getLogger(__name__)
 PROBLEM_TYPE: Final = "application/problem+json"

@@ -2,6 +2,6 @@
 
 import sys
 
-from logbroker.cli import main
+from logbroker.cli.command import main
 
 sys.exit(main())

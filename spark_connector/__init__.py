@@ -11,14 +11,22 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from spark_connector import workers
 from spark_connector.datasource import NAME, LogBrokerDataSource
+from spark_connector.errors import WorkerEnvironmentError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["NAME", "LogBrokerDataSource", "register"]
+__all__ = ["NAME", "LogBrokerDataSource", "WorkerEnvironmentError", "register"]
 
 
-def register(spark: SparkSession) -> None:
-    """Register the ``logbroker`` format in ``spark`` (``spark.dataSource.register``)."""
+def register(spark: SparkSession, *, check_workers: bool = True) -> None:
+    """Register the ``logbroker`` format in ``spark`` (``spark.dataSource.register``).
+
+    First, unless ``check_workers`` is False, check that Spark's Python workers can import pyarrow
+    and this package (``spark_connector.workers``): when they run another interpreter than this one,
+    that costs one task; when they cannot, ``WorkerEnvironmentError`` says what to set."""
+    if check_workers:
+        workers.check_workers(spark)
     spark.dataSource.register(LogBrokerDataSource)

@@ -26,3 +26,7 @@ class ReadError(ConnectorError):
 
 class WriteError(ConnectorError):
     """The node refused or failed a produce request (after the bounded retries)."""
+
+
+class WorkerEnvironmentError(ConnectorError):
+    """Spark's Python workers cannot run this connector (no pyarrow, or not this package)."""

@@ -21,7 +21,8 @@ SEGMENTS_JAR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "jvm", "
 
 def local_session(app_name: str, *, cores: int = 2, shuffle_partitions: int = 4,
                   extra: dict[str, str] | None = None) -> SparkSession:
-    """A ``local[cores]`` session with the ``logbroker`` format registered."""
+    """A ``local[cores]`` session with the ``logbroker`` format registered (stopped again when its
+    Python workers cannot run the connector: ``WorkerEnvironmentError``)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -40,5 +41,9 @@ def local_session(app_name: str, *, cores: int = 2, shuffle_partitions: int = 4,
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
-    register(spark)
+    try:
+        register(spark)
+    except BaseException:
+        spark.stop()
+        raise
     return spark

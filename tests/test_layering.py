@@ -1,57 +1,223 @@
-"""The layers import one way: http_api -> logbroker -> (segments, coordinator, internal_rpc).
+"""The layers import one way: http_api -> logbroker -> (segments, coordinator, internal_rpc), and the
+client library (``logbroker.client``) imports nothing of the server.
 
-Walks every module's imports with ``ast`` (no import side effects) and checks the table of
-DESIGN §2: ``segments`` imports nothing else of the project, and no package imports a layer above.
+Walks every module's imports with ``ast`` (no import side effects; imports inside functions and
+under ``TYPE_CHECKING`` count too). Each import is read as the dotted name it reaches: ``import a.b``
+is ``a.b``, ``from a.b import c`` is ``a.b.c`` (a submodule or a name of ``a.b``), and relative
+imports are resolved against the importing module. A rule forbids name prefixes to the modules of
+its scope, with exceptions; a prefix matches itself and every name under it. The table follows
+DESIGN §2; decisions 0006 (the CLI starts the HTTP server) and 0153 (what the client and
+``http_api`` may take from ``segments``) give the exceptions.
 """
 
 from __future__ import annotations
 
 import ast
+import dataclasses
 import os
+from collections.abc import Iterable, Iterator, Mapping
 
 from tests.conftest import ROOT
 
 PACKAGES = ("segments", "coordinator", "internal_rpc", "http_api", "logbroker", "spark_connector", "benchmarks")
-# logbroker/cli.py is the composition root: its `serve` command starts the HTTP server (decision 0006).
-ALLOWED = {("logbroker", "cli.py"): {"http_api"}}
-FORBIDDEN = {
-    "segments": {"coordinator", "internal_rpc", "http_api", "logbroker", "spark_connector", "benchmarks",
-                 "aiohttp", "grpc", "etcd3", "aetcd"},
-    "coordinator": {"http_api", "spark_connector", "benchmarks"},
-    "internal_rpc": {"http_api", "spark_connector", "benchmarks"},
-    "logbroker": {"spark_connector", "benchmarks", "http_api"},
-    "spark_connector": {"benchmarks", "http_api"},
-}
+PROJECT = (*PACKAGES, "tests")
+CLIENT = "logbroker.client"
+CLI = "logbroker.cli"
+# The pure record-batch codec: the binary media type of the HTTP API, built by producers and checked
+# by consumers. Nothing else of segments (files, indexes, logs, checkpoints) is the client's business.
+BATCH_CODEC = "segments.batch"
+SERVE_COMMAND = "logbroker.cli.command"
+NETWORK_LIBS = ("aiohttp", "grpc", "etcd3", "aetcd")
 
 
-def imported_roots(path: str) -> set[str]:
-    with open(path, encoding="utf-8") as f:
-        tree = ast.parse(f.read(), path)
-    roots = set()
-    for node in ast.walk(tree):
+@dataclasses.dataclass(frozen=True)
+class Rule:
+    """Modules named ``scope`` or under it, except those under ``outside``, may not import a name
+    under ``forbidden`` unless it is also under ``allowed``."""
+
+    scope: str
+    forbidden: tuple[str, ...]
+    allowed: tuple[str, ...] = ()
+    outside: tuple[str, ...] = ()
+
+    def governs(self, module: str) -> bool:
+        return under(module, (self.scope,)) and not under(module, self.outside)
+
+
+RULES = (
+    Rule("segments", (*PROJECT, *NETWORK_LIBS), allowed=("segments",)),
+    Rule("coordinator", ("http_api", "spark_connector", "benchmarks", CLIENT, CLI)),
+    Rule("internal_rpc", ("http_api", "spark_connector", "benchmarks", CLIENT, CLI)),
+    # The node does not use the HTTP layer; the CLI's serve command starts it (decision 0006).
+    Rule("logbroker", ("spark_connector", "benchmarks", "http_api"), outside=(SERVE_COMMAND,)),
+    Rule(SERVE_COMMAND, ("spark_connector", "benchmarks", "http_api"), allowed=("http_api.server",)),
+    # The server does not depend on the client library or the command line.
+    Rule("logbroker", (CLIENT, CLI), outside=(CLIENT, CLI, "logbroker.__main__")),
+    # What a user imports: itself, third-party libraries and the batch codec, nothing of the server.
+    Rule(CLIENT, PROJECT, allowed=(CLIENT, BATCH_CODEC)),
+    # The HTTP layer reaches storage through logbroker: of segments it takes only the batch codec and
+    # the two value types the node's fetch hands back unchanged (storage errors come re-exported by
+    # logbroker.errors).
+    Rule("http_api", ("segments",), allowed=(BATCH_CODEC, "segments.log.LogRead", "segments.log.LogSlice")),
+    Rule("http_api", ("spark_connector", "benchmarks", CLIENT, CLI)),
+    Rule("spark_connector", ("benchmarks", "http_api")),
+)
+
+
+def under(name: str, prefixes: Iterable[str]) -> bool:
+    return any(name == prefix or name.startswith(prefix + ".") for prefix in prefixes)
+
+
+def imported_names(module: str, source: str, *, is_package: bool = False) -> set[str]:
+    """Every dotted name ``source`` (the text of ``module``) imports, relative ones resolved."""
+    package = module.split(".") if is_package else module.split(".")[:-1]
+    names = set()
+    for node in ast.walk(ast.parse(source, module)):
         if isinstance(node, ast.Import):
-            roots.update(alias.name.split(".")[0] for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            roots.add(node.module.split(".")[0])
-    return roots
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                assert node.level - 1 <= len(package), f"{module}: relative import above the top package"
+                base = ".".join([*package[: len(package) - node.level + 1], *([base] if base else [])])
+            names.update(base if alias.name == "*" else f"{base}.{alias.name}".lstrip(".") for alias in node.names)
+    return names
+
+
+def violations(module: str, names: Iterable[str], rules: Iterable[Rule] = RULES) -> list[str]:
+    found = []
+    for rule in rules:
+        if rule.governs(module):
+            found += [f"{module} imports {name} (rule for {rule.scope})" for name in sorted(names)
+                      if under(name, rule.forbidden) and not under(name, rule.allowed)]
+    return found
+
+
+def project_modules() -> Iterator[tuple[str, str, bool]]:
+    """(dotted name, path, is a package) of every module of the packages."""
+    for package in PACKAGES:
+        for folder, _, files in os.walk(os.path.join(ROOT, package)):
+            for file in sorted(files):
+                if file.endswith(".py"):
+                    path = os.path.join(folder, file)
+                    parts = os.path.relpath(path, ROOT)[: -len(".py")].split(os.sep)
+                    is_package = parts[-1] == "__init__"
+                    yield ".".join(parts[:-1] if is_package else parts), path, is_package
+
+
+def read_imports() -> dict[str, set[str]]:
+    imports = {}
+    for module, path, is_package in project_modules():
+        with open(path, encoding="utf-8") as f:
+            imports[module] = imported_names(module, f.read(), is_package=is_package)
+    return imports
+
+
+def import_graph(imports: Mapping[str, set[str]], package: str) -> dict[str, set[str]]:
+    """Which modules of ``package`` each of them imports (a name maps to the longest module it is
+    in or under; the implicit import of a module's parent packages is no edge)."""
+    modules = [m for m in imports if under(m, (package,))]
+    graph: dict[str, set[str]] = {}
+    for module in modules:
+        targets = set()
+        for name in imports[module]:
+            owners = [m for m in modules if under(name, (m,))]
+            if owners:
+                targets.add(max(owners, key=len))
+        graph[module] = targets - {module}
+    return graph
+
+
+def cycles(graph: Mapping[str, set[str]]) -> list[list[str]]:
+    """One cycle through each module that is on one (depth-first search, white/grey/black)."""
+    found: list[list[str]] = []
+    state: dict[str, int] = {}
+    path: list[str] = []
+
+    def visit(module: str) -> None:
+        state[module] = 1
+        path.append(module)
+        for target in sorted(graph.get(module, ())):
+            if state.get(target) == 1:
+                found.append([*path[path.index(target):], target])
+            elif target not in state:
+                visit(target)
+        path.pop()
+        state[module] = 2
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module)
+    return found
 
 
 def test_packages_import_only_downward():
-    violations = []
-    checked = 0
-    for package, forbidden in FORBIDDEN.items():
-        for folder, _, files in os.walk(os.path.join(ROOT, package)):
-            for name in files:
-                if name.endswith(".py"):
-                    path = os.path.join(folder, name)
-                    checked += 1
-                    bad = imported_roots(path) & forbidden - ALLOWED.get((package, name), set())
-                    if bad:
-                        violations.append(f"{os.path.relpath(path, ROOT)} imports {sorted(bad)}")
-    assert checked >= 10
-    assert not violations, violations
+    imports = read_imports()
+    found = [v for module, names in sorted(imports.items()) for v in violations(module, names)]
+    assert len(imports) >= 100 and {CLIENT, f"{CLIENT}.core", SERVE_COMMAND} <= set(imports)
+    assert not found, found
+
+
+def test_client_and_cli_have_no_import_cycle():
+    imports = read_imports()
+    for package in (CLIENT, CLI):
+        graph = import_graph(imports, package)
+        assert len(graph) >= 3, graph
+        assert not cycles(graph), cycles(graph)
 
 
 def test_every_package_exists():
     for package in PACKAGES:
         assert os.path.isfile(os.path.join(ROOT, package, "__init__.py")), package
+
+
+# ---- the checker itself ------------------------------------------------------------------------
+
+
+def check(module: str, source: str, *, is_package: bool = False) -> list[str]:
+    return violations(module, imported_names(module, source, is_package=is_package))
+
+
+def test_names_are_resolved_the_way_python_imports_them():
+    source = ("import a.b, c\nfrom d.e import f as g\nfrom . import core\nfrom ..records import key_partition\n"
+              "from .sse import *\n")
+    assert imported_names("logbroker.client.producer", source) == {
+        "a.b", "c", "d.e.f", "logbroker.client.core", "logbroker.records.key_partition", "logbroker.client.sse"}
+    assert imported_names("logbroker.client", "from . import core", is_package=True) == {"logbroker.client.core"}
+
+
+def test_checker_flags_a_client_module_that_reaches_the_server():
+    assert check("logbroker.client.producer", "from logbroker.client.core import Client\n"
+                 "from segments.batch import encode_batch\nimport aiohttp, msgpack, xxhash\n") == []
+    for bad in ("from logbroker.records import key_partition", "from logbroker import errors",
+                "from ..records import key_partition", "import segments.log", "from segments import errors",
+                "from coordinator.errors import CoordinatorError", "import http_api.server",
+                "from spark_connector import register", "from tests.support.nodes import NodeProcess"):
+        assert check("logbroker.client.producer", bad), bad
+
+
+def test_checker_keeps_http_api_off_segment_internals():
+    allowed = "from segments.batch import iter_batches\nfrom segments.log import LogRead, LogSlice\n"
+    assert check("http_api.streams", allowed) == []
+    for bad in ("from segments.log import PartitionLog", "import segments.log", "from segments import log",
+                "from segments.errors import OffsetOutOfRangeError", "from segments.reader import SegmentReader",
+                "from logbroker.client import Client"):
+        assert check("http_api.streams", bad), bad
+
+
+def test_checker_keeps_the_serve_exception_to_one_module():
+    assert check(SERVE_COMMAND, "from http_api.server import serve") == []
+    assert check(SERVE_COMMAND, "from http_api.app import build_app")
+    assert check("logbroker.cli.admin", "from http_api.server import serve")
+    assert check("logbroker.node", "from http_api.server import serve")
+    assert check("logbroker.node", "from logbroker.client.core import Client")
+    assert check("logbroker.node", "from logbroker.cli import main")
+    assert check("logbroker.cli.admin", "from logbroker.client import Client\nfrom logbroker.errors import X") == []
+
+
+def test_cycles_are_found():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c", "a"]]
+    assert cycles({"a": {"b", "c"}, "b": {"c"}, "c": set()}) == []
+    imports = {"p": {"p.x.Thing"}, "p.x": {"p.y.f"}, "p.y": {"p.Thing", "q.z"}}
+    assert import_graph(imports, "p") == {"p": {"p.x"}, "p.x": {"p.y"}, "p.y": {"p"}}
+    assert cycles(import_graph(imports, "p")) == [["p", "p.x", "p.y", "p"]]

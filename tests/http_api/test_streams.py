@@ -12,7 +12,7 @@ import time
 import pytest
 
 from logbroker.client import Client
-from logbroker.sse import SseParser
+from logbroker.client.sse import SseParser
 
 
 @pytest.fixture(scope="module")

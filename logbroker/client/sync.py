@@ -13,8 +13,12 @@ import threading
 from collections.abc import AsyncIterator, Coroutine, Iterator
 from typing import Any, Final, TypeVar
 
-from logbroker.client import DEFAULT_URL, Client, Consumer, GroupConsumer, Producer, QueueConsumer
-from logbroker.sse import Event
+from logbroker.client.consumer import Consumer
+from logbroker.client.core import DEFAULT_URL, Client
+from logbroker.client.group_consumer import GroupConsumer
+from logbroker.client.producer import Producer
+from logbroker.client.queue_consumer import QueueConsumer
+from logbroker.client.sse import Event
 
 T = TypeVar("T")
 AsyncEvents = contextlib.AbstractAsyncContextManager[AsyncIterator[Event]]

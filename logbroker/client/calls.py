@@ -11,8 +11,8 @@ from typing import Any, Final, Literal
 import aiohttp
 import msgpack
 
-from logbroker.client_errors import LogBrokerError, problem_error
-from logbroker.sse import Event, SseParser
+from logbroker.client.errors import LogBrokerError, problem_error
+from logbroker.client.sse import Event, SseParser
 
 MSGPACK_TYPE: Final = "application/x-msgpack"
 STREAM_READ_TIMEOUT_S: Final = 120.0

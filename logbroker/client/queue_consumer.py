@@ -14,7 +14,7 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from logbroker.client import Client
+from logbroker.client.core import Client
 
 log = logging.getLogger(__name__)
 

@@ -18,8 +18,10 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Final
 
-from logbroker.client import Client, Consumer, LogBrokerError, OffsetReset
-from logbroker.consumer_batch import ConsumerBatch, ConsumerRecord
+from logbroker.client.consumer import Consumer, OffsetReset
+from logbroker.client.consumer_batch import ConsumerBatch, ConsumerRecord
+from logbroker.client.core import Client
+from logbroker.client.errors import LogBrokerError
 
 log = logging.getLogger(__name__)
 Partitions = list[tuple[str, int]]

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from logbroker.client import Client, CommitFailedError, GroupConsumer, LogBrokerError, QueueConsumer
-from logbroker.sync_client import SyncClient
+from logbroker.client.sync import SyncClient
 
 
 async def drain(consumer: GroupConsumer, count: int) -> list:

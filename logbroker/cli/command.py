@@ -1,6 +1,6 @@
 """The ``logbroker`` command: ``serve``, ``topic create|list|describe|delete``, ``produce``,
-``consume``, ``group list|describe|reset-offsets`` and ``queue send|receive`` (``cli_groups``), and
-(``cli_admin``) ``token``, ``user``, ``acl`` and ``certs``. Human output by default, ``--json`` for
+``consume``, ``group list|describe|reset-offsets`` and ``queue send|receive`` (``groups``), and
+(``admin``) ``token``, ``user``, ``acl`` and ``certs``. Human output by default, ``--json`` for
 scripts. This module is the composition entry point, so ``serve`` is the one place in
 ``logbroker`` that imports the HTTP layer."""
 
@@ -15,7 +15,7 @@ from typing import Any, Final
 
 import uvloop
 
-from logbroker import cli_admin, cli_groups
+from logbroker.cli import admin, groups
 from logbroker.client import (
     CA_FILE_ENV,
     DEFAULT_URL,
@@ -86,8 +86,8 @@ def build_parser() -> argparse.ArgumentParser:
     consume.add_argument("--follow", action="store_true", help="keep waiting for new records")
     consume.add_argument("--max-records", type=int, default=None, help="stop after this many")
     consume.add_argument("--print-key", action="store_true", help="print key<TAB>value")
-    cli_groups.add_commands(sub, common)
-    cli_admin.add_commands(sub, common)
+    groups.add_commands(sub, common)
+    admin.add_commands(sub, common)
     return parser
 
 
@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "serve":
             return _serve(args)
         if args.command == "certs":
-            return cli_admin.certs(args)
+            return admin.certs(args)
         return uvloop.run(_client_main(args))
     except (LogBrokerError, InvalidRequestError) as exc:
         print(f"logbroker: {exc}", file=sys.stderr)
@@ -122,7 +122,7 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 async def _client_main(args: argparse.Namespace) -> int:
-    async with Client(args.url, **cli_admin.credentials(args)) as client:
+    async with Client(args.url, **admin.credentials(args)) as client:
         if args.command == "topic":
             return await _topic(client, args)
         if args.command == "produce":
@@ -130,8 +130,8 @@ async def _client_main(args: argparse.Namespace) -> int:
         if args.command == "consume":
             return await _consume(client, args)
         if args.command in ("group", "queue"):
-            return await cli_groups.run(client, args)
-        return await cli_admin.run(client, args)
+            return await groups.run(client, args)
+        return await admin.run(client, args)
 
 
 async def _topic(client: Client, args: argparse.Namespace) -> int:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from tests.logbroker.test_cli import cli
+from tests.logbroker.cli.test_cli import cli
 from tests.support.http import Http
 
 

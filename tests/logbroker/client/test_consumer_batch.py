@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from logbroker.consumer_batch import ConsumerBatch, ConsumerRecord, decode_fetched
+from logbroker.client.consumer_batch import ConsumerBatch, ConsumerRecord, decode_fetched
 from segments.batch import ProducerRecord, decode_columns, decode_records, encode_batch, encode_values, iter_batches
 from segments.compression import Codec
 from segments.errors import CorruptBatchError

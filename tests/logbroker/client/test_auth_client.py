@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 
 from logbroker.client import Client, LogBrokerError, Producer
-from logbroker.sync_client import SyncClient
+from logbroker.client.sync import SyncClient
 from tests.conftest import ROOT
 from tests.support.auth import ADMIN, ADMIN_PASSWORD, AUTH_ARGS
 from tests.support.nodes import NodeProcess

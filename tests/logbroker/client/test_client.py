@@ -9,8 +9,9 @@ import gc
 import pytest
 
 from logbroker.client import Client, Consumer, LogBrokerError, Producer
+from logbroker.client import key_partition as client_key_partition
+from logbroker.client.sync import SyncClient
 from logbroker.records import key_partition
-from logbroker.sync_client import SyncClient
 from segments.batch import encode_values
 
 
@@ -28,6 +29,16 @@ async def test_admin_calls(node):
         with pytest.raises(LogBrokerError) as err:
             await client.describe_topic("c.admin")
         assert err.value.status == 404
+
+
+@pytest.mark.asyncio
+async def test_the_broker_puts_keyed_records_where_the_client_would(node):
+    keys = [f"k{i}" for i in range(200)]
+    async with Client(node.url) as client:
+        await client.create_topic("c.keys", partitions=5)
+        placed = await client.produce("c.keys", [{"key": k, "value": "v"} for k in keys])
+    assert [p["partition"] for p in placed] == [client_key_partition(k.encode(), 5) for k in keys]
+    assert len({p["partition"] for p in placed}) == 5
 
 
 @pytest.mark.asyncio

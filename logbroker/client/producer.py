@@ -1,0 +1,142 @@
+"""``Producer``: batches records per partition and sends each batch prebuilt.
+
+The producer builds binary batches itself (``segments.batch``) and sends each as one prebuilt
+batch, so the broker only validates and appends. Keyed records go to the partition the broker
+would choose for them (``logbroker.client.partitioning``); keyless ones stick to one partition per
+batch, round-robin. Every buffer and retry is bounded (see the constructor limits).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+from logbroker.client.core import Client
+from logbroker.client.errors import LogBrokerError
+from logbroker.client.partitioning import key_partition
+from segments.batch import ProducerRecord, encode_batch
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RecordMetadata:
+    topic: str
+    partition: int
+    offset: int
+
+
+@dataclasses.dataclass
+class _Pending:
+    records: list[ProducerRecord] = dataclasses.field(default_factory=list)
+    futures: list[asyncio.Future[RecordMetadata]] = dataclasses.field(default_factory=list)
+    size_bytes: int = 0
+    timer: asyncio.TimerHandle | None = None
+
+
+class Producer:
+    """Batches records per partition (``linger_ms``, ``batch_bytes``) and sends prebuilt batches.
+
+    ``send`` returns a future per record; ``buffer_bytes_max`` bounds what may wait unsent (send
+    waits for room), ``in_flight_max`` bounds concurrent requests, ``retries`` bounds resends of
+    a batch on retriable errors (at-least-once: a retried batch may be stored twice)."""
+
+    def __init__(self, client: Client, *, linger_ms: int = 5, batch_bytes: int = 1 << 20, acks: str = "1",
+                 retries: int = 5, retry_backoff_ms: int = 100, buffer_bytes_max: int = 64 << 20,
+                 in_flight_max: int = 8) -> None:
+        self.client = client
+        self.linger_ms, self.batch_bytes, self.acks = linger_ms, batch_bytes, acks
+        self.retries, self.retry_backoff_ms = retries, retry_backoff_ms
+        self._pending: dict[tuple[str, int], _Pending] = {}
+        self._partitions: dict[str, int] = {}
+        self._sticky: dict[str, int] = {}
+        self._in_flight = asyncio.Semaphore(in_flight_max)
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._buffered = 0
+        self._buffer_max = buffer_bytes_max
+        self._room = asyncio.Condition()
+
+    async def partitions_for(self, topic: str) -> int:
+        if topic not in self._partitions:
+            self._partitions[topic] = int((await self.client.describe_topic(topic))["partition_count"])
+        return self._partitions[topic]
+
+    async def send(self, topic: str, value: bytes | None, *, key: bytes | None = None,
+                   headers: Sequence[tuple[str, bytes]] = (), partition: int | None = None,
+                   timestamp: int | None = None) -> asyncio.Future[RecordMetadata]:
+        count = await self.partitions_for(topic)
+        if partition is None:
+            partition = key_partition(key, count) if key is not None else self._sticky.setdefault(topic, 0) % count
+        size = len(value or b"") + len(key or b"") + sum(len(n) + len(v) for n, v in headers) + 16
+        async with self._room:
+            await self._room.wait_for(lambda: self._buffered + size <= self._buffer_max or self._buffered == 0)
+            self._buffered += size
+        pending = self._pending.setdefault((topic, partition), _Pending())
+        future: asyncio.Future[RecordMetadata] = asyncio.get_running_loop().create_future()
+        pending.records.append(ProducerRecord(value, key, tuple(headers), timestamp))
+        pending.futures.append(future)
+        pending.size_bytes += size
+        if pending.size_bytes >= self.batch_bytes:
+            self._ship(topic, partition)
+        elif pending.timer is None:
+            pending.timer = asyncio.get_running_loop().call_later(self.linger_ms / 1000, self._ship, topic, partition)
+        return future
+
+    async def send_and_wait(self, topic: str, value: bytes | None, **kwargs: Any) -> RecordMetadata:
+        return await (await self.send(topic, value, **kwargs))
+
+    def _ship(self, topic: str, partition: int) -> None:
+        pending = self._pending.pop((topic, partition), None)
+        if pending is None or not pending.records:
+            return
+        if pending.timer is not None:
+            pending.timer.cancel()
+        if partition == self._sticky.get(topic, -1) % max(1, self._partitions.get(topic, 1)):
+            self._sticky[topic] = self._sticky.get(topic, 0) + 1
+        task = asyncio.get_running_loop().create_task(self._send_batch(topic, partition, pending))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _send_batch(self, topic: str, partition: int, pending: _Pending) -> None:
+        batch = encode_batch(pending.records)
+        try:
+            async with self._in_flight:
+                base = await self._with_retries(topic, partition, batch)
+            for i, future in enumerate(pending.futures):
+                if not future.done():
+                    future.set_result(RecordMetadata(topic, partition, base + i))
+        except LogBrokerError as exc:
+            for future in pending.futures:
+                if not future.done():
+                    future.set_exception(exc)
+        finally:
+            async with self._room:
+                self._buffered -= pending.size_bytes
+                self._room.notify_all()
+
+    async def _with_retries(self, topic: str, partition: int, batch: bytes) -> int:
+        for attempt in range(self.retries + 1):
+            try:
+                return await self.client.produce_batch(topic, partition, batch, acks=self.acks)
+            except LogBrokerError as exc:
+                if not exc.retriable or attempt == self.retries:
+                    raise
+                await asyncio.sleep(self.retry_backoff_ms * (2 ** attempt) / 1000)
+        raise AssertionError("unreachable")
+
+    async def flush(self) -> None:
+        """Send everything buffered and wait for every answer."""
+        for topic, partition in list(self._pending):
+            self._ship(topic, partition)
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    async def close(self) -> None:
+        await self.flush()
+
+    async def __aenter__(self) -> Producer:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
