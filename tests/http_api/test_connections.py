@@ -30,7 +30,7 @@ from tests.http_api.conftest import Http
 from tests.support.nodes import NodeProcess
 
 HEADER_TIMEOUT_S = 0.5
-BODY_TIMEOUT_S = 0.7
+BODY_TIMEOUT_S = 1.5
 # The node's own idle bound is far away, so any close seen here within CLOSE_SLACK_S is the head bound.
 KEEPALIVE_TIMEOUT_S = 60
 CLOSE_SLACK_S = 10.0
