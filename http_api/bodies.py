@@ -5,11 +5,11 @@ head and then trickle (or stall) its body for ever, holding a handler and a conn
 middleware sits after authentication (only callers that passed it make the node buffer a body, at
 most ``request_body_bytes_max``) and reads every body before the handler, within the bound; the
 handlers' own ``request.read()`` then return the bytes already read (so a handler asks
-``request.body_exists``, never ``can_read_body``, which is false once the body is read). A body not complete in time is
-answered 408 ``request_timeout`` with ``Connection: close`` (what is left of the body cannot be told
-from a next request); aiohttp then discards what still arrives for at most its ``lingering_time``
-(10 s) and closes the connection. The bound is on the whole body, not between reads:
-with the defaults (16 MiB, 60 s) a client must send at least ~280 KB/s.
+``request.body_exists``, never ``can_read_body``, which is false once the body is read). A body
+not complete in time is answered 408 ``request_timeout`` with ``Connection: close`` (what is left
+of the body cannot be told from a next request); aiohttp then discards what still arrives for at
+most its ``lingering_time`` (10 s) and closes the connection. The bound is on the whole body, not
+between reads: with the defaults (16 MiB, 60 s) a client must send at least ~280 KB/s.
 """
 
 from __future__ import annotations
