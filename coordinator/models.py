@@ -2,7 +2,8 @@
 
 Names follow DESIGN §4: ``[A-Za-z0-9._-]{1,200}``, not ``.`` or ``..``, and names starting with
 ``__`` are reserved for internal topics. Topic config is validated against ``LogConfig`` (the
-storage keys) plus the queue keys, so a bad config is refused before anything is created.
+storage keys) plus the queue keys, so a bad config is refused before anything is created; user
+topics and queues take ``cleanup_policy`` ``delete`` only (``compact`` is for internal topics).
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ MAX_DELIVERIES_DEFAULT: Final = 5
 VISIBILITY_TIMEOUT_MS_DEFAULT: Final = 30_000
 VISIBILITY_TIMEOUT_MS_MIN: Final = 10
 VISIBILITY_TIMEOUT_MS_MAX: Final = 12 * 3600 * 1000
+# Key-based compaction of user topics is not built; internal topics compact by snapshot (0143, 0162).
+USER_CLEANUP_POLICY: Final = "delete"
 
 
 def validate_name(name: object, *, what: str = "topic", internal: bool = False) -> str:
@@ -67,7 +70,10 @@ class TopicSpec:
         if not isinstance(config, dict):
             raise InvalidTopicError("config must be an object")
         spec = cls(name, partitions, replication, kind, dict(config))
-        spec.log_config(base_config)
+        policy = spec.log_config(base_config).cleanup_policy
+        if policy != USER_CLEANUP_POLICY:
+            raise InvalidTopicError(f"cleanup_policy {policy!r} is for internal topics only; topics and queues "
+                                    f"support {USER_CLEANUP_POLICY!r} (retention by retention_ms and retention_bytes)")
         spec.queue_settings()
         return spec
 

@@ -1,7 +1,8 @@
 """The aiohttp application: routes from the table, middlewares, body limit, lifecycle.
 
 Middlewares run outermost first: request id + access log + metrics, then error mapping, then
-authentication, authorization and quotas (so their refusals are mapped like any error). The app is
+authentication, authorization and quotas (so their refusals are mapped like any error), then the
+bounded read of the request body (``http_api.bodies``). The app is
 frozen by aiohttp when it starts serving; resources (the sendfile threads) go through
 ``cleanup_ctx`` so they are released in reverse order even when start-up fails half way.
 """
@@ -19,6 +20,7 @@ from aiohttp import web
 
 from http_api import groups, ops, queues, records, streams, topics, users  # noqa: F401  (registers the routes)
 from http_api.auth import auth_middleware
+from http_api.bodies import body_deadline_middleware
 from http_api.errors import Handler, error_middleware
 from http_api.keys import EXECUTOR, NODE, SENDFILE, STREAMS
 from http_api.routing import ROUTES
@@ -66,7 +68,7 @@ async def _sendfile_threads(app: web.Application) -> AsyncIterator[None]:
 
 def build_app(node: Node) -> web.Application:
     app = web.Application(client_max_size=node.config.request_body_bytes_max,
-                          middlewares=[observe_middleware, error_middleware, auth_middleware])
+                          middlewares=[observe_middleware, error_middleware, auth_middleware, body_deadline_middleware])
     app[NODE] = node
     app[STREAMS] = StreamBudget()
     app.cleanup_ctx.append(_sendfile_threads)

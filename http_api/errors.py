@@ -45,6 +45,7 @@ STATUS_BY_CODE: Final[dict[str, int]] = {
     "group_not_empty": 409,
     "inconsistent_strategy": 409,
     "not_a_queue": 409,
+    "request_timeout": 408,
     "batch_too_large": 413,
     "payload_too_large": 413,
     "unsupported_media_type": 415,
@@ -52,6 +53,7 @@ STATUS_BY_CODE: Final[dict[str, int]] = {
     "too_many_requests": 429,
     "unreadable_records": 500,
     "not_available": 503,
+    "too_many_connections": 503,
     "log_closed": 503,
     "storage_busy": 503,
     "log_offline": 503,
@@ -61,9 +63,9 @@ STATUS_BY_CODE: Final[dict[str, int]] = {
 }
 STORAGE_FULL_RETRY_AFTER_S: Final = 5
 TITLES: Final = {400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed",
-                 409: "Conflict", 413: "Payload Too Large", 415: "Unsupported Media Type", 416: "Range Not Satisfiable",
-                 429: "Too Many Requests", 500: "Internal Server Error", 503: "Service Unavailable",
-                 507: "Insufficient Storage"}
+                 408: "Request Timeout", 409: "Conflict", 413: "Payload Too Large", 415: "Unsupported Media Type",
+                 416: "Range Not Satisfiable", 429: "Too Many Requests", 500: "Internal Server Error",
+                 503: "Service Unavailable", 507: "Insufficient Storage"}
 
 
 def problem(status: int, detail: str, *, code: str, retriable: bool = False, **extra: Any) -> web.Response:
@@ -72,6 +74,8 @@ def problem(status: int, detail: str, *, code: str, retriable: bool = False, **e
     response = web.Response(status=status, body=json.dumps(body).encode(), content_type=PROBLEM_TYPE)
     if status == 401:
         response.headers["WWW-Authenticate"] = 'Bearer realm="logbroker"'
+    if status == 408:  # the rest of a late body cannot be told from a next request: close after answering
+        response.force_close()
     retry_after = extra.get("retry_after_s")
     if isinstance(retry_after, (int, float)):
         response.headers["Retry-After"] = str(max(1, math.ceil(retry_after)))

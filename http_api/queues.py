@@ -56,7 +56,7 @@ async def send(request: web.Request) -> web.Response:
 async def receive(request: web.Request) -> web.Response:
     node = request.app[NODE]
     name = path_topic(request)
-    body = await _read_body(request) if request.can_read_body else {}
+    body = await _read_body(request) if request.body_exists else {}
     binary = MSGPACK in request.headers.get("Accept", "")
     messages = await node.queues.receive(name, parse_receive(body, node.config.fetch_wait_ms_max), binary=binary)
     if binary:

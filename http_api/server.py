@@ -1,9 +1,9 @@
 """Run a node behind the HTTP API until SIGTERM/SIGINT: the ``logbroker serve`` command.
 
 Start-up order: open the node (recovering logs), bind the listener (port 0 picks a free one;
-HTTPS when a certificate is configured), print the ready line. Shutdown: stop accepting, let
-in-flight requests finish (bounded by ``shutdown_grace_ms``), release long-polls, flush and close
-every log.
+HTTPS when a certificate is configured; ``http_api.listener`` bounds the connections and the time
+to send a request head), print the ready line. Shutdown: stop accepting, let in-flight requests
+finish (bounded by ``shutdown_grace_ms``), release long-polls, flush and close every log.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from typing import TextIO
 from aiohttp import web
 
 from http_api.app import build_app
+from http_api.listener import ConnectionCollector, GuardedSite
 from http_api.tls import server_context
 from logbroker.config import NodeConfig
 from logbroker.node import Node
@@ -28,17 +29,19 @@ async def serve(config: NodeConfig, *, ready_stream: TextIO | None = None) -> No
     node = Node(config)
     await node.start()
     app = build_app(node)
-    runner = web.AppRunner(app, access_log=None, shutdown_timeout=config.shutdown_grace_ms / 1000)
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=config.shutdown_grace_ms / 1000,
+                           keepalive_timeout=config.keepalive_timeout_ms / 1000)
     await runner.setup()
-    site = web.TCPSite(runner, config.http_host, config.http_port, reuse_address=True,
-                       ssl_context=server_context(config.tls_cert_file, config.tls_key_file))
+    site = GuardedSite(runner, config, ssl_context=server_context(config.tls_cert_file, config.tls_key_file))
+    node.metrics.registry.register(ConnectionCollector(site.guard.count))
     try:
         await site.start()
         host, port = _bound_address(runner)
         url = f"{config.http_scheme}://{host}:{port}"
         stream = ready_stream or sys.stdout
         print(f"logbroker ready http={url} node={config.node_id}", file=stream, flush=True)
-        log.info("serving", extra={"fields": {"http": url, "data_dir": config.data_dir, "auth": config.auth}})
+        log.info("serving", extra={"fields": {"http": url, "data_dir": config.data_dir, "auth": config.auth,
+                                              "connections_max": site.guard.count.limit}})
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):

@@ -39,6 +39,10 @@ class NodeConfig:
     flush_threads: int = 2
     maintenance_interval_ms: int = 1_000
     shutdown_grace_ms: int = 10_000
+    connections_max: int = 10_000
+    header_timeout_ms: int = 30_000
+    body_timeout_ms: int = 60_000
+    keepalive_timeout_ms: int = 75_000
     jwt_secret: str = ""
     jwt_key_id: str = "default"
     jwt_keys_file: str = ""
@@ -63,7 +67,8 @@ class NodeConfig:
                f"coordinator must be local or etcd://host:port[,...], not {self.coordinator!r}")
         _check(self.log_level in ("debug", "info", "warning", "error"), f"bad log_level {self.log_level!r}")
         for name in ("request_body_bytes_max", "fetch_bytes_max", "fetch_records_max", "fetch_wait_ms_max",
-                     "long_poll_waiters_max", "flush_threads", "maintenance_interval_ms", "shutdown_grace_ms"):
+                     "long_poll_waiters_max", "flush_threads", "maintenance_interval_ms", "shutdown_grace_ms",
+                     "connections_max", "header_timeout_ms", "body_timeout_ms", "keepalive_timeout_ms"):
             _check(getattr(self, name) > 0, f"{name} must be positive")
         _check(self.token_ttl_s > 0, "token_ttl_s must be positive")
         for name in ("quota_produce_bytes_per_s", "quota_fetch_bytes_per_s", "quota_connections_max"):

@@ -19,6 +19,7 @@ log = logging.getLogger(__name__)
 DESCRIPTORS_PER_SEALED_SEGMENT: Final = 3
 SEALED_SEGMENTS_MIN: Final = 16
 PARTITIONS_MIN: Final = 64
+CONNECTIONS_SHARE_DIVISOR: Final = 4
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -36,7 +37,7 @@ class DescriptorPlan:
     @property
     def connections_share(self) -> int:
         """What is left for connections and everything else."""
-        return max(1, self.limit // 4)
+        return max(1, self.limit // CONNECTIONS_SHARE_DIVISOR)
 
 
 def raise_open_files_limit() -> int:

@@ -125,6 +125,19 @@ class TooManyRequestsError(BrokerError):
         self.retry_after_s = retry_after_s
 
 
+class TooManyConnectionsError(BrokerError):
+    """The node holds ``connections_max`` connections; a new one is refused before any request."""
+
+    code = "too_many_connections"
+    retriable = True
+
+
+class RequestTimeoutError(BrokerError):
+    """A request body did not arrive within ``body_timeout_ms``; the connection is closed."""
+
+    code = "request_timeout"
+
+
 ANY_ERROR = (BrokerError, StorageError, CoordinatorError)
 
 __all__ = [
@@ -148,8 +161,10 @@ __all__ = [
     "NotFoundError",
     "OffsetOutOfRangeError",
     "PayloadTooLargeError",
+    "RequestTimeoutError",
     "StaleGenerationError",
     "StorageError",
+    "TooManyConnectionsError",
     "TooManyRequestsError",
     "TopicExistsError",
     "UnknownGroupError",

@@ -27,6 +27,11 @@ NO_LIMIT: Final = -1
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class LogConfig:
+    """``cleanup_policy`` says what removes old records. ``delete``: retention deletes whole closed
+    segments past ``retention_ms``/``retention_bytes``. ``compact``: the log's owner compacts it
+    (internal logs, by snapshot: decision 0143) and retention never deletes anything, so both
+    retention settings read as ``NO_LIMIT`` whatever was given."""
+
     segment_bytes: int = GIB
     segment_ms: int = 7 * DAY_MS
     segment_index_bytes: int = 10 * MIB
@@ -49,6 +54,9 @@ class LogConfig:
         _check_range("max_batch_bytes", self.max_batch_bytes, HEADER_SIZE, SEGMENT_BYTES_MAX)
         if self.cleanup_policy not in ("delete", "compact"):
             raise InvalidArgumentError(f"cleanup_policy must be delete or compact, not {self.cleanup_policy!r}")
+        if self.cleanup_policy != "delete":
+            object.__setattr__(self, "retention_ms", NO_LIMIT)
+            object.__setattr__(self, "retention_bytes", NO_LIMIT)
         if self.flush not in ("always", "interval", "never"):
             raise InvalidArgumentError(f"flush must be always, interval or never, not {self.flush!r}")
 

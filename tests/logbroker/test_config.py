@@ -34,6 +34,8 @@ def test_precedence(tmp_path):
     ({"auth": "maybe"}, {}, ""),
     ({"coordinator": "zookeeper://x"}, {}, ""),
     ({}, {"LOGBROKER_FETCH_BYTES_MAX": "0"}, ""),
+    ({"header_timeout_ms": "0"}, {}, ""),
+    ({}, {}, "connections_max = -1\n"),
     ({}, {}, "unknown_key = 1\n"),
     ({}, {}, "http_port = [1]\n"),
     ({}, {}, "this is not toml"),
@@ -45,6 +47,17 @@ def test_bad_values_are_refused(tmp_path, flags, env, toml):
         path.write_text(toml)
     with pytest.raises(InvalidRequestError):
         resolve(flags, env, str(path) if path else None)
+
+
+def test_slow_client_bounds_have_defaults_and_every_source(tmp_path):
+    defaults = resolve({}, {}, None)
+    assert (defaults.header_timeout_ms, defaults.body_timeout_ms, defaults.keepalive_timeout_ms) == (30_000, 60_000,
+                                                                                                      75_000)
+    assert defaults.connections_max == 10_000
+    path = tmp_path / "node.toml"
+    path.write_text("connections_max = 50\n")
+    config = resolve({"body_timeout_ms": "900"}, {"LOGBROKER_HEADER_TIMEOUT_MS": "800"}, str(path))
+    assert (config.connections_max, config.header_timeout_ms, config.body_timeout_ms) == (50, 800, 900)
 
 
 def test_missing_file_is_an_error(tmp_path):

@@ -1,0 +1,40 @@
+"""``cleanup_policy`` through real HTTP: user topics and queues take ``delete`` (retention applies,
+run by the node's maintenance); ``compact`` is refused with a 400 that says what is supported, and
+nothing is created (internal topics compact by snapshot: decisions 0143 and 0162)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+POLL_DEADLINE_S = 20.0
+
+
+@pytest.mark.parametrize("kind", ["topic", "queue"])
+def test_compact_is_refused_for_user_topics_and_queues(http, kind):
+    reply = http.call("POST", "/v1/topics", body={"name": f"compacted.{kind}", "kind": kind,
+                                                  "config": {"cleanup_policy": "compact"}})
+    assert reply.status == 400, reply.data
+    problem = reply.json()
+    assert problem["code"] == "invalid_topic"
+    assert "'compact'" in problem["detail"] and "'delete'" in problem["detail"] and "internal" in problem["detail"]
+    http.json("GET", f"/v1/topics/compacted.{kind}", 404)
+    http.json("GET", f"/v1/topics/compacted.{kind}.dlq", 404)
+
+
+def test_delete_is_the_default_and_retention_removes_old_segments(http):
+    http.json("POST", "/v1/topics", 201, body={"name": "retained", "config": {
+        "cleanup_policy": "delete", "segment_bytes": 1024, "retention_bytes": 2048}})
+    assert http.json("GET", "/v1/topics/retained")["config"]["cleanup_policy"] == "delete"
+    for i in range(40):
+        http.json("POST", "/v1/topics/retained/records", body={"records": [{"value": f"{i:03d}" + "x" * 100}]})
+    deadline = time.monotonic() + POLL_DEADLINE_S
+    while (earliest := http.json("GET", "/v1/topics/retained")["partitions"][0]["earliest_offset"]) == 0 \
+            and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert earliest > 0, "retention never removed a segment"
+    records = http.json("GET", f"/v1/topics/retained/partitions/0/records?offset={earliest}")["records"]
+    assert records[0]["offset"] == earliest and records[0]["value"].startswith(f"{earliest:03d}")
+    assert http.json("GET", "/v1/topics/retained")["partitions"][0]["latest_offset"] == 40
+    assert http.json("POST", "/v1/topics", 201, body={"name": "plain"})["config"]["cleanup_policy"] == "delete"

@@ -1,0 +1,124 @@
+"""The connection rules alone (``http_api.connections``): the bound on open connections, the
+refusal's bytes, and when a request head must be complete, driven by events with explicit times."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from http_api.connections import ConnectionCount, HeadClock, connections_cap, refusal
+
+T = 0.5
+
+
+def test_cap_is_the_setting_but_at_most_a_quarter_of_the_descriptors():
+    assert connections_cap(10_000, None) == 10_000
+    assert connections_cap(10_000, 1024) == 256
+    assert connections_cap(100, 1_048_576) == 100
+    assert connections_cap(10_000, 1) == 1
+
+
+def test_count_refuses_over_the_limit_and_admits_again_after_a_release():
+    count = ConnectionCount(2)
+    assert count.admit() and count.admit()
+    assert not count.admit() and not count.admit()
+    assert (count.open, count.refused) == (2, 2)
+    count.release()
+    assert count.admit() and count.open == 2
+    for _ in range(2):
+        count.release()
+    with pytest.raises(AssertionError):
+        count.release()
+
+
+def test_refusal_is_a_complete_http_503_problem_that_closes():
+    raw = refusal(7)
+    head, body = raw.split(b"\r\n\r\n", 1)
+    lines = head.decode("ascii").split("\r\n")
+    assert lines[0] == "HTTP/1.1 503 Service Unavailable"
+    headers = dict(line.split(": ", 1) for line in lines[1:])
+    assert headers["Connection"] == "close" and headers["Content-Type"] == "application/problem+json"
+    assert int(headers["Content-Length"]) == len(body) and int(headers["Retry-After"]) >= 1
+    problem = json.loads(body)
+    assert problem["type"].endswith("/errors/too_many_connections")
+    assert problem["status"] == 503 and problem["retriable"] is True and "7 connections" in problem["detail"]
+
+
+def test_first_head_counts_from_accept_and_stops_when_complete():
+    clock = HeadClock(T, accepted_at=10.0)
+    assert clock.deadline() == 10.0 + T
+    assert not clock.received(10.3), "bytes of a head already timed do not restart it"
+    assert clock.deadline() == 10.0 + T and clock.expired(10.0 + T) and not clock.expired(10.4)
+    clock.began(body_pending=False)
+    assert clock.deadline() is None and not clock.expired(1e9)
+
+
+def test_a_request_being_served_never_times_out():
+    clock = HeadClock(T, accepted_at=0.0)
+    clock.began(body_pending=False)
+    assert not clock.received(1.0), "a pipelined head's byte while serving does not start a timer"
+    assert clock.deadline() is None and not clock.expired(3600.0)
+    assert clock.ended(3600.0), "its clock starts when the server is ready to read it"
+    assert clock.deadline() == 3600.0 + T
+
+
+def test_idle_keep_alive_is_not_timed_until_a_next_head_begins():
+    clock = HeadClock(T, accepted_at=0.0)
+    clock.began(body_pending=False)
+    assert not clock.ended(0.1)
+    assert clock.deadline() is None and not clock.expired(1000.0)
+    assert clock.received(1000.0)
+    assert clock.deadline() == 1000.0 + T
+
+
+def test_body_bytes_never_start_the_head_clock():
+    clock = HeadClock(T, accepted_at=0.0)
+    clock.began(body_pending=True)
+    assert not clock.received(0.1) and not clock.received(5.0)
+    clock.body_done()
+    assert not clock.ended(5.1)
+    assert clock.deadline() is None
+    clock.began(body_pending=True)
+    assert not clock.ended(6.0), "the handler answered before the body ended (it lingers)"
+    assert not clock.received(6.5) and clock.deadline() is None
+    clock.body_done()
+    assert clock.received(7.0) and clock.deadline() == 7.0 + T
+
+
+EVENTS = st.lists(st.tuples(st.sampled_from(["received", "began", "began_body", "body_done", "ended"]),
+                            st.floats(min_value=0.0, max_value=100.0, allow_nan=False)), max_size=60)
+
+
+@given(EVENTS)
+def test_clock_invariants_over_any_event_history(events):
+    clock = HeadClock(T, accepted_at=0.0)
+    now = 0.0
+    busy = in_body = False
+    last_ready = 0.0  # when the server last became ready to read a head (accept, or a request's end)
+    for kind, step in events:
+        now += step
+        if kind == "received":
+            clock.received(now)
+        elif kind in ("began", "began_body"):
+            if busy:
+                continue  # aiohttp serves one request at a time per connection
+            busy, in_body = True, kind == "began_body"
+            clock.began(body_pending=in_body)
+        elif kind == "body_done":
+            in_body = False
+            clock.body_done()
+        elif kind == "ended":
+            if not busy:
+                continue
+            busy = False
+            last_ready = now
+            clock.ended(now)
+        deadline = clock.deadline()
+        if busy:
+            assert deadline is None and not clock.expired(now + 1e6)
+        if deadline is not None:
+            assert deadline >= last_ready + T, "never less than the bound after the server is ready"
+            assert deadline <= now + T
