@@ -51,14 +51,15 @@ def make_document(scenario: str, *, system: str, version: str, started_at: datet
 
 
 def write_document(out_dir: str, document: Mapping[str, Any], *, per_system: bool) -> str:
-    """Write ``document`` atomically as ``<scenario>.json`` or ``<scenario>.<system>.json``."""
+    """Write ``document`` atomically as ``<scenario>.json`` or ``<scenario>.<system>.json``, its
+    figures in the order they were measured (the report, built from the files, keeps that order)."""
     validate_result(document)
     os.makedirs(out_dir, exist_ok=True)
     stem = f"{document['scenario']}.{document['system']}" if per_system else str(document["scenario"])
     path = os.path.join(out_dir, f"{stem}.json")
     tmp = path + ".tmp"
     with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(document, f, indent=2, sort_keys=True)
+        json.dump(document, f, indent=2)
         f.write("\n")
     os.replace(tmp, path)
     return path

@@ -43,6 +43,13 @@ def test_each_scenario_is_read_from_its_latest_run(tmp_path):
     assert read_latest(str(tmp_path / "empty")) == []
 
 
+def test_figures_keep_the_order_they_were_measured_in(tmp_path):
+    names = ["latency_1000_100b_p50_ms", "latency_1000_100b_p99_ms", "latency_1000_100b_p999_ms"]
+    write_document(str(tmp_path), document("latency", "nats", {n: [1.0] for n in names}), per_system=True)
+    (read,) = read_latest(str(tmp_path))
+    assert [n for n in read["figures"] if not n.endswith(("_min", "_max"))] == names
+
+
 def test_a_malformed_result_file_stops_the_report(tmp_path):
     d = document("produce", "nats", {"produce_100b_records_per_s": [1.0, 2.0, 3.0]})
     d["figures"]["produce_100b_records_per_s"] = 10.0
