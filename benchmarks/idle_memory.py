@@ -7,9 +7,9 @@ client process (a ``Worker``: the connections are never opened by the measured p
 until the server's resident set settles and reads it, has the worker open ``consumers`` idle
 consumers (each waiting on the empty log the way that system's consumers wait,
 ``Driver.hold_idle``), holds them through a wait-and-repoll cycle, waits until the resident set
-settles again and reads it. The figure is
-the growth divided by the consumers (any one-time cost of the first consumer is spread over all
-of them, which with thousands is small). Servers are stopped by PID, always.
+settles again and reads it. The figure is the growth divided by the consumers (any one-time cost
+of the first consumer is spread over all of them, which with thousands is small). Servers are
+stopped by PID, always.
 """
 
 from __future__ import annotations
