@@ -1,4 +1,5 @@
-"""CPU time and memory of processes, from /proc (Linux), to say where a run's time went."""
+"""CPU time and memory of processes, from /proc (Linux), to say where a run's time went; and this
+process's open-files limit, which thousands of benchmark connections need raised."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import resource
 import time
 from typing import Final
 
+OPEN_FILES_SPARE: Final = 512        # descriptors beside the connections (logs, pipes, libraries)
 CLOCK_TICKS_PER_S: Final = os.sysconf("SC_CLK_TCK")
 PAGE_BYTES: Final = os.sysconf("SC_PAGE_SIZE")
 
@@ -27,6 +29,21 @@ def rss_mb(pid: int) -> float:
     """Resident set size of ``pid`` in MB (10^6 bytes)."""
     with open(f"/proc/{pid}/statm", encoding="ascii") as f:
         return int(f.read().split()[1]) * PAGE_BYTES / 1e6
+
+
+def raise_open_files_limit(connections: int) -> int:
+    """Raise this process's soft RLIMIT_NOFILE to its hard limit when below ``connections`` plus
+    ``OPEN_FILES_SPARE`` (children started afterwards inherit it); the soft limit now. Raises
+    when even the hard limit is too low."""
+    needed = connections + OPEN_FILES_SPARE
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft >= needed:
+        return soft
+    if hard != resource.RLIM_INFINITY and hard < needed:
+        raise RuntimeError(f"{needed} open files are needed, the hard limit is {hard} (raise it with ulimit -Hn)")
+    raised = needed if hard == resource.RLIM_INFINITY else hard
+    resource.setrlimit(resource.RLIMIT_NOFILE, (raised, hard))
+    return raised
 
 
 class CpuMeter:

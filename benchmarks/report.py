@@ -2,12 +2,14 @@
 LogBroker's ratio to each peer (LogBroker ÷ peer, medians of the same run).
 
 Pure: documents in, Markdown out. A ratio is only ever computed between two documents of the
-same run (callers pass one run's documents; ``results.read_run`` selects them by ``run_id``).
+same run: callers pass, for each scenario, the documents of one run (``results.read_latest``
+selects each scenario's latest run by ``run_id``); the header lists the runs and their scenarios.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
@@ -67,7 +69,8 @@ TARGETS: Final = (
 )
 
 
-# The figures of the short table at the top of REPORT.md (and of the README): (label, scenario, figure).
+# The figures of the short table at the top of REPORT.md (and of the README): (label, scenario, figure);
+# ``{param}`` in a label is filled from that scenario's parameters.
 SUMMARY: Final = (
     ("produce 100 B, records/s", "produce", "produce_100b_records_per_s"),
     ("produce 1 KiB, records/s", "produce", "produce_1024b_records_per_s"),
@@ -78,8 +81,9 @@ SUMMARY: Final = (
     ("latency at 5,000/s, 100 B, p50 / p99 / p99.9 ms", "latency", "latency_5000_100b"),
     ("latency at 5,000/s, 1 KiB, p50 / p99 / p99.9 ms", "latency", "latency_5000_1024b"),
     ("latency at 20,000/s, 100 B, p50 / p99 / p99.9 ms", "latency", "latency_20000_100b"),
-    ("produce 100 B with 500 idle consumers, records/s", "idle", "idle_produce_100b_records_per_s"),
-    ("server memory for the idle consumers, MB", "idle", "idle_server_rss_delta_mb"),
+    ("produce 100 B with {idle_consumers} idle consumers, records/s", "idle", "idle_produce_100b_records_per_s"),
+    ("server memory per idle consumer ({idle_memory_consumers} waiting, fresh server), KB", "idle",
+     "idle_server_rss_per_consumer_kb"),
     ("queue receive+ack 100 B, records/s", "queue", "queue_receive_ack_100b_records_per_s"),
 )
 
@@ -93,8 +97,7 @@ def summary(documents: Sequence[Mapping[str, Any]]) -> list[str]:
         docs = grouped.get(scenario, {})
         names = [f"{figure}_{p}_ms" for p in ("p50", "p99", "p999")] if scenario == "latency" else [figure]
         first = next(iter(docs.values()), None)
-        if first is not None and "idle_consumers" in first["params"]:
-            text = text.replace("500", str(first["params"]["idle_consumers"]))
+        text = _label(text, first["params"] if first is not None else {})
         cells = []
         for system in systems:
             d = docs.get(system)
@@ -111,6 +114,15 @@ def summary(documents: Sequence[Mapping[str, Any]]) -> list[str]:
         if any(c not in ("—", "not run") for c in cells):
             lines.append(f"| {text} | " + " | ".join(cells) + " |")
     return lines
+
+
+def _label(text: str, params: Mapping[str, Any]) -> str:
+    """``text`` with each ``{name}`` replaced by that parameter (integers with separators)."""
+    def value(match: re.Match[str]) -> str:
+        v = params.get(match[1], "?")
+        return f"{v:,}" if isinstance(v, int) else str(v)
+
+    return re.sub(r"\{(\w+)\}", value, text)
 
 
 def systems_of(documents: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -214,13 +226,10 @@ def render(documents: Sequence[Mapping[str, Any]], *, plots: Sequence[tuple[str,
     systems = systems_of(documents)
     peers = [s for s in systems if s != SUBJECT]
     grouped = by_scenario(documents)
-    first = min(str(d["started_at"]) for d in documents)
-    machine = documents[0]["machine"]
     lines = [
         "# Benchmark report: LogBroker and its peers, side by side",
         "",
-        f"Run `{documents[0]['params'].get('run_id', '?')}`, started {first}, on {machine['cpus']} cores, "
-        f"Python {machine['python']}; reproduce with `{command}`.",
+        *_runs_section(documents, grouped, command),
         "",
         "Every figure is the median of the repetitions, with min–max in brackets. Ratios are "
         "**LogBroker ÷ peer**, computed from medians of this same run; ✓ marks a ratio where LogBroker "
@@ -244,6 +253,34 @@ def render(documents: Sequence[Mapping[str, Any]], *, plots: Sequence[tuple[str,
     if notes:
         lines += ["## Notes", "", *notes, ""]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _runs_section(documents: Sequence[Mapping[str, Any]], grouped: Mapping[str, Mapping[str, Mapping[str, Any]]],
+                  command: str) -> list[str]:
+    """Which run each scenario's figures come from, and how to reproduce it (``command`` for a
+    run whose documents do not record theirs)."""
+    machine = documents[0]["machine"]
+    runs: dict[str, list[Mapping[str, Any]]] = {}
+    for d in documents:
+        runs.setdefault(str(d["params"].get("run_id", "?")), []).append(d)
+
+    def describe(run_id: str) -> tuple[str, str, list[str]]:
+        docs = runs[run_id]
+        started = min(str(d["started_at"]) for d in docs)
+        scenarios = [s for s in grouped if any(d["scenario"] == s for d in docs)]
+        return started, str(docs[0]["params"].get("command", command)), scenarios
+
+    where = f"on {machine['cpus']} cores, Python {machine['python']}"
+    if len(runs) == 1:
+        (run_id,) = runs
+        started, how, _ = describe(run_id)
+        return [f"Run `{run_id}`, started {started}, {where}; reproduce with `{how}`."]
+    lines = [f"Each scenario from its latest run, {where}; ratios are only ever taken within one run.", "",
+             "| run | started | scenarios | reproduce with |", "| --- | --- | --- | --- |"]
+    for run_id in sorted(runs):
+        started, how, scenarios = describe(run_id)
+        lines.append(f"| `{run_id}` | {started} | {', '.join(scenarios)} | `{how}` |")
+    return lines
 
 
 def _targets_section(documents: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -275,7 +312,7 @@ def _scenario_section(scenario: str, docs: Mapping[str, Mapping[str, Any]], rows
         if d is None:
             lines.append(f"- **{system}**: not run")
             continue
-        params = {k: v for k, v in d["params"].items() if k != "run_id"}
+        params = {k: v for k, v in d["params"].items() if k not in ("run_id", "command")}
         lines.append(f"- **{system}**: " + "; ".join(f"{k} = {_param(v)}" for k, v in sorted(params.items())))
     return [*lines, ""]
 

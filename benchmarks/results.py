@@ -51,14 +51,15 @@ def make_document(scenario: str, *, system: str, version: str, started_at: datet
 
 
 def write_document(out_dir: str, document: Mapping[str, Any], *, per_system: bool) -> str:
-    """Write ``document`` atomically as ``<scenario>.json`` or ``<scenario>.<system>.json``."""
+    """Write ``document`` atomically as ``<scenario>.json`` or ``<scenario>.<system>.json``, its
+    figures in the order they were measured (the report, built from the files, keeps that order)."""
     validate_result(document)
     os.makedirs(out_dir, exist_ok=True)
     stem = f"{document['scenario']}.{document['system']}" if per_system else str(document["scenario"])
     path = os.path.join(out_dir, f"{stem}.json")
     tmp = path + ".tmp"
     with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(document, f, indent=2, sort_keys=True)
+        json.dump(document, f, indent=2)
         f.write("\n")
     os.replace(tmp, path)
     return path
@@ -72,20 +73,37 @@ def write_result(out_dir: str, scenario: str, *, system: str, version: str, star
     return write_document(out_dir, document, per_system=False)
 
 
-def read_run(out_dir: str, run_id: str | None = None) -> list[dict[str, Any]]:
-    """The per-system documents (``<scenario>.<system>.json``) of one run: ``run_id``, or the
-    latest run found in ``out_dir``. Each is checked; a malformed file raises."""
+def _read_all(out_dir: str) -> list[dict[str, Any]]:
+    """Every per-system document (``<scenario>.<system>.json``) in ``out_dir``, each checked."""
     documents = []
     for path in sorted(glob.glob(os.path.join(out_dir, "*.*.json"))):
         with open(path, encoding="utf-8") as f:
             document = json.load(f)
         validate_result(document)
         documents.append(document)
+    return documents
+
+
+def read_run(out_dir: str, run_id: str | None = None) -> list[dict[str, Any]]:
+    """The per-system documents of one run: ``run_id``, or the latest run found in ``out_dir``.
+    Each is checked; a malformed file raises."""
+    documents = _read_all(out_dir)
     runs = {str(d["params"].get("run_id")) for d in documents if d["params"].get("run_id")}
     if not runs:
         return []
     chosen = run_id if run_id is not None else max(runs)
     return [d for d in documents if d["params"].get("run_id") == chosen]
+
+
+def read_latest(out_dir: str) -> list[dict[str, Any]]:
+    """Per scenario, the documents of the latest run that measured it: a run of one scenario
+    replaces that scenario's figures and leaves the others' (ratios stay within one run, since
+    every document of a scenario comes from the same run)."""
+    documents = [d for d in _read_all(out_dir) if d["params"].get("run_id")]
+    latest: dict[str, str] = {}
+    for d in documents:
+        latest[d["scenario"]] = max(latest.get(d["scenario"], ""), str(d["params"]["run_id"]))
+    return [d for d in documents if d["params"]["run_id"] == latest[d["scenario"]]]
 
 
 def print_table(figures: dict[str, float], units: dict[str, str]) -> None:

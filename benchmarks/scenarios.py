@@ -18,7 +18,7 @@ from typing import Any, Final
 
 from benchmarks.drivers.base import Driver, stamped
 from benchmarks.plan import SIZES, Plan
-from benchmarks.procstat import CpuMeter, rss_mb
+from benchmarks.procstat import CpuMeter
 from benchmarks.stats import due_count, latency_figures
 from benchmarks.worker import Worker
 
@@ -37,6 +37,13 @@ class Outcome:
 
     def add(self, name: str, value: float) -> None:
         self.samples.setdefault(name, []).append(value)
+
+    def merge(self, other: Outcome) -> None:
+        """Take in what another part of the same scenario measured (its own figure names)."""
+        for name, values in other.samples.items():
+            self.samples.setdefault(name, []).extend(values)
+        self.params.update(other.params)
+        self.incomplete.extend(other.incomplete)
 
 
 @dataclasses.dataclass
@@ -194,10 +201,12 @@ async def _latency(ctx: Context, point: tuple[Any, ...], rep: int) -> None:
 
 
 async def _idle(ctx: Context, point: tuple[Any, ...], rep: int) -> None:
-    """Produce without and then with ``consumers`` waiting on another (empty) log."""
+    """Produce without and then with ``consumers`` waiting on another (empty) log. What the idle
+    consumers cost in memory is measured apart, on fresh servers (``benchmarks.idle_memory``):
+    this server has grown its heap for the produce runs before them."""
     (consumers,) = point
     assert ctx.worker is not None, "the idle scenario needs a worker process"
-    plan, pid = ctx.plan, ctx.driver.endpoint.server_pid
+    plan = ctx.plan
     baseline = {}
     for size in SIZES:
         count = plan.count(plan.idle_records, size)
@@ -205,7 +214,6 @@ async def _idle(ctx: Context, point: tuple[Any, ...], rep: int) -> None:
         baseline[size] = count / wall
     quiet_log = ctx.name("idle-quiet", f"r{rep}")
     await ctx.driver.create_log(quiet_log)
-    rss_before = rss_mb(pid)
     started = time.perf_counter()
     await asyncio.to_thread(ctx.worker.begin, "idle", quiet_log, consumers, timeout_s=WORKER_READY_TIMEOUT_S)
     ctx.out.add("idle_connect_s", time.perf_counter() - started)
@@ -215,7 +223,6 @@ async def _idle(ctx: Context, point: tuple[Any, ...], rep: int) -> None:
         await asyncio.sleep(plan.idle_window_s)
         _wall, server_idle, _client = cpu.stop()
         ctx.out.add("idle_server_cpu_pct", server_idle)
-        ctx.out.add("idle_server_rss_delta_mb", rss_mb(pid) - rss_before)
         for size in SIZES:
             count = plan.count(plan.idle_records, size)
             wall, _server, _client = await _timed_produce(ctx, ctx.name("idle-busy", f"{size}b", f"r{rep}"),

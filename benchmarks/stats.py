@@ -56,7 +56,7 @@ def unit_of(name: str) -> str:
     """The unit a figure's name implies (names end in their unit, STYLE §8.15)."""
     base = name.removesuffix("_min").removesuffix("_max")
     for suffix, unit in (("_records_per_s", "records/s"), ("_mb_per_s", "MB/s"), ("_ms", "ms"),
-                         ("_cpu_pct", "% of one core"), ("_mb", "MB"), ("_s", "s"), ("_ratio", "ratio"),
+                         ("_cpu_pct", "% of one core"), ("_mb", "MB"), ("_kb", "KB"), ("_s", "s"), ("_ratio", "ratio"),
                          ("_count", "count")):
         if base.endswith(suffix):
             return unit

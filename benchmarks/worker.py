@@ -18,6 +18,7 @@ import traceback
 from multiprocessing.connection import Connection
 from typing import Any, Final
 
+from benchmarks.procstat import raise_open_files_limit
 from benchmarks.servers import Endpoint
 
 START_TIMEOUT_S: Final = 60.0
@@ -66,6 +67,7 @@ async def _one(driver: Any, conn: Connection, message: tuple[Any, ...]) -> Any:
                                               time.monotonic() + seconds)
     if message[0] == "idle":
         _, log, consumers = message
+        raise_open_files_limit(consumers)
         stop = asyncio.Event()
 
         def ready() -> None:

@@ -19,7 +19,8 @@ from tests.conftest import ROOT
 
 TINY = dataclasses.replace(plan.QUICK, reps=3, records=((100, 3000), (1024, 1000)), latency_rates=(1000,),
                            latency_seconds=0.2, idle_consumers=5, idle_records=((100, 1000), (1024, 500)),
-                           idle_window_s=0.1, queue_records=((100, 100), (1024, 100)))
+                           idle_window_s=0.1, idle_memory_consumers=20, idle_memory_hold_s=0.1,
+                           idle_memory_window_s=0.5, queue_records=((100, 100), (1024, 100)))
 
 
 def test_every_system_goes_first_in_turn():
@@ -85,6 +86,10 @@ def test_the_standard_set_runs_against_logbroker_and_writes_results(tmp_path, mo
     assert latency["params"]["incomplete"] == "none: every record sent was received"
     idle = json.loads((out / "idle.logbroker.json").read_text())
     assert idle["params"]["idle_consumers"] == 5 and idle["figures"]["idle_produce_100b_records_per_s"] > 0
+    assert idle["params"]["idle_memory_consumers"] == 20 and "fresh server" in idle["params"]["idle_memory"]
+    assert idle["unit"]["idle_server_rss_per_consumer_kb"] == "KB"          # measured apart, per consumer
+    assert not any("rss_delta" in name for name in idle["figures"])       # never on the shared node
+    assert idle["params"]["command"] == "make bench QUICK=1"
     queue = json.loads((out / "queue.logbroker.json").read_text())
     if queue["figures"]:      # the node offers queues with acks: real figures
         assert queue["figures"]["queue_receive_ack_100b_records_per_s"] > 0
@@ -92,4 +97,6 @@ def test_the_standard_set_runs_against_logbroker_and_writes_results(tmp_path, mo
         assert queue["params"]["status"].startswith("not available")
     report = (out / "REPORT.md").read_text()
     assert "| produce_100b_records_per_s | records/s |" in report
+    assert "| idle_server_rss_per_consumer_kb | KB |" in report
+    assert "server memory per idle consumer (20 waiting, fresh server), KB" in report
     assert [p for p in tmp_path.iterdir() if p.name.startswith("bench-")] == []

@@ -99,3 +99,31 @@ def test_the_summary_shows_medians_with_ratios_in_brackets():
     assert "| consume 100 B, records/s | 1,000,000 | not run | 800,000 (1.25×) |" in lines
     assert "| queue receive+ack 100 B, records/s | not available | 30,000 | not run |" in lines
     assert "latency at 5,000/s" not in lines     # only p99 was measured: no p50/p99/p99.9 row
+
+
+def idle_documents(run_id: str = "20261124T090000Z") -> list[dict]:
+    params = {"idle_consumers": 500, "idle_memory_consumers": 2000, "command": "python -m benchmarks idle"}
+    return [document("idle", "logbroker", {"idle_server_rss_per_consumer_kb": [14.0, 15.0, 16.0],
+                                           "idle_produce_100b_records_per_s": [9e5] * 3}, run_id=run_id, **params),
+            document("idle", "nats", {"idle_server_rss_per_consumer_kb": [90.0, 92.0, 95.0],
+                                      "idle_produce_100b_records_per_s": [5e4] * 3}, run_id=run_id, **params)]
+
+
+def test_idle_memory_is_reported_per_consumer_with_the_count_measured():
+    lines = "\n".join(summary(idle_documents()))
+    assert "| server memory per idle consumer (2,000 waiting, fresh server), KB | 15.0 | 92.0 (0.16×) |" in lines
+    assert "| produce 100 B with 500 idle consumers, records/s | 900,000 | 50,000 (18.00×) |" in lines
+    text = render(idle_documents())
+    assert "| idle_server_rss_per_consumer_kb | KB | 15.0 (14.0–16.0) | 92.0 (90.0–95.0) | 0.16× ✓ |" in text
+    assert "rss_delta" not in text and "command =" not in text
+
+
+def test_a_report_of_several_runs_names_each_run_and_its_scenarios():
+    text = render([*run_documents(), *idle_documents()])
+    assert "Each scenario from its latest run" in text
+    assert "| `20261123T090000Z` | 2026-11-23T09:00:00+00:00 | produce, consume, latency, queue | " \
+           "`make bench` |" in text
+    assert "| `20261124T090000Z` | 2026-11-23T09:00:00+00:00 | idle | `python -m benchmarks idle` |" in text
+    single = render(idle_documents())
+    assert "Run `20261124T090000Z`, started 2026-11-23T09:00:00+00:00, on" in single
+    assert "reproduce with `python -m benchmarks idle`." in single

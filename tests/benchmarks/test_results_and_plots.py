@@ -7,7 +7,7 @@ import json
 import pytest
 
 from benchmarks.plots import latency_plot, throughput_plot, write_plots
-from benchmarks.results import read_run, write_document
+from benchmarks.results import read_latest, read_run, write_document
 from benchmarks.schema import ResultSchemaError
 from tests.benchmarks.support import document
 
@@ -27,6 +27,27 @@ def test_the_latest_run_is_read_back_whole(tmp_path):
                                            run_id="20261122T000000Z"), per_system=True)
     assert [d["system"] for d in read_run(str(tmp_path), "20261122T000000Z")] == ["rabbitmq"]
     assert read_run(str(tmp_path / "empty")) == []
+
+
+def test_each_scenario_is_read_from_its_latest_run(tmp_path):
+    full = [document(scenario, system, {f"{scenario}_100b_records_per_s": [1.0]}, run_id="20261123T000000Z")
+            for scenario in ("produce", "idle") for system in ("logbroker", "nats")]
+    rerun = document("idle", "logbroker", {"idle_server_rss_per_consumer_kb": [15.0]}, run_id="20261124T000000Z")
+    for d in [*full, rerun]:
+        write_document(str(tmp_path), d, per_system=True)
+    latest = read_latest(str(tmp_path))
+    assert sorted((d["scenario"], d["system"], d["params"]["run_id"]) for d in latest) == [
+        ("idle", "logbroker", "20261124T000000Z"),          # the rerun of idle, alone: NATS's idle figure
+        ("produce", "logbroker", "20261123T000000Z"),       # is from another run and never beside it
+        ("produce", "nats", "20261123T000000Z")]
+    assert read_latest(str(tmp_path / "empty")) == []
+
+
+def test_figures_keep_the_order_they_were_measured_in(tmp_path):
+    names = ["latency_1000_100b_p50_ms", "latency_1000_100b_p99_ms", "latency_1000_100b_p999_ms"]
+    write_document(str(tmp_path), document("latency", "nats", {n: [1.0] for n in names}), per_system=True)
+    (read,) = read_latest(str(tmp_path))
+    assert [n for n in read["figures"] if not n.endswith(("_min", "_max"))] == names
 
 
 def test_a_malformed_result_file_stops_the_report(tmp_path):

@@ -78,8 +78,9 @@ def test_summaries_are_median_min_max():
 @pytest.mark.parametrize(("name", "unit"), [
     ("produce_100b_records_per_s", "records/s"), ("consume_1024b_mb_per_s", "MB/s"),
     ("latency_5000_100b_p99_ms", "ms"), ("latency_5000_100b_p99_ms_min", "ms"),
-    ("idle_server_cpu_pct", "% of one core"), ("idle_server_rss_delta_mb", "MB"), ("idle_connect_s", "s"),
-    ("idle_slowdown_100b_ratio", "ratio"),
+    ("idle_server_cpu_pct", "% of one core"), ("idle_server_rss_growth_mb", "MB"), ("idle_connect_s", "s"),
+    ("idle_slowdown_100b_ratio", "ratio"), ("idle_server_rss_per_consumer_kb", "KB"),
+    ("idle_server_rss_per_consumer_kb_max", "KB"),
 ])
 def test_units_follow_from_names(name, unit):
     assert unit_of(name) == unit
