@@ -17,6 +17,7 @@ from typing import TextIO
 from aiohttp import web
 
 from http_api.app import build_app
+from http_api.protocol import ProblemAppRunner
 from http_api.tls import server_context
 from logbroker.config import NodeConfig
 from logbroker.node import Node
@@ -28,7 +29,7 @@ async def serve(config: NodeConfig, *, ready_stream: TextIO | None = None) -> No
     node = Node(config)
     await node.start()
     app = build_app(node)
-    runner = web.AppRunner(app, access_log=None, shutdown_timeout=config.shutdown_grace_ms / 1000)
+    runner = ProblemAppRunner(app, access_log=None, shutdown_timeout=config.shutdown_grace_ms / 1000)
     await runner.setup()
     site = web.TCPSite(runner, config.http_host, config.http_port, reuse_address=True,
                        ssl_context=server_context(config.tls_cert_file, config.tls_key_file))

@@ -19,7 +19,7 @@ from aiohttp import web
 
 from http_api.identity import group_caller, require_read
 from http_api.keys import NODE, STREAMS
-from http_api.params import path_partition, path_topic, query_int
+from http_api.params import INT64_MAX, ascii_int, path_partition, path_topic, query_int
 from http_api.routing import route
 from logbroker.errors import ANY_ERROR, InvalidRequestError, NotAvailableError
 from logbroker.groups.requests import group_name, member_id
@@ -73,9 +73,7 @@ async def _open(request: web.Request) -> web.StreamResponse:
 def _start_offset(request: web.Request) -> int | None:
     resume = request.headers.get(LAST_EVENT_ID)
     if resume is not None:
-        if not resume.isdigit() or len(resume) > 19:
-            raise InvalidRequestError(f"{LAST_EVENT_ID} must be an offset, not {resume[:40]!r}")
-        return int(resume) + 1
+        return ascii_int(resume, LAST_EVENT_ID, 0, INT64_MAX - 1) + 1
     if "offset" not in request.query:
         return None
     return query_int(request, "offset")
