@@ -24,7 +24,7 @@ from logbroker.client_calls import GroupQueueCalls
 from logbroker.client_errors import LogBrokerError, problem_error
 from logbroker.consumer_batch import ConsumerBatch, ConsumerRecord, decode_fetched
 from logbroker.records import key_partition
-from segments.batch import ProducerRecord, Record, encode_batch
+from segments.batch import BATCH_RECORDS_MAX, ProducerRecord, Record, encode_batch
 
 DEFAULT_URL: Final = "http://127.0.0.1:8080"
 BATCH_TYPE: Final = "application/vnd.logbroker.batch"
@@ -290,7 +290,8 @@ class _Pending:
 
 
 class Producer:
-    """Batches records per partition (``linger_ms``, ``batch_bytes``) and sends prebuilt batches.
+    """Batches records per partition (``linger_ms``, ``batch_bytes``, at most ``BATCH_RECORDS_MAX``
+    records: what the broker takes in one batch) and sends prebuilt batches.
 
     ``send`` returns a future per record; ``buffer_bytes_max`` bounds what may wait unsent (send
     waits for room), ``in_flight_max`` bounds concurrent requests, ``retries`` bounds resends of
@@ -331,7 +332,7 @@ class Producer:
         pending.records.append(ProducerRecord(value, key, tuple(headers), timestamp))
         pending.futures.append(future)
         pending.size_bytes += size
-        if pending.size_bytes >= self.batch_bytes:
+        if pending.size_bytes >= self.batch_bytes or len(pending.records) >= BATCH_RECORDS_MAX:
             self._ship(topic, partition)
         elif pending.timer is None:
             pending.timer = asyncio.get_running_loop().call_later(self.linger_ms / 1000, self._ship, topic, partition)
