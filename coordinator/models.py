@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any, Final, Literal
 
 from coordinator.errors import InvalidTopicError
 from segments.batch import BATCH_RECORDS_BYTES_MAX, HEADER_SIZE
-from segments.config import KIB, MIB, SEGMENT_BYTES_MAX, LogConfig
+from segments.config import KIB, MIB, SEGMENT_BYTES_MAX, LogConfig, config_int
 from segments.errors import InvalidArgumentError
 
 TopicKind = Literal["topic", "queue"]
@@ -61,14 +61,17 @@ def topic_config_bounds(segment_bytes_min: int = SEGMENT_BYTES_MIN) -> dict[str,
     return {**TOPIC_CONFIG_BOUNDS, "segment_bytes": (segment_bytes_min, SEGMENT_BYTES_MAX)}
 
 
-def check_config_bounds(config: LogConfig, keys: Iterable[str], bounds: ConfigBounds) -> None:
-    """Raise ``InvalidTopicError`` naming the first of ``keys`` (the ones the user set) whose value
-    in ``config`` lies outside ``bounds``."""
-    for key in keys:
+def check_config_bounds(config: Mapping[str, Any], bounds: ConfigBounds) -> None:
+    """Raise ``InvalidTopicError`` naming the first key of a user's ``config`` whose value lies
+    outside ``bounds`` (checked before the storage engine's own, wider, ranges)."""
+    for key, raw in config.items():
         if key not in bounds:
             continue
+        try:
+            value = config_int(key, raw)
+        except InvalidArgumentError as exc:
+            raise InvalidTopicError(str(exc)) from exc
         low, high = bounds[key]
-        value = getattr(config, key)
         if not low <= value <= high:
             raise InvalidTopicError(f"config.{key} must be in [{low}, {high}], not {value}",
                                     field=f"config.{key}", minimum=low, maximum=high)
@@ -120,7 +123,8 @@ class TopicSpec:
         if not isinstance(config, dict):
             raise InvalidTopicError("config must be an object")
         spec = cls(name, partitions, replication, kind, dict(config))
-        check_config_bounds(spec.log_config(base_config), config, bounds)
+        check_config_bounds(config, bounds)
+        spec.log_config(base_config)
         spec.queue_settings()
         return spec
 

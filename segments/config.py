@@ -61,7 +61,7 @@ class LogConfig:
             if key not in fields:
                 raise InvalidArgumentError(f"unknown log config key {key!r}")
             if fields[key].type in ("int",):
-                changes[key] = _as_int(key, raw)
+                changes[key] = config_int(key, raw)
             else:
                 if not isinstance(raw, str):
                     raise InvalidArgumentError(f"{key} must be a string")
@@ -72,7 +72,8 @@ class LogConfig:
         return dataclasses.asdict(self)
 
 
-def _as_int(key: str, raw: object) -> int:
+def config_int(key: str, raw: object) -> int:
+    """An integer config value as a user may give it (a JSON number or a string of digits)."""
     if isinstance(raw, bool):
         raise InvalidArgumentError(f"{key} must be an integer")
     if isinstance(raw, int):
