@@ -9,14 +9,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from coordinator.errors import InvalidTopicError
-from coordinator.models import TOPIC_CONFIG_BOUNDS, TopicSpec, clamp_config, topic_config_bounds
+from coordinator.models import TOPIC_CONFIG_BOUNDS, ConfigBounds, TopicSpec, clamp_config, topic_config_bounds
 from segments.config import LogConfig
 
 BOUNDED = sorted(TOPIC_CONFIG_BOUNDS)
 
 
-def parse(config: dict[str, object], **kwargs: object) -> TopicSpec:
-    return TopicSpec.parse({"name": "t", "config": config}, base_config=LogConfig(), **kwargs)  # type: ignore[arg-type]
+def parse(config: dict[str, object], bounds: ConfigBounds = TOPIC_CONFIG_BOUNDS) -> TopicSpec:
+    return TopicSpec.parse({"name": "t", "config": config}, base_config=LogConfig(), bounds=bounds)
 
 
 @pytest.mark.parametrize("key", BOUNDED)
