@@ -69,3 +69,10 @@ def test_a_stored_config_is_clamped_into_the_bounds(stored: dict[str, int]) -> N
         assert getattr(clamped, key) == min(max(value, low), high)
     unbounded = [f.name for f in dataclasses.fields(LogConfig) if f.name not in TOPIC_CONFIG_BOUNDS]
     assert all(getattr(clamped, name) == getattr(config, name) for name in unbounded)
+
+
+@pytest.mark.parametrize("raw", ["\u00b9", "\u0660", "1_000", "1e6", "0x10", "9" * 30])
+def test_numbers_in_strings_are_ascii_digits(raw: str) -> None:
+    for key in ("segment_bytes", "retention_ms"):
+        with pytest.raises(InvalidTopicError):
+            parse({key: raw})
