@@ -17,10 +17,13 @@ from typing import Final, TypeVar
 
 from aiohttp import web
 
+from http_api.stream_budget import STREAMS_MAX
 from logbroker.errors import NotAvailableError
 
 DECODE_THREADS: Final = 2
-DECODES_WAITING_MAX: Final = 256
+# Above the bound on open push streams (each waits for at most one piece), so streams alone never
+# fill it; what waits holds only a reference to bytes its request already read.
+DECODES_WAITING_MAX: Final = 2 * STREAMS_MAX
 T = TypeVar("T")
 
 
