@@ -4,6 +4,11 @@ Names follow DESIGN §4: ``[A-Za-z0-9._-]{1,200}``, not ``.`` or ``..``, and nam
 ``__`` are reserved for internal topics. Topic config is validated against ``LogConfig`` (the
 storage keys) plus the queue keys, so a bad config is refused before anything is created; user
 topics and queues take ``cleanup_policy`` ``delete`` only (``compact`` is for internal topics).
+
+A user's topic config is held to ``TOPIC_CONFIG_BOUNDS`` (decision 0156), narrower than what the
+storage engine accepts: a one-byte segment or a 1 ms roll would make a partition roll, index or
+fsync on every produce. Stored configs from before the bounds are clamped into them when a topic
+is opened (``clamp_config``), so they still open and no longer misbehave.
 """
 
 from __future__ import annotations
@@ -14,7 +19,8 @@ from collections.abc import Mapping
 from typing import Any, Final, Literal
 
 from coordinator.errors import InvalidTopicError
-from segments.config import LogConfig
+from segments.batch import BATCH_RECORDS_BYTES_MAX, HEADER_SIZE
+from segments.config import KIB, MIB, SEGMENT_BYTES_MAX, LogConfig, config_int
 from segments.errors import InvalidArgumentError
 
 TopicKind = Literal["topic", "queue"]
@@ -30,6 +36,54 @@ VISIBILITY_TIMEOUT_MS_MIN: Final = 10
 VISIBILITY_TIMEOUT_MS_MAX: Final = 12 * 3600 * 1000
 # Key-based compaction of user topics is not built; internal topics compact by snapshot (0143, 0162).
 USER_CLEANUP_POLICY: Final = "delete"
+SEGMENT_BYTES_MIN: Final = MIB
+SEGMENT_MS_MIN: Final = 60_000
+# An index fills (and forces a roll) after at least (index bytes / 12-byte time entry) * interval
+# bytes of log: 64 KiB and 256 bytes give 1.3 MiB, so the index never rolls sooner than the size floor.
+SEGMENT_INDEX_BYTES_MIN: Final = 64 * KIB
+SEGMENT_INDEX_BYTES_MAX: Final = 64 * MIB
+INDEX_INTERVAL_BYTES_MIN: Final = 256
+INDEX_INTERVAL_BYTES_MAX: Final = MIB
+FLUSH_MS_MIN: Final = 100
+DURATION_MS_MAX: Final = 2**62
+ConfigBounds = Mapping[str, tuple[int, int]]
+# Inclusive (least, greatest) per storage key a user may set; keys not listed keep LogConfig's ranges.
+TOPIC_CONFIG_BOUNDS: Final[ConfigBounds] = {
+    "segment_bytes": (SEGMENT_BYTES_MIN, SEGMENT_BYTES_MAX),
+    "segment_ms": (SEGMENT_MS_MIN, DURATION_MS_MAX),
+    "segment_index_bytes": (SEGMENT_INDEX_BYTES_MIN, SEGMENT_INDEX_BYTES_MAX),
+    "index_interval_bytes": (INDEX_INTERVAL_BYTES_MIN, INDEX_INTERVAL_BYTES_MAX),
+    "flush_ms": (FLUSH_MS_MIN, DURATION_MS_MAX),
+    "max_batch_bytes": (HEADER_SIZE, BATCH_RECORDS_BYTES_MAX),
+}
+
+
+def topic_config_bounds(segment_bytes_min: int = SEGMENT_BYTES_MIN) -> dict[str, tuple[int, int]]:
+    """``TOPIC_CONFIG_BOUNDS`` with the node's own floor for ``segment_bytes`` (an operator may
+    lower it, for tests or tiny deployments, as Kafka's ``internal.segment.bytes`` does)."""
+    return {**TOPIC_CONFIG_BOUNDS, "segment_bytes": (segment_bytes_min, SEGMENT_BYTES_MAX)}
+
+
+def check_config_bounds(config: Mapping[str, Any], bounds: ConfigBounds) -> None:
+    """Raise ``InvalidTopicError`` naming the first key of a user's ``config`` whose value lies
+    outside ``bounds`` (checked before the storage engine's own, wider, ranges)."""
+    for key, raw in config.items():
+        if key not in bounds:
+            continue
+        try:
+            value = config_int(key, raw)
+        except InvalidArgumentError as exc:
+            raise InvalidTopicError(str(exc)) from exc
+        low, high = bounds[key]
+        if not low <= value <= high:
+            raise InvalidTopicError(f"config.{key} must be in [{low}, {high}], not {value}",
+                                    field=f"config.{key}", minimum=low, maximum=high)
+
+
+def clamp_config(config: LogConfig, bounds: ConfigBounds) -> LogConfig:
+    """``config`` with every bounded key moved into its bounds (a topic stored before them)."""
+    changes = {key: min(max(getattr(config, key), low), high) for key, (low, high) in bounds.items()}
+    return dataclasses.replace(config, **changes)
 
 
 def validate_name(name: object, *, what: str = "topic", internal: bool = False) -> str:
@@ -52,8 +106,10 @@ class TopicSpec:
     config: Mapping[str, Any]
 
     @classmethod
-    def parse(cls, body: object, *, base_config: LogConfig) -> TopicSpec:
-        """Validate a create request body (already decoded JSON)."""
+    def parse(cls, body: object, *, base_config: LogConfig,
+              bounds: ConfigBounds = TOPIC_CONFIG_BOUNDS) -> TopicSpec:
+        """Validate a create request body (already decoded JSON); the storage keys it sets must lie
+        within ``bounds``."""
         if not isinstance(body, dict):
             raise InvalidTopicError("the request body must be a JSON object")
         unknown = set(body) - {"name", "partitions", "replication_factor", "kind", "config"}
@@ -70,6 +126,7 @@ class TopicSpec:
         if not isinstance(config, dict):
             raise InvalidTopicError("config must be an object")
         spec = cls(name, partitions, replication, kind, dict(config))
+        check_config_bounds(config, bounds)
         policy = spec.log_config(base_config).cleanup_policy
         if policy != USER_CLEANUP_POLICY:
             raise InvalidTopicError(f"cleanup_policy {policy!r} is for internal topics only; topics and queues "

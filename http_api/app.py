@@ -3,7 +3,7 @@
 Middlewares run outermost first: request id + access log + metrics, then error mapping, then
 authentication, authorization and quotas (so their refusals are mapped like any error), then the
 bounded read of the request body (``http_api.bodies``). The app is
-frozen by aiohttp when it starts serving; resources (the sendfile threads) go through
+frozen by aiohttp when it starts serving; resources (the sendfile and decode threads) go through
 ``cleanup_ctx`` so they are released in reverse order even when start-up fails half way.
 """
 
@@ -21,6 +21,7 @@ from aiohttp import web
 from http_api import groups, ops, queues, records, streams, topics, users  # noqa: F401  (registers the routes)
 from http_api.auth import auth_middleware
 from http_api.bodies import body_deadline_middleware
+from http_api.decoding import decode_pool
 from http_api.errors import Handler, error_middleware
 from http_api.keys import EXECUTOR, NODE, SENDFILE, STREAMS
 from http_api.routing import ROUTES
@@ -72,6 +73,7 @@ def build_app(node: Node) -> web.Application:
     app[NODE] = node
     app[STREAMS] = StreamBudget()
     app.cleanup_ctx.append(_sendfile_threads)
+    app.cleanup_ctx.append(decode_pool)
     for r in ROUTES:
         app.router.add_route(r.method, r.path, r.handler)
     return app

@@ -1,9 +1,16 @@
 """Reading request input: bounded integers from the query string and bodies by content type.
-Every failure is a typed error (400 / 415 / 413), never an exception from a parser."""
+Every failure is a typed error (400 / 415 / 413), never an exception from a parser.
+
+Text is checked here, at the boundary, once: JSON bodies must be UTF-8 and hold no lone surrogate
+(``json.loads`` turns ``"\\ud800"`` into a string that cannot be encoded again, so it would fail
+deep inside a handler), and integers in paths, queries and headers are ASCII digits only
+(``str.isdigit`` and ``int`` also take other scripts' digits, and superscript one, U+00B9, passes
+the first but not the second)."""
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, Final
 
 import msgpack
@@ -16,6 +23,11 @@ JSON: Final = "application/json"
 MSGPACK: Final = "application/x-msgpack"
 BATCH: Final = "application/vnd.logbroker.batch"
 INT64_MAX: Final = 2**63 - 1
+ASCII_INT: Final = re.compile(r"-?[0-9]{1,19}", re.ASCII)
+PARTITION_DIGITS_MAX: Final = 9
+# Where a JSON text can hold a surrogate at all: ``\uD800``-``\uDFFF`` escapes (raw surrogates are
+# not UTF-8, so the strict decode refuses them first).
+SURROGATE_ESCAPE: Final = re.compile(r"\\u[dD][89a-fA-F]", re.ASCII)
 
 
 def query_int(request: web.Request, name: str, *, default: int | None = None, low: int = 0,
@@ -25,12 +37,16 @@ def query_int(request: web.Request, name: str, *, default: int | None = None, lo
         if default is None:
             raise InvalidRequestError(f"query parameter {name} is required")
         return default
-    try:
-        value = int(raw, 10)
-    except ValueError as exc:
-        raise InvalidRequestError(f"query parameter {name} must be an integer, not {raw!r}") from exc
+    return ascii_int(raw, f"query parameter {name}", low, high)
+
+
+def ascii_int(raw: str, what: str, low: int, high: int) -> int:
+    """``raw`` as an integer in ``[low, high]`` if it is an optional ``-`` and ASCII digits."""
+    if not ASCII_INT.fullmatch(raw):
+        raise InvalidRequestError(f"{what} must be an integer of ASCII digits, not {raw[:40]!r}")
+    value = int(raw)
     if not low <= value <= high:
-        raise InvalidRequestError(f"query parameter {name} must be in [{low}, {high}], not {value}")
+        raise InvalidRequestError(f"{what} must be in [{low}, {high}], not {value}")
     return value
 
 
@@ -41,19 +57,41 @@ def path_topic(request: web.Request) -> str:
 
 def path_partition(request: web.Request) -> int:
     raw = request.match_info["partition"]
-    if not raw.isdigit() or len(raw) > 9:
-        raise InvalidRequestError(f"partition must be a non-negative integer, not {raw!r}")
-    return int(raw)
+    if len(raw) > PARTITION_DIGITS_MAX or raw.startswith("-"):
+        raise InvalidRequestError(f"partition must be a non-negative integer, not {raw[:40]!r}")
+    return ascii_int(raw, "partition", 0, 10**PARTITION_DIGITS_MAX - 1)
 
 
 async def read_json(request: web.Request) -> Any:
     if request.content_type != JSON:
         raise UnsupportedMediaTypeError(f"expected {JSON}, got {request.content_type!r}")
-    raw = await request.read()
+    return load_json(await request.read())
+
+
+def load_json(raw: bytes) -> Any:
+    """Decode a JSON body: UTF-8 (a BOM is skipped), and no string or key with a lone surrogate."""
     try:
-        return json.loads(raw)
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise InvalidRequestError(f"the body is not UTF-8: {exc.reason} at byte {exc.start}") from exc
+    try:
+        value = json.loads(text)
     except (ValueError, RecursionError) as exc:
         raise InvalidRequestError(f"the body is not valid JSON: {exc}") from exc
+    if SURROGATE_ESCAPE.search(text) and not _encodable(value):
+        raise InvalidRequestError("the body holds a lone UTF-16 surrogate (\\ud800-\\udfff escaped alone), "
+                                  "which is not text")
+    return value
+
+
+def _encodable(value: Any) -> bool:
+    """Whether every string and key of a decoded JSON value is valid Unicode. Escaped pairs were
+    joined by the decoder, so only lone surrogates fail (the encoder runs in C)."""
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except (UnicodeEncodeError, RecursionError):
+        return False
+    return True
 
 
 def decode_msgpack(raw: bytes) -> Any:

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import json
+
 from aiohttp import web
 
+from http_api.decoding import DECODER
 from http_api.keys import NODE, SENDFILE
 from http_api.params import BATCH, JSON, MSGPACK, decode_msgpack, path_partition, path_topic, query_int, read_json
 from http_api.routing import route
 from http_api.sendfile import send_slice
-from logbroker.errors import InvalidBatchError, InvalidRequestError, UnreadableRecordsError, UnsupportedMediaTypeError
-from logbroker.records import parse_body, render_records
-from segments.batch import Record, decode_records, iter_batches
+from logbroker.batch_limits import check_batch, is_compressed
+from logbroker.errors import InvalidRequestError, UnsupportedMediaTypeError
+from logbroker.records import parse_body, render_records, take_records
+from segments.log import LogRead
 
 RECORD_PATH = "/v1/topics/{name}/partitions/{partition}"
 FETCH_BYTES_DEFAULT = 1024 * 1024
@@ -37,7 +41,9 @@ async def produce(request: web.Request) -> web.Response:
     content_type = request.content_type
     if content_type == BATCH:
         partition = query_int(request, "partition")
-        offsets = await node.produce_batch(topic, partition, await request.read(), acks)
+        batch = await request.read()
+        await checked_batch(request, batch)
+        offsets = await node.produce_batch(topic, partition, batch, acks)
     elif content_type == JSON:
         records = parse_body(await read_json(request), binary=False)
         offsets = await node.produce_records(topic, records, acks)
@@ -47,6 +53,15 @@ async def produce(request: web.Request) -> web.Response:
     else:
         raise UnsupportedMediaTypeError(f"expected {JSON}, {MSGPACK} or {BATCH}, got {content_type!r}")
     return web.json_response({"offsets": offsets})
+
+
+async def checked_batch(request: web.Request, batch: bytes) -> None:
+    """Hold a prebuilt batch to the bounds of ``check_batch``: in the decode pool when it is
+    compressed (decompressing is the cost), on the loop otherwise (a few header reads)."""
+    if is_compressed(batch):
+        await request.app[DECODER].run(check_batch, batch)
+    else:
+        check_batch(batch)
 
 
 @route("GET", RECORD_PATH + "/records", "Fetch records from an offset (long-poll with wait_ms)",
@@ -77,27 +92,16 @@ async def fetch(request: web.Request) -> web.StreamResponse:
     max_records = query_int(request, "max_records", default=FETCH_RECORDS_DEFAULT, low=1,
                             high=node.config.fetch_records_max)
     result, hwm = await node.fetch(topic, partition, offset, max_bytes, wait_ms)
-    records: list[Record] = []
-    next_offset = result.next_offset
-    for position, header in iter_batches(result.data):
-        batch = result.data[position:position + header.size_bytes]
-        try:
-            decoded = decode_records(batch)
-        except InvalidBatchError as exc:
-            if records:
-                next_offset = header.base_offset
-                break
-            raise UnreadableRecordsError(
-                f"the batch at offsets [{header.base_offset}, {header.next_offset}) was accepted as a prebuilt "
-                f"batch but its records cannot be decoded ({exc}); fetch it raw or seek past it",
-                batch_base_offset=header.base_offset, batch_next_offset=header.next_offset) from exc
-        records.extend(r for r in decoded if r.offset >= offset)
-        if len(records) >= max_records:
-            records = records[:max_records]
-            next_offset = records[-1].offset + 1
-            break
-    return web.json_response({"records": render_records(records, force_base64=encoding == "base64"),
-                              "next_offset": next_offset, "high_watermark": hwm})
+    text = await request.app[DECODER].run(_json_answer, result, offset, max_records, encoding == "base64", hwm)
+    return web.Response(text=text, content_type=JSON)
+
+
+def _json_answer(result: LogRead, offset: int, max_records: int, force_base64: bool, hwm: int) -> str:
+    """The JSON fetch answer (run in the decode pool: decoding and rendering are the costly part)."""
+    records, stopped_at = take_records(result.data, offset, max_records)
+    return json.dumps({"records": render_records(records, force_base64=force_base64),
+                       "next_offset": result.next_offset if stopped_at is None else stopped_at,
+                       "high_watermark": hwm})
 
 
 @route("GET", RECORD_PATH + "/offsets", "The earliest, latest or first offset at a timestamp", access="read",

@@ -18,6 +18,7 @@ from aiohttp import web
 
 from http_api.app import build_app
 from http_api.listener import ConnectionCollector, GuardedSite
+from http_api.protocol import ProblemAppRunner
 from http_api.tls import server_context
 from logbroker.config import NodeConfig
 from logbroker.node import Node
@@ -29,8 +30,8 @@ async def serve(config: NodeConfig, *, ready_stream: TextIO | None = None) -> No
     node = Node(config)
     await node.start()
     app = build_app(node)
-    runner = web.AppRunner(app, access_log=None, shutdown_timeout=config.shutdown_grace_ms / 1000,
-                           keepalive_timeout=config.keepalive_timeout_ms / 1000)
+    runner = ProblemAppRunner(app, access_log=None, shutdown_timeout=config.shutdown_grace_ms / 1000,
+                              keepalive_timeout=config.keepalive_timeout_ms / 1000)
     await runner.setup()
     site = GuardedSite(runner, config, ssl_context=server_context(config.tls_cert_file, config.tls_key_file))
     node.metrics.registry.register(ConnectionCollector(site.guard.count))

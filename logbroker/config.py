@@ -35,6 +35,7 @@ class NodeConfig:
     fetch_bytes_max: int = 16 * 1024 * 1024
     fetch_records_max: int = 100_000
     fetch_wait_ms_max: int = 30_000
+    topic_segment_bytes_min: int = 1024 * 1024
     long_poll_waiters_max: int = 10_000
     flush_threads: int = 2
     maintenance_interval_ms: int = 1_000
@@ -68,7 +69,8 @@ class NodeConfig:
         _check(self.log_level in ("debug", "info", "warning", "error"), f"bad log_level {self.log_level!r}")
         for name in ("request_body_bytes_max", "fetch_bytes_max", "fetch_records_max", "fetch_wait_ms_max",
                      "long_poll_waiters_max", "flush_threads", "maintenance_interval_ms", "shutdown_grace_ms",
-                     "connections_max", "header_timeout_ms", "body_timeout_ms", "keepalive_timeout_ms"):
+                     "connections_max", "header_timeout_ms", "body_timeout_ms", "keepalive_timeout_ms",
+                     "topic_segment_bytes_min"):
             _check(getattr(self, name) > 0, f"{name} must be positive")
         _check(self.token_ttl_s > 0, "token_ttl_s must be positive")
         for name in ("quota_produce_bytes_per_s", "quota_fetch_bytes_per_s", "quota_connections_max"):

@@ -25,6 +25,8 @@ from coordinator.models import (
     TopicMetadata,
     TopicSpec,
     check_partition_growth,
+    clamp_config,
+    topic_config_bounds,
     validate_name,
 )
 from internal_rpc.server import RpcServer
@@ -61,6 +63,7 @@ class Node:
                  http_url: str = "", fsync: Callable[[int], None] = os.fsync) -> None:
         self.config = config
         self.base_log_config = LogConfig()
+        self.config_bounds = topic_config_bounds(config.topic_segment_bytes_min)
         self.coordinator = coordinator or LocalCoordinator(
             config.data_dir, NodeInfo(config.node_id, http_url, f"{config.http_host}:{config.rpc_port}"))
         self.replicas = ReplicaManager(config.data_dir, flush_threads=config.flush_threads,
@@ -183,11 +186,11 @@ class Node:
 
     def log_config(self, meta: TopicMetadata) -> LogConfig:
         spec = TopicSpec(meta.name, meta.partitions, meta.replication_factor, meta.kind, meta.config)
-        return spec.log_config(self.base_log_config)
+        return clamp_config(spec.log_config(self.base_log_config), self.config_bounds)
 
     async def create_topic(self, body: object, *, owner: str | None = None) -> dict[str, Any]:
         self._check_serving()
-        spec = TopicSpec.parse(body, base_config=self.base_log_config)
+        spec = TopicSpec.parse(body, base_config=self.base_log_config, bounds=self.config_bounds)
         dead_letter = spec.queue_settings().get("dead_letter_topic")
         await self._check_partition_budget(spec.partitions * (2 if spec.kind == "queue" else 1)
                                            + (1 if dead_letter is not None else 0))

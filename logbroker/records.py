@@ -1,5 +1,5 @@
 """Records at the edge of the broker (pure): parsing produce bodies, choosing partitions,
-rendering fetched records as JSON.
+taking fetched records and rendering them as JSON.
 
 Produce bodies are ``{"records": [{key, value, headers, partition, timestamp}]}`` as JSON (bytes as
 UTF-8 strings, or ``key_b64``/``value_b64``) or msgpack (bytes as bytes). Headers are a list of
@@ -11,15 +11,18 @@ from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Sequence
+import itertools
+from collections.abc import Iterator, Sequence
 from typing import Any, Final, NamedTuple
 
 import xxhash
 
-from logbroker.errors import InvalidRequestError
-from segments.batch import ProducerRecord, Record
+from logbroker.errors import InvalidBatchError, InvalidRequestError, UnreadableRecordsError
+from segments.batch import BATCH_RECORDS_MAX, ProducerRecord, Record, decode_records, iter_batches
+from segments.record_reader import iter_records
 
-RECORDS_PER_REQUEST_MAX: Final = 100_000
+# A request becomes at most one batch per partition, so it is held to what one batch may hold.
+RECORDS_PER_REQUEST_MAX: Final = BATCH_RECORDS_MAX
 HEADERS_PER_RECORD_MAX: Final = 1_000
 RECORD_FIELDS: Final = frozenset({"key", "value", "key_b64", "value_b64", "headers", "partition", "timestamp"})
 TIMESTAMP_MIN: Final = -(2**62)
@@ -129,6 +132,43 @@ def group_by_partition(records: Sequence[IncomingRecord], partitions: int,
             raise InvalidRequestError(f"partition {partition} does not exist (the topic has {partitions})")
         groups.setdefault(partition, []).append(i)
     return groups
+
+
+def take_records(data: bytes | memoryview, from_offset: int, records_max: int) -> tuple[list[Record], int | None]:
+    """The first ``records_max`` records at or after ``from_offset`` in fetched batches, and the
+    offset to read next when it stopped before the end of ``data`` (None: it took everything).
+
+    A batch wanted whole is decoded at once (fastest); of a batch that holds more than is still
+    wanted, only the records taken are decoded. A batch that cannot be decoded ends the answer
+    before it, or is ``UnreadableRecordsError`` when it comes first."""
+    records: list[Record] = []
+    for position, header in iter_batches(data):
+        batch = data[position:position + header.size_bytes]
+        wanted = records_max - len(records)
+        try:
+            if header.record_count <= wanted:
+                taken = [r for r in decode_records(batch) if r.offset >= from_offset]
+            else:
+                taken = list(itertools.islice(iter_records(batch, from_offset=from_offset), wanted))
+        except InvalidBatchError as exc:
+            if records:
+                return records, header.base_offset
+            raise UnreadableRecordsError(
+                f"the batch at offsets [{header.base_offset}, {header.next_offset}) was accepted as a prebuilt "
+                f"batch but its records cannot be decoded ({exc}); fetch it raw or seek past it",
+                batch_base_offset=header.base_offset, batch_next_offset=header.next_offset) from exc
+        records.extend(taken)
+        if len(records) >= records_max:
+            del records[records_max:]
+            return records, records[-1].offset + 1
+    return records, None
+
+
+def iter_fetched_records(data: bytes | memoryview, from_offset: int) -> Iterator[Record]:
+    """The records at or after ``from_offset`` in fetched batches, each decoded only when the
+    iteration reaches it (a push stream takes them a few at a time)."""
+    for position, header in iter_batches(data):
+        yield from iter_records(data[position:position + header.size_bytes], from_offset=from_offset)
 
 
 def render_records(records: Sequence[Record], *, force_base64: bool) -> list[dict[str, Any]]:

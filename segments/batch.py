@@ -72,6 +72,12 @@ NO_PRODUCER_ID = -1
 NO_SEQUENCE = -1
 U32_MAX = (1 << 32) - 1
 DEFAULT_RECORDS_BYTES_MAX = 64 * 1024 * 1024
+# The most one produced batch may hold (decision 0157): records, and bytes of its records section
+# once decompressed. What a reader decodes in one piece is bounded by these, not by the few
+# hundred compressed bytes a batch of millions of empty records takes.
+BATCH_RECORDS_MAX = 100_000
+BATCH_RECORDS_BYTES_MAX = 32 * 1024 * 1024
+assert BATCH_RECORDS_BYTES_MAX <= DEFAULT_RECORDS_BYTES_MAX
 DENSE_DELTAS_CACHED_MAX = 4096
 
 _checksum = xxhash.xxh3_64_intdigest

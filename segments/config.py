@@ -7,6 +7,7 @@ a validated config; unknown keys and out-of-range values raise ``InvalidArgument
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Mapping
 from typing import Any, Final, Literal
 
@@ -23,6 +24,7 @@ DAY_MS: Final = 24 * 3600 * 1000
 # Positions in the offset index are u32, so a segment must stay below 4 GiB; 2 GiB like Kafka.
 SEGMENT_BYTES_MAX: Final = 2 * GIB - 1
 NO_LIMIT: Final = -1
+CONFIG_INT: Final = re.compile(r"-?[0-9]{1,19}", re.ASCII)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -69,7 +71,7 @@ class LogConfig:
             if key not in fields:
                 raise InvalidArgumentError(f"unknown log config key {key!r}")
             if fields[key].type in ("int",):
-                changes[key] = _as_int(key, raw)
+                changes[key] = config_int(key, raw)
             else:
                 if not isinstance(raw, str):
                     raise InvalidArgumentError(f"{key} must be a string")
@@ -80,14 +82,16 @@ class LogConfig:
         return dataclasses.asdict(self)
 
 
-def _as_int(key: str, raw: object) -> int:
+def config_int(key: str, raw: object) -> int:
+    """An integer config value as a user may give it: a JSON number or a string of ASCII digits
+    (``str.isdigit`` would also take other scripts' digits, some of which ``int`` refuses)."""
     if isinstance(raw, bool):
         raise InvalidArgumentError(f"{key} must be an integer")
     if isinstance(raw, int):
         return raw
-    if isinstance(raw, str) and raw.strip().lstrip("-").isdigit():
+    if isinstance(raw, str) and CONFIG_INT.fullmatch(raw.strip()):
         return int(raw)
-    raise InvalidArgumentError(f"{key} must be an integer, not {raw!r}")
+    raise InvalidArgumentError(f"{key} must be an integer, not {raw[:40] if isinstance(raw, str) else raw!r}")
 
 
 def _check_range(name: str, value: int, low: int, high: int) -> None:

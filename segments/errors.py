@@ -52,6 +52,17 @@ class BatchTooLargeError(InvalidBatchError):
         self.size_bytes_max = size_bytes_max
 
 
+class RecordsTooLargeError(InvalidBatchError):
+    """A batch holds more records, or its records section decompresses to more bytes, than one
+    batch may: what decoding it costs, which its compressed size does not tell."""
+
+    code = "batch_too_large"
+
+    def __init__(self, message: str, *, limit: int):
+        super().__init__(message)
+        self.limit = limit
+
+
 class OffsetOutOfRangeError(StorageError):
     """An offset lies below the log start or past the log end."""
 

@@ -32,13 +32,13 @@ from pyspark.sql.types import (
 )
 
 from logbroker.records import key_partition
-from segments.batch import ProducerRecord, encode_batch
+from segments.batch import BATCH_RECORDS_MAX, ProducerRecord, encode_batch
 from spark_connector.errors import OptionError, TopicNotFoundError, WriteError
 from spark_connector.http import HttpClient, HttpError, client_for
 from spark_connector.options import WriteOptions
 
 RECORD_OVERHEAD_BYTES: Final = 16
-RECORDS_PER_BATCH_MAX: Final = 100_000
+RECORDS_PER_BATCH_MAX: Final = BATCH_RECORDS_MAX  # what the broker takes in one batch
 COLUMNS: Final = ("key", "value", "partition", "headers", "timestamp")
 
 

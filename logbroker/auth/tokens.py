@@ -72,6 +72,8 @@ class Tokens:
     def _verify_signature(self, token: str, now: float) -> TokenClaims:
         if len(token) > TOKEN_CHARS_MAX:
             raise AuthenticationError(f"the token is longer than {TOKEN_CHARS_MAX} characters")
+        if not token.isascii():  # a JWT is base64url and dots; a header's stray bytes are not
+            raise AuthenticationError("malformed token: it is not ASCII")
         try:
             header = jwt.get_unverified_header(token)
         except jwt.PyJWTError as exc:

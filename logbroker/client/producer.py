@@ -16,7 +16,7 @@ from typing import Any
 from logbroker.client.core import Client
 from logbroker.client.errors import LogBrokerError
 from logbroker.client.partitioning import key_partition
-from segments.batch import ProducerRecord, encode_batch
+from segments.batch import BATCH_RECORDS_MAX, ProducerRecord, encode_batch
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -35,7 +35,8 @@ class _Pending:
 
 
 class Producer:
-    """Batches records per partition (``linger_ms``, ``batch_bytes``) and sends prebuilt batches.
+    """Batches records per partition (``linger_ms``, ``batch_bytes``, at most ``BATCH_RECORDS_MAX``
+    records: what the broker takes in one batch) and sends prebuilt batches.
 
     ``send`` returns a future per record; ``buffer_bytes_max`` bounds what may wait unsent (send
     waits for room), ``in_flight_max`` bounds concurrent requests, ``retries`` bounds resends of
@@ -76,7 +77,7 @@ class Producer:
         pending.records.append(ProducerRecord(value, key, tuple(headers), timestamp))
         pending.futures.append(future)
         pending.size_bytes += size
-        if pending.size_bytes >= self.batch_bytes:
+        if pending.size_bytes >= self.batch_bytes or len(pending.records) >= BATCH_RECORDS_MAX:
             self._ship(topic, partition)
         elif pending.timer is None:
             pending.timer = asyncio.get_running_loop().call_later(self.linger_ms / 1000, self._ship, topic, partition)

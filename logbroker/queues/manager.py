@@ -8,14 +8,15 @@ ack and the messages that were in flight come back when their leases expire.
 Order of work for each call: check the input, change the share state (synchronously: two receives
 never lease the same message), append the event (synchronously, so the log's order is the order
 of the changes), then await the event's durability and only then answer. Reading the leased
-records goes through a small per-partition cache of decoded batches, so a receive of 100 from a
-producer's batch of 1000 does not decode the batch ten times.
+records goes through a node-wide cache of decoded batches bounded in bytes (``BatchCache``), so a
+receive of 100 from a producer's batch of 1000 does not decode the batch ten times.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import itertools
 import logging
 import secrets
 import time
@@ -26,23 +27,23 @@ from coordinator.errors import CoordinatorError
 from coordinator.models import TopicMetadata, TopicSpec
 from logbroker.errors import BrokerError, NotAQueueError
 from logbroker.internal_log import InternalLog, InternalRecord, pack, unpack
+from logbroker.queues.batch_cache import BATCHES_PER_PARTITION_MAX, BatchCache, DecodedBatch, decoded
 from logbroker.queues.requests import Receipt, ReceiveRequest
 from logbroker.queues.share_state import PartitionShare, ack_event, dead_event, lease_event, nack_event
 from logbroker.records import IncomingRecord, render_records
 from logbroker.replica_manager import Replica, ReplicaManager
-from segments.batch import ProducerRecord, Record, decode_records, iter_batches
+from segments.batch import BATCH_RECORDS_MAX, ProducerRecord, Record, decode_records, iter_batches
 from segments.errors import StorageError
+from segments.record_reader import iter_records
 
 log = logging.getLogger(__name__)
 STATE_TOPIC_PREFIX: Final = "__queue_state."
 EVENT_KEY: Final = b"q"
 READ_BYTES: Final = 1 << 20
-CACHED_BATCHES_MAX: Final = 16
 WAIT_SLICE_MS_MIN: Final = 5
 SNAPSHOT_WAIT_S: Final = 10.0
 DEAD_LETTER_RETRY_S: Final = 1.0
 Produce = Callable[[str, list[IncomingRecord]], Awaitable[Any]]
-CachedBatch = tuple[int, dict[int, Record]]  # (next offset, records by offset) of one decoded batch
 
 
 def state_topic(meta: TopicMetadata) -> str:
@@ -61,7 +62,6 @@ class Queue:
     visibility_ms: int
     events: InternalLog
     shares: list[PartitionShare]
-    cache: list[dict[int, CachedBatch]]
     rotation: int = 0
     dead_letter_retry_at: float = 0.0  # monotonic seconds: after a failed copy, the sweep waits
 
@@ -78,6 +78,7 @@ class QueueManager:
         self._clock_ms = clock_ms
         self._queues: dict[str, Queue] = {}
         self._snapshots: set[asyncio.Future[int]] = set()
+        self.batches = BatchCache()
 
     # ---- lifecycle -----------------------------------------------------------------------------
 
@@ -97,7 +98,7 @@ class QueueManager:
             share.after_replay(self._clock_ms())
         self._queues[meta.name] = Queue(meta, settings["max_deliveries"], settings["dead_letter_topic"],
                                         settings["visibility_timeout_ms"],
-                                        events, shares, [{} for _ in shares])
+                                        events, shares)
         return count
 
     def grow(self, meta: TopicMetadata, state_replicas: Sequence[Replica]) -> None:
@@ -107,14 +108,15 @@ class QueueManager:
         queue.events.grow_to(state_replicas)
         for _ in range(len(queue.shares), meta.partitions):
             queue.shares.append(PartitionShare(queue.max_deliveries))
-            queue.cache.append({})
         queue.meta = meta
 
     def names(self) -> list[str]:
         return sorted(self._queues)
 
     def remove(self, name: str) -> None:
-        self._queues.pop(name, None)
+        queue = self._queues.pop(name, None)
+        if queue is not None:
+            self.batches.drop(queue.meta.topic_id)
 
     def get(self, name: str) -> Queue:
         queue = self._queues.get(name)
@@ -228,31 +230,34 @@ class QueueManager:
     def _records(self, queue: Queue, partition: int, offsets: list[int]) -> dict[int, Record]:
         """The records at ``offsets`` (sorted), from the cache or the log (missing: left out)."""
         replica = self._replicas.get(queue.name, partition)
-        cache = queue.cache[partition]
+        key = (queue.meta.topic_id, partition)
         out: dict[int, Record] = {}
+        batch: DecodedBatch | None = None  # the last one used: it may be too large to be cached
         for offset in offsets:
-            batch = next((b for base, b in cache.items() if base <= offset < b[0]), None)
+            if batch is None or not batch.base_offset <= offset < batch.next_offset:
+                batch = self.batches.find(key, offset)
             if batch is None and replica.log.log_start_offset <= offset < replica.high_watermark:
-                batch = self._load(replica.log.read(offset, READ_BYTES, offset_max=replica.high_watermark).data,
-                                   cache)
-            if batch is not None and offset in batch[1]:
-                out[offset] = batch[1][offset]
+                data = replica.log.read(offset, READ_BYTES, offset_max=replica.high_watermark).data
+                batch = self._load(key, data, offset, offsets[-1])
+            if batch is not None and offset in batch.records:
+                out[offset] = batch.records[offset]
         return out
 
-    @staticmethod
-    def _load(data: memoryview, cache: dict[int, CachedBatch]) -> CachedBatch | None:
-        """Decode up to ``CACHED_BATCHES_MAX`` batches of ``data`` into the cache (evicting the
-        oldest entries) and return the first one: the batch holding the offset the read began at."""
+    def _load(self, key: tuple[str, int], data: memoryview, read_from: int, last_offset: int) -> DecodedBatch | None:
+        """Decode the batches of ``data`` (read from ``read_from``) up to the one holding
+        ``last_offset`` (the last one asked for; at most ``BATCHES_PER_PARTITION_MAX``) into the
+        cache and return the first one: the batch holding ``read_from``."""
         first = None
         for count, (position, header) in enumerate(iter_batches(data)):
-            if count == CACHED_BATCHES_MAX:
+            if count == BATCHES_PER_PARTITION_MAX or (first is not None and header.base_offset > last_offset):
                 break
-            batch = cache.get(header.base_offset)
+            view = data[position:position + header.size_bytes]
+            if header.record_count > BATCH_RECORDS_MAX:  # stored before the bound: decode only what is asked
+                return first or _part(view, max(header.base_offset, read_from), min(last_offset, header.last_offset))
+            batch = self.batches.find(key, header.base_offset)
             if batch is None:
-                records = decode_records(data[position:position + header.size_bytes])
-                batch = cache[header.base_offset] = (header.next_offset, {r.offset: r for r in records})
-                while len(cache) > CACHED_BATCHES_MAX:
-                    del cache[next(iter(cache))]
+                batch = decoded(header.base_offset, header.next_offset, decode_records(view))
+                self.batches.add(key, batch)
             first = first or batch
         return first
 
@@ -347,3 +352,11 @@ class QueueManager:
         return {"queue": name, "max_deliveries": queue.max_deliveries,
                 "dead_letter_topic": queue.dead_letter_topic, "visibility_timeout_ms": queue.visibility_ms,
                 "partitions": partitions}
+
+
+def _part(view: memoryview, first: int, last: int) -> DecodedBatch:
+    """Records ``first`` to ``last`` (both in the batch) of a batch of more records than one batch
+    may now hold (not cached: the next call asks for other offsets; what it costs is skipping to
+    ``first``)."""
+    records = itertools.takewhile(lambda r: r.offset <= last, iter_records(view, from_offset=first))
+    return decoded(first, last + 1, list(records))

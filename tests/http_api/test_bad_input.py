@@ -147,12 +147,22 @@ def test_an_undecodable_prebuilt_batch_gives_json_readers_a_clear_error(http):
 
     from segments.batch import CHECKSUMMED_FROM, HEADER_SIZE
 
+    def with_records_section(section: bytes) -> bytes:
+        batch = bytearray(encode_batch([ProducerRecord(b"x"), ProducerRecord(b"y")]))
+        batch[HEADER_SIZE:] = section
+        struct.pack_into("<I", batch, 8, len(batch) - 12)
+        struct.pack_into("<Q", batch, 17, xxhash.xxh3_64_intdigest(bytes(batch[CHECKSUMMED_FROM:])))
+        return bytes(batch)
+
     http.json("POST", "/v1/topics", 201, body={"name": "poison"})
     http.json("POST", "/v1/topics/poison/records", body={"records": [{"value": "good"}]})
-    batch = bytearray(encode_batch([ProducerRecord(b"x"), ProducerRecord(b"y")]))
-    batch[HEADER_SIZE:] = b"\xc1" * (len(batch) - HEADER_SIZE)  # 0xc1 is never valid msgpack
-    struct.pack_into("<Q", batch, 17, xxhash.xxh3_64_intdigest(bytes(batch[CHECKSUMMED_FROM:])))
-    reply = http.call("POST", "/v1/topics/poison/records?partition=0", raw=bytes(batch), content_type=BATCH)
+    not_an_array = with_records_section(b"\xc1" * 20)  # 0xc1 is never valid msgpack
+    problem = assert_problem(http.call("POST", "/v1/topics/poison/records?partition=0", raw=not_an_array,
+                                       content_type=BATCH), 400)
+    assert problem["code"] == "invalid_batch"
+    # Produce checks the records section's array length; the records themselves are checked on read.
+    batch = with_records_section(b"\x92" + b"\xc1" * 20)
+    reply = http.call("POST", "/v1/topics/poison/records?partition=0", raw=batch, content_type=BATCH)
     assert reply.status == 200
     good = http.json("GET", "/v1/topics/poison/partitions/0/records?offset=0")
     assert [r["value"] for r in good["records"]] == ["good"] and good["next_offset"] == 1

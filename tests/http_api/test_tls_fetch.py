@@ -18,8 +18,7 @@ import pytest
 
 from http_api.sendfile import SENDFILE_MIN_BYTES, TLS_CHUNK_BYTES
 from logbroker.certs import CA_CERT, generate
-from logbroker.client import Client, Consumer
-from logbroker.sync_client import SyncClient
+from logbroker.client import Client, Consumer, SyncClient
 from segments.reader import SegmentReader, partition_directories
 from segments.segment import LOG_SUFFIX
 from tests.http_api.conftest import Http

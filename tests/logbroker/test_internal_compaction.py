@@ -23,7 +23,7 @@ def low_threshold(monkeypatch):
 
 
 def config(tmp_path) -> NodeConfig:
-    return NodeConfig(data_dir=str(tmp_path / "data"), auth="off", rpc_port=0)
+    return NodeConfig(data_dir=str(tmp_path / "data"), auth="off", rpc_port=0, topic_segment_bytes_min=1024)
 
 
 async def started(tmp_path) -> Node:

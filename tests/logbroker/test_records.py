@@ -1,4 +1,5 @@
-"""Pure record handling: produce body parsing, partition choice, JSON rendering."""
+"""Pure record handling: produce body parsing, partition choice, taking fetched records, JSON
+rendering."""
 
 from __future__ import annotations
 
@@ -8,9 +9,43 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from logbroker.errors import InvalidRequestError
-from logbroker.records import group_by_partition, key_partition, parse_body, render_records
-from segments.batch import Record
+from logbroker.errors import InvalidRequestError, UnreadableRecordsError
+from logbroker.records import group_by_partition, key_partition, parse_body, render_records, take_records
+from segments.batch import Record, encode_values
+from segments.compression import Codec
+from tests.segments.test_batch import forge
+
+
+def fetched(*sizes: int, codec: Codec = Codec.NONE) -> bytes:
+    """Batches of the given record counts, at consecutive offsets; values are the offsets."""
+    out, base = [], 0
+    for size in sizes:
+        batch = bytearray(encode_values([str(base + i).encode() for i in range(size)], codec=codec))
+        batch[0:8] = base.to_bytes(8, "little")
+        out.append(bytes(batch))
+        base += size
+    return b"".join(out)
+
+
+@given(st.lists(st.integers(1, 30), min_size=1, max_size=5), st.sampled_from(list(Codec)), st.data())
+def test_take_records_takes_the_first_wanted_from_the_offset(sizes, codec, data):
+    total = sum(sizes)
+    from_offset = data.draw(st.integers(0, total - 1))
+    records_max = data.draw(st.integers(1, total + 2))
+    records, stopped_at = take_records(fetched(*sizes, codec=codec), from_offset, records_max)
+    expected = list(range(from_offset, min(total, from_offset + records_max)))
+    assert [r.offset for r in records] == expected
+    assert [r.value for r in records] == [str(o).encode() for o in expected]
+    assert stopped_at == (expected[-1] + 1 if len(expected) == records_max else None)
+
+
+def test_an_undecodable_batch_ends_the_answer_before_it_or_is_unreadable_first():
+    bad = forge(b"\xc1", count=1)
+    good = fetched(3)
+    records, stopped_at = take_records(good + (3).to_bytes(8, "little") + bad[8:], 0, 10)
+    assert [r.offset for r in records] == [0, 1, 2] and stopped_at == 3
+    with pytest.raises(UnreadableRecordsError):
+        take_records(bad, 0, 10)
 
 
 def test_json_body_forms():

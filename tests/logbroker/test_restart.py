@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.http_api.conftest import Http
-from tests.support.nodes import NodeProcess
+from tests.support.nodes import SMALL_SEGMENTS, NodeProcess
 
 
 def produce_some(http: Http, topic: str, start: int, count: int) -> None:
@@ -31,7 +31,7 @@ def everything(http: Http, topic: str, partitions: int) -> dict[int, list[str]]:
 @pytest.mark.parametrize("how", ["sigterm", "sigkill"])
 def test_restart_keeps_topics_and_records(tmp_path, how):
     data_dir = str(tmp_path / "data")
-    with NodeProcess(data_dir) as first:
+    with NodeProcess(data_dir, *SMALL_SEGMENTS) as first:
         http = Http(first.url)
         http.json("POST", "/v1/topics", 201, body={"name": "keep", "partitions": 3, "config": {"segment_bytes": 4096}})
         http.json("POST", "/v1/topics", 201, body={"name": "jobs", "kind": "queue"})
@@ -43,7 +43,7 @@ def test_restart_keeps_topics_and_records(tmp_path, how):
         else:
             first.kill()
     assert sum(len(v) for v in before.values()) == 600
-    with NodeProcess(data_dir) as second:
+    with NodeProcess(data_dir, *SMALL_SEGMENTS) as second:
         http = Http(second.url)
         names = {t["name"] for t in http.json("GET", "/v1/topics")["topics"]}
         assert names == {"keep", "jobs", "jobs.dlq"}

@@ -18,7 +18,7 @@ import pytest
 
 from segments.reader import SegmentReader, high_watermarks, partition_directories
 from spark_connector.sources import DirectSource
-from tests.support.nodes import NodeProcess
+from tests.support.nodes import SMALL_SEGMENTS, NodeProcess
 
 CHECKPOINT_WAIT_S = 30.0
 POLL_S = 0.05
@@ -57,7 +57,7 @@ def spark() -> Iterator[Any]:
 
 @pytest.fixture(scope="module")
 def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeProcess]:
-    with NodeProcess(str(tmp_path_factory.mktemp("node") / "data")) as process:
+    with NodeProcess(str(tmp_path_factory.mktemp("node") / "data"), *SMALL_SEGMENTS) as process:
         yield process
 
 

@@ -8,6 +8,10 @@ import os
 from logbroker import launcher
 from tests.conftest import ROOT
 
+# For tests that need a topic with many small segments: lowers the node's floor for a topic's
+# segment_bytes (1 MiB by default, decision 0156).
+SMALL_SEGMENTS = ("--topic-segment-bytes-min", "1024")
+
 
 class NodeProcess(launcher.NodeProcess):
     def __init__(self, data_dir: str, *extra: str, node_id: int = 1) -> None:

@@ -1,0 +1,134 @@
+"""``check_batch``: what a produced batch may hold (records, decompressed bytes, the records section's
+array length), checked with bounded memory; batches within the bounds pass unchanged."""
+
+from __future__ import annotations
+
+import struct
+import tracemalloc
+
+import msgpack
+import pytest
+import xxhash
+import zstandard
+
+from logbroker.batch_limits import check_batch
+from segments.batch import (
+    BATCH_RECORDS_BYTES_MAX,
+    BATCH_RECORDS_MAX,
+    HEADER_SIZE,
+    LENGTH_PREFIX_SIZE,
+    ProducerRecord,
+    encode_batch,
+    encode_values,
+)
+from segments.compression import Codec, compress
+from segments.errors import CorruptBatchError, InvalidBatchError, RecordsTooLargeError
+
+MIB = 1024 * 1024
+COMPRESSED = [Codec.GZIP, Codec.LZ4, Codec.ZSTD]
+
+
+def empty_rows(count: int) -> bytes:
+    """A records section of ``count`` empty records, packed directly (fast for millions)."""
+    packer = msgpack.Packer(use_bin_type=True)
+    return packer.pack_array_header(count) + b"".join(packer.pack([i, 0, None, b"", []]) for i in range(count))
+
+
+def batch_around(section: bytes, *, count: int, codec: Codec = Codec.NONE) -> bytes:
+    """A batch whose records section is ``section`` compressed with ``codec``, checksummed."""
+    packed = compress(codec, section)
+    body = struct.pack("<HIqqqhiI", int(codec), count - 1, 0, 0, -1, -1, -1, count)
+    checksum = xxhash.xxh3_64_intdigest(body + packed)
+    prefix = struct.pack("<QII", 0, HEADER_SIZE - LENGTH_PREFIX_SIZE + len(packed), 0)
+    return prefix + b"\x01" + struct.pack("<Q", checksum) + body + packed
+
+
+@pytest.mark.parametrize("codec", list(Codec))
+def test_batches_within_the_bounds_pass(codec: Codec) -> None:
+    batch = encode_batch([ProducerRecord(b"v", b"k", [("h", b"x")]), ProducerRecord(None)], codec=codec)
+    assert check_batch(batch).record_count == 2
+    full = batch_around(empty_rows(BATCH_RECORDS_MAX), count=BATCH_RECORDS_MAX, codec=codec)
+    assert check_batch(full).record_count == BATCH_RECORDS_MAX
+
+
+def test_a_zstd_batch_of_a_million_empty_records_is_too_large() -> None:
+    count = 1_000_000
+    bomb = batch_around(empty_rows(count), count=count, codec=Codec.ZSTD)
+    assert len(bomb) < 4 * MIB
+    with pytest.raises(RecordsTooLargeError) as caught:
+        check_batch(bomb)
+    assert caught.value.code == "batch_too_large" and caught.value.limit == BATCH_RECORDS_MAX
+
+
+def test_one_record_over_the_count_is_too_large() -> None:
+    with pytest.raises(RecordsTooLargeError):
+        check_batch(batch_around(empty_rows(BATCH_RECORDS_MAX + 1), count=BATCH_RECORDS_MAX + 1))
+
+
+@pytest.mark.parametrize("codec", COMPRESSED)
+def test_a_section_that_decompresses_past_the_bound_is_too_large_and_costs_little_memory(codec: Codec) -> None:
+    bomb = encode_values([bytes(BATCH_RECORDS_BYTES_MAX + MIB)], codec=codec)
+    assert len(bomb) < MIB
+    tracemalloc.start()
+    try:
+        with pytest.raises(RecordsTooLargeError) as caught:
+            check_batch(bomb)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert caught.value.limit == BATCH_RECORDS_BYTES_MAX
+    assert peak < 4 * MIB
+
+
+@pytest.mark.parametrize("codec", COMPRESSED)
+def test_a_section_just_under_the_bound_passes(codec: Codec) -> None:
+    value = bytes(BATCH_RECORDS_BYTES_MAX - 64)
+    assert check_batch(encode_values([value], codec=codec)).record_count == 1
+
+
+def test_an_uncompressed_section_past_the_bound_is_too_large() -> None:
+    section = msgpack.packb([[0, 0, None, bytes(BATCH_RECORDS_BYTES_MAX), []]], use_bin_type=True)
+    with pytest.raises(RecordsTooLargeError):
+        check_batch(batch_around(section, count=1))
+
+
+@pytest.mark.parametrize("codec", list(Codec))
+@pytest.mark.parametrize(("section", "count"), [
+    (msgpack.packb([[0, 0, None, b"v", []]] * 3, use_bin_type=True), 2),  # three records, header says two
+    (msgpack.packb([[0, 0, None, b"v", []]], use_bin_type=True), 5),
+    (msgpack.packb({"records": 1}), 1),
+    (b"\xc1\xc1", 1),
+    (b"", 1),
+])
+def test_a_section_that_is_not_the_array_its_header_says_is_invalid(codec: Codec, section: bytes,
+                                                                      count: int) -> None:
+    with pytest.raises(InvalidBatchError) as caught:
+        check_batch(batch_around(section, count=count, codec=codec))
+    assert caught.value.code == "invalid_batch"
+
+
+@pytest.mark.parametrize("codec", COMPRESSED)
+def test_a_section_that_is_not_valid_compressed_data_is_invalid(codec: Codec) -> None:
+    forged = bytearray(batch_around(b"\x92\x01\x02 not compressed at all", count=2))
+    struct.pack_into("<H", forged, 25, int(codec))
+    struct.pack_into("<Q", forged, 17, xxhash.xxh3_64_intdigest(bytes(forged[25:])))
+    with pytest.raises(InvalidBatchError) as caught:
+        check_batch(bytes(forged))
+    assert caught.value.code == "invalid_batch"
+
+
+def test_a_flipped_byte_is_a_checksum_error_before_anything_is_decompressed() -> None:
+    batch = bytearray(encode_values([b"x" * 100] * 10, codec=Codec.ZSTD))
+    batch[-5] ^= 0x10
+    with pytest.raises(CorruptBatchError):
+        check_batch(bytes(batch))
+
+
+def test_zstd_frames_without_a_content_size_are_bounded_too() -> None:
+    compressor = zstandard.ZstdCompressor(write_content_size=False)
+    packed = compressor.compress(msgpack.packb([[0, 0, None, bytes(BATCH_RECORDS_BYTES_MAX), []]], use_bin_type=True))
+    body = struct.pack("<HIqqqhiI", int(Codec.ZSTD), 0, 0, 0, -1, -1, -1, 1)
+    checksum = xxhash.xxh3_64_intdigest(body + packed)
+    prefix = struct.pack("<QII", 0, HEADER_SIZE - LENGTH_PREFIX_SIZE + len(packed), 0)
+    with pytest.raises(RecordsTooLargeError):
+        check_batch(prefix + b"\x01" + struct.pack("<Q", checksum) + body + packed)
