@@ -5,10 +5,20 @@ nothing is created (internal topics compact by snapshot: decisions 0143 and 0162
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 
 import pytest
 
+from tests.support.nodes import SMALL_SEGMENTS, NodeProcess
+
 POLL_DEADLINE_S = 20.0
+
+
+@pytest.fixture(scope="module")
+def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeProcess]:
+    """A node that lets a topic have 1 KiB segments, so retention has closed segments to delete."""
+    with NodeProcess(str(tmp_path_factory.mktemp("node")), *SMALL_SEGMENTS) as process:
+        yield process
 
 
 @pytest.mark.parametrize("kind", ["topic", "queue"])
