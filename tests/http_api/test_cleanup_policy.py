@@ -12,6 +12,7 @@ import pytest
 from tests.support.nodes import SMALL_SEGMENTS, NodeProcess
 
 POLL_DEADLINE_S = 20.0
+SETTLE_S = 1.0
 
 
 @pytest.fixture(scope="module")
@@ -39,10 +40,14 @@ def test_delete_is_the_default_and_retention_removes_old_segments(http):
     assert http.json("GET", "/v1/topics/retained")["config"]["cleanup_policy"] == "delete"
     for i in range(40):
         http.json("POST", "/v1/topics/retained/records", body={"records": [{"value": f"{i:03d}" + "x" * 100}]})
+    # Maintenance runs every 200 ms, during the produces too: wait until retention has settled
+    # (the earliest offset is past 0 and unchanged over several rounds).
     deadline = time.monotonic() + POLL_DEADLINE_S
-    while (earliest := http.json("GET", "/v1/topics/retained")["partitions"][0]["earliest_offset"]) == 0 \
-            and time.monotonic() < deadline:
-        time.sleep(0.1)
+    earliest, previous = -1, -2
+    while (earliest == 0 or earliest != previous) and time.monotonic() < deadline:
+        previous = earliest
+        time.sleep(SETTLE_S)
+        earliest = http.json("GET", "/v1/topics/retained")["partitions"][0]["earliest_offset"]
     assert earliest > 0, "retention never removed a segment"
     records = http.json("GET", f"/v1/topics/retained/partitions/0/records?offset={earliest}")["records"]
     assert records[0]["offset"] == earliest and records[0]["value"].startswith(f"{earliest:03d}")
