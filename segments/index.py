@@ -189,16 +189,28 @@ class MmapIndex:
         """Write the valid entries to the file, cut to size, and map it read-only (seal)."""
         if not self.writable:
             return
-        assert self._view is not None
+        self.write_file()
+        self.make_readonly()
+
+    def write_file(self) -> None:
+        """Write the valid entries to the file, cut to size; the index stays writable (a failure
+        here, a full disk, changes nothing in memory)."""
+        assert self.writable and self._view is not None
         valid = self._view[: self.entries * self.entry.size]
-        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
-            written = 0
-            while written < len(valid):
-                written += os.write(fd, valid[written:])
+            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                written = 0
+                while written < len(valid):
+                    written += os.write(fd, valid[written:])
+            finally:
+                os.close(fd)
         finally:
-            os.close(fd)
-        valid.release()
+            valid.release()
+
+    def make_readonly(self) -> None:
+        """After ``write_file``: drop the writable mapping and map the file read-only."""
+        assert self.writable
         self.close()
         self.writable = False
         self._open_readonly()
@@ -245,6 +257,12 @@ class _IndexFile:
 
     def trim(self) -> None:
         self._index.trim()
+
+    def write_file(self) -> None:
+        self._index.write_file()
+
+    def make_readonly(self) -> None:
+        self._index.make_readonly()
 
     def reopen(self) -> None:
         self._index.reopen()

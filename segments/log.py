@@ -230,7 +230,13 @@ class PartitionLog:
         if not self._segments:
             self._add_segment(self._segment(0))
         self._load_epochs_locked(errors)
-        self._recovery_point = min(recovery_point, self.log_end_offset)
+        if clean:  # close() fsynced everything before it wrote the mark
+            self._recovery_point = self.log_end_offset
+        else:
+            # What the crashed process wrote past the recovery point may never have reached the
+            # disk: the next flush syncs those segments too before the point may pass them.
+            self._recovery_point = min(recovery_point, self.log_end_offset)
+            self._unflushed = [s for s in self._segments[:-1] if s.next_offset > self._recovery_point]
         return RecoveryReport(clean, len(self._segments), recovered, scanned, truncated, deleted,
                               self.log_end_offset, tuple(errors))
 
@@ -358,12 +364,17 @@ class PartitionLog:
             yield
         except SegmentWriteError as exc:
             raise self._go_offline_locked(str(exc)) from exc
+        except StorageError:
+            raise  # typed before anything was written (an epoch, a batch that does not fit)
         except OSError as exc:
             if is_no_space(exc):
                 raise StorageFullError(f"no space left for log {self.directory}: {exc}") from exc
             if is_fd_limit(exc):
                 raise TooManyOpenFilesError(f"log {self.directory}: {exc}") from exc
             raise self._go_offline_locked(f"write failed: {exc}") from exc
+        except Exception as exc:
+            # A bug half-way through a write: the segment's state may not match its file.
+            raise self._go_offline_locked(f"append failed: {exc!r}") from exc
 
     def _go_offline_locked(self, reason: str) -> LogOfflineError:
         if self._offline is None:
@@ -456,7 +467,7 @@ class PartitionLog:
         with self._lock:
             self._check_open_locked()
             sealed = list(self._unflushed)
-            fds = [s.dup_fd() for s in [*sealed, self._segments[-1]] if s.fd_open()]
+            fds = self._dup_fds_locked([*sealed, self._segments[-1]])
             end, truncations = self.log_end_offset, self._truncations
         try:
             for fd in fds:
@@ -477,6 +488,26 @@ class PartitionLog:
                 self._recovery_point = min(self._recovery_point, self.log_end_offset)
             self._last_flush_ms = self._clock_ms()
             return self._recovery_point
+
+    def _dup_fds_locked(self, segments: list[LogSegment]) -> list[int]:
+        """Descriptors of their own for ``segments``' files (all or none: out of descriptors,
+        the ones taken are closed and ``TooManyOpenFilesError`` says so)."""
+        fds: list[int] = []
+        try:
+            for segment in segments:
+                if segment.fd_open():
+                    fds.append(segment.dup_fd())
+        except OSError as exc:
+            for fd in fds:
+                os.close(fd)
+            if is_fd_limit(exc):
+                raise TooManyOpenFilesError(f"log {self.directory}: {exc}") from exc
+            raise
+        except BaseException:
+            for fd in fds:
+                os.close(fd)
+            raise
+        return fds
 
     def flush_due(self) -> bool:
         """True when the ``interval`` policy says a flush is due and there is something to flush."""
@@ -513,7 +544,9 @@ class PartitionLog:
         """Like ``read`` but returns a ``LogSlice`` for ``sendfile`` (None at the end)."""
         with self._lock:
             found = self._extent_locked(offset, size_bytes_max, offset_max)
-            return None if found is None else LogSlice(found[0].dup_fd(), found[1])
+            if found is None:
+                return None
+            return LogSlice(self._dup_fds_locked([found[0]])[0], found[1])
 
     def _extent_locked(
         self, offset: int, size_bytes_max: int, offset_max: int | None

@@ -49,7 +49,8 @@ class SegmentWriteError(StorageError):
     code = "segment_write_failed"
 
     def __init__(self, path: str, position: int, cause: OSError) -> None:
-        super().__init__(f"{path}: a failed write ({cause}) could not be cut back to position {position}")
+        super().__init__(f"{path}: a failed write ({cause}) left it unusable at position {position}"
+                         " (could not be cut back, or its indexes could not be sealed)")
         self.cause = cause
 
 
@@ -475,11 +476,21 @@ class LogSegment:
         return os.dup(self.fd)
 
     def seal(self) -> None:
-        """Stop appending here (the log rolled): trim the indexes to size, keep serving reads."""
-        was_writable = self._offset_index.writable
-        self._offset_index.trim()
-        self._time_index.trim()
-        if was_writable and self._handles is not None:
+        """Stop appending here (the log rolled): trim the indexes to size, keep serving reads.
+
+        All or nothing: both index files are written first (a failure, a full disk, leaves the
+        segment active and whole), then both indexes switch to read-only mappings; a failure in
+        that switch raises ``SegmentWriteError`` (the segment can take no more appends)."""
+        if not self._offset_index.writable:
+            return
+        self._offset_index.write_file()
+        self._time_index.write_file()
+        try:
+            self._offset_index.make_readonly()
+            self._time_index.make_readonly()
+        except OSError as exc:
+            raise SegmentWriteError(self.log_path, self.size_bytes, exc) from exc
+        if self._handles is not None:
             self._handles.opened(self)
 
     def close(self, *, trim: bool = True) -> None:

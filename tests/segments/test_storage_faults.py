@@ -113,6 +113,51 @@ def test_a_full_disk_during_a_roll_leaves_the_old_segment_active(tmp_path, disk)
     reopened.close()
 
 
+def test_a_roll_whose_second_index_cannot_be_written_keeps_the_old_segment_whole(tmp_path, disk):
+    """The offset index file fits, the time index file does not: the roll fails, both indexes
+    stay writable, and a smaller batch that still fits the old segment is appended correctly."""
+    path = str(tmp_path / "t-0")
+    log = PartitionLog.open(path, LogConfig(segment_bytes=1024, index_interval_bytes=1, flush="never"))
+    while log.size_bytes < 700:
+        log.append(batch_of([b"x" * 60]), leader_epoch=0)
+    entries = log.log_end_offset  # one index entry per batch of one record
+    disk.free = entries * 8 + 4  # the offset index (8-byte entries) and a little of the time index
+    with pytest.raises(StorageFullError):
+        log.append(batch_of([b"y" * 400]), leader_epoch=0)  # does not fit: a roll
+    disk.free = None
+    assert log.segment_count == 1
+    small = [log.append(batch_of([b"z"]), leader_epoch=0) for _ in range(3)]  # fits: no roll
+    assert [i.base_offset for i in small] == [entries, entries + 1, entries + 2]
+    expected = [v for _, v in read_all(log)]
+    assert expected[-3:] == [b"z"] * 3
+    reopened = crash_and_reopen(path, LogConfig(segment_bytes=1024, index_interval_bytes=1, flush="never"))
+    assert [v for _, v in read_all(reopened)] == expected
+    assert reopened.recovery is not None and reopened.recovery.truncated_bytes == 0
+    reopened.close()
+
+
+def test_after_a_crash_the_first_flush_syncs_every_recovered_segment(tmp_path):
+    """Segments the crashed process wrote past the recovery point may not be on disk: the first
+    flush after the restart syncs them all before the recovery point passes them."""
+    path = str(tmp_path / "t-0")
+    log = PartitionLog.open(path, SMALL)
+    while log.segment_count < 4:
+        log.append(batch_of(values(8, "v")), leader_epoch=0)
+    synced: list[str] = []
+
+    def fsync(fd: int) -> None:
+        synced.append(os.path.basename(os.readlink(f"/proc/self/fd/{fd}")))
+        os.fsync(fd)
+
+    reopened = PartitionLog.open(path, SMALL, recovery_point=0, fsync=fsync)
+    synced.clear()
+    assert reopened.flush() == reopened.log_end_offset
+    segment_files = sorted(n for n in os.listdir(path) if n.endswith(".log"))
+    assert sorted(n for n in synced if n.endswith(".log")) == segment_files
+    reopened.close()
+    log.close()
+
+
 def test_a_full_disk_while_a_new_epoch_is_recorded_changes_nothing(tmp_path, disk):
     log = PartitionLog.open(str(tmp_path / "t-0"), SMALL)
     log.append(batch_of([b"a"]), leader_epoch=0)
@@ -223,16 +268,18 @@ def test_a_failed_fsync_on_the_active_segment_fails_the_waiters_and_every_later_
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(plan=st.lists(st.one_of(st.none(), st.integers(min_value=0, max_value=400)), min_size=1, max_size=40))
+@given(plan=st.lists(st.tuples(st.one_of(st.none(), st.integers(min_value=0, max_value=400)),
+                                st.integers(min_value=1, max_value=30)), min_size=1, max_size=40))
 def test_acknowledged_batches_survive_any_sequence_of_full_disk_failures(tmp_path_factory, disk, plan):
-    """Each step appends one batch; an integer is the free space at that moment (the write may be
-    torn or refused). Whatever was acknowledged is exactly what a crash-restart reads back."""
+    """Each step appends one batch of a drawn size; an integer is the free space at that moment
+    (the write, or the roll before it, may be torn or refused). Whatever was acknowledged is
+    exactly what a crash-restart reads back."""
     path = str(tmp_path_factory.mktemp("faults") / "t-0")
     log = PartitionLog.open(path, SMALL)
     acked: list[bytes] = []
-    for step, free in enumerate(plan):
+    for step, (free, records) in enumerate(plan):
         disk.free = free
-        batch = values(3, f"s{step}")
+        batch = values(records, f"s{step}")
         try:
             log.append(batch_of(batch), leader_epoch=0)
         except StorageFullError:
