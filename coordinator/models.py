@@ -45,6 +45,8 @@ SEGMENT_INDEX_BYTES_MAX: Final = 64 * MIB
 INDEX_INTERVAL_BYTES_MIN: Final = 256
 INDEX_INTERVAL_BYTES_MAX: Final = MIB
 FLUSH_MS_MIN: Final = 100
+# Rolled segments keep their files open until their interval fsync (decision 0147): an hour bounds it.
+FLUSH_MS_MAX: Final = 3_600_000
 DURATION_MS_MAX: Final = 2**62
 ConfigBounds = Mapping[str, tuple[int, int]]
 # Inclusive (least, greatest) per storage key a user may set; keys not listed keep LogConfig's ranges.
@@ -53,7 +55,7 @@ TOPIC_CONFIG_BOUNDS: Final[ConfigBounds] = {
     "segment_ms": (SEGMENT_MS_MIN, DURATION_MS_MAX),
     "segment_index_bytes": (SEGMENT_INDEX_BYTES_MIN, SEGMENT_INDEX_BYTES_MAX),
     "index_interval_bytes": (INDEX_INTERVAL_BYTES_MIN, INDEX_INTERVAL_BYTES_MAX),
-    "flush_ms": (FLUSH_MS_MIN, DURATION_MS_MAX),
+    "flush_ms": (FLUSH_MS_MIN, FLUSH_MS_MAX),
     "max_batch_bytes": (HEADER_SIZE, BATCH_RECORDS_BYTES_MAX),
 }
 
@@ -80,9 +82,16 @@ def check_config_bounds(config: Mapping[str, Any], bounds: ConfigBounds) -> None
                                     field=f"config.{key}", minimum=low, maximum=high)
 
 
+# Never lowered for a stored topic: the log scans and recovers with this limit, so batches stored
+# under a larger one would read as corrupt and be cut (the bound applies to new topics only).
+NOT_CLAMPED: Final = frozenset({"max_batch_bytes"})
+
+
 def clamp_config(config: LogConfig, bounds: ConfigBounds) -> LogConfig:
-    """``config`` with every bounded key moved into its bounds (a topic stored before them)."""
-    changes = {key: min(max(getattr(config, key), low), high) for key, (low, high) in bounds.items()}
+    """``config`` with every bounded key moved into its bounds (a topic stored before them),
+    except the keys that describe what is already stored (``NOT_CLAMPED``)."""
+    changes = {key: min(max(getattr(config, key), low), high) for key, (low, high) in bounds.items()
+               if key not in NOT_CLAMPED}
     return dataclasses.replace(config, **changes)
 
 

@@ -275,6 +275,7 @@ class Node:
         for meta in await self.coordinator.list_topics():
             if meta.topic_id in pending:
                 log.warning("finishing an interrupted topic deletion", extra={"fields": {"topic": meta.name}})
+                await self.replicas.remove_topic(meta.name, meta.topic_id)  # directories not marked yet
                 await self.coordinator.delete_topic(meta.name)
         for topic_id in pending:
             self.replicas.purge_deleted(topic_id)

@@ -262,13 +262,25 @@ class ReplicaManager:
 
     def _empty_dirs(self, replicas: list[Replica], topic: str, topic_id: str) -> None:
         for replica in replicas:
-            replica.log.delete(rename_to=deletion_mark(replica.log.directory, topic_id))
+            mark = deletion_mark(replica.log.directory, topic_id)
+            try:
+                replica.log.delete(rename_to=mark)
+            except OSError as exc:
+                # The rename itself failed (a directory that must grow on a full disk): free the
+                # space in place; only the mark that a restart would finish from is lost.
+                log.warning("partition deleted without its deletion mark", extra={"fields": {
+                    "topic": topic, "partition": replica.partition, "error": str(exc)}})
+                shutil.rmtree(replica.log.directory, ignore_errors=True)
         for name in os.listdir(self.data_dir):
             prefix, _, number = name.rpartition("-")
             if prefix == topic and number.isdigit():  # a directory no open log owned
                 path = os.path.join(self.data_dir, name)
                 mark = deletion_mark(path, topic_id)
-                os.rename(path, mark)
+                try:
+                    os.rename(path, mark)
+                except OSError:
+                    shutil.rmtree(path, ignore_errors=True)
+                    continue
                 shutil.rmtree(mark, ignore_errors=True)
                 os.makedirs(mark, exist_ok=True)
 

@@ -739,7 +739,7 @@ class PartitionLog:
             self._closed = True
             directory = self.directory
             if rename_to is not None:
-                os.rename(directory, rename_to)
+                os.rename(directory, rename_to)  # on failure the log is closed, its files intact
                 directory = rename_to
             for name in os.listdir(directory):
                 os.unlink(os.path.join(directory, name))
