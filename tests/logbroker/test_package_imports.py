@@ -42,3 +42,19 @@ def test_every_client_and_cli_module_imports_alone():
         results = dict(zip(modules, pool.map(import_alone, modules), strict=True))
     failures = {m: r.stderr.strip().splitlines()[-1:] for m, r in results.items() if r.returncode != 0}
     assert not failures, failures
+
+
+def test_the_client_loads_nothing_of_the_server():
+    """What ``import logbroker.client`` loads at run time: no server package, and of the storage
+    engine only the batch format (the layering test sees import statements, this sees modules)."""
+    probe = ("import sys, logbroker.client; print(' '.join(sorted(m for m in sys.modules if m.split('.')[0] in "
+             "('segments', 'http_api', 'coordinator', 'internal_rpc') or m.startswith('logbroker.') "
+             "and not m.startswith('logbroker.client'))))")
+    env = {**os.environ, "PYTHONPATH": ROOT, "PYTHONDONTWRITEBYTECODE": "1"}
+    done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=IMPORT_TIMEOUT_S, check=True)
+    loaded = set(done.stdout.split())
+    assert "segments.batch" in loaded
+    assert not {m for m in loaded if m.split(".")[0] in ("http_api", "coordinator", "internal_rpc")}, loaded
+    assert not loaded & {"segments.log", "segments.segment", "segments.handles", "segments.index"}, loaded
+    assert not {m for m in loaded if m.startswith("logbroker.")}, loaded
