@@ -22,19 +22,20 @@ from coordinator.errors import (
     CoordinatorError,
     InvalidTopicError,
     TopicExistsError,
+    UnknownGroupRecordError,
     UnknownTopicError,
     UnknownUserError,
     UserExistsError,
     UserOwnsTopicsError,
 )
 from coordinator.models import NodeInfo, PartitionState, TopicMetadata, TopicSpec, check_partition_growth
-from coordinator.users import Acl, UserRecord, acl_from_json, acl_to_json
+from coordinator.users import Acl, GroupRecord, UserRecord, acl_from_json, acl_to_json
 from segments.checkpoint import write_atomic
 from segments.errors import StorageFullError, is_no_space
 
 STATE_FILE: Final = "coordinator.json"
-STATE_VERSION: Final = 2
-READABLE_VERSIONS: Final = (1, 2)
+STATE_VERSION: Final = 3
+READABLE_VERSIONS: Final = (1, 2, 3)
 STATE_BYTES_MAX: Final = 64 * 1024 * 1024
 STATE_FILE_MODE: Final = 0o600  # holds password hashes
 LEADER_EPOCH: Final = 1
@@ -45,11 +46,13 @@ class _State:
     topics: Mapping[str, TopicMetadata]
     users: Mapping[str, UserRecord]
     acls: Mapping[str, Acl]
+    groups: Mapping[str, GroupRecord] = dataclasses.field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {"version": STATE_VERSION, "topics": {n: t.to_json() for n, t in self.topics.items()},
                 "users": {n: u.to_json() for n, u in self.users.items()},
-                "acls": {t: acl_to_json(a) for t, a in self.acls.items() if a}}
+                "acls": {t: acl_to_json(a) for t, a in self.acls.items() if a},
+                "groups": {n: g.to_json() for n, g in self.groups.items()}}
 
     @classmethod
     def from_json(cls, raw: Mapping[str, Any]) -> _State:
@@ -57,7 +60,8 @@ class _State:
             raise ValueError(f"unsupported version {raw.get('version')!r}")
         return cls({name: TopicMetadata.from_json(t) for name, t in raw["topics"].items()},
                    {name: UserRecord.from_json(u) for name, u in raw.get("users", {}).items()},
-                   {topic: acl_from_json(a) for topic, a in raw.get("acls", {}).items()})
+                   {topic: acl_from_json(a) for topic, a in raw.get("acls", {}).items()},
+                   {name: GroupRecord.from_json(name, g) for name, g in raw.get("groups", {}).items()})
 
 
 @final
@@ -122,8 +126,9 @@ class LocalCoordinator(Coordinator):
         async with self._lock:
             meta = self._topic(name)
             state = self._state
-            self._commit_locked(_State({n: t for n, t in state.topics.items() if n != name}, state.users,
-                                       {t: a for t, a in state.acls.items() if t != name}))
+            self._commit_locked(dataclasses.replace(
+                state, topics={n: t for n, t in state.topics.items() if n != name},
+                acls={t: a for t, a in state.acls.items() if t != name}))
             return meta
 
     async def add_partitions(self, name: str, partitions: int) -> TopicMetadata:
@@ -186,7 +191,8 @@ class LocalCoordinator(Coordinator):
             topics = {n: (dataclasses.replace(t, owner=reassign_to) if t.owner == name else t)
                       for n, t in state.topics.items()}
             acls = {t: {u: p for u, p in a.items() if u != name} for t, a in state.acls.items()}
-            self._commit_locked(_State(topics, {n: u for n, u in state.users.items() if n != name}, acls))
+            groups = {n: _without_user(g, name, reassign_to) for n, g in state.groups.items()}
+            self._commit_locked(_State(topics, {n: u for n, u in state.users.items() if n != name}, acls, groups))
             return owned
 
     async def get_acl(self, topic: str) -> Acl:
@@ -214,3 +220,51 @@ class LocalCoordinator(Coordinator):
             meta = dataclasses.replace(meta, owner=owner)
             self._commit_locked(dataclasses.replace(state, topics={**state.topics, topic: meta}))
             return meta
+
+    # ---- consumer groups -----------------------------------------------------------------------
+
+    async def get_group(self, name: str) -> GroupRecord | None:
+        return self._state.groups.get(name)
+
+    async def list_group_records(self) -> list[GroupRecord]:
+        groups = self._state.groups
+        return [groups[n] for n in sorted(groups)]
+
+    async def claim_group(self, name: str, owner: str | None) -> GroupRecord:
+        async with self._lock:
+            state = self._state
+            found = state.groups.get(name)
+            if found is not None:
+                return found
+            record = GroupRecord(name, owner, {}, time.time_ns() // 1_000_000)
+            self._commit_locked(dataclasses.replace(state, groups={**state.groups, name: record}))
+            return record
+
+    async def set_group_acl(self, name: str, user: str, permissions: frozenset[str]) -> GroupRecord:
+        async with self._lock:
+            state = self._state
+            found = state.groups.get(name)
+            if found is None:
+                raise UnknownGroupRecordError(f"unknown group {name!r}")
+            if user not in state.users:
+                raise UnknownUserError(f"unknown user {user!r}")
+            acl = {u: p for u, p in found.acl.items() if u != user}
+            if permissions:
+                acl[user] = permissions
+            record = dataclasses.replace(found, acl=acl)
+            self._commit_locked(dataclasses.replace(state, groups={**state.groups, name: record}))
+            return record
+
+    async def delete_group(self, name: str) -> None:
+        async with self._lock:
+            state = self._state
+            if name in state.groups:
+                self._commit_locked(dataclasses.replace(
+                    state, groups={n: g for n, g in state.groups.items() if n != name}))
+
+
+def _without_user(group: GroupRecord, user: str, reassign_to: str | None) -> GroupRecord:
+    """``group`` once ``user`` is deleted: their grant dropped, their ownership moved to
+    ``reassign_to`` (None: the group is left to admins)."""
+    owner = reassign_to if group.owner == user else group.owner
+    return dataclasses.replace(group, owner=owner, acl={u: p for u, p in group.acl.items() if u != user})
