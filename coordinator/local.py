@@ -1,4 +1,5 @@
-"""The embedded coordinator of a single node: no etcd, state in ``<data_dir>/coordinator.json``.
+"""The embedded coordinator of a single node: no etcd, state in ``<data_dir>/coordinator.json``
+(consumer groups' owners and grants in ``groups.jsonl``, an append-only journal).
 
 Every partition lives on this node, which leads it with epoch 1. Changes are written atomically
 (temp file, fsync, rename) before they are acknowledged, so a restart keeps every topic, user and
@@ -28,14 +29,15 @@ from coordinator.errors import (
     UserExistsError,
     UserOwnsTopicsError,
 )
+from coordinator.group_journal import GroupJournal
 from coordinator.models import NodeInfo, PartitionState, TopicMetadata, TopicSpec, check_partition_growth
 from coordinator.users import Acl, GroupRecord, UserRecord, acl_from_json, acl_to_json
 from segments.checkpoint import write_atomic
 from segments.errors import StorageFullError, is_no_space
 
 STATE_FILE: Final = "coordinator.json"
-STATE_VERSION: Final = 3
-READABLE_VERSIONS: Final = (1, 2, 3)
+STATE_VERSION: Final = 2
+READABLE_VERSIONS: Final = (1, 2)
 STATE_BYTES_MAX: Final = 64 * 1024 * 1024
 STATE_FILE_MODE: Final = 0o600  # holds password hashes
 LEADER_EPOCH: Final = 1
@@ -46,13 +48,11 @@ class _State:
     topics: Mapping[str, TopicMetadata]
     users: Mapping[str, UserRecord]
     acls: Mapping[str, Acl]
-    groups: Mapping[str, GroupRecord] = dataclasses.field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {"version": STATE_VERSION, "topics": {n: t.to_json() for n, t in self.topics.items()},
                 "users": {n: u.to_json() for n, u in self.users.items()},
-                "acls": {t: acl_to_json(a) for t, a in self.acls.items() if a},
-                "groups": {n: g.to_json() for n, g in self.groups.items()}}
+                "acls": {t: acl_to_json(a) for t, a in self.acls.items() if a}}
 
     @classmethod
     def from_json(cls, raw: Mapping[str, Any]) -> _State:
@@ -60,8 +60,7 @@ class _State:
             raise ValueError(f"unsupported version {raw.get('version')!r}")
         return cls({name: TopicMetadata.from_json(t) for name, t in raw["topics"].items()},
                    {name: UserRecord.from_json(u) for name, u in raw.get("users", {}).items()},
-                   {topic: acl_from_json(a) for topic, a in raw.get("acls", {}).items()},
-                   {name: GroupRecord.from_json(name, g) for name, g in raw.get("groups", {}).items()})
+                   {topic: acl_from_json(a) for topic, a in raw.get("acls", {}).items()})
 
 
 @final
@@ -70,6 +69,8 @@ class LocalCoordinator(Coordinator):
         self._path = os.path.join(data_dir, STATE_FILE)
         self._node = node
         self._state = _State({}, {}, {})
+        self._journal = GroupJournal(data_dir)
+        self._groups: dict[str, GroupRecord] = {}
         self._lock = asyncio.Lock()
 
     @property
@@ -78,6 +79,7 @@ class LocalCoordinator(Coordinator):
 
     async def start(self) -> None:
         os.makedirs(os.path.dirname(self._path), exist_ok=True)
+        self._groups = self._journal.load()
         try:
             with open(self._path, "rb") as f:
                 raw = f.read(STATE_BYTES_MAX + 1)
@@ -191,8 +193,10 @@ class LocalCoordinator(Coordinator):
             topics = {n: (dataclasses.replace(t, owner=reassign_to) if t.owner == name else t)
                       for n, t in state.topics.items()}
             acls = {t: {u: p for u, p in a.items() if u != name} for t, a in state.acls.items()}
-            groups = {n: _without_user(g, name, reassign_to) for n, g in state.groups.items()}
-            self._commit_locked(_State(topics, {n: u for n, u in state.users.items() if n != name}, acls, groups))
+            heir = reassign_to if reassign_to in state.users and reassign_to != name else None
+            self._change_groups_locked([(n, _without_user(g, name, heir)) for n, g in self._groups.items()
+                                        if g.owner == name or name in g.acl])
+            self._commit_locked(_State(topics, {n: u for n, u in state.users.items() if n != name}, acls))
             return owned
 
     async def get_acl(self, topic: str) -> Acl:
@@ -221,46 +225,64 @@ class LocalCoordinator(Coordinator):
             self._commit_locked(dataclasses.replace(state, topics={**state.topics, topic: meta}))
             return meta
 
-    # ---- consumer groups -----------------------------------------------------------------------
+    # ---- consumer groups (in ``groups.jsonl``, see ``coordinator.group_journal``) -------------
+
+    def _change_groups_locked(self, changes: list[tuple[str, GroupRecord | None]]) -> None:
+        """Apply ``changes`` (None deletes) in memory and append them durably; undone if the
+        append fails, so a failed save changes nothing."""
+        if not changes:
+            return
+        before = [(name, self._groups.get(name)) for name, _ in changes]
+        for name, record in changes:
+            _put(self._groups, name, record)
+        try:
+            self._journal.write(changes, self._groups)
+        except BaseException:
+            for name, record in reversed(before):
+                _put(self._groups, name, record)
+            raise
 
     async def get_group(self, name: str) -> GroupRecord | None:
-        return self._state.groups.get(name)
+        return self._groups.get(name)
 
     async def list_group_records(self) -> list[GroupRecord]:
-        groups = self._state.groups
+        groups = self._groups
         return [groups[n] for n in sorted(groups)]
 
     async def claim_group(self, name: str, owner: str | None) -> GroupRecord:
         async with self._lock:
-            state = self._state
-            found = state.groups.get(name)
+            found = self._groups.get(name)
             if found is not None:
                 return found
             record = GroupRecord(name, owner, {}, time.time_ns() // 1_000_000)
-            self._commit_locked(dataclasses.replace(state, groups={**state.groups, name: record}))
+            self._change_groups_locked([(name, record)])
             return record
 
     async def set_group_acl(self, name: str, user: str, permissions: frozenset[str]) -> GroupRecord:
         async with self._lock:
-            state = self._state
-            found = state.groups.get(name)
+            found = self._groups.get(name)
             if found is None:
                 raise UnknownGroupRecordError(f"unknown group {name!r}")
-            if user not in state.users:
+            if user not in self._state.users:
                 raise UnknownUserError(f"unknown user {user!r}")
             acl = {u: p for u, p in found.acl.items() if u != user}
             if permissions:
                 acl[user] = permissions
             record = dataclasses.replace(found, acl=acl)
-            self._commit_locked(dataclasses.replace(state, groups={**state.groups, name: record}))
+            self._change_groups_locked([(name, record)])
             return record
 
     async def delete_group(self, name: str) -> None:
         async with self._lock:
-            state = self._state
-            if name in state.groups:
-                self._commit_locked(dataclasses.replace(
-                    state, groups={n: g for n, g in state.groups.items() if n != name}))
+            if name in self._groups:
+                self._change_groups_locked([(name, None)])
+
+
+def _put(groups: dict[str, GroupRecord], name: str, record: GroupRecord | None) -> None:
+    if record is None:
+        groups.pop(name, None)
+    else:
+        groups[name] = record
 
 
 def _without_user(group: GroupRecord, user: str, reassign_to: str | None) -> GroupRecord:
