@@ -68,6 +68,7 @@ run: $(STAMP)
 	@echo "  try:    curl -s -XPOST $(RUN_URL)/v1/topics -H \"Authorization: Bearer \$$TOKEN\" -H 'Content-Type: application/json' -d '{\"name\":\"demo\",\"partitions\":3}'"
 	@echo "          curl -s -XPOST $(RUN_URL)/v1/topics/demo/records -H \"Authorization: Bearer \$$TOKEN\" -H 'Content-Type: application/json' -d '{\"records\":[{\"value\":\"hello\",\"partition\":0}]}'"
 	@echo "          curl -s '$(RUN_URL)/v1/topics/demo/partitions/0/records?offset=0' -H \"Authorization: Bearer \$$TOKEN\""
+	@echo "  metrics: curl -s $(RUN_URL)/metrics -H \"Authorization: Bearer \$$TOKEN\"   (an admin's token; a scraper: --metrics-token, or --metrics-public true)"
 	@echo "  CLI:    export LOGBROKER_USER=$(DEV_ADMIN) LOGBROKER_PASSWORD=$(DEV_PASSWORD); .venv/bin/logbroker topic list"
 	$(PY) -m logbroker serve --node-id 1 --http-host 127.0.0.1 --http-port 8080 --coordinator local --auth on \
 		--admin-user $(DEV_ADMIN) --admin-password $(DEV_PASSWORD)

@@ -11,7 +11,7 @@ import abc
 
 from coordinator.errors import InvalidTopicError
 from coordinator.models import NodeInfo, PartitionState, TopicMetadata, TopicSpec
-from coordinator.users import Acl, UserRecord
+from coordinator.users import Acl, GroupRecord, UserRecord
 
 
 class Coordinator(abc.ABC):
@@ -91,3 +91,27 @@ class Coordinator(abc.ABC):
     @abc.abstractmethod
     async def set_owner(self, topic: str, owner: str) -> TopicMetadata:
         """Make ``owner`` (an existing user) the owner of ``topic``."""
+
+    # ---- consumer groups as resources (decision 0170: groups/<name>) ---------------------------
+
+    @abc.abstractmethod
+    async def get_group(self, name: str) -> GroupRecord | None:
+        """The owner and grants of group ``name``, or None when no one has claimed it."""
+
+    @abc.abstractmethod
+    async def list_group_records(self) -> list[GroupRecord]:
+        """Every claimed group, sorted by name."""
+
+    @abc.abstractmethod
+    async def claim_group(self, name: str, owner: str | None) -> GroupRecord:
+        """Make ``owner`` the owner of ``name`` unless someone already is; returns the record that
+        holds (the existing one when the group was claimed before, by anyone)."""
+
+    @abc.abstractmethod
+    async def set_group_acl(self, name: str, user: str, permissions: frozenset[str]) -> GroupRecord:
+        """Set (an empty set revokes) one user's permissions on a claimed group (raises
+        ``UnknownGroupRecordError`` for an unclaimed one, ``UnknownUserError``)."""
+
+    @abc.abstractmethod
+    async def delete_group(self, name: str) -> None:
+        """Forget a group's owner and grants (nothing to do for an unclaimed group)."""

@@ -52,3 +52,9 @@ class UserOwnsTopicsError(CoordinatorError):
     """A user cannot be deleted while topics would be left without their owner."""
 
     code = "user_owns_topics"
+
+
+class UnknownGroupRecordError(CoordinatorError):
+    """No one owns the consumer group (it was never joined with authentication on)."""
+
+    code = "unknown_group"

@@ -1,4 +1,5 @@
-"""The embedded coordinator of a single node: no etcd, state in ``<data_dir>/coordinator.json``.
+"""The embedded coordinator of a single node: no etcd, state in ``<data_dir>/coordinator.json``
+(consumer groups' owners and grants in ``groups.jsonl``, an append-only journal).
 
 Every partition lives on this node, which leads it with epoch 1. Changes are written atomically
 (temp file, fsync, rename) before they are acknowledged, so a restart keeps every topic, user and
@@ -22,13 +23,15 @@ from coordinator.errors import (
     CoordinatorError,
     InvalidTopicError,
     TopicExistsError,
+    UnknownGroupRecordError,
     UnknownTopicError,
     UnknownUserError,
     UserExistsError,
     UserOwnsTopicsError,
 )
+from coordinator.group_journal import GroupJournal
 from coordinator.models import NodeInfo, PartitionState, TopicMetadata, TopicSpec, check_partition_growth
-from coordinator.users import Acl, UserRecord, acl_from_json, acl_to_json
+from coordinator.users import Acl, GroupRecord, UserRecord, acl_from_json, acl_to_json
 from segments.checkpoint import write_atomic
 from segments.errors import StorageFullError, is_no_space
 
@@ -66,6 +69,8 @@ class LocalCoordinator(Coordinator):
         self._path = os.path.join(data_dir, STATE_FILE)
         self._node = node
         self._state = _State({}, {}, {})
+        self._journal = GroupJournal(data_dir)
+        self._groups: dict[str, GroupRecord] = {}
         self._lock = asyncio.Lock()
 
     @property
@@ -74,6 +79,7 @@ class LocalCoordinator(Coordinator):
 
     async def start(self) -> None:
         os.makedirs(os.path.dirname(self._path), exist_ok=True)
+        self._groups = self._journal.load()
         try:
             with open(self._path, "rb") as f:
                 raw = f.read(STATE_BYTES_MAX + 1)
@@ -122,8 +128,9 @@ class LocalCoordinator(Coordinator):
         async with self._lock:
             meta = self._topic(name)
             state = self._state
-            self._commit_locked(_State({n: t for n, t in state.topics.items() if n != name}, state.users,
-                                       {t: a for t, a in state.acls.items() if t != name}))
+            self._commit_locked(dataclasses.replace(
+                state, topics={n: t for n, t in state.topics.items() if n != name},
+                acls={t: a for t, a in state.acls.items() if t != name}))
             return meta
 
     async def add_partitions(self, name: str, partitions: int) -> TopicMetadata:
@@ -186,6 +193,9 @@ class LocalCoordinator(Coordinator):
             topics = {n: (dataclasses.replace(t, owner=reassign_to) if t.owner == name else t)
                       for n, t in state.topics.items()}
             acls = {t: {u: p for u, p in a.items() if u != name} for t, a in state.acls.items()}
+            heir = reassign_to if reassign_to in state.users and reassign_to != name else None
+            self._change_groups_locked([(n, _without_user(g, name, heir)) for n, g in self._groups.items()
+                                        if g.owner == name or name in g.acl])
             self._commit_locked(_State(topics, {n: u for n, u in state.users.items() if n != name}, acls))
             return owned
 
@@ -214,3 +224,69 @@ class LocalCoordinator(Coordinator):
             meta = dataclasses.replace(meta, owner=owner)
             self._commit_locked(dataclasses.replace(state, topics={**state.topics, topic: meta}))
             return meta
+
+    # ---- consumer groups (in ``groups.jsonl``, see ``coordinator.group_journal``) -------------
+
+    def _change_groups_locked(self, changes: list[tuple[str, GroupRecord | None]]) -> None:
+        """Apply ``changes`` (None deletes) in memory and append them durably; undone if the
+        append fails, so a failed save changes nothing."""
+        if not changes:
+            return
+        before = [(name, self._groups.get(name)) for name, _ in changes]
+        for name, record in changes:
+            _put(self._groups, name, record)
+        try:
+            self._journal.write(changes, self._groups)
+        except BaseException:
+            for name, record in reversed(before):
+                _put(self._groups, name, record)
+            raise
+
+    async def get_group(self, name: str) -> GroupRecord | None:
+        return self._groups.get(name)
+
+    async def list_group_records(self) -> list[GroupRecord]:
+        groups = self._groups
+        return [groups[n] for n in sorted(groups)]
+
+    async def claim_group(self, name: str, owner: str | None) -> GroupRecord:
+        async with self._lock:
+            found = self._groups.get(name)
+            if found is not None:
+                return found
+            record = GroupRecord(name, owner, {}, time.time_ns() // 1_000_000)
+            self._change_groups_locked([(name, record)])
+            return record
+
+    async def set_group_acl(self, name: str, user: str, permissions: frozenset[str]) -> GroupRecord:
+        async with self._lock:
+            found = self._groups.get(name)
+            if found is None:
+                raise UnknownGroupRecordError(f"unknown group {name!r}")
+            if user not in self._state.users:
+                raise UnknownUserError(f"unknown user {user!r}")
+            acl = {u: p for u, p in found.acl.items() if u != user}
+            if permissions:
+                acl[user] = permissions
+            record = dataclasses.replace(found, acl=acl)
+            self._change_groups_locked([(name, record)])
+            return record
+
+    async def delete_group(self, name: str) -> None:
+        async with self._lock:
+            if name in self._groups:
+                self._change_groups_locked([(name, None)])
+
+
+def _put(groups: dict[str, GroupRecord], name: str, record: GroupRecord | None) -> None:
+    if record is None:
+        groups.pop(name, None)
+    else:
+        groups[name] = record
+
+
+def _without_user(group: GroupRecord, user: str, reassign_to: str | None) -> GroupRecord:
+    """``group`` once ``user`` is deleted: their grant dropped, their ownership moved to
+    ``reassign_to`` (None: the group is left to admins)."""
+    owner = reassign_to if group.owner == user else group.owner
+    return dataclasses.replace(group, owner=owner, acl={u: p for u, p in group.acl.items() if u != user})

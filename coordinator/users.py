@@ -3,6 +3,8 @@
 A ``UserRecord`` holds the password only as a salted scrypt hash (``logbroker.auth.passwords``
 writes and checks it; the coordinator never sees a plain password). An ACL maps user names to the
 permissions granted on one topic; the topic's owner is in its ``TopicMetadata`` and needs no grant.
+A ``GroupRecord`` is a consumer group as a resource (decision 0170): its owner (the first user
+who joined it) and its ACL, whose only permission is ``read`` (Kafka's group READ).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ Role = Literal["admin", "user"]
 ROLES: Final = ("admin", "user")
 Permission = Literal["read", "write"]
 PERMISSIONS: Final = ("read", "write")
+GROUP_PERMISSIONS: Final = ("read",)
 USER_NAME_PATTERN: Final = re.compile(r"[A-Za-z0-9._@-]{1,64}")
 QUOTA_KEYS: Final = ("produce_bytes_per_s", "fetch_bytes_per_s", "connections_max")
 QUOTA_MAX: Final = 1 << 40
@@ -38,13 +41,13 @@ def validate_role(role: object) -> Role:
     raise InvalidUserError(f"role must be admin or user, not {role!r}")
 
 
-def validate_permissions(permissions: object) -> frozenset[str]:
-    """A list of ``read``/``write`` (an empty list revokes every grant)."""
+def validate_permissions(permissions: object, allowed: tuple[str, ...] = PERMISSIONS) -> frozenset[str]:
+    """A list of ``read``/``write`` (of ``allowed``; an empty list revokes every grant)."""
     if not isinstance(permissions, list) or not all(isinstance(p, str) for p in permissions):
         raise InvalidUserError("permissions must be a list of strings")
-    unknown = set(permissions) - set(PERMISSIONS)
+    unknown = set(permissions) - set(allowed)
     if unknown:
-        raise InvalidUserError(f"unknown permissions {sorted(unknown)}; expected read and/or write")
+        raise InvalidUserError(f"unknown permissions {sorted(unknown)}; expected {' and/or '.join(allowed)}")
     return frozenset(permissions)
 
 
@@ -89,3 +92,23 @@ def acl_to_json(acl: Acl) -> dict[str, list[str]]:
 
 def acl_from_json(raw: Mapping[str, Iterable[str]]) -> dict[str, frozenset[str]]:
     return {validate_user_name(user): validate_permissions(list(perms)) for user, perms in raw.items()}
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class GroupRecord:
+    """A consumer group's owner and grants (``owner`` None: admins alone manage it)."""
+
+    name: str
+    owner: str | None
+    acl: Acl = dataclasses.field(default_factory=dict)
+    created_ms: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"owner": self.owner, "acl": acl_to_json(self.acl), "created_ms": self.created_ms}
+
+    @classmethod
+    def from_json(cls, name: str, raw: Mapping[str, Any]) -> GroupRecord:
+        owner = raw.get("owner")
+        acl = {validate_user_name(u): validate_permissions(list(p), GROUP_PERMISSIONS)
+               for u, p in raw.get("acl", {}).items()}
+        return cls(name, None if owner is None else validate_user_name(owner), acl, int(raw.get("created_ms", 0)))

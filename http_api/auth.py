@@ -5,19 +5,25 @@ checks permissions by hand: the caller's ``Principal`` is put on the request (``
 for handlers that need it (ownership of what they create, self-or-admin checks). Quotas are
 checked before the handler and charged after it with the bytes really moved: the request body
 for produce, the response body for fetch.
+
+``/metrics`` (access ``metrics``) is open only on a node with ``metrics_public`` (or auth off):
+otherwise a scraper sends ``Authorization: Bearer <metrics_token>`` (the node's static scrape
+credential, compared in constant time) or an admin's token; its labels name every topic and group.
 """
 
 from __future__ import annotations
 
+import hmac
 from typing import Final
 
 from aiohttp import web
 
 from http_api.keys import NODE
 from http_api.params import path_topic
-from http_api.routing import ROUTE_BY_HANDLER, TOPIC_ACCESS, Handler, Route
+from http_api.routing import GROUP_ACCESS, ROUTE_BY_HANDLER, TOPIC_ACCESS, Handler, Route
 from logbroker.auth.permissions import Principal
 from logbroker.errors import ForbiddenError
+from logbroker.groups.requests import group_name
 
 PRINCIPAL: Final = "logbroker.principal"
 
@@ -32,7 +38,7 @@ def principal_of(request: web.Request) -> Principal:
 @web.middleware
 async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     entry = ROUTE_BY_HANDLER.get(request.match_info.handler)
-    if entry is None or entry.access == "public":
+    if entry is None or entry.access == "public" or (entry.access == "metrics" and _scrape_allowed(request)):
         return await handler(request)
     auth = request.app[NODE].auth
     principal, limits = await auth.authenticate(request.headers.get("Authorization"))
@@ -53,7 +59,7 @@ async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamR
 async def _authorize(request: web.Request, entry: Route, principal: Principal) -> None:
     if entry.access == "user":
         return
-    if entry.access == "admin":
+    if entry.access in ("admin", "metrics"):
         if not principal.is_admin:
             raise ForbiddenError(f"{request.method} {entry.path} is for admins only")
         return
@@ -61,5 +67,19 @@ async def _authorize(request: web.Request, entry: Route, principal: Principal) -
         if not principal.is_admin and request.match_info["name"] != principal.name:
             raise ForbiddenError(f"{principal.name!r} may only see or change their own user")
         return
+    if entry.access in GROUP_ACCESS:
+        await request.app[NODE].group_access.authorize(principal, group_name(request.match_info["group"]),
+                                                       GROUP_ACCESS[entry.access])
+        return
     action = TOPIC_ACCESS[entry.access]
     await request.app[NODE].auth.authorize_topic(principal, path_topic(request), action)
+
+
+def _scrape_allowed(request: web.Request) -> bool:
+    """True when ``/metrics`` needs no user: the node opens it, or the scrape credential is sent."""
+    node = request.app[NODE]
+    if node.config.metrics_public == "true" or not node.auth.enabled:
+        return True
+    token = node.config.metrics_token
+    sent = request.headers.get("Authorization", "")
+    return bool(token) and hmac.compare_digest(sent.encode(), f"Bearer {token}".encode())

@@ -1,13 +1,19 @@
-"""Consumer groups: membership (join, heartbeat, leave), offset commits, describe, list, reset."""
+"""Consumer groups: membership (join, heartbeat, leave), offset commits, describe, list, reset,
+and groups as resources (decision 0170): the first join claims a group, its owner grants ``read``
+(``/acl``) and deletes it when empty. The route table's ``group_*`` access levels check the group;
+the read check on the topics a call names is ``require_read``."""
 
 from __future__ import annotations
 
 from aiohttp import web
 
+from http_api.auth import principal_of
 from http_api.identity import caller, group_caller, require_read
 from http_api.keys import NODE
 from http_api.params import read_json
 from http_api.routing import route
+from logbroker.auth.groups import restricted_view
+from logbroker.errors import ForbiddenError
 from logbroker.groups.requests import group_name, member_id, parse_commit, parse_join, parse_reset
 
 GROUP_PATH = "/v1/groups/{group}"
@@ -24,42 +30,87 @@ RESET_BODY = {"type": "object", "required": ["topic", "to"], "properties": {
     "topic": {"type": "string"}, "to": {"type": "string", "enum": ["earliest", "latest", "timestamp", "offsets"]},
     "partitions": {"type": "array", "items": {"type": "integer"}}, "timestamp": {"type": "integer"},
     "offsets": {"type": "array", "items": {"type": "object"}}}}
+GROUP_ACL_BODY = {"type": "object", "required": ["user", "permissions"], "properties": {
+    "user": {"type": "string"},
+    "permissions": {"type": "array", "items": {"type": "string", "enum": ["read"]},
+                    "description": "read: join, heartbeat, leave, commit, stream; an empty list revokes"}}}
 
 
 def _group(request: web.Request) -> str:
     return group_name(request.match_info["group"])
 
 
-@route("GET", "/v1/groups", "List consumer groups", access="user")
+@route("GET", "/v1/groups", "List the consumer groups the caller owns or holds a grant on (admins: all)",
+       access="user")
 async def list_groups(request: web.Request) -> web.Response:
-    return web.json_response({"groups": request.app[NODE].groups.list_groups()})
+    node = request.app[NODE]
+    groups = await node.group_access.visible(principal_of(request), node.groups.list_groups())
+    return web.json_response({"groups": groups})
 
 
-@route("GET", GROUP_PATH, "Describe a group: members, assignment, committed offsets and lag", access="user",
-       responses={"200": "OK", "404": "Unknown group"})
+@route("GET", GROUP_PATH, "Describe a group: members, assignment, committed offsets and lag (owner and admins; "
+       "a grantee sees only their own members and the topics they may read)", access="group_describe",
+       responses={"200": "OK", "403": "Not allowed (or unknown, to non-admins)", "404": "Unknown group"})
 async def describe_group(request: web.Request) -> web.Response:
-    return web.json_response(request.app[NODE].groups.describe(_group(request)))
+    node, name, principal = request.app[NODE], _group(request), principal_of(request)
+    view = node.groups.describe(name)
+    if node.group_access.is_manager(principal, await node.coordinator.get_group(name)):
+        return web.json_response(view)
+
+    async def readable(topic: str) -> bool:
+        try:
+            await node.auth.authorize_topic(principal, topic, "read")
+        except ForbiddenError:
+            return False
+        return True
+
+    return web.json_response(await restricted_view(view, principal.name, readable))
 
 
-@route("POST", GROUP_PATH + "/members", "Join a group (starts a new generation)", access="user", body=JOIN_BODY,
+@route("DELETE", GROUP_PATH, "Delete an empty group and its committed offsets (owner or admin)",
+       access="group_manage", responses={"204": "Deleted", "403": "Not allowed", "404": "Unknown group",
+                                         "409": "The group has members"})
+async def delete_group(request: web.Request) -> web.Response:
+    await request.app[NODE].delete_group(_group(request))
+    return web.Response(status=204)
+
+
+@route("GET", GROUP_PATH + "/acl", "The owner and grants of a group (owner or admin)", access="group_manage",
+       responses={"200": "{group, owner, acl}", "403": "Not allowed"})
+async def get_group_acl(request: web.Request) -> web.Response:
+    return web.json_response(await request.app[NODE].group_access.describe_acl(_group(request)))
+
+
+@route("PUT", GROUP_PATH + "/acl", "Grant or revoke a user's read permission on a group (owner or admin)",
+       access="group_manage", body=GROUP_ACL_BODY,
+       responses={"200": "{group, owner, acl}", "400": "Invalid", "403": "Not allowed",
+                  "404": "Unknown user, or a group nobody has joined yet"})
+async def set_group_acl(request: web.Request) -> web.Response:
+    return web.json_response(await request.app[NODE].group_access.set_acl(_group(request), await read_json(request)))
+
+
+@route("POST", GROUP_PATH + "/members", "Join a group (starts a new generation); the first join claims the group",
+       access="group_read", body=JOIN_BODY,
        responses={"200": "member_id, generation, assignment, heartbeat_interval_ms", "400": "Invalid",
+                  "403": "No read grant on the group or a topic, or another user's member_id",
                   "404": "Unknown topic", "409": "Inconsistent assignment strategy"})
 async def join_group(request: web.Request) -> web.Response:
-    name = _group(request)
+    node, name = request.app[NODE], _group(request)
     join = parse_join(await read_json(request))
     await require_read(request, join.topics)
-    return web.json_response(await request.app[NODE].groups.join(name, join, caller(request)))
+    await node.group_access.claim(principal_of(request), name)
+    return web.json_response(await node.groups.join(name, join, caller(request), group_caller(request)))
 
 
 @route("POST", GROUP_PATH + "/members/{member}/heartbeat", "Heartbeat: the current generation and assignment",
-       access="user",
+       access="group_read",
        responses={"200": "generation, assignment", "404": "Unknown group or member (join again)"})
 async def heartbeat(request: web.Request) -> web.Response:
     name, member = _group(request), member_id(request.match_info["member"])
     return web.json_response(await request.app[NODE].groups.heartbeat(name, member, group_caller(request)))
 
 
-@route("DELETE", GROUP_PATH + "/members/{member}", "Leave a group (starts a new generation)", access="user",
+@route("DELETE", GROUP_PATH + "/members/{member}", "Leave a group (starts a new generation)", access="group_read",
        responses={"204": "Left", "404": "Unknown group or member"})
 async def leave_group(request: web.Request) -> web.Response:
     name, member = _group(request), member_id(request.match_info["member"])
@@ -67,7 +118,8 @@ async def leave_group(request: web.Request) -> web.Response:
     return web.Response(status=204)
 
 
-@route("POST", GROUP_PATH + "/offsets", "Commit offsets (member of the current generation only)", access="user",
+@route("POST", GROUP_PATH + "/offsets", "Commit offsets (member of the current generation only)",
+       access="group_read",
        body=COMMIT_BODY, responses={"200": "Committed", "400": "Invalid", "404": "Unknown member",
                                     "409": "Stale generation or partition not assigned"})
 async def commit_offsets(request: web.Request) -> web.Response:

@@ -27,7 +27,9 @@ async def readyz(request: web.Request) -> web.Response:
                              status=200 if ready else 503)
 
 
-@route("GET", "/metrics", "Prometheus metrics (text format)", access="public")
+@route("GET", "/metrics", "Prometheus metrics (text format): the node's metrics_token or an admin's token as "
+       "bearer, unless the node runs with metrics_public", access="metrics",
+       responses={"200": "OK", "401": "No or wrong credential", "403": "Not an admin"})
 async def metrics(request: web.Request) -> web.Response:
     body = request.app[NODE].metrics.render()
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})

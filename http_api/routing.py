@@ -3,9 +3,11 @@ the access it needs, so the router, the OpenAPI document and the auth middleware
 list and cannot disagree. A route that does not say who may call it cannot be registered.
 
 Access levels: ``public`` (no token), ``user`` (any authenticated user), ``admin``, ``self``
-(the user named by ``{name}`` or an admin), and the topic actions ``describe``, ``read``,
-``write``, ``manage`` on the topic or queue named by ``{name}`` (see ``logbroker.auth.permissions``).
-``quota`` names the byte-rate quota a route is charged to.
+(the user named by ``{name}`` or an admin), the topic actions ``describe``, ``read``,
+``write``, ``manage`` on the topic or queue named by ``{name}`` (see ``logbroker.auth.permissions``),
+the group actions ``group_describe``, ``group_read``, ``group_manage`` on the consumer group named by
+``{group}`` (see ``logbroker.auth.groups``), and ``metrics`` (the scrape credential, or public when
+the node says so). ``quota`` names the byte-rate quota a route is charged to.
 """
 
 from __future__ import annotations
@@ -16,13 +18,17 @@ from typing import Any, Final, Literal
 
 from aiohttp import web
 
+from logbroker.auth.groups import GroupAction
 from logbroker.auth.permissions import Action
 from logbroker.auth.quotas import QuotaKind
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-Access = Literal["public", "user", "admin", "self", "describe", "read", "write", "manage"]
+Access = Literal["public", "metrics", "user", "admin", "self", "describe", "read", "write", "manage",
+                 "group_describe", "group_read", "group_manage"]
 TOPIC_ACCESS: Final[dict[str, Action]] = {"describe": "describe", "read": "read", "write": "write",
                                           "manage": "manage"}
+GROUP_ACCESS: Final[dict[str, GroupAction]] = {"group_describe": "describe", "group_read": "read",
+                                               "group_manage": "manage"}
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -49,6 +55,8 @@ def route(method: str, path: str, summary: str, *, access: Access, quota: QuotaK
     taken from ``{name}`` segments of ``path``."""
     if (access in TOPIC_ACCESS or access == "self") and "{name}" not in path:
         raise AssertionError(f"{method} {path}: access {access!r} needs a {{name}} path segment")
+    if access in GROUP_ACCESS and "{group}" not in path:
+        raise AssertionError(f"{method} {path}: access {access!r} needs a {{group}} path segment")
 
     def register(handler: Handler) -> Handler:
         params: list[dict[str, Any]] = [

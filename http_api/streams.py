@@ -134,7 +134,7 @@ async def _end(response: web.StreamResponse, reason: str) -> None:
 
 @route("GET", "/v1/groups/{group}/members/{member}/stream",
        "Push the records of a member's assigned partitions (Server-Sent Events; the open stream heartbeats)",
-       access="user",
+       access="group_read",
        query=(("auto_offset_reset", "string", "earliest (default) or latest, where nothing is committed"),),
        responses={"200": "text/event-stream: `assignment` events at each generation, then `record` events with "
                          "topic and partition", "404": "Unknown group or member", "503": "Too many open streams"})

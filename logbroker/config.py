@@ -17,6 +17,7 @@ from logbroker.errors import InvalidRequestError
 
 ENV_PREFIX: Final = "LOGBROKER_"
 AuthMode = Literal["on", "off"]
+METRICS_TOKEN_CHARS_MIN: Final = 16
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -57,6 +58,8 @@ class NodeConfig:
     rpc_tls_cert_file: str = ""
     rpc_tls_key_file: str = ""
     cluster_token: str = ""
+    metrics_token: str = ""
+    metrics_public: str = "false"
 
     def __post_init__(self) -> None:
         if not self.data_dir:
@@ -75,6 +78,10 @@ class NodeConfig:
         _check(self.token_ttl_s > 0, "token_ttl_s must be positive")
         for name in ("quota_produce_bytes_per_s", "quota_fetch_bytes_per_s", "quota_connections_max"):
             _check(getattr(self, name) >= 0, f"{name} must not be negative (0: unlimited)")
+        _check(self.metrics_public in ("true", "false"), f"metrics_public must be true or false, not "
+               f"{self.metrics_public!r}")
+        _check(not self.metrics_token or len(self.metrics_token) >= METRICS_TOKEN_CHARS_MIN,
+               f"metrics_token must have at least {METRICS_TOKEN_CHARS_MIN} characters")
         _check(bool(self.tls_cert_file) == bool(self.tls_key_file), "tls_cert_file and tls_key_file go together")
         rpc_tls = (self.rpc_tls_ca_file, self.rpc_tls_cert_file, self.rpc_tls_key_file)
         _check(all(rpc_tls) or not any(rpc_tls), "rpc_tls_ca_file, rpc_tls_cert_file and rpc_tls_key_file go together")
@@ -122,6 +129,8 @@ def _coerce(name: str, value: Any) -> Any:
             return int(value)
         except (TypeError, ValueError) as exc:
             raise InvalidRequestError(f"configuration: {name} must be an integer, not {value!r}") from exc
+    if isinstance(value, bool):  # a TOML switch such as metrics_public = true
+        return "true" if value else "false"
     if not isinstance(value, str):
         raise InvalidRequestError(f"configuration: {name} must be a string, not {value!r}")
     return value

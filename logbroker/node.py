@@ -31,10 +31,11 @@ from coordinator.models import (
 )
 from internal_rpc.server import RpcServer
 from logbroker.auth.bootstrap import build_auth
+from logbroker.auth.groups import GroupAccess
 from logbroker.auth.permissions import Principal
 from logbroker.config import NodeConfig
 from logbroker.descriptors import PARTITIONS_MIN, DescriptorPlan, raise_open_files_limit
-from logbroker.errors import BatchTooLargeError, InvalidRequestError, NotAvailableError
+from logbroker.errors import BatchTooLargeError, InvalidRequestError, NotAvailableError, UnknownGroupError
 from logbroker.groups.coordinator import OFFSETS_PARTITIONS, OFFSETS_TOPIC, GroupCoordinator
 from logbroker.internal_log import ensure_internal_topic
 from logbroker.metrics import Metrics
@@ -70,6 +71,7 @@ class Node:
                                        waiters_max=config.long_poll_waiters_max, fsync=fsync)
         self.metrics = Metrics(self.replicas.all, self.replicas.health, self.replicas.handles)
         self.auth = build_auth(config, self.coordinator)
+        self.group_access = GroupAccess(self.coordinator, self.auth.enabled)
         self.rpc: RpcServer | None = None
         self.rpc_address = ""
         self.ready = False
@@ -196,7 +198,10 @@ class Node:
                                            + (1 if dead_letter is not None else 0))
         existing = {t.name for t in await self.coordinator.list_topics()}
         if dead_letter is not None and dead_letter in existing:
-            raise TopicExistsError(f"the dead letter topic {dead_letter!r} already exists")
+            # A user may create a topic named like another's future queue's dead-letter topic; the
+            # queue's creator then picks another name (decision 0171).
+            raise TopicExistsError(f"the dead letter topic {dead_letter!r} already exists; choose another with "
+                                   "config.dead_letter_topic", field="config.dead_letter_topic")
         meta = await self.coordinator.create_topic(spec, owner)
         await self.replicas.open_topic(meta, self.log_config(meta))
         if meta.kind == "queue":
@@ -279,6 +284,17 @@ class Node:
                 await self.coordinator.delete_topic(meta.name)
         for topic_id in pending:
             self.replicas.purge_deleted(topic_id)
+
+    async def delete_group(self, name: str) -> None:
+        """Delete an empty consumer group: its committed offsets first (for good, see
+        ``GroupCoordinator.delete_group``), then its owner and grants, so a crash in between leaves
+        an owned empty name, never offsets that a stranger could claim."""
+        try:
+            await self.groups.delete_group(name)
+        except UnknownGroupError:
+            if await self.coordinator.get_group(name) is None:
+                raise  # a claimed name whose first join failed has no offsets: only its claim goes
+        await self.group_access.forget(name)
 
     async def list_topics(self, principal: Principal, *, internal: bool = False) -> list[dict[str, Any]]:
         """The topics ``principal`` may see; the broker's own ``__`` topics only with ``internal``."""

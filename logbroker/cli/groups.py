@@ -1,5 +1,5 @@
-"""The CLI's group and queue commands: ``group list|describe|reset-offsets`` and
-``queue send|receive``."""
+"""The CLI's group and queue commands: ``group list|describe|delete|acl-get|acl-set|reset-offsets``
+and ``queue send|receive``."""
 
 from __future__ import annotations
 
@@ -20,6 +20,14 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     actions.add_parser("list", help="list groups", parents=[common])
     actions.add_parser("describe", help="members, assignment, committed offsets and lag",
                        parents=[common]).add_argument("name")
+    actions.add_parser("delete", help="delete an empty group and its committed offsets (owner or admin)",
+                       parents=[common]).add_argument("name")
+    actions.add_parser("acl-get", help="owner and grants of a group", parents=[common]).add_argument("name")
+    grant = actions.add_parser("acl-set", help="grant read (join, commit) on a group; no permission revokes",
+                               parents=[common])
+    grant.add_argument("name")
+    grant.add_argument("grantee", metavar="user")
+    grant.add_argument("permissions", nargs="*", metavar="read", help="read, or nothing to revoke")
     reset = actions.add_parser("reset-offsets", help="set a group's committed offsets (the group must be empty)",
                                parents=[common])
     reset.add_argument("name")
@@ -69,6 +77,14 @@ async def _group(client: Client, args: argparse.Namespace) -> int:
                   f"high watermark {o['high_watermark']} lag {o['lag']} owner {o['member_id']}"
                   for o in described["offsets"]]
         _print(args, described, "\n".join(lines))
+    elif args.action == "delete":
+        await client.delete_group(args.name)
+        _print(args, {"deleted": args.name}, f"deleted group {args.name}")
+    elif args.action in ("acl-get", "acl-set"):
+        acl = (await client.get_group_acl(args.name) if args.action == "acl-get"
+               else await client.set_group_acl(args.name, args.grantee, args.permissions))
+        _print(args, acl, "\n".join([f"{acl['group']} owned by {acl['owner']}"]
+                                    + [f"  {g['user']}: {', '.join(g['permissions'])}" for g in acl["acl"]]))
     else:
         to, partitions, timestamp, offsets = _reset_target(args)
         result = await client.reset_group_offsets(args.name, args.topic, to, partitions=partitions,

@@ -74,6 +74,20 @@ class GroupQueueCalls:
     async def list_groups(self) -> list[dict[str, Any]]:
         return list((await self._json("GET", "/v1/groups"))["groups"])
 
+    async def delete_group(self, group: str) -> None:
+        """Delete an empty group and its committed offsets (its owner or an admin)."""
+        await self.request("DELETE", f"/v1/groups/{group}")
+
+    async def get_group_acl(self, group: str) -> dict[str, Any]:
+        result: dict[str, Any] = await self._json("GET", f"/v1/groups/{group}/acl")
+        return result
+
+    async def set_group_acl(self, group: str, user: str, permissions: Sequence[str]) -> dict[str, Any]:
+        """Grant ``["read"]`` (join, heartbeat, leave, commit) on a group, or revoke with ``[]``."""
+        result: dict[str, Any] = await self._json("PUT", f"/v1/groups/{group}/acl",
+                                                  json_body={"user": user, "permissions": list(permissions)})
+        return result
+
     async def reset_group_offsets(self, group: str, topic: str, to: str, *, partitions: Sequence[int] | None = None,
                                   timestamp: int | None = None,
                                   offsets: dict[int, int] | None = None) -> dict[str, Any]:

@@ -4,7 +4,8 @@ internal log ``__consumer_offsets``, partitioned by group).
 Records of ``__consumer_offsets`` (msgpack key and value, so compaction can keep the newest per key):
 - ``["o", group, topic, partition]`` -> ``{offset, generation, member, committed_ms}``: a commit;
 - ``["g", group]`` -> ``{generation, strategy}``: the group's generation after a rebalance, so a
-  restarted node continues the generation count and never reissues an old generation.
+  restarted node continues the generation count and never reissues an old generation;
+- ``["g", group]`` -> nil: the group was deleted: replay forgets it and every offset before it.
 
 On start the log is replayed into memory. Members are not persisted: after a restart every member's
 next heartbeat gets 404 and it joins again (at a higher generation). Invariant: a commit is in
@@ -89,7 +90,10 @@ class GroupCoordinator:
             else:
                 offsets[(key[2], key[3])] = Committed(int(value["offset"]), int(value["generation"]),
                                                       str(value["member"]), int(value["committed_ms"]))
-        elif key[0] == "g" and len(key) == 2 and value is not None:
+        elif key[0] == "g" and len(key) == 2 and value is None:
+            self._groups.pop(key[1], None)
+            self._committed.pop(key[1], None)
+        elif key[0] == "g" and len(key) == 2:
             if value["strategy"] not in STRATEGIES:
                 raise ValueError(f"unknown strategy {value['strategy']!r}")
             group = self._groups.setdefault(key[1], Group(key[1]))  # no GROUPS_MAX on replay: all come back
@@ -163,10 +167,14 @@ class GroupCoordinator:
 
     # ---- membership ----------------------------------------------------------------------------
 
-    async def join(self, name: str, request: JoinRequest, principal: str | None) -> dict[str, Any]:
+    async def join(self, name: str, request: JoinRequest, principal: str | None,
+                   caller: Caller = ANY_CALLER) -> dict[str, Any]:
         for topic in request.topics:
             self._replicas.partitions(topic)  # unknown topic: 404 before anything changes
         group = self._group(name)
+        known = group.members.get(request.member_id) if request.member_id is not None else None
+        if known is not None:
+            caller.check(known, name)  # a member id is no credential: only its principal rejoins with it
         if request.member_id not in group.members and len(group.members) >= MEMBERS_PER_GROUP_MAX:
             raise InvalidRequestError(f"group {name!r} already has {MEMBERS_PER_GROUP_MAX} members")
         before = group.generation
@@ -247,6 +255,20 @@ class GroupCoordinator:
                                   f"{ADMIN_MEMBER}:{principal or '-'}")
         return {"group": name, "topic": request.topic,
                 "offsets": [{"partition": p, "offset": o} for p, o in targets]}
+
+    async def delete_group(self, name: str) -> None:
+        """Forget an empty group and its committed offsets, for good: a tombstone record makes
+        replay drop what came before it (the group and offsets are gone from memory at once)."""
+        group = self._known(name)
+        if group.members:
+            raise GroupNotEmptyError(f"group {name!r} has {len(group.members)} member(s); a group can be deleted "
+                                     "only while it has none")
+        partition = self._partition_of(name)
+        durable = self._log.append(partition, [InternalRecord(pack(["g", name]), None)])
+        del self._groups[name]
+        self._committed.pop(name, None)
+        await durable
+        await self._maybe_snapshot(partition)
 
     def _reset_targets(self, request: ResetRequest, count: int) -> list[tuple[int, int]]:
         if request.to == "offsets":

@@ -4,9 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator.errors import CoordinatorError, InvalidTopicError, TopicExistsError, UnknownTopicError
+from coordinator.errors import (
+    CoordinatorError,
+    InvalidTopicError,
+    TopicExistsError,
+    UnknownGroupRecordError,
+    UnknownTopicError,
+    UnknownUserError,
+)
 from coordinator.local import STATE_FILE, LocalCoordinator
 from coordinator.models import NodeInfo, TopicSpec, validate_name
+from coordinator.users import GroupRecord, UserRecord
 from segments.config import LogConfig
 
 NODE = NodeInfo(1, "http://127.0.0.1:1", "127.0.0.1:2")
@@ -59,3 +67,27 @@ def test_good_names(name):
 def test_bad_names(name):
     with pytest.raises(InvalidTopicError):
         validate_name(name)
+
+
+@pytest.mark.asyncio
+async def test_group_owners_and_grants_survive_a_restart_and_follow_user_deletion(tmp_path):
+    first = LocalCoordinator(str(tmp_path), NODE)
+    await first.start()
+    for name in ("alice", "bob", "carol"):
+        await first.create_user(UserRecord(name, "user", "hash", 0))
+    claimed = await first.claim_group("g", "alice")
+    assert claimed.owner == "alice" and (await first.claim_group("g", "bob")) == claimed, "the first claim holds"
+    await first.set_group_acl("g", "bob", frozenset({"read"}))
+    with pytest.raises(UnknownGroupRecordError):
+        await first.set_group_acl("unclaimed", "bob", frozenset({"read"}))
+    with pytest.raises(UnknownUserError):
+        await first.set_group_acl("g", "nobody", frozenset({"read"}))
+    await first.claim_group("gone", "bob")
+    await first.delete_group("gone")
+    second = LocalCoordinator(str(tmp_path), NODE)
+    await second.start()
+    assert [g.name for g in await second.list_group_records()] == ["g"]
+    assert await second.get_group("g") == GroupRecord("g", "alice", {"bob": frozenset({"read"})}, claimed.created_ms)
+    await second.delete_user("bob")
+    await second.delete_user("alice", reassign_to="carol")
+    assert await second.get_group("g") == GroupRecord("g", "carol", {}, claimed.created_ms)

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.http_api.conftest import Http
-from tests.support.auth import ADMIN, ADMIN_PASSWORD, AUTH_ARGS, JWT_KID, JWT_SECRET, bearer, login
+from tests.support.auth import ADMIN, ADMIN_PASSWORD, AUTH_ARGS, JWT_KID, JWT_SECRET, METRICS_TOKEN, bearer, login
 from tests.support.nodes import NodeProcess
 
 PASSWORD = "password-of-a-user"
@@ -59,7 +59,7 @@ def fetch(user: As, topic: str) -> int:
 
 
 def test_public_routes_need_no_token_and_others_do(http):
-    for path in ("/healthz", "/readyz", "/v1/openapi.json", "/metrics"):
+    for path in ("/healthz", "/readyz", "/v1/openapi.json"):
         assert http.call("GET", path).status == 200, path
     for method, path in (("GET", "/v1/topics"), ("POST", "/v1/topics"), ("GET", "/v1/cluster"),
                          ("GET", "/v1/topics/x/partitions/0/records?offset=0"), ("GET", "/v1/users")):
@@ -67,6 +67,16 @@ def test_public_routes_need_no_token_and_others_do(http):
         assert reply.status == 401, (method, path)
         assert reply.headers["www-authenticate"].startswith("Bearer")
         assert reply.json()["code"] == "unauthenticated"
+
+
+def test_metrics_need_the_scrape_credential_or_an_admin(http, admin):
+    assert http.call("GET", "/metrics").status == 401
+    assert http.call("GET", "/metrics", headers=bearer("a-wrong-scrape-credential")).status == 401
+    scraped = http.call("GET", "/metrics", headers=bearer(METRICS_TOKEN))
+    assert scraped.status == 200 and b"logbroker_http_requests_total" in scraped.data
+    assert admin.call("GET", "/metrics").status == 200
+    user = make_user(http, admin, "scraper.user")
+    assert user.call("GET", "/metrics").status == 403
 
 
 def test_login_refuses_wrong_passwords_unknown_users_and_bad_bodies(http):

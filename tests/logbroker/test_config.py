@@ -39,6 +39,8 @@ def test_precedence(tmp_path):
     ({}, {}, "unknown_key = 1\n"),
     ({}, {}, "http_port = [1]\n"),
     ({}, {}, "this is not toml"),
+    ({"metrics_public": "yes"}, {}, ""),
+    ({"metrics_token": "short"}, {}, ""),
 ])
 def test_bad_values_are_refused(tmp_path, flags, env, toml):
     path = None
@@ -68,3 +70,12 @@ def test_missing_file_is_an_error(tmp_path):
 def test_config_is_frozen():
     with pytest.raises(AttributeError):
         NodeConfig().http_port = 1  # type: ignore[misc]
+
+
+def test_metrics_scrape_settings(tmp_path):
+    assert resolve({}, {}, None).metrics_public == "false" and resolve({}, {}, None).metrics_token == ""
+    path = tmp_path / "node.toml"
+    path.write_text('metrics_public = true\nmetrics_token = "a-scrape-credential-1"\n')
+    config = resolve({}, {}, str(path))
+    assert config.metrics_public == "true" and config.metrics_token == "a-scrape-credential-1"
+    assert resolve({}, {"LOGBROKER_METRICS_PUBLIC": "false"}, str(path)).metrics_public == "false"

@@ -8,8 +8,9 @@ ADMIN = "admin"
 ADMIN_PASSWORD = "admin-password-for-tests"
 JWT_SECRET = "a-test-signing-secret-of-at-least-32-bytes"
 JWT_KID = "test-key"
+METRICS_TOKEN = "a-test-scrape-credential"
 AUTH_ARGS = ("--auth", "on", "--admin-user", ADMIN, "--admin-password", ADMIN_PASSWORD,
-             "--jwt-secret", JWT_SECRET, "--jwt-key-id", JWT_KID)
+             "--jwt-secret", JWT_SECRET, "--jwt-key-id", JWT_KID, "--metrics-token", METRICS_TOKEN)
 
 
 def bearer(token: str) -> dict[str, str]:

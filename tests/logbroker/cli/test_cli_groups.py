@@ -43,3 +43,16 @@ def test_group_list_describe_reset(node):
     assert "cli.g/1: committed 1 high watermark 3 lag 2" in human
     bad = cli(node, "group", "reset-offsets", "cg", "--topic", "cli.g", "--to-offset", "x")
     assert bad.returncode == 1 and "PARTITION=OFFSET" in bad.stderr
+
+
+def test_group_delete(node):
+    assert cli(node, "topic", "create", "cli.d").returncode == 0
+    http = Http(node.url)
+    member = http.json("POST", "/v1/groups/cd/members", body={"topics": ["cli.d"]})
+    busy = cli(node, "group", "delete", "cd")
+    assert busy.returncode == 1 and "group_not_empty" in busy.stderr
+    http.json("DELETE", f"/v1/groups/cd/members/{member['member_id']}", expect=204)
+    deleted = cli(node, "group", "delete", "cd")
+    assert deleted.returncode == 0 and deleted.stdout.strip() == "deleted group cd"
+    assert "cd\t" not in cli(node, "group", "list").stdout
+    assert json.loads(cli(node, "group", "acl-get", "cd", "--json").stdout) == {"group": "cd", "owner": None, "acl": []}

@@ -95,3 +95,25 @@ def test_cli_users_grants_and_tokens(node):
     assert "cli.kim" not in cli(node, "user", "list", **admin).stdout
     both = cli(node, "topic", "list", "--token", "x", "--user", "a", "--password", "b")
     assert both.returncode == 1 and "not both" in both.stderr
+
+
+def test_cli_group_grants(node):
+    admin = {"LOGBROKER_USER": ADMIN, "LOGBROKER_PASSWORD": ADMIN_PASSWORD}
+    for name in ("cli.gown", "cli.gother"):
+        assert cli(node, "user", "create", name, "--new-password", f"{name}-password", **admin).returncode == 0
+    owner = {"LOGBROKER_USER": "cli.gown", "LOGBROKER_PASSWORD": "cli.gown-password"}
+    other = {"LOGBROKER_USER": "cli.gother", "LOGBROKER_PASSWORD": "cli.gother-password"}
+    assert cli(node, "topic", "create", "gown.t", **owner).returncode == 0
+    with SyncClient(node.url, username="cli.gown", password="cli.gown-password") as client:
+        member = client.join_group("gown.g", ["gown.t"])
+        assert client.get_group_acl("gown.g") == {"group": "gown.g", "owner": "cli.gown", "acl": []}
+        client.leave_group("gown.g", member["member_id"])
+    assert "gown.g" not in cli(node, "group", "list", **other).stdout
+    granted = cli(node, "group", "acl-set", "gown.g", "cli.gother", "read", **owner)
+    assert granted.returncode == 0 and granted.stdout.splitlines() == ["gown.g owned by cli.gown",
+                                                                       "  cli.gother: read"]
+    assert "gown.g" in cli(node, "group", "list", **other).stdout
+    assert cli(node, "group", "delete", "gown.g", **other).returncode == 1
+    assert cli(node, "group", "acl-set", "gown.g", "cli.gother", **owner).returncode == 0
+    assert "gown.g" not in cli(node, "group", "list", **other).stdout
+    assert cli(node, "group", "delete", "gown.g", **owner).returncode == 0

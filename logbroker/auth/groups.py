@@ -1,0 +1,102 @@
+"""Consumer groups as resources (decision 0170): who may join, see, grant and delete a group.
+
+A group is claimed by the first user whose join gets past the topic checks; that user owns it
+(``GroupRecord`` in the coordinator, next to topics and their ACLs). The rules are the topics'
+(``permissions.allowed``) over one grantable permission, ``read`` (Kafka's group READ):
+
+- ``read``: join, heartbeat, leave, commit, stream as a member, and a restricted describe;
+- ``describe``: any grant (the group is listed and described, restricted to the caller's own
+  members and to the offsets of topics the caller may read);
+- ``manage``: owner and admins only: the full describe (every member and principal), the ACL,
+  deleting the group.
+
+A group nobody claimed (created while authentication was off, or before groups had owners) is
+seen and managed by admins; the first user to join it claims it. With authentication off nothing
+is checked and nothing is claimed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any, Literal
+
+from coordinator.base import Coordinator
+from coordinator.users import GROUP_PERMISSIONS, GroupRecord, validate_permissions, validate_user_name
+from logbroker.auth.permissions import Principal, allowed
+from logbroker.errors import ForbiddenError, InvalidRequestError
+
+GroupAction = Literal["read", "describe", "manage"]
+TopicReadable = Callable[[str], Awaitable[bool]]
+
+
+class GroupAccess:
+    def __init__(self, coordinator: Coordinator, enabled: bool) -> None:
+        self._coordinator = coordinator
+        self.enabled = enabled
+
+    async def authorize(self, principal: Principal, group: str, action: GroupAction) -> GroupRecord | None:
+        """The group's record when ``principal`` may do ``action``, else ``ForbiddenError``. An
+        unclaimed group passes for admins, and for ``read`` (a join claims it, see ``claim``;
+        other member calls find no member). Others get 403 for it, as for a group they may not see."""
+        if not self.enabled:
+            return None
+        record = await self._coordinator.get_group(group)
+        if record is None:
+            if principal.is_admin or action == "read":
+                return None
+            raise ForbiddenError(f"{principal.name!r} may not {action} group {group!r}")
+        if not allowed(principal, action, record.owner, record.acl):
+            raise ForbiddenError(f"{principal.name!r} may not {action} group {group!r}")
+        return record
+
+    async def claim(self, principal: Principal, group: str) -> None:
+        """Make ``principal`` the owner of ``group`` unless someone claimed it first; then they
+        need ``read`` on it like anyone else (two first joins racing: one wins, one gets 403)."""
+        if not self.enabled:
+            return
+        record = await self._coordinator.claim_group(group, principal.name)
+        if not allowed(principal, "read", record.owner, record.acl):
+            raise ForbiddenError(f"{principal.name!r} may not read group {group!r}")
+
+    def is_manager(self, principal: Principal, record: GroupRecord | None) -> bool:
+        return not self.enabled or principal.is_admin or (record is not None and record.owner == principal.name)
+
+    async def visible(self, principal: Principal, summaries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The group summaries (``{"group": name, ...}``) ``principal`` may describe."""
+        if not self.enabled or principal.is_admin:
+            return summaries
+        records = {r.name: r for r in await self._coordinator.list_group_records()}
+        return [s for s in summaries if (r := records.get(s["group"])) is not None
+                and allowed(principal, "describe", r.owner, r.acl)]
+
+    async def set_acl(self, group: str, body: object) -> dict[str, Any]:
+        if not isinstance(body, dict) or set(body) != {"user", "permissions"}:
+            raise InvalidRequestError('the body must be {"user": name, "permissions": ["read"]}')
+        user = validate_user_name(body["user"])
+        permissions = validate_permissions(body["permissions"], GROUP_PERMISSIONS)
+        return describe_acl(await self._coordinator.set_group_acl(group, user, permissions))
+
+    async def describe_acl(self, group: str) -> dict[str, Any]:
+        record = await self._coordinator.get_group(group)
+        return describe_acl(record if record is not None else GroupRecord(group, None))
+
+    async def forget(self, group: str) -> None:
+        await self._coordinator.delete_group(group)
+
+
+def describe_acl(record: GroupRecord) -> dict[str, Any]:
+    return {"group": record.name, "owner": record.owner,
+            "acl": [{"user": u, "permissions": sorted(p)} for u, p in sorted(record.acl.items())]}
+
+
+async def restricted_view(view: dict[str, Any], principal: str, readable: TopicReadable) -> dict[str, Any]:
+    """A group's describe as a grantee sees it: their own members (and their assignment), and
+    committed offsets and lag of the topics they may read, without other members' ids."""
+    mine = {m["member_id"] for m in view["members"] if m["principal"] == principal}
+    topics = {o["topic"] for o in view["offsets"]}
+    may_read = {t for t in sorted(topics) if await readable(t)}
+    return {**view, "members": [m for m in view["members"] if m["member_id"] in mine],
+            "assignment": {m: a for m, a in view["assignment"].items() if m in mine},
+            "offsets": [{**o, "member_id": o["member_id"] if o["member_id"] in mine else None}
+                        for o in view["offsets"] if o["topic"] in may_read]}
+
