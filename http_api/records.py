@@ -6,6 +6,7 @@ import json
 
 from aiohttp import web
 
+from http_api.auth import recheck_access
 from http_api.decoding import DECODER
 from http_api.keys import NODE, SENDFILE
 from http_api.params import BATCH, JSON, MSGPACK, decode_msgpack, path_partition, path_topic, query_int, read_json
@@ -83,6 +84,8 @@ async def fetch(request: web.Request) -> web.StreamResponse:
         raise InvalidRequestError("encoding must be utf8 or base64")
     if BATCH in request.headers.get("Accept", ""):
         piece, hwm = await node.fetch_slice(topic, partition, offset, max_bytes, wait_ms)
+        if wait_ms:  # a long-poll: access may have been revoked while it waited (decision 0175)
+            await recheck_access(request)
         headers = {HIGH_WATERMARK: str(hwm), NEXT_OFFSET: str(offset if piece is None else piece.next_offset)}
         if piece is None:
             return web.Response(body=b"", content_type=BATCH, headers=headers)
@@ -92,6 +95,8 @@ async def fetch(request: web.Request) -> web.StreamResponse:
     max_records = query_int(request, "max_records", default=FETCH_RECORDS_DEFAULT, low=1,
                             high=node.config.fetch_records_max)
     result, hwm = await node.fetch(topic, partition, offset, max_bytes, wait_ms)
+    if wait_ms:
+        await recheck_access(request)
     text = await request.app[DECODER].run(_json_answer, result, offset, max_records, encoding == "base64", hwm)
     return web.Response(text=text, content_type=JSON)
 
