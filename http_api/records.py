@@ -12,7 +12,7 @@ from http_api.keys import NODE, SENDFILE
 from http_api.params import BATCH, JSON, MSGPACK, decode_msgpack, path_partition, path_topic, query_int, read_json
 from http_api.routing import route
 from http_api.sendfile import send_slice
-from logbroker.batch_limits import check_batch, is_compressed
+from logbroker.batch_limits import check_batch, is_costly
 from logbroker.errors import InvalidRequestError, UnsupportedMediaTypeError
 from logbroker.records import parse_body, render_records, take_records
 from segments.log import LogRead
@@ -58,8 +58,9 @@ async def produce(request: web.Request) -> web.Response:
 
 async def checked_batch(request: web.Request, batch: bytes) -> None:
     """Hold a prebuilt batch to the bounds of ``check_batch``: in the decode pool when it is
-    compressed (decompressing is the cost), on the loop otherwise (a few header reads)."""
-    if is_compressed(batch):
+    compressed (decompressing is the cost) or large (searching it for reserved headers), on the loop
+    otherwise."""
+    if is_costly(batch):
         await request.app[DECODER].run(check_batch, batch)
     else:
         check_batch(batch)

@@ -212,6 +212,17 @@ class AuthService:
             raise ForbiddenError(f"{principal.name!r} may not {action} {topic!r}")
         return meta
 
+    async def authorize_owner(self, owner: str | None, topic: str, action: Action) -> TopicMetadata:
+        """``authorize_topic`` for the owner of a resource rather than the caller of a request (a
+        queue's owner on its dead-letter topic): their current role and grants. A resource without
+        an owner (made while authentication was off) acts for admins."""
+        if not self.enabled or owner is None:
+            return await self.coordinator.get_topic(topic)
+        user = await self.coordinator.find_user(owner)
+        if user is None:
+            raise ForbiddenError(f"the owner {owner!r} no longer exists")
+        return await self.authorize_topic(Principal(user.name, user.role), topic, action)
+
     async def visible(self, principal: Principal, topics: list[TopicMetadata]) -> list[TopicMetadata]:
         """The topics ``principal`` may describe."""
         if principal.is_admin:
