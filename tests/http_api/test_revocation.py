@@ -4,6 +4,7 @@ end when their caller loses read."""
 
 from __future__ import annotations
 
+import asyncio
 import http.client as httpclient
 import json
 import threading
@@ -13,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from logbroker.client import Client, LogBrokerError
 from tests.http_api.conftest import Http
 from tests.http_api.test_auth import PASSWORD, As, make_user
 from tests.support.auth import ADMIN, ADMIN_PASSWORD, AUTH_ARGS, bearer, login
@@ -184,3 +186,18 @@ def test_a_long_poll_answers_403_when_read_is_revoked_while_it_waits(http, admin
         poll.join(STREAM_TIMEOUT_S)
     assert replies and replies[0].status == 403, replies
     assert b"secret" not in replies[0].data
+
+
+def test_the_python_client_raises_the_streams_error_event(http, node, admin):
+    owner, reader, topic = _shared_topic(admin, http, "rv.c")
+
+    async def main() -> LogBrokerError:
+        async with Client(node.url, token=reader.token) as client, client.stream(topic, 0, offset=0) as events:
+            owner.json("PUT", f"/v1/topics/{topic}/acl", body={"user": "rv.c.reader", "permissions": []})
+            with pytest.raises(LogBrokerError) as raised:
+                async for _ in events:
+                    pass
+            return raised.value
+
+    error = asyncio.run(main())
+    assert (error.status, error.code) == (403, "forbidden")
