@@ -149,7 +149,7 @@ class TopicSpec:
 
     def queue_settings(self) -> dict[str, Any]:
         """``max_deliveries``, ``dead_letter_topic`` and ``visibility_timeout_ms`` for a queue
-        (empty for a topic); the dead-letter topic's id is ``dead_letter_id``."""
+        (empty for a topic); the dead-letter topic's id is ``dead_letter_id(meta)``."""
         queue_keys = {k for k in self.config if k in QUEUE_CONFIG_KEYS}
         if self.kind == "topic":
             if queue_keys:

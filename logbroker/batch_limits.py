@@ -15,7 +15,7 @@ decision 0173) is refused too. The (decompressed) records section is searched fo
 it is read, lowered a piece at a time; only a batch where it appears (in a name or a value) is
 decoded to look at its header names, within the bounds above.
 
-Pure and synchronous; the HTTP layer runs it off the event loop for compressed batches.
+Pure and synchronous; the HTTP layer runs it off the event loop for compressed or large batches.
 """
 
 from __future__ import annotations
