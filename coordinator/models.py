@@ -28,7 +28,10 @@ NAME_PATTERN: Final = re.compile(r"[A-Za-z0-9._-]{1,200}")
 INTERNAL_PREFIX: Final = "__"
 PARTITIONS_MAX: Final = 1024
 REPLICATION_FACTOR_MAX: Final = 16
-QUEUE_CONFIG_KEYS: Final = frozenset({"max_deliveries", "dead_letter_topic", "visibility_timeout_ms"})
+# The id of the topic a queue's dead letters go to (decision 0173): set by the broker, never by a client.
+DEAD_LETTER_ID_KEY: Final = "dead_letter_topic_id"
+QUEUE_CONFIG_KEYS: Final = frozenset({"max_deliveries", "dead_letter_topic", "visibility_timeout_ms",
+                                      DEAD_LETTER_ID_KEY})
 DEAD_LETTER_SUFFIX: Final = ".dlq"
 MAX_DELIVERIES_DEFAULT: Final = 5
 VISIBILITY_TIMEOUT_MS_DEFAULT: Final = 30_000
@@ -134,6 +137,8 @@ class TopicSpec:
         config = body.get("config", {})
         if not isinstance(config, dict):
             raise InvalidTopicError("config must be an object")
+        if DEAD_LETTER_ID_KEY in config:
+            raise InvalidTopicError(f"config.{DEAD_LETTER_ID_KEY} is set by the broker, not by clients")
         spec = cls(name, partitions, replication, kind, dict(config))
         check_config_bounds(config, bounds)
         policy = spec.log_config(base_config).cleanup_policy
@@ -152,7 +157,8 @@ class TopicSpec:
             raise InvalidTopicError(str(exc)) from exc
 
     def queue_settings(self) -> dict[str, Any]:
-        """``max_deliveries`` and ``dead_letter_topic`` for a queue (empty for a topic)."""
+        """``max_deliveries``, ``dead_letter_topic`` and ``visibility_timeout_ms`` for a queue
+        (empty for a topic); the dead-letter topic's id is ``dead_letter_id(meta)``."""
         queue_keys = {k for k in self.config if k in QUEUE_CONFIG_KEYS}
         if self.kind == "topic":
             if queue_keys:
@@ -219,6 +225,13 @@ class NodeInfo:
     http_url: str
     rpc_address: str
     rack: str | None = None
+
+
+def dead_letter_id(meta: TopicMetadata) -> str | None:
+    """The id of the topic ``meta``'s dead letters go to; None for a queue created before queues
+    were bound to it by id (it is bound when the queue is opened, decision 0173)."""
+    value = meta.config.get(DEAD_LETTER_ID_KEY)
+    return value if isinstance(value, str) else None
 
 
 def check_partition_growth(meta: TopicMetadata, partitions: object) -> int:

@@ -5,12 +5,19 @@ writes and checks it; the coordinator never sees a plain password). An ACL maps 
 permissions granted on one topic; the topic's owner is in its ``TopicMetadata`` and needs no grant.
 A ``GroupRecord`` is a consumer group as a resource (decision 0170): its owner (the first user
 who joined it) and its ACL, whose only permission is ``read`` (Kafka's group READ).
+
+A user also has an immutable ``user_id`` (a name deleted and created again is a new id) and a
+``credential_version`` raised by a password change or an admin's revocation: tokens carry both,
+and a token whose id or version is not the user's current one is refused (decision 0174). Users
+stored before these fields get a stable default id on load, and it is saved with their next change.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import re
+import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any, Final, Literal
 
@@ -24,6 +31,7 @@ GROUP_PERMISSIONS: Final = ("read",)
 USER_NAME_PATTERN: Final = re.compile(r"[A-Za-z0-9._@-]{1,64}")
 QUOTA_KEYS: Final = ("produce_bytes_per_s", "fetch_bytes_per_s", "connections_max")
 QUOTA_MAX: Final = 1 << 40
+LEGACY_ID_PREFIX: Final = "legacy-"
 Acl = Mapping[str, frozenset[str]]
 
 
@@ -71,19 +79,38 @@ class UserRecord:
     password_hash: str
     created_ms: int
     quotas: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    user_id: str = dataclasses.field(default_factory=lambda: uuid.uuid4().hex)
+    credential_version: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "role": self.role, "password_hash": self.password_hash,
-                "created_ms": self.created_ms, "quotas": dict(self.quotas)}
+                "created_ms": self.created_ms, "quotas": dict(self.quotas), "user_id": self.user_id,
+                "credential_version": self.credential_version}
 
     @classmethod
     def from_json(cls, raw: Mapping[str, Any]) -> UserRecord:
-        return cls(validate_user_name(raw["name"]), validate_role(raw["role"]), str(raw["password_hash"]),
-                   int(raw["created_ms"]), validate_quotas(raw.get("quotas", {})))
+        name, created_ms = validate_user_name(raw["name"]), int(raw["created_ms"])
+        user_id = raw.get("user_id")
+        return cls(name, validate_role(raw["role"]), str(raw["password_hash"]), created_ms,
+                   validate_quotas(raw.get("quotas", {})),
+                   str(user_id) if user_id is not None else legacy_user_id(name, created_ms),
+                   int(raw.get("credential_version", 0)))
+
+    def with_new_credentials(self, password_hash: str | None = None) -> UserRecord:
+        """This user with the credential version raised (and, if given, a new password hash): every
+        token issued before is refused from now on."""
+        return dataclasses.replace(self, password_hash=password_hash or self.password_hash,
+                                   credential_version=self.credential_version + 1)
 
     def public(self) -> dict[str, Any]:
         """What the API shows of a user: never the hash."""
         return {"name": self.name, "role": self.role, "created_ms": self.created_ms, "quotas": dict(self.quotas)}
+
+
+def legacy_user_id(name: str, created_ms: int) -> str:
+    """The id of a user stored before users had ids: stable across restarts (so it survives until
+    the user's next change saves it), and different for a name deleted and created again."""
+    return LEGACY_ID_PREFIX + hashlib.sha256(f"{name}\0{created_ms}".encode()).hexdigest()[:32]
 
 
 def acl_to_json(acl: Acl) -> dict[str, list[str]]:

@@ -56,6 +56,19 @@ async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamR
     return response
 
 
+async def recheck_access(request: web.Request) -> None:
+    """Check again, for a call that runs on (a stream, a long-poll), that its token still stands and
+    its caller may still do what the route needs: ``AuthenticationError`` or ``ForbiddenError``
+    otherwise. The caller put on the request is refreshed (their role may have changed). Lookups
+    are in memory: cheap enough for every delivery (decision 0175)."""
+    auth = request.app[NODE].auth
+    if not auth.enabled:
+        return
+    principal, _ = await auth.authenticate(request.headers.get("Authorization"))
+    request[PRINCIPAL] = principal
+    await _authorize(request, ROUTE_BY_HANDLER[request.match_info.handler], principal)
+
+
 async def _authorize(request: web.Request, entry: Route, principal: Principal) -> None:
     if entry.access == "user":
         return

@@ -10,6 +10,7 @@ from typing import Any
 import msgpack
 from aiohttp import web
 
+from http_api.auth import recheck_access
 from http_api.keys import NODE
 from http_api.params import JSON, MSGPACK, decode_msgpack, path_topic, read_json
 from http_api.records import PRODUCE_BODY
@@ -58,7 +59,10 @@ async def receive(request: web.Request) -> web.Response:
     name = path_topic(request)
     body = await _read_body(request) if request.body_exists else {}
     binary = MSGPACK in request.headers.get("Accept", "")
-    messages = await node.queues.receive(name, parse_receive(body, node.config.fetch_wait_ms_max), binary=binary)
+    parsed = parse_receive(body, node.config.fetch_wait_ms_max)
+    messages = await node.queues.receive(name, parsed, binary=binary)
+    if parsed.wait_ms:  # a long-poll: refused if access was revoked while it waited; what it leased
+        await recheck_access(request)  # comes back when the visibility timeout runs out (decision 0175)
     if binary:
         return web.Response(body=msgpack.packb({"messages": messages}, use_bin_type=True), content_type=MSGPACK)
     return web.json_response({"messages": messages})

@@ -6,12 +6,13 @@ import json
 
 from aiohttp import web
 
+from http_api.auth import recheck_access
 from http_api.decoding import DECODER
 from http_api.keys import NODE, SENDFILE
 from http_api.params import BATCH, JSON, MSGPACK, decode_msgpack, path_partition, path_topic, query_int, read_json
 from http_api.routing import route
 from http_api.sendfile import send_slice
-from logbroker.batch_limits import check_batch, is_compressed
+from logbroker.batch_limits import check_batch, is_costly
 from logbroker.errors import InvalidRequestError, UnsupportedMediaTypeError
 from logbroker.records import parse_body, render_records, take_records
 from segments.log import LogRead
@@ -57,8 +58,9 @@ async def produce(request: web.Request) -> web.Response:
 
 async def checked_batch(request: web.Request, batch: bytes) -> None:
     """Hold a prebuilt batch to the bounds of ``check_batch``: in the decode pool when it is
-    compressed (decompressing is the cost), on the loop otherwise (a few header reads)."""
-    if is_compressed(batch):
+    compressed (decompressing is the cost) or large (searching it for reserved headers), on the loop
+    otherwise."""
+    if is_costly(batch):
         await request.app[DECODER].run(check_batch, batch)
     else:
         check_batch(batch)
@@ -83,6 +85,8 @@ async def fetch(request: web.Request) -> web.StreamResponse:
         raise InvalidRequestError("encoding must be utf8 or base64")
     if BATCH in request.headers.get("Accept", ""):
         piece, hwm = await node.fetch_slice(topic, partition, offset, max_bytes, wait_ms)
+        if wait_ms:  # a long-poll: access may have been revoked while it waited (decision 0175)
+            await recheck_access(request)
         headers = {HIGH_WATERMARK: str(hwm), NEXT_OFFSET: str(offset if piece is None else piece.next_offset)}
         if piece is None:
             return web.Response(body=b"", content_type=BATCH, headers=headers)
@@ -92,6 +96,8 @@ async def fetch(request: web.Request) -> web.StreamResponse:
     max_records = query_int(request, "max_records", default=FETCH_RECORDS_DEFAULT, low=1,
                             high=node.config.fetch_records_max)
     result, hwm = await node.fetch(topic, partition, offset, max_bytes, wait_ms)
+    if wait_ms:
+        await recheck_access(request)
     text = await request.app[DECODER].run(_json_answer, result, offset, max_records, encoding == "base64", hwm)
     return web.Response(text=text, content_type=JSON)
 

@@ -8,24 +8,32 @@ unbounded buffer. A chunk is decoded and written ``EVENTS_PER_WRITE`` records at
 event loop: a few compressed bytes can stand for a hundred thousand records. Idle streams get a
 comment line every ``keepalive`` interval, which is also how a gone client is noticed. The number
 of open streams is bounded (503 beyond it).
+
+Access is checked again before every delivery and at least every ``access_recheck_ms`` (a node
+setting, 5 s by default) while a stream idles: a caller whose token no longer stands or who lost
+read on a topic gets an ``error`` event with the problem body (401 or 403) and the stream ends
+(decision 0175).
 """
 
 from __future__ import annotations
 
 import itertools
 import json
+import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from typing import Any, Final
 
 from aiohttp import web
 
+from http_api.auth import recheck_access
 from http_api.decoding import DECODER
+from http_api.errors import problem_for
 from http_api.identity import group_caller, require_read
 from http_api.keys import NODE, STREAMS
 from http_api.params import INT64_MAX, ascii_int, path_partition, path_topic, query_int
 from http_api.routing import route
-from logbroker.errors import ANY_ERROR, InvalidRequestError, NotAvailableError
+from logbroker.errors import ANY_ERROR, AuthenticationError, ForbiddenError, InvalidRequestError, NotAvailableError
 from logbroker.groups.requests import group_name, member_id
 from logbroker.records import iter_fetched_records, render_records
 from segments.log import LogRead
@@ -36,6 +44,7 @@ KEEPALIVE_MS: Final = 5_000
 EVENT_STREAM: Final = "text/event-stream"
 LAST_EVENT_ID: Final = "Last-Event-ID"
 CLOSED: Final = (ConnectionResetError, ConnectionError)
+REVOKED: Final = (AuthenticationError, ForbiddenError)
 
 
 @asynccontextmanager
@@ -107,21 +116,39 @@ async def stream_partition(request: web.Request) -> web.StreamResponse:
     start = _start_offset(request)
     offset = start if start is not None else int(node.list_offset(topic, partition, "latest")["offset"] or 0)
     result, _ = await node.fetch(topic, partition, offset, STREAM_READ_BYTES, 0)  # 404/416 before streaming
+    wait_ms = min(keepalive_ms, node.config.access_recheck_ms)
     async with _slot(request):
         response = await _open(request)
         try:
+            written = time.monotonic()
             while True:
+                await recheck_access(request)
                 if result.data:
                     await _write_records(request, response, result, offset, None, partition)
                     offset = result.next_offset
-                else:
+                    written = time.monotonic()
+                elif (time.monotonic() - written) * 1000 >= keepalive_ms - 1:
                     await response.write(b": keep-alive\n\n")
-                result, _ = await node.fetch(topic, partition, offset, STREAM_READ_BYTES, keepalive_ms)
+                    written = time.monotonic()
+                result, _ = await node.fetch(topic, partition, offset, STREAM_READ_BYTES, wait_ms)
         except CLOSED:
             return response
+        except REVOKED as exc:
+            await _refuse(response, exc)
         except ANY_ERROR as exc:  # the node stops, the topic goes, a batch cannot be decoded, ...
             await _end(response, str(exc))
         return response
+
+
+async def _refuse(response: web.StreamResponse, exc: Exception) -> None:
+    """End a stream whose caller lost access: an ``error`` event with the problem body, then EOF."""
+    body = problem_for(exc).body
+    assert isinstance(body, bytes)
+    try:
+        await response.write(_event("error", json.loads(body)))
+        await response.write_eof()
+    except CLOSED:
+        pass
 
 
 async def _end(response: web.StreamResponse, reason: str) -> None:
@@ -152,6 +179,8 @@ async def stream_member(request: web.Request) -> web.StreamResponse:
             await _member_loop(request, response, group, member, reset, view)
         except CLOSED:
             return response
+        except REVOKED as exc:
+            await _refuse(response, exc)
         except ANY_ERROR as exc:  # removed from the group, no longer allowed, the node stops, ...
             await _end(response, str(exc))
         return response
@@ -163,6 +192,8 @@ async def _member_loop(request: web.Request, response: web.StreamResponse, group
     generation = -1
     positions: dict[tuple[str, int], int] = {}
     while True:
+        await recheck_access(request)
+        await require_read(request, view["assignment"])
         if view["generation"] != generation:
             generation = view["generation"]
             kept, positions = positions, {}
@@ -175,7 +206,6 @@ async def _member_loop(request: web.Request, response: web.StreamResponse, group
                         positions[(topic, p)] = committed
                     else:
                         positions[(topic, p)] = int(node.list_offset(topic, p, reset)["offset"] or 0)
-            await require_read(request, view["assignment"])
             await response.write(_event("assignment", {"generation": generation, "assignment": view["assignment"],
                                                        "positions": [[t, p, o] for (t, p), o in positions.items()]}))
         sent = False
@@ -187,5 +217,6 @@ async def _member_loop(request: web.Request, response: web.StreamResponse, group
                 sent = True
         if not sent:
             await response.write(b": keep-alive\n\n")
-            await node.wait_for_any([(t, p, o) for (t, p), o in positions.items()], view["heartbeat_interval_ms"])
+            await node.wait_for_any([(t, p, o) for (t, p), o in positions.items()],
+                                    min(view["heartbeat_interval_ms"], node.config.access_recheck_ms))
         view = await node.groups.heartbeat(group, member, group_caller(request))

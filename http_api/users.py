@@ -110,3 +110,9 @@ async def set_owner(request: web.Request) -> web.Response:
     topic = path_topic(request)
     await node.coordinator.set_owner(topic, owner)
     return web.json_response(await node.auth.describe_acl(topic))
+
+
+@route("POST", "/v1/users/{name}/revoke-tokens", "Refuse every token issued to a user so far (admin)",
+       access="admin", responses={"200": "{user, credential_version}", "403": "Not an admin", "404": "Unknown user"})
+async def revoke_tokens(request: web.Request) -> web.Response:
+    return web.json_response(await request.app[NODE].auth.revoke_tokens(request.match_info["name"]))

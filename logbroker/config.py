@@ -45,6 +45,7 @@ class NodeConfig:
     header_timeout_ms: int = 30_000
     body_timeout_ms: int = 60_000
     keepalive_timeout_ms: int = 75_000
+    access_recheck_ms: int = 5_000
     jwt_secret: str = ""
     jwt_key_id: str = "default"
     jwt_keys_file: str = ""
@@ -73,7 +74,7 @@ class NodeConfig:
         for name in ("request_body_bytes_max", "fetch_bytes_max", "fetch_records_max", "fetch_wait_ms_max",
                      "long_poll_waiters_max", "flush_threads", "maintenance_interval_ms", "shutdown_grace_ms",
                      "connections_max", "header_timeout_ms", "body_timeout_ms", "keepalive_timeout_ms",
-                     "topic_segment_bytes_min"):
+                     "topic_segment_bytes_min", "access_recheck_ms"):
             _check(getattr(self, name) > 0, f"{name} must be positive")
         _check(self.token_ttl_s > 0, "token_ttl_s must be positive")
         for name in ("quota_produce_bytes_per_s", "quota_fetch_bytes_per_s", "quota_connections_max"):

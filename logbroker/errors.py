@@ -106,6 +106,18 @@ class NotAQueueError(BrokerError):
     code = "not_a_queue"
 
 
+class DeadLetterRefusedError(BrokerError):
+    """A queue's dead-letter topic may not take its dead messages: the topic it is bound to (by id)
+    is gone, or the queue's owner may no longer write to it (decision 0173). ``reason`` is
+    ``gone`` or ``forbidden``."""
+
+    code = "dead_letter_refused"
+
+    def __init__(self, message: str, *, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
 class AuthenticationError(BrokerError):
     code = "unauthenticated"
 

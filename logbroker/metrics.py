@@ -79,11 +79,18 @@ class Metrics:
         self.background_failures = Counter("logbroker_background_task_failures",
                                            "Rounds of a background task that failed (each is retried)", ["task"],
                                            registry=self.registry)
+        self.dead_letters_withheld = Counter(
+            "logbroker_dead_letters_withheld", "Dead messages kept out of a queue's dead-letter topic because it is "
+            "gone or its owner may not write to it (they stay dead in the queue's state log)", ["queue", "reason"],
+            registry=self.registry)
         self.registry.register(_PartitionCollector(replicas))
         self.registry.register(_StorageCollector(health or StorageHealth(), handles or SegmentHandles()))
 
     def count_background_failure(self, task: str) -> None:
         self.background_failures.labels(task).inc()
+
+    def count_withheld_dead_letters(self, queue: str, reason: str, count: int) -> None:
+        self.dead_letters_withheld.labels(queue, reason).inc(count)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

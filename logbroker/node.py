@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import itertools
 import logging
 import os
@@ -17,15 +18,17 @@ from collections.abc import Callable
 from typing import Any, Final, Literal
 
 from coordinator.base import Coordinator
-from coordinator.errors import InvalidTopicError, TopicExistsError, UnknownTopicError
+from coordinator.errors import CoordinatorError, InvalidTopicError, TopicExistsError, UnknownTopicError
 from coordinator.local import LocalCoordinator
 from coordinator.models import (
+    DEAD_LETTER_ID_KEY,
     INTERNAL_PREFIX,
     NodeInfo,
     TopicMetadata,
     TopicSpec,
     check_partition_growth,
     clamp_config,
+    dead_letter_id,
     topic_config_bounds,
     validate_name,
 )
@@ -35,7 +38,14 @@ from logbroker.auth.groups import GroupAccess
 from logbroker.auth.permissions import Principal
 from logbroker.config import NodeConfig
 from logbroker.descriptors import PARTITIONS_MIN, DescriptorPlan, raise_open_files_limit
-from logbroker.errors import BatchTooLargeError, InvalidRequestError, NotAvailableError, UnknownGroupError
+from logbroker.errors import (
+    BatchTooLargeError,
+    DeadLetterRefusedError,
+    ForbiddenError,
+    InvalidRequestError,
+    NotAvailableError,
+    UnknownGroupError,
+)
 from logbroker.groups.coordinator import OFFSETS_PARTITIONS, OFFSETS_TOPIC, GroupCoordinator
 from logbroker.internal_log import ensure_internal_topic
 from logbroker.metrics import Metrics
@@ -79,7 +89,8 @@ class Node:
         self._maintenance: asyncio.Task[None] | None = None
         self._group_ticker: asyncio.Task[None] | None = None
         self._groups: GroupCoordinator | None = None
-        self.queues = QueueManager(self.replicas, self._produce_to_dead_letters)
+        self.queues = QueueManager(self.replicas, self._produce_to_dead_letters,
+                                   on_withheld=self.metrics.count_withheld_dead_letters)
         self.metrics.registry.register(GroupQueueCollector(lambda: self._groups, self.queues))
         self._background: set[asyncio.Task[None]] = set()
         self._growing = asyncio.Lock()
@@ -120,9 +131,40 @@ class Node:
         flush = {k: v for k, v in meta.config.items() if k in ("flush", "flush_ms")}
         events = await ensure_internal_topic(self.coordinator, self.replicas, state_topic(meta), meta.partitions,
                                              self.base_log_config, flush)
-        self.queues.open(meta, events)
+        self.queues.open(meta, events, await self._dead_letter_binding(meta))
 
-    async def _produce_to_dead_letters(self, topic: str, records: list[IncomingRecord]) -> None:
+    async def _dead_letter_binding(self, queue: TopicMetadata) -> str | None:
+        """The id of the topic ``queue``'s dead letters go to. A queue created before queues were
+        bound by id is bound, for this run, to the topic its dead-letter name names now, if any
+        (decision 0173): the owner's write permission is still checked at each dead-lettering."""
+        bound = dead_letter_id(queue)
+        if bound is not None:
+            return bound
+        name = TopicSpec(queue.name, queue.partitions, None, queue.kind, queue.config).queue_settings()
+        try:
+            return (await self.coordinator.get_topic(name["dead_letter_topic"])).topic_id
+        except UnknownTopicError:
+            return None
+
+    async def _produce_to_dead_letters(self, queue: str, topic: str, topic_id: str | None,
+                                       records: list[IncomingRecord]) -> None:
+        """Append a queue's dead letters to ``topic`` if it is still the topic the queue is bound to
+        (``topic_id``) and the queue's owner may write to it now; ``DeadLetterRefusedError`` if not
+        (the queue manager then withholds them, decision 0173)."""
+        try:
+            target: TopicMetadata | None = await self.coordinator.get_topic(topic)
+        except UnknownTopicError:
+            target = None
+        if target is None or topic_id is None or target.topic_id != topic_id:
+            replaced = ", and another topic of that name was created" if target is not None else ""
+            raise DeadLetterRefusedError(f"the dead-letter topic {topic!r} the queue {queue!r} is bound to is gone "
+                                         f"(deleted{replaced})", reason="gone")
+        owner = (await self.coordinator.get_topic(queue)).owner
+        try:
+            await self.auth.authorize_owner(owner, topic, "write")
+        except (ForbiddenError, UnknownTopicError) as exc:
+            raise DeadLetterRefusedError(f"the owner of the queue {queue!r} may no longer write to its dead-letter "
+                                         f"topic {topic!r}", reason="forbidden") from exc
         await self.produce_records(topic, records, "1")
 
     @property
@@ -191,26 +233,45 @@ class Node:
         return clamp_config(spec.log_config(self.base_log_config), self.config_bounds)
 
     async def create_topic(self, body: object, *, owner: str | None = None) -> dict[str, Any]:
+        """Create a topic or queue owned by ``owner``. A queue's dead-letter topic is created with it
+        (owned by ``owner``) unless an explicit ``dead_letter_topic`` names an existing topic that
+        ``owner`` may write to (else 403); either way the queue is bound to that topic's id."""
         self._check_serving()
         spec = TopicSpec.parse(body, base_config=self.base_log_config, bounds=self.config_bounds)
         dead_letter = spec.queue_settings().get("dead_letter_topic")
-        await self._check_partition_budget(spec.partitions * (2 if spec.kind == "queue" else 1)
-                                           + (1 if dead_letter is not None else 0))
         existing = {t.name for t in await self.coordinator.list_topics()}
-        if dead_letter is not None and dead_letter in existing:
-            # A user may create a topic named like another's future queue's dead-letter topic; the
-            # queue's creator then picks another name (decision 0171).
-            raise TopicExistsError(f"the dead letter topic {dead_letter!r} already exists; choose another with "
-                                   "config.dead_letter_topic", field="config.dead_letter_topic")
-        meta = await self.coordinator.create_topic(spec, owner)
+        if spec.name in existing:
+            raise TopicExistsError(f"{spec.name!r} already exists")
+        bound = await self._existing_dead_letter(spec, dead_letter, owner) if dead_letter in existing else None
+        await self._check_partition_budget(spec.partitions * (2 if spec.kind == "queue" else 1)
+                                           + (1 if dead_letter is not None and bound is None else 0))
+        created = None
+        if dead_letter is not None and bound is None:
+            dlq = TopicSpec(dead_letter, 1, spec.replication_factor, "topic", {})
+            bound = created = await self.coordinator.create_topic(dlq, owner)
+            await self.replicas.open_topic(created, self.log_config(created))
+        if bound is not None:
+            spec = dataclasses.replace(spec, config={**spec.config, DEAD_LETTER_ID_KEY: bound.topic_id})
+        try:
+            meta = await self.coordinator.create_topic(spec, owner)
+        except CoordinatorError:
+            if created is not None:  # the queue lost a race for its name: its dead-letter topic goes too
+                await self.delete_topic(created.name)
+            raise
         await self.replicas.open_topic(meta, self.log_config(meta))
         if meta.kind == "queue":
             await self._open_queue(meta)
-        if dead_letter is not None:
-            dlq = TopicSpec(dead_letter, 1, spec.replication_factor, "topic", {})
-            dlq_meta = await self.coordinator.create_topic(dlq, owner)
-            await self.replicas.open_topic(dlq_meta, self.log_config(dlq_meta))
         return await self.describe_topic(spec.name)
+
+    async def _existing_dead_letter(self, spec: TopicSpec, name: str, owner: str | None) -> TopicMetadata:
+        """The existing topic ``name`` that a new queue names as its dead-letter topic, if it named
+        it explicitly and ``owner`` may write to it (``ForbiddenError`` otherwise)."""
+        if "dead_letter_topic" not in spec.config:
+            # A user may create a topic named like another's future queue's dead-letter topic; the
+            # queue's creator then picks another name (decision 0171).
+            raise TopicExistsError(f"the dead letter topic {name!r} already exists; choose another with "
+                                   "config.dead_letter_topic", field="config.dead_letter_topic")
+        return await self.auth.authorize_owner(owner, name, "write")
 
     async def add_partitions(self, name: str, body: object) -> dict[str, Any]:
         """Raise a topic's or queue's partition count (``{"partitions": N}``); groups rebalance on

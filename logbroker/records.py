@@ -5,6 +5,9 @@ Produce bodies are ``{"records": [{key, value, headers, partition, timestamp}]}`
 UTF-8 strings, or ``key_b64``/``value_b64``) or msgpack (bytes as bytes). Headers are a list of
 ``[name, value]`` pairs or ``{"name", "value"|"value_b64"}`` objects, names may repeat. Fetched
 bytes render as UTF-8 strings where they decode, else as base64 under ``*_b64`` keys.
+
+Header names starting with ``x-logbroker-`` (in any case) are the broker's own (a dead letter's
+origin): a produce or send that sets one is refused (decision 0173).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ HEADERS_PER_RECORD_MAX: Final = 1_000
 RECORD_FIELDS: Final = frozenset({"key", "value", "key_b64", "value_b64", "headers", "partition", "timestamp"})
 TIMESTAMP_MIN: Final = -(2**62)
 TIMESTAMP_MAX: Final = 2**62
+RESERVED_HEADER_PREFIX: Final = "x-logbroker-"
 
 
 class IncomingRecord(NamedTuple):
@@ -112,12 +116,19 @@ def _headers(raw: object, index: int, binary: bool) -> list[tuple[str, bytes]]:
             raise InvalidRequestError(f"{where} must be [name, value] or {{name, value}}")
         if not isinstance(name, str):
             raise InvalidRequestError(f"{where} name must be a string")
+        if is_reserved_header(name):
+            raise InvalidRequestError(f"{where}: header names starting with {RESERVED_HEADER_PREFIX!r} are the "
+                                      f"broker's own, not {name[:80]!r}")
         if isinstance(value, str):
             value = value.encode()
         if not isinstance(value, bytes):
             raise InvalidRequestError(f"{where} value must be a string{' or bytes' if binary else ''}")
         out.append((name, value))
     return out
+
+
+def is_reserved_header(name: str) -> bool:
+    return name[:len(RESERVED_HEADER_PREFIX)].lower() == RESERVED_HEADER_PREFIX
 
 
 def group_by_partition(records: Sequence[IncomingRecord], partitions: int,

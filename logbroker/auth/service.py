@@ -3,14 +3,17 @@ quotas and connection limits, composed over the ``Coordinator`` (which stores us
 
 With authentication off (development only) every caller is ``ANONYMOUS_ADMIN`` and nothing is
 checked. With it on, a request's bearer token is verified (cached, see ``tokens``) and its
-subject must still be a stored user, whose current role applies (so deleting or demoting a user
-takes effect at once, not when their token expires). Password hashing runs in a small thread pool
+subject must still be a stored user with the token's user id and credential version, whose current
+role applies (so deleting, recreating or demoting a user, a password change and an admin's
+revocation take effect at once, not when their tokens expire; decision 0174). All of it is read
+from the coordinator's memory: no disk I/O per request. Password hashing runs in a small thread pool
 off the event loop, with a bound on logins waiting for it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import math
 import time
@@ -22,6 +25,7 @@ from coordinator.base import Coordinator
 from coordinator.errors import UnknownTopicError, UnknownUserError
 from coordinator.models import TopicMetadata
 from coordinator.users import (
+    LEGACY_ID_PREFIX,
     UserRecord,
     validate_permissions,
     validate_quotas,
@@ -31,7 +35,7 @@ from coordinator.users import (
 from logbroker.auth.passwords import DUMMY_HASH, check_password, hash_password, validate_password
 from logbroker.auth.permissions import ANONYMOUS_ADMIN, Action, Principal, allowed
 from logbroker.auth.quotas import ConnectionCounter, QuotaKind, QuotaLimits, Quotas
-from logbroker.auth.tokens import Tokens
+from logbroker.auth.tokens import TokenClaims, Tokens
 from logbroker.errors import (
     AuthenticationError,
     ForbiddenError,
@@ -121,12 +125,17 @@ class AuthService:
     async def change_password(self, name: str, password: object) -> None:
         user = await self.user(name)
         password_hash = await self._hash(hash_password, validate_password(password))
-        await self.coordinator.update_user(UserRecord(user.name, user.role, password_hash, user.created_ms,
-                                                      user.quotas))
+        await self.coordinator.update_user(user.with_new_credentials(password_hash))
+
+    async def revoke_tokens(self, name: str) -> dict[str, Any]:
+        """Refuse every token issued to ``name`` so far (their next request gets 401)."""
+        user = (await self.user(name)).with_new_credentials()
+        await self.coordinator.update_user(user)
+        return {"user": user.name, "credential_version": user.credential_version}
 
     async def set_quotas(self, name: str, quotas: object) -> dict[str, Any]:
         user = await self.user(name)
-        updated = UserRecord(user.name, user.role, user.password_hash, user.created_ms, validate_quotas(quotas))
+        updated = dataclasses.replace(user, quotas=validate_quotas(quotas))
         await self.coordinator.update_user(updated)
         return updated.public()
 
@@ -151,7 +160,8 @@ class AuthService:
         ok = await self._hash(check_password, password, user.password_hash if user else DUMMY_HASH)
         if user is None or not ok:
             raise AuthenticationError("invalid username or password")
-        token, expires_in = tokens.issue(user.name, (user.role,))
+        token, expires_in = tokens.issue(user.name, (user.role,), user_id=user.user_id,
+                                         credential_version=user.credential_version)
         return {"access_token": token, "token_type": "bearer", "expires_in": expires_in}
 
     # ---- requests ------------------------------------------------------------------------------
@@ -166,12 +176,24 @@ class AuthService:
             raise AuthenticationError("this call needs a bearer token (POST /v1/auth/token)")
         if authorization[:len(BEARER)].lower() != BEARER:
             raise AuthenticationError("the Authorization header must be 'Bearer <token>'")
-        claims = tokens.verify(authorization[len(BEARER):].strip())
+        user = await self.current_user(tokens.verify(authorization[len(BEARER):].strip()))
+        limits = self.limits.override(user.quotas) if user.quotas else self.limits
+        return Principal(user.name, user.role), limits
+
+    async def current_user(self, claims: TokenClaims) -> UserRecord:
+        """The stored user ``claims`` were issued to, if they still stand, else ``AuthenticationError``."""
         user = await self.coordinator.find_user(claims.subject)
         if user is None:
             raise AuthenticationError(f"the token's user {claims.subject!r} no longer exists")
-        limits = self.limits.override(user.quotas) if user.quotas else self.limits
-        return Principal(user.name, user.role), limits
+        if claims.user_id is None and _legacy_token_of(user, claims):
+            return user
+        if claims.user_id != user.user_id:
+            raise AuthenticationError(f"the token was issued to an earlier user named {claims.subject!r} (or "
+                                      "before users had ids): log in again")
+        if claims.credential_version != user.credential_version:
+            raise AuthenticationError(f"the token was revoked (the password of {claims.subject!r} changed or an "
+                                      "admin revoked their tokens): log in again")
+        return user
 
     async def authorize_topic(self, principal: Principal, topic: str, action: Action) -> TopicMetadata:
         """The topic's metadata when ``principal`` may do ``action`` to it, else ``ForbiddenError``.
@@ -189,6 +211,17 @@ class AuthService:
         if not allowed(principal, action, meta.owner, acl):
             raise ForbiddenError(f"{principal.name!r} may not {action} {topic!r}")
         return meta
+
+    async def authorize_owner(self, owner: str | None, topic: str, action: Action) -> TopicMetadata:
+        """``authorize_topic`` for the owner of a resource rather than the caller of a request (a
+        queue's owner on its dead-letter topic): their current role and grants. A resource without
+        an owner (made while authentication was off) acts for admins."""
+        if not self.enabled or owner is None:
+            return await self.coordinator.get_topic(topic)
+        user = await self.coordinator.find_user(owner)
+        if user is None:
+            raise ForbiddenError(f"the owner {owner!r} no longer exists")
+        return await self.authorize_topic(Principal(user.name, user.role), topic, action)
 
     async def visible(self, principal: Principal, topics: list[TopicMetadata]) -> list[TopicMetadata]:
         """The topics ``principal`` may describe."""
@@ -240,3 +273,11 @@ class AuthService:
         if not self.connections.admit(principal.name, connection, limits.connections_max):
             raise TooManyRequestsError(f"{principal.name!r} already has {limits.connections_max} connections open",
                                        retry_after_s=LOGIN_RETRY_AFTER_S)
+
+
+def _legacy_token_of(user: UserRecord, claims: TokenClaims) -> bool:
+    """A token issued before tokens carried ids stands, through an upgrade, for a user stored before
+    users had ids whose credentials have not changed since, if it was not issued before that user
+    was created (so not to an earlier user of the name). It expires within ``token_ttl_s``."""
+    return user.user_id.startswith(LEGACY_ID_PREFIX) and user.credential_version == 0 \
+        and claims.credential_version is None and claims.issued_at >= user.created_ms // 1000

@@ -1,7 +1,9 @@
 """Issuing and verifying access tokens (JWT, pyjwt) with a bounded cache of verified tokens.
 
-A token carries ``sub`` (user name), ``roles``, ``iat``, ``exp``, ``iss`` and, in its header, the
-``kid`` of the key that signed it. Verification looks the key up by ``kid`` and allows only that
+A token carries ``sub`` (user name), ``uid`` (the user's immutable id), ``ver`` (the user's
+credential version when it was issued), ``roles``, ``iat``, ``exp``, ``iss`` and, in its header,
+the ``kid`` of the key that signed it (the auth service compares ``uid`` and ``ver`` with the
+stored user on every request, decision 0174). Verification looks the key up by ``kid`` and allows only that
 key's algorithm; times are checked against the injected clock (not pyjwt's), with ``LEEWAY_S``
 for clock skew between nodes. A verified token is cached (token string -> claims) until it expires, so the
 signature is checked once per token, not once per request; the cache holds at most
@@ -34,6 +36,8 @@ class TokenClaims:
     issued_at: int
     expires_at: int
     kid: str
+    user_id: str | None = None
+    credential_version: int | None = None
 
 
 class Tokens:
@@ -46,12 +50,18 @@ class Tokens:
         self._cache: dict[str, TokenClaims] = {}
         self._cache_max = cache_entries_max
 
-    def issue(self, subject: str, roles: tuple[str, ...]) -> tuple[str, int]:
+    def issue(self, subject: str, roles: tuple[str, ...], *, user_id: str | None = None,
+              credential_version: int | None = None) -> tuple[str, int]:
         """A signed token for ``subject`` and its lifetime in seconds."""
         now = int(self._clock())
         key = self.keys.signing
         assert key.sign_key is not None
-        claims = {"sub": subject, "roles": list(roles), "iat": now, "exp": now + self.ttl_s, "iss": ISSUER}
+        claims: dict[str, Any] = {"sub": subject, "roles": list(roles), "iat": now, "exp": now + self.ttl_s,
+                                  "iss": ISSUER}
+        if user_id is not None:
+            claims["uid"] = user_id
+        if credential_version is not None:
+            claims["ver"] = credential_version
         return jwt.encode(claims, key.sign_key, algorithm=key.alg, headers={"kid": key.kid}), self.ttl_s
 
     def verify(self, token: str) -> TokenClaims:
@@ -94,8 +104,12 @@ class Tokens:
         if not isinstance(subject, str) or not isinstance(roles, list) or not all(
                 isinstance(t, int) and not isinstance(t, bool) for t in (issued_at, expires_at)):
             raise AuthenticationError("invalid token claims")
+        user_id, version = raw.get("uid"), raw.get("ver")
+        if (user_id is not None and not isinstance(user_id, str)) or (version is not None and (
+                not isinstance(version, int) or isinstance(version, bool))):
+            raise AuthenticationError("invalid token claims")
         if expires_at + LEEWAY_S <= now:
             raise AuthenticationError("the token has expired")
         if issued_at - LEEWAY_S > now:
             raise AuthenticationError("the token was issued in the future")
-        return TokenClaims(subject, tuple(str(r) for r in roles), issued_at, expires_at, key.kid)
+        return TokenClaims(subject, tuple(str(r) for r in roles), issued_at, expires_at, key.kid, user_id, version)

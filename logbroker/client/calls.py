@@ -196,8 +196,19 @@ async def _events(response: aiohttp.ClientResponse) -> AsyncIterator[Event]:
             raise LogBrokerError(0, "transport", f"a stream line exceeds {STREAM_LINE_BYTES_MAX} bytes")
         for line in lines:
             event = parser.feed(line.decode().rstrip("\r"))
+            if event is not None and event.kind == "error":  # the node ended the stream (decision 0175)
+                raise _stream_error(event.data)
             if event is not None:
                 yield event
+
+
+def _stream_error(data: str) -> LogBrokerError:
+    """The ``LogBrokerError`` of an ``error`` event, whose data is a problem body."""
+    try:
+        status = int(json.loads(data).get("status", 0))
+    except (ValueError, AttributeError, TypeError):
+        status = 0
+    return problem_error(status, data.encode())
 
 
 def _json_loads(raw: bytes) -> dict[str, Any]:

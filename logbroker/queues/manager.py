@@ -10,6 +10,12 @@ never lease the same message), append the event (synchronously, so the log's ord
 of the changes), then await the event's durability and only then answer. Reading the leased
 records goes through a node-wide cache of decoded batches bounded in bytes (``BatchCache``), so a
 receive of 100 from a producer's batch of 1000 does not decode the batch ten times.
+
+Dead letters go only to the topic the queue is bound to by id (decision 0173): the ``Produce``
+callback refuses (``DeadLetterRefusedError``) when that topic is gone or the queue's owner may no
+longer write to it, and the messages are then withheld: done in the state log with the reason
+(``D`` event), counted (``on_withheld``), logged, and never written anywhere. Headers named like
+the broker's own (``x-logbroker-*``) are taken off a record before its origin is stamped on it.
 """
 
 from __future__ import annotations
@@ -25,12 +31,12 @@ from typing import Any, Final
 
 from coordinator.errors import CoordinatorError
 from coordinator.models import TopicMetadata, TopicSpec
-from logbroker.errors import BrokerError, NotAQueueError
+from logbroker.errors import BrokerError, DeadLetterRefusedError, NotAQueueError
 from logbroker.internal_log import InternalLog, InternalRecord, pack, unpack
 from logbroker.queues.batch_cache import BATCHES_PER_PARTITION_MAX, BatchCache, DecodedBatch, decoded
 from logbroker.queues.requests import Receipt, ReceiveRequest
 from logbroker.queues.share_state import PartitionShare, ack_event, dead_event, lease_event, nack_event
-from logbroker.records import IncomingRecord, render_records
+from logbroker.records import IncomingRecord, is_reserved_header, render_records
 from logbroker.replica_manager import Replica, ReplicaManager
 from segments.batch import BATCH_RECORDS_MAX, ProducerRecord, Record, decode_records, iter_batches
 from segments.errors import StorageError
@@ -43,7 +49,9 @@ READ_BYTES: Final = 1 << 20
 WAIT_SLICE_MS_MIN: Final = 5
 SNAPSHOT_WAIT_S: Final = 10.0
 DEAD_LETTER_RETRY_S: Final = 1.0
-Produce = Callable[[str, list[IncomingRecord]], Awaitable[Any]]
+# (queue, dead-letter topic, the id it is bound to, records): append them or raise DeadLetterRefusedError.
+Produce = Callable[[str, str, str | None, list[IncomingRecord]], Awaitable[Any]]
+Withheld = Callable[[str, str, int], None]
 
 
 def state_topic(meta: TopicMetadata) -> str:
@@ -59,6 +67,7 @@ class Queue:
     meta: TopicMetadata
     max_deliveries: int
     dead_letter_topic: str
+    dead_letter_id: str | None
     visibility_ms: int
     events: InternalLog
     shares: list[PartitionShare]
@@ -72,9 +81,11 @@ class Queue:
 
 class QueueManager:
     def __init__(self, replicas: ReplicaManager, produce: Produce, *,
-                 clock_ms: Callable[[], int] = wall_ms) -> None:
+                 clock_ms: Callable[[], int] = wall_ms, on_withheld: Withheld = lambda queue, reason, count: None
+                 ) -> None:
         self._replicas = replicas
         self._produce = produce
+        self._on_withheld = on_withheld
         self._clock_ms = clock_ms
         self._queues: dict[str, Queue] = {}
         self._snapshots: set[asyncio.Future[int]] = set()
@@ -82,8 +93,9 @@ class QueueManager:
 
     # ---- lifecycle -----------------------------------------------------------------------------
 
-    def open(self, meta: TopicMetadata, events: InternalLog) -> int:
-        """Rebuild a queue's share state from its event log; returns the events replayed."""
+    def open(self, meta: TopicMetadata, events: InternalLog, dead_letter_id: str | None) -> int:
+        """Rebuild a queue's share state from its event log; returns the events replayed.
+        ``dead_letter_id`` is the id of the topic its dead letters go to (None: none may)."""
         settings = TopicSpec(meta.name, meta.partitions, None, meta.kind, meta.config).queue_settings()
         shares = [PartitionShare(settings["max_deliveries"]) for _ in range(meta.partitions)]
         count = 0
@@ -97,7 +109,7 @@ class QueueManager:
                         "queue": meta.name, "partition": partition, "offset": record.offset, "error": str(exc)}})
             share.after_replay(self._clock_ms())
         self._queues[meta.name] = Queue(meta, settings["max_deliveries"], settings["dead_letter_topic"],
-                                        settings["visibility_timeout_ms"],
+                                        dead_letter_id, settings["visibility_timeout_ms"],
                                         events, shares)
         return count
 
@@ -308,13 +320,21 @@ class QueueManager:
         if unread:  # not expected: keep them for the next sweep rather than drop them
             share.requeue_dead(unread)
             offsets = [o for o in offsets if o not in unread]
-        records = [IncomingRecord(ProducerRecord(r.value, r.key, [*r.headers, *self._origin(queue, partition, r)],
+        records = [IncomingRecord(ProducerRecord(r.value, r.key,
+                                                 [*_client_headers(r), *self._origin(queue, partition, r)],
                                                  r.timestamp), None) for r in (found[o] for o in offsets if o in found)]
         if not offsets:
             return
+        withheld = None
         try:
             if records:
-                await self._produce(queue.dead_letter_topic, records)
+                await self._produce(queue.name, queue.dead_letter_topic, queue.dead_letter_id, records)
+        except DeadLetterRefusedError as exc:
+            withheld = exc.reason
+            self._on_withheld(queue.name, exc.reason, len(offsets))
+            log.warning("dead letters withheld: they stay dead in the queue's state log", extra={"fields": {
+                "queue": queue.name, "dead_letter_topic": queue.dead_letter_topic, "reason": exc.reason,
+                "detail": str(exc), "messages": len(offsets)}})
         except (BrokerError, StorageError, CoordinatorError) as exc:
             share.requeue_dead(offsets)
             queue.dead_letter_retry_at = time.monotonic() + DEAD_LETTER_RETRY_S
@@ -324,7 +344,7 @@ class QueueManager:
             return
         for offset in offsets:
             share.dead_lettered(offset)
-        await self._record(queue, partition, dead_event(offsets))
+        await self._record(queue, partition, dead_event(offsets, withheld))
 
     def _origin(self, queue: Queue, partition: int, record: Record) -> list[tuple[str, bytes]]:
         entry = queue.shares[partition].entries.get(record.offset)
@@ -350,8 +370,15 @@ class QueueManager:
                                "next_offset": share.next_offset, "in_flight": share.in_flight(),
                                "not_yet_delivered": max(0, hwm - share.next_offset)})
         return {"queue": name, "max_deliveries": queue.max_deliveries,
-                "dead_letter_topic": queue.dead_letter_topic, "visibility_timeout_ms": queue.visibility_ms,
+                "dead_letter_topic": queue.dead_letter_topic, "dead_letter_topic_id": queue.dead_letter_id,
+                "visibility_timeout_ms": queue.visibility_ms,
                 "partitions": partitions}
+
+
+def _client_headers(record: Record) -> list[tuple[str, bytes]]:
+    """``record``'s headers without any that claim to be the broker's (a record stored before they
+    were refused at produce, decision 0173): a dead letter's origin headers are the broker's alone."""
+    return [(name, value) for name, value in record.headers if not is_reserved_header(name)]
 
 
 def _part(view: memoryview, first: int, last: int) -> DecodedBatch:

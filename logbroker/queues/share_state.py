@@ -236,5 +236,7 @@ def nack_event(until_ms: int, offsets: list[int]) -> list[Any]:
     return ["N", until_ms, offsets]
 
 
-def dead_event(offsets: list[int]) -> list[Any]:
-    return ["D", offsets]
+def dead_event(offsets: list[int], withheld: str | None = None) -> list[Any]:
+    """Offsets done as dead letters; ``withheld`` says why they were not copied anywhere (the event's
+    third item, which replay ignores: either way they are never delivered again)."""
+    return ["D", offsets] if withheld is None else ["D", offsets, withheld]

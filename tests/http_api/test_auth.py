@@ -220,8 +220,15 @@ def _status_with(http: Http, token: str) -> int:
 
 
 def test_token_attacks_are_refused(http, admin):
-    good = jwt.encode(_claims(), JWT_SECRET, algorithm="HS256", headers={"kid": JWT_KID})
+    issued = jwt.decode(admin.token, options={"verify_signature": False})
+    identity = {"uid": issued["uid"], "ver": issued["ver"]}
+    good = jwt.encode(_claims(**identity), JWT_SECRET, algorithm="HS256", headers={"kid": JWT_KID})
     assert _status_with(http, good) == 200, "the crafted token is valid when nothing is wrong with it"
+    without_identity = jwt.encode(_claims(), JWT_SECRET, algorithm="HS256", headers={"kid": JWT_KID})
+    other_user = jwt.encode(_claims(uid="0" * 32, ver=issued["ver"]), JWT_SECRET, algorithm="HS256",
+                            headers={"kid": JWT_KID})
+    other_version = jwt.encode(_claims(uid=issued["uid"], ver=issued["ver"] + 1), JWT_SECRET, algorithm="HS256",
+                               headers={"kid": JWT_KID})
     expired = jwt.encode(_claims(iat=int(time.time()) - 7200, exp=int(time.time()) - 3600), JWT_SECRET,
                          algorithm="HS256", headers={"kid": JWT_KID})
     header, _payload, signature = admin.token.split(".")
@@ -240,7 +247,9 @@ def test_token_attacks_are_refused(http, admin):
     for name, token in (("expired", expired), ("tampered", tampered), ("alg none", none_alg),
                         ("wrong secret", wrong_secret), ("unknown kid", unknown_kid), ("no kid", no_kid),
                         ("no exp", no_exp), ("wrong issuer", wrong_issuer), ("unknown user", ghost),
-                        ("garbage", "not.a.token"), ("empty", ""), ("too long", "a" * 6000)):
+                        ("garbage", "not.a.token"), ("empty", ""), ("too long", "a" * 6000),
+                        ("no user id or version", without_identity), ("another user's id", other_user),
+                        ("another credential version", other_version)):
         reply = http.call("GET", "/v1/topics", headers=bearer(token))
         assert reply.status == 401, name
         assert reply.json()["code"] == "unauthenticated", name

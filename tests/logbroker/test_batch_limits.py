@@ -132,3 +132,20 @@ def test_zstd_frames_without_a_content_size_are_bounded_too() -> None:
     prefix = struct.pack("<QII", 0, HEADER_SIZE - LENGTH_PREFIX_SIZE + len(packed), 0)
     with pytest.raises(RecordsTooLargeError):
         check_batch(prefix + b"\x01" + struct.pack("<Q", checksum) + body + packed)
+
+
+@pytest.mark.parametrize("codec", list(Codec))
+@pytest.mark.parametrize("name", ["x-logbroker-queue", "X-LogBroker-Offset", "x-logbroker-"])
+def test_a_header_named_like_the_brokers_own_is_refused(codec: Codec, name: str) -> None:
+    """Decision 0173: the broker stamps ``x-logbroker-*`` on dead letters; no producer may."""
+    filler = [ProducerRecord(b"v" * 1000) for _ in range(1500)]  # the name lands past the first MiB
+    batch = encode_batch([*filler, ProducerRecord(b"v", None, [("ok", b"1"), (name, b"forged")])], codec=codec)
+    with pytest.raises(InvalidBatchError, match="broker's own"):
+        check_batch(batch)
+
+
+@pytest.mark.parametrize("codec", list(Codec))
+def test_the_prefix_in_a_value_or_a_longer_name_is_not_a_reserved_header(codec: Codec) -> None:
+    batch = encode_batch([ProducerRecord(b"x-logbroker-queue", b"X-LOGBROKER-", [("my-x-logbroker-queue", b"x")])],
+                         codec=codec)
+    assert check_batch(batch).record_count == 1

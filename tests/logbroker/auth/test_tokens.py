@@ -123,3 +123,17 @@ def test_key_ring_refuses_weak_or_missing_keys(tmp_path):
                    "[[keys]]\nkid = 'e'\nalg = 'RS256'\npublic_key_file = 'es.pub.pem'\n")
     with pytest.raises(InvalidRequestError, match="not a key for RS256"):
         KeyRing.load(str(bad))
+
+
+def test_tokens_carry_the_users_id_and_credential_version():
+    tokens = Tokens(KeyRing.from_secret(SECRET, "k1"), ttl_s=60)
+    token, _ = tokens.issue("dave", ("user",), user_id="id-1", credential_version=3)
+    claims = tokens.verify(token)
+    assert (claims.user_id, claims.credential_version) == ("id-1", 3)
+    bare = tokens.verify(tokens.issue("erin", ("user",))[0])
+    assert (bare.user_id, bare.credential_version) == (None, None)
+    for bad in ({"uid": 7}, {"ver": "3"}, {"ver": True}):
+        raw = {**jwt.decode(token, options={"verify_signature": False}), **bad}
+        forged = jwt.encode(raw, SECRET, algorithm="HS256", headers={"kid": "k1"})
+        with pytest.raises(AuthenticationError, match="invalid token claims"):
+            tokens.verify(forged)
