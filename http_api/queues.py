@@ -14,6 +14,7 @@ from http_api.keys import NODE
 from http_api.params import JSON, MSGPACK, decode_msgpack, path_topic, read_json
 from http_api.records import PRODUCE_BODY
 from http_api.routing import route
+from http_api.user_limits import long_poll
 from logbroker.errors import UnsupportedMediaTypeError
 from logbroker.queues.requests import parse_receipts, parse_receive
 from logbroker.records import parse_body
@@ -58,7 +59,9 @@ async def receive(request: web.Request) -> web.Response:
     name = path_topic(request)
     body = await _read_body(request) if request.body_exists else {}
     binary = MSGPACK in request.headers.get("Accept", "")
-    messages = await node.queues.receive(name, parse_receive(body, node.config.fetch_wait_ms_max), binary=binary)
+    asked = parse_receive(body, node.config.fetch_wait_ms_max)
+    with long_poll(request, asked.wait_ms):
+        messages = await node.queues.receive(name, asked, binary=binary)
     if binary:
         return web.Response(body=msgpack.packb({"messages": messages}, use_bin_type=True), content_type=MSGPACK)
     return web.json_response({"messages": messages})

@@ -6,26 +6,27 @@ again until ``response.write`` has handed the previous chunk to the socket (aioh
 transport to drain above its high-water mark), so a slow client costs the node one chunk, not an
 unbounded buffer. A chunk is decoded and written ``EVENTS_PER_WRITE`` records at a time, off the
 event loop: a few compressed bytes can stand for a hundred thousand records. Idle streams get a
-comment line every ``keepalive`` interval, which is also how a gone client is noticed. The number
-of open streams is bounded (503 beyond it).
+comment line every ``keepalive`` interval. The number of open streams is bounded per node (503
+beyond it) and per user (429), a gone client frees its slot at once, and the bytes sent are
+charged to the caller's fetch quota (``http_api.user_limits``).
 """
 
 from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import Iterator
 from typing import Any, Final
 
 from aiohttp import web
 
 from http_api.decoding import DECODER
 from http_api.identity import group_caller, require_read
-from http_api.keys import NODE, STREAMS
+from http_api.keys import NODE
 from http_api.params import INT64_MAX, ascii_int, path_partition, path_topic, query_int
 from http_api.routing import route
-from logbroker.errors import ANY_ERROR, InvalidRequestError, NotAvailableError
+from http_api.user_limits import paced_write, stream_slot
+from logbroker.errors import ANY_ERROR, InvalidRequestError
 from logbroker.groups.requests import group_name, member_id
 from logbroker.records import iter_fetched_records, render_records
 from segments.log import LogRead
@@ -36,18 +37,6 @@ KEEPALIVE_MS: Final = 5_000
 EVENT_STREAM: Final = "text/event-stream"
 LAST_EVENT_ID: Final = "Last-Event-ID"
 CLOSED: Final = (ConnectionResetError, ConnectionError)
-
-
-@asynccontextmanager
-async def _slot(request: web.Request) -> AsyncIterator[None]:
-    budget = request.app[STREAMS]
-    if budget.used >= budget.limit:
-        raise NotAvailableError(f"{budget.used} streams are already open; retry later")
-    budget.used += 1
-    try:
-        yield
-    finally:
-        budget.used -= 1
 
 
 def _event(kind: str, data: Any, event_id: str | None = None) -> bytes:
@@ -74,7 +63,7 @@ async def _write_records(request: web.Request, response: web.StreamResponse, res
     decode pool, and the next one only once the socket has taken this one (back-pressure)."""
     pieces = _record_events(result, offset, topic, partition)
     while (piece := await request.app[DECODER].run(next, pieces, None)) is not None:
-        await response.write(piece)
+        await paced_write(request, response, piece)
 
 
 async def _open(request: web.Request) -> web.StreamResponse:
@@ -107,8 +96,7 @@ async def stream_partition(request: web.Request) -> web.StreamResponse:
     start = _start_offset(request)
     offset = start if start is not None else int(node.list_offset(topic, partition, "latest")["offset"] or 0)
     result, _ = await node.fetch(topic, partition, offset, STREAM_READ_BYTES, 0)  # 404/416 before streaming
-    async with _slot(request):
-        response = await _open(request)
+    async with stream_slot(request, _open) as response:
         try:
             while True:
                 if result.data:
@@ -118,10 +106,10 @@ async def stream_partition(request: web.Request) -> web.StreamResponse:
                     await response.write(b": keep-alive\n\n")
                 result, _ = await node.fetch(topic, partition, offset, STREAM_READ_BYTES, keepalive_ms)
         except CLOSED:
-            return response
+            pass
         except ANY_ERROR as exc:  # the node stops, the topic goes, a batch cannot be decoded, ...
             await _end(response, str(exc))
-        return response
+    return response
 
 
 async def _end(response: web.StreamResponse, reason: str) -> None:
@@ -146,15 +134,14 @@ async def stream_member(request: web.Request) -> web.StreamResponse:
         raise InvalidRequestError("auto_offset_reset must be earliest or latest")
     view = await node.groups.heartbeat(group, member, group_caller(request))  # 404 before streaming
     await require_read(request, view["assignment"])
-    async with _slot(request):
-        response = await _open(request)
+    async with stream_slot(request, _open) as response:
         try:
             await _member_loop(request, response, group, member, reset, view)
         except CLOSED:
-            return response
+            pass
         except ANY_ERROR as exc:  # removed from the group, no longer allowed, the node stops, ...
             await _end(response, str(exc))
-        return response
+    return response
 
 
 async def _member_loop(request: web.Request, response: web.StreamResponse, group: str, member: str, reset: str,

@@ -17,6 +17,9 @@ from logbroker.errors import InvalidRequestError
 
 ENV_PREFIX: Final = "LOGBROKER_"
 AuthMode = Literal["on", "off"]
+QUOTA_FIELDS: Final = ("quota_produce_bytes_per_s", "quota_fetch_bytes_per_s", "quota_connections_max",
+                       "quota_topics_max", "quota_partitions_max", "quota_streams_max", "quota_long_polls_max",
+                       "quota_groups_max", "quota_group_members_max")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -51,6 +54,12 @@ class NodeConfig:
     quota_produce_bytes_per_s: int = 0
     quota_fetch_bytes_per_s: int = 0
     quota_connections_max: int = 0
+    quota_topics_max: int = 1_000
+    quota_partitions_max: int = 4_000
+    quota_streams_max: int = 100
+    quota_long_polls_max: int = 1_000
+    quota_groups_max: int = 1_000
+    quota_group_members_max: int = 1_000
     tls_cert_file: str = ""
     tls_key_file: str = ""
     rpc_tls_ca_file: str = ""
@@ -73,7 +82,7 @@ class NodeConfig:
                      "topic_segment_bytes_min"):
             _check(getattr(self, name) > 0, f"{name} must be positive")
         _check(self.token_ttl_s > 0, "token_ttl_s must be positive")
-        for name in ("quota_produce_bytes_per_s", "quota_fetch_bytes_per_s", "quota_connections_max"):
+        for name in QUOTA_FIELDS:
             _check(getattr(self, name) >= 0, f"{name} must not be negative (0: unlimited)")
         _check(bool(self.tls_cert_file) == bool(self.tls_key_file), "tls_cert_file and tls_key_file go together")
         rpc_tls = (self.rpc_tls_ca_file, self.rpc_tls_cert_file, self.rpc_tls_key_file)
