@@ -94,18 +94,34 @@ def test_bad_limits_are_refused(http, admin, quotas):
     assert admin.json("GET", "/v1/users/carl")["quotas"] == {}
 
 
-def _open_stream(node: NodeProcess, user: As, topic: str, query: str = "") -> tuple[socket.socket, int]:
-    """A raw SSE request; the socket and the answer's status (its head is read)."""
+def _open_stream(node: NodeProcess, user: As, topic: str, query: str = "", *,
+                 path: str | None = None) -> tuple[socket.socket, int]:
+    """A raw SSE request (a partition's stream, or ``path``); the socket and the answer's status
+    (its head is read)."""
     port = int(node.url.rsplit(":", 1)[1])
     sock = socket.create_connection(("127.0.0.1", port), timeout=30)
-    sock.sendall(f"GET /v1/topics/{topic}/partitions/0/stream?keepalive_ms=60000{query} HTTP/1.1\r\n"
-                 f"Host: x\r\nAuthorization: Bearer {user.token}\r\n\r\n".encode())
+    target = path or f"/v1/topics/{topic}/partitions/0/stream?keepalive_ms=60000{query}"
+    sock.sendall(f"GET {target} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {user.token}\r\n\r\n".encode())
     head = b""
     while b"\r\n\r\n" not in head:
         chunk = sock.recv(4096)
         assert chunk, "the node closed the connection before answering"
         head += chunk
     return sock, int(head.split(b" ", 2)[1])
+
+
+def _read_for(sock: socket.socket, seconds: float) -> bytes:
+    """What ``sock`` receives in ``seconds`` (then it is closed)."""
+    received = b""
+    try:
+        sock.settimeout(0.2)
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            with contextlib.suppress(TimeoutError):
+                received += sock.recv(65536)
+    finally:
+        sock.close()
+    return received
 
 
 def test_streams_are_limited_per_user_and_freed_when_the_client_goes(http, node, admin):
@@ -171,19 +187,21 @@ def test_push_streams_and_raw_fetches_are_charged_to_the_fetch_quota(tmp_path):
         seconds = 3.0
         sock, status = _open_stream(process, hal, "big", "&offset=0")
         assert status == 200
-        received = b""
-        try:
-            sock.settimeout(0.2)
-            end = time.monotonic() + seconds
-            while time.monotonic() < end:
-                with contextlib.suppress(TimeoutError):
-                    received += sock.recv(65536)
-        finally:
-            sock.close()
+        received = _read_for(sock, seconds)
         bound = rate * (1 + seconds) + rate  # the burst, the rate over the interval, one piece
         assert rate < len(received) <= bound, (len(received), bound)
         ids = [int(line[4:]) for line in received.split(b"\n") if line.startswith(b"id: ")]
         assert ids == list(range(len(ids))), "paced, not dropped: every record in order"
+        # a group member's stream too (another user: quotas are per user)
+        ivy = make_user(http, admin, "ivy")
+        hal.json("PUT", "/v1/topics/big/acl", body={"user": "ivy", "permissions": ["read"]})
+        member = ivy.json("POST", "/v1/groups/ivy.g/members", body={"topics": ["big"]})["member_id"]
+        sock, status = _open_stream(process, ivy, "", path=f"/v1/groups/ivy.g/members/{member}/stream")
+        assert status == 200
+        received = _read_for(sock, seconds)
+        assert rate < len(received) <= bound, (len(received), bound)
+        ids = [int(line[4:]) for line in received.split(b"\n") if line.startswith(b"id: ")]
+        assert ids == list(range(len(ids))) and len(ids) > 10
         # the stream's debt is the user's: a raw fetch waits for it to be repaid
         raw = {"Accept": "application/vnd.logbroker.batch"}
         time.sleep(1.5)
