@@ -5,8 +5,8 @@ few free failures, each further failure blocks that key for ``BACKOFF_BASE_S * 2
 ``BACKOFF_MAX_S``); a key's count is forgotten ``FORGET_S`` after its last failure. A blocked
 attempt is refused (429 with ``Retry-After``) before its password is hashed, so a flood of wrong
 passwords costs no hashing past the free failures, and at most ``IN_FLIGHT_MAX`` attempts per
-address and per username are hashed at once (the rest are refused at once too, so a burst cannot
-slip past the count before its failures are known).
+address and per username (per pair for a trusted pair) are hashed at once; the rest are refused
+at once too, so a burst cannot slip past the count before its failures are known.
 
 A pair that logged in successfully is *trusted* for ``TRUST_S``: its attempts ignore the
 username and address keys, which others' failures raise, and only their own pair key applies. So
@@ -26,7 +26,7 @@ from typing import Final
 from logbroker.errors import TooManyRequestsError
 
 FREE_FAILURES: Final = {"user": 5, "address": 20, "pair": 3}
-IN_FLIGHT_MAX: Final = {"user": 2, "address": 4}
+IN_FLIGHT_MAX: Final = {"user": 2, "address": 4, "pair": 8}
 BACKOFF_BASE_S: Final = 0.25
 BACKOFF_MAX_S: Final = 60.0
 FORGET_S: Final = 15 * 60.0
@@ -65,23 +65,21 @@ class LoginThrottle:
                 wait = entry.blocked_until - now
                 raise TooManyRequestsError(f"too many failed logins {_for(key)}; retry in {math.ceil(wait)} s",
                                            retry_after_s=math.ceil(wait * 1000) / 1000)
-        if not trusted:
-            for key in keys[1:]:
-                if self._in_flight.get(key, 0) >= IN_FLIGHT_MAX[key[0]]:
-                    raise TooManyRequestsError(f"too many logins at once {_for(key)}", retry_after_s=1.0)
-            for key in keys[1:]:
-                self._in_flight[key] = self._in_flight.get(key, 0) + 1
+        counted = _counted(user, address, trusted)
+        for key in counted:
+            if self._in_flight.get(key, 0) >= IN_FLIGHT_MAX[key[0]]:
+                raise TooManyRequestsError(f"too many logins at once {_for(key)}", retry_after_s=1.0)
+        for key in counted:
+            self._in_flight[key] = self._in_flight.get(key, 0) + 1
         return trusted
 
     def end(self, user: str, address: str, trusted: bool, ok: bool | None) -> None:
         """The outcome of an admitted attempt: True logged in, False a wrong password or unknown
         user, None not checked (refused for another reason)."""
-        if not trusted:
-            held: tuple[Key, ...] = (("user", user), ("address", address))
-            for key in held:
-                left = self._in_flight.pop(key) - 1
-                if left:
-                    self._in_flight[key] = left
+        for key in _counted(user, address, trusted):
+            left = self._in_flight.pop(key) - 1
+            if left:
+                self._in_flight[key] = left
         now = self._clock()
         if ok:
             self._failures.pop(("pair", user, address), None)
@@ -106,6 +104,12 @@ class LoginThrottle:
         excess = entry.count - FREE_FAILURES[key[0]]
         if excess > 0:
             entry.blocked_until = now + min(BACKOFF_MAX_S, BACKOFF_BASE_S * 2 ** min(excess - 1, 32))
+
+
+def _counted(user: str, address: str, trusted: bool) -> tuple[Key, ...]:
+    """The keys whose attempts in flight are bounded: a trusted pair's own, else the name's and
+    the address's."""
+    return (("pair", user, address),) if trusted else (("user", user), ("address", address))
 
 
 def _for(key: Key) -> str:
