@@ -23,7 +23,7 @@ from http_api.keys import NODE, STREAMS
 from logbroker.auth.usage import check_limit
 from logbroker.errors import ANY_ERROR, NotAvailableError
 
-DISCONNECT_POLL_S: Final = 0.25
+DISCONNECT_POLL_S: Final = 0.5
 PACE_PIECE_S: Final = 0.25
 PACE_PIECE_BYTES_MIN: Final = 1024
 INTERNAL_PREFIX: Final = "__"

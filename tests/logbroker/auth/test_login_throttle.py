@@ -77,6 +77,12 @@ def test_attempts_in_flight_are_bounded_and_unchecked_ones_count_nothing():
     throttle.end("ann", "10.0.0.1", False, None)
     assert throttle.begin("ann", "10.0.0.2") is False, "an ended attempt frees its place"
     assert attempt(throttle, "bob", "10.0.0.3", ok=True)
+    for _ in range(IN_FLIGHT_MAX["pair"]):  # a trusted pair: bounded on its own
+        assert throttle.begin("bob", "10.0.0.3") is True
+    with pytest.raises(TooManyRequestsError, match="at once for user 'bob'"):
+        throttle.begin("bob", "10.0.0.3")
+    for _ in range(IN_FLIGHT_MAX["pair"]):
+        throttle.end("bob", "10.0.0.3", True, None)
     for _ in range(3 * FREE_FAILURES["address"]):  # refused before checking: no failure counted
         with pytest.raises(TooManyRequestsError):
             throttle.begin("ann", "10.0.0.3")
