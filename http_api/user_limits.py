@@ -38,9 +38,9 @@ async def _owned(request: web.Request) -> tuple[int, int]:
     return len(owned), sum(t.partitions for t in owned)
 
 
-def _asked_partitions(body: object, key: str = "partitions") -> int:
+def _asked_partitions(body: object) -> int:
     """The partition count a body asks for (1 when it does not say; the node checks the body)."""
-    value = body.get(key, 1) if isinstance(body, dict) else 1
+    value = body.get("partitions", 1) if isinstance(body, dict) else 1
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 1
 
 
