@@ -213,3 +213,31 @@ def test_push_streams_and_raw_fetches_are_charged_to_the_fetch_quota(tmp_path):
         after = [hal.call("GET", "/v1/topics/big/partitions/0/records?offset=0", headers=raw) for _ in range(3)]
         refused = [r for r in after if r.status == 429]
         assert refused and "fetch quota" in refused[0].json()["detail"], "raw fetches are charged"
+
+
+def test_a_gone_member_stream_frees_its_slot(http, node, admin):
+    kim = make_user(http, admin, "kim")
+    kim.json("POST", "/v1/topics", 201, body={"name": "kim.t"})
+    members = [kim.json("POST", "/v1/groups/kim.g/members", body={"topics": ["kim.t"], "session_timeout_ms": 60000})
+               ["member_id"] for _ in range(2)]
+    paths = [f"/v1/groups/kim.g/members/{m}/stream" for m in members]
+    held = []
+    try:
+        for path in paths:
+            sock, status = _open_stream(node, kim, "", path=path)
+            held.append(sock)
+            assert status == 200
+        assert_limit(kim.call("GET", paths[0]), "streams_max", 2)
+        held.pop(0).close()  # its stream would write nothing for 20 s (the heartbeat interval)
+        deadline = time.monotonic() + 5.0
+        while True:
+            sock, status = _open_stream(node, kim, "", path=paths[0])
+            if status == 200:
+                held.append(sock)
+                break
+            sock.close()
+            assert time.monotonic() < deadline, "the closed member stream's slot was not freed"
+            time.sleep(0.2)
+    finally:
+        for sock in held:
+            sock.close()
