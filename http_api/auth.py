@@ -22,10 +22,12 @@ from http_api.keys import NODE
 from http_api.params import path_topic
 from http_api.routing import GROUP_ACCESS, ROUTE_BY_HANDLER, TOPIC_ACCESS, Handler, Route
 from logbroker.auth.permissions import Principal
+from logbroker.auth.quotas import QuotaLimits
 from logbroker.errors import ForbiddenError
 from logbroker.groups.requests import group_name
 
 PRINCIPAL: Final = "logbroker.principal"
+LIMITS: Final = "logbroker.limits"
 
 
 def principal_of(request: web.Request) -> Principal:
@@ -35,6 +37,13 @@ def principal_of(request: web.Request) -> Principal:
     return principal
 
 
+def limits_of(request: web.Request) -> QuotaLimits:
+    """The quota and holding limits of the caller of ``request`` (set by ``auth_middleware``)."""
+    limits = request.get(LIMITS)
+    assert isinstance(limits, QuotaLimits), "auth_middleware did not run for this route"
+    return limits
+
+
 @web.middleware
 async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     entry = ROUTE_BY_HANDLER.get(request.match_info.handler)
@@ -42,7 +51,7 @@ async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamR
         return await handler(request)
     auth = request.app[NODE].auth
     principal, limits = await auth.authenticate(request.headers.get("Authorization"))
-    request[PRINCIPAL] = principal
+    request[PRINCIPAL], request[LIMITS] = principal, limits
     if not auth.enabled:
         return await handler(request)
     auth.admit_connection(principal, request.protocol, limits)

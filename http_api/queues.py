@@ -15,6 +15,7 @@ from http_api.keys import NODE
 from http_api.params import JSON, MSGPACK, decode_msgpack, path_topic, read_json
 from http_api.records import PRODUCE_BODY
 from http_api.routing import route
+from http_api.user_limits import long_poll
 from logbroker.errors import UnsupportedMediaTypeError
 from logbroker.queues.requests import parse_receipts, parse_receive
 from logbroker.records import parse_body
@@ -60,7 +61,8 @@ async def receive(request: web.Request) -> web.Response:
     body = await _read_body(request) if request.body_exists else {}
     binary = MSGPACK in request.headers.get("Accept", "")
     parsed = parse_receive(body, node.config.fetch_wait_ms_max)
-    messages = await node.queues.receive(name, parsed, binary=binary)
+    with long_poll(request, parsed.wait_ms):
+        messages = await node.queues.receive(name, parsed, binary=binary)
     if parsed.wait_ms:  # a long-poll: refused if access was revoked while it waited; what it leased
         await recheck_access(request)  # comes back when the visibility timeout runs out (decision 0175)
     if binary:

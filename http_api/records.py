@@ -12,6 +12,7 @@ from http_api.keys import NODE, SENDFILE
 from http_api.params import BATCH, JSON, MSGPACK, decode_msgpack, path_partition, path_topic, query_int, read_json
 from http_api.routing import route
 from http_api.sendfile import send_slice
+from http_api.user_limits import long_poll
 from logbroker.batch_limits import check_batch, is_costly
 from logbroker.errors import InvalidRequestError, UnsupportedMediaTypeError
 from logbroker.records import parse_body, render_records, take_records
@@ -84,7 +85,8 @@ async def fetch(request: web.Request) -> web.StreamResponse:
     if encoding not in ("utf8", "base64"):
         raise InvalidRequestError("encoding must be utf8 or base64")
     if BATCH in request.headers.get("Accept", ""):
-        piece, hwm = await node.fetch_slice(topic, partition, offset, max_bytes, wait_ms)
+        with long_poll(request, wait_ms):
+            piece, hwm = await node.fetch_slice(topic, partition, offset, max_bytes, wait_ms)
         if wait_ms:  # a long-poll: access may have been revoked while it waited (decision 0175)
             await recheck_access(request)
         headers = {HIGH_WATERMARK: str(hwm), NEXT_OFFSET: str(offset if piece is None else piece.next_offset)}
@@ -95,7 +97,8 @@ async def fetch(request: web.Request) -> web.StreamResponse:
         return await send_slice(request, response, piece, request.app[SENDFILE])
     max_records = query_int(request, "max_records", default=FETCH_RECORDS_DEFAULT, low=1,
                             high=node.config.fetch_records_max)
-    result, hwm = await node.fetch(topic, partition, offset, max_bytes, wait_ms)
+    with long_poll(request, wait_ms):
+        result, hwm = await node.fetch(topic, partition, offset, max_bytes, wait_ms)
     if wait_ms:
         await recheck_access(request)
     text = await request.app[DECODER].run(_json_answer, result, offset, max_records, encoding == "base64", hwm)

@@ -6,8 +6,9 @@ again until ``response.write`` has handed the previous chunk to the socket (aioh
 transport to drain above its high-water mark), so a slow client costs the node one chunk, not an
 unbounded buffer. A chunk is decoded and written ``EVENTS_PER_WRITE`` records at a time, off the
 event loop: a few compressed bytes can stand for a hundred thousand records. Idle streams get a
-comment line every ``keepalive`` interval, which is also how a gone client is noticed. The number
-of open streams is bounded (503 beyond it).
+comment line every ``keepalive`` interval. The number of open streams is bounded per node (503
+beyond it) and per user (429), a gone client frees its slot at once, and the bytes sent are
+charged to the caller's fetch quota (``http_api.user_limits``).
 
 Access is checked again before every delivery and at least every ``access_recheck_ms`` (a node
 setting, 5 s by default) while a stream idles: a caller whose token no longer stands or who lost
@@ -20,8 +21,7 @@ from __future__ import annotations
 import itertools
 import json
 import time
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import Iterator
 from typing import Any, Final
 
 from aiohttp import web
@@ -30,10 +30,11 @@ from http_api.auth import recheck_access
 from http_api.decoding import DECODER
 from http_api.errors import problem_for
 from http_api.identity import group_caller, require_read
-from http_api.keys import NODE, STREAMS
+from http_api.keys import NODE
 from http_api.params import INT64_MAX, ascii_int, path_partition, path_topic, query_int
 from http_api.routing import route
-from logbroker.errors import ANY_ERROR, AuthenticationError, ForbiddenError, InvalidRequestError, NotAvailableError
+from http_api.user_limits import paced_write, stream_slot
+from logbroker.errors import ANY_ERROR, AuthenticationError, ForbiddenError, InvalidRequestError
 from logbroker.groups.requests import group_name, member_id
 from logbroker.records import iter_fetched_records, render_records
 from segments.log import LogRead
@@ -45,18 +46,6 @@ EVENT_STREAM: Final = "text/event-stream"
 LAST_EVENT_ID: Final = "Last-Event-ID"
 CLOSED: Final = (ConnectionResetError, ConnectionError)
 REVOKED: Final = (AuthenticationError, ForbiddenError)
-
-
-@asynccontextmanager
-async def _slot(request: web.Request) -> AsyncIterator[None]:
-    budget = request.app[STREAMS]
-    if budget.used >= budget.limit:
-        raise NotAvailableError(f"{budget.used} streams are already open; retry later")
-    budget.used += 1
-    try:
-        yield
-    finally:
-        budget.used -= 1
 
 
 def _event(kind: str, data: Any, event_id: str | None = None) -> bytes:
@@ -83,7 +72,7 @@ async def _write_records(request: web.Request, response: web.StreamResponse, res
     decode pool, and the next one only once the socket has taken this one (back-pressure)."""
     pieces = _record_events(result, offset, topic, partition)
     while (piece := await request.app[DECODER].run(next, pieces, None)) is not None:
-        await response.write(piece)
+        await paced_write(request, response, piece)
 
 
 async def _open(request: web.Request) -> web.StreamResponse:
@@ -117,8 +106,7 @@ async def stream_partition(request: web.Request) -> web.StreamResponse:
     offset = start if start is not None else int(node.list_offset(topic, partition, "latest")["offset"] or 0)
     result, _ = await node.fetch(topic, partition, offset, STREAM_READ_BYTES, 0)  # 404/416 before streaming
     wait_ms = min(keepalive_ms, node.config.access_recheck_ms)
-    async with _slot(request):
-        response = await _open(request)
+    async with stream_slot(request, _open) as response:
         try:
             written = time.monotonic()
             while True:
@@ -173,8 +161,7 @@ async def stream_member(request: web.Request) -> web.StreamResponse:
         raise InvalidRequestError("auto_offset_reset must be earliest or latest")
     view = await node.groups.heartbeat(group, member, group_caller(request))  # 404 before streaming
     await require_read(request, view["assignment"])
-    async with _slot(request):
-        response = await _open(request)
+    async with stream_slot(request, _open) as response:
         try:
             await _member_loop(request, response, group, member, reset, view)
         except CLOSED:

@@ -8,6 +8,7 @@ from http_api.auth import principal_of
 from http_api.keys import NODE
 from http_api.params import path_topic, read_json
 from http_api.routing import route
+from http_api.user_limits import adding_partitions, creating_topic
 from logbroker.errors import InvalidRequestError
 
 TOPIC_BODY = {
@@ -25,12 +26,14 @@ TOPIC_BODY = {
 
 
 @route("POST", "/v1/topics", "Create a topic or queue; the caller becomes its owner", access="user",
-       body=TOPIC_BODY, responses={"201": "Created", "400": "Invalid", "409": "Exists"})
+       body=TOPIC_BODY, responses={"201": "Created", "400": "Invalid", "409": "Exists",
+                                   "429": "Past the caller's topics_max or partitions_max"})
 async def create_topic(request: web.Request) -> web.Response:
     body = await read_json(request)
     node = request.app[NODE]
     owner = principal_of(request).name if node.auth.enabled else None
-    described = await node.create_topic(body, owner=owner)
+    async with creating_topic(request, body):
+        described = await node.create_topic(body, owner=owner)
     return web.json_response(described, status=201)
 
 
@@ -62,5 +65,6 @@ async def delete_topic(request: web.Request) -> web.Response:
                               "properties": {"partitions": {"type": "integer", "description": "the new count"}}},
        responses={"200": "The topic", "400": "Not more than now, or an internal topic", "404": "Unknown topic"})
 async def add_partitions(request: web.Request) -> web.Response:
-    body = await read_json(request)
-    return web.json_response(await request.app[NODE].add_partitions(path_topic(request), body))
+    body, topic = await read_json(request), path_topic(request)
+    async with adding_partitions(request, topic, body):
+        return web.json_response(await request.app[NODE].add_partitions(topic, body))

@@ -14,7 +14,8 @@ from http_api.routing import route
 from logbroker.errors import InvalidRequestError
 
 QUOTAS_BODY: dict[str, Any] = {"type": "object", "description": "produce_bytes_per_s, fetch_bytes_per_s, "
-                               "connections_max (0: unlimited); override the node's defaults"}
+                               "connections_max, topics_max, partitions_max, streams_max, long_polls_max, "
+                               "groups_max, group_members_max (0: unlimited); override the node's defaults"}
 USER_BODY = {"type": "object", "required": ["username", "password"], "properties": {
     "username": {"type": "string", "pattern": "^[A-Za-z0-9._@-]{1,64}$"},
     "password": {"type": "string", "minLength": 8},
@@ -29,9 +30,10 @@ ACL_BODY = {"type": "object", "required": ["user", "permissions"], "properties":
 @route("POST", "/v1/auth/token", "Exchange a username and password for an access token (JWT)", access="public",
        body={"type": "object", "required": ["username", "password"],
              "properties": {"username": {"type": "string"}, "password": {"type": "string"}}},
-       responses={"200": "{access_token, token_type, expires_in}", "401": "Wrong username or password"})
+       responses={"200": "{access_token, token_type, expires_in}", "401": "Wrong username or password",
+                  "429": "Too many failed logins for this username or from this address (Retry-After)"})
 async def issue_token(request: web.Request) -> web.Response:
-    return web.json_response(await request.app[NODE].auth.login(await read_json(request)))
+    return web.json_response(await request.app[NODE].auth.login(await read_json(request), request.remote or ""))
 
 
 @route("POST", "/v1/users", "Create a user (admin)", access="admin", body=USER_BODY,

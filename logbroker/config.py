@@ -18,6 +18,9 @@ from logbroker.errors import InvalidRequestError
 ENV_PREFIX: Final = "LOGBROKER_"
 AuthMode = Literal["on", "off"]
 METRICS_TOKEN_CHARS_MIN: Final = 16
+QUOTA_FIELDS: Final = ("quota_produce_bytes_per_s", "quota_fetch_bytes_per_s", "quota_connections_max",
+                       "quota_topics_max", "quota_partitions_max", "quota_streams_max", "quota_long_polls_max",
+                       "quota_groups_max", "quota_group_members_max")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -53,6 +56,12 @@ class NodeConfig:
     quota_produce_bytes_per_s: int = 0
     quota_fetch_bytes_per_s: int = 0
     quota_connections_max: int = 0
+    quota_topics_max: int = 1_000
+    quota_partitions_max: int = 4_000
+    quota_streams_max: int = 100
+    quota_long_polls_max: int = 1_000
+    quota_groups_max: int = 1_000
+    quota_group_members_max: int = 1_000
     tls_cert_file: str = ""
     tls_key_file: str = ""
     rpc_tls_ca_file: str = ""
@@ -77,7 +86,7 @@ class NodeConfig:
                      "topic_segment_bytes_min", "access_recheck_ms"):
             _check(getattr(self, name) > 0, f"{name} must be positive")
         _check(self.token_ttl_s > 0, "token_ttl_s must be positive")
-        for name in ("quota_produce_bytes_per_s", "quota_fetch_bytes_per_s", "quota_connections_max"):
+        for name in QUOTA_FIELDS:
             _check(getattr(self, name) >= 0, f"{name} must not be negative (0: unlimited)")
         _check(self.metrics_public in ("true", "false"), f"metrics_public must be true or false, not "
                f"{self.metrics_public!r}")

@@ -17,7 +17,7 @@ from logbroker.auth.keys import KeyRing
 from logbroker.auth.quotas import QuotaLimits
 from logbroker.auth.service import AuthService
 from logbroker.auth.tokens import Tokens
-from logbroker.config import NodeConfig
+from logbroker.config import QUOTA_FIELDS, NodeConfig
 from segments.checkpoint import write_atomic
 
 log = logging.getLogger(__name__)
@@ -51,8 +51,8 @@ def _local_secret(data_dir: str) -> bytes:
 
 
 def build_auth(config: NodeConfig, coordinator: Coordinator) -> AuthService:
-    limits = QuotaLimits(config.quota_produce_bytes_per_s, config.quota_fetch_bytes_per_s,
-                         config.quota_connections_max)
+    limits = QuotaLimits(**{name.removeprefix("quota_"): getattr(config, name) for name in QUOTA_FIELDS})
+
     def make_tokens() -> Tokens:
         return Tokens(key_ring(config), ttl_s=config.token_ttl_s)
 

@@ -46,11 +46,19 @@ class TokenBucket:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class QuotaLimits:
-    """Bytes per second (0: unlimited) and concurrent connections (0: unlimited)."""
+    """Bytes per second, concurrent connections, and what a user may hold at once (0: unlimited
+    for each): topics and queues owned, their partitions, open push streams, waiting long-polls,
+    consumer groups owned and group members. The holding limits do not apply to admins."""
 
     produce_bytes_per_s: int = 0
     fetch_bytes_per_s: int = 0
     connections_max: int = 0
+    topics_max: int = 0
+    partitions_max: int = 0
+    streams_max: int = 0
+    long_polls_max: int = 0
+    groups_max: int = 0
+    group_members_max: int = 0
 
     def override(self, per_user: Mapping[str, int]) -> QuotaLimits:
         return dataclasses.replace(self, **{k: v for k, v in per_user.items() if hasattr(self, k)})

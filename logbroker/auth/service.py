@@ -7,7 +7,8 @@ subject must still be a stored user with the token's user id and credential vers
 role applies (so deleting, recreating or demoting a user, a password change and an admin's
 revocation take effect at once, not when their tokens expire; decision 0174). All of it is read
 from the coordinator's memory: no disk I/O per request. Password hashing runs in a small thread pool
-off the event loop, with a bound on logins waiting for it.
+off the event loop, with a bound on logins waiting for it; logins not from a trusted (user,
+address) pair use at most one of its threads and are throttled (``login_throttle``).
 """
 
 from __future__ import annotations
@@ -32,10 +33,12 @@ from coordinator.users import (
     validate_role,
     validate_user_name,
 )
+from logbroker.auth.login_throttle import LoginThrottle
 from logbroker.auth.passwords import DUMMY_HASH, check_password, hash_password, validate_password
 from logbroker.auth.permissions import ANONYMOUS_ADMIN, Action, Principal, allowed
 from logbroker.auth.quotas import ConnectionCounter, QuotaKind, QuotaLimits, Quotas
 from logbroker.auth.tokens import TokenClaims, Tokens
+from logbroker.auth.usage import Usage
 from logbroker.errors import (
     AuthenticationError,
     ForbiddenError,
@@ -48,6 +51,8 @@ log = logging.getLogger(__name__)
 HASH_THREADS: Final = 2
 LOGINS_WAITING_MAX: Final = 64
 LOGIN_RETRY_AFTER_S: Final = 1.0
+UNTRUSTED_HASHING: Final = HASH_THREADS - 1
+UNTRUSTED_WAITING_MAX: Final = 32
 BEARER: Final = "bearer "
 
 
@@ -61,9 +66,13 @@ class AuthService:
         self.limits = limits
         self.quotas = Quotas(clock)
         self.connections = ConnectionCounter()
+        self.usage = Usage()
         self._hashing = ThreadPoolExecutor(max_workers=HASH_THREADS, thread_name_prefix="logbroker-scrypt")
         self._logins = asyncio.Semaphore(LOGINS_WAITING_MAX)
         self._waiting = 0
+        self.login_throttle = LoginThrottle(clock)
+        self._untrusted = asyncio.Semaphore(UNTRUSTED_HASHING)
+        self._untrusted_waiting = 0
 
     @property
     def enabled(self) -> bool:
@@ -80,6 +89,18 @@ class AuthService:
 
     def close(self) -> None:
         self._hashing.shutdown(wait=False, cancel_futures=True)
+
+    async def _hash_untrusted(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Hash for a login from a pair not trusted yet: at most ``UNTRUSTED_HASHING`` of these
+        run at once, so trusted logins and user administration always find a hashing thread."""
+        if self._untrusted_waiting >= UNTRUSTED_WAITING_MAX:
+            raise TooManyRequestsError("too many logins at once", retry_after_s=LOGIN_RETRY_AFTER_S)
+        self._untrusted_waiting += 1
+        try:
+            async with self._untrusted:
+                return await self._hash(fn, *args)
+        finally:
+            self._untrusted_waiting -= 1
 
     async def _hash(self, fn: Callable[..., Any], *args: Any) -> Any:
         if self._waiting >= LOGINS_WAITING_MAX:
@@ -147,7 +168,9 @@ class AuthService:
             validate_user_name(reassign_to)
         return await self.coordinator.delete_user(user.name, reassign_to=reassign_to)
 
-    async def login(self, body: object) -> dict[str, Any]:
+    async def login(self, body: object, address: str = "") -> dict[str, Any]:
+        """A token for a right username and password sent from ``address``; failed attempts are
+        throttled per username, address and pair (``login_throttle``) before any hashing."""
         if not isinstance(body, dict):
             raise InvalidRequestError("the request body must be a JSON object")
         if not self.enabled:
@@ -156,8 +179,15 @@ class AuthService:
         name, password = body.get("username"), body.get("password")
         if not isinstance(name, str) or not isinstance(password, str) or len(password) > 4096:
             raise InvalidRequestError("username and password must be strings")
-        user = await self.coordinator.find_user(name) if len(name) <= 64 else None
-        ok = await self._hash(check_password, password, user.password_hash if user else DUMMY_HASH)
+        trusted = self.login_throttle.begin(name[:64], address)
+        ok: bool | None = None
+        try:
+            user = await self.coordinator.find_user(name) if len(name) <= 64 else None
+            hashing = self._hash if trusted else self._hash_untrusted
+            matched = await hashing(check_password, password, user.password_hash if user else DUMMY_HASH)
+            ok = bool(matched) and user is not None
+        finally:
+            self.login_throttle.end(name[:64], address, trusted, ok)
         if user is None or not ok:
             raise AuthenticationError("invalid username or password")
         token, expires_in = tokens.issue(user.name, (user.role,), user_id=user.user_id,

@@ -1,0 +1,145 @@
+"""The HTTP side of per-user limits and egress pacing (``logbroker.auth.usage``, decision 0178).
+
+Hooks the handlers call: ``creating_topic`` and ``adding_partitions`` count what the caller owns
+and refuse (429) before anything is created; ``stream_slot`` takes a node stream slot and one of
+the caller's own, and gives both back as soon as the client is gone (a watcher looks at the
+transport every ``DISCONNECT_POLL_S`` and ends the handler, so a slot is not held until the
+next write fails); ``long_poll`` holds one of the caller's long-polls while a fetch or receive
+waits; ``paced_write`` charges the bytes a push stream sends to the caller's fetch quota and,
+while the caller is in debt, waits before the next write instead of dropping anything.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from typing import Any, Final
+
+from aiohttp import web
+
+from http_api.auth import limits_of, principal_of
+from http_api.keys import NODE, STREAMS
+from logbroker.auth.usage import check_limit
+from logbroker.errors import ANY_ERROR, NotAvailableError
+
+DISCONNECT_POLL_S: Final = 0.5
+PACE_PIECE_S: Final = 0.25
+PACE_PIECE_BYTES_MIN: Final = 1024
+INTERNAL_PREFIX: Final = "__"
+Opener = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+async def _owned(request: web.Request) -> tuple[int, int]:
+    """The topics (queues included) and partitions the caller owns, internal topics left out."""
+    name = principal_of(request).name
+    owned = [t for t in await request.app[NODE].coordinator.list_topics()
+             if t.owner == name and not t.name.startswith(INTERNAL_PREFIX)]
+    return len(owned), sum(t.partitions for t in owned)
+
+
+def _asked_partitions(body: object) -> int:
+    """The partition count a body asks for (1 when it does not say; the node checks the body)."""
+    value = body.get("partitions", 1) if isinstance(body, dict) else 1
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 1
+
+
+@contextlib.asynccontextmanager
+async def creating_topic(request: web.Request, body: object) -> AsyncIterator[None]:
+    """Around creating a topic or queue: refuse when it would take the caller past ``topics_max``
+    or ``partitions_max``. A queue costs two topics and one more partition: its dead-letter
+    topic (one partition) is created with it and owned by the same user."""
+    principal, limits = principal_of(request), limits_of(request)
+    if principal.is_admin or not (limits.topics_max or limits.partitions_max):
+        yield
+        return
+    dead_letter = isinstance(body, dict) and body.get("kind") == "queue"
+    async with request.app[NODE].auth.usage.creating(principal.name):
+        topics, partitions = await _owned(request)
+        check_limit(principal, limits, "topics_max", topics, 2 if dead_letter else 1)
+        check_limit(principal, limits, "partitions_max", partitions,
+                    _asked_partitions(body) + (1 if dead_letter else 0))
+        yield
+
+
+@contextlib.asynccontextmanager
+async def adding_partitions(request: web.Request, topic: str, body: object) -> AsyncIterator[None]:
+    """Around growing ``topic``: refuse when its new partitions take its owner-caller past
+    ``partitions_max`` (growth is charged to the caller, who manages the topic)."""
+    principal, limits = principal_of(request), limits_of(request)
+    if principal.is_admin or not limits.partitions_max:
+        yield
+        return
+    async with request.app[NODE].auth.usage.creating(principal.name):
+        _, partitions = await _owned(request)
+        try:
+            current = (await request.app[NODE].coordinator.get_topic(topic)).partitions
+        except ANY_ERROR:
+            current = 0  # the node answers for an unknown topic
+        more = _asked_partitions(body) - current if current else 0
+        if more > 0:
+            check_limit(principal, limits, "partitions_max", partitions, more)
+        yield
+
+
+@contextlib.asynccontextmanager
+async def stream_slot(request: web.Request, open_stream: Opener) -> AsyncIterator[web.StreamResponse]:
+    """One of the node's push-stream slots (503 when none is left) and one of the caller's
+    (429 past ``streams_max``), held until the stream ends or its client goes away; yields the
+    response ``open_stream`` prepared. A client gone ends the block quietly: the handler returns
+    the response after it."""
+    budget = request.app[STREAMS]
+    if budget.used >= budget.limit:
+        raise NotAvailableError(f"{budget.used} streams are already open; retry later")
+    with request.app[NODE].auth.usage.hold(principal_of(request), limits_of(request), "streams"):
+        budget.used += 1
+        handler = asyncio.current_task()
+        gone = asyncio.Event()
+        watcher = asyncio.create_task(_watch(request, handler, gone))
+        try:
+            yield await open_stream(request)
+        except asyncio.CancelledError:
+            if not gone.is_set() or handler is None or handler.uncancel():
+                raise  # cancelled for another reason (the node stops): not ours to swallow
+        finally:
+            budget.used -= 1
+            watcher.cancel()
+
+
+async def _watch(request: web.Request, handler: asyncio.Task[Any] | None, gone: asyncio.Event) -> None:
+    """Cancel ``handler`` once the client's connection is closed or closing."""
+    while request.transport is not None and not request.transport.is_closing():
+        await asyncio.sleep(DISCONNECT_POLL_S)
+    gone.set()
+    if handler is not None:
+        handler.cancel()
+
+
+@contextlib.contextmanager
+def long_poll(request: web.Request, wait_ms: int) -> Iterator[None]:
+    """One of the caller's waiting long-polls (429 past ``long_polls_max``) when it may wait."""
+    if wait_ms <= 0:
+        yield
+        return
+    with request.app[NODE].auth.usage.hold(principal_of(request), limits_of(request), "long_polls"):
+        yield
+
+
+async def paced_write(request: web.Request, response: web.StreamResponse, data: bytes) -> None:
+    """Write ``data`` charged to the caller's fetch quota: in pieces of at most a quarter second of
+    it (``PACE_PIECE_S``), each once the quota is out of debt, so over any interval a stream sends
+    at most its burst, its rate times the interval, and one piece."""
+    auth = request.app[NODE].auth
+    principal, limits = principal_of(request), limits_of(request)
+    rate = limits.fetch_bytes_per_s
+    if not rate:
+        await response.write(data)
+        return
+    step = max(PACE_PIECE_BYTES_MIN, int(rate * PACE_PIECE_S))
+    view = memoryview(data)
+    for start in range(0, len(data), step):
+        while (delay := auth.quotas.delay_s(principal.name, "fetch", limits)) > 0:
+            await asyncio.sleep(delay)
+        piece = view[start:start + step]
+        await response.write(piece.tobytes() if len(data) > step else data)
+        auth.quotas.charge(principal.name, "fetch", limits, len(piece))
