@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from http_api.auth import principal_of
+from http_api.auth import limits_of, principal_of
 from http_api.identity import caller, group_caller, require_read
 from http_api.keys import NODE
 from http_api.params import read_json
@@ -98,7 +98,7 @@ async def join_group(request: web.Request) -> web.Response:
     node, name = request.app[NODE], _group(request)
     join = parse_join(await read_json(request))
     await require_read(request, join.topics)
-    await node.group_access.claim(principal_of(request), name)
+    await node.group_access.claim(principal_of(request), name, limits_of(request))
     return web.json_response(await node.groups.join(name, join, caller(request), group_caller(request)))
 
 

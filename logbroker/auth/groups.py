@@ -23,6 +23,8 @@ from typing import Any, Literal
 from coordinator.base import Coordinator
 from coordinator.users import GROUP_PERMISSIONS, GroupRecord, validate_permissions, validate_user_name
 from logbroker.auth.permissions import Principal, allowed
+from logbroker.auth.quotas import QuotaLimits
+from logbroker.auth.usage import check_group_limit
 from logbroker.errors import ForbiddenError, InvalidRequestError
 
 GroupAction = Literal["read", "describe", "manage"]
@@ -49,11 +51,17 @@ class GroupAccess:
             raise ForbiddenError(f"{principal.name!r} may not {action} group {group!r}")
         return record
 
-    async def claim(self, principal: Principal, group: str) -> None:
+    async def claim(self, principal: Principal, group: str, limits: QuotaLimits | None = None) -> None:
         """Make ``principal`` the owner of ``group`` unless someone claimed it first; then they
-        need ``read`` on it like anyone else (two first joins racing: one wins, one gets 403)."""
+        need ``read`` on it like anyone else (two first joins racing: one wins, one gets 403).
+        A new group counts against ``limits.groups_max`` (429 past it; counting the caller's
+        groups reads every group record, once per new group, never for an admin)."""
         if not self.enabled:
             return
+        if limits is not None and not principal.is_admin and limits.groups_max > 0 \
+                and await self._coordinator.get_group(group) is None:
+            owned = sum(1 for r in await self._coordinator.list_group_records() if r.owner == principal.name)
+            check_group_limit(principal, limits, owned)
         record = await self._coordinator.claim_group(group, principal.name)
         if not allowed(principal, "read", record.owner, record.acl):
             raise ForbiddenError(f"{principal.name!r} may not read group {group!r}")

@@ -20,7 +20,7 @@ from tests.support.nodes import NodeProcess
 PASSWORD = "password-of-a-user"
 POLL_DEADLINE_S = 10.0
 LIMITS = ("--quota-topics-max", "3", "--quota-partitions-max", "5", "--quota-streams-max", "2",
-          "--quota-long-polls-max", "2")
+          "--quota-long-polls-max", "2", "--quota-groups-max", "2")
 
 
 class As:
@@ -82,6 +82,19 @@ def test_topics_and_partitions_owned_are_limited_per_user(http, admin):
     ann.json("POST", "/v1/topics", 201, body=queue)
     assert_limit(ann.call("POST", "/v1/topics", body={"name": "ann.4"}), "topics_max", 5)
     admin.json("POST", "/v1/topics", 201, body={"name": "admin.big", "partitions": 8})  # admins hold without limit
+
+
+def test_groups_owned_are_limited_per_user(http, admin):
+    dora, eve = make_user(http, admin, "dora"), make_user(http, admin, "eve")
+    dora.json("POST", "/v1/topics", 201, body={"name": "dora.t"})
+    join = {"topics": ["dora.t"], "session_timeout_ms": 10_000}
+    for group in ("dora.g1", "dora.g2"):
+        dora.json("POST", f"/v1/groups/{group}/members", body=join)
+    assert_limit(dora.call("POST", "/v1/groups/dora.g3/members", body=join), "groups_max", 2)
+    assert admin.call("GET", "/v1/groups/dora.g3").status == 404, "nothing was created"
+    dora.json("POST", "/v1/groups/dora.g1/members", body=join)  # joining a group she owns is no new group
+    eve.json("POST", "/v1/topics", 201, body={"name": "eve.t"})
+    eve.json("POST", "/v1/groups/eve.g1/members", body={"topics": ["eve.t"], "session_timeout_ms": 10_000})
 
 
 @pytest.mark.parametrize("quotas", [{"streams_max": -1}, {"long_polls_max": "2"}, {"topics_max": True},
