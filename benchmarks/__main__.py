@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from benchmarks import auth_bench, groups_bench, log_bench, node_bench, queue_bench, spark_bench
+from benchmarks import auth_bench, group_scale_bench, groups_bench, log_bench, node_bench, queue_bench, spark_bench
 from benchmarks.results import DEFAULT_OUT_DIR
 
 STANDARD = ("produce", "consume", "latency", "idle", "queue")
@@ -21,6 +21,8 @@ LOGBROKER_ONLY = (
     ("spark", "Spark batch read: segment files directly against HTTP", "1 million records instead of 10 million"),
     ("auth", "produce and consume with auth on against auth off, side by side", "a short run"),
     ("groups", "consumer group consumption: 3 members over 6 partitions", "a short run"),
+    ("groupscale", "group coordinator cost: 100,000 groups joined, then their sessions lapse at once",
+     "20,000 groups instead of 100,000"),
     ("queue", "queue receive + ack with 4 workers, batches of 100", "a short run"),
 )
 
@@ -61,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--work-dir", default=None, help="where the node keeps its data (default: cwd)")
     args = parser.parse_args(argv)
     runners = {"log": log_bench.run, "node": node_bench.run, "spark": spark_bench.run, "auth": auth_bench.run,
-               "groups": groups_bench.run, "queue": queue_bench.run}
+               "groups": groups_bench.run, "groupscale": group_scale_bench.run, "queue": queue_bench.run}
     if args.scenario in runners:
         runners[args.scenario](quick=args.quick, out_dir=args.out, work_dir=args.work_dir)
     elif args.scenario == "report":

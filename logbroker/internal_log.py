@@ -9,8 +9,9 @@ awaitable that completes once the batch is durable under the topic's flush polic
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from typing import Any, Final
 
 import msgpack
@@ -100,6 +101,35 @@ class InternalLog:
         self._since_snapshot[partition] = len(records)
         self._snapshotting[partition] = True
         return self._finish_snapshot(partition, replica, infos[0].base_offset, infos[-1])
+
+    async def snapshot_in_slices(self, partition: int, slices: Iterable[Sequence[InternalRecord]]) -> int:
+        """Write a snapshot one slice per event-loop step, for states too large to write in one
+        (decision 0176): roll, then append each slice of ``slices`` (taken lazily, so each reads the
+        state as it is at that step), interleaved with the ordinary appends of other steps; once
+        the snapshot is durable, delete the older segments. Correct for logs where the newest
+        record of a key wins: a key changed after its slice has a later record too. Returns how
+        many segments were deleted."""
+        assert not self._snapshotting[partition], "one snapshot at a time per partition"
+        self._snapshotting[partition] = True
+        try:
+            replica = self._replicas[partition]
+            replica.log.roll()
+            start = replica.log.log_end_offset
+            self._since_snapshot[partition] = 0
+            last: AppendInfo | None = None
+            for records in slices:
+                if records:
+                    last = self._append(replica, records)
+                    self._since_snapshot[partition] += len(records)
+                await asyncio.sleep(0)
+            if last is not None:
+                await replica.commit(last)
+            end = replica.log.log_end_offset
+            if end > start:
+                await replica.make_durable(last or AppendInfo(start, end - 1, end))
+            return replica.log.delete_before(start)
+        finally:
+            self._snapshotting[partition] = False
 
     async def _finish_snapshot(self, partition: int, replica: Replica, start: int, last: AppendInfo) -> int:
         try:

@@ -213,6 +213,8 @@ class Node:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
+        if self._groups is not None:
+            await self._groups.close(self.config.shutdown_grace_ms / 1000)
         if self.rpc is not None:
             await self.rpc.close()
         if self._background:

@@ -191,6 +191,16 @@ class ReplicaManager:
         self.health = StorageHealth()
         self.handles = SegmentHandles()
         self._reported_offline: set[tuple[str, int]] = set()
+        self._topic_listeners: list[Callable[[str], None]] = []
+
+    def on_topic_change(self, listener: Callable[[str], None]) -> None:
+        """Call ``listener(topic)`` (on the event loop, must not block) whenever a topic's count of
+        open partitions changes: opened, grown or removed."""
+        self._topic_listeners.append(listener)
+
+    def _topic_changed(self, topic: str) -> None:
+        for listener in self._topic_listeners:
+            listener(topic)
 
     def load_checkpoints(self) -> None:
         os.makedirs(self.data_dir, exist_ok=True)
@@ -206,6 +216,13 @@ class ReplicaManager:
         already open gets only its new partitions opened (partitions were added). Partitions
         opened before a failure stay registered (their files are open and counted)."""
         replicas = list(self._replicas.get(meta.name, []))
+        try:
+            await self._open_partitions(meta, config, replicas)
+        finally:
+            self._replicas[meta.name] = replicas
+            self._topic_changed(meta.name)
+
+    async def _open_partitions(self, meta: TopicMetadata, config: LogConfig, replicas: list[Replica]) -> None:
         for p in range(len(replicas), meta.partitions):
             path = os.path.join(self.data_dir, partition_dir_name(meta.name, p))
             point = self._recovery_points.get((meta.name, p), 0)
@@ -226,7 +243,6 @@ class ReplicaManager:
                     "errors": list(report.errors)}})
             replicas.append(Replica(meta.name, p, opened, GroupCommit(opened, self._executor), self._budget,
                                     self.health))
-        self._replicas[meta.name] = replicas
 
     async def _open_log(self, path: str, config: LogConfig, recovery_point: int) -> PartitionLog:
         loop = asyncio.get_running_loop()
@@ -256,6 +272,7 @@ class ReplicaManager:
         renamed to its deletion mark and emptied. ``purge_deleted`` removes the marks once the
         deletion is committed. Works on a full disk (it writes nothing)."""
         replicas = self._replicas.pop(topic, [])
+        self._topic_changed(topic)
         for replica in replicas:
             replica.wake_all()
         await asyncio.get_running_loop().run_in_executor(self._executor, self._empty_dirs, replicas, topic, topic_id)

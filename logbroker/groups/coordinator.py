@@ -11,13 +11,22 @@ On start the log is replayed into memory. Members are not persisted: after a res
 next heartbeat gets 404 and it joins again (at a higher generation). Invariant: a commit is in
 memory only if its record was appended to the log first; the answer waits for the topic's flush
 policy. Concurrency: all state changes run on the event loop between awaits.
+
+Cost: every operation is O(1) in the number of groups (amortized; O(its group's size) for the
+group it acts on). ``_live`` counts each offsets partition's live records (what a snapshot would
+write) as groups change, so deciding on a snapshot is O(1); a snapshot is written in slices in the
+background (decision 0176). The tick acts only on groups ``Sessions`` hands it: those with a
+lapsed session and those subscribed to a topic whose partition count changed, a bounded number
+per tick.
 """
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, Final, NamedTuple
 
 import xxhash
@@ -27,6 +36,7 @@ from logbroker.errors import GroupNotEmptyError, InvalidRequestError, UnknownGro
 from logbroker.groups.assignment import STRATEGIES
 from logbroker.groups.group import ANY_CALLER, Caller, Group, Member
 from logbroker.groups.requests import CommitRequest, JoinRequest, ResetRequest
+from logbroker.groups.sessions import Sessions
 from logbroker.internal_log import InternalLog, InternalRecord, pack, unpack
 from logbroker.replica_manager import ReplicaManager
 
@@ -36,6 +46,11 @@ OFFSETS_PARTITIONS: Final = 8
 ADMIN_MEMBER: Final = "admin"
 GROUPS_MAX: Final = 100_000
 MEMBERS_PER_GROUP_MAX: Final = 1_000
+EXPIRIES_PER_TICK_MAX: Final = 2_000  # deadline entries taken per tick; the rest wait for the next
+CHECKS_PER_TICK_MAX: Final = 1_000  # groups checked per tick after their topics' partition counts changed
+TICK_SLICE_GROUPS: Final = 200  # groups a tick acts on per event-loop step
+SNAPSHOT_SLICE_RECORDS: Final = 2_000  # records written per event-loop step of a snapshot
+SNAPSHOT_WAIT_S: Final = 10.0
 
 
 class Committed(NamedTuple):
@@ -62,6 +77,11 @@ class GroupCoordinator:
         self._wall_ms = wall_clock_ms
         self._groups: dict[str, Group] = {}
         self._committed: dict[str, dict[tuple[str, int], Committed]] = {}
+        self._by_partition: list[set[str]] = [set() for _ in range(offsets_log.partitions)]
+        self._live = [0] * offsets_log.partitions
+        self._sessions = Sessions()
+        self._snapshots: dict[int, asyncio.Task[int]] = {}
+        replicas.on_topic_change(self._sessions.topic_changed)
 
     # ---- recovery ------------------------------------------------------------------------------
 
@@ -77,7 +97,9 @@ class GroupCoordinator:
                     log.error("skipping an unreadable record of __consumer_offsets", extra={"fields": {
                         "partition": partition, "offset": record.offset, "error": str(exc)}})
         for name in self._committed:
-            self._groups.setdefault(name, Group(name))
+            if name not in self._groups:
+                self._add_group(name)
+        self._live = self._recount()
         return count
 
     def _apply(self, key: Any, value: Any) -> None:
@@ -96,7 +118,7 @@ class GroupCoordinator:
         elif key[0] == "g" and len(key) == 2:
             if value["strategy"] not in STRATEGIES:
                 raise ValueError(f"unknown strategy {value['strategy']!r}")
-            group = self._groups.setdefault(key[1], Group(key[1]))  # no GROUPS_MAX on replay: all come back
+            group = self._groups.get(key[1]) or self._add_group(key[1])  # no GROUPS_MAX on replay: all come back
             group.generation = max(group.generation, int(value["generation"]))
             group.strategy = value["strategy"]
         else:
@@ -107,7 +129,25 @@ class GroupCoordinator:
         if group is None:
             if len(self._groups) >= GROUPS_MAX:
                 raise InvalidRequestError(f"this node already holds {GROUPS_MAX} groups")
-            group = self._groups[name] = Group(name)
+            group = self._add_group(name)
+        return group
+
+    def _add_group(self, name: str) -> Group:
+        group = self._groups[name] = Group(name)
+        self._by_partition[self._partition_of(name)].add(name)
+        return group
+
+    def remove(self, name: str) -> Group | None:
+        """Drop group ``name`` (with its committed offsets) from memory and every index; returns it,
+        or None when unknown. O(its committed offsets). Persisting the removal (tombstones) is
+        the caller's."""
+        group = self._groups.pop(name, None)
+        if group is None:
+            return None
+        partition = self._partition_of(name)
+        self._live[partition] -= (1 if group.generation else 0) + len(self._committed.pop(name, {}))
+        self._by_partition[partition].discard(name)
+        self._sessions.forget(name)
         return group
 
     def _known(self, name: str) -> Group:
@@ -137,33 +177,95 @@ class GroupCoordinator:
     def _offset_record(name: str, topic: str, partition: int, committed: Committed) -> InternalRecord:
         return InternalRecord(pack(["o", name, topic, partition]), pack(committed._asdict()))
 
-    async def _persist_generation(self, group: Group) -> None:
-        partition = self._partition_of(group.name)
-        await self._log.append(partition, [self._generation_record(group)])
-        await self._maybe_snapshot(partition)
-
-    def _live_records(self, partition: int) -> list[InternalRecord]:
-        """What the partition's records come to: one generation record per group and one offset
-        record per committed partition."""
-        records = []
-        for name, group in sorted(self._groups.items()):
-            if self._partition_of(name) != partition:
+    async def _persist_generations(self, changed: list[tuple[Group, int]]) -> None:
+        """Append the generation record of each group whose generation moved from the one paired
+        with it (one append per offsets partition), then wait until they are durable."""
+        batches: dict[int, list[InternalRecord]] = {}
+        for group, before in changed:
+            if group.generation == before:
                 continue
-            if group.generation:
-                records.append(self._generation_record(group))
-            committed = sorted(self._committed.get(name, {}).items())
-            records += [self._offset_record(name, t, p, c) for (t, p), c in committed]
+            partition = self._partition_of(group.name)
+            if before == 0:
+                self._live[partition] += 1
+            batches.setdefault(partition, []).append(self._generation_record(group))
+        durable = []
+        try:
+            for partition, records in batches.items():
+                durable.append(self._log.append(partition, records))
+                self._maybe_snapshot(partition)
+        finally:
+            await asyncio.gather(*durable)
+
+    # ---- snapshots (decisions 0143, 0176) ------------------------------------------------------
+
+    def _recount(self) -> list[int]:
+        """The live records of every partition, counted from scratch: a generation record per
+        group past generation 0 and an offset record per committed partition. O(groups)."""
+        live = [0] * self._log.partitions
+        for name, group in self._groups.items():
+            live[self._partition_of(name)] += (1 if group.generation else 0) + len(self._committed.get(name, {}))
+        return live
+
+    def _group_records(self, name: str) -> list[InternalRecord]:
+        group = self._groups.get(name)
+        if group is None:
+            return []
+        records = [self._generation_record(group)] if group.generation else []
+        records += [self._offset_record(name, t, p, c) for (t, p), c in self._committed.get(name, {}).items()]
         return records
 
-    async def _maybe_snapshot(self, partition: int) -> None:
-        live: list[InternalRecord] = []
+    def _slices(self, names: list[str]) -> Iterator[list[InternalRecord]]:
+        """The live records of ``names``' groups, about ``SNAPSHOT_SLICE_RECORDS`` at a time, each
+        slice read from the state as it is when the slice is taken (a group gone by then has none)."""
+        records: list[InternalRecord] = []
+        for name in names:
+            records += self._group_records(name)
+            if len(records) >= SNAPSHOT_SLICE_RECORDS:
+                yield records
+                records = []
+        if records:
+            yield records
 
-        def count() -> int:
-            live.extend(self._live_records(partition))
-            return len(live)
+    def _maybe_snapshot(self, partition: int) -> None:
+        """Start a snapshot of ``partition`` in the background when it holds many more records than
+        live ones. O(1): the live count is kept as groups change."""
+        if partition in self._snapshots or not self._log.wants_snapshot(partition, lambda: self._live[partition]):
+            return
+        names = list(self._by_partition[partition])  # every group with records before the snapshot
+        task = asyncio.ensure_future(self._log.snapshot_in_slices(partition, self._slices(names)))
+        self._snapshots[partition] = task
+        task.add_done_callback(functools.partial(self._snapshot_done, partition))
 
-        if self._log.wants_snapshot(partition, count) and live:
-            await self._log.snapshot(partition, live)
+    def _snapshot_done(self, partition: int, task: asyncio.Task[int]) -> None:
+        self._snapshots.pop(partition, None)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("snapshot of __consumer_offsets failed; the older records stay", extra={"fields": {
+                "partition": partition, "error": str(task.exception())}})
+
+    async def wait_snapshots(self, timeout_s: float = SNAPSHOT_WAIT_S) -> None:
+        """Wait (bounded) for the snapshots being written (tests)."""
+        if self._snapshots:
+            await asyncio.wait(list(self._snapshots.values()), timeout=timeout_s)
+
+    async def close(self, timeout_s: float = SNAPSHOT_WAIT_S) -> None:
+        """Let snapshots being written finish (bounded), then cancel the rest: a snapshot cut short
+        leaves the older records, which replay to the same state (decision 0143)."""
+        await self.wait_snapshots(timeout_s)
+        tasks = list(self._snapshots.values())
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks)
+
+    def verify(self) -> None:
+        """Assert that every index agrees with the state (tests; O(everything))."""
+        assert self._live == self._recount(), (self._live, self._recount())
+        by_partition: list[set[str]] = [set() for _ in range(self._log.partitions)]
+        for name in self._groups:
+            by_partition[self._partition_of(name)].add(name)
+        assert self._by_partition == by_partition
+        assert set(self._committed) <= set(self._groups)
+        self._sessions.verify(self._groups)
 
     # ---- membership ----------------------------------------------------------------------------
 
@@ -178,11 +280,15 @@ class GroupCoordinator:
         if request.member_id not in group.members and len(group.members) >= MEMBERS_PER_GROUP_MAX:
             raise InvalidRequestError(f"group {name!r} already has {MEMBERS_PER_GROUP_MAX} members")
         before = group.generation
+        known = group.members.get(request.member_id) if request.member_id is not None else None
+        deadline_before = known.deadline_ms if known is not None else None
         member = group.join(request.topics, request.session_timeout_ms, request.strategy,
                             self._counts(request.topics + tuple(group.topics)), self._clock_ms(),
                             principal=principal, member_id=request.member_id)
-        if group.generation != before:
-            await self._persist_generation(group)
+        if deadline_before is None or member.deadline_ms < deadline_before:
+            self._sessions.joined(name, member)
+        self._sessions.changed(group)
+        await self._persist_generations([(group, before)])
         return self._member_view(group, member)
 
     def _member_view(self, group: Group, member: Member) -> dict[str, Any]:
@@ -198,21 +304,36 @@ class GroupCoordinator:
 
     async def leave(self, name: str, member_id: str, caller: Caller = ANY_CALLER) -> None:
         group = self._known(name)
+        before = group.generation
         group.leave(member_id, self._counts(group.topics), caller)
-        await self._persist_generation(group)
+        self._sessions.changed(group)
+        await self._persist_generations([(group, before)])
 
     async def tick(self) -> None:
-        """Expire members whose session timed out; rebalance groups whose topics changed size."""
+        """Expire members whose session timed out; rebalance groups whose topics changed size.
+        Touches only those groups (at most ``EXPIRIES_PER_TICK_MAX`` deadlines and
+        ``CHECKS_PER_TICK_MAX`` checks a tick, the rest next tick; ``TICK_SLICE_GROUPS`` per
+        event-loop step): each group rebalances once for all its lapsed members, and a slice's
+        generation records go out in one append per offsets partition."""
         now = self._clock_ms()
-        for group in list(self._groups.values()):
-            if not group.members:
-                continue
-            counts = self._counts(group.topics)
-            before = group.generation
-            if not group.expire(now, counts) and group.needs_rebalance(counts):
-                group.rebalance(counts)
-            if group.generation != before:
-                await self._persist_generation(group)
+        names = list(dict.fromkeys(self._sessions.due(now, self._groups, EXPIRIES_PER_TICK_MAX)
+                                   + self._sessions.to_check(CHECKS_PER_TICK_MAX)))
+        self._sessions.compact(self._groups)
+        for start in range(0, len(names), TICK_SLICE_GROUPS):
+            if start:
+                await asyncio.sleep(0)  # let requests in between slices
+            changed = []
+            for name in names[start:start + TICK_SLICE_GROUPS]:
+                group = self._groups.get(name)  # as it is now: it may have changed since the tick began
+                if group is None or not group.members:
+                    continue
+                counts = self._counts(group.topics)
+                before = group.generation
+                if not group.expire(now, counts) and group.needs_rebalance(counts):
+                    group.rebalance(counts)
+                self._sessions.changed(group)
+                changed.append((group, before))
+            await self._persist_generations(changed)
 
     # ---- offsets -------------------------------------------------------------------------------
 
@@ -238,10 +359,11 @@ class GroupCoordinator:
         self._group(name)  # may refuse (too many groups) before anything is written
         durable = self._log.append(partition, [self._offset_record(name, t, p, c) for t, p, c in entries])
         committed = self._committed.setdefault(name, {})
+        self._live[partition] += len({(t, p) for t, p, _ in entries} - committed.keys())
         for t, p, c in entries:
             committed[(t, p)] = c
+        self._maybe_snapshot(partition)
         await durable
-        await self._maybe_snapshot(partition)
 
     async def reset(self, name: str, request: ResetRequest, principal: str | None) -> dict[str, Any]:
         """Set committed offsets of an empty group (no members) for one topic."""

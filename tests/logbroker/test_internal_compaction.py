@@ -4,10 +4,13 @@ state. Runs a node in this process (no HTTP) with a low snapshot threshold."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from logbroker import internal_log
 from logbroker.config import NodeConfig
+from logbroker.groups import coordinator as group_coordinator
 from logbroker.groups.coordinator import OFFSETS_TOPIC
 from logbroker.groups.requests import CommitRequest, JoinRequest
 from logbroker.node import Node
@@ -42,6 +45,7 @@ async def test_offsets_log_compacts_and_restarts_with_the_same_offsets(tmp_path,
         for i in range(1, 101):
             await node.groups.commit("g", CommitRequest(member["member_id"], member["generation"],
                                                         tuple(("t", p, i) for p in range(3))))
+        await node.groups.wait_snapshots()
         before = node.groups.describe("g")["offsets"]
         logs = [r.log for r in node.replicas.partitions(OFFSETS_TOPIC)]
         assert max(log.log_start_offset for log in logs) > 0, "older segments were deleted"
@@ -54,6 +58,46 @@ async def test_offsets_log_compacts_and_restarts_with_the_same_offsets(tmp_path,
         assert [o["committed_offset"] for o in after["offsets"]] == [100, 100, 100]
         assert after["offsets"] == [{**o, "member_id": None} for o in before], "members are not kept"
         assert after["generation"] >= 1
+    finally:
+        await node.stop()
+
+
+@pytest.mark.asyncio
+async def test_offsets_snapshots_in_slices_between_commits_and_rejoins(tmp_path, low_threshold, monkeypatch):
+    """Snapshots written 3 records per event-loop step while 40 groups commit and some rejoin
+    (new generations) between the slices: a restart on the compacted log has every group's last
+    offsets and generation (decision 0176)."""
+    monkeypatch.setattr(group_coordinator, "SNAPSHOT_SLICE_RECORDS", 3)
+    node = await started(tmp_path)
+    try:
+        await node.create_topic({"name": "t", "partitions": 2, "config": {"segment_bytes": 4096}})
+        await node.produce_records("t", [IncomingRecord(ProducerRecord(b"x"), p % 2) for p in range(300)], "1")
+
+        async def work(g: int) -> None:
+            name = f"g{g}"
+            member = await node.groups.join(name, JoinRequest(("t",), 30_000, None, None), None)
+            for i in range(1, 31):
+                if g % 5 == 0 and i % 10 == 0:
+                    await node.groups.leave(name, member["member_id"])
+                    member = await node.groups.join(name, JoinRequest(("t",), 30_000, None, None), None)
+                await node.groups.commit(name, CommitRequest(member["member_id"], member["generation"],
+                                                             (("t", 0, i + g), ("t", 1, i))))
+                await asyncio.sleep(0)
+
+        await asyncio.gather(*(work(g) for g in range(40)))
+        await node.groups.wait_snapshots()
+        before = {f"g{g}": node.groups.describe(f"g{g}") for g in range(40)}
+        logs = [r.log for r in node.replicas.partitions(OFFSETS_TOPIC)]
+        assert sum(log.log_start_offset > 0 for log in logs) >= 4, "most partitions were compacted"
+    finally:
+        await node.stop()
+    node = await started(tmp_path)
+    try:
+        for name, described in before.items():
+            after = node.groups.describe(name)
+            assert after["generation"] == described["generation"], name
+            assert after["offsets"] == [{**o, "member_id": None} for o in described["offsets"]], name
+        node.groups.verify()
     finally:
         await node.stop()
 
