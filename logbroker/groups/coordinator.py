@@ -112,9 +112,10 @@ class GroupCoordinator:
             else:
                 offsets[(key[2], key[3])] = Committed(int(value["offset"]), int(value["generation"]),
                                                       str(value["member"]), int(value["committed_ms"]))
-        elif key[0] == "g" and len(key) == 2 and value is None:
+        elif key[0] == "g" and len(key) == 2 and value is None:  # a deleted group (counts: ``load`` recounts)
             self._groups.pop(key[1], None)
             self._committed.pop(key[1], None)
+            self._by_partition[self._partition_of(key[1])].discard(key[1])
         elif key[0] == "g" and len(key) == 2:
             if value["strategy"] not in STRATEGIES:
                 raise ValueError(f"unknown strategy {value['strategy']!r}")
@@ -387,10 +388,9 @@ class GroupCoordinator:
                                      "only while it has none")
         partition = self._partition_of(name)
         durable = self._log.append(partition, [InternalRecord(pack(["g", name]), None)])
-        del self._groups[name]
-        self._committed.pop(name, None)
+        self.remove(name)
         await durable
-        await self._maybe_snapshot(partition)
+        self._maybe_snapshot(partition)
 
     def _reset_targets(self, request: ResetRequest, count: int) -> list[tuple[int, int]]:
         if request.to == "offsets":
