@@ -234,8 +234,6 @@ class ReplicaManager:
                 if is_no_space(exc):
                     raise StorageFullError(f"cannot create {path}: {exc}") from exc
                 raise
-            finally:
-                self._replicas[meta.name] = replicas
             report = opened.recovery
             if report is not None and (report.errors or report.truncated_bytes):
                 log.warning("partition recovered with loss", extra={"fields": {

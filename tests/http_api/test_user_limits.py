@@ -85,7 +85,7 @@ def test_topics_and_partitions_owned_are_limited_per_user(http, admin):
 
 
 def test_groups_owned_are_limited_per_user(http, admin):
-    dora, eve = make_user(http, admin, "dora"), make_user(http, admin, "eve")
+    dora, lou = make_user(http, admin, "dora"), make_user(http, admin, "lou")
     dora.json("POST", "/v1/topics", 201, body={"name": "dora.t"})
     join = {"topics": ["dora.t"], "session_timeout_ms": 10_000}
     for group in ("dora.g1", "dora.g2"):
@@ -93,8 +93,8 @@ def test_groups_owned_are_limited_per_user(http, admin):
     assert_limit(dora.call("POST", "/v1/groups/dora.g3/members", body=join), "groups_max", 2)
     assert admin.call("GET", "/v1/groups/dora.g3").status == 404, "nothing was created"
     dora.json("POST", "/v1/groups/dora.g1/members", body=join)  # joining a group she owns is no new group
-    eve.json("POST", "/v1/topics", 201, body={"name": "eve.t"})
-    eve.json("POST", "/v1/groups/eve.g1/members", body={"topics": ["eve.t"], "session_timeout_ms": 10_000})
+    lou.json("POST", "/v1/topics", 201, body={"name": "lou.t"})
+    lou.json("POST", "/v1/groups/lou.g1/members", body={"topics": ["lou.t"], "session_timeout_ms": 10_000})
 
 
 @pytest.mark.parametrize("quotas", [{"streams_max": -1}, {"long_polls_max": "2"}, {"topics_max": True},
