@@ -135,7 +135,7 @@ class CoordinatorMachine(RuleBasedStateMachine):
         self.log = FakeLog()
         self.clock = Clock()
         self.coordinator = GroupCoordinator(self.replicas, self.log, clock_ms=self.clock)  # type: ignore[arg-type]
-        self.removed: set[str] = set()  # not recreated: the log keeps no tombstones for them here
+        self.deleted: set[str] = set()  # deleted through the tombstone and not joined again since
 
     @initialize()
     def lower_slices(self) -> None:
@@ -154,8 +154,7 @@ class CoordinatorMachine(RuleBasedStateMachine):
     @rule(group=st.sampled_from(GROUPS), topics=st.lists(st.sampled_from(TOPICS), min_size=1, max_size=2),
           timeout=st.integers(100, 2_000), data=st.data())
     def join(self, group: str, topics: list[str], timeout: int, data: st.DataObject) -> None:
-        if group in self.removed:
-            return
+        self.deleted.discard(group)
         known = [m for n, m in self.members() if n == group]
         member_id = data.draw(st.sampled_from([None, *known]))
         self.run(self.coordinator.join(group, JoinRequest(tuple(sorted(set(topics))), timeout, None, member_id),
@@ -186,8 +185,8 @@ class CoordinatorMachine(RuleBasedStateMachine):
 
     @rule(group=st.sampled_from(GROUPS), topic=st.sampled_from(TOPICS), offset=st.integers(0, 100))
     def reset(self, group: str, topic: str, offset: int) -> None:
-        if group not in self.removed:
-            self.run(self.coordinator.reset(group, ResetRequest(topic, "offsets", None, None, ((0, offset),)), None))
+        self.deleted.discard(group)
+        self.run(self.coordinator.reset(group, ResetRequest(topic, "offsets", None, None, ((0, offset),)), None))
 
     @rule(elapsed=st.integers(0, 2_500))
     def tick(self, elapsed: int) -> None:
@@ -199,11 +198,13 @@ class CoordinatorMachine(RuleBasedStateMachine):
         self.replicas.resize(topic, count)
 
     @rule(group=st.sampled_from(GROUPS))
-    def remove(self, group: str) -> None:
+    def delete(self, group: str) -> None:
+        """``delete_group``: the tombstone and ``remove`` (the indexes, the counts)."""
         state = self.coordinator._groups.get(group)
         if state is not None and not state.members:
-            assert self.coordinator.remove(group) is state
-            self.removed.add(group)
+            self.run(self.coordinator.delete_group(group))
+            assert group not in self.coordinator._groups
+            self.deleted.add(group)
 
     @rule()
     def let_snapshots_run(self) -> None:
@@ -217,8 +218,10 @@ class CoordinatorMachine(RuleBasedStateMachine):
     def log_replays_to_the_state(self) -> None:
         replayed = GroupCoordinator(FakeReplicas({}), self.log)  # type: ignore[arg-type]
         replayed.load()
-        kept = [n for n in self.coordinator._groups if n not in self.removed]
+        kept = list(self.coordinator._groups)
         assert state_of(replayed, kept) == state_of(self.coordinator, kept)
+        assert not self.deleted & set(replayed._groups), "a deleted group came back on replay"
+        replayed.verify()
 
     def teardown(self) -> None:
         coordinator_module.SNAPSHOT_SLICE_RECORDS = getattr(self, "_slice", coordinator_module.SNAPSHOT_SLICE_RECORDS)
