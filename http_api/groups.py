@@ -13,6 +13,7 @@ from http_api.keys import NODE
 from http_api.params import read_json
 from http_api.routing import route
 from logbroker.auth.groups import restricted_view
+from logbroker.auth.usage import check_member_limit
 from logbroker.errors import ForbiddenError
 from logbroker.groups.requests import group_name, member_id, parse_commit, parse_join, parse_reset
 
@@ -98,7 +99,10 @@ async def join_group(request: web.Request) -> web.Response:
     node, name = request.app[NODE], _group(request)
     join = parse_join(await read_json(request))
     await require_read(request, join.topics)
-    await node.group_access.claim(principal_of(request), name, limits_of(request))
+    principal = principal_of(request)
+    if not node.groups.has_member(name, join.member_id):  # a new member counts against the caller's limit
+        check_member_limit(principal, limits_of(request), node.groups.members_of(principal.name))
+    await node.group_access.claim(principal, name, limits_of(request))
     return web.json_response(await node.groups.join(name, join, caller(request), group_caller(request)))
 
 

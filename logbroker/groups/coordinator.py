@@ -23,6 +23,7 @@ per tick.
 from __future__ import annotations
 
 import asyncio
+import collections
 import functools
 import logging
 import time
@@ -81,6 +82,9 @@ class GroupCoordinator:
         self._live = [0] * offsets_log.partitions
         self._sessions = Sessions()
         self._snapshots: dict[int, asyncio.Task[int]] = {}
+        # Members per principal across every group (for the per-user member limit); members live
+        # in memory only, so this starts empty with them.
+        self._members_of: collections.Counter[str] = collections.Counter()
         replicas.on_topic_change(self._sessions.topic_changed)
 
     # ---- recovery ------------------------------------------------------------------------------
@@ -267,6 +271,8 @@ class GroupCoordinator:
         assert self._by_partition == by_partition
         assert set(self._committed) <= set(self._groups)
         self._sessions.verify(self._groups)
+        held = collections.Counter(m.principal or "" for g in self._groups.values() for m in g.members.values())
+        assert self._members_of == held, (self._members_of, held)
 
     # ---- membership ----------------------------------------------------------------------------
 
@@ -283,14 +289,32 @@ class GroupCoordinator:
         before = group.generation
         known = group.members.get(request.member_id) if request.member_id is not None else None
         deadline_before = known.deadline_ms if known is not None else None
+        new = request.member_id not in group.members
         member = group.join(request.topics, request.session_timeout_ms, request.strategy,
                             self._counts(request.topics + tuple(group.topics)), self._clock_ms(),
                             principal=principal, member_id=request.member_id)
+        if new:
+            self._members_of[member.principal or ""] += 1
         if deadline_before is None or member.deadline_ms < deadline_before:
             self._sessions.joined(name, member)
         self._sessions.changed(group)
         await self._persist_generations([(group, before)])
         return self._member_view(group, member)
+
+    def members_of(self, principal: str) -> int:
+        """How many members ``principal`` holds across every group (O(1))."""
+        return self._members_of[principal]
+
+    def has_member(self, name: str, member_id: str | None) -> bool:
+        group = self._groups.get(name)
+        return group is not None and member_id is not None and member_id in group.members
+
+    def _forget_members(self, principals: list[str | None]) -> None:
+        for principal in principals:
+            key = principal or ""
+            self._members_of[key] -= 1
+            if self._members_of[key] <= 0:
+                del self._members_of[key]
 
     def _member_view(self, group: Group, member: Member) -> dict[str, Any]:
         return {"member_id": member.member_id, "generation": group.generation, "strategy": group.strategy,
@@ -306,7 +330,10 @@ class GroupCoordinator:
     async def leave(self, name: str, member_id: str, caller: Caller = ANY_CALLER) -> None:
         group = self._known(name)
         before = group.generation
+        leaving = group.members.get(member_id)
         group.leave(member_id, self._counts(group.topics), caller)
+        if leaving is not None:
+            self._forget_members([leaving.principal])
         self._sessions.changed(group)
         await self._persist_generations([(group, before)])
 
@@ -330,7 +357,10 @@ class GroupCoordinator:
                     continue
                 counts = self._counts(group.topics)
                 before = group.generation
-                if not group.expire(now, counts) and group.needs_rebalance(counts):
+                principals = {m.member_id: m.principal for m in group.members.values()}
+                gone = group.expire(now, counts)
+                self._forget_members([principals[m] for m in gone])
+                if not gone and group.needs_rebalance(counts):
                     group.rebalance(counts)
                 self._sessions.changed(group)
                 changed.append((group, before))

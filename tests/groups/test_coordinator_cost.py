@@ -23,6 +23,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from coordinator.errors import CoordinatorError, UnknownTopicError
 from logbroker.errors import BrokerError, UnknownPartitionError
 from logbroker.groups import coordinator as coordinator_module
+from logbroker.groups import group as group_module
 from logbroker.groups.coordinator import GroupCoordinator
 from logbroker.groups.requests import CommitRequest, JoinRequest, ResetRequest
 from logbroker.internal_log import InternalRecord
@@ -141,6 +142,11 @@ class CoordinatorMachine(RuleBasedStateMachine):
     def lower_slices(self) -> None:
         self._slice = coordinator_module.SNAPSHOT_SLICE_RECORDS
         coordinator_module.SNAPSHOT_SLICE_RECORDS = 2
+        # Member ids in join order, not random: assignments (and so what a rule draws from) must
+        # be the same when hypothesis replays a run.
+        self._uuid = group_module.uuid
+        ids = iter(range(1 << 30))
+        group_module.uuid = SimpleNamespace(uuid4=lambda: SimpleNamespace(hex=f"{next(ids):032x}"))  # type: ignore[assignment]
 
     def run(self, coro: Any) -> Any:
         try:
@@ -225,6 +231,7 @@ class CoordinatorMachine(RuleBasedStateMachine):
 
     def teardown(self) -> None:
         coordinator_module.SNAPSHOT_SLICE_RECORDS = getattr(self, "_slice", coordinator_module.SNAPSHOT_SLICE_RECORDS)
+        group_module.uuid = getattr(self, "_uuid", group_module.uuid)  # type: ignore[assignment]
         self.loop.run_until_complete(self.coordinator.close(1.0))
         self.loop.close()
 

@@ -20,7 +20,7 @@ from tests.support.nodes import NodeProcess
 PASSWORD = "password-of-a-user"
 POLL_DEADLINE_S = 10.0
 LIMITS = ("--quota-topics-max", "3", "--quota-partitions-max", "5", "--quota-streams-max", "2",
-          "--quota-long-polls-max", "2", "--quota-groups-max", "2")
+          "--quota-long-polls-max", "2", "--quota-groups-max", "2", "--quota-group-members-max", "3")
 
 
 class As:
@@ -95,6 +95,20 @@ def test_groups_owned_are_limited_per_user(http, admin):
     dora.json("POST", "/v1/groups/dora.g1/members", body=join)  # joining a group she owns is no new group
     lou.json("POST", "/v1/topics", 201, body={"name": "lou.t"})
     lou.json("POST", "/v1/groups/lou.g1/members", body={"topics": ["lou.t"], "session_timeout_ms": 10_000})
+
+
+def test_group_members_held_are_limited_per_user_and_given_back_on_leave(http, admin):
+    max_, nia = make_user(http, admin, "max"), make_user(http, admin, "nia")
+    max_.json("POST", "/v1/topics", 201, body={"name": "max.t"})
+    join = {"topics": ["max.t"], "session_timeout_ms": 30_000}
+    members = [max_.json("POST", f"/v1/groups/max.g{i % 2}/members", body=join)["member_id"] for i in range(3)]
+    assert_limit(max_.call("POST", "/v1/groups/max.g0/members", body=join), "group_members_max", 3)
+    rejoined = max_.json("POST", "/v1/groups/max.g0/members", body={**join, "member_id": members[0]})
+    assert rejoined["member_id"] == members[0], "a known member rejoins within the limit"
+    max_.json("DELETE", f"/v1/groups/max.g0/members/{members[0]}", 204)
+    max_.json("POST", "/v1/groups/max.g0/members", body=join)  # the slot it left is free again
+    nia.json("POST", "/v1/topics", 201, body={"name": "nia.t"})
+    nia.json("POST", "/v1/groups/nia.g/members", body={"topics": ["nia.t"], "session_timeout_ms": 30_000})
 
 
 @pytest.mark.parametrize("quotas", [{"streams_max": -1}, {"long_polls_max": "2"}, {"topics_max": True},
