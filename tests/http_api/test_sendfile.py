@@ -21,10 +21,11 @@ from aiohttp.test_utils import TestServer
 
 from http_api import sendfile
 from http_api.sendfile import SENDFILE_MIN_BYTES, TLS_CHUNK_BYTES, SendfileGate, send_slice
-from logbroker.certs import CA_CERT, generate
+from logbroker.certs import CA_CERT
 from logbroker.errors import NotAvailableError
 from segments.log import LogSlice
 from segments.segment import Extent
+from tests.support.nodes import make_certs
 
 WAIT_S = 20.0
 POLL_S = 0.01
@@ -39,9 +40,7 @@ STALL_S = 2.0
 
 @pytest.fixture(scope="module")
 def certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("certs")
-    generate(str(out), [1])
-    return out
+    return make_certs(str(tmp_path_factory.mktemp("certs")))
 
 
 def _tls_contexts(certs: Path) -> tuple[ssl.SSLContext, ssl.SSLContext]:

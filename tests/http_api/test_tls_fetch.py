@@ -17,12 +17,12 @@ from pathlib import Path
 import pytest
 
 from http_api.sendfile import SENDFILE_MIN_BYTES, TLS_CHUNK_BYTES
-from logbroker.certs import CA_CERT, generate
+from logbroker.certs import CA_CERT
 from logbroker.client import Client, Consumer, SyncClient
 from segments.reader import SegmentReader, partition_directories
 from segments.segment import LOG_SUFFIX
 from tests.http_api.conftest import Http
-from tests.support.nodes import NodeProcess
+from tests.support.nodes import NodeProcess, make_certs, tls_args
 
 BATCH = "application/vnd.logbroker.batch"
 VALUE_CHARS = 8192
@@ -35,15 +35,12 @@ POLL_S = 0.05
 
 @pytest.fixture(scope="module")
 def certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("certs")
-    generate(str(out), [1])
-    return out
+    return make_certs(str(tmp_path_factory.mktemp("certs")))
 
 
 @pytest.fixture(scope="module")
 def node(tmp_path_factory: pytest.TempPathFactory, certs: Path) -> Iterator[NodeProcess]:
-    with NodeProcess(str(tmp_path_factory.mktemp("node")), "--tls-cert-file", str(certs / "node-1.pem"),
-                     "--tls-key-file", str(certs / "node-1.key")) as process:
+    with NodeProcess(str(tmp_path_factory.mktemp("node")), *tls_args(certs)) as process:
         assert process.url.startswith("https://")
         yield process
 

@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 
 from http_api.sendfile import TLS_CHUNK_BYTES
-from logbroker.certs import CA_CERT, generate
+from logbroker.certs import CA_CERT
 from tests.spark_connector.conftest import collected_rows
 from tests.support.http import Http
-from tests.support.nodes import NodeProcess
+from tests.support.nodes import NodeProcess, make_certs, tls_args
 
 TOPIC, COPY = "secure", "secure-copy"
 REQUESTS, RECORDS_PER_REQUEST, VALUE_BYTES = 6, 64, 8192
@@ -25,15 +25,12 @@ REQUESTS, RECORDS_PER_REQUEST, VALUE_BYTES = 6, 64, 8192
 
 @pytest.fixture(scope="module")
 def certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("certs")
-    generate(str(out), [1])
-    return out
+    return make_certs(str(tmp_path_factory.mktemp("certs")))
 
 
 @pytest.fixture(scope="module")
 def node(tmp_path_factory: pytest.TempPathFactory, certs: Path) -> Iterator[NodeProcess]:
-    with NodeProcess(str(tmp_path_factory.mktemp("node") / "data"), "--tls-cert-file", str(certs / "node-1.pem"),
-                     "--tls-key-file", str(certs / "node-1.key")) as process:
+    with NodeProcess(str(tmp_path_factory.mktemp("node") / "data"), *tls_args(certs)) as process:
         assert process.url.startswith("https://")
         yield process
 
