@@ -40,7 +40,11 @@ class Producer:
 
     ``send`` returns a future per record; ``buffer_bytes_max`` bounds what may wait unsent (send
     waits for room), ``in_flight_max`` bounds concurrent requests, ``retries`` bounds resends of
-    a batch on retriable errors (at-least-once: a retried batch may be stored twice)."""
+    a batch on retriable errors (at-least-once: a retried batch may be stored twice).
+
+    Order: records sent to one partition are stored in the order ``send`` was called. A
+    partition has at most one batch in flight (its next batch waits for the answer, FIFO), so
+    two requests on two connections can never overtake each other; partitions go in parallel."""
 
     def __init__(self, client: Client, *, linger_ms: int = 5, batch_bytes: int = 1 << 20, acks: str = "1",
                  retries: int = 5, retry_backoff_ms: int = 100, buffer_bytes_max: int = 64 << 20,
@@ -52,6 +56,7 @@ class Producer:
         self._partitions: dict[str, int] = {}
         self._sticky: dict[str, int] = {}
         self._in_flight = asyncio.Semaphore(in_flight_max)
+        self._in_order: dict[tuple[str, int], asyncio.Lock] = {}  # one per partition written to
         self._tasks: set[asyncio.Task[None]] = set()
         self._buffered = 0
         self._buffer_max = buffer_bytes_max
@@ -100,8 +105,9 @@ class Producer:
 
     async def _send_batch(self, topic: str, partition: int, pending: _Pending) -> None:
         batch = encode_batch(pending.records)
+        in_order = self._in_order.setdefault((topic, partition), asyncio.Lock())
         try:
-            async with self._in_flight:
+            async with in_order, self._in_flight:
                 base = await self._with_retries(topic, partition, batch)
             for i, future in enumerate(pending.futures):
                 if not future.done():

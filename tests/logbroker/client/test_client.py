@@ -72,6 +72,26 @@ async def test_producer_batches_and_consumer_reads_everything(node):
 
 
 @pytest.mark.asyncio
+async def test_records_sent_to_one_partition_are_stored_in_send_order(node):
+    """Every record ships as its own batch (``batch_bytes=1``) with eight requests allowed in
+    flight: batches of one partition must still reach the broker in the order they were sent."""
+    async with Client(node.url) as client:
+        await client.create_topic("c.order", partitions=2)
+        async with Producer(client, linger_ms=0, batch_bytes=1, in_flight_max=8) as producer:
+            futures = [await producer.send("c.order", f"r{i}".encode(), partition=i % 2) for i in range(400)]
+            await producer.flush()
+        for partition in (0, 1):
+            offsets = [(await f).offset for f in futures[partition::2]]
+            assert offsets == list(range(200)), offsets[:20]
+        async with Consumer(client, wait_ms=100) as consumer:
+            consumer.assign([("c.order", 0)])
+            seen: list[bytes | None] = []
+            while len(seen) < 200:
+                seen += [r.value for r in await consumer.poll()]
+        assert seen == [f"r{i}".encode() for i in range(0, 400, 2)]
+
+
+@pytest.mark.asyncio
 async def test_consumer_seek_and_long_poll(node):
     async with Client(node.url) as client:
         await client.create_topic("c.seek")
