@@ -187,7 +187,8 @@ class PartitionLog:
             return False
         try:
             due = segment in self._unflushed and self.config.flush != "never"
-            if self._closed or due or segment is self._segments[-1] or not segment.sealed or not segment.fd_open():
+            # Two budget rounds may both have picked ``segment``: the second finds it released.
+            if self._closed or due or segment is self._segments[-1] or not segment.sealed or not segment.holds_files:
                 return False
             segment.release()
             return True

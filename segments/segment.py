@@ -468,6 +468,11 @@ class LogSegment:
         return self._fd >= 0 or self._released
 
     @property
+    def holds_files(self) -> bool:
+        """True while the segment's descriptor and mappings are open (neither closed nor released)."""
+        return self._fd >= 0
+
+    @property
     def sealed(self) -> bool:
         return not self._offset_index.writable
 

@@ -106,3 +106,16 @@ def test_two_threads_evicting_each_others_segments_do_not_deadlock(tmp_path):
     for log in logs:
         assert len(read_all(log)) == 400
         log.close()
+
+
+def test_a_segment_picked_by_two_budget_rounds_is_released_once(tmp_path):
+    """Two threads' rounds may both pick the same victim: the second finds it released already
+    and leaves it (it must not fail the append that triggered the round)."""
+    log = PartitionLog.open(str(tmp_path / "t-0"), TINY, handles=SegmentHandles(segments_max=100))
+    while log.segment_count < 3:
+        log.append(batch_of([b"x" * 100]), leader_epoch=0)
+    first = log._segments[0]
+    assert log.try_release(first, held=False) is True
+    assert log.try_release(first, held=False) is False
+    assert len(read_all(log)) == log.log_end_offset
+    log.close()
