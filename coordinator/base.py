@@ -8,9 +8,11 @@ Every method is async and bounded by the implementation's own timeouts.
 from __future__ import annotations
 
 import abc
+import math
+from collections.abc import Callable
 
 from coordinator.errors import InvalidTopicError
-from coordinator.models import NodeInfo, PartitionState, TopicMetadata, TopicSpec
+from coordinator.models import ClusterNode, MetadataChange, NodeInfo, PartitionState, TopicMetadata, TopicSpec
 from coordinator.users import Acl, GroupRecord, UserRecord
 
 
@@ -56,6 +58,66 @@ class Coordinator(abc.ABC):
     @abc.abstractmethod
     async def nodes(self) -> list[NodeInfo]:
         """The live nodes."""
+
+    # ---- cluster vocabulary (DESIGN §5). The single node's answers are the defaults here: ------
+    # ---- it is always alive, leads every partition at epoch 1, and nothing changes under it. ---
+
+    @property
+    def is_cluster(self) -> bool:
+        """True when other nodes may hold partitions (an etcd coordinator)."""
+        return False
+
+    def session_alive(self) -> bool:
+        """True while this node's session (its lease) is live: only then is it ready."""
+        return True
+
+    def lease_valid_until(self) -> float:
+        """The ``time.monotonic()`` after which this node can no longer prove its leaderships
+        (last successful keepalive + TTL - margin): the write path fences on it."""
+        return math.inf
+
+    def on_change(self, listener: Callable[[MetadataChange], None]) -> None:
+        """Call ``listener`` (on the event loop, never concurrently) after each change the
+        metadata cache applies. A single node's metadata changes only through its own calls."""
+        return None
+
+    def cached_topic(self, name: str) -> TopicMetadata | None:
+        """``get_topic`` from the cache, without awaiting (the request path's lookup)."""
+        return None
+
+    def cached_partition(self, topic: str, partition: int) -> PartitionState | None:
+        """Placement and leadership of one partition from the cache (None: unknown, or no leader
+        when ``leader`` is -1), without awaiting."""
+        return None
+
+    def cached_node(self, node_id: int) -> NodeInfo | None:
+        """A live node's addresses from the cache (None when it is not alive)."""
+        return None
+
+    async def cluster_nodes(self) -> list[ClusterNode]:
+        """Every node the cluster knows (registered once), with ``alive`` from its lease."""
+        return [ClusterNode(info, True) for info in await self.nodes()]
+
+    async def elect(self, topic: str, partition: int) -> PartitionState | None:
+        """Stand for leadership of a partition (this node must be in its ISR): one etcd
+        transaction that bumps the epoch. The new state when won; None when another node leads
+        or the partition changed meanwhile (the watch then shows who won)."""
+        return None
+
+    async def resign(self, topic: str, partition: int) -> None:
+        """Give up leadership of a partition if this node holds it (preferred-leader hand-back,
+        orderly shutdown)."""
+        return None
+
+    async def set_isr(self, topic: str, partition: int, leader_epoch: int, isr: tuple[int, ...]) -> PartitionState:
+        """Replace the ISR, guarded by ``leader_epoch`` (``NotLeaderError``-like
+        ``CoordinatorError`` when the epoch moved on)."""
+        raise InvalidTopicError("this coordinator has a single replica per partition")
+
+    async def reassign(self, topic: str, partition: int, replicas: tuple[int, ...]) -> PartitionState:
+        """Set a partition's replica list (preferred leader first); used by rebalance and
+        decommission."""
+        raise InvalidTopicError("this coordinator has a single node")
 
     # ---- users, ownership and ACLs (DESIGN §5: users/<name>, acls/<topic>) --------------------
 

@@ -34,6 +34,13 @@ class CoordinatorUnavailableError(CoordinatorError):
     retriable = True
 
 
+class StaleEpochError(CoordinatorError):
+    """A leader's guarded change (ISR, hand-back) met a newer epoch: it leads no longer."""
+
+    code = "not_leader"
+    retriable = True
+
+
 class UserExistsError(CoordinatorError):
     code = "user_exists"
 

@@ -221,10 +221,43 @@ class TopicMetadata:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class NodeInfo:
+    """How to reach a node (DESIGN §5 ``nodes/<id>``)."""
+
     node_id: int
     http_url: str
     rpc_address: str
     rack: str | None = None
+    grpc_address: str = ""
+    started_ms: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"node_id": self.node_id, "http_url": self.http_url, "rpc_address": self.rpc_address,
+                "grpc_address": self.grpc_address, "rack": self.rack, "started_ms": self.started_ms}
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> NodeInfo:
+        rack = raw.get("rack")
+        return cls(int(raw["node_id"]), str(raw["http_url"]), str(raw["rpc_address"]),
+                   None if rack is None else str(rack), str(raw.get("grpc_address", "")),
+                   int(raw.get("started_ms", 0)))
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ClusterNode:
+    """A node the cluster knows, and whether its session lease is live now."""
+
+    info: NodeInfo
+    alive: bool
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class MetadataChange:
+    """What a coordinator's metadata cache just changed: handed to ``Coordinator.on_change``
+    listeners so the node reconciles (opens or drops partitions, stands for election)."""
+
+    topics: frozenset[str] = frozenset()
+    nodes: bool = False
+    session_lost: bool = False
 
 
 def dead_letter_id(meta: TopicMetadata) -> str | None:

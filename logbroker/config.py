@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from typing import Any, Final, Literal
@@ -18,6 +19,8 @@ from logbroker.errors import InvalidRequestError
 ENV_PREFIX: Final = "LOGBROKER_"
 AuthMode = Literal["on", "off"]
 METRICS_TOKEN_CHARS_MIN: Final = 16
+LEASE_TTL_MS_MIN: Final = 2_000
+LEASE_TTL_MS_MAX: Final = 300_000
 QUOTA_FIELDS: Final = ("quota_produce_bytes_per_s", "quota_fetch_bytes_per_s", "quota_connections_max",
                        "quota_topics_max", "quota_partitions_max", "quota_streams_max", "quota_long_polls_max",
                        "quota_groups_max", "quota_group_members_max")
@@ -31,6 +34,10 @@ class NodeConfig:
     http_port: int = 8080
     rpc_port: int = 9090
     coordinator: str = "local"
+    cluster_name: str = "logbroker"
+    rack: str = ""
+    lease_ttl_ms: int = 6_000
+    advertised_host: str = ""
     auth: str = "on"
     admin_user: str = "admin"
     admin_password: str = ""
@@ -79,6 +86,11 @@ class NodeConfig:
         _check(self.auth in ("on", "off"), f"auth must be on or off, not {self.auth!r}")
         _check(self.coordinator == "local" or self.coordinator.startswith("etcd://"),
                f"coordinator must be local or etcd://host:port[,...], not {self.coordinator!r}")
+        _check(re.fullmatch(r"[A-Za-z0-9._-]{1,100}", self.cluster_name) is not None,
+               f"cluster_name must match [A-Za-z0-9._-]{{1,100}}, not {self.cluster_name!r}")
+        _check(LEASE_TTL_MS_MIN <= self.lease_ttl_ms <= LEASE_TTL_MS_MAX,
+               f"lease_ttl_ms must be in [{LEASE_TTL_MS_MIN}, {LEASE_TTL_MS_MAX}] (etcd leases count whole seconds)")
+        _check(len(self.rack) <= 100, "rack must have at most 100 characters")
         _check(self.log_level in ("debug", "info", "warning", "error"), f"bad log_level {self.log_level!r}")
         for name in ("request_body_bytes_max", "fetch_bytes_max", "fetch_records_max", "fetch_wait_ms_max",
                      "long_poll_waiters_max", "flush_threads", "maintenance_interval_ms", "shutdown_grace_ms",
