@@ -62,6 +62,11 @@ class Coordinator(abc.ABC):
     # ---- cluster vocabulary (DESIGN §5). The single node's answers are the defaults here: ------
     # ---- it is always alive, leads every partition at epoch 1, and nothing changes under it. ---
 
+    def advertise(self, node: NodeInfo) -> None:
+        """Set how clients and other nodes reach this node, before ``start`` (the listeners bind
+        first, so the real ports are known)."""
+        return None
+
     @property
     def is_cluster(self) -> bool:
         """True when other nodes may hold partitions (an etcd coordinator)."""

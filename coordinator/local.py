@@ -77,6 +77,9 @@ class LocalCoordinator(Coordinator):
     def node_id(self) -> int:
         return self._node.node_id
 
+    def advertise(self, node: NodeInfo) -> None:
+        self._node = node
+
     async def start(self) -> None:
         os.makedirs(os.path.dirname(self._path), exist_ok=True)
         self._groups = self._journal.load()

@@ -61,7 +61,13 @@ STATUS_BY_CODE: Final[dict[str, int]] = {
     "too_many_open_files": 503,
     "storage_full": 507,
     "coordinator_unavailable": 503,
+    "not_leader": 503,
+    "no_leader": 503,
+    "not_enough_replicas": 503,
 }
+# A cluster's retriable 503s (DESIGN §4): the client refreshes its metadata and retries after this.
+CLUSTER_RETRY_AFTER_S: Final = 1
+CLUSTER_RETRY_CODES: Final = frozenset({"not_leader", "no_leader", "not_enough_replicas", "coordinator_unavailable"})
 STORAGE_FULL_RETRY_AFTER_S: Final = 5
 TITLES: Final = {400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed",
                  408: "Request Timeout", 409: "Conflict", 413: "Payload Too Large", 415: "Unsupported Media Type",
@@ -89,6 +95,8 @@ def problem_for(exc: Exception) -> web.Response:
     extra: dict[str, Any] = dict(getattr(exc, "extra", {}) or {})
     if code == "storage_full":
         extra.setdefault("retry_after_s", STORAGE_FULL_RETRY_AFTER_S)
+    if code in CLUSTER_RETRY_CODES:
+        extra.setdefault("retry_after_s", CLUSTER_RETRY_AFTER_S)
     if isinstance(exc, OffsetOutOfRangeError):
         extra.update(earliest=exc.earliest, latest=exc.latest)
     return problem(status, str(exc), code=code, retriable=bool(getattr(exc, "retriable", False)), **extra)

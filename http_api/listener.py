@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import resource
+import socket
 import ssl
 from collections.abc import Callable, Iterator
 from typing import Final, cast
@@ -210,10 +211,13 @@ class GuardedSite(web.BaseSite):
     """A TCP listener (optionally TLS) on ``config.http_host``/``http_port`` whose connections go
     through a ``ConnectionGuard`` sized from ``config`` (and the descriptor limit at this moment)."""
 
-    __slots__ = ("_host", "_port", "guard")
+    __slots__ = ("_host", "_port", "_sock", "guard")
 
-    def __init__(self, runner: web.BaseRunner, config: NodeConfig, *, ssl_context: ssl.SSLContext | None) -> None:
+    def __init__(self, runner: web.BaseRunner, config: NodeConfig, *, ssl_context: ssl.SSLContext | None,
+                 sock: socket.socket | None = None) -> None:
+        """``sock``: a socket bound already (so the port is known before the node starts)."""
         super().__init__(runner, ssl_context=ssl_context)
+        self._sock = sock
         assert runner.server is not None, "runner.setup() first"
         self.guard = ConnectionGuard(runner.server,
                                      connections_max=connections_cap(config.connections_max, descriptor_limit()),
@@ -229,9 +233,14 @@ class GuardedSite(web.BaseSite):
     async def start(self) -> None:
         await super().start()
         loop = asyncio.get_running_loop()
+        handshake = self.guard.header_timeout_s if self._ssl_context else None
+        if self._sock is not None:
+            self._server = await loop.create_server(self.guard, sock=self._sock, ssl=self._ssl_context,
+                                                    backlog=self._backlog, ssl_handshake_timeout=handshake)
+            return
         self._server = await loop.create_server(
             self.guard, self._host, self._port, ssl=self._ssl_context, backlog=self._backlog,
-            reuse_address=True, ssl_handshake_timeout=self.guard.header_timeout_s if self._ssl_context else None)
+            reuse_address=True, ssl_handshake_timeout=handshake)
 
     async def stop(self) -> None:
         await super().stop()

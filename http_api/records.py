@@ -92,6 +92,8 @@ async def fetch(request: web.Request) -> web.StreamResponse:
         headers = {HIGH_WATERMARK: str(hwm), NEXT_OFFSET: str(offset if piece is None else piece.next_offset)}
         if piece is None:
             return web.Response(body=b"", content_type=BATCH, headers=headers)
+        if isinstance(piece, LogRead):  # forwarded: the leader's bytes, already in memory
+            return web.Response(body=piece.data, content_type=BATCH, headers=headers)
         response = web.StreamResponse(headers=headers)
         response.content_type = BATCH
         return await send_slice(request, response, piece, request.app[SENDFILE])
@@ -118,4 +120,4 @@ def _json_answer(result: LogRead, offset: int, max_records: int, force_base64: b
 async def list_offsets(request: web.Request) -> web.Response:
     node = request.app[NODE]
     at = request.query.get("at", "latest")
-    return web.json_response(node.list_offset(path_topic(request), path_partition(request), at))
+    return web.json_response(await node.list_offset(path_topic(request), path_partition(request), at))

@@ -12,10 +12,9 @@ import asyncio
 import gc
 import logging
 import signal
+import socket
 import sys
-from typing import TextIO
-
-from aiohttp import web
+from typing import Final, TextIO
 
 from http_api.app import build_app
 from http_api.listener import ConnectionCollector, GuardedSite
@@ -25,22 +24,34 @@ from logbroker.config import NodeConfig
 from logbroker.node import Node
 
 log = logging.getLogger("logbroker.server")
+LISTEN_BACKLOG: Final = 1024
 
 
 async def serve(config: NodeConfig, *, ready_stream: TextIO | None = None) -> None:
     node = Node(config)
-    await node.start()
+    # Bound before the node starts, so that a cluster node advertises its real port; connections
+    # wait in the backlog until the site starts accepting.
+    family = socket.AF_INET6 if ":" in config.http_host else socket.AF_INET
+    sock = socket.create_server((config.http_host, config.http_port), family=family, backlog=LISTEN_BACKLOG)
+    host, port = sock.getsockname()[:2]
+    url = f"{config.http_scheme}://{host}:{port}"
+    advertised = f"{config.http_scheme}://{config.advertised_host or host}:{port}"
+    try:
+        await node.start(http_url=advertised)
+    except BaseException:
+        sock.close()
+        await node.stop()
+        raise
     gc.freeze()  # what start-up replayed (groups, queues) lives on: no full collection walks it (0176)
     app = build_app(node)
     runner = ProblemAppRunner(app, access_log=None, shutdown_timeout=config.shutdown_grace_ms / 1000,
                               keepalive_timeout=config.keepalive_timeout_ms / 1000)
     await runner.setup()
-    site = GuardedSite(runner, config, ssl_context=server_context(config.tls_cert_file, config.tls_key_file))
+    site = GuardedSite(runner, config, ssl_context=server_context(config.tls_cert_file, config.tls_key_file),
+                       sock=sock)
     node.metrics.registry.register(ConnectionCollector(site.guard.count))
     try:
         await site.start()
-        host, port = _bound_address(runner)
-        url = f"{config.http_scheme}://{host}:{port}"
         stream = ready_stream or sys.stdout
         print(f"logbroker ready http={url} node={config.node_id}", file=stream, flush=True)
         log.info("serving", extra={"fields": {"http": url, "data_dir": config.data_dir, "auth": config.auth,
@@ -58,10 +69,3 @@ async def serve(config: NodeConfig, *, ready_stream: TextIO | None = None) -> No
         await runner.cleanup()
         await node.stop()
         log.info("stopped")
-
-
-def _bound_address(runner: web.AppRunner) -> tuple[str, int]:
-    for address in runner.addresses:
-        if isinstance(address, tuple):
-            return address[0], address[1]
-    raise RuntimeError("the HTTP listener has no address")

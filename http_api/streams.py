@@ -103,7 +103,7 @@ async def stream_partition(request: web.Request) -> web.StreamResponse:
     topic, partition = path_topic(request), path_partition(request)
     keepalive_ms = query_int(request, "keepalive_ms", default=KEEPALIVE_MS, low=10, high=60_000)
     start = _start_offset(request)
-    offset = start if start is not None else int(node.list_offset(topic, partition, "latest")["offset"] or 0)
+    offset = start if start is not None else int((await node.list_offset(topic, partition, "latest"))["offset"] or 0)
     result, _ = await node.fetch(topic, partition, offset, STREAM_READ_BYTES, 0)  # 404/416 before streaming
     wait_ms = min(keepalive_ms, node.config.access_recheck_ms)
     async with stream_slot(request, _open) as response:
@@ -192,7 +192,7 @@ async def _member_loop(request: web.Request, response: web.StreamResponse, group
                     elif committed is not None:
                         positions[(topic, p)] = committed
                     else:
-                        positions[(topic, p)] = int(node.list_offset(topic, p, reset)["offset"] or 0)
+                        positions[(topic, p)] = int((await node.list_offset(topic, p, reset))["offset"] or 0)
             await response.write(_event("assignment", {"generation": generation, "assignment": view["assignment"],
                                                        "positions": [[t, p, o] for (t, p), o in positions.items()]}))
         sent = False

@@ -6,6 +6,7 @@ INTERNAL. ``RpcServer`` is an async context manager; ``close`` is idempotent and
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final
@@ -13,7 +14,7 @@ from typing import Any, Final
 import grpc
 import msgpack
 
-from internal_rpc.errors import ERROR_CODE_KEY
+from internal_rpc.errors import ERROR_CODE_KEY, ERROR_EXTRA_BYTES_MAX, ERROR_EXTRA_KEY
 from internal_rpc.security import TlsFiles, token_matches
 
 log = logging.getLogger(__name__)
@@ -37,6 +38,19 @@ def unpack(data: bytes) -> dict[str, Any]:
     if not isinstance(message, dict):
         raise ValueError("an RPC message must be a map")
     return message
+
+
+def error_extra(exc: Exception) -> str:
+    """The JSON details of a handler's error (its ``extra`` and an offset range's bounds), as far
+    as they are plain values and fit ``ERROR_EXTRA_BYTES_MAX``."""
+    extra = {k: v for k, v in (getattr(exc, "extra", None) or {}).items()
+             if isinstance(v, (str, int, float, bool, type(None)))}
+    for name in ("earliest", "latest"):
+        value = getattr(exc, name, None)
+        if isinstance(value, int):
+            extra[name] = value
+    text = json.dumps(extra)
+    return text if len(text) <= ERROR_EXTRA_BYTES_MAX else "{}"
 
 
 class RpcServer:
@@ -67,7 +81,7 @@ class RpcServer:
                     log.exception("internal RPC %s failed", name)
                     context.set_trailing_metadata(((ERROR_CODE_KEY, "internal"),))
                     await context.abort(grpc.StatusCode.INTERNAL, "internal error")
-                context.set_trailing_metadata(((ERROR_CODE_KEY, code),))
+                context.set_trailing_metadata(((ERROR_CODE_KEY, code), (ERROR_EXTRA_KEY, error_extra(exc))))
                 await context.abort(STATUS_BY_RETRIABLE[bool(getattr(exc, "retriable", False))], str(exc))
             raise AssertionError("unreachable")
 

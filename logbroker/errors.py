@@ -150,6 +150,30 @@ class RequestTimeoutError(BrokerError):
     code = "request_timeout"
 
 
+class NotLeaderError(BrokerError):
+    """This node (or the node a request was forwarded to) does not lead the partition now."""
+
+    code = "not_leader"
+    retriable = True
+
+
+class NoLeaderError(BrokerError):
+    """The partition has no live leader now (an election is due or its node is unreachable)."""
+
+    code = "no_leader"
+    retriable = True
+
+
+class RemoteError(BrokerError):
+    """An error another node answered to a forwarded call: its ``code``, ``retriable`` flag and
+    details travel unchanged, so the caller fails exactly as a local call would."""
+
+    def __init__(self, code: str, message: str, *, retriable: bool, **extra: Any) -> None:
+        super().__init__(message, **extra)
+        self.code = code
+        self.retriable = retriable
+
+
 ANY_ERROR = (BrokerError, StorageError, CoordinatorError)
 
 __all__ = [
@@ -167,12 +191,15 @@ __all__ = [
     "InvalidBatchError",
     "InvalidRequestError",
     "InvalidTopicError",
+    "NoLeaderError",
     "NotAQueueError",
     "NotAssignedError",
     "NotAvailableError",
     "NotFoundError",
+    "NotLeaderError",
     "OffsetOutOfRangeError",
     "PayloadTooLargeError",
+    "RemoteError",
     "RequestTimeoutError",
     "StaleGenerationError",
     "StorageError",

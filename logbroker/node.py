@@ -14,6 +14,7 @@ import dataclasses
 import itertools
 import logging
 import os
+import time
 from collections.abc import Callable
 from typing import Any, Final, Literal
 
@@ -23,7 +24,9 @@ from coordinator.local import LocalCoordinator
 from coordinator.models import (
     DEAD_LETTER_ID_KEY,
     INTERNAL_PREFIX,
+    MetadataChange,
     NodeInfo,
+    PartitionState,
     TopicMetadata,
     TopicSpec,
     check_partition_growth,
@@ -36,19 +39,26 @@ from internal_rpc.server import RpcServer
 from logbroker.auth.bootstrap import build_auth
 from logbroker.auth.groups import GroupAccess
 from logbroker.auth.permissions import Principal
+from logbroker.cluster_sync import ClusterSync
 from logbroker.config import NodeConfig
 from logbroker.descriptors import PARTITIONS_MIN, DescriptorPlan, raise_open_files_limit
 from logbroker.errors import (
+    ANY_ERROR,
     BatchTooLargeError,
     DeadLetterRefusedError,
     ForbiddenError,
     InvalidRequestError,
+    NoLeaderError,
     NotAvailableError,
+    NotLeaderError,
     UnknownGroupError,
+    UnknownPartitionError,
 )
 from logbroker.groups.coordinator import OFFSETS_PARTITIONS, OFFSETS_TOPIC, GroupCoordinator
 from logbroker.internal_log import ensure_internal_topic
 from logbroker.metrics import Metrics
+from logbroker.partition_roles import NO_LEADER
+from logbroker.peers import Peers
 from logbroker.queues.manager import QueueManager, state_topic
 from logbroker.records import IncomingRecord, group_by_partition
 from logbroker.replica_manager import ReplicaManager
@@ -65,6 +75,12 @@ log = logging.getLogger(__name__)
 Acks = Literal["0", "1", "all"]
 ACKS: Final = ("0", "1", "all")
 BACKGROUND_COMMITS_MAX: Final = 10_000
+ETCD_SCHEME: Final = "etcd://"
+FORWARD_WAIT_MARGIN_S: Final = 10.0  # a forwarded long-poll's deadline: its wait plus this
+REMOTE_POLL_MS: Final = 500
+LEADERS_WAIT_S: Final = 10.0
+LEADERS_POLL_S: Final = 0.02
+FIGURES_DEADLINE_S: Final = 2.0
 GROUP_TICK_MS: Final = 50
 GROUP_TICK_BACKOFF_MAX_S: Final = 2.0  # sessions must still expire while a failure repeats
 
@@ -75,8 +91,7 @@ class Node:
         self.config = config
         self.base_log_config = LogConfig()
         self.config_bounds = topic_config_bounds(config.topic_segment_bytes_min)
-        self.coordinator = coordinator or LocalCoordinator(
-            config.data_dir, NodeInfo(config.node_id, http_url, f"{config.http_host}:{config.rpc_port}"))
+        self.coordinator = coordinator or make_coordinator(config, http_url)
         self.replicas = ReplicaManager(config.data_dir, flush_threads=config.flush_threads,
                                        waiters_max=config.long_poll_waiters_max, fsync=fsync)
         self.metrics = Metrics(self.replicas.all, self.replicas.health, self.replicas.handles)
@@ -84,6 +99,9 @@ class Node:
         self.group_access = GroupAccess(self.coordinator, self.auth.enabled)
         self.rpc: RpcServer | None = None
         self.rpc_address = ""
+        self.peers: Peers | None = None
+        self.sync = ClusterSync(self)
+        self._sync_task: asyncio.Task[None] | None = None
         self.ready = False
         self._round_robin = itertools.count()
         self._maintenance: asyncio.Task[None] | None = None
@@ -99,14 +117,26 @@ class Node:
 
     # ---- lifecycle ---------------------------------------------------------------------------
 
-    async def start(self) -> None:
+    @property
+    def clustered(self) -> bool:
+        return self.coordinator.is_cluster
+
+    async def start(self, http_url: str = "") -> None:
+        """Open the node. ``http_url`` is where clients reach this node (the listener binds
+        first, so a cluster node can advertise its real port)."""
         self.descriptors = DescriptorPlan(raise_open_files_limit())
         self.replicas.handles.segments_max = self.descriptors.sealed_segments_max
         self.replicas.load_checkpoints()
+        if self.clustered:
+            await self._start_rpc()
+        self.coordinator.advertise(self._node_info(http_url))
         await self.coordinator.start()
         await self._finish_deletions()
         self.auth.start()
         await self._bootstrap_admin()
+        if self.clustered:
+            await self._start_cluster()
+            return
         for meta in await self.coordinator.list_topics():
             await self.replicas.open_topic(meta, self.log_config(meta))
         offsets_log = await ensure_internal_topic(self.coordinator, self.replicas, OFFSETS_TOPIC, OFFSETS_PARTITIONS,
@@ -117,13 +147,44 @@ class Node:
             if meta.kind == "queue":
                 await self._open_queue(meta)
         await self._start_rpc()
-        self._maintenance = asyncio.create_task(run_supervised(
-            "maintenance", self.replicas.maintain, self.config.maintenance_interval_ms / 1000,
-            on_failure=self.metrics.count_background_failure))
+        self._start_maintenance()
         self._group_ticker = asyncio.create_task(run_supervised(
             "group_sessions", self._tick_groups, GROUP_TICK_MS / 1000, backoff_max_s=GROUP_TICK_BACKOFF_MAX_S,
             on_failure=self.metrics.count_background_failure))
         self.ready = True
+
+    def _node_info(self, http_url: str) -> NodeInfo:
+        host = self.config.advertised_host or self.config.http_host
+        rpc = f"{host}:{self.rpc.port}" if self.rpc is not None else ""
+        return NodeInfo(self.config.node_id, http_url, rpc, self.config.rack or None,
+                        started_ms=time.time_ns() // 1_000_000)
+
+    async def _start_cluster(self) -> None:
+        """A cluster node: its partitions follow the coordinator's metadata (``ClusterSync``);
+        ready once a first pass opened them and the coordinator holds a live session."""
+        _, tls, token = rpc_security(self.config)
+        self.peers = Peers(self.coordinator, tls=tls, cluster_token=token)
+        self.coordinator.on_change(self.sync.notice)
+        await self.sync.sync_once()
+        self._sync_task = asyncio.create_task(run_supervised(
+            "cluster_sync", self.sync.run, 1.0, on_failure=self.metrics.count_background_failure))
+        self._start_maintenance()
+        self.ready = True
+
+    def _start_maintenance(self) -> None:
+        self._maintenance = asyncio.create_task(run_supervised(
+            "maintenance", self.replicas.maintain, self.config.maintenance_interval_ms / 1000,
+            on_failure=self.metrics.count_background_failure))
+
+    async def open_hosted(self, meta: TopicMetadata, partitions: list[int]) -> None:
+        """Open the logs of ``meta``'s partitions that this cluster node hosts."""
+        await self.replicas.open_topic(meta, self.log_config(meta), partitions)
+
+    async def drop_local_topic(self, name: str, topic_id: str) -> None:
+        """Remove this node's data of a topic deleted elsewhere in the cluster."""
+        log.info("dropping the data of a deleted topic", extra={"fields": {"topic": name}})
+        await self.replicas.remove_topic(name, topic_id)
+        self.replicas.purge_deleted(topic_id)
 
     async def _open_queue(self, meta: TopicMetadata) -> None:
         """Open (creating it if needed) the queue's share-state log and replay it. The log has at
@@ -170,7 +231,8 @@ class Node:
     @property
     def groups(self) -> GroupCoordinator:
         self._check_serving()
-        assert self._groups is not None
+        if self._groups is None:
+            raise NotAvailableError("consumer groups are not served by a cluster node yet (single node only)")
         return self._groups
 
     async def _tick_groups(self) -> None:
@@ -180,6 +242,8 @@ class Node:
             await self.queues.sweep()
 
     async def _start_rpc(self) -> None:
+        if self.rpc is not None:
+            return
         serve, tls, token = rpc_security(self.config)
         if not serve:
             return
@@ -208,7 +272,7 @@ class Node:
             return
         self._stopped = True
         self.ready = False
-        for task in (self._maintenance, self._group_ticker):
+        for task in (self._sync_task, self._maintenance, self._group_ticker):
             if task is not None:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
@@ -217,6 +281,8 @@ class Node:
             await self._groups.close(self.config.shutdown_grace_ms / 1000)
         if self.rpc is not None:
             await self.rpc.close()
+        if self.peers is not None:
+            await self.peers.close()
         if self._background:
             await asyncio.wait(self._background, timeout=self.config.shutdown_grace_ms / 1000)
         await self.queues.wait_snapshots(self.config.shutdown_grace_ms / 1000)
@@ -240,6 +306,8 @@ class Node:
         ``owner`` may write to (else 403); either way the queue is bound to that topic's id."""
         self._check_serving()
         spec = TopicSpec.parse(body, base_config=self.base_log_config, bounds=self.config_bounds)
+        if self.clustered:
+            return await self._create_cluster_topic(spec, owner)
         dead_letter = spec.queue_settings().get("dead_letter_topic")
         existing = {t.name for t in await self.coordinator.list_topics()}
         if spec.name in existing:
@@ -264,6 +332,26 @@ class Node:
         if meta.kind == "queue":
             await self._open_queue(meta)
         return await self.describe_topic(spec.name)
+
+    async def _create_cluster_topic(self, spec: TopicSpec, owner: str | None) -> dict[str, Any]:
+        """Create a topic in the cluster: the coordinator places it; every replica's node opens its
+        log when the watch shows it, and the candidates stand for leadership. Answers once every
+        partition has a leader (or after ``LEADERS_WAIT_S``, leaders then shown as -1)."""
+        if spec.kind == "queue":
+            raise InvalidTopicError("queues are served by a single node for now; a cluster serves topics")
+        await self._check_partition_budget(spec.partitions)
+        meta = await self.coordinator.create_topic(spec, owner)
+        self.sync.notice(MetadataChange(topics=frozenset({meta.name})))
+        await self._await_leaders(meta.name)
+        return await self.describe_topic(meta.name)
+
+    async def _await_leaders(self, name: str) -> None:
+        deadline = time.monotonic() + LEADERS_WAIT_S
+        while time.monotonic() < deadline:
+            states = await self.coordinator.partition_states(name)
+            if all(s.leader != NO_LEADER for s in states):
+                return
+            await asyncio.sleep(LEADERS_POLL_S)
 
     async def _existing_dead_letter(self, spec: TopicSpec, name: str, owner: str | None) -> TopicMetadata:
         """The existing topic ``name`` that a new queue names as its dead-letter topic, if it named
@@ -294,6 +382,10 @@ class Node:
                 # (a later growth reuses it), the other way round would lose deliveries.
                 await self._grow_queue_state(current, partitions)
             meta = await self.coordinator.add_partitions(name, partitions)
+            if self.clustered:
+                self.sync.notice(MetadataChange(topics=frozenset({name})))
+                await self._await_leaders(name)
+                return await self.describe_topic(name)
             await self.replicas.open_topic(meta, self.log_config(meta))
             if meta.kind == "queue":
                 self.queues.grow(meta, self.replicas.partitions(state_topic(meta)))
@@ -334,6 +426,7 @@ class Node:
         for topic in doomed:
             await self.coordinator.delete_topic(topic.name)
             self.replicas.purge_deleted(topic.topic_id)
+            self.sync.forget(topic.name)
 
     async def _finish_deletions(self) -> None:
         """Finish the topic deletions a previous run began (their space is already freed)."""
@@ -374,13 +467,14 @@ class Node:
         validate_name(name, internal=True)
         meta = await self.coordinator.get_topic(name)
         states = await self.coordinator.partition_states(name)
+        figures = await self._partition_figures(name, states)
+        unknown = dict.fromkeys(("earliest_offset", "latest_offset", "log_end_offset", "size_bytes"))
         partitions = []
-        for state, replica in zip(states, self.replicas.partitions(name), strict=True):
+        for state in states:
             partitions.append({
                 "partition": state.partition, "leader": state.leader, "leader_epoch": state.leader_epoch,
                 "replicas": list(state.replicas), "in_sync_replicas": list(state.isr),
-                "earliest_offset": replica.log.log_start_offset, "latest_offset": replica.high_watermark,
-                "log_end_offset": replica.log.log_end_offset, "size_bytes": replica.log.size_bytes,
+                **figures.get(state.partition, unknown),
             })
         config = self.log_config(meta).to_mapping()
         if meta.kind == "queue":
@@ -388,42 +482,122 @@ class Node:
         return {**self._summary(meta), "partition_count": meta.partitions, "partitions": partitions,
                 "topic_id": meta.topic_id, "created_ms": meta.created_ms, "config": config}
 
+    # ---- routing (a cluster node serves what it leads and forwards the rest) ----------------
+
+    def _partition_count(self, topic: str) -> int:
+        if not self.clustered:
+            return len(self.replicas.partitions(topic))
+        meta = self.coordinator.cached_topic(topic)
+        if meta is None:
+            raise UnknownTopicError(f"unknown topic {topic!r}")
+        return meta.partitions
+
+    def _leader(self, topic: str, partition: int) -> int | None:
+        """None when this node serves ``partition`` itself, else the id of the node leading it
+        (``NoLeaderError`` when none does now, ``UnknownPartitionError``)."""
+        if not self.clustered:
+            return None
+        state = self.coordinator.cached_partition(topic, partition)
+        if state is None:
+            count = self._partition_count(topic)
+            raise UnknownPartitionError(f"topic {topic!r} has no partition {partition}", partitions=count)
+        if state.leader == NO_LEADER:
+            raise NoLeaderError(f"partition {partition} of {topic!r} has no leader now (an election is due)")
+        if state.leader != self.config.node_id:
+            return state.leader
+        if not self.replicas.hosts(topic, partition):
+            raise NoLeaderError(f"partition {partition} of {topic!r} is being opened on its leader")
+        return None
+
+    def _check_leads(self, topic: str, partition: int) -> None:
+        """For a forwarded call: this node must lead the partition now (no second hop)."""
+        if self._leader(topic, partition) is not None:
+            raise NotLeaderError(f"node {self.config.node_id} does not lead partition {partition} of {topic!r}")
+
+    def _peers(self) -> Peers:
+        if self.peers is None:
+            raise NotAvailableError("the node is not serving (starting or stopping)")
+        return self.peers
+
+    def _max_batch_bytes(self, topic: str, partition: int) -> int:
+        if self.replicas.hosts(topic, partition):
+            return self.replicas.get(topic, partition).log.config.max_batch_bytes
+        meta = self.coordinator.cached_topic(topic)
+        if meta is None:
+            raise UnknownTopicError(f"unknown topic {topic!r}")
+        return self.log_config(meta).max_batch_bytes
+
     # ---- produce -------------------------------------------------------------------------------
 
     async def produce_records(self, topic: str, records: list[IncomingRecord], acks: str) -> list[dict[str, int]]:
         """Append records (grouped into one batch per partition); offsets in request order.
+        Partitions another node leads are forwarded to it as built batches.
 
-        Every batch is built and checked against its partition's size limit before the first
-        append, so a request that fails on input writes nothing to any partition."""
+        Every batch is built and checked against its partition's size limit, and every
+        partition's leader is known, before the first append, so a request that fails on input
+        (or on a partition without a leader) writes nothing to any partition."""
         self._check_serving()
         _check_acks(acks)
         _check_writable(topic)
-        replicas = self.replicas.partitions(topic)
-        groups = group_by_partition(records, len(replicas), next(self._round_robin))
+        groups = group_by_partition(records, self._partition_count(topic), next(self._round_robin))
         batches = []
         for partition, indexes in groups.items():
             batch = encode_batch([records[i].record for i in indexes])
-            limit = replicas[partition].log.config.max_batch_bytes
+            limit = self._max_batch_bytes(topic, partition)
             if len(batch) > limit:
                 raise BatchTooLargeError(len(batch), limit)
-            batches.append((partition, indexes, batch))
+            batches.append((partition, indexes, batch, self._leader(topic, partition)))
         offsets: list[dict[str, int]] = [{}] * len(records)
         commits = []
-        for partition, indexes, batch in batches:
-            replica = replicas[partition]
+        forwards = []
+        for partition, indexes, batch, leader in batches:
+            if leader is not None:
+                forwards.append((partition, indexes, self._forward_batch(leader, topic, partition, batch, acks)))
+                continue
+            replica = self.replicas.get(topic, partition)
             info = replica.append(batch)
             self._count_in(topic, len(batch), len(indexes))
             for n, i in enumerate(indexes):
                 offsets[i] = {"partition": partition, "offset": info.base_offset + n}
             commits.append(replica.commit(info))
+        if forwards:
+            settled = asyncio.ensure_future(self._settle(commits, acks))
+            try:
+                bases = await asyncio.gather(*(f for _, _, f in forwards))
+            finally:
+                await settled
+            for (partition, indexes, _), base in zip(forwards, bases, strict=True):
+                for n, i in enumerate(indexes):
+                    offsets[i] = {"partition": partition, "offset": base + n}
+            return offsets
         await self._settle(commits, acks)
         return offsets
+
+    async def _forward_batch(self, leader: int, topic: str, partition: int, batch: bytes, acks: str) -> int:
+        answer = await self._peers().call(leader, "Produce", {"topic": topic, "partition": partition,
+                                                              "batch": batch, "acks": acks})
+        base = answer.get("base_offset")
+        if not isinstance(base, int):
+            raise NotAvailableError(f"node {leader} answered a produce without an offset")
+        return base
 
     async def produce_batch(self, topic: str, partition: int, batch: bytes, acks: str) -> list[dict[str, int]]:
         """Append one prebuilt batch as it is (the broker only validates and stamps it)."""
         self._check_serving()
         _check_acks(acks)
         _check_writable(topic)
+        leader = self._leader(topic, partition)
+        if leader is not None:
+            base = await self._forward_batch(leader, topic, partition, batch, acks)
+            return [{"partition": partition, "offset": base}]
+        return await self.produce_local_batch(topic, partition, batch, acks)
+
+    async def produce_local_batch(self, topic: str, partition: int, batch: bytes, acks: str) -> list[dict[str, int]]:
+        """Append a batch to a partition this node leads (a forwarded produce lands here)."""
+        self._check_serving()
+        _check_acks(acks)
+        _check_writable(topic)
+        self._check_leads(topic, partition)
         replica = self.replicas.get(topic, partition)
         info = replica.append(batch)
         self._count_in(topic, len(batch), info.last_offset - info.base_offset + 1)
@@ -453,8 +627,18 @@ class Node:
 
     async def fetch(self, topic: str, partition: int, offset: int, max_bytes: int,
                     wait_ms: int) -> tuple[LogRead, int]:
-        """Whole batches from ``offset`` below the high watermark (long-polls at the end)."""
+        """Whole batches from ``offset`` below the high watermark (long-polls at the end); from
+        the leader when another node leads the partition."""
         self._check_serving()
+        leader = self._leader(topic, partition)
+        if leader is not None:
+            return await self._fetch_remote(leader, topic, partition, offset, max_bytes, wait_ms)
+        return await self.fetch_local(topic, partition, offset, max_bytes, wait_ms)
+
+    async def fetch_local(self, topic: str, partition: int, offset: int, max_bytes: int,
+                          wait_ms: int) -> tuple[LogRead, int]:
+        self._check_serving()
+        self._check_leads(topic, partition)
         replica = self.replicas.get(topic, partition)
         max_bytes, wait_ms = self._fetch_args(max_bytes, wait_ms)
         result = replica.log.read(offset, max_bytes, offset_max=replica.high_watermark)
@@ -464,10 +648,27 @@ class Node:
         self.metrics.bytes_out.labels(topic).inc(len(result.data))
         return result, replica.high_watermark
 
+    async def _fetch_remote(self, leader: int, topic: str, partition: int, offset: int, max_bytes: int,
+                            wait_ms: int) -> tuple[LogRead, int]:
+        max_bytes, wait_ms = self._fetch_args(max_bytes, wait_ms)
+        answer = await self._peers().call(
+            leader, "Fetch", {"topic": topic, "partition": partition, "offset": offset, "max_bytes": max_bytes,
+                              "wait_ms": wait_ms}, deadline_s=wait_ms / 1000 + FORWARD_WAIT_MARGIN_S)
+        data, first, after, hwm = (answer.get(k) for k in ("data", "first_offset", "next_offset", "high_watermark"))
+        if not isinstance(data, bytes) or not all(isinstance(v, int) for v in (first, after, hwm)):
+            raise NotAvailableError(f"node {leader} answered a fetch without its fields")
+        assert isinstance(first, int) and isinstance(after, int) and isinstance(hwm, int)
+        return LogRead(memoryview(data), first, after), hwm
+
     async def fetch_slice(self, topic: str, partition: int, offset: int, max_bytes: int,
-                          wait_ms: int) -> tuple[LogSlice | None, int]:
-        """Like ``fetch`` but a ``LogSlice`` for zero-copy sending (None when empty)."""
+                          wait_ms: int) -> tuple[LogSlice | LogRead | None, int]:
+        """Like ``fetch`` but a ``LogSlice`` for zero-copy sending when this node leads the
+        partition (None when empty); the bytes a leader sent (a ``LogRead``) when another does."""
         self._check_serving()
+        leader = self._leader(topic, partition)
+        if leader is not None:
+            result, hwm = await self._fetch_remote(leader, topic, partition, offset, max_bytes, wait_ms)
+            return (result if result.data else None), hwm
         replica = self.replicas.get(topic, partition)
         max_bytes, wait_ms = self._fetch_args(max_bytes, wait_ms)
         piece = replica.log.slice(offset, max_bytes, offset_max=replica.high_watermark)
@@ -480,10 +681,14 @@ class Node:
 
     async def wait_for_any(self, positions: list[tuple[str, int, int]], wait_ms: int) -> None:
         """Return once one of ``(topic, partition, offset)`` has data at its offset, or after
-        ``wait_ms`` (capped like a fetch's long-poll)."""
+        ``wait_ms`` (capped like a fetch's long-poll). Positions led by other nodes are not
+        waited on: the wait is then cut to ``REMOTE_POLL_MS`` so that the caller polls them."""
         self._check_serving()
         _, wait_ms = self._fetch_args(0, wait_ms)
-        waits = [asyncio.ensure_future(self.replicas.get(t, p).wait_for_data(o, wait_ms)) for t, p, o in positions]
+        local = [(t, p, o) for t, p, o in positions if self._leader(t, p) is None]
+        if len(local) < len(positions):
+            wait_ms = min(wait_ms, REMOTE_POLL_MS)
+        waits = [asyncio.ensure_future(self.replicas.get(t, p).wait_for_data(o, wait_ms)) for t, p, o in local]
         if not waits:
             await asyncio.sleep(wait_ms / 1000)
             return
@@ -494,9 +699,19 @@ class Node:
                 task.cancel()
             await asyncio.gather(*waits, return_exceptions=True)
 
-    def list_offset(self, topic: str, partition: int, at: str) -> dict[str, int | None]:
+    async def list_offset(self, topic: str, partition: int, at: str) -> dict[str, int | None]:
         """``earliest``, ``latest`` (the high watermark) or the first offset at a timestamp."""
         self._check_serving()
+        leader = self._leader(topic, partition)
+        if leader is None:
+            return self.list_local_offset(topic, partition, at)
+        answer = await self._peers().call(leader, "ListOffset", {"topic": topic, "partition": partition, "at": at})
+        offset = answer.get("offset")
+        return {"partition": partition, "offset": offset if isinstance(offset, int) else None}
+
+    def list_local_offset(self, topic: str, partition: int, at: str) -> dict[str, int | None]:
+        self._check_serving()
+        self._check_leads(topic, partition)
         replica = self.replicas.get(topic, partition)
         if at == "earliest":
             offset: int | None = replica.log.log_start_offset
@@ -511,19 +726,72 @@ class Node:
             offset = replica.high_watermark if found is None else min(found, replica.high_watermark)
         return {"partition": partition, "offset": offset}
 
+    def local_figures(self, topic: str, partitions: list[int]) -> dict[int, dict[str, int]]:
+        """Offsets and size of the partitions of ``topic`` this node leads (for describe)."""
+        figures = {}
+        for partition in partitions:
+            if self._leader(topic, partition) is None and self.replicas.hosts(topic, partition):
+                replica = self.replicas.get(topic, partition)
+                figures[partition] = {
+                    "earliest_offset": replica.log.log_start_offset, "latest_offset": replica.high_watermark,
+                    "log_end_offset": replica.log.log_end_offset, "size_bytes": replica.log.size_bytes}
+        return figures
+
+    async def _partition_figures(self, topic: str, states: list[PartitionState]) -> dict[int, dict[str, int]]:
+        """Offsets and size of every partition: local ones from the logs, the others from their
+        leaders (one call per leader, bounded; a leader that does not answer leaves nulls)."""
+        by_leader: dict[int, list[int]] = {}
+        for state in states:
+            by_leader.setdefault(state.leader, []).append(state.partition)
+        figures = self.local_figures(topic, by_leader.pop(self.config.node_id, []) if self.clustered
+                                     else [s.partition for s in states])
+        by_leader.pop(NO_LEADER, None)
+        if not by_leader or self.peers is None:
+            return figures
+
+        async def ask(leader: int, partitions: list[int]) -> None:
+            try:
+                answer = await self._peers().call(leader, "PartitionFigures",
+                                                  {"topic": topic, "partitions": partitions},
+                                                  deadline_s=FIGURES_DEADLINE_S)
+            except ANY_ERROR as exc:
+                log.info("partition figures unavailable", extra={"fields": {"node": leader, "error": str(exc)}})
+                return
+            for key, value in answer.get("figures", {}).items():
+                if isinstance(value, dict) and int(key) in partitions:
+                    figures[int(key)] = value
+
+        await asyncio.gather(*(ask(leader, parts) for leader, parts in by_leader.items()))
+        return figures
+
     async def cluster(self, principal: Principal) -> dict[str, Any]:
-        """Nodes, and the placement of the topics ``principal`` may see."""
-        nodes = await self.coordinator.nodes()
+        """Nodes (``alive`` from their leases), and the placement of the topics ``principal`` may see."""
+        nodes = await self.coordinator.cluster_nodes()
         topics = []
         for meta in await self.auth.visible(principal, await self.coordinator.list_topics()):
             states = await self.coordinator.partition_states(meta.name)
             topics.append({"name": meta.name, "partitions": [
                 {"partition": s.partition, "leader": s.leader, "leader_epoch": s.leader_epoch,
                  "replicas": list(s.replicas), "in_sync_replicas": list(s.isr)} for s in states]})
-        return {"nodes": [{"node_id": n.node_id, "http_url": n.http_url, "alive": True,
-                           "rpc_address": self.rpc_address if n.node_id == self.config.node_id else n.rpc_address}
+        me = self.config.node_id
+        return {"cluster": self.config.cluster_name, "node_id": me,
+                "nodes": [{"node_id": n.info.node_id, "http_url": n.info.http_url,
+                           "rpc_address": self.rpc_address if n.info.node_id == me and not self.clustered
+                           else n.info.rpc_address,
+                           "grpc_address": n.info.grpc_address, "rack": n.info.rack, "alive": n.alive}
                           for n in nodes],
                 "controller": self.coordinator.node_id, "topics": topics}
+
+
+def make_coordinator(config: NodeConfig, http_url: str = "") -> Coordinator:
+    """The embedded coordinator, or etcd's for ``etcd://host:port[,host:port...]``."""
+    info = NodeInfo(config.node_id, http_url, f"{config.http_host}:{config.rpc_port}", config.rack or None)
+    if config.coordinator == "local":
+        return LocalCoordinator(config.data_dir, info)
+    from coordinator.etcd import EtcdCoordinator  # the etcd client is loaded by cluster nodes only
+
+    endpoints = [e.strip() for e in config.coordinator.removeprefix(ETCD_SCHEME).split(",") if e.strip()]
+    return EtcdCoordinator(endpoints, config.cluster_name, info, config.lease_ttl_ms)
 
 
 def _check_acks(acks: str) -> None:

@@ -26,7 +26,7 @@ import functools
 import logging
 import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import final
 
@@ -184,7 +184,8 @@ class ReplicaManager:
         self.data_dir = data_dir
         self._fsync = fsync
         self._executor = ThreadPoolExecutor(max_workers=flush_threads, thread_name_prefix="logbroker-io")
-        self._replicas: dict[str, list[Replica]] = {}
+        # topic -> partition -> replica: every partition on a single node, the hosted ones in a cluster.
+        self._replicas: dict[str, dict[int, Replica]] = {}
         self._budget = WaiterBudget(waiters_max)
         self._recovery_points: dict[tuple[str, int], int] = {}
         self._closed = False
@@ -211,19 +212,28 @@ class ReplicaManager:
                         extra={"fields": {"error": str(exc)}})
             self._recovery_points = {}
 
-    async def open_topic(self, meta: TopicMetadata, config: LogConfig) -> None:
-        """Open (or create) every partition log of ``meta`` (recovery runs in the executor); a topic
-        already open gets only its new partitions opened (partitions were added). Partitions
+    async def open_topic(self, meta: TopicMetadata, config: LogConfig, hosted: Iterable[int] | None = None) -> None:
+        """Open (or create) the partition logs of ``meta`` this node hosts (``hosted``; None: every
+        partition, a single node) that are not open yet; recovery runs in the executor. Partitions
         opened before a failure stay registered (their files are open and counted)."""
-        replicas = list(self._replicas.get(meta.name, []))
+        replicas = dict(self._replicas.get(meta.name, {}))
+        wanted = range(meta.partitions) if hosted is None else sorted(p for p in hosted if 0 <= p < meta.partitions)
         try:
-            await self._open_partitions(meta, config, replicas)
+            await self._open_partitions(meta, config, [p for p in wanted if p not in replicas], replicas)
         finally:
-            self._replicas[meta.name] = replicas
+            self._replicas[meta.name] = dict(sorted(replicas.items()))
             self._topic_changed(meta.name)
 
-    async def _open_partitions(self, meta: TopicMetadata, config: LogConfig, replicas: list[Replica]) -> None:
-        for p in range(len(replicas), meta.partitions):
+    def hosts(self, topic: str, partition: int) -> bool:
+        """True when this node has ``partition`` of ``topic`` open."""
+        return partition in self._replicas.get(topic, {})
+
+    def open_topics(self) -> list[str]:
+        return list(self._replicas)
+
+    async def _open_partitions(self, meta: TopicMetadata, config: LogConfig, wanted: list[int],
+                               replicas: dict[int, Replica]) -> None:
+        for p in wanted:
             path = os.path.join(self.data_dir, partition_dir_name(meta.name, p))
             point = self._recovery_points.get((meta.name, p), 0)
             try:
@@ -239,8 +249,8 @@ class ReplicaManager:
                 log.warning("partition recovered with loss", extra={"fields": {
                     "topic": meta.name, "partition": p, "truncated_bytes": report.truncated_bytes,
                     "errors": list(report.errors)}})
-            replicas.append(Replica(meta.name, p, opened, GroupCommit(opened, self._executor), self._budget,
-                                    self.health))
+            replicas[p] = Replica(meta.name, p, opened, GroupCommit(opened, self._executor), self._budget,
+                                  self.health)
 
     async def _open_log(self, path: str, config: LogConfig, recovery_point: int) -> PartitionLog:
         loop = asyncio.get_running_loop()
@@ -251,25 +261,28 @@ class ReplicaManager:
         replicas = self._replicas.get(topic)
         if replicas is None:
             raise UnknownTopicError(f"unknown topic {topic!r}")
-        if not 0 <= partition < len(replicas):
+        replica = replicas.get(partition)
+        if replica is None:
             raise UnknownPartitionError(f"topic {topic!r} has no partition {partition}",
                                         partitions=len(replicas))
-        return replicas[partition]
+        return replica
 
     def partitions(self, topic: str) -> list[Replica]:
+        """The open partitions of ``topic`` by number (on a single node: all of them, so the list
+        index is the partition number)."""
         replicas = self._replicas.get(topic)
         if replicas is None:
             raise UnknownTopicError(f"unknown topic {topic!r}")
-        return replicas
+        return list(replicas.values())
 
     def all(self) -> list[Replica]:
-        return [r for replicas in self._replicas.values() for r in replicas]
+        return [r for replicas in self._replicas.values() for r in replicas.values()]
 
     async def remove_topic(self, topic: str, topic_id: str) -> None:
         """Close every partition log of ``topic`` and free its space: each partition directory is
         renamed to its deletion mark and emptied. ``purge_deleted`` removes the marks once the
         deletion is committed. Works on a full disk (it writes nothing)."""
-        replicas = self._replicas.pop(topic, [])
+        replicas = list(self._replicas.pop(topic, {}).values())
         self._topic_changed(topic)
         for replica in replicas:
             replica.wake_all()

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
 SERVICE: Final = "logbroker.Node"
 FETCH_BYTES_MAX: Final = 16 * 1024 * 1024
+PARTITIONS_PER_CALL_MAX: Final = 1024
 
 
 def rpc_security(config: NodeConfig) -> tuple[bool, TlsFiles | None, str | None]:
@@ -49,16 +50,44 @@ def _field(request: dict[str, Any], name: str, kind: type) -> Any:
     return value
 
 
+def _partitions(request: dict[str, Any]) -> list[int]:
+    value = request.get("partitions")
+    if not isinstance(value, list) or len(value) > PARTITIONS_PER_CALL_MAX \
+            or not all(isinstance(p, int) and not isinstance(p, bool) for p in value):
+        raise InvalidRequestError(f"partitions must be a list of at most {PARTITIONS_PER_CALL_MAX} integers")
+    return value
+
+
 def node_service(node: Node) -> dict[str, Method]:
+    """The calls one node makes on another: forwarded produce, fetch and offsets (served only by
+    the partition's leader, never forwarded again), and partition figures for describe."""
+
     async def ping(request: dict[str, Any]) -> dict[str, Any]:
         return {"node_id": node.config.node_id}
+
+    async def produce(request: dict[str, Any]) -> dict[str, Any]:
+        topic, partition = _field(request, "topic", str), _field(request, "partition", int)
+        batch, acks = _field(request, "batch", bytes), _field(request, "acks", str)
+        answer = await node.produce_local_batch(topic, partition, batch, acks)
+        return {"base_offset": answer[0]["offset"]}
 
     async def fetch(request: dict[str, Any]) -> dict[str, Any]:
         topic, partition = _field(request, "topic", str), _field(request, "partition", int)
         offset, max_bytes = _field(request, "offset", int), _field(request, "max_bytes", int)
-        if offset < 0 or not 0 < max_bytes <= FETCH_BYTES_MAX:
-            raise InvalidRequestError(f"offset must be >= 0 and max_bytes in [1, {FETCH_BYTES_MAX}]")
-        result, high_watermark = await node.fetch(topic, partition, offset, max_bytes, 0)
-        return {"data": bytes(result.data), "next_offset": result.next_offset, "high_watermark": high_watermark}
+        wait_ms = request.get("wait_ms", 0)
+        if offset < 0 or not 0 < max_bytes <= FETCH_BYTES_MAX or not isinstance(wait_ms, int) or wait_ms < 0:
+            raise InvalidRequestError(f"offset and wait_ms must be >= 0 and max_bytes in [1, {FETCH_BYTES_MAX}]")
+        result, high_watermark = await node.fetch_local(topic, partition, offset, max_bytes, wait_ms)
+        return {"data": bytes(result.data), "first_offset": result.first_offset, "next_offset": result.next_offset,
+                "high_watermark": high_watermark}
 
-    return {"Ping": ping, "Fetch": fetch}
+    async def list_offset(request: dict[str, Any]) -> dict[str, Any]:
+        topic, partition = _field(request, "topic", str), _field(request, "partition", int)
+        return node.list_local_offset(topic, partition, _field(request, "at", str))
+
+    async def partition_figures(request: dict[str, Any]) -> dict[str, Any]:
+        figures = node.local_figures(_field(request, "topic", str), _partitions(request))
+        return {"figures": {str(p): f for p, f in figures.items()}}
+
+    return {"Ping": ping, "Produce": produce, "Fetch": fetch, "ListOffset": list_offset,
+            "PartitionFigures": partition_figures}

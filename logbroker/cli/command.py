@@ -107,6 +107,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
+    from coordinator.errors import CoordinatorUnavailableError
     from http_api.server import serve
     from logbroker import logs
 
@@ -118,6 +119,9 @@ def _serve(args: argparse.Namespace) -> int:
     except InvalidRequestError as exc:
         print(f"logbroker: {exc}", file=sys.stderr)
         return 2
+    except CoordinatorUnavailableError as exc:
+        print(f"logbroker: the coordinator cannot be reached: {exc}", file=sys.stderr)
+        return 3
     return 0
 
 

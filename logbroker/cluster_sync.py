@@ -1,0 +1,112 @@
+"""Keeps a cluster node's partitions in line with the coordinator's metadata.
+
+The coordinator's watch calls ``notice`` with what changed; one task (``run``) then, for each
+touched topic: opens the logs of the partitions this node is a replica of, drops the data of a
+topic that was deleted (or deleted and created again under a new id) elsewhere, and stands for
+leadership where ``partition_roles`` says this node is the candidate. A change of the node set
+re-examines every topic (a dead leader's partitions need a new one). Work is coalesced: topics
+touched many times while a pass runs are handled once in the next pass; a periodic pass repairs
+anything a failed step left behind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Final
+
+from coordinator.errors import CoordinatorError
+from coordinator.models import INTERNAL_PREFIX, MetadataChange, TopicMetadata
+from logbroker.partition_roles import hosts, should_stand
+
+if TYPE_CHECKING:
+    from logbroker.node import Node
+
+log = logging.getLogger(__name__)
+FULL_PASS_INTERVAL_S: Final = 5.0
+ELECTIONS_PER_PASS_MAX: Final = 10_000
+
+
+class ClusterSync:
+    def __init__(self, node: Node) -> None:
+        self._node = node
+        self._pending: set[str] = set()
+        self._everything = True
+        self._wake = asyncio.Event()
+        self._opened_ids: dict[str, str] = {}  # topic -> the id of the topic whose logs are open here
+        self.passes = 0
+
+    def notice(self, change: MetadataChange) -> None:
+        self._pending.update(change.topics)
+        if change.nodes or change.session_lost:
+            self._everything = True
+        self._wake.set()
+
+    async def run(self) -> None:
+        """Reconcile whenever something changed, and every ``FULL_PASS_INTERVAL_S`` anyway."""
+        while True:
+            try:
+                await asyncio.wait_for(self._wake.wait(), FULL_PASS_INTERVAL_S)
+            except TimeoutError:
+                self._everything = True
+            await self.sync_once()
+
+    async def sync_once(self) -> None:
+        self._wake.clear()
+        coordinator = self._node.coordinator
+        if self._everything:
+            self._everything = False
+            topics = {t.name for t in await coordinator.list_topics()} | set(self._opened_ids)
+        else:
+            topics = set()
+        topics |= self._pending
+        self._pending = set()
+        alive = {n.info.node_id for n in await coordinator.cluster_nodes() if n.alive}
+        elections: list[Callable[[], Awaitable[object]]] = []
+        for name in sorted(topics):
+            if name.startswith(INTERNAL_PREFIX):
+                continue
+            try:
+                elections.extend(await self._sync_topic(name, alive))
+            except (CoordinatorError, OSError) as exc:
+                log.warning("partition sync failed; retried", extra={"fields": {"topic": name, "error": str(exc)}})
+                self._pending.add(name)
+        for elect in elections[:ELECTIONS_PER_PASS_MAX]:
+            try:
+                await elect()
+            except CoordinatorError as exc:
+                log.warning("election failed; retried", extra={"fields": {"error": str(exc)}})
+                self._everything = True
+        self.passes += 1
+
+    async def _sync_topic(self, name: str, alive: set[int]) -> list[Callable[[], Awaitable[object]]]:
+        node = self._node
+        meta = node.coordinator.cached_topic(name)
+        opened = self._opened_ids.get(name)
+        if opened is not None and (meta is None or meta.topic_id != opened):
+            await node.drop_local_topic(name, opened)
+            del self._opened_ids[name]
+        if meta is None:
+            return []
+        me = node.config.node_id
+        states = await node.coordinator.partition_states(name)
+        hosted = [s.partition for s in states if hosts(s, me)]
+        if hosted:
+            await node.open_hosted(meta, hosted)
+            self._opened_ids[name] = meta.topic_id
+        return [_election(node, meta, s.partition) for s in states if should_stand(s, me, alive)]
+
+    def forget(self, name: str) -> None:
+        """This node deleted ``name`` itself: its logs are gone already."""
+        self._opened_ids.pop(name, None)
+
+
+def _election(node: Node, meta: TopicMetadata, partition: int) -> Callable[[], Awaitable[object]]:
+    async def elect() -> object:
+        won = await node.coordinator.elect(meta.name, partition)
+        if won is not None:
+            log.info("leading", extra={"fields": {"topic": meta.name, "partition": partition,
+                                                  "leader_epoch": won.leader_epoch}})
+        return won
+    return elect

@@ -1,0 +1,63 @@
+"""RPC channels from this node to the others, by node id, for forwarded calls.
+
+A node's address comes from the coordinator's cache at each call, so a node that restarts on a
+new address is reached there; a channel to an old address is closed and replaced. Errors come
+back typed: what the other node's handler raised travels as a ``RemoteError`` with the same code
+(so a forwarded request fails exactly as a local one would), and a node that cannot be reached
+is a retriable ``NoLeaderError``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from coordinator.base import Coordinator
+from internal_rpc.client import RpcClient
+from internal_rpc.errors import RpcCallError
+from internal_rpc.security import TlsFiles
+from logbroker.errors import NoLeaderError, RemoteError
+from logbroker.rpc_service import SERVICE
+
+DEADLINE_S: Final = 10.0
+
+
+class Peers:
+    def __init__(self, coordinator: Coordinator, *, tls: TlsFiles | None, cluster_token: str | None) -> None:
+        self._coordinator = coordinator
+        self._tls = tls
+        self._token = cluster_token
+        self._clients: dict[int, RpcClient] = {}
+        self._closed = False
+
+    async def _client(self, node_id: int) -> RpcClient:
+        info = self._coordinator.cached_node(node_id)
+        if info is None or not info.rpc_address:
+            raise NoLeaderError(f"node {node_id} is not alive", node=node_id)
+        client = self._clients.get(node_id)
+        if client is not None and client.address != info.rpc_address:
+            await client.close()
+            client = None
+        if client is None:
+            client = RpcClient(info.rpc_address, tls=self._tls, cluster_token=self._token)
+            self._clients[node_id] = client
+        return client
+
+    async def call(self, node_id: int, method: str, request: dict[str, Any], *,
+                   deadline_s: float = DEADLINE_S) -> dict[str, Any]:
+        """Call ``method`` on node ``node_id``; its typed error, or ``NoLeaderError`` when it
+        cannot be reached within ``deadline_s``."""
+        if self._closed:
+            raise NoLeaderError("the node is stopping")
+        client = await self._client(node_id)
+        try:
+            return await client.call(SERVICE, method, request, deadline_s=deadline_s)
+        except RpcCallError as exc:
+            if exc.answered:
+                raise RemoteError(exc.code, exc.detail, retriable=exc.retriable, **exc.extra) from exc
+            raise NoLeaderError(f"node {node_id} did not answer ({exc.status.name.lower()})", node=node_id) from exc
+
+    async def close(self) -> None:
+        self._closed = True
+        clients, self._clients = list(self._clients.values()), {}
+        for client in clients:
+            await client.close()
