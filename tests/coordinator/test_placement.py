@@ -170,6 +170,22 @@ def test_decommission_empties_the_leaving_node_and_keeps_factors(cluster: tuple[
         assert spread(node_loads(after, [node.node_id for node in remaining])).replicas <= 1
 
 
+@PROPERTY_SETTINGS
+@given(clusters(nodes_min=2), topic_lists, st.data())
+def test_rebalance_moves_every_replica_off_nodes_that_are_gone(cluster: tuple[list[PlacementNode], bool],
+                                                                topics: Topics, data: st.DataObject) -> None:
+    nodes, racked = cluster
+    current = place_all(topics, nodes)
+    widest = max((len(replicas) for replicas in current.values()), default=1)
+    survivors = data.draw(st.lists(st.sampled_from(nodes), min_size=widest, unique=True))
+    after = apply(current, rebalance(current, survivors))
+    check_moved(current, after, survivors)
+    assert rebalance(after, survivors) == {}
+    if not racked:
+        loads = node_loads(after, [node.node_id for node in survivors])
+        assert spread(loads).leaders <= 1 and spread(loads).replicas <= 1
+
+
 def test_six_partitions_of_factor_two_over_three_nodes_give_each_two_leaders_and_four_replicas() -> None:
     nodes = [PlacementNode(node_id) for node_id in (1, 2, 3)]
     placed = place_partitions(6, 2, nodes)
