@@ -98,14 +98,35 @@ def replicas_moved(before: Assignment, after: Assignment) -> int:
     return sum(len(set(after[key]) - set(before[key])) for key in before)
 
 
+def check_decommission(current: Assignment, nodes: Sequence[PlacementNode], leaving: int, racked: bool) -> None:
+    """Decommission ``leaving``: refused when a partition would have too few nodes, else no replica
+    stays on it, factors and rack spread (up to what the remaining racks allow) are kept, and
+    without racks both spreads end at most 1."""
+    remaining = [node for node in nodes if node.node_id != leaving]
+    if any(len(replicas) > len(remaining) for replicas in current.values()):
+        with pytest.raises(InvalidTopicError):
+            decommission(current, nodes, leaving)
+        return
+    after = apply(current, decommission(current, nodes, leaving))
+    check_moved(current, after, remaining)
+    assert all(leaving not in replicas for replicas in after.values())
+    for key, replicas in after.items():
+        assert rack_multiplicity(replicas, remaining) <= max(rack_multiplicity(current[key], nodes),
+                                                             rack_bound(len(replicas), remaining))
+    if not racked:
+        assert spread(node_loads(after, [node.node_id for node in remaining])).leaders <= 1
+        assert spread(node_loads(after, [node.node_id for node in remaining])).replicas <= 1
+
+
 @PROPERTY_SETTINGS
 @given(clusters(), topic_lists)
 def test_placing_topics_one_after_another_keeps_replicas_distinct_leaders_even_and_racks_apart(
         cluster: tuple[list[PlacementNode], bool], topics: Topics) -> None:
     nodes, _ = cluster
     current = place_all(topics, nodes)
-    if all(factor <= rack_count(nodes) for factor in (len(r) for r in current.values())):
-        assert all(rack_multiplicity(replicas, nodes) == 1 for replicas in current.values())
+    for replicas in current.values():
+        if len(replicas) <= rack_count(nodes):
+            assert rack_multiplicity(replicas, nodes) == 1, f"{replicas} share a rack though enough racks exist"
 
 
 @PROPERTY_SETTINGS
@@ -122,9 +143,10 @@ def test_without_racks_replica_counts_stay_even(ids: set[int], replication_facto
 
 
 @PROPERTY_SETTINGS
-@given(clusters(), topic_lists, st.integers(100, 120), st.sampled_from([None, "r0", "r1", "r9"]))
-def test_a_new_node_gets_its_share_on_rebalance(cluster: tuple[list[PlacementNode], bool], topics: Topics,
-                                                new_id: int, new_rack: str | None) -> None:
+@given(clusters(), topic_lists, st.integers(100, 120), st.sampled_from([None, "r0", "r1", "r9"]), st.data())
+def test_a_new_node_gets_its_share_on_rebalance_then_one_node_leaves(
+        cluster: tuple[list[PlacementNode], bool], topics: Topics, new_id: int, new_rack: str | None,
+        data: st.DataObject) -> None:
     nodes, racked = cluster
     current = place_all(topics, nodes)
     grown = [*nodes, PlacementNode(new_id, new_rack if racked else None)]
@@ -134,8 +156,10 @@ def test_a_new_node_gets_its_share_on_rebalance(cluster: tuple[list[PlacementNod
     for key, replicas in after.items():  # a move never makes a partition's rack spread worse
         assert rack_multiplicity(replicas, grown) <= rack_multiplicity(current[key], grown)
     assert rebalance(after, grown) == {}, "a rebalanced assignment is a fixed point"
+    leaving = data.draw(st.sampled_from([node.node_id for node in grown]))
+    check_decommission(after, grown, leaving, racked)
     if racked:
-        return
+        return  # racks of unequal size cap a node's share, so the bounds below hold without racks only
     ids = [node.node_id for node in grown]
     loads = node_loads(after, ids)
     total = sum(len(replicas) for replicas in current.values())
@@ -153,21 +177,7 @@ def test_decommission_empties_the_leaving_node_and_keeps_factors(cluster: tuple[
                                                                  topics: Topics, data: st.DataObject) -> None:
     nodes, racked = cluster
     current = place_all(topics, nodes)
-    leaving = data.draw(st.sampled_from([node.node_id for node in nodes]))
-    remaining = [node for node in nodes if node.node_id != leaving]
-    if any(len(replicas) > len(remaining) for replicas in current.values()):
-        with pytest.raises(InvalidTopicError):
-            decommission(current, nodes, leaving)
-        return
-    after = apply(current, decommission(current, nodes, leaving))
-    check_moved(current, after, remaining)
-    assert all(leaving not in replicas for replicas in after.values())
-    for key, replicas in after.items():
-        assert rack_multiplicity(replicas, remaining) <= max(rack_multiplicity(current[key], nodes),
-                                                             rack_bound(len(replicas), remaining))
-    if not racked:
-        assert spread(node_loads(after, [node.node_id for node in remaining])).leaders <= 1
-        assert spread(node_loads(after, [node.node_id for node in remaining])).replicas <= 1
+    check_decommission(current, nodes, data.draw(st.sampled_from([node.node_id for node in nodes])), racked)
 
 
 @PROPERTY_SETTINGS
