@@ -192,9 +192,9 @@ class MetadataCache:
 
     def candidates(self, now: float, first: str | None = None) -> list[str]:
         """The URLs to try, best first: ``first`` (a leader), then the bootstrap URLs, the live
-        nodes' URLs and the URLs learned earlier (but not of nodes now known dead), those that have not failed lately before those
-        that have (the one that failed longest ago first), so that a call always has somewhere
-        to go."""
+        nodes' URLs and the URLs learned earlier (but not of nodes now known dead); those that
+        have not failed lately before those that have (the one that failed longest ago first),
+        so that a call always has somewhere to go."""
         dead = {n.http_url for n in self._nodes.values() if not n.alive}
         live = _unique([*([first] if first else []), *self.bootstrap,
                         *(n.http_url for n in self._nodes.values() if n.alive and n.http_url),
