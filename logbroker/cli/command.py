@@ -49,7 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--url", default=os.environ.get(URL_ENV, DEFAULT_URL),
-                        help=f"node URL (env {URL_ENV}, default {DEFAULT_URL})")
+                        help=f"node URL, or several separated by commas (env {URL_ENV}, default {DEFAULT_URL})")
     common.add_argument("--json", action="store_true", help="machine-readable output")
     common.add_argument("--user", default=None, help=f"user name (env {USER_ENV}); with --password")
     common.add_argument("--password", default=None, help=f"password (env {PASSWORD_ENV})")

@@ -5,18 +5,20 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import AsyncIterator, Sequence
-from typing import Any, Final, Literal
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import Any, Final, Literal, TypeVar
 
 import aiohttp
 import msgpack
 
-from logbroker.client.errors import LogBrokerError, problem_error
+from logbroker.client.errors import LogBrokerError, problem_error, transport_error
 from logbroker.client.sse import Event, SseParser
 
 MSGPACK_TYPE: Final = "application/x-msgpack"
 STREAM_READ_TIMEOUT_S: Final = 120.0
+STREAM_CONNECT_TIMEOUT_S: Final = 10.0
 STREAM_LINE_BYTES_MAX: Final = 64 << 20
+T = TypeVar("T")
 
 
 def _packb(value: Any) -> bytes:
@@ -28,8 +30,13 @@ class GroupQueueCalls:
     url: str
 
     async def request(self, method: str, path: str, *, params: dict[str, Any] | None = None,
-                      json_body: Any = None, data: bytes | None = None,
-                      headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:
+                      json_body: Any = None, data: bytes | None = None, headers: dict[str, str] | None = None,
+                      partition: tuple[str, int] | None = None,
+                      idempotent: bool | None = None) -> tuple[int, dict[str, str], bytes]:
+        raise NotImplementedError
+
+    async def routed(self, call: Callable[[str], Awaitable[T]], *, partition: tuple[str, int] | None = None,
+                     idempotent: bool = False) -> T:
         raise NotImplementedError
 
     async def _json(self, method: str, path: str, **kwargs: Any) -> Any:
@@ -154,11 +161,13 @@ class GroupQueueCalls:
     async def stream(self, topic: str, partition: int, *, offset: int | None = None,
                      keepalive_ms: int = 5000) -> AsyncIterator[AsyncIterator[Event]]:
         """Open a partition's push stream (SSE); iterate the ``record`` events (``json.loads`` of
-        ``event.data`` gives the record). The stream is open when the ``async with`` body runs."""
+        ``event.data`` gives the record). The stream is open when the ``async with`` body runs; it
+        is opened on the partition's leader, and opening is retried like a read."""
         params: dict[str, Any] = {"keepalive_ms": keepalive_ms}
         if offset is not None:
             params["offset"] = offset
-        async with self._event_stream(f"/v1/topics/{topic}/partitions/{partition}/stream", params) as events:
+        async with self._event_stream(f"/v1/topics/{topic}/partitions/{partition}/stream", params,
+                                      partition=(topic, partition)) as events:
             yield events
 
     @contextlib.asynccontextmanager
@@ -173,17 +182,28 @@ class GroupQueueCalls:
 
 
     @contextlib.asynccontextmanager
-    async def _event_stream(self, path: str, params: dict[str, Any]) -> AsyncIterator[AsyncIterator[Event]]:
-        timeout = aiohttp.ClientTimeout(total=None, sock_read=STREAM_READ_TIMEOUT_S)
-        headers = {"Accept": "text/event-stream", **(await self._auth_header())}
-        try:
-            async with self._http().get(self.url + path, params=params, timeout=timeout,
-                                        headers=headers) as response:
+    async def _event_stream(self, path: str, params: dict[str, Any], *, partition: tuple[str, int] | None = None,
+                            ) -> AsyncIterator[AsyncIterator[Event]]:
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=STREAM_CONNECT_TIMEOUT_S,
+                                        sock_read=STREAM_READ_TIMEOUT_S)
+
+        async def open_on(url: str) -> aiohttp.ClientResponse:
+            headers = {"Accept": "text/event-stream", **(await self._auth_header())}
+            try:
+                response = await self._http().get(url + path, params=params, timeout=timeout, headers=headers)
                 if response.status >= 400:
-                    raise problem_error(response.status, await response.read())
+                    async with response:
+                        raise problem_error(response.status, await response.read(), response.headers)
+            except (TimeoutError, aiohttp.ClientError) as exc:
+                raise transport_error(url, f"GET {path}", exc) from exc
+            return response
+
+        response = await self.routed(open_on, partition=partition, idempotent=True)
+        async with response:
+            try:
                 yield _events(response)
-        except (TimeoutError, aiohttp.ClientError) as exc:
-            raise LogBrokerError(0, "transport", f"GET {path}: {exc!r}", retriable=True) from exc
+            except (TimeoutError, aiohttp.ClientError) as exc:
+                raise LogBrokerError(0, "transport", f"GET {path}: {exc!r}", retriable=True) from exc
 
 
 async def _events(response: aiohttp.ClientResponse) -> AsyncIterator[Event]:

@@ -1,6 +1,9 @@
-"""``Client``: one node's HTTP API (admin, users and access, produce and fetch; the group, queue
-and push-stream calls come from ``logbroker.client.calls``), with bearer tokens got and renewed
-from a username and password. Every call has a timeout; the connection pool is bounded.
+"""``Client``: the HTTP API of a node or a cluster (admin, users and access, produce and fetch;
+the group, queue and push-stream calls come from ``logbroker.client.calls``), with bearer tokens
+got and renewed from a username and password. Calls go to a partition's leader when they concern
+one (``logbroker.client.metadata``) and are retried only when that is safe
+(``logbroker.client.routing``). Every call has a timeout; the connection pool and the retries are
+bounded.
 """
 
 from __future__ import annotations
@@ -10,16 +13,19 @@ import dataclasses
 import json
 import math
 import os
+import random
 import ssl
 import time
-from collections.abc import Sequence
-from typing import Any, Final
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Final, TypeVar
 
 import aiohttp
 
 from logbroker.client.calls import GroupQueueCalls
 from logbroker.client.consumer_batch import decode_fetched
-from logbroker.client.errors import LogBrokerError, problem_error
+from logbroker.client.errors import LogBrokerError, problem_error, transport_error
+from logbroker.client.metadata import METADATA_MAX_AGE_S, MetadataCache, parse_bootstrap, parse_leaders, parse_nodes
+from logbroker.client.routing import RetryPolicy, decide
 from segments.batch import Record
 
 DEFAULT_URL: Final = "http://127.0.0.1:8080"
@@ -31,6 +37,8 @@ CA_FILE_ENV: Final = "LOGBROKER_CA_FILE"
 REFRESH_MARGIN_S: Final = 30.0
 DIRECT_READ_BYTES_MIN: Final = 256 * 1024
 DIRECT_READ_BYTES_MAX: Final = 256 * 1024 * 1024
+CONNECT_TIMEOUT_S: Final = 10.0
+T = TypeVar("T")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -47,18 +55,36 @@ class FetchedBatches:
 
 
 class Client(GroupQueueCalls):
-    """Admin and low-level data calls against one node.
+    """Admin and low-level data calls against a node or a cluster.
+
+    ``url``: one node's URL, several (a list, or one comma-separated string), any of which may be
+    down: the client reads the cluster's nodes and each topic's partition leaders from whichever
+    answers (``logbroker.client.metadata``, kept ``metadata_max_age_s``), sends partition-scoped
+    calls (produce to a partition, fetch, offsets, push streams) straight to the partition's
+    leader, and every other call, or one whose leader is unknown or unreachable, to any node
+    (which forwards). A call that fails with a retriable cluster error (503 ``not_leader``,
+    ``no_leader``, ``not_enough_replicas``, ``coordinator_unavailable``) or cannot connect is sent
+    again, after reading the metadata again, up to ``retry.attempts`` tries with backoff
+    (``Retry-After`` honoured, capped); a read is also sent again after a timeout, a write never
+    (it may have been applied: a produce sent twice would be stored twice). See
+    ``logbroker.client.routing``.
 
     Credentials: a bearer ``token``, or ``username``/``password`` (the client gets a token with
     them and gets a new one before it expires, or once when the node answers 401). With none
     given, ``LOGBROKER_TOKEN``, ``LOGBROKER_USER`` and ``LOGBROKER_PASSWORD`` are read. For HTTPS
     with a private CA, ``ca_file`` (or ``LOGBROKER_CA_FILE``) names the CA certificate."""
 
-    def __init__(self, url: str = DEFAULT_URL, *, timeout_s: float = 60.0,
-                 session: aiohttp.ClientSession | None = None, token: str | None = None,
-                 username: str | None = None, password: str | None = None, ca_file: str | None = None) -> None:
-        self.url = url.rstrip("/")
-        self._timeout = aiohttp.ClientTimeout(total=timeout_s)
+    def __init__(self, url: str | Sequence[str] = DEFAULT_URL, *, timeout_s: float = 60.0,
+                 connect_timeout_s: float = CONNECT_TIMEOUT_S, session: aiohttp.ClientSession | None = None,
+                 token: str | None = None, username: str | None = None, password: str | None = None,
+                 ca_file: str | None = None, metadata_max_age_s: float = METADATA_MAX_AGE_S,
+                 retry: RetryPolicy | None = None) -> None:
+        self.bootstrap = parse_bootstrap(url)
+        self.url = self.bootstrap[0]
+        self.retry = retry or RetryPolicy()
+        self._metadata = MetadataCache(self.bootstrap, max_age_s=metadata_max_age_s)
+        self._lookups: dict[str | None, asyncio.Task[None]] = {}  # one metadata read per topic at a time
+        self._timeout = aiohttp.ClientTimeout(total=timeout_s, sock_connect=min(connect_timeout_s, timeout_s))
         self._session = session
         self._own_session = session is None
         if token is None and username is None and password is None:
@@ -81,18 +107,124 @@ class Client(GroupQueueCalls):
         return self._session
 
     async def close(self) -> None:
+        lookups = list(self._lookups.values())
+        for lookup in lookups:
+            lookup.cancel()
+        await asyncio.gather(*lookups, return_exceptions=True)
         if self._session is not None and self._own_session:
             await self._session.close()
         self._session = None
 
     async def request(self, method: str, path: str, *, params: dict[str, Any] | None = None,
-                      json_body: Any = None, data: bytes | None = None,
-                      headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:
+                      json_body: Any = None, data: bytes | None = None, headers: dict[str, str] | None = None,
+                      partition: tuple[str, int] | None = None,
+                      idempotent: bool | None = None) -> tuple[int, dict[str, str], bytes]:
+        """Send a call to ``partition``'s leader (when given and known) or any node, retried as
+        the class says. ``idempotent`` (default: a GET is) allows a retry after a timeout."""
+
+        async def once(url: str) -> tuple[int, dict[str, str], bytes]:
+            return await self._authorized(url, method, path, params=params, json_body=json_body, data=data,
+                                          headers=headers)
+
+        return await self.routed(once, partition=partition, idempotent=method == "GET" if idempotent is None
+                                 else idempotent)
+
+    async def routed(self, call: Callable[[str], Awaitable[T]], *, partition: tuple[str, int] | None = None,
+                     idempotent: bool = False, discover: bool = True) -> T:
+        """``call(url)`` on the partition's leader or any node, sent again (to the node the
+        refreshed metadata names) while ``routing.decide`` allows. ``discover=False`` (the login,
+        which metadata reads wait for) reads no metadata: it only tries the nodes already known."""
+        for attempt in range(self.retry.attempts):
+            url = await self._target(partition)
+            try:
+                result = await call(url)
+            except LogBrokerError as exc:
+                decision = decide(exc, attempt, self.retry, idempotent=idempotent, jitter=random.random())
+                if not decision.retry:
+                    raise
+                if decision.mark_down:
+                    self._metadata.mark_down(url, time.monotonic())
+                if decision.refresh:
+                    self._metadata.invalidate(partition[0] if partition else None)
+                await asyncio.sleep(decision.delay_s)
+                if decision.refresh and partition is None and discover:
+                    await self._lookup(None)  # other nodes to try (a partition call looks up in _target)
+            else:
+                self._metadata.mark_up(url)
+                return result
+        raise AssertionError("unreachable: the last attempt raises")
+
+    async def _target(self, partition: tuple[str, int] | None) -> str:
+        """The URL to send a call to: the partition's leader when known and reachable, else the
+        best of the other nodes."""
+        leader = None
+        if partition is not None:
+            topic, number = partition
+            now = time.monotonic()
+            if self._metadata.nodes_stale(now) or self._metadata.topic_stale(topic, now):
+                await self._lookup(topic)
+            leader = self._metadata.leader_url(topic, number, time.monotonic())
+        return self._metadata.candidates(time.monotonic(), leader)[0]
+
+    async def _lookup(self, topic: str | None) -> None:
+        """Read the nodes and ``topic``'s leaders again, once for all callers waiting on them."""
+        task = self._lookups.get(topic)
+        if task is None:
+            task = asyncio.get_running_loop().create_task(self._read_metadata(topic))
+            self._lookups[topic] = task
+            task.add_done_callback(lambda done: self._lookup_done(topic, done))
+        await asyncio.shield(task)
+
+    def _lookup_done(self, topic: str | None, task: asyncio.Task[None]) -> None:
+        if self._lookups.get(topic) is task:
+            del self._lookups[topic]
+        if not task.cancelled():
+            task.exception()  # seen, even when every caller waiting on it was cancelled
+
+    async def _read_metadata(self, topic: str | None) -> None:
+        """Fill the cache from the first node that answers (each tried once, no waits): a node
+        that cannot be reached or answers 5xx is passed over; a 4xx, or no answer at all, leaves
+        the routing to any node for a short while."""
+        if self._metadata.nodes_stale(time.monotonic()):
+            body = await self._metadata_get("/v1/cluster")
+            if body is None:
+                self._metadata.nodes_failed(time.monotonic())
+            else:
+                self._metadata.set_nodes(parse_nodes(body), time.monotonic())
+        if topic is not None and self._metadata.topic_stale(topic, time.monotonic()):
+            body = await self._metadata_get(f"/v1/topics/{topic}")
+            if body is None:
+                self._metadata.topic_failed(topic, time.monotonic())
+            else:
+                self._metadata.set_topic(topic, parse_leaders(body), time.monotonic())
+
+    async def _metadata_get(self, path: str) -> Any:
+        for url in self._metadata.candidates(time.monotonic()):
+            try:
+                _, _, body = await self._authorized(url, "GET", path, params=None, json_body=None, data=None,
+                                                    headers=None)
+            except LogBrokerError as exc:
+                if 0 < exc.status < 500:
+                    return None  # the same answer everywhere (no such topic, not allowed)
+                if exc.status == 0:
+                    self._metadata.mark_down(url, time.monotonic())
+                continue
+            self._metadata.mark_up(url)
+            try:
+                return json.loads(body)
+            except ValueError:
+                return None
+        return None
+
+    async def _authorized(self, url: str, method: str, path: str, *, params: dict[str, Any] | None,
+                          json_body: Any, data: bytes | None,
+                          headers: dict[str, str] | None) -> tuple[int, dict[str, str], bytes]:
+        """One call with the bearer token; once more with a new token when the node answers 401."""
         for attempt in (0, 1):
             auth = await self._credentials.header()
             all_headers = {**(headers or {}), **auth} if auth else headers
             try:
-                return await self._send(method, path, params=params, json_body=json_body, data=data,
+                return await self._send(url, method, path, params=params, json_body=json_body, data=data,
                                         headers=all_headers)
             except LogBrokerError as exc:
                 if exc.status != 401 or attempt or not self._credentials.renewable:
@@ -100,22 +232,25 @@ class Client(GroupQueueCalls):
                 self._credentials.expire()
         raise AssertionError("unreachable")
 
-    async def _send(self, method: str, path: str, *, params: dict[str, Any] | None, json_body: Any,
+    async def _send(self, url: str, method: str, path: str, *, params: dict[str, Any] | None, json_body: Any,
                     data: bytes | None, headers: dict[str, str] | None) -> tuple[int, dict[str, str], bytes]:
         try:
-            async with self._http().request(method, self.url + path, params=params, json=json_body, data=data,
+            async with self._http().request(method, url + path, params=params, json=json_body, data=data,
                                             headers=headers) as response:
                 body = await _read_body(response)
                 if response.status >= 400:
-                    raise problem_error(response.status, body)
+                    raise problem_error(response.status, body, response.headers)
                 return response.status, dict(response.headers), body
         except (TimeoutError, aiohttp.ClientError) as exc:
-            raise LogBrokerError(0, "transport", f"{method} {path}: {exc!r}", retriable=True) from exc
+            raise transport_error(url, f"{method} {path}", exc) from exc
 
     async def login(self, username: str, password: str) -> dict[str, Any]:
         """``POST /v1/auth/token``: the token answer (``access_token``, ``expires_in``)."""
-        _, _, body = await self._send("POST", "/v1/auth/token", params=None, data=None, headers=None,
-                                      json_body={"username": username, "password": password})
+        async def once(url: str) -> tuple[int, dict[str, str], bytes]:
+            return await self._send(url, "POST", "/v1/auth/token", params=None, data=None, headers=None,
+                                    json_body={"username": username, "password": password})
+
+        _, _, body = await self.routed(once, discover=False)
         result: dict[str, Any] = json.loads(body)
         return result
 
@@ -148,7 +283,8 @@ class Client(GroupQueueCalls):
         return list(result["topics"])
 
     async def list_offset(self, topic: str, partition: int, at: str | int = "latest") -> int:
-        result = await self._json("GET", f"/v1/topics/{topic}/partitions/{partition}/offsets", params={"at": str(at)})
+        result = await self._json("GET", f"/v1/topics/{topic}/partitions/{partition}/offsets", params={"at": str(at)},
+                                  partition=(topic, partition))
         return int(result["offset"])
 
     # ---- users and access ----------------------------------------------------------------------
@@ -193,22 +329,25 @@ class Client(GroupQueueCalls):
     # ---- data ----------------------------------------------------------------------------------
 
     async def produce(self, topic: str, records: list[dict[str, Any]], *, acks: str = "1") -> list[dict[str, int]]:
-        """Produce JSON records (``{"key", "value", "headers", "partition", "timestamp"}``)."""
+        """Produce JSON records (``{"key", "value", "headers", "partition", "timestamp"}``) through
+        any node. Sent again only when nothing was appended (a cluster 503, no connection)."""
         result = await self._json("POST", f"/v1/topics/{topic}/records", params={"acks": acks},
                                   json_body={"records": records})
         return list(result["offsets"])
 
     async def produce_batch(self, topic: str, partition: int, batch: bytes, *, acks: str = "1") -> int:
-        """Send one prebuilt batch; returns its base offset."""
+        """Send one prebuilt batch to the partition's leader; returns its base offset. Sent again
+        only when nothing was appended (a cluster 503, no connection): never after a timeout."""
         result = await self._json("POST", f"/v1/topics/{topic}/records", params={"acks": acks, "partition": partition},
-                                  data=batch, headers={"Content-Type": BATCH_TYPE})
+                                  data=batch, headers={"Content-Type": BATCH_TYPE}, partition=(topic, partition))
         return int(result["offsets"][0]["offset"])
 
     async def fetch_batches(self, topic: str, partition: int, offset: int, *, max_bytes: int = 1 << 20,
                             wait_ms: int = 0) -> FetchedBatches:
         _, headers, body = await self.request(
             "GET", f"/v1/topics/{topic}/partitions/{partition}/records",
-            params={"offset": offset, "max_bytes": max_bytes, "wait_ms": wait_ms}, headers={"Accept": BATCH_TYPE})
+            params={"offset": offset, "max_bytes": max_bytes, "wait_ms": wait_ms}, headers={"Accept": BATCH_TYPE},
+            partition=(topic, partition))
         return FetchedBatches(body, int(headers["X-LogBroker-Next-Offset"]), int(headers["X-LogBroker-High-Watermark"]))
 
 

@@ -10,13 +10,17 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import random
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Final
 
 from logbroker.client.core import Client
 from logbroker.client.errors import LogBrokerError
 from logbroker.client.partitioning import key_partition
+from logbroker.client.routing import RetryPolicy, backoff_s, produce_refused
 from segments.batch import BATCH_RECORDS_MAX, ProducerRecord, encode_batch
+
+PRODUCE_BACKOFF_MAX_S: Final = 5.0
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -39,8 +43,17 @@ class Producer:
     records: what the broker takes in one batch) and sends prebuilt batches.
 
     ``send`` returns a future per record; ``buffer_bytes_max`` bounds what may wait unsent (send
-    waits for room), ``in_flight_max`` bounds concurrent requests, ``retries`` bounds resends of
-    a batch on retriable errors (at-least-once: a retried batch may be stored twice).
+    waits for room), ``in_flight_max`` bounds concurrent requests.
+
+    Retries: a batch goes to its partition's leader; the ``Client`` sends it again, after reading
+    the cluster metadata again, when a node says it appended nothing (503 ``not_leader``,
+    ``no_leader``, ``not_enough_replicas``, ``coordinator_unavailable``) or no connection could be
+    made (``Client.retry`` bounds those tries); the producer itself sends it again, at most
+    ``retries`` times with backoff (``retry_backoff_ms`` doubling, or the node's ``Retry-After``),
+    when a node refused it before appending (429 quota, 503 ``too_many_connections``). A batch
+    whose request was sent and then timed out or lost its connection is never sent again: it may
+    have been stored, and without idempotent produce a resend could store it twice; its futures
+    fail with the error (status 0) and the caller decides.
 
     Order: records sent to one partition are stored in the order ``send`` was called. A
     partition has at most one batch in flight (its next batch waits for the answer, FIFO), so
@@ -122,13 +135,17 @@ class Producer:
                 self._room.notify_all()
 
     async def _with_retries(self, topic: str, partition: int, batch: bytes) -> int:
+        """Send the batch; again only after a refusal (``routing.produce_refused``). The caller
+        holds the partition's order lock, so no later batch of it overtakes a retried one."""
+        policy = RetryPolicy(self.retries + 1, self.retry_backoff_ms / 1000,
+                             max(self.retry_backoff_ms / 1000, PRODUCE_BACKOFF_MAX_S), PRODUCE_BACKOFF_MAX_S)
         for attempt in range(self.retries + 1):
             try:
                 return await self.client.produce_batch(topic, partition, batch, acks=self.acks)
             except LogBrokerError as exc:
-                if not exc.retriable or attempt == self.retries:
+                if not produce_refused(exc) or attempt == self.retries:
                     raise
-                await asyncio.sleep(self.retry_backoff_ms * (2 ** attempt) / 1000)
+                await asyncio.sleep(backoff_s(attempt, policy, exc.retry_after_s, random.random()))
         raise AssertionError("unreachable")
 
     async def flush(self) -> None:

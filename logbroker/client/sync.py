@@ -10,7 +10,7 @@ import asyncio
 import contextlib
 import inspect
 import threading
-from collections.abc import AsyncIterator, Coroutine, Iterator
+from collections.abc import AsyncIterator, Coroutine, Iterator, Sequence
 from typing import Any, Final, TypeVar
 
 from logbroker.client.consumer import Consumer
@@ -55,8 +55,9 @@ class _Sync:
 
 
 class SyncClient(_Sync):
-    def __init__(self, url: str = DEFAULT_URL, **settings: Any) -> None:
-        """``settings`` are ``Client``'s keyword arguments (timeout, credentials, ``ca_file``)."""
+    def __init__(self, url: str | Sequence[str] = DEFAULT_URL, **settings: Any) -> None:
+        """``url``: one URL or several (a list or a comma-separated string), as for ``Client``;
+        ``settings`` are ``Client``'s keyword arguments (timeout, credentials, ``ca_file``, retry)."""
         runner = _LoopThread()
         super().__init__(runner.run(_make(Client, url, **settings)), runner)
 

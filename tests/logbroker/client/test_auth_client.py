@@ -13,8 +13,10 @@ import pytest
 
 from logbroker.client import Client, LogBrokerError, Producer
 from logbroker.client.sync import SyncClient
+from segments.batch import encode_values
 from tests.conftest import ROOT
 from tests.support.auth import ADMIN, ADMIN_PASSWORD, AUTH_ARGS
+from tests.support.fake_node import closed_port_url
 from tests.support.nodes import NodeProcess
 
 TIMEOUT_S = 60
@@ -117,3 +119,12 @@ def test_cli_group_grants(node):
     assert cli(node, "group", "acl-set", "gown.g", "cli.gother", **owner).returncode == 0
     assert "gown.g" not in cli(node, "group", "list", **other).stdout
     assert cli(node, "group", "delete", "gown.g", **owner).returncode == 0
+
+
+@pytest.mark.asyncio
+async def test_client_logs_in_through_the_first_bootstrap_url_that_answers(node):
+    dead = closed_port_url()
+    async with Client([dead, node.url], username=ADMIN, password=ADMIN_PASSWORD) as client:
+        await client.create_topic("client.auth.boot", partitions=1)
+        assert await client.produce_batch("client.auth.boot", 0, encode_values([b"v"])) == 0
+        assert await client.list_offset("client.auth.boot", 0) == 1
