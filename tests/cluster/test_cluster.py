@@ -1,0 +1,210 @@
+"""Three real nodes on a real etcd: membership from leases, balanced placement, any node
+answers (produce and fetch forwarded to the leader), users and grants cluster-wide, a killed node
+seen dead and alive again, etcd restarted under the cluster."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.conftest import ROOT
+from tests.support.auth import ADMIN, ADMIN_PASSWORD, bearer, login
+from tests.support.cluster import LEASE_TTL_MS, Cluster, running_cluster, wait_until
+from tests.support.etcd import free_port
+
+BATCH = "application/vnd.logbroker.batch"
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    with running_cluster(str(tmp_path_factory.mktemp("cluster"))) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def token(cluster: Cluster) -> dict[str, str]:
+    return bearer(login(cluster.http(1), ADMIN, ADMIN_PASSWORD))
+
+
+def alive_nodes(cluster: Cluster, via: int, headers: dict[str, str]) -> dict[int, bool]:
+    answer = cluster.http(via).json("GET", "/v1/cluster", headers=headers)
+    return {n["node_id"]: n["alive"] for n in answer["nodes"]}
+
+
+def describe(cluster: Cluster, via: int, topic: str, headers: dict[str, str]) -> Any:
+    return cluster.http(via).json("GET", f"/v1/topics/{topic}", headers=headers)
+
+
+def test_every_node_lists_the_three_nodes_alive(cluster: Cluster, token: dict[str, str]):
+    for via in (1, 2, 3):
+        answer = cluster.http(via).json("GET", "/v1/cluster", headers=token)
+        assert answer["node_id"] == via
+        assert {n["node_id"]: n["alive"] for n in answer["nodes"]} == {1: True, 2: True, 3: True}
+        urls = {n["node_id"]: n["http_url"] for n in answer["nodes"]}
+        assert urls == {i: cluster.nodes[i].url for i in (1, 2, 3)}
+
+
+def test_a_replicated_topic_is_spread_two_leaders_per_node(cluster: Cluster, token: dict[str, str]):
+    created = cluster.http(1).json("POST", "/v1/topics", expect=201, headers=token,
+                                   body={"name": "spread", "partitions": 6, "replication_factor": 2})
+    partitions = created["partitions"]
+    assert len(partitions) == 6
+    assert Counter(p["leader"] for p in partitions) == {1: 2, 2: 2, 3: 2}
+    for p in partitions:
+        assert len(set(p["replicas"])) == 2 and p["leader"] == p["replicas"][0]
+    assert Counter(n for p in partitions for n in p["replicas"]) == {1: 4, 2: 4, 3: 4}
+    for via in (2, 3):  # every node sees the same placement
+        seen = wait_until(lambda v=via: describe(cluster, v, "spread", token))
+        assert [p["replicas"] for p in seen["partitions"]] == [p["replicas"] for p in partitions]
+
+
+def test_produce_and_fetch_through_any_node_reach_the_leader(cluster: Cluster, token: dict[str, str]):
+    cluster.http(2).json("POST", "/v1/topics", expect=201, headers=token,
+                         body={"name": "anynode", "partitions": 3, "replication_factor": 1})
+    expected: dict[int, list[str]] = {0: [], 1: [], 2: []}
+    for via in (1, 2, 3):
+        for partition in (0, 1, 2):
+            value = f"via-{via}-to-{partition}"
+            answer = cluster.http(via).json("POST", "/v1/topics/anynode/records", headers=token,
+                                            body={"records": [{"value": value, "partition": partition}]})
+            assert answer["offsets"] == [{"partition": partition, "offset": len(expected[partition])}]
+            expected[partition].append(value)
+    unkeyed = cluster.http(3).json("POST", "/v1/topics/anynode/records", headers=token,
+                                   body={"records": [{"value": f"spread-{i}"} for i in range(5)]})
+    for entry, i in zip(unkeyed["offsets"], range(5), strict=True):
+        assert entry["offset"] == len(expected[entry["partition"]])
+        expected[entry["partition"]].append(f"spread-{i}")
+    leaders = {p["partition"]: p["leader"] for p in describe(cluster, 1, "anynode", token)["partitions"]}
+    for via in (1, 2, 3):
+        for partition in (0, 1, 2):
+            path = f"/v1/topics/anynode/partitions/{partition}/records?offset=0"
+            answer = cluster.http(via).json("GET", path, headers=token)
+            assert [r["value"] for r in answer["records"]] == expected[partition]
+            assert answer["high_watermark"] == len(expected[partition])
+            raw = cluster.http(via).call("GET", path, headers={**token, "Accept": BATCH})
+            direct = cluster.http(leaders[partition]).call("GET", path, headers={**token, "Accept": BATCH})
+            assert raw.status == 200 and raw.data and raw.data == direct.data
+            assert raw.headers["x-logbroker-high-watermark"] == str(len(expected[partition]))
+            offsets = cluster.http(via).json("GET", f"/v1/topics/anynode/partitions/{partition}/offsets?at=latest",
+                                             headers=token)
+            assert offsets == {"partition": partition, "offset": len(expected[partition])}
+    described = describe(cluster, 1, "anynode", token)["partitions"]
+    assert [p["latest_offset"] for p in described] == [len(expected[p]) for p in (0, 1, 2)]
+
+
+def test_errors_through_a_forwarding_node_are_the_leaders_errors(cluster: Cluster, token: dict[str, str]):
+    cluster.http(1).json("POST", "/v1/topics", expect=201, headers=token,
+                         body={"name": "errs", "partitions": 3, "replication_factor": 1})
+    leaders = {p["partition"]: p["leader"] for p in describe(cluster, 1, "errs", token)["partitions"]}
+    partition = next(p for p, leader in leaders.items() if leader != 1)
+    reply = cluster.http(1).call("GET", f"/v1/topics/errs/partitions/{partition}/records?offset=5", headers=token)
+    assert reply.status == 416 and reply.json()["code"] == "offset_out_of_range"
+    assert (reply.json()["earliest"], reply.json()["latest"]) == (0, 0)
+    assert cluster.http(1).call("GET", "/v1/topics/errs/partitions/7/records?offset=0", headers=token).status == 404
+    assert cluster.http(1).call("GET", "/v1/topics/nope/partitions/0/records?offset=0", headers=token).status == 404
+
+
+def test_a_long_poll_through_another_node_wakes_on_the_leaders_append(cluster: Cluster, token: dict[str, str]):
+    cluster.http(1).json("POST", "/v1/topics", expect=201, headers=token,
+                         body={"name": "poll", "partitions": 1, "replication_factor": 1})
+    leader = describe(cluster, 1, "poll", token)["partitions"][0]["leader"]
+    other = next(n for n in (1, 2, 3) if n != leader)
+    result: dict[str, Any] = {}
+
+    def poll() -> None:
+        result["answer"] = cluster.http(other).json(
+            "GET", "/v1/topics/poll/partitions/0/records?offset=0&wait_ms=10000", headers=token)
+
+    waiter = threading.Thread(target=poll)
+    waiter.start()
+    time.sleep(0.5)
+    cluster.http(leader).json("POST", "/v1/topics/poll/records", headers=token,
+                              body={"records": [{"value": "woke", "partition": 0}]})
+    waiter.join(timeout=15)
+    assert not waiter.is_alive()
+    assert [r["value"] for r in result["answer"]["records"]] == ["woke"]
+
+
+def test_users_tokens_and_grants_work_on_every_node(cluster: Cluster, token: dict[str, str]):
+    cluster.http(1).json("POST", "/v1/users", expect=201, headers=token,
+                         body={"username": "carol", "password": "carol-password-1", "role": "user"})
+    cluster.http(1).json("POST", "/v1/users", expect=201, headers=token,
+                         body={"username": "dave", "password": "dave-password-1", "role": "user"})
+    carol = bearer(wait_until(lambda: login(cluster.http(2), "carol", "carol-password-1")))
+    cluster.http(3).json("POST", "/v1/topics", expect=201, headers=carol,
+                         body={"name": "carols", "partitions": 1, "replication_factor": 1})
+    dave = bearer(login(cluster.http(3), "dave", "dave-password-1"))
+    for via in (1, 2, 3):  # a token from node 3 is good everywhere; dave may not read carol's topic
+        assert cluster.http(via).call("GET", "/v1/topics/carols/partitions/0/records?offset=0",
+                                      headers=dave).status == 403
+    cluster.http(1).json("PUT", "/v1/topics/carols/acl", headers=carol, body={"user": "dave", "permissions": ["read"]})
+    for via in (1, 2, 3):
+        wait_until(lambda v=via: cluster.http(v).call("GET", "/v1/topics/carols/partitions/0/records?offset=0",
+                                                      headers=dave).status == 200, timeout_s=5)
+
+
+def test_a_killed_node_is_dead_within_the_lease_and_alive_after_a_restart(cluster: Cluster, token: dict[str, str]):
+    cluster.http(1).json("POST", "/v1/topics", expect=201, headers=token,
+                         body={"name": "survive", "partitions": 3, "replication_factor": 1})
+    for partition in (0, 1, 2):
+        cluster.http(1).json("POST", "/v1/topics/survive/records", headers=token,
+                             body={"records": [{"value": f"kept-{partition}", "partition": partition}]})
+    os.kill(cluster.nodes[3].pid, signal.SIGKILL)
+    cluster.nodes[3].kill()
+    killed = time.monotonic()
+    wait_until(lambda: alive_nodes(cluster, 1, token) == {1: True, 2: True, 3: False},
+               timeout_s=LEASE_TTL_MS / 1000 + 5)
+    assert time.monotonic() - killed <= LEASE_TTL_MS / 1000 + 5
+    assert alive_nodes(cluster, 2, token)[3] is False
+    on_3 = [p["partition"] for p in describe(cluster, 1, "survive", token)["partitions"] if p["replicas"] == [3]]
+    for partition in on_3:  # its partitions have no leader (no replica to take over): a retriable 503
+        reply = cluster.http(1).call("GET", f"/v1/topics/survive/partitions/{partition}/records?offset=0",
+                                     headers=token)
+        assert reply.status == 503 and reply.json()["code"] in ("no_leader", "not_leader")
+        assert "retry-after" in reply.headers
+    cluster.start(3)
+    wait_until(lambda: alive_nodes(cluster, 1, token) == {1: True, 2: True, 3: True})
+    for partition in (0, 1, 2):
+        answer = wait_until(lambda p=partition: cluster.http(2).json(
+            "GET", f"/v1/topics/survive/partitions/{p}/records?offset=0", headers=token))
+        assert [r["value"] for r in answer["records"]] == [f"kept-{partition}"]
+
+
+def test_the_cluster_keeps_serving_across_an_etcd_restart(cluster: Cluster, token: dict[str, str]):
+    cluster.http(1).json("POST", "/v1/topics", expect=201, headers=token,
+                         body={"name": "etcdrestart", "partitions": 3, "replication_factor": 1})
+    cluster.etcd.kill()
+    for partition in (0, 1, 2):  # reads and writes a leader can still prove go on
+        cluster.http(2).json("POST", "/v1/topics/etcdrestart/records", headers=token,
+                             body={"records": [{"value": "during", "partition": partition}]})
+    cluster.etcd.restart()
+    wait_until(lambda: all(alive_nodes(cluster, v, token) == {1: True, 2: True, 3: True} for v in (1, 2, 3)))
+    created = wait_until(lambda: cluster.http(3).call(
+        "POST", "/v1/topics", headers=token, body={"name": "after", "partitions": 3, "replication_factor": 1}
+    ).status == 201)
+    assert created
+    for via in (1, 2):
+        wait_until(lambda v=via: describe(cluster, v, "after", token))
+        answer = cluster.http(via).json("POST", "/v1/topics/after/records", headers=token,
+                                        body={"records": [{"value": "x", "partition": 1}]})
+        assert answer["offsets"][0]["partition"] == 1
+
+
+def test_a_node_whose_etcd_cannot_be_reached_never_reports_ready(tmp_path):
+    dead = f"etcd://127.0.0.1:{free_port()}"
+    proc = subprocess.run(
+        [sys.executable, "-m", "logbroker", "serve", "--auth", "off", "--http-port", "0", "--rpc-port", "0",
+         "--data-dir", str(tmp_path), "--coordinator", dead],
+        cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT}, capture_output=True, text=True, timeout=120)
+    assert "logbroker ready" not in proc.stdout
+    assert proc.returncode != 0
+    assert "coordinator" in proc.stderr and dead.removeprefix("etcd://") in proc.stderr

@@ -1,0 +1,53 @@
+"""Who hosts a partition and who stands for its leadership: pure rules, checked exhaustively over
+small states (hypothesis) — exactly one candidate when an in-sync replica is alive, never a node
+outside the ISR, the preferred replica first."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from coordinator.models import PartitionState
+from logbroker.partition_roles import NO_LEADER, candidate, hosts, should_stand
+
+NODES = range(1, 6)
+
+
+@st.composite
+def states(draw: st.DrawFn) -> PartitionState:
+    replicas = tuple(draw(st.lists(st.sampled_from(NODES), min_size=1, max_size=4, unique=True)))
+    isr = tuple(n for n in replicas if draw(st.booleans()))
+    leader = draw(st.sampled_from((NO_LEADER, *replicas)))
+    return PartitionState("t", 0, replicas, isr, leader, draw(st.integers(0, 9)))
+
+
+def test_the_preferred_replica_stands_when_alive_and_in_sync():
+    state = PartitionState("t", 0, (2, 1, 3), (2, 1, 3), NO_LEADER, 4)
+    assert candidate(state, {1, 2, 3}) == 2
+    assert should_stand(state, 2, {1, 2, 3}) and not should_stand(state, 1, {1, 2, 3})
+
+
+def test_the_next_in_sync_replica_stands_when_the_preferred_one_is_dead():
+    state = PartitionState("t", 0, (2, 1, 3), (2, 3), NO_LEADER, 4)
+    assert candidate(state, {1, 3}) == 3  # 1 is alive but not in sync: no unclean election
+
+
+def test_nobody_stands_with_a_leader_or_without_a_live_in_sync_replica():
+    assert candidate(PartitionState("t", 0, (1, 2), (1, 2), 1, 1), {1, 2}) is None
+    assert candidate(PartitionState("t", 0, (1, 2), (1,), NO_LEADER, 1), {2}) is None
+
+
+@given(states(), st.sets(st.sampled_from(NODES)))
+def test_at_most_one_node_stands_and_only_from_the_live_isr(state: PartitionState, alive: set[int]):
+    standing = [n for n in NODES if should_stand(state, n, alive)]
+    assert len(standing) <= 1
+    for node in standing:
+        assert node in state.isr and node in alive and hosts(state, node) and state.leader == NO_LEADER
+    live_isr = [n for n in state.replicas if n in state.isr and n in alive]
+    if state.leader == NO_LEADER and live_isr:
+        assert standing == [live_isr[0]]
+
+
+@given(states())
+def test_a_node_hosts_exactly_the_partitions_naming_it(state: PartitionState):
+    assert [n for n in NODES if hosts(state, n)] == sorted(state.replicas)
