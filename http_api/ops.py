@@ -17,14 +17,15 @@ async def healthz(request: web.Request) -> web.Response:
 
 
 @route("GET", "/readyz", "Readiness: logs are open, the node serves, its disk takes writes and no partition "
-       "is offline (``storage`` says which)", access="public",
+       "is offline (``storage`` says which), and a cluster node's coordinator session is live", access="public",
        responses={"200": "Ready", "503": "Not ready: starting, stopping, a full disk or an offline partition"})
 async def readyz(request: web.Request) -> web.Response:
     node = request.app[NODE]
     storage = node.storage_state()
-    ready = node.ready and not storage["full"] and not storage["offline_partitions"]
-    return web.json_response({"ready": ready, "serving": node.ready, "storage": storage},
-                             status=200 if ready else 503)
+    session = node.coordinator.session_alive()
+    ready = node.ready and session and not storage["full"] and not storage["offline_partitions"]
+    return web.json_response({"ready": ready, "serving": node.ready, "coordinator": {"session_alive": session},
+                              "storage": storage}, status=200 if ready else 503)
 
 
 @route("GET", "/metrics", "Prometheus metrics (text format): the node's metrics_token or an admin's token as "

@@ -208,3 +208,31 @@ def test_a_node_whose_etcd_cannot_be_reached_never_reports_ready(tmp_path):
     assert "logbroker ready" not in proc.stdout
     assert proc.returncode != 0
     assert "coordinator" in proc.stderr and dead.removeprefix("etcd://") in proc.stderr
+
+
+def test_the_python_client_bootstraps_past_a_dead_url_and_reads_back_everything(cluster: Cluster):
+    import asyncio
+
+    from logbroker.client import Client, Consumer, Producer
+    from tests.support.fake_node import closed_port_url
+
+    async def run() -> dict[int, list[bytes]]:
+        urls = [closed_port_url(), cluster.nodes[2].url]
+        async with Client(urls, username=ADMIN, password=ADMIN_PASSWORD) as client:
+            await client.create_topic("viaclient", partitions=6, replication_factor=2)
+            async with Producer(client, linger_ms=1) as producer:
+                for i in range(120):
+                    await producer.send("viaclient", f"v{i}".encode(), partition=i % 6)
+            consumer = Consumer(client, wait_ms=100)
+            consumer.assign([("viaclient", p) for p in range(6)])
+            seen: dict[int, list[bytes]] = {p: [] for p in range(6)}
+            for _ in range(200):
+                for record in await consumer.poll():
+                    seen[record.partition].append(record.value or b"")
+                if sum(map(len, seen.values())) >= 120:
+                    break
+            await consumer.close()
+            return seen
+
+    seen = asyncio.run(run())
+    assert seen == {p: [f"v{i}".encode() for i in range(p, 120, 6)] for p in range(6)}
