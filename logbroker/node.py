@@ -509,6 +509,14 @@ class Node:
             raise NoLeaderError(f"partition {partition} of {topic!r} is being opened on its leader")
         return None
 
+    def _check_fence(self) -> None:
+        """DESIGN §5 fencing: a cluster node acknowledges writes only while it can still prove its
+        leaderships (its lease may have lapsed once ``lease_valid_until`` has passed: another node
+        may lead now). Checked on the write path itself, after any pause."""
+        if self.clustered and time.monotonic() >= self.coordinator.lease_valid_until():
+            raise NotLeaderError("this node cannot prove its leadership now (its coordinator session may have "
+                                 "lapsed); retry: the partition's leader answers")
+
     def _check_leads(self, topic: str, partition: int) -> None:
         """For a forwarded call: this node must lead the partition now (no second hop)."""
         if self._leader(topic, partition) is not None:
@@ -554,6 +562,7 @@ class Node:
             if leader is not None:
                 forwards.append((partition, indexes, self._forward_batch(leader, topic, partition, batch, acks)))
                 continue
+            self._check_fence()
             replica = self.replicas.get(topic, partition)
             info = replica.append(batch)
             self._count_in(topic, len(batch), len(indexes))
@@ -598,6 +607,7 @@ class Node:
         _check_acks(acks)
         _check_writable(topic)
         self._check_leads(topic, partition)
+        self._check_fence()
         replica = self.replicas.get(topic, partition)
         info = replica.append(batch)
         self._count_in(topic, len(batch), info.last_offset - info.base_offset + 1)

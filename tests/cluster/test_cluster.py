@@ -182,16 +182,32 @@ def test_a_killed_node_is_dead_within_the_lease_and_alive_after_a_restart(cluste
 def test_the_cluster_keeps_serving_across_an_etcd_restart(cluster: Cluster, token: dict[str, str]):
     cluster.http(1).json("POST", "/v1/topics", expect=201, headers=token,
                          body={"name": "etcdrestart", "partitions": 3, "replication_factor": 1})
-    cluster.etcd.kill()
-    for partition in (0, 1, 2):  # reads and writes a leader can still prove go on
+    for partition in (0, 1, 2):
         cluster.http(2).json("POST", "/v1/topics/etcdrestart/records", headers=token,
-                             body={"records": [{"value": "during", "partition": partition}]})
+                             body={"records": [{"value": "before", "partition": partition}]})
+    leaders = {p["partition"]: p["leader"] for p in describe(cluster, 1, "etcdrestart", token)["partitions"]}
+    cluster.etcd.kill()
+
+    def write_refused() -> bool:  # fencing: once its lease may have lapsed, a leader acknowledges nothing
+        reply = cluster.http(leaders[0]).call("POST", "/v1/topics/etcdrestart/records", headers=token,
+                                              body={"records": [{"value": "during", "partition": 0}]})
+        return reply.status == 503 and reply.json()["code"] == "not_leader"
+
+    wait_until(write_refused, timeout_s=LEASE_TTL_MS / 1000 + 5)
+    for partition in (0, 1, 2):  # reads the leaders can serve go on
+        answer = cluster.http(leaders[partition]).json(
+            "GET", f"/v1/topics/etcdrestart/partitions/{partition}/records?offset=0", headers=token)
+        assert [r["value"] for r in answer["records"]][:1] == ["before"]
     cluster.etcd.restart()
     wait_until(lambda: all(alive_nodes(cluster, v, token) == {1: True, 2: True, 3: True} for v in (1, 2, 3)))
     created = wait_until(lambda: cluster.http(3).call(
         "POST", "/v1/topics", headers=token, body={"name": "after", "partitions": 3, "replication_factor": 1}
     ).status == 201)
     assert created
+    for partition in (0, 1, 2):  # the old topic's leaders write again
+        wait_until(lambda p=partition: cluster.http(1).call(
+            "POST", "/v1/topics/etcdrestart/records", headers=token,
+            body={"records": [{"value": "after", "partition": p}]}).status == 200)
     for via in (1, 2):
         wait_until(lambda v=via: describe(cluster, v, "after", token))
         answer = cluster.http(via).json("POST", "/v1/topics/after/records", headers=token,
