@@ -86,6 +86,9 @@ def build_parser() -> argparse.ArgumentParser:
     consume.add_argument("--follow", action="store_true", help="keep waiting for new records")
     consume.add_argument("--max-records", type=int, default=None, help="stop after this many")
     consume.add_argument("--print-key", action="store_true", help="print key<TAB>value")
+    cluster = sub.add_parser("cluster", help="the cluster as its coordinator sees it", description="the cluster")
+    cluster_actions = cluster.add_subparsers(dest="action", required=True)
+    cluster_actions.add_parser("status", help="nodes, liveness, and leaders and replicas per node", parents=[common])
     groups.add_commands(sub, common)
     admin.add_commands(sub, common)
     return parser
@@ -133,6 +136,8 @@ async def _client_main(args: argparse.Namespace) -> int:
             return await _produce(client, args)
         if args.command == "consume":
             return await _consume(client, args)
+        if args.command == "cluster":
+            return await _cluster(client, args)
         if args.command in ("group", "queue"):
             return await groups.run(client, args)
         return await admin.run(client, args)
@@ -157,6 +162,26 @@ async def _topic(client: Client, args: argparse.Namespace) -> int:
     else:
         await client.delete_topic(args.name)
         _print(args, {"deleted": args.name}, f"deleted {args.name}")
+    return 0
+
+
+async def _cluster(client: Client, args: argparse.Namespace) -> int:
+    state = await client.cluster()
+    leaders: dict[int, int] = {}
+    replicas: dict[int, int] = {}
+    for topic in state["topics"]:
+        for p in topic["partitions"]:
+            leaders[p["leader"]] = leaders.get(p["leader"], 0) + 1
+            for node in p["replicas"]:
+                replicas[node] = replicas.get(node, 0) + 1
+    lines = [f"cluster {state.get('cluster', '')} (answered by node {state.get('node_id')})"]
+    for n in state["nodes"]:
+        lines.append(f"  node {n['node_id']}\t{'alive' if n['alive'] else 'DEAD'}\t{n['http_url']}\t"
+                     f"rack {n.get('rack') or '-'}\tleaders {leaders.get(n['node_id'], 0)}\t"
+                     f"replicas {replicas.get(n['node_id'], 0)}")
+    if leaders.get(-1):
+        lines.append(f"  partitions without a leader: {leaders[-1]}")
+    _print(args, state, "\n".join(lines))
     return 0
 
 

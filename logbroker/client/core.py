@@ -282,6 +282,12 @@ class Client(GroupQueueCalls):
         result = await self._json("GET", "/v1/topics")
         return list(result["topics"])
 
+    async def cluster(self) -> dict[str, Any]:
+        """``GET /v1/cluster``: the nodes (with ``alive`` from their leases) and the placement of
+        the topics the caller may see."""
+        result: dict[str, Any] = await self._json("GET", "/v1/cluster")
+        return result
+
     async def list_offset(self, topic: str, partition: int, at: str | int = "latest") -> int:
         result = await self._json("GET", f"/v1/topics/{topic}/partitions/{partition}/offsets", params={"at": str(at)},
                                   partition=(topic, partition))

@@ -252,3 +252,17 @@ def test_the_python_client_bootstraps_past_a_dead_url_and_reads_back_everything(
 
     seen = asyncio.run(run())
     assert seen == {p: [f"v{i}".encode() for i in range(p, 120, 6)] for p in range(6)}
+
+
+def test_the_cli_shows_the_cluster(cluster: Cluster, token: dict[str, str]):
+    proc = subprocess.run(
+        [sys.executable, "-m", "logbroker", "cluster", "status", "--url", cluster.nodes[1].url,
+         "--user", ADMIN, "--password", ADMIN_PASSWORD],
+        cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT}, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    rows = [line.split("\t") for line in proc.stdout.splitlines() if line.startswith("  node ")]
+    assert [(row[0].strip(), row[1]) for row in rows] == [("node 1", "alive"), ("node 2", "alive"),
+                                                          ("node 3", "alive")]
+    described = cluster.http(1).json("GET", "/v1/cluster", headers=token)
+    led = Counter(p["leader"] for t in described["topics"] for p in t["partitions"])
+    assert [int(row[4].removeprefix("leaders ")) for row in rows] == [led[1], led[2], led[3]]
