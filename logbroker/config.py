@@ -91,6 +91,9 @@ class NodeConfig:
         _check(LEASE_TTL_MS_MIN <= self.lease_ttl_ms <= LEASE_TTL_MS_MAX,
                f"lease_ttl_ms must be in [{LEASE_TTL_MS_MIN}, {LEASE_TTL_MS_MAX}] (etcd leases count whole seconds)")
         _check(len(self.rack) <= 100, "rack must have at most 100 characters")
+        _check(self.coordinator == "local" or self.auth == "off" or bool(self.jwt_secret or self.jwt_keys_file),
+               "a cluster node needs the cluster's shared signing key (jwt_secret or jwt_keys_file), so that a "
+               "token one node issues is accepted by every node")
         _check(self.log_level in ("debug", "info", "warning", "error"), f"bad log_level {self.log_level!r}")
         for name in ("request_body_bytes_max", "fetch_bytes_max", "fetch_records_max", "fetch_wait_ms_max",
                      "long_poll_waiters_max", "flush_threads", "maintenance_interval_ms", "shutdown_grace_ms",
