@@ -266,3 +266,12 @@ def test_the_cli_shows_the_cluster(cluster: Cluster, token: dict[str, str]):
     described = cluster.http(1).json("GET", "/v1/cluster", headers=token)
     led = Counter(p["leader"] for t in described["topics"] for p in t["partitions"])
     assert [int(row[4].removeprefix("leaders ")) for row in rows] == [led[1], led[2], led[3]]
+
+
+def test_what_a_cluster_does_not_serve_yet_is_refused_clearly(cluster: Cluster, token: dict[str, str]):
+    reply = cluster.http(1).call("POST", "/v1/topics", headers=token,
+                                 body={"name": "clusterq", "partitions": 1, "kind": "queue"})
+    assert reply.status == 400 and "single node" in reply.json()["detail"]
+    reply = cluster.http(2).call("POST", "/v1/groups/g1/members", headers=token, body={"topics": ["spread"]})
+    assert reply.status == 503 and "cluster" in reply.json()["detail"]
+    assert cluster.http(3).call("GET", "/v1/topics/clusterq", headers=token).status == 404
