@@ -272,6 +272,8 @@ def test_what_a_cluster_does_not_serve_yet_is_refused_clearly(cluster: Cluster, 
     reply = cluster.http(1).call("POST", "/v1/topics", headers=token,
                                  body={"name": "clusterq", "partitions": 1, "kind": "queue"})
     assert reply.status == 400 and "single node" in reply.json()["detail"]
-    reply = cluster.http(2).call("POST", "/v1/groups/g1/members", headers=token, body={"topics": ["spread"]})
+    cluster.http(1).json("POST", "/v1/topics", expect=201, headers=token,
+                         body={"name": "grouped", "partitions": 2, "replication_factor": 1})
+    reply = cluster.http(2).call("POST", "/v1/groups/g1/members", headers=token, body={"topics": ["grouped"]})
     assert reply.status == 503 and "cluster" in reply.json()["detail"]
     assert cluster.http(3).call("GET", "/v1/topics/clusterq", headers=token).status == 404
