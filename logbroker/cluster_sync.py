@@ -43,16 +43,24 @@ class ClusterSync:
             self._everything = True
         self._wake.set()
 
-    async def run(self) -> None:
-        """Reconcile whenever something changed, and every ``FULL_PASS_INTERVAL_S`` anyway."""
-        while True:
-            try:
-                await asyncio.wait_for(self._wake.wait(), FULL_PASS_INTERVAL_S)
-            except TimeoutError:
-                self._everything = True
-            await self.sync_once()
+    async def round(self) -> None:
+        """One round of the supervised loop: wait for a change (or ``FULL_PASS_INTERVAL_S``, then
+        re-examine everything) and reconcile."""
+        try:
+            await asyncio.wait_for(self._wake.wait(), FULL_PASS_INTERVAL_S)
+        except TimeoutError:
+            self._everything = True
+        await self.sync_once()
 
     async def sync_once(self) -> None:
+        """Reconcile what changed; a pass that fails midway leaves a full pass due."""
+        try:
+            await self._sync()
+        except BaseException:
+            self._everything = True
+            raise
+
+    async def _sync(self) -> None:
         self._wake.clear()
         coordinator = self._node.coordinator
         if self._everything:

@@ -79,6 +79,7 @@ ETCD_SCHEME: Final = "etcd://"
 FORWARD_WAIT_MARGIN_S: Final = 10.0  # a forwarded long-poll's deadline: its wait plus this
 REMOTE_POLL_MS: Final = 500
 LEADERS_WAIT_S: Final = 10.0
+CLUSTER_SYNC_PAUSE_S: Final = 0.02  # between reconcile rounds (each waits for a change itself)
 LEADERS_POLL_S: Final = 0.02
 FIGURES_DEADLINE_S: Final = 2.0
 GROUP_TICK_MS: Final = 50
@@ -167,7 +168,7 @@ class Node:
         self.coordinator.on_change(self.sync.notice)
         await self.sync.sync_once()
         self._sync_task = asyncio.create_task(run_supervised(
-            "cluster_sync", self.sync.run, 1.0, on_failure=self.metrics.count_background_failure))
+            "cluster_sync", self.sync.round, CLUSTER_SYNC_PAUSE_S, on_failure=self.metrics.count_background_failure))
         self._start_maintenance()
         self.ready = True
 
