@@ -9,9 +9,11 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
+import aetcd
 import pytest
 import pytest_asyncio
 
+from coordinator.cache import Entry
 from coordinator.errors import (
     CoordinatorError,
     CoordinatorUnavailableError,
@@ -19,11 +21,13 @@ from coordinator.errors import (
     StaleEpochError,
     TopicExistsError,
     UnknownTopicError,
+    UserExistsError,
 )
 from coordinator.etcd import EtcdCoordinator
 from coordinator.etcd_client import parse_etcd_url
-from coordinator.etcd_keys import lock_key
-from coordinator.models import ClusterNode, MetadataChange, NodeInfo, TopicSpec
+from coordinator.etcd_keys import encode, lock_key
+from coordinator.models import ClusterNode, MetadataChange, NodeInfo, TopicMetadata, TopicSpec
+from coordinator.users import UserRecord
 from segments.config import LogConfig
 from tests.support.etcd import EtcdServer, free_port
 
@@ -85,6 +89,7 @@ async def test_membership_close_and_crash_are_seen_by_the_others(make):
     assert [n.node_id for n in await b.nodes()] == [1, 2, 3]
     assert a.cached_node(2) == node(2, "r2")
     changes: list[MetadataChange] = []
+    a.on_change(lambda change: 1 / 0)  # a failing listener is logged; the others still hear
     a.on_change(changes.append)
 
     await b.close()
@@ -301,3 +306,37 @@ async def test_watches_and_sessions_resume_after_an_etcd_restart(make, own_etcd)
     await b.create_topic(spec("after", 1, replication=1), owner=None)
     await eventually(lambda: a.cached_topic("after"), "a change after the restart seen elsewhere")
     await eventually(lambda: a.cached_node(2) and b.cached_node(1), "both nodes registered again", timeout_s=10)
+
+
+@pytest.mark.asyncio
+async def test_a_write_returns_once_the_cache_has_its_revision_even_when_nothing_of_ours_changed(make, etcd_server):
+    a = await make(1)
+    await a.create_user(UserRecord("u", "user", "h", 0))
+    async with aetcd.Client(*etcd_server.endpoint.split(":")) as other:
+        for i in range(5):
+            await other.put(f"/elsewhere/{i}".encode(), b"x")  # the store moves on outside our prefix
+        store_revision = (await other.get(b"/elsewhere/4")).mod_revision
+    with pytest.raises(UserExistsError):
+        await a.create_user(UserRecord("u", "user", "h", 0))
+    assert a._cache.revision >= store_revision, "a progress notification brought the cache up to the store"
+
+
+@pytest.mark.asyncio
+async def test_a_compacted_watch_reloads_and_reports_the_difference(make, own_etcd):
+    a, b = await make(1, server=own_etcd), await make(2, server=own_etcd)
+    await b.create_topic(spec("kept", 1, replication=1), owner=None)
+    await eventually(lambda: a.cached_topic("kept"), "the topic on a")
+    ghost = TopicMetadata("ghost", "x", 1, 1, "topic", {}, None, 0)
+    a._cache.apply([("topics/ghost", Entry("topics/ghost", encode(ghost.to_json()), 1, 1))], a._cache.revision)
+    a._cache.revision = 1  # as if a had been cut off since revision 1
+    async with aetcd.Client(*own_etcd.endpoint.split(":")) as other:
+        await other.compact((await other.put(b"/elsewhere", b"x")).header.revision)
+    changes: list[MetadataChange] = []
+    a.on_change(changes.append)
+    await asyncio.to_thread(own_etcd.restart)  # the watch breaks and resumes from revision 2, long compacted
+    await eventually(lambda: a.cached_topic("ghost") is None, "the reload dropping what etcd no longer has",
+                     timeout_s=15)
+    assert a.cached_topic("kept") is not None
+    assert any("ghost" in ch.topics for ch in changes)
+    await b.create_topic(spec("later", 1, replication=1), owner=None)
+    await eventually(lambda: a.cached_topic("later"), "changes after the reload", timeout_s=10)
