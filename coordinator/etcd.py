@@ -1,15 +1,10 @@
 """The etcd coordinator: membership by session lease, metadata in etcd (DESIGN §5), a watch-fed
 cache for every read, and transactions for every write.
 
-Session: one lease (TTL ``ceil(lease_ttl_ms / 1000)`` s) carries ``nodes/<id>`` and the
-partitions this node leads. Our own keepalive loop refreshes it every TTL/3, and
-``lease_valid_until`` is the send time of the last answered keepalive + TTL - margin, so a
-stalled process (SIGSTOP, a hogged loop) fences itself before etcd expires the lease. A lost
-session is announced (``MetadataChange(session_lost=True)``) and re-created once etcd answers.
-
-Cache: the whole prefix is loaded at one revision, then one watch from the next revision applies
-every change in order (re-watched from the last seen revision after a stream error, reloaded and
-diffed when that revision was compacted). Listeners hear which topics and whether nodes changed.
+Composition: ``EtcdSession`` (``etcd_session.py``) keeps this node's lease and fencing deadline;
+``MetadataFeed`` (``etcd_feed.py``) loads and watches the prefix into a ``MetadataCache``
+(``cache.py``); ``EtcdClient`` (``etcd_client.py``) bounds every call. This module turns the
+``Coordinator`` calls into guarded transactions over the key layout of ``etcd_keys.py``.
 
 Writes: guarded transactions (create-if-absent, update-if-unchanged by mod revision); a write
 returns once the cache has applied its revision, so this node reads its own writes. A guard that
@@ -29,10 +24,8 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any, Final, final
 
-import grpc
-
 from coordinator.base import Coordinator
-from coordinator.cache import Entry, MetadataCache
+from coordinator.cache import MetadataCache
 from coordinator.errors import (
     CoordinatorError,
     CoordinatorUnavailableError,
@@ -46,7 +39,6 @@ from coordinator.errors import (
     UserOwnsTopicsError,
 )
 from coordinator.etcd_client import (
-    EVENT_PUT,
     EtcdClient,
     cmp_create,
     cmp_exists,
@@ -54,9 +46,10 @@ from coordinator.etcd_client import (
     cmp_value,
     op_delete,
     op_delete_prefix,
-    op_get,
     op_put,
+    parse_etcd_url,
 )
+from coordinator.etcd_feed import MetadataFeed
 from coordinator.etcd_keys import (
     Key,
     LeaderRecord,
@@ -67,12 +60,11 @@ from coordinator.etcd_keys import (
     group_key,
     leader_key,
     lock_key,
-    member_key,
-    node_key,
     partition_key,
     topic_key,
     user_key,
 )
+from coordinator.etcd_session import EtcdSession
 from coordinator.models import (
     ClusterNode,
     MetadataChange,
@@ -89,14 +81,7 @@ log = logging.getLogger(__name__)
 
 CONNECT_TIMEOUT_S: Final = 5.0
 CONNECT_RETRY_S: Final = 0.2
-KEEPALIVE_CALL_TIMEOUT_S: Final = 5.0
-MARGIN_MAX_S: Final = 1.0
-SESSION_BACKOFF_MAX_S: Final = 2.0
-WATCH_BACKOFF_MIN_S: Final = 0.05
-WATCH_BACKOFF_MAX_S: Final = 1.0
-WATCH_CREATE_TIMEOUT_S: Final = 5.0
-VISIBLE_TIMEOUT_S: Final = 5.0
-PROGRESS_EVERY_S: Final = 0.2
+STATUS_TIMEOUT_S: Final = 1.0
 CLOSE_TIMEOUT_S: Final = 2.0
 CONTENTION_RETRIES: Final = 8
 # etcd's default --max-txn-ops is 128; leave room for guards and the topic key.
@@ -107,28 +92,25 @@ DEFAULT_REPLICATION_FACTOR: Final = 2
 @final
 class EtcdCoordinator(Coordinator):
     def __init__(self, endpoints: Sequence[str], cluster: str, node: NodeInfo, lease_ttl_ms: int, *,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 client_factory: Callable[[Sequence[str]], EtcdClient] = EtcdClient) -> None:
         self._endpoints = list(endpoints)
         self._prefix = cluster_prefix(cluster)
         self._node = node
         self._ttl_s = max(1, math.ceil(lease_ttl_ms / 1000))
         self._clock = clock
+        self._client_factory = client_factory
         self._cache = MetadataCache()
         self._client: EtcdClient | None = None
-        self._lease: int | None = None
-        self._granted_ttl_s = self._ttl_s
-        self._valid_until = -math.inf
+        self._session: EtcdSession | None = None
+        self._feed: MetadataFeed | None = None
         self._listeners: list[Callable[[MetadataChange], None]] = []
-        self._tasks: list[asyncio.Task[None]] = []
-        self._side_tasks: set[asyncio.Task[None]] = set()
-        self._abandoned: set[int] = set()  # leases this node gave up; revoked when etcd answers
-        self._expiry: asyncio.TimerHandle | None = None
-        self._watch_write = asyncio.Lock()
-        self._watch_call: Any = None
-        self._watch_created = asyncio.Event()
-        self._advanced = asyncio.Event()
         self._closed = False
-        self._started = False
+
+    @classmethod
+    def from_url(cls, url: str, cluster: str, node: NodeInfo, lease_ttl_ms: int) -> EtcdCoordinator:
+        """From a ``--coordinator`` value such as ``etcd://127.0.0.1:2379,127.0.0.1:22379``."""
+        return cls(parse_etcd_url(url), cluster, node, lease_ttl_ms)
 
     # ---- keys ----------------------------------------------------------------------------------
 
@@ -146,14 +128,8 @@ class EtcdCoordinator(Coordinator):
         return self._client
 
     @property
-    def _margin_s(self) -> float:
-        return min(MARGIN_MAX_S, self._granted_ttl_s / 4)
-
-    @property
-    def _keepalive_timeout_s(self) -> float:
-        """A late answer still extends the lease from its send time, so a keepalive may take as
-        long as the lease can wait (a busy loop slows the call's every step)."""
-        return min(KEEPALIVE_CALL_TIMEOUT_S, self._granted_ttl_s - self._margin_s)
+    def _url(self) -> str:
+        return "etcd://" + ",".join(self._endpoints)
 
     # ---- lifecycle -----------------------------------------------------------------------------
 
@@ -169,33 +145,27 @@ class EtcdCoordinator(Coordinator):
         """Connect (bounded: ``CoordinatorUnavailableError`` naming the URL when etcd does not
         answer within ``CONNECT_TIMEOUT_S``), register this node on a new lease, load the cache
         and start the watch and keepalive loops."""
-        self._client = EtcdClient(self._endpoints)
+        client = self._client = self._client_factory(self._endpoints)
+        name = f"node {self.node_id}"
+        self._feed = MetadataFeed(client, self._prefix, self._cache, self._clock, name)
+        for listener in self._listeners:
+            self._feed.on_change(listener)
+        self._session = EtcdSession(client, self._prefix, self._node, self._ttl_s, self._clock,
+                                    lambda: self._notify(MetadataChange(session_lost=True)))
         try:
             await self._connect()
-            await self._open_session(first=True)
-            revision, kvs = await self._client.range_prefix(self._prefix.encode())
-            self._cache.reset((self._entry(kv) for kv in kvs), revision)
-            self._tasks.append(asyncio.create_task(self._watch_loop(), name=f"etcd-watch-{self.node_id}"))
-            try:
-                await asyncio.wait_for(self._watch_created.wait(), WATCH_CREATE_TIMEOUT_S)
-            except TimeoutError as exc:
-                raise CoordinatorUnavailableError(f"etcd at {self._url}: the watch was not created in "
-                                                  f"{WATCH_CREATE_TIMEOUT_S} s") from exc
-            self._tasks.append(asyncio.create_task(self._keepalive_loop(), name=f"etcd-keepalive-{self.node_id}"))
+            await self._session.open(first=True)
+            await self._feed.start()
+            self._session.start()
         except BaseException:
             await self.close()
             raise
-        self._started = True
-
-    @property
-    def _url(self) -> str:
-        return "etcd://" + ",".join(self._endpoints)
 
     async def _connect(self) -> None:
         deadline = self._clock() + CONNECT_TIMEOUT_S
         while True:
             try:
-                await self._etcd.status(timeout_s=1.0)
+                await self._etcd.status(timeout_s=STATUS_TIMEOUT_S)
                 return
             except CoordinatorUnavailableError as exc:
                 if self._clock() >= deadline:
@@ -209,225 +179,44 @@ class EtcdCoordinator(Coordinator):
         if self._closed:
             return
         self._closed = True
-        for task in self._tasks:
-            task.cancel()
-        if self._watch_call is not None:
-            self._watch_call.cancel()
-        if self._tasks:
-            await asyncio.wait(self._tasks, timeout=CLOSE_TIMEOUT_S)
-        lease, self._lease = self._lease, None
-        self._valid_until = -math.inf
-        if self._expiry is not None:
-            self._expiry.cancel()
+        if self._feed is not None:
+            await self._feed.close(CLOSE_TIMEOUT_S)
+        if self._session is not None:
+            await self._session.close(revoke=revoke, timeout_s=CLOSE_TIMEOUT_S)
         client, self._client = self._client, None
-        if client is None:
-            return
-        if revoke and lease is not None:
-            with contextlib.suppress(CoordinatorError):
-                await client.revoke(lease, timeout_s=CLOSE_TIMEOUT_S)
-        await client.close()
+        if client is not None:
+            await client.close()
 
-    # ---- session -------------------------------------------------------------------------------
+    # ---- session and cache ---------------------------------------------------------------------
 
     def session_alive(self) -> bool:
-        return self._lease is not None and self._clock() < self._valid_until
+        return self._session is not None and not self._closed and self._session.alive()
 
     def lease_valid_until(self) -> float:
-        return self._valid_until if self._lease is not None else -math.inf
+        return self._session.valid_until() if self._session is not None and not self._closed else -math.inf
 
-    async def _open_session(self, *, first: bool) -> None:
-        """Grant a lease and register ``nodes/<id>`` on it (and ``members/<id>``). A ``nodes/<id>``
-        held by another live lease is another process with this id: on a first start it is waited
-        for up to one TTL (a crashed predecessor's lease lapses), then refused."""
-        client = self._etcd
-        node = self._k(node_key(self.node_id))
-        value = encode(self._node.to_json())
-        deadline = self._clock() + self._ttl_s + 1.0
-        while True:
-            sent = self._clock()
-            lease, ttl = await client.grant(self._ttl_s)
-            try:
-                resp = await client.txn([cmp_create(node, 0)],
-                                        [op_put(node, value, lease), op_put(self._k(member_key(self.node_id)), value)],
-                                        [op_get(node)])
-            except BaseException:
-                await self._revoke_quietly(lease, client)
-                raise
-            if resp.succeeded:
-                break
-            await self._revoke_quietly(lease, client)
-            kvs = resp.responses[0].response_range.kvs
-            holder = int(kvs[0].lease) if kvs else 0
-            if holder in self._abandoned:
-                await client.revoke(holder)
-                self._abandoned.discard(holder)
-                continue
-            if not first or self._clock() >= deadline:
-                raise CoordinatorError(
-                    f"node id {self.node_id} is already registered in etcd at {self._url} (cluster prefix "
-                    f"{self._prefix}) by a live session (lease {holder:x}): another process runs with this id")
-            await asyncio.sleep(0.25)
-        self._lease, self._granted_ttl_s = lease, ttl
-        self._valid_until = -math.inf
-        self._extend(sent + ttl - self._margin_s)
-        log.info("etcd session open: node %d lease %x ttl %d s", self.node_id, lease, ttl)
-
-    def _extend(self, valid_until: float) -> None:
-        """Move ``lease_valid_until`` on, and have the session declared lost the moment it
-        passes without a further keepalive (not only when a slow keepalive call returns)."""
-        if valid_until <= self._valid_until:
-            return
-        self._valid_until = valid_until
-        if self._expiry is not None:
-            self._expiry.cancel()
-        self._expiry = asyncio.get_running_loop().call_later(max(0.0, valid_until - self._clock()), self._expire)
-
-    def _expire(self) -> None:
-        self._expiry = None
-        if self._lease is not None and self._clock() >= self._valid_until:
-            self._lose_session(f"no keepalive answered within {self._granted_ttl_s} s - margin")
-        elif self._lease is not None:
-            self._expiry = asyncio.get_running_loop().call_later(self._valid_until - self._clock(), self._expire)
-
-    def _lose_session(self, reason: str) -> None:
-        if self._lease is None:
-            return
-        log.warning("etcd session of node %d lost: %s", self.node_id, reason)
-        old, self._lease = self._lease, None
-        self._valid_until = -math.inf
-        self._abandoned.add(old)
-        task = asyncio.create_task(self._revoke_quietly(old))
-        self._side_tasks.add(task)
-        task.add_done_callback(self._side_tasks.discard)
-        self._notify(MetadataChange(session_lost=True))
-
-    async def _revoke_quietly(self, lease: int, client: EtcdClient | None = None) -> None:
-        with contextlib.suppress(CoordinatorError):
-            await (client or self._etcd).revoke(lease, timeout_s=CLOSE_TIMEOUT_S)
-            self._abandoned.discard(lease)
-
-    async def _keepalive_loop(self) -> None:
-        backoff = 0.1
-        while not self._closed:
-            interval = self._granted_ttl_s / 3
-            if self._lease is None:
-                try:
-                    await self._open_session(first=False)
-                    backoff = 0.1
-                except CoordinatorError as exc:
-                    log.warning("etcd session of node %d not re-created yet: %s", self.node_id, exc)
-                    await asyncio.sleep(backoff)
-                    backoff = min(backoff * 2, SESSION_BACKOFF_MAX_S)
-                    continue
-            sent = self._clock()
-            lease = self._lease
-            if lease is None:
-                continue
-            try:
-                remaining = await self._etcd.keepalive(lease, timeout_s=self._keepalive_timeout_s)
-                if remaining <= 0:
-                    self._lose_session(f"lease {lease:x} expired in etcd")
-                elif self._lease == lease:
-                    self._extend(sent + min(remaining, self._granted_ttl_s) - self._margin_s)
-            except CoordinatorUnavailableError as exc:
-                log.info("etcd keepalive of node %d failed: %s", self.node_id, exc)
-            if self._lease is not None and self._clock() >= self._valid_until:
-                self._lose_session(f"no keepalive answered within {self._granted_ttl_s} s - margin")
-                continue
-            await asyncio.sleep(max(0.0, interval - (self._clock() - sent)))
-
-    # ---- watch and cache -----------------------------------------------------------------------
+    def _live_lease(self) -> int:
+        """This node's lease, when its session is live (else ``CoordinatorUnavailableError``)."""
+        lease = self._session.lease if self._session is not None else None
+        if lease is None or not self.session_alive():
+            raise CoordinatorUnavailableError(f"node {self.node_id}'s etcd session is not live; retry")
+        return lease
 
     def on_change(self, listener: Callable[[MetadataChange], None]) -> None:
         self._listeners.append(listener)
+        if self._feed is not None:
+            self._feed.on_change(listener)
 
     def _notify(self, change: MetadataChange) -> None:
-        if not (change.topics or change.nodes or change.session_lost):
-            return
-        for listener in list(self._listeners):
-            try:
-                listener(change)
-            except Exception:
-                log.exception("a metadata listener failed on %s", change)
-
-    def _entry(self, kv: Any) -> Entry:
-        return Entry(bytes(kv.key).decode()[len(self._prefix):], bytes(kv.value), int(kv.create_revision),
-                     int(kv.mod_revision), int(kv.lease))
-
-    def _advance(self) -> None:
-        self._advanced.set()
-        self._advanced = asyncio.Event()
-
-    async def _watch_loop(self) -> None:
-        backoff = WATCH_BACKOFF_MIN_S
-        prefix = self._prefix.encode()
-        while not self._closed:
-            call = self._etcd.watch_stream()
-            self._watch_call = call
-            try:
-                async with self._watch_write:
-                    await call.write(EtcdClient.watch_create(prefix, self._cache.revision + 1))
-                while True:
-                    resp = await call.read()
-                    if resp is grpc.aio.EOF:
-                        raise CoordinatorUnavailableError("the watch stream ended")
-                    if resp.compact_revision:
-                        log.warning("watch revision %d compacted (at %d): reloading the metadata",
-                                    self._cache.revision + 1, resp.compact_revision)
-                        revision, kvs = await self._etcd.range_prefix(prefix)
-                        self._notify(self._cache.reset((self._entry(kv) for kv in kvs), revision))
-                        self._advance()
-                        break
-                    if resp.canceled:
-                        raise CoordinatorUnavailableError(f"the watch was cancelled: {resp.cancel_reason}")
-                    if resp.created:
-                        self._watch_created.set()
-                        backoff = WATCH_BACKOFF_MIN_S
-                        continue
-                    if resp.events:
-                        changes = [(bytes(ev.kv.key).decode()[len(self._prefix):],
-                                    self._entry(ev.kv) if ev.type == EVENT_PUT else None) for ev in resp.events]
-                        top = max(int(ev.kv.mod_revision) for ev in resp.events)
-                        change = self._cache.apply(changes, top)
-                        self._advance()
-                        self._notify(change)
-                    else:
-                        self._cache.advance(int(resp.header.revision))
-                        self._advance()
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                if self._closed:
-                    return
-                log.info("etcd watch of node %d interrupted (%s); resuming from revision %d in %.2f s",
-                         self.node_id, exc, self._cache.revision + 1, backoff)
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, WATCH_BACKOFF_MAX_S)
-            finally:
-                call.cancel()
-
-    async def _visible(self, revision: int) -> None:
-        """Wait (bounded) until the cache has applied ``revision``: read-your-writes."""
-        deadline = self._clock() + VISIBLE_TIMEOUT_S
-        while self._cache.revision < revision:
-            remaining = deadline - self._clock()
-            if remaining <= 0:
-                log.warning("the metadata cache of node %d did not reach revision %d within %g s",
-                            self.node_id, revision, VISIBLE_TIMEOUT_S)
-                return
-            advanced = self._advanced
-            call = self._watch_call
-            if call is not None and not self._watch_write.locked():
-                async with self._watch_write:
-                    with contextlib.suppress(Exception):
-                        await call.write(EtcdClient.watch_progress())
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(advanced.wait(), min(remaining, PROGRESS_EVERY_S))
+        if self._feed is not None:
+            self._feed.notify(change)
 
     async def _txn(self, compare: Sequence[Any], success: Sequence[Any], failure: Sequence[Any] = ()) -> Any:
-        """A transaction whose outcome (either way) the cache has seen when it returns."""
+        """A transaction whose outcome (either way) the cache has seen when it returns
+        (read-your-writes on this node)."""
         resp = await self._etcd.txn(compare, success, failure)
-        await self._visible(int(resp.header.revision))
+        if self._feed is not None:
+            await self._feed.visible(int(resp.header.revision))
         return resp
 
     def _contended(self, what: str) -> CoordinatorUnavailableError:
@@ -495,9 +284,7 @@ class EtcdCoordinator(Coordinator):
             if not resp.succeeded and self._cache.entry(lock_key(name)) is not None:
                 raise CoordinatorUnavailableError(f"another node is writing topic {name!r}; retry")
             return bool(resp.succeeded)
-        lease = self._lease
-        if lease is None or not self.session_alive():
-            raise CoordinatorUnavailableError("this node's etcd session is not live; retry")
+        lease = self._live_lease()
         token = encode({"node": self.node_id, "token": uuid.uuid4().hex})
         clear = [op_delete_prefix(self._kp("partitions", name))] if creating else []
         resp = await self._txn([guard, cmp_create(lock, 0)], [op_put(lock, token, lease), *clear])
@@ -564,9 +351,9 @@ class EtcdCoordinator(Coordinator):
         not in the ISR, another node leads, the partition changed meanwhile, or the session is
         not live."""
         record = self._cache.partition_record(topic, partition)
-        lease = self._lease
-        if record is None or self.node_id not in record.isr or lease is None or not self.session_alive():
+        if record is None or self.node_id not in record.isr or not self.session_alive():
             return None
+        lease = self._live_lease()
         if self._cache.leader(topic, partition) is not None:
             return None
         pkey, lkey = partition_key(topic, partition), leader_key(topic, partition)

@@ -206,6 +206,7 @@ async def test_topics_larger_than_one_transaction(make):
     assert all(s.replicas for s in await b.partition_states("big"))
     assert a._cache.entry(lock_key("big")) is None, "the write lock is released"
     await a.delete_topic("big")
+    await eventually(lambda: b.cached_topic("big") is None, "the deletion elsewhere")
     again = await b.create_topic(spec("big", 200), owner=None)
     assert again.topic_id != meta.topic_id
     assert all(s.replicas for s in await b.partition_states("big"))
