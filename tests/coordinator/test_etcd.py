@@ -61,6 +61,19 @@ async def eventually(predicate: Callable[[], Any], what: str, timeout_s: float =
         await asyncio.sleep(0.02)
 
 
+async def retrying(call: Callable[[], Awaitable[Any]], timeout_s: float = 10.0) -> Any:
+    """``call()`` until it does not raise ``CoordinatorUnavailableError`` (as a client retries a
+    retriable error), e.g. while the channel reconnects after an etcd restart."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return await call()
+        except CoordinatorUnavailableError:
+            if time.monotonic() >= deadline:
+                raise
+            await asyncio.sleep(0.05)
+
+
 @pytest_asyncio.fixture(loop_scope="function")
 async def make(etcd_server: EtcdServer) -> AsyncIterator[Factory]:
     """Start coordinators on one fresh cluster prefix; every one is closed after the test."""
@@ -140,7 +153,7 @@ async def test_the_lease_survives_a_busy_event_loop(make):
     a.on_change(lambda ch: lost.append(ch) if ch.session_lost else None)
     deadline = time.monotonic() + 3 * TTL_MS / 1000
     while time.monotonic() < deadline:
-        hog_until = time.monotonic() + 0.15  # the loop is blocked 150 ms at a time, with 5 ms breaks
+        hog_until = time.monotonic() + 0.1  # the loop is blocked 100 ms at a time, with 5 ms breaks
         while time.monotonic() < hog_until:
             pass
         await asyncio.sleep(0.005)
@@ -287,7 +300,7 @@ async def test_a_leadership_ends_with_its_lease(make):
 
 
 @pytest.mark.asyncio
-async def test_watches_and_sessions_resume_after_an_etcd_restart(make, own_etcd):
+async def test_watches_and_sessions_resume_after_an_etcd_restart(own_etcd, make):
     a, b = await make(1, server=own_etcd), await make(2, server=own_etcd)
     await a.create_topic(spec("before", 1, replication=1), owner=None)
     await eventually(lambda: b.cached_topic("before"), "the first topic elsewhere")
@@ -304,7 +317,7 @@ async def test_watches_and_sessions_resume_after_an_etcd_restart(make, own_etcd)
     await asyncio.to_thread(own_etcd.start)
 
     await eventually(lambda: a.session_alive() and b.session_alive(), "both sessions back", timeout_s=15)
-    await b.create_topic(spec("after", 1, replication=1), owner=None)
+    await retrying(lambda: b.create_topic(spec("after", 1, replication=1), owner=None))
     await eventually(lambda: a.cached_topic("after"), "a change after the restart seen elsewhere")
     await eventually(lambda: a.cached_node(2) and b.cached_node(1), "both nodes registered again", timeout_s=10)
 
@@ -323,7 +336,7 @@ async def test_a_write_returns_once_the_cache_has_its_revision_even_when_nothing
 
 
 @pytest.mark.asyncio
-async def test_a_compacted_watch_reloads_and_reports_the_difference(make, own_etcd):
+async def test_a_compacted_watch_reloads_and_reports_the_difference(own_etcd, make):
     a, b = await make(1, server=own_etcd), await make(2, server=own_etcd)
     await b.create_topic(spec("kept", 1, replication=1), owner=None)
     await eventually(lambda: a.cached_topic("kept"), "the topic on a")
@@ -339,5 +352,23 @@ async def test_a_compacted_watch_reloads_and_reports_the_difference(make, own_et
                      timeout_s=15)
     assert a.cached_topic("kept") is not None
     assert any("ghost" in ch.topics for ch in changes)
-    await b.create_topic(spec("later", 1, replication=1), owner=None)
+    await retrying(lambda: b.create_topic(spec("later", 1, replication=1), owner=None))
     await eventually(lambda: a.cached_topic("later"), "changes after the reload", timeout_s=10)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("partitions", [3, 300])
+async def test_concurrent_creates_of_one_topic_leave_one_consistent_topic(make, partitions):
+    a, b = await make(1), await make(2)
+    await eventually(lambda: len(a._cache.nodes()) == 2 and len(b._cache.nodes()) == 2, "two live nodes")
+    results = await asyncio.gather(a.create_topic(spec("race", partitions), owner="a"),
+                                   b.create_topic(spec("race", partitions), owner="b"), return_exceptions=True)
+    winners = [r for r in results if isinstance(r, TopicMetadata)]
+    assert len(winners) == 1, results
+    assert all(isinstance(r, (TopicExistsError, CoordinatorUnavailableError)) for r in results if r not in winners)
+    meta = winners[0]
+    for coordinator in (a, b):
+        await eventually(lambda c=coordinator: c.cached_topic("race") == meta, "the winner everywhere")
+        states = await coordinator.partition_states("race")
+        assert len(states) == partitions and all(len(s.replicas) == 2 for s in states), \
+            "every partition key belongs to the winning topic id"
