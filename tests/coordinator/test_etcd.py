@@ -50,6 +50,11 @@ def spec(name: str, partitions: int = 1, replication: int | None = None) -> Topi
     return TopicSpec.parse(body, base_config=LogConfig())
 
 
+def live(coordinator: EtcdCoordinator, count: int) -> bool:
+    """``coordinator``'s cache shows nodes 1..count alive."""
+    return all(coordinator.cached_node(i) is not None for i in range(1, count + 1))
+
+
 async def eventually(predicate: Callable[[], Any], what: str, timeout_s: float = WATCH_BOUND_S) -> Any:
     deadline = time.monotonic() + timeout_s
     while True:
@@ -98,7 +103,7 @@ async def make(etcd_server: EtcdServer) -> AsyncIterator[Factory]:
 async def test_membership_close_and_crash_are_seen_by_the_others(make):
     a, b, c = await make(1, "r1"), await make(2, "r2"), await make(3)
     assert a.is_cluster and a.session_alive() and a.lease_valid_until() > time.monotonic()
-    await eventually(lambda: len(a._cache.nodes()) == 3, "three live nodes")
+    await eventually(lambda: live(a, 3), "three live nodes")
     assert [n.node_id for n in await b.nodes()] == [1, 2, 3]
     assert a.cached_node(2) == node(2, "r2")
     changes: list[MetadataChange] = []
@@ -166,7 +171,7 @@ async def test_the_lease_survives_a_busy_event_loop(make):
 @pytest.mark.asyncio
 async def test_topics_are_placed_and_seen_by_every_node(make):
     a, b, c = await make(1), await make(2), await make(3)
-    await eventually(lambda: len(b._cache.nodes()) == 3, "three live nodes")
+    await eventually(lambda: live(b, 3), "three live nodes")
     changes: list[MetadataChange] = []
     b.on_change(changes.append)
     meta = await a.create_topic(spec("t", 6), owner="alice")
@@ -209,7 +214,7 @@ async def test_topics_are_placed_and_seen_by_every_node(make):
 @pytest.mark.asyncio
 async def test_topics_larger_than_one_transaction(make):
     a, b = await make(1), await make(2)
-    await eventually(lambda: len(a._cache.nodes()) == 2, "two live nodes")
+    await eventually(lambda: live(a, 2), "two live nodes")
     meta = await a.create_topic(spec("big", 300), owner=None)
     states = await a.partition_states("big")
     assert len(states) == 300 and all(len(s.replicas) == 2 for s in states)
@@ -233,7 +238,7 @@ async def test_topics_larger_than_one_transaction(make):
 @pytest.mark.asyncio
 async def test_elections_epochs_isr_and_reassignment(make):
     a, b, c = await make(1), await make(2), await make(3)
-    await eventually(lambda: len(a._cache.nodes()) == 3, "three live nodes")
+    await eventually(lambda: live(a, 3), "three live nodes")
     await a.create_topic(spec("t", 3, replication=2), owner=None)
     await eventually(lambda: b.cached_topic("t") and c.cached_topic("t"), "the topic everywhere")
     state = a.cached_partition("t", 0)
@@ -283,7 +288,7 @@ async def test_elections_epochs_isr_and_reassignment(make):
 @pytest.mark.asyncio
 async def test_a_leadership_ends_with_its_lease(make):
     a, b = await make(1), await make(2)
-    await eventually(lambda: len(a._cache.nodes()) == 2, "two live nodes")
+    await eventually(lambda: live(a, 2), "two live nodes")
     await a.create_topic(spec("t", 1, replication=2), owner=None)
     state = a.cached_partition("t", 0)
     leader, other = (a, b) if state.replicas[0] == 1 else (b, a)
@@ -302,13 +307,18 @@ async def test_a_leadership_ends_with_its_lease(make):
 @pytest.mark.asyncio
 async def test_watches_and_sessions_resume_after_an_etcd_restart(own_etcd, make):
     a, b = await make(1, server=own_etcd), await make(2, server=own_etcd)
+    await eventually(lambda: live(a, 2), "two live nodes")
     await a.create_topic(spec("before", 1, replication=1), owner=None)
     await eventually(lambda: b.cached_topic("before"), "the first topic elsewhere")
+    placed = a.cached_partition("before", 0)
+    leader = {1: a, 2: b}[placed.replicas[0]]
+    await eventually(lambda: leader.cached_topic("before"), "the topic on its replica")
+    assert await leader.elect("before", 0) is not None
     lost: list[MetadataChange] = []
     a.on_change(lambda ch: lost.append(ch) if ch.session_lost else None)
 
     own_etcd.kill()
-    await eventually(lambda: not a.session_alive(), "the session lost while etcd is down",
+    await eventually(lambda: not a.session_alive() and not b.session_alive(), "the sessions lost while etcd is down",
                      timeout_s=TTL_MS / 1000 + 2)
     await eventually(lambda: lost, "listeners told that the session is lost", timeout_s=1)
     assert b.cached_topic("before") is not None, "reads go on from the cache"
@@ -320,6 +330,11 @@ async def test_watches_and_sessions_resume_after_an_etcd_restart(own_etcd, make)
     await retrying(lambda: b.create_topic(spec("after", 1, replication=1), owner=None))
     await eventually(lambda: a.cached_topic("after"), "a change after the restart seen elsewhere")
     await eventually(lambda: a.cached_node(2) and b.cached_node(1), "both nodes registered again", timeout_s=10)
+    after = await eventually(lambda: leader.cached_partition("before", 0).leader == -1
+                             and leader.cached_partition("before", 0), "the lost session's leadership gone")
+    assert after.leader_epoch == 1
+    again = await leader.elect("before", 0)
+    assert again is not None and again.leader_epoch == 2, "the new session stands again, one epoch on"
 
 
 @pytest.mark.asyncio
@@ -360,7 +375,7 @@ async def test_a_compacted_watch_reloads_and_reports_the_difference(own_etcd, ma
 @pytest.mark.parametrize("partitions", [3, 300])
 async def test_concurrent_creates_of_one_topic_leave_one_consistent_topic(make, partitions):
     a, b = await make(1), await make(2)
-    await eventually(lambda: len(a._cache.nodes()) == 2 and len(b._cache.nodes()) == 2, "two live nodes")
+    await eventually(lambda: live(a, 2) and live(b, 2), "two live nodes")
     results = await asyncio.gather(a.create_topic(spec("race", partitions), owner="a"),
                                    b.create_topic(spec("race", partitions), owner="b"), return_exceptions=True)
     winners = [r for r in results if isinstance(r, TopicMetadata)]
