@@ -75,7 +75,6 @@ log = logging.getLogger(__name__)
 Acks = Literal["0", "1", "all"]
 ACKS: Final = ("0", "1", "all")
 BACKGROUND_COMMITS_MAX: Final = 10_000
-ETCD_SCHEME: Final = "etcd://"
 FORWARD_WAIT_MARGIN_S: Final = 10.0  # a forwarded long-poll's deadline: its wait plus this
 REMOTE_POLL_MS: Final = 500
 LEADERS_WAIT_S: Final = 10.0
@@ -801,8 +800,7 @@ def make_coordinator(config: NodeConfig, http_url: str = "") -> Coordinator:
         return LocalCoordinator(config.data_dir, info)
     from coordinator.etcd import EtcdCoordinator  # the etcd client is loaded by cluster nodes only
 
-    endpoints = [e.strip() for e in config.coordinator.removeprefix(ETCD_SCHEME).split(",") if e.strip()]
-    return EtcdCoordinator(endpoints, config.cluster_name, info, config.lease_ttl_ms)
+    return EtcdCoordinator.from_url(config.coordinator, config.cluster_name, info, config.lease_ttl_ms)
 
 
 def _check_acks(acks: str) -> None:
