@@ -63,6 +63,7 @@ def test_group_of_three_processes(tmp_path):
         expected = {(p, o) for p in range(PARTITIONS) for o in range(50)}
         wait_for(lambda: {(p, o) for _, _, p, o in consumed(workers)} >= expected, WAIT_S, "the first records")
 
+        wait_for(lambda: all(w.events("joined") for w in workers), WAIT_S, "every worker's start to return")
         victim = workers[0]
         victim_id = victim.events("joined")[0]["member"]
         before = http.json("GET", "/v1/groups/g")
