@@ -54,14 +54,13 @@ class GroupAccess:
     async def claim(self, principal: Principal, group: str, limits: QuotaLimits | None = None) -> None:
         """Make ``principal`` the owner of ``group`` unless someone claimed it first; then they
         need ``read`` on it like anyone else (two first joins racing: one wins, one gets 403).
-        A new group counts against ``limits.groups_max`` (429 past it; counting the caller's
-        groups reads every group record, once per new group, never for an admin)."""
+        A new group counts against ``limits.groups_max`` (429 past it; the coordinator keeps the
+        count, never asked for an admin)."""
         if not self.enabled:
             return
         if limits is not None and not principal.is_admin and limits.groups_max > 0 \
                 and await self._coordinator.get_group(group) is None:
-            owned = sum(1 for r in await self._coordinator.list_group_records() if r.owner == principal.name)
-            check_group_limit(principal, limits, owned)
+            check_group_limit(principal, limits, await self._coordinator.count_groups_owned(principal.name))
         record = await self._coordinator.claim_group(group, principal.name)
         if not allowed(principal, "read", record.owner, record.acl):
             raise ForbiddenError(f"{principal.name!r} may not read group {group!r}")
