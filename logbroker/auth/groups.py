@@ -18,7 +18,7 @@ is checked and nothing is claimed.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from coordinator.base import Coordinator
 from coordinator.users import GROUP_PERMISSIONS, GroupRecord, validate_permissions, validate_user_name
@@ -29,6 +29,9 @@ from logbroker.errors import ForbiddenError, InvalidRequestError
 
 GroupAction = Literal["read", "describe", "manage"]
 TopicReadable = Callable[[str], Awaitable[bool]]
+NamesAfter = Callable[[str | None, int], tuple[list[str], bool]]
+LIST_SCAN_NAMES_MAX: Final = 10_000  # group names one list call looks at, whatever it finds
+LIST_SCAN_STEP: Final = 1_000
 
 
 class GroupAccess:
@@ -68,13 +71,30 @@ class GroupAccess:
     def is_manager(self, principal: Principal, record: GroupRecord | None) -> bool:
         return not self.enabled or principal.is_admin or (record is not None and record.owner == principal.name)
 
-    async def visible(self, principal: Principal, summaries: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """The group summaries (``{"group": name, ...}``) ``principal`` may describe."""
+    async def visible_page(self, principal: Principal, names_after: NamesAfter, after: str | None,
+                           limit: int) -> tuple[list[str], str | None]:
+        """One page of the group names ``principal`` may describe, after ``after``, by name: at
+        most ``limit`` of them, and the cursor to continue from (None: no more groups). Bounded
+        work: it looks at no more than ``max(limit, LIST_SCAN_NAMES_MAX)`` names, so a caller who
+        sees few of many groups may get a short (even empty) page with a cursor."""
         if not self.enabled or principal.is_admin:
-            return summaries
-        records = {r.name: r for r in await self._coordinator.list_group_records()}
-        return [s for s in summaries if (r := records.get(s["group"])) is not None
-                and allowed(principal, "describe", r.owner, r.acl)]
+            names, more = names_after(after, limit)
+            return names, names[-1] if more and names else None
+        found: list[str] = []
+        budget, cursor = max(limit, LIST_SCAN_NAMES_MAX), after
+        while budget > 0:
+            names, more = names_after(cursor, min(budget, LIST_SCAN_STEP))
+            budget -= len(names)
+            for index, name in enumerate(names):
+                record = await self._coordinator.get_group(name)
+                if record is not None and allowed(principal, "describe", record.owner, record.acl):
+                    found.append(name)
+                    if len(found) == limit:
+                        return found, name if more or index + 1 < len(names) else None
+            if not more:
+                return found, None
+            cursor = names[-1]
+        return found, cursor
 
     async def set_acl(self, group: str, body: object) -> dict[str, Any]:
         if not isinstance(body, dict) or set(body) != {"user", "permissions"}:
