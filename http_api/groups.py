@@ -14,7 +14,7 @@ from http_api.identity import caller, group_caller, require_read
 from http_api.keys import NODE
 from http_api.params import query_int, read_json
 from http_api.routing import route
-from logbroker.auth.groups import LIST_SCAN_NAMES_MAX, restricted_view
+from logbroker.auth.groups import LIST_SCAN_NAMES_MAX, SEALED_PREFIX, restricted_view
 from logbroker.auth.usage import check_member_limit
 from logbroker.errors import ForbiddenError
 from logbroker.groups.requests import group_name, member_id, parse_commit, parse_join, parse_reset
@@ -50,15 +50,18 @@ def _group(request: web.Request) -> str:
        f"{LIST_SCAN_NAMES_MAX} names, so a page can be short, even empty, and still have a `next_after`",
        access="user",
        query=(("limit", "integer", f"groups per page (1 to {LIST_LIMIT_MAX}, default {LIST_LIMIT_DEFAULT})"),
-              ("after", "string", "the next_after of the previous page: list the groups named after it")),
+              ("after", "string", "the next_after of the previous page: list the groups named after it (a "
+                                  "group name, or a sealed cursor starting with ~)")),
        responses={"200": "{groups: [{group, state, generation, strategy, members}], next_after?}",
                   "400": "Invalid limit or after"})
 async def list_groups(request: web.Request) -> web.Response:
     node = request.app[NODE]
     limit = query_int(request, "limit", default=LIST_LIMIT_DEFAULT, low=1, high=LIST_LIMIT_MAX)
     after = request.query.get("after")
-    names, next_after = await node.group_access.visible_page(
-        principal_of(request), node.groups.names_after, None if after is None else group_name(after), limit)
+    if after is not None:
+        after = node.group_access.unseal(after) if after.startswith(SEALED_PREFIX) else group_name(after)
+    names, next_after = await node.group_access.visible_page(principal_of(request), node.groups.names_after,
+                                                             after, limit)
     body: dict[str, Any] = {"groups": node.groups.summaries(names)}
     if next_after is not None:
         body["next_after"] = next_after

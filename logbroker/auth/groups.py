@@ -13,12 +13,23 @@ A group is claimed by the first user whose join gets past the topic checks; that
 A group nobody claimed (created while authentication was off, or before groups had owners) is
 seen and managed by admins; the first user to join it claims it. With authentication off nothing
 is checked and nothing is claimed.
+
+The list comes a page at a time (``visible_page``). A user's page that stopped on a name they may
+not see carries a sealed cursor (``~`` and the name, padded and encrypted with a key this process
+drew at start), so paging never shows another user's group name; a sealed cursor from before a
+restart is refused (400: list again from the start).
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+import os
 from collections.abc import Awaitable, Callable
 from typing import Any, Final, Literal
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from coordinator.base import Coordinator
 from coordinator.users import GROUP_PERMISSIONS, GroupRecord, validate_permissions, validate_user_name
@@ -32,12 +43,17 @@ TopicReadable = Callable[[str], Awaitable[bool]]
 NamesAfter = Callable[[str | None, int], tuple[list[str], bool]]
 LIST_SCAN_NAMES_MAX: Final = 10_000  # group names one list call looks at, whatever it finds
 LIST_SCAN_STEP: Final = 1_000
+SEALED_PREFIX: Final = "~"  # never in a group name ([A-Za-z0-9._-])
+SEALED_NAME_BYTES: Final = 256  # a name is padded to this length, so a cursor does not show it
+SEALED_NONCE_BYTES: Final = 12
+SEALED_CONTEXT: Final = b"logbroker group list cursor"
 
 
 class GroupAccess:
     def __init__(self, coordinator: Coordinator, enabled: bool) -> None:
         self._coordinator = coordinator
         self.enabled = enabled
+        self._cursor_key = AESGCM(AESGCM.generate_key(bit_length=256))
 
     async def authorize(self, principal: Principal, group: str, action: GroupAction) -> GroupRecord | None:
         """The group's record when ``principal`` may do ``action``, else ``ForbiddenError``. An
@@ -94,7 +110,25 @@ class GroupAccess:
             if not more:
                 return found, None
             cursor = names[-1]
-        return found, cursor
+        assert cursor is not None
+        return found, self.seal(cursor)
+
+    def seal(self, name: str) -> str:
+        """A cursor for ``name`` that does not show it (nor its length)."""
+        nonce = os.urandom(SEALED_NONCE_BYTES)
+        sealed = self._cursor_key.encrypt(nonce, name.encode().ljust(SEALED_NAME_BYTES, b"\0"), SEALED_CONTEXT)
+        return SEALED_PREFIX + base64.urlsafe_b64encode(nonce + sealed).decode().rstrip("=")
+
+    def unseal(self, cursor: str) -> str:
+        """The name in a cursor ``seal`` made (``InvalidRequestError`` for any other)."""
+        try:
+            body = cursor[len(SEALED_PREFIX):]
+            raw = base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))
+            name = self._cursor_key.decrypt(raw[:SEALED_NONCE_BYTES], raw[SEALED_NONCE_BYTES:], SEALED_CONTEXT)
+            return name.rstrip(b"\0").decode()
+        except (ValueError, binascii.Error, InvalidTag, UnicodeDecodeError) as exc:
+            raise InvalidRequestError("the after cursor is not one this node gave, or the node restarted since: "
+                                      "list again from the start") from exc
 
     async def set_acl(self, group: str, body: object) -> dict[str, Any]:
         if not isinstance(body, dict) or set(body) != {"user", "permissions"}:
