@@ -17,8 +17,9 @@ Per repetition, on a fresh node:
 - at the largest count: ``metrics_scrape_ms`` and ``metrics_kb``, one ``/metrics`` scrape (per-group
   series are capped, ``logbroker/state_metrics.py``); ``list_page_ms``, one ``GET /v1/groups``
   page of ``LIST_LIMIT`` groups from the middle (admin or auth off: every group visible);
-- auth on only, at the largest count: a user (default limits: 1,000 groups) with a read grant on
-  the topic joins ``USER_GROUPS`` new groups: ``user_join_server_cpu_us`` is the node's CPU time per
+- auth on only: the admin joins ``USER_GROUPS`` fewer groups (the top mark is 99,500), then a user
+  (default limits: 1,000 groups) with a read grant on the topic joins ``USER_GROUPS`` new groups,
+  bringing the node to 100,000 (its ``GROUPS_MAX``): ``user_join_server_cpu_us`` is the node's CPU time per
   join, its per-user groups count included; ``user_list_page_ms`` lists the groups the user sees
   (a page looks at no more than 10,000 names of the others' groups);
 - ``/healthz`` is called every ``HEALTH_EVERY_S`` by its own connection throughout;
@@ -166,8 +167,16 @@ async def run_all(count: int, job: Callable[[int], Awaitable[float]]) -> list[fl
     return latencies
 
 
+def admin_plan(plan: Plan, auth: bool) -> tuple[int, tuple[int, ...]]:
+    """The groups the admin (or, auth off, the client) joins and the marks measured: with auth on
+    the user's ``USER_GROUPS`` come on top, so the node ends at ``plan.groups`` (its ``GROUPS_MAX``)."""
+    groups = plan.groups - (USER_GROUPS if auth else 0)
+    return groups, tuple(min(mark, groups) for mark in plan.marks)
+
+
 async def one_rep(url: str, pid: int, plan: Plan, auth: bool) -> dict[str, float]:
     figures: dict[str, float] = {}
+    groups, marks = admin_plan(plan, auth)
     probe = HealthProbe(url)
     connector = aiohttp.TCPConnector(limit=CONCURRENCY)
     timeout = aiohttp.ClientTimeout(total=600)
@@ -177,9 +186,9 @@ async def one_rep(url: str, pid: int, plan: Plan, auth: bool) -> dict[str, float
     async with aiohttp.ClientSession(connector=connector, timeout=timeout, headers=admin) as session:
         await call(session, url, "POST", "/v1/topics", {"name": TOPIC, "partitions": 1})
         probe.start()
-        members: list[str] = [""] * plan.groups
-        done_at = [0.0] * plan.groups
-        boundaries = {b for mark in plan.marks for b in (mark - WINDOW, mark)}
+        members: list[str] = [""] * groups
+        done_at = [0.0] * groups
+        boundaries = {b for mark in marks for b in (mark - WINDOW, mark)}
         cpu_at = {0: cpu_seconds(pid)}
 
         async def join(i: int) -> float:
@@ -193,26 +202,26 @@ async def one_rep(url: str, pid: int, plan: Plan, auth: bool) -> dict[str, float
             return done_at[i] - started
 
         joins_started = time.perf_counter()
-        latencies = await run_all(plan.groups, join)
+        latencies = await run_all(groups, join)
         joins_ended = time.perf_counter()
-        for mark in plan.marks:
+        for mark in marks:
             first = mark - WINDOW
             window_s = done_at[mark - 1] - (done_at[first - 1] if first > 0 else joins_started)
             figures[f"join_us_at_{mark}"] = window_s / WINDOW * 1e6
             figures[f"join_server_cpu_us_at_{mark}"] = (cpu_at[mark] - cpu_at[first]) / WINDOW * 1e6
             figures[f"join_ms_p99_at_{mark}"] = statistics.quantiles(latencies[first:mark], n=100)[98] * 1000
-        figures["joins_per_s"] = plan.groups / (joins_ended - joins_started)
+        figures["joins_per_s"] = groups / (joins_ended - joins_started)
         figures["healthz_ms_max_joins"] = probe.max_ms(joins_started, joins_ended)
+        if auth:
+            figures.update(await user_phase(session, url, pid, admin))
         figures["node_rss_mb"] = rss_mb(pid)
         figures["metrics_scrape_ms"], size = await timed(session, url, "/metrics", admin)
         figures["metrics_kb"] = size / 1024
-        middle = f"g{plan.groups // 2:06d}"
+        middle = f"g{groups // 2:06d}"
         figures["list_page_ms"], _ = await timed(session, url, f"/v1/groups?limit={LIST_LIMIT}&after={middle}",
                                                  admin)
-        if auth:
-            figures.update(await user_phase(session, url, pid, admin))
 
-        rejoin_s = plan.groups / figures["joins_per_s"]
+        rejoin_s = groups / figures["joins_per_s"]
         lapse_at = time.perf_counter() + 1.5 * rejoin_s + EXPIRY_MARGIN_S
 
         async def rejoin(i: int) -> float:
@@ -222,9 +231,9 @@ async def one_rep(url: str, pid: int, plan: Plan, auth: bool) -> dict[str, float
                        {"topics": [TOPIC], "session_timeout_ms": timeout_ms, "member_id": members[i]})
             return time.perf_counter() - started
 
-        await run_all(plan.groups, rejoin)
+        await run_all(groups, rejoin)
         assert time.perf_counter() < lapse_at, "the rejoins ran past the moment every session lapses"
-        sample = [plan.groups - 1, *random.sample(range(plan.groups), EXPIRY_SAMPLE)]
+        sample = [groups - 1, *random.sample(range(groups), EXPIRY_SAMPLE)]
         await asyncio.sleep(lapse_at - time.perf_counter())
         while True:
             views = [await call(session, url, "GET", f"/v1/groups/g{i:06d}") for i in sample]
@@ -248,7 +257,7 @@ def run(*, quick: bool, out_dir: str | None, work_dir: str | None, auth: bool = 
     started = datetime.datetime.now(datetime.UTC)
     samples: Samples = {}
     for rep in range(plan.reps):
-        print(f"[{scenario}] repetition {rep + 1}/{plan.reps}: {plan.groups} groups", flush=True)
+        print(f"[{scenario}] repetition {rep + 1}/{plan.reps}: {admin_plan(plan, auth)[0]} groups", flush=True)
         with single_node.work_dir("groupscalebench-", work_dir) as work:
             data = os.path.join(work, "data")
             node = NodeProcess(data, *flags).start()
@@ -272,7 +281,8 @@ def run(*, quick: bool, out_dir: str | None, work_dir: str | None, auth: bool = 
               "healthz_every_s": HEALTH_EVERY_S, "expiry_sample_groups": EXPIRY_SAMPLE + 1,
               "client": "one aiohttp process on the same machine"}
     if auth:
-        params.update({"user_groups": USER_GROUPS})
+        params.update({"user_groups": USER_GROUPS, "admin_groups": admin_plan(plan, auth)[0],
+                       "marks": list(admin_plan(plan, auth)[1])})
     params["list_limit"] = LIST_LIMIT
     return publish(scenario, figures, units, out_dir=out_dir, started_at=started, params=params)
 
