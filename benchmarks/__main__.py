@@ -8,7 +8,9 @@ plots from the result files in ``--out``, each scenario from its latest run.
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
+from collections.abc import Callable
 
 from benchmarks import auth_bench, group_scale_bench, groups_bench, log_bench, node_bench, queue_bench, spark_bench
 from benchmarks.results import DEFAULT_OUT_DIR
@@ -22,6 +24,8 @@ LOGBROKER_ONLY = (
     ("auth", "produce and consume with auth on against auth off, side by side", "a short run"),
     ("groups", "consumer group consumption: 3 members over 6 partitions", "a short run"),
     ("groupscale", "group coordinator cost: 100,000 groups joined, then their sessions lapse at once",
+     "20,000 groups instead of 100,000"),
+    ("groupscale-auth", "groupscale with auth on: an admin's groups, then a user's under the default limits",
      "20,000 groups instead of 100,000"),
     ("queue", "queue receive + ack with 4 workers, batches of 100", "a short run"),
 )
@@ -62,8 +66,10 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--out", default=None, help=f"directory for {name}.json (default benchmarks/results)")
         p.add_argument("--work-dir", default=None, help="where the node keeps its data (default: cwd)")
     args = parser.parse_args(argv)
-    runners = {"log": log_bench.run, "node": node_bench.run, "spark": spark_bench.run, "auth": auth_bench.run,
-               "groups": groups_bench.run, "groupscale": group_scale_bench.run, "queue": queue_bench.run}
+    runners: dict[str, Callable[..., object]] = {
+        "log": log_bench.run, "node": node_bench.run, "spark": spark_bench.run, "auth": auth_bench.run,
+        "groups": groups_bench.run, "groupscale": group_scale_bench.run,
+        "groupscale-auth": functools.partial(group_scale_bench.run, auth=True), "queue": queue_bench.run}
     if args.scenario in runners:
         runners[args.scenario](quick=args.quick, out_dir=args.out, work_dir=args.work_dir)
     elif args.scenario == "report":

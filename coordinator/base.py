@@ -169,6 +169,11 @@ class Coordinator(abc.ABC):
     async def list_group_records(self) -> list[GroupRecord]:
         """Every claimed group, sorted by name."""
 
+    async def count_groups_owned(self, user: str) -> int:
+        """How many claimed groups ``user`` owns (checked against the per-user groups limit on
+        every new group). This default reads every record; an implementation keeps a count."""
+        return sum(1 for record in await self.list_group_records() if record.owner == user)
+
     @abc.abstractmethod
     async def claim_group(self, name: str, owner: str | None) -> GroupRecord:
         """Make ``owner`` the owner of ``name`` unless someone already is; returns the record that

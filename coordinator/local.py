@@ -5,11 +5,13 @@ Every partition lives on this node, which leads it with epoch 1. Changes are wri
 (temp file, fsync, rename) before they are acknowledged, so a restart keeps every topic, user and
 grant. One ``asyncio.Lock`` orders the changes; each change builds the next state, saves it, and
 only then replaces the in-memory state, so a failed save changes nothing. Reads come from memory.
+The groups each user owns are counted as group records change (``count_groups_owned`` is O(1)).
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import dataclasses
 import json
 import os
@@ -71,6 +73,7 @@ class LocalCoordinator(Coordinator):
         self._state = _State({}, {}, {})
         self._journal = GroupJournal(data_dir)
         self._groups: dict[str, GroupRecord] = {}
+        self._owned: collections.Counter[str] = collections.Counter()  # owner -> groups owned
         self._lock = asyncio.Lock()
 
     @property
@@ -83,6 +86,7 @@ class LocalCoordinator(Coordinator):
     async def start(self) -> None:
         os.makedirs(os.path.dirname(self._path), exist_ok=True)
         self._groups = self._journal.load()
+        self._owned = collections.Counter(g.owner for g in self._groups.values() if g.owner is not None)
         try:
             with open(self._path, "rb") as f:
                 raw = f.read(STATE_BYTES_MAX + 1)
@@ -237,13 +241,25 @@ class LocalCoordinator(Coordinator):
             return
         before = [(name, self._groups.get(name)) for name, _ in changes]
         for name, record in changes:
-            _put(self._groups, name, record)
+            self._put_group(name, record)
         try:
             self._journal.write(changes, self._groups)
         except BaseException:
             for name, record in reversed(before):
-                _put(self._groups, name, record)
+                self._put_group(name, record)
             raise
+
+    def _put_group(self, name: str, record: GroupRecord | None) -> None:
+        """Replace (None: delete) one group record in memory, keeping the owners' counts."""
+        old = self._groups.pop(name, None)
+        if old is not None and old.owner is not None:
+            self._owned[old.owner] -= 1
+            if not self._owned[old.owner]:
+                del self._owned[old.owner]
+        if record is not None:
+            self._groups[name] = record
+            if record.owner is not None:
+                self._owned[record.owner] += 1
 
     async def get_group(self, name: str) -> GroupRecord | None:
         return self._groups.get(name)
@@ -251,6 +267,9 @@ class LocalCoordinator(Coordinator):
     async def list_group_records(self) -> list[GroupRecord]:
         groups = self._groups
         return [groups[n] for n in sorted(groups)]
+
+    async def count_groups_owned(self, user: str) -> int:
+        return self._owned[user]
 
     async def claim_group(self, name: str, owner: str | None) -> GroupRecord:
         async with self._lock:
@@ -279,11 +298,3 @@ class LocalCoordinator(Coordinator):
         async with self._lock:
             if name in self._groups:
                 self._change_groups_locked([(name, None)])
-
-
-def _put(groups: dict[str, GroupRecord], name: str, record: GroupRecord | None) -> None:
-    if record is None:
-        groups.pop(name, None)
-    else:
-        groups[name] = record
-

@@ -5,19 +5,23 @@ the read check on the topics a call names is ``require_read``."""
 
 from __future__ import annotations
 
+from typing import Any, Final
+
 from aiohttp import web
 
 from http_api.auth import limits_of, principal_of
 from http_api.identity import caller, group_caller, require_read
 from http_api.keys import NODE
-from http_api.params import read_json
+from http_api.params import query_int, read_json
 from http_api.routing import route
-from logbroker.auth.groups import restricted_view
+from logbroker.auth.groups import LIST_SCAN_NAMES_MAX, SEALED_PREFIX, restricted_view
 from logbroker.auth.usage import check_member_limit
 from logbroker.errors import ForbiddenError
 from logbroker.groups.requests import group_name, member_id, parse_commit, parse_join, parse_reset
 
 GROUP_PATH = "/v1/groups/{group}"
+LIST_LIMIT_DEFAULT: Final = 1_000
+LIST_LIMIT_MAX: Final = 10_000
 JOIN_BODY = {"type": "object", "required": ["topics"], "properties": {
     "topics": {"type": "array", "items": {"type": "string"}},
     "session_timeout_ms": {"type": "integer", "minimum": 100, "maximum": 300000, "default": 10000},
@@ -41,12 +45,27 @@ def _group(request: web.Request) -> str:
     return group_name(request.match_info["group"])
 
 
-@route("GET", "/v1/groups", "List the consumer groups the caller owns or holds a grant on (admins: all)",
-       access="user")
+@route("GET", "/v1/groups", "List the consumer groups the caller owns or holds a grant on (admins: all), by "
+       f"name, a page at a time: `next_after` is present when more may follow. A call looks at no more than "
+       f"{LIST_SCAN_NAMES_MAX} names, so a page can be short, even empty, and still have a `next_after`",
+       access="user",
+       query=(("limit", "integer", f"groups per page (1 to {LIST_LIMIT_MAX}, default {LIST_LIMIT_DEFAULT})"),
+              ("after", "string", "the next_after of the previous page: list the groups named after it (a "
+                                  "group name, or a sealed cursor starting with ~)")),
+       responses={"200": "{groups: [{group, state, generation, strategy, members}], next_after?}",
+                  "400": "Invalid limit or after"})
 async def list_groups(request: web.Request) -> web.Response:
     node = request.app[NODE]
-    groups = await node.group_access.visible(principal_of(request), node.groups.list_groups())
-    return web.json_response({"groups": groups})
+    limit = query_int(request, "limit", default=LIST_LIMIT_DEFAULT, low=1, high=LIST_LIMIT_MAX)
+    after = request.query.get("after")
+    if after is not None:
+        after = node.group_access.unseal(after) if after.startswith(SEALED_PREFIX) else group_name(after)
+    names, next_after = await node.group_access.visible_page(principal_of(request), node.groups.names_after,
+                                                             after, limit)
+    body: dict[str, Any] = {"groups": node.groups.summaries(names)}
+    if next_after is not None:
+        body["next_after"] = next_after
+    return web.json_response(body)
 
 
 @route("GET", GROUP_PATH, "Describe a group: members, assignment, committed offsets and lag (owner and admins; "

@@ -13,12 +13,23 @@ A group is claimed by the first user whose join gets past the topic checks; that
 A group nobody claimed (created while authentication was off, or before groups had owners) is
 seen and managed by admins; the first user to join it claims it. With authentication off nothing
 is checked and nothing is claimed.
+
+The list comes a page at a time (``visible_page``). A user's page that stopped on a name they may
+not see carries a sealed cursor (``~`` and the name, padded and encrypted with a key this process
+drew at start), so paging never shows another user's group name; a sealed cursor from before a
+restart is refused (400: list again from the start).
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+import os
 from collections.abc import Awaitable, Callable
-from typing import Any, Literal
+from typing import Any, Final, Literal
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from coordinator.base import Coordinator
 from coordinator.users import GROUP_PERMISSIONS, GroupRecord, validate_permissions, validate_user_name
@@ -29,12 +40,20 @@ from logbroker.errors import ForbiddenError, InvalidRequestError
 
 GroupAction = Literal["read", "describe", "manage"]
 TopicReadable = Callable[[str], Awaitable[bool]]
+NamesAfter = Callable[[str | None, int], tuple[list[str], bool]]
+LIST_SCAN_NAMES_MAX: Final = 10_000  # group names one list call looks at, whatever it finds
+LIST_SCAN_STEP: Final = 1_000
+SEALED_PREFIX: Final = "~"  # never in a group name ([A-Za-z0-9._-])
+SEALED_NAME_BYTES: Final = 256  # a name is padded to this length, so a cursor does not show it
+SEALED_NONCE_BYTES: Final = 12
+SEALED_CONTEXT: Final = b"logbroker group list cursor"
 
 
 class GroupAccess:
     def __init__(self, coordinator: Coordinator, enabled: bool) -> None:
         self._coordinator = coordinator
         self.enabled = enabled
+        self._cursor_key = AESGCM(AESGCM.generate_key(bit_length=256))
 
     async def authorize(self, principal: Principal, group: str, action: GroupAction) -> GroupRecord | None:
         """The group's record when ``principal`` may do ``action``, else ``ForbiddenError``. An
@@ -54,14 +73,13 @@ class GroupAccess:
     async def claim(self, principal: Principal, group: str, limits: QuotaLimits | None = None) -> None:
         """Make ``principal`` the owner of ``group`` unless someone claimed it first; then they
         need ``read`` on it like anyone else (two first joins racing: one wins, one gets 403).
-        A new group counts against ``limits.groups_max`` (429 past it; counting the caller's
-        groups reads every group record, once per new group, never for an admin)."""
+        A new group counts against ``limits.groups_max`` (429 past it; the coordinator keeps the
+        count, never asked for an admin)."""
         if not self.enabled:
             return
         if limits is not None and not principal.is_admin and limits.groups_max > 0 \
                 and await self._coordinator.get_group(group) is None:
-            owned = sum(1 for r in await self._coordinator.list_group_records() if r.owner == principal.name)
-            check_group_limit(principal, limits, owned)
+            check_group_limit(principal, limits, await self._coordinator.count_groups_owned(principal.name))
         record = await self._coordinator.claim_group(group, principal.name)
         if not allowed(principal, "read", record.owner, record.acl):
             raise ForbiddenError(f"{principal.name!r} may not read group {group!r}")
@@ -69,13 +87,48 @@ class GroupAccess:
     def is_manager(self, principal: Principal, record: GroupRecord | None) -> bool:
         return not self.enabled or principal.is_admin or (record is not None and record.owner == principal.name)
 
-    async def visible(self, principal: Principal, summaries: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """The group summaries (``{"group": name, ...}``) ``principal`` may describe."""
+    async def visible_page(self, principal: Principal, names_after: NamesAfter, after: str | None,
+                           limit: int) -> tuple[list[str], str | None]:
+        """One page of the group names ``principal`` may describe, after ``after``, by name: at
+        most ``limit`` of them, and the cursor to continue from (None: no more groups). Bounded
+        work: it looks at no more than ``max(limit, LIST_SCAN_NAMES_MAX)`` names, so a caller who
+        sees few of many groups may get a short (even empty) page with a cursor."""
         if not self.enabled or principal.is_admin:
-            return summaries
-        records = {r.name: r for r in await self._coordinator.list_group_records()}
-        return [s for s in summaries if (r := records.get(s["group"])) is not None
-                and allowed(principal, "describe", r.owner, r.acl)]
+            names, more = names_after(after, limit)
+            return names, names[-1] if more and names else None
+        found: list[str] = []
+        budget, cursor = max(limit, LIST_SCAN_NAMES_MAX), after
+        while budget > 0:
+            names, more = names_after(cursor, min(budget, LIST_SCAN_STEP))
+            budget -= len(names)
+            for index, name in enumerate(names):
+                record = await self._coordinator.get_group(name)
+                if record is not None and allowed(principal, "describe", record.owner, record.acl):
+                    found.append(name)
+                    if len(found) == limit:
+                        return found, name if more or index + 1 < len(names) else None
+            if not more:
+                return found, None
+            cursor = names[-1]
+        assert cursor is not None
+        return found, self.seal(cursor)
+
+    def seal(self, name: str) -> str:
+        """A cursor for ``name`` that does not show it (nor its length)."""
+        nonce = os.urandom(SEALED_NONCE_BYTES)
+        sealed = self._cursor_key.encrypt(nonce, name.encode().ljust(SEALED_NAME_BYTES, b"\0"), SEALED_CONTEXT)
+        return SEALED_PREFIX + base64.urlsafe_b64encode(nonce + sealed).decode().rstrip("=")
+
+    def unseal(self, cursor: str) -> str:
+        """The name in a cursor ``seal`` made (``InvalidRequestError`` for any other)."""
+        try:
+            body = cursor[len(SEALED_PREFIX):]
+            raw = base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))
+            name = self._cursor_key.decrypt(raw[:SEALED_NONCE_BYTES], raw[SEALED_NONCE_BYTES:], SEALED_CONTEXT)
+            return name.rstrip(b"\0").decode()
+        except (ValueError, binascii.Error, InvalidTag, UnicodeDecodeError) as exc:
+            raise InvalidRequestError("the after cursor is not one this node gave, or the node restarted since: "
+                                      "list again from the start") from exc
 
     async def set_acl(self, group: str, body: object) -> dict[str, Any]:
         if not isinstance(body, dict) or set(body) != {"user", "permissions"}:

@@ -12,12 +12,19 @@ from logbroker.client import Client
 from logbroker.errors import InvalidRequestError
 
 SEND_BATCH: Final = 1000
+LIST_PAGE: Final = 1000  # groups asked for per GET /v1/groups page (the node's default)
+LIST_PAGES_MAX: Final = 100_000  # a node holds at most 100,000 groups; each page moves the cursor on
 
 
 def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     group = sub.add_parser("group", help="consumer groups", description="consumer groups")
     actions = group.add_subparsers(dest="action", required=True)
-    actions.add_parser("list", help="list groups", parents=[common])
+    listing = actions.add_parser("list", help="list the groups you may see, by name, following every page",
+                                 parents=[common])
+    listing.add_argument("--limit", type=int, default=None, metavar="N", help="at most N groups")
+    listing.add_argument("--after", default=None, metavar="NAME", help="start after this group name")
+    listing.add_argument("--page-size", type=int, default=LIST_PAGE, metavar="N",
+                         help=f"groups per request (1 to 10000, default {LIST_PAGE})")
     actions.add_parser("describe", help="members, assignment, committed offsets and lag",
                        parents=[common]).add_argument("name")
     actions.add_parser("delete", help="delete an empty group and its committed offsets (owner or admin)",
@@ -65,9 +72,11 @@ def _print(args: argparse.Namespace, data: Any, human: str) -> None:
 
 async def _group(client: Client, args: argparse.Namespace) -> int:
     if args.action == "list":
-        groups = await client.list_groups()
+        groups, more_after = await _list_groups(client, args.after, args.limit, args.page_size)
         _print(args, groups, "\n".join(f"{g['group']}\t{g['state']}\tgeneration {g['generation']}\t"
                                        f"{g['members']} member(s)" for g in groups))
+        if more_after is not None:
+            print(f"more groups follow: --after {more_after}", file=sys.stderr)
     elif args.action == "describe":
         described = await client.describe_group(args.name)
         lines = [f"{described['group']} ({described['state']}), generation {described['generation']}, "
@@ -91,6 +100,27 @@ async def _group(client: Client, args: argparse.Namespace) -> int:
                                                   timestamp=timestamp, offsets=offsets)
         _print(args, result, "\n".join(f"{args.topic}/{o['partition']} -> {o['offset']}" for o in result["offsets"]))
     return 0
+
+
+async def _list_groups(client: Client, after: str | None, limit: int | None,
+                       page_size: int) -> tuple[list[dict[str, Any]], str | None]:
+    """The groups after ``after`` (at most ``limit``), following ``next_after`` page by page, and
+    the name to continue after when ``limit`` stopped the listing before the end."""
+    if limit is not None and limit < 1:
+        raise InvalidRequestError("--limit must be at least 1")
+    groups: list[dict[str, Any]] = []
+    for _ in range(LIST_PAGES_MAX):
+        wanted = page_size if limit is None else min(page_size, limit - len(groups))
+        params = {"limit": str(wanted), **({"after": after} if after is not None else {})}
+        _, _, body = await client.request("GET", "/v1/groups", params=params)
+        page = json.loads(body)
+        groups += page["groups"]
+        after = page.get("next_after")
+        if after is None:
+            return groups, None
+        if limit is not None and len(groups) >= limit:
+            return groups, groups[-1]["group"]
+    raise InvalidRequestError(f"the group list did not end within {LIST_PAGES_MAX} pages")
 
 
 def _reset_target(args: argparse.Namespace) -> tuple[str, Any, Any, Any]:

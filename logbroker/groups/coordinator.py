@@ -17,7 +17,7 @@ group it acts on). ``_live`` counts each offsets partition's live records (what 
 write) as groups change, so deciding on a snapshot is O(1); a snapshot is written in slices in the
 background (decision 0176). The tick acts only on groups ``Sessions`` hands it: those with a
 lapsed session and those subscribed to a topic whose partition count changed, a bounded number
-per tick.
+per tick. ``_names`` keeps the group names sorted, so a page of the list costs O(log groups + page).
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from coordinator.errors import UnknownTopicError
 from logbroker.errors import GroupNotEmptyError, InvalidRequestError, UnknownGroupError, UnknownPartitionError
 from logbroker.groups.assignment import STRATEGIES
 from logbroker.groups.group import ANY_CALLER, Caller, Group, Member
+from logbroker.groups.names import SortedNames
 from logbroker.groups.requests import CommitRequest, JoinRequest, ResetRequest
 from logbroker.groups.sessions import Sessions
 from logbroker.internal_log import InternalLog, InternalRecord, pack, unpack
@@ -77,6 +78,7 @@ class GroupCoordinator:
         self._clock_ms = clock_ms
         self._wall_ms = wall_clock_ms
         self._groups: dict[str, Group] = {}
+        self._names = SortedNames()
         self._committed: dict[str, dict[tuple[str, int], Committed]] = {}
         self._by_partition: list[set[str]] = [set() for _ in range(offsets_log.partitions)]
         self._live = [0] * offsets_log.partitions
@@ -118,6 +120,7 @@ class GroupCoordinator:
                                                       str(value["member"]), int(value["committed_ms"]))
         elif key[0] == "g" and len(key) == 2 and value is None:  # a deleted group (counts: ``load`` recounts)
             self._groups.pop(key[1], None)
+            self._names.discard(key[1])
             self._committed.pop(key[1], None)
             self._by_partition[self._partition_of(key[1])].discard(key[1])
         elif key[0] == "g" and len(key) == 2:
@@ -139,6 +142,7 @@ class GroupCoordinator:
 
     def _add_group(self, name: str) -> Group:
         group = self._groups[name] = Group(name)
+        self._names.add(name)
         self._by_partition[self._partition_of(name)].add(name)
         return group
 
@@ -149,6 +153,7 @@ class GroupCoordinator:
         group = self._groups.pop(name, None)
         if group is None:
             return None
+        self._names.discard(name)
         partition = self._partition_of(name)
         self._live[partition] -= (1 if group.generation else 0) + len(self._committed.pop(name, {}))
         self._by_partition[partition].discard(name)
@@ -269,6 +274,8 @@ class GroupCoordinator:
         for name in self._groups:
             by_partition[self._partition_of(name)].add(name)
         assert self._by_partition == by_partition
+        self._names.verify()
+        assert self._names.after(None, len(self._groups) + 1) == (sorted(self._groups), False)
         assert set(self._committed) <= set(self._groups)
         self._sessions.verify(self._groups)
         held = collections.Counter(m.principal or "" for g in self._groups.values() for m in g.members.values())
@@ -449,9 +456,19 @@ class GroupCoordinator:
     # ---- views ---------------------------------------------------------------------------------
 
     def list_groups(self) -> list[dict[str, Any]]:
+        """Every group's summary, by name (O(groups): ``names_after`` and ``summary`` page it)."""
+        return self.summaries(self.names_after(None, len(self._groups))[0])
+
+    def names_after(self, cursor: str | None, count: int) -> tuple[list[str], bool]:
+        """Up to ``count`` group names after ``cursor`` (None: from the first), by name, and
+        whether more follow. O(log groups + count)."""
+        return self._names.after(cursor, count)
+
+    def summaries(self, names: list[str]) -> list[dict[str, Any]]:
+        """The summaries of the groups ``names`` that exist, in that order."""
         return [{"group": g.name, "state": "stable" if g.members else "empty", "generation": g.generation,
                  "strategy": g.strategy, "members": len(g.members)}
-                for g in sorted(self._groups.values(), key=lambda g: g.name)]
+                for g in (self._groups.get(n) for n in names) if g is not None]
 
     def describe(self, name: str) -> dict[str, Any]:
         group = self._known(name)

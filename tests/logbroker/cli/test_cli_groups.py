@@ -56,3 +56,21 @@ def test_group_delete(node):
     assert deleted.returncode == 0 and deleted.stdout.strip() == "deleted group cd"
     assert "cd\t" not in cli(node, "group", "list").stdout
     assert json.loads(cli(node, "group", "acl-get", "cd", "--json").stdout) == {"group": "cd", "owner": None, "acl": []}
+
+
+def test_group_list_follows_pages_and_stops_at_a_limit(node):
+    assert cli(node, "topic", "create", "cli.p").returncode == 0
+    http = Http(node.url)
+    names = [f"cp{i}" for i in range(5)]
+    for name in names:
+        http.json("POST", f"/v1/groups/{name}/members", body={"topics": ["cli.p"]})
+    everything = [g["group"] for g in json.loads(cli(node, "group", "list", "--json").stdout)]
+    assert set(names) <= set(everything) and everything == sorted(everything)
+    paged = cli(node, "group", "list", "--page-size", "1", "--json")
+    assert paged.returncode == 0 and [g["group"] for g in json.loads(paged.stdout)] == everything
+    some = cli(node, "group", "list", "--after", "cp0", "--limit", "3", "--page-size", "2")
+    assert some.returncode == 0 and [line.split("\t")[0] for line in some.stdout.splitlines()] == names[1:4]
+    assert "more groups follow: --after cp3" in some.stderr
+    assert cli(node, "group", "list", "--limit", "0").returncode == 1
+    bad = cli(node, "group", "list", "--page-size", "10001")
+    assert bad.returncode == 1 and "invalid_request" in bad.stderr
