@@ -15,6 +15,7 @@ from logbroker.client.errors import LogBrokerError, problem_error, transport_err
 from logbroker.client.sse import Event, SseParser
 
 MSGPACK_TYPE: Final = "application/x-msgpack"
+GROUP_LIST_PAGES_MAX: Final = 1_000  # 1,000 pages of up to 1,000 groups: more than a node holds
 STREAM_READ_TIMEOUT_S: Final = 120.0
 STREAM_CONNECT_TIMEOUT_S: Final = 10.0
 STREAM_LINE_BYTES_MAX: Final = 64 << 20
@@ -78,8 +79,20 @@ class GroupQueueCalls:
         result: dict[str, Any] = await self._json("GET", f"/v1/groups/{group}")
         return result
 
-    async def list_groups(self) -> list[dict[str, Any]]:
-        return list((await self._json("GET", "/v1/groups"))["groups"])
+    async def list_groups(self, *, page_size: int | None = None,
+                          pages_max: int = GROUP_LIST_PAGES_MAX) -> list[dict[str, Any]]:
+        """Every group the caller may see, following ``next_after`` page by page (pages of
+        ``page_size``, the node's default when None; at most ``pages_max`` pages)."""
+        groups: list[dict[str, Any]] = []
+        after: str | None = None
+        for _ in range(pages_max):
+            params = {k: str(v) for k, v in (("after", after), ("limit", page_size)) if v is not None}
+            page = await self._json("GET", "/v1/groups", params=params or None)
+            groups.extend(page["groups"])
+            after = page.get("next_after")
+            if not after:
+                break
+        return groups
 
     async def delete_group(self, group: str) -> None:
         """Delete an empty group and its committed offsets (its owner or an admin)."""

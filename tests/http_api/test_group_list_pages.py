@@ -91,3 +91,17 @@ def test_bad_paging_input_is_a_clear_400(groups, admin, query):
     assert reply.headers["content-type"].startswith("application/problem+json")
     # a bad cursor is refused as a bad group name in a path is (``invalid_topic``: the names' rules)
     assert reply.json()["code"] == ("invalid_request" if query.startswith(("limit", "after=~")) else "invalid_topic")
+
+
+def test_the_python_client_follows_every_page(node, groups):
+    import asyncio
+
+    from logbroker.client import Client
+
+    async def names(page_size: int | None) -> list[str]:
+        async with Client(node.url, username=ADMIN, password=ADMIN_PASSWORD) as client:
+            return [g["group"] for g in await client.list_groups(page_size=page_size)]
+
+    everything = sorted(groups["a_groups"] + groups["b_groups"])
+    for page_size in (None, 1, 3):
+        assert asyncio.run(names(page_size)) == everything
