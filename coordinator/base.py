@@ -119,6 +119,13 @@ class Coordinator(abc.ABC):
         ``CoordinatorError`` when the epoch moved on)."""
         raise InvalidTopicError("this coordinator has a single replica per partition")
 
+    async def hand_over(self, topic: str, partition: int, replicas: tuple[int, ...], isr: tuple[int, ...],
+                        leader: int) -> None:
+        """Move leadership away from ``leader`` (which must lead now): set ``replicas`` and
+        ``isr`` and clear the leader in one guarded change, so the first live member of ``isr``
+        is elected next. Used once a partition's data was copied to its new preferred replica."""
+        raise InvalidTopicError("this coordinator has a single node")
+
     async def reassign(self, topic: str, partition: int, replicas: tuple[int, ...]) -> PartitionState:
         """Set a partition's replica list (preferred leader first); used by rebalance and
         decommission."""

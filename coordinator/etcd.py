@@ -427,6 +427,29 @@ class EtcdCoordinator(Coordinator):
                                       -1 if leader is None else leader.node, record.leader_epoch)
         raise self._contended(f"reassigning {topic}/{partition}")
 
+    async def hand_over(self, topic: str, partition: int, replicas: tuple[int, ...], isr: tuple[int, ...],
+                        leader: int) -> None:
+        """One transaction: if ``leader`` still leads at the stored epoch and the partition is as
+        cached, set ``replicas`` and ``isr`` and delete the leader key, so that the first live
+        member of ``isr`` is elected next (epoch + 1). ``StaleEpochError`` otherwise."""
+        if not isr or not set(isr) <= set(replicas) or len(set(replicas)) != len(replicas):
+            raise InvalidTopicError(f"an ISR is a non-empty subset of distinct replicas, not {list(isr)} of "
+                                    f"{list(replicas)}")
+        record = self._cache.partition_record(topic, partition)
+        if record is None:
+            raise UnknownTopicError(f"unknown partition {topic}/{partition}")
+        held = self._cache.leader(topic, partition)
+        if held is None or held != LeaderRecord(leader, record.leader_epoch):
+            raise StaleEpochError(f"{topic}/{partition} is not led by node {leader} at epoch {record.leader_epoch}",
+                                  epoch=record.leader_epoch)
+        pkey, lkey = partition_key(topic, partition), leader_key(topic, partition)
+        updated = PartitionRecord(record.topic_id, tuple(replicas), tuple(isr), record.leader_epoch)
+        resp = await self._txn([cmp_mod(self._k(pkey), self._cache.mod_revision(pkey)),
+                                cmp_value(self._k(lkey), held.encode())],
+                               [op_put(self._k(pkey), updated.encode()), op_delete(self._k(lkey))])
+        if not resp.succeeded:
+            raise StaleEpochError(f"{topic}/{partition} changed during the hand-over", epoch=record.leader_epoch)
+
     # ---- users and ACLs ------------------------------------------------------------------------
 
     async def create_user(self, user: UserRecord) -> None:

@@ -8,7 +8,11 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from http_api.auth import principal_of
 from http_api.keys import NODE
 from http_api.openapi import openapi_document
+from http_api.params import read_json
 from http_api.routing import route
+from logbroker.errors import InvalidRequestError
+
+DECOMMISSION_BODY = {"type": "object", "required": ["node_id"], "properties": {"node_id": {"type": "integer"}}}
 
 
 @route("GET", "/healthz", "Liveness: the process answers", access="public")
@@ -39,6 +43,24 @@ async def metrics(request: web.Request) -> web.Response:
 @route("GET", "/v1/cluster", "Nodes, liveness, partition placement and leaders", access="user")
 async def cluster(request: web.Request) -> web.Response:
     return web.json_response(await request.app[NODE].cluster(principal_of(request)))
+
+
+@route("POST", "/v1/cluster/rebalance", "Spread the topics' partitions evenly over the live nodes (admin): "
+       "each moved partition's data is copied to its new leader before leadership moves", access="admin",
+       responses={"200": "The moves made", "403": "Not an admin", "503": "Not a cluster, or a move failed"})
+async def rebalance(request: web.Request) -> web.Response:
+    return web.json_response(await request.app[NODE].rebalance(None))
+
+
+@route("POST", "/v1/cluster/decommission", "Move every partition off one node (admin), e.g. before "
+       "retiring it", access="admin", body=DECOMMISSION_BODY,
+       responses={"200": "The moves made", "400": "Bad node id", "403": "Not an admin"})
+async def decommission(request: web.Request) -> web.Response:
+    body = await read_json(request)
+    node_id = body.get("node_id") if isinstance(body, dict) else None
+    if isinstance(node_id, bool) or not isinstance(node_id, int) or node_id < 0 or set(body) != {"node_id"}:
+        raise InvalidRequestError('the body must be {"node_id": <a node id>}')
+    return web.json_response(await request.app[NODE].rebalance(node_id))
 
 
 @route("GET", "/v1/openapi.json", "This document", access="public")

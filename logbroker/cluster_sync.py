@@ -103,6 +103,10 @@ class ClusterSync:
         if hosted:
             await node.open_hosted(meta, hosted)
             self._opened_ids[name] = meta.topic_id
+        if opened is not None or hosted:
+            moved = [p for p in node.local_partitions(name) if p not in hosted]
+            if moved:
+                await node.drop_moved(name, moved)
         return [_election(node, meta, s.partition) for s in states if should_stand(s, me, alive)]
 
     def forget(self, name: str) -> None:

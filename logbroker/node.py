@@ -57,6 +57,7 @@ from logbroker.errors import (
 from logbroker.groups.coordinator import OFFSETS_PARTITIONS, OFFSETS_TOPIC, GroupCoordinator
 from logbroker.internal_log import ensure_internal_topic
 from logbroker.metrics import Metrics
+from logbroker.partition_moves import PartitionMover
 from logbroker.partition_roles import NO_LEADER
 from logbroker.peers import Peers
 from logbroker.queues.manager import QueueManager, state_topic
@@ -77,6 +78,7 @@ ACKS: Final = ("0", "1", "all")
 BACKGROUND_COMMITS_MAX: Final = 10_000
 FORWARD_WAIT_MARGIN_S: Final = 10.0  # a forwarded long-poll's deadline: its wait plus this
 REMOTE_POLL_MS: Final = 500
+PEER_DEADLINE_S: Final = 10.0
 LEADERS_WAIT_S: Final = 10.0
 CLUSTER_SYNC_PAUSE_S: Final = 0.02  # between reconcile rounds (each waits for a change itself)
 LEADERS_POLL_S: Final = 0.02
@@ -101,6 +103,7 @@ class Node:
         self.rpc_address = ""
         self.peers: Peers | None = None
         self.sync = ClusterSync(self)
+        self.moves = PartitionMover(self)
         self._sync_task: asyncio.Task[None] | None = None
         self.ready = False
         self._round_robin = itertools.count()
@@ -517,6 +520,33 @@ class Node:
             raise NotLeaderError("this node cannot prove its leadership now (its coordinator session may have "
                                  "lapsed); retry: the partition's leader answers")
 
+    async def peer_call(self, node_id: int, method: str, request: dict[str, Any], *,
+                        deadline_s: float = PEER_DEADLINE_S) -> dict[str, Any]:
+        return await self._peers().call(node_id, method, request, deadline_s=deadline_s)
+
+    def local_partitions(self, topic: str) -> list[int]:
+        try:
+            return [r.partition for r in self.replicas.partitions(topic)]
+        except UnknownTopicError:
+            return []
+
+    async def drop_moved(self, topic: str, partitions: list[int]) -> None:
+        """Delete this node's copies of partitions moved to other nodes."""
+        log.info("dropping moved partitions", extra={"fields": {"topic": topic, "partitions": partitions}})
+        for partition in partitions:
+            self.moves.thaw(topic, partition)
+        await self.replicas.drop_partitions(topic, partitions)
+
+    async def rebalance(self, leaving: int | None) -> dict[str, Any]:
+        """``/v1/cluster/rebalance`` (``leaving`` None) and ``/v1/cluster/decommission``."""
+        self._check_serving()
+        if not self.clustered:
+            raise NotAvailableError("a single node has nothing to rebalance")
+        return await self.moves.rebalance(leaving)
+
+    def check_leads(self, topic: str, partition: int) -> None:
+        self._check_leads(topic, partition)
+
     def _check_leads(self, topic: str, partition: int) -> None:
         """For a forwarded call: this node must lead the partition now (no second hop)."""
         if self._leader(topic, partition) is not None:
@@ -554,7 +584,11 @@ class Node:
             limit = self._max_batch_bytes(topic, partition)
             if len(batch) > limit:
                 raise BatchTooLargeError(len(batch), limit)
-            batches.append((partition, indexes, batch, self._leader(topic, partition)))
+            leader = self._leader(topic, partition)
+            if leader is None and self.clustered:
+                self._check_fence()
+                self.moves.check_writable(topic, partition)
+            batches.append((partition, indexes, batch, leader))
         offsets: list[dict[str, int]] = [{}] * len(records)
         commits = []
         forwards = []
@@ -562,7 +596,6 @@ class Node:
             if leader is not None:
                 forwards.append((partition, indexes, self._forward_batch(leader, topic, partition, batch, acks)))
                 continue
-            self._check_fence()
             replica = self.replicas.get(topic, partition)
             info = replica.append(batch)
             self._count_in(topic, len(batch), len(indexes))
@@ -608,6 +641,7 @@ class Node:
         _check_writable(topic)
         self._check_leads(topic, partition)
         self._check_fence()
+        self.moves.check_writable(topic, partition)
         replica = self.replicas.get(topic, partition)
         info = replica.append(batch)
         self._count_in(topic, len(batch), info.last_offset - info.base_offset + 1)

@@ -116,6 +116,22 @@ class Replica:
             self.wake_all()
             raise
 
+    def append_copied(self, batch: bytes | memoryview) -> AppendInfo:
+        """Append a batch copied from another replica as it is (its offsets and epoch kept;
+        it must start at this log's end). Readers see it once ``advance`` says so."""
+        try:
+            return self.log.append_replica(batch, flush=False)
+        except StorageFullError:
+            self._health.write_failed_full()
+            raise
+        except LogOfflineError:
+            self.wake_all()
+            raise
+
+    def advance(self, offset: int) -> None:
+        """Expose records below ``offset`` (never past the log end, never backwards)."""
+        self._advance(offset)
+
     def _advance(self, offset: int) -> None:
         if offset <= self.high_watermark:
             return
@@ -311,6 +327,22 @@ class ReplicaManager:
                     continue
                 shutil.rmtree(mark, ignore_errors=True)
                 os.makedirs(mark, exist_ok=True)
+
+    async def drop_partitions(self, topic: str, partitions: Iterable[int]) -> None:
+        """Close and delete the logs of ``partitions`` of ``topic`` (moved to other nodes)."""
+        held = self._replicas.get(topic, {})
+        dropped = [held.pop(p) for p in sorted(set(partitions)) if p in held]
+        if not dropped:
+            return
+        self._topic_changed(topic)
+        for replica in dropped:
+            replica.wake_all()
+
+        def delete() -> None:
+            for replica in dropped:
+                replica.log.delete()
+
+        await asyncio.get_running_loop().run_in_executor(self._executor, delete)
 
     def pending_deletions(self) -> set[str]:
         """Topic ids whose deletion a previous run began (their directories bear the mark)."""

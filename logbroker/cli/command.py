@@ -89,6 +89,11 @@ def build_parser() -> argparse.ArgumentParser:
     cluster = sub.add_parser("cluster", help="the cluster as its coordinator sees it", description="the cluster")
     cluster_actions = cluster.add_subparsers(dest="action", required=True)
     cluster_actions.add_parser("status", help="nodes, liveness, and leaders and replicas per node", parents=[common])
+    cluster_actions.add_parser("rebalance", help="spread partitions evenly over the live nodes (admin)",
+                               parents=[common])
+    leave = cluster_actions.add_parser("decommission", help="move every partition off a node (admin)",
+                                       parents=[common])
+    leave.add_argument("node_id", type=int)
     groups.add_commands(sub, common)
     admin.add_commands(sub, common)
     return parser
@@ -166,6 +171,11 @@ async def _topic(client: Client, args: argparse.Namespace) -> int:
 
 
 async def _cluster(client: Client, args: argparse.Namespace) -> int:
+    if args.action in ("rebalance", "decommission"):
+        result = await (client.rebalance() if args.action == "rebalance" else client.decommission(args.node_id))
+        lines = [f"{m['topic']}/{m['partition']}: replicas {m['from']} -> {m['to']}" for m in result["moves"]]
+        _print(args, result, "\n".join(lines) or "nothing to move")
+        return 0
     state = await client.cluster()
     leaders: dict[int, int] = {}
     replicas: dict[int, int] = {}

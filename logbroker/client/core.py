@@ -288,6 +288,16 @@ class Client(GroupQueueCalls):
         result: dict[str, Any] = await self._json("GET", "/v1/cluster")
         return result
 
+    async def rebalance(self) -> dict[str, Any]:
+        """Spread the partitions evenly over the live nodes (admin); the moves made."""
+        result: dict[str, Any] = await self._json("POST", "/v1/cluster/rebalance")
+        return result
+
+    async def decommission(self, node_id: int) -> dict[str, Any]:
+        """Move every partition off node ``node_id`` (admin); the moves made."""
+        result: dict[str, Any] = await self._json("POST", "/v1/cluster/decommission", json_body={"node_id": node_id})
+        return result
+
     async def list_offset(self, topic: str, partition: int, at: str | int = "latest") -> int:
         result = await self._json("GET", f"/v1/topics/{topic}/partitions/{partition}/offsets", params={"at": str(at)},
                                   partition=(topic, partition))

@@ -277,3 +277,62 @@ def test_what_a_cluster_does_not_serve_yet_is_refused_clearly(cluster: Cluster, 
     reply = cluster.http(2).call("POST", "/v1/groups/g1/members", headers=token, body={"topics": ["grouped"]})
     assert reply.status == 503 and "cluster" in reply.json()["detail"]
     assert cluster.http(3).call("GET", "/v1/topics/clusterq", headers=token).status == 404
+
+
+def offsets_of_every_topic(cluster: Cluster, via: int, headers: dict[str, str]) -> dict[tuple[str, int], int]:
+    state = cluster.http(via).json("GET", "/v1/cluster", headers=headers)
+    out = {}
+    for topic in state["topics"]:
+        for p in describe(cluster, via, topic["name"], headers)["partitions"]:
+            out[(topic["name"], p["partition"])] = p["latest_offset"]
+    return out
+
+
+def values(cluster: Cluster, via: int, topic: str, partition: int, headers: dict[str, str]) -> list[str]:
+    answer = cluster.http(via).json("GET", f"/v1/topics/{topic}/partitions/{partition}/records?offset=0",
+                                    headers=headers)
+    return [r["value"] for r in answer["records"]]
+
+
+def test_a_fourth_node_gets_partitions_by_rebalance_and_gives_them_back(cluster: Cluster, token: dict[str, str]):
+    cluster.http(1).json("POST", "/v1/topics", expect=201, headers=token,
+                         body={"name": "grow", "partitions": 6, "replication_factor": 2})
+    expected = {p: [f"g{p}-{i}" for i in range(20)] for p in range(6)}
+    for p, batch in expected.items():
+        cluster.http(1).json("POST", "/v1/topics/grow/records", headers=token,
+                             body={"records": [{"value": v, "partition": p} for v in batch]})
+    before = wait_until(lambda: offsets_of_every_topic(cluster, 1, token))
+    assert all(offset is not None for offset in before.values())
+
+    cluster.start(4)
+    wait_until(lambda: alive_nodes(cluster, 1, token) == {1: True, 2: True, 3: True, 4: True})
+    reply = cluster.http(2).call("POST", "/v1/cluster/rebalance", headers=bearer(login(cluster.http(2), "dave",
+                                                                                         "dave-password-1")))
+    assert reply.status == 403  # admins only
+    moved = cluster.http(2).json("POST", "/v1/cluster/rebalance", headers=token)
+    assert moved["moves"] and len(moved["moves"]) == moved["planned"]
+    state = wait_until(lambda: (s := cluster.http(3).json("GET", "/v1/cluster", headers=token))
+                       and all(p["leader"] != -1 for t in s["topics"] for p in t["partitions"]) and s)
+    leaders = Counter(p["leader"] for t in state["topics"] for p in t["partitions"])
+    replicas = Counter(n for t in state["topics"] for p in t["partitions"] for n in p["replicas"])
+    assert leaders[4] >= 1 and replicas[4] >= sum(replicas.values()) // 4 - 1
+    assert max(leaders.values()) - min(leaders[n] for n in (1, 2, 3, 4)) <= 1
+    assert wait_until(lambda: offsets_of_every_topic(cluster, 4, token) == before and True)
+    for via in (1, 4):
+        for p in range(6):
+            assert values(cluster, via, "grow", p, token) == expected[p]
+    for p in range(6):  # the moved partitions take writes where they now live
+        cluster.http(4).json("POST", "/v1/topics/grow/records", headers=token,
+                             body={"records": [{"value": f"after-{p}", "partition": p}]})
+        expected[p].append(f"after-{p}")
+        assert values(cluster, 3, "grow", p, token) == expected[p]
+
+    assert cluster.http(1).call("POST", "/v1/cluster/decommission", headers=token, body={"node": 4}).status == 400
+    left = cluster.http(1).json("POST", "/v1/cluster/decommission", headers=token, body={"node_id": 4})
+    assert left["moves"]
+    state = wait_until(lambda: (s := cluster.http(2).json("GET", "/v1/cluster", headers=token))
+                       and all(p["leader"] not in (-1, 4) for t in s["topics"] for p in t["partitions"]) and s)
+    assert not any(4 in p["replicas"] for t in state["topics"] for p in t["partitions"])
+    for p in range(6):
+        assert values(cluster, 4, "grow", p, token) == expected[p]
+        assert values(cluster, 1, "grow", p, token) == expected[p]

@@ -1,0 +1,195 @@
+"""Moving partitions between nodes (rebalance, decommission) without losing a record.
+
+Until replication keeps followers in sync, a partition's data lives on its leader alone, so a
+move that changes the leader copies the data first and hands leadership over only once the new
+node holds every record the old leader ever acknowledged:
+
+1. the replica list grows to include the target, the old leader first (it stays the candidate);
+   the target opens an empty log;
+2. the target copies the leader's log (``catch_up``: raw batches as stored, offsets and epochs
+   kept) until it has reached the leader's high watermark;
+3. the leader freezes the partition: it acknowledges no more writes to it (503 ``not_leader``,
+   retriable) and waits until everything it appended is below its high watermark;
+4. the target copies the rest, up to the frozen leader's log end;
+5. one coordinator transaction sets the final replicas, makes the target the only in-sync
+   replica and clears the leader key; the target is then the only candidate and is elected
+   (epoch + 1). The old leader drops its copy when the watch shows it is no longer a replica.
+
+A failure before step 5 thaws the leader (a freeze also lapses by itself after
+``FREEZE_TTL_S``) and leaves leadership where it was. A move that keeps the leader (only
+followers change) is a plain reassignment. Clients see a short window of retriable 503s on the
+moving partition and nothing else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import TYPE_CHECKING, Any, Final
+
+from coordinator.models import INTERNAL_PREFIX
+from coordinator.placement import PlacementNode, decommission, rebalance
+from logbroker.errors import InvalidRequestError, NoLeaderError, NotAvailableError, NotLeaderError
+from logbroker.partition_roles import NO_LEADER
+from segments.batch import iter_batches
+
+if TYPE_CHECKING:
+    from logbroker.node import Node
+
+log = logging.getLogger(__name__)
+COPY_BYTES_MAX: Final = 4 * 1024 * 1024
+CATCH_UP_DEADLINE_S: Final = 600.0
+FREEZE_TTL_S: Final = 30.0
+DRAIN_WAIT_S: Final = 10.0
+OPEN_WAIT_S: Final = 15.0
+POLL_S: Final = 0.02
+MOVES_PER_CALL_MAX: Final = 10_000
+
+
+class PartitionMover:
+    def __init__(self, node: Node) -> None:
+        self._node = node
+        self._frozen: dict[tuple[str, int], float] = {}  # (topic, partition) -> monotonic expiry
+        self._moving = asyncio.Lock()  # one rebalance or decommission at a time on this node
+
+    # ---- the leader's side -----------------------------------------------------------------
+
+    def check_writable(self, topic: str, partition: int) -> None:
+        expiry = self._frozen.get((topic, partition))
+        if expiry is None:
+            return
+        if time.monotonic() >= expiry:
+            del self._frozen[(topic, partition)]
+            return
+        raise NotLeaderError(f"partition {partition} of {topic!r} is moving to another node; retry shortly")
+
+    async def freeze(self, topic: str, partition: int, ttl_s: float) -> dict[str, int]:
+        """Stop acknowledging writes to a partition this node leads, wait until what it appended
+        is exposed, and return its log end (the move's last offset)."""
+        self._node.check_leads(topic, partition)
+        self._frozen[(topic, partition)] = time.monotonic() + min(max(ttl_s, 0.1), FREEZE_TTL_S)
+        replica = self._node.replicas.get(topic, partition)
+        deadline = time.monotonic() + DRAIN_WAIT_S
+        while replica.high_watermark < replica.log.log_end_offset:
+            if time.monotonic() >= deadline:
+                self.thaw(topic, partition)
+                raise NotAvailableError(f"partition {partition} of {topic!r}: appended records not committed in time")
+            await asyncio.sleep(POLL_S)
+        return {"log_end": replica.log.log_end_offset}
+
+    def thaw(self, topic: str, partition: int) -> None:
+        self._frozen.pop((topic, partition), None)
+
+    def copy_out(self, topic: str, partition: int, offset: int, max_bytes: int) -> dict[str, Any]:
+        """Raw batches from ``offset`` up to this node's high watermark, for a replica copying it."""
+        replica = self._node.replicas.get(topic, partition)
+        result = replica.log.read(offset, min(max_bytes, COPY_BYTES_MAX), offset_max=replica.high_watermark) \
+            if offset < replica.high_watermark else None
+        return {"data": b"" if result is None else bytes(result.data), "log_start": replica.log.log_start_offset,
+                "high_watermark": replica.high_watermark}
+
+    # ---- the target's side -----------------------------------------------------------------
+
+    async def catch_up(self, topic: str, partition: int, source: int, until: int | None) -> dict[str, int]:
+        """Copy the log of ``partition`` from node ``source`` until this node's log end reaches
+        ``until`` (None: the source's high watermark as it stands when reached), then make it
+        durable and visible. Returns the log end."""
+        node = self._node
+        deadline = time.monotonic() + OPEN_WAIT_S
+        while not node.replicas.hosts(topic, partition):
+            if time.monotonic() >= deadline:
+                raise NotAvailableError(f"partition {partition} of {topic!r} is not open on node "
+                                        f"{node.config.node_id}")
+            await asyncio.sleep(POLL_S)
+        replica = node.replicas.get(topic, partition)
+        deadline = time.monotonic() + CATCH_UP_DEADLINE_S
+        last = None
+        while True:
+            if time.monotonic() >= deadline:
+                raise NotAvailableError(f"copying partition {partition} of {topic!r} did not finish in time")
+            end = replica.log.log_end_offset
+            answer = await node.peer_call(source, "CopyFetch", {"topic": topic, "partition": partition,
+                                                                "offset": end, "max_bytes": COPY_BYTES_MAX})
+            data, start, hwm = answer.get("data"), answer.get("log_start"), answer.get("high_watermark")
+            if not isinstance(data, bytes) or not isinstance(start, int) or not isinstance(hwm, int):
+                raise NotAvailableError(f"node {source} answered a copy without its fields")
+            if end == replica.log.log_start_offset and start > end:  # the source's retention passed
+                replica.log.truncate_fully_and_start_at(start)
+                continue
+            view = memoryview(data)
+            for position, header in iter_batches(view, size_bytes_max=replica.log.config.max_batch_bytes):
+                last = replica.append_copied(view[position:position + header.size_bytes])
+            if replica.log.log_end_offset >= (hwm if until is None else until):
+                break
+            if not data:
+                await asyncio.sleep(POLL_S)
+        if until is not None and replica.log.log_end_offset != until:
+            raise NotAvailableError(f"partition {partition} of {topic!r}: copied to {replica.log.log_end_offset}, "
+                                    f"not {until}")
+        if last is not None:
+            await replica.make_durable(last)
+        replica.advance(replica.log.log_end_offset)
+        return {"log_end": replica.log.log_end_offset}
+
+    # ---- the controller's side (the node that took the admin call) ---------------------------
+
+    async def move(self, topic: str, partition: int, target: tuple[int, ...]) -> dict[str, Any]:
+        """Give ``partition`` the replica list ``target`` (preferred leader first)."""
+        node = self._node
+        state = node.coordinator.cached_partition(topic, partition)
+        if state is None:
+            raise InvalidRequestError(f"unknown partition {topic}/{partition}")
+        leader = state.leader
+        if leader == NO_LEADER:
+            raise NoLeaderError(f"partition {partition} of {topic!r} has no leader to move it from")
+        moved = {"topic": topic, "partition": partition, "from": list(state.replicas), "to": list(target),
+                 "leader_from": leader, "leader_to": target[0]}
+        if target[0] == leader:
+            await node.coordinator.reassign(topic, partition, target)
+            return moved
+        new = target[0]
+        await node.coordinator.reassign(topic, partition, (leader, *[n for n in target if n != leader]))
+        request = {"topic": topic, "partition": partition, "source": leader}
+        await node.peer_call(new, "CatchUp", {**request, "until": None}, deadline_s=CATCH_UP_DEADLINE_S)
+        frozen = await node.peer_call(leader, "Freeze", {"topic": topic, "partition": partition,
+                                                         "ttl_s": FREEZE_TTL_S})
+        try:
+            await node.peer_call(new, "CatchUp", {**request, "until": frozen["log_end"]},
+                                 deadline_s=FREEZE_TTL_S)
+            await node.coordinator.hand_over(topic, partition, target, (new,), leader)
+        except BaseException:
+            try:
+                await node.peer_call(leader, "Thaw", {"topic": topic, "partition": partition})
+            except Exception as exc:  # the freeze lapses by itself
+                log.warning("thaw failed", extra={"fields": {"topic": topic, "partition": partition,
+                                                            "error": str(exc)}})
+            raise
+        log.info("partition moved", extra={"fields": moved})
+        return moved
+
+    async def rebalance(self, leaving: int | None = None) -> dict[str, Any]:
+        """Spread the user topics' partitions evenly over the live nodes (``leaving``: move
+        everything off that node first), one partition at a time."""
+        node = self._node
+        if self._moving.locked():
+            raise NotAvailableError("a rebalance is already running on this node")
+        async with self._moving:
+            alive = [n.info for n in await node.coordinator.cluster_nodes() if n.alive]
+            nodes = [PlacementNode(n.node_id, n.rack) for n in alive]
+            current = {}
+            for meta in await node.coordinator.list_topics():
+                if meta.name.startswith(INTERNAL_PREFIX):
+                    continue
+                for state in await node.coordinator.partition_states(meta.name):
+                    current[(meta.name, state.partition)] = state.replicas
+            if leaving is None:
+                plan = rebalance(current, nodes)
+            else:
+                if leaving not in {n.node_id for n in nodes}:
+                    nodes.append(PlacementNode(leaving))
+                plan = decommission(current, nodes, leaving)
+            moves = []
+            for (topic, partition), target in sorted(plan.items())[:MOVES_PER_CALL_MAX]:
+                moves.append(await self.move(topic, partition, tuple(target)))
+            return {"moves": moves, "planned": len(plan)}
