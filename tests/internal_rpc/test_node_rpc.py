@@ -132,7 +132,7 @@ def test_rpc_security_rules(tmp_path):
     assert rpc_security(NodeConfig(auth="off"))[0] is True
     assert rpc_security(NodeConfig(auth="on")) == (False, None, None)
     with pytest.raises(InvalidRequestError, match="mutual TLS"):
-        rpc_security(NodeConfig(auth="on", coordinator="etcd://127.0.0.1:2379"))
+        rpc_security(NodeConfig(auth="on", coordinator="etcd://127.0.0.1:2379", jwt_secret="s" * 32))
     with pytest.raises(InvalidRequestError, match="cluster_token"):
         rpc_security(NodeConfig(auth="on", **tls))
     serve, files_, token = rpc_security(NodeConfig(auth="on", cluster_token="t", **tls))

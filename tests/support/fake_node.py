@@ -7,7 +7,8 @@ streams pass too), except what a test scripts:
 - ``hang(path_part)``: such requests are read and then not answered until the fake stops (the
   client times out after sending);
 - ``advertise(node_id, url)``: ``GET /v1/cluster`` answers with that node's ``http_url`` replaced
-  (so a test chooses where the client believes a leader is).
+  (so a test chooses where the client believes a leader is); without it, the real node's own URL
+  is replaced by the fake's, which stands in for it.
 
 ``requests`` lists ``(method, path)`` of everything that arrived. It is a fake of a cluster node
 for the client's retry logic only; the real cluster tests run real nodes.
@@ -101,7 +102,7 @@ class FakeNode:
         headers = {k: v for k, v in request.headers.items() if k.lower() not in HOP_HEADERS}
         async with self._session.request(request.method, self.upstream + request.path_qs, headers=headers,
                                          data=body or None, allow_redirects=False) as upstream:
-            if request.path == "/v1/cluster" and upstream.status == 200 and self._advertised:
+            if request.path == "/v1/cluster" and upstream.status == 200:
                 return web.json_response(self._rewrite(await upstream.json()))
             response = web.StreamResponse(status=upstream.status, headers={
                 k: v for k, v in upstream.headers.items() if k.lower() not in HOP_HEADERS})
@@ -119,6 +120,8 @@ class FakeNode:
         for node in nodes if isinstance(nodes, list) else []:
             if node.get("node_id") in self._advertised:
                 node["http_url"] = self._advertised[node["node_id"]]
+            elif str(node.get("http_url", "")).rstrip("/") == self.upstream:
+                node["http_url"] = self.url  # the fake stands in for the node it passes requests to
         return cluster
 
 
