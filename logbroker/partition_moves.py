@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from coordinator.models import INTERNAL_PREFIX
 from coordinator.placement import PlacementNode, decommission, rebalance
-from logbroker.errors import InvalidRequestError, NoLeaderError, NotAvailableError, NotLeaderError
+from logbroker.errors import ANY_ERROR, InvalidRequestError, NoLeaderError, NotAvailableError, NotLeaderError
 from logbroker.partition_roles import NO_LEADER
 from segments.batch import iter_batches
 
@@ -189,7 +189,13 @@ class PartitionMover:
                 if leaving not in {n.node_id for n in nodes}:
                     nodes.append(PlacementNode(leaving))
                 plan = decommission(current, nodes, leaving)
-            moves = []
+            moves, failed = [], []
             for (topic, partition), target in sorted(plan.items())[:MOVES_PER_CALL_MAX]:
-                moves.append(await self.move(topic, partition, tuple(target)))
-            return {"moves": moves, "planned": len(plan)}
+                try:
+                    moves.append(await self.move(topic, partition, tuple(target)))
+                except ANY_ERROR as exc:  # this partition stays where it was; the others still move
+                    log.warning("partition not moved", extra={"fields": {"topic": topic, "partition": partition,
+                                                                         "error": str(exc)}})
+                    failed.append({"topic": topic, "partition": partition, "to": list(target),
+                                   "code": getattr(exc, "code", "error"), "detail": str(exc)})
+            return {"moves": moves, "failed": failed, "planned": len(plan)}

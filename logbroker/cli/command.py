@@ -174,6 +174,8 @@ async def _cluster(client: Client, args: argparse.Namespace) -> int:
     if args.action in ("rebalance", "decommission"):
         result = await (client.rebalance() if args.action == "rebalance" else client.decommission(args.node_id))
         lines = [f"{m['topic']}/{m['partition']}: replicas {m['from']} -> {m['to']}" for m in result["moves"]]
+        lines += [f"{m['topic']}/{m['partition']}: NOT moved ({m['code']}: {m['detail']})"
+                  for m in result.get("failed", [])]
         _print(args, result, "\n".join(lines) or "nothing to move")
         return 0
     state = await client.cluster()

@@ -316,7 +316,7 @@ def test_a_fourth_node_gets_partitions_by_rebalance_and_gives_them_back(cluster:
                                                                                          "dave-password-1")))
     assert reply.status == 403  # admins only
     moved = cluster.http(2).json("POST", "/v1/cluster/rebalance", headers=token)
-    assert moved["moves"] and len(moved["moves"]) == moved["planned"]
+    assert moved["moves"] and len(moved["moves"]) == moved["planned"] and moved["failed"] == []
     state = wait_until(lambda: (s := cluster.http(3).json("GET", "/v1/cluster", headers=token))
                        and all(p["leader"] != -1 for t in s["topics"] for p in t["partitions"]) and s)
     leaders = Counter(p["leader"] for t in state["topics"] for p in t["partitions"])
