@@ -31,7 +31,7 @@ from coordinator.errors import (
 )
 from coordinator.group_journal import GroupJournal
 from coordinator.models import NodeInfo, PartitionState, TopicMetadata, TopicSpec, check_partition_growth
-from coordinator.users import Acl, GroupRecord, UserRecord, acl_from_json, acl_to_json
+from coordinator.users import Acl, GroupRecord, UserRecord, acl_from_json, acl_to_json, group_without_user
 from segments.checkpoint import write_atomic
 from segments.errors import StorageFullError, is_no_space
 
@@ -197,7 +197,7 @@ class LocalCoordinator(Coordinator):
                       for n, t in state.topics.items()}
             acls = {t: {u: p for u, p in a.items() if u != name} for t, a in state.acls.items()}
             heir = reassign_to if reassign_to in state.users and reassign_to != name else None
-            self._change_groups_locked([(n, _without_user(g, name, heir)) for n, g in self._groups.items()
+            self._change_groups_locked([(n, group_without_user(g, name, heir)) for n, g in self._groups.items()
                                         if g.owner == name or name in g.acl])
             self._commit_locked(_State(topics, {n: u for n, u in state.users.items() if n != name}, acls))
             return owned
@@ -287,9 +287,3 @@ def _put(groups: dict[str, GroupRecord], name: str, record: GroupRecord | None) 
     else:
         groups[name] = record
 
-
-def _without_user(group: GroupRecord, user: str, reassign_to: str | None) -> GroupRecord:
-    """``group`` once ``user`` is deleted: their grant dropped, their ownership moved to
-    ``reassign_to`` (None: the group is left to admins)."""
-    owner = reassign_to if group.owner == user else group.owner
-    return dataclasses.replace(group, owner=owner, acl={u: p for u, p in group.acl.items() if u != user})

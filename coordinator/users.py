@@ -140,3 +140,10 @@ class GroupRecord:
         acl = {validate_user_name(u): validate_permissions(list(p), GROUP_PERMISSIONS)
                for u, p in raw.get("acl", {}).items()}
         return cls(name, None if owner is None else validate_user_name(owner), acl, int(raw.get("created_ms", 0)))
+
+
+def group_without_user(group: GroupRecord, user: str, reassign_to: str | None) -> GroupRecord:
+    """``group`` once ``user`` is deleted: their grant dropped, their ownership moved to
+    ``reassign_to`` (None: the group is left to admins)."""
+    owner = reassign_to if group.owner == user else group.owner
+    return dataclasses.replace(group, owner=owner, acl={u: p for u, p in group.acl.items() if u != user})

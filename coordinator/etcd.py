@@ -1,0 +1,576 @@
+"""The etcd coordinator: membership by session lease, metadata in etcd (DESIGN §5), a watch-fed
+cache for every read, and transactions for every write.
+
+Composition: ``EtcdSession`` (``etcd_session.py``) keeps this node's lease and fencing deadline;
+``MetadataFeed`` (``etcd_feed.py``) loads and watches the prefix into a ``MetadataCache``
+(``cache.py``); ``EtcdClient`` (``etcd_client.py``) bounds every call. This module turns the
+``Coordinator`` calls into guarded transactions over the key layout of ``etcd_keys.py``.
+
+Writes: guarded transactions (create-if-absent, update-if-unchanged by mod revision); a write
+returns once the cache has applied its revision, so this node reads its own writes. A guard that
+fails because something else changed meanwhile is re-read and retried a bounded number of times.
+Topic writes that exceed etcd's 128 operations per transaction hold a leased ``locks/<topic>``
+key, write the partitions in chunks, and put the ``topics/`` key last (decision 0182).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from typing import Any, Final, final
+
+from coordinator.base import Coordinator
+from coordinator.cache import MetadataCache
+from coordinator.errors import (
+    CoordinatorError,
+    CoordinatorUnavailableError,
+    InvalidTopicError,
+    StaleEpochError,
+    TopicExistsError,
+    UnknownGroupRecordError,
+    UnknownTopicError,
+    UnknownUserError,
+    UserExistsError,
+    UserOwnsTopicsError,
+)
+from coordinator.etcd_client import (
+    EtcdClient,
+    cmp_create,
+    cmp_exists,
+    cmp_mod,
+    cmp_value,
+    op_delete,
+    op_delete_prefix,
+    op_put,
+    parse_etcd_url,
+)
+from coordinator.etcd_feed import MetadataFeed
+from coordinator.etcd_keys import (
+    Key,
+    LeaderRecord,
+    PartitionRecord,
+    acl_key,
+    cluster_prefix,
+    encode,
+    group_key,
+    leader_key,
+    lock_key,
+    partition_key,
+    topic_key,
+    user_key,
+)
+from coordinator.etcd_session import EtcdSession
+from coordinator.models import (
+    ClusterNode,
+    MetadataChange,
+    NodeInfo,
+    PartitionState,
+    TopicMetadata,
+    TopicSpec,
+    check_partition_growth,
+)
+from coordinator.placement import PlacementNode, place_partitions
+from coordinator.users import Acl, GroupRecord, UserRecord, acl_to_json, group_without_user
+
+log = logging.getLogger(__name__)
+
+CONNECT_TIMEOUT_S: Final = 5.0
+CONNECT_RETRY_S: Final = 0.2
+STATUS_TIMEOUT_S: Final = 1.0
+CLOSE_TIMEOUT_S: Final = 2.0
+CONTENTION_RETRIES: Final = 8
+# etcd's default --max-txn-ops is 128; leave room for guards and the topic key.
+TXN_OPS_MAX: Final = 120
+DEFAULT_REPLICATION_FACTOR: Final = 2
+
+
+@final
+class EtcdCoordinator(Coordinator):
+    def __init__(self, endpoints: Sequence[str], cluster: str, node: NodeInfo, lease_ttl_ms: int, *,
+                 clock: Callable[[], float] = time.monotonic,
+                 client_factory: Callable[[Sequence[str]], EtcdClient] = EtcdClient) -> None:
+        self._endpoints = list(endpoints)
+        self._prefix = cluster_prefix(cluster)
+        self._node = node
+        self._ttl_s = max(1, math.ceil(lease_ttl_ms / 1000))
+        self._clock = clock
+        self._client_factory = client_factory
+        self._cache = MetadataCache()
+        self._client: EtcdClient | None = None
+        self._session: EtcdSession | None = None
+        self._feed: MetadataFeed | None = None
+        self._listeners: list[Callable[[MetadataChange], None]] = []
+        self._closed = False
+
+    @classmethod
+    def from_url(cls, url: str, cluster: str, node: NodeInfo, lease_ttl_ms: int) -> EtcdCoordinator:
+        """From a ``--coordinator`` value such as ``etcd://127.0.0.1:2379,127.0.0.1:22379``."""
+        return cls(parse_etcd_url(url), cluster, node, lease_ttl_ms)
+
+    # ---- keys ----------------------------------------------------------------------------------
+
+    def _k(self, key: Key) -> bytes:
+        return (self._prefix + key.relative()).encode()
+
+    def _kp(self, kind: str, name: str) -> bytes:
+        """The prefix of a two-part key family of one topic (``partitions/<t>/``)."""
+        return f"{self._prefix}{kind}/{name}/".encode()
+
+    @property
+    def _etcd(self) -> EtcdClient:
+        if self._client is None or self._closed:
+            raise CoordinatorUnavailableError("the etcd coordinator is not started (or closed)")
+        return self._client
+
+    @property
+    def _url(self) -> str:
+        return "etcd://" + ",".join(self._endpoints)
+
+    # ---- lifecycle -----------------------------------------------------------------------------
+
+    @property
+    def node_id(self) -> int:
+        return self._node.node_id
+
+    @property
+    def is_cluster(self) -> bool:
+        return True
+
+    async def start(self) -> None:
+        """Connect (bounded: ``CoordinatorUnavailableError`` naming the URL when etcd does not
+        answer within ``CONNECT_TIMEOUT_S``), register this node on a new lease, load the cache
+        and start the watch and keepalive loops."""
+        client = self._client = self._client_factory(self._endpoints)
+        name = f"node {self.node_id}"
+        self._feed = MetadataFeed(client, self._prefix, self._cache, self._clock, name)
+        for listener in self._listeners:
+            self._feed.on_change(listener)
+        self._session = EtcdSession(client, self._prefix, self._node, self._ttl_s, self._clock,
+                                    lambda: self._notify(MetadataChange(session_lost=True)))
+        try:
+            await self._connect()
+            await self._session.open(first=True)
+            await self._feed.start()
+            self._session.start()
+        except BaseException:
+            await self.close()
+            raise
+
+    async def _connect(self) -> None:
+        deadline = self._clock() + CONNECT_TIMEOUT_S
+        while True:
+            try:
+                await self._etcd.status(timeout_s=STATUS_TIMEOUT_S)
+                return
+            except CoordinatorUnavailableError as exc:
+                if self._clock() >= deadline:
+                    raise CoordinatorUnavailableError(
+                        f"cannot reach etcd at {self._url} (tried for {CONNECT_TIMEOUT_S:g} s): {exc}") from exc
+            await asyncio.sleep(CONNECT_RETRY_S)
+
+    async def close(self, *, revoke: bool = True) -> None:
+        """Stop the loops, revoke the lease (others see this node dead at once) and close the
+        client. ``revoke=False`` leaves like a crash does: the lease lapses after its TTL."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._feed is not None:
+            await self._feed.close(CLOSE_TIMEOUT_S)
+        if self._session is not None:
+            await self._session.close(revoke=revoke, timeout_s=CLOSE_TIMEOUT_S)
+        client, self._client = self._client, None
+        if client is not None:
+            await client.close()
+
+    # ---- session and cache ---------------------------------------------------------------------
+
+    def session_alive(self) -> bool:
+        return self._session is not None and not self._closed and self._session.alive()
+
+    def lease_valid_until(self) -> float:
+        return self._session.valid_until() if self._session is not None and not self._closed else -math.inf
+
+    def _live_lease(self) -> int:
+        """This node's lease, when its session is live (else ``CoordinatorUnavailableError``)."""
+        lease = self._session.lease if self._session is not None else None
+        if lease is None or not self.session_alive():
+            raise CoordinatorUnavailableError(f"node {self.node_id}'s etcd session is not live; retry")
+        return lease
+
+    def on_change(self, listener: Callable[[MetadataChange], None]) -> None:
+        self._listeners.append(listener)
+        if self._feed is not None:
+            self._feed.on_change(listener)
+
+    def _notify(self, change: MetadataChange) -> None:
+        if self._feed is not None:
+            self._feed.notify(change)
+
+    async def _txn(self, compare: Sequence[Any], success: Sequence[Any], failure: Sequence[Any] = ()) -> Any:
+        """A transaction whose outcome (either way) the cache has seen when it returns
+        (read-your-writes on this node)."""
+        resp = await self._etcd.txn(compare, success, failure)
+        if self._feed is not None:
+            await self._feed.visible(int(resp.header.revision))
+        return resp
+
+    def _contended(self, what: str) -> CoordinatorUnavailableError:
+        return CoordinatorUnavailableError(f"{what}: the metadata changed concurrently {CONTENTION_RETRIES} "
+                                           "times; retry")
+
+    # ---- topics --------------------------------------------------------------------------------
+
+    def _topic(self, name: str) -> TopicMetadata:
+        meta = self._cache.topic(name)
+        if meta is None:
+            raise UnknownTopicError(f"unknown topic {name!r}")
+        return meta
+
+    def _placement_nodes(self) -> list[PlacementNode]:
+        nodes = self._cache.nodes()
+        if not nodes:
+            raise CoordinatorUnavailableError("no live node is registered in etcd")
+        return [PlacementNode(n.node_id, n.rack) for n in nodes]
+
+    async def create_topic(self, spec: TopicSpec, owner: str | None) -> TopicMetadata:
+        """Create a topic with its partitions placed over the live nodes. ``replication_factor``
+        None means min(2, live nodes); more than the live nodes is ``InvalidTopicError``. New
+        partitions have ``isr = [replicas[0]]`` (a follower joins once it has caught up), epoch 0
+        and no leader."""
+        if self._cache.topic(spec.name) is not None:
+            raise TopicExistsError(f"{spec.name!r} already exists")
+        nodes = self._placement_nodes()
+        replication = spec.replication_factor or min(DEFAULT_REPLICATION_FACTOR, len(nodes))
+        if replication > len(nodes):
+            raise InvalidTopicError(f"replication factor {replication} exceeds the {len(nodes)} live node(s)")
+        placed = place_partitions(spec.partitions, replication, nodes, current=self._cache.assignment())
+        meta = TopicMetadata(spec.name, uuid.uuid4().hex, spec.partitions, replication, spec.kind,
+                             dict(spec.config), owner, time.time_ns() // 1_000_000)
+        records = [(p, PartitionRecord(meta.topic_id, r, r[:1], 0)) for p, r in enumerate(placed)]
+        if not await self._write_topic(meta, records, cmp_create(self._k(topic_key(spec.name)), 0), creating=True):
+            raise TopicExistsError(f"{spec.name!r} already exists")
+        return meta
+
+    async def add_partitions(self, name: str, partitions: int) -> TopicMetadata:
+        for _ in range(CONTENTION_RETRIES):
+            meta = self._topic(name)
+            count = check_partition_growth(meta, partitions)
+            placed = place_partitions(count - meta.partitions, meta.replication_factor, self._placement_nodes(),
+                                      first_partition=meta.partitions, current=self._cache.assignment())
+            grown = TopicMetadata(meta.name, meta.topic_id, count, meta.replication_factor, meta.kind,
+                                  meta.config, meta.owner, meta.created_ms)
+            records = [(meta.partitions + i, PartitionRecord(meta.topic_id, r, r[:1], 0)) for i, r in enumerate(placed)]
+            guard = cmp_mod(self._k(topic_key(name)), self._cache.mod_revision(topic_key(name)))
+            if await self._write_topic(grown, records, guard, creating=False):
+                return grown
+        raise self._contended(f"adding partitions to {name!r}")
+
+    async def _write_topic(self, meta: TopicMetadata, records: list[tuple[int, PartitionRecord]], guard: Any, *,
+                           creating: bool) -> bool:
+        """Put ``records`` then ``topics/<name>`` if ``guard`` holds; False when it does not.
+        Small writes are one transaction; large ones hold ``locks/<name>`` on this node's lease
+        and write chunks, the topic key last, so no reader sees a topic before its partitions."""
+        name = meta.name
+        topic, lock = self._k(topic_key(name)), self._k(lock_key(name))
+        puts = [op_put(self._k(partition_key(name, p)), r.encode()) for p, r in records]
+        put_topic = op_put(topic, encode(meta.to_json()))
+        if len(puts) + 1 <= TXN_OPS_MAX:
+            resp = await self._txn([guard, cmp_create(lock, 0)], [*puts, put_topic])
+            if not resp.succeeded and self._cache.entry(lock_key(name)) is not None:
+                raise CoordinatorUnavailableError(f"another node is writing topic {name!r}; retry")
+            return bool(resp.succeeded)
+        lease = self._live_lease()
+        token = encode({"node": self.node_id, "token": uuid.uuid4().hex})
+        clear = [op_delete_prefix(self._kp("partitions", name))] if creating else []
+        resp = await self._txn([guard, cmp_create(lock, 0)], [op_put(lock, token, lease), *clear])
+        if not resp.succeeded:
+            if self._cache.entry(lock_key(name)) is not None:
+                raise CoordinatorUnavailableError(f"another node is writing topic {name!r}; retry")
+            return False
+        try:
+            for i in range(0, len(puts), TXN_OPS_MAX):
+                resp = await self._txn([cmp_value(lock, token)], puts[i:i + TXN_OPS_MAX])
+                if not resp.succeeded:
+                    raise CoordinatorUnavailableError(f"lost the write lock of topic {name!r}; retry")
+            resp = await self._txn([cmp_value(lock, token), guard], [put_topic, op_delete(lock)])
+            return bool(resp.succeeded)
+        finally:
+            with contextlib.suppress(CoordinatorError):
+                await self._etcd.txn([cmp_value(lock, token)], [op_delete(lock)])
+
+    async def delete_topic(self, name: str) -> TopicMetadata:
+        for _ in range(CONTENTION_RETRIES):
+            meta = self._topic(name)
+            key = topic_key(name)
+            resp = await self._txn([cmp_mod(self._k(key), self._cache.mod_revision(key))],
+                                   [op_delete(self._k(key)), op_delete_prefix(self._kp("partitions", name)),
+                                    op_delete_prefix(self._kp("leaders", name)), op_delete(self._k(acl_key(name)))])
+            if resp.succeeded:
+                return meta
+        raise self._contended(f"deleting {name!r}")
+
+    async def get_topic(self, name: str) -> TopicMetadata:
+        return self._topic(name)
+
+    async def list_topics(self) -> list[TopicMetadata]:
+        return self._cache.topics()
+
+    async def partition_states(self, topic: str) -> list[PartitionState]:
+        states = self._cache.partitions(topic)
+        if states is None:
+            raise UnknownTopicError(f"unknown topic {topic!r}")
+        return states
+
+    async def nodes(self) -> list[NodeInfo]:
+        return self._cache.nodes()
+
+    async def cluster_nodes(self) -> list[ClusterNode]:
+        live = {n.node_id for n in self._cache.nodes()}
+        members = self._cache.members()
+        return [ClusterNode(members[i], i in live) for i in sorted(members)]
+
+    def cached_topic(self, name: str) -> TopicMetadata | None:
+        return self._cache.topic(name)
+
+    def cached_partition(self, topic: str, partition: int) -> PartitionState | None:
+        return self._cache.partition(topic, partition)
+
+    def cached_node(self, node_id: int) -> NodeInfo | None:
+        return self._cache.node(node_id)
+
+    # ---- leadership ----------------------------------------------------------------------------
+
+    async def elect(self, topic: str, partition: int) -> PartitionState | None:
+        """DESIGN §5's election: ``leaders/<t>/<p>`` absent and ``partitions/<t>/<p>`` unchanged
+        since read -> epoch + 1 and the leader key on this node's lease. None when this node is
+        not in the ISR, another node leads, the partition changed meanwhile, or the session is
+        not live."""
+        record = self._cache.partition_record(topic, partition)
+        if record is None or self.node_id not in record.isr or not self.session_alive():
+            return None
+        lease = self._live_lease()
+        if self._cache.leader(topic, partition) is not None:
+            return None
+        pkey, lkey = partition_key(topic, partition), leader_key(topic, partition)
+        epoch = record.leader_epoch + 1
+        bumped = PartitionRecord(record.topic_id, record.replicas, record.isr, epoch)
+        resp = await self._txn([cmp_create(self._k(lkey), 0), cmp_mod(self._k(pkey), self._cache.mod_revision(pkey))],
+                               [op_put(self._k(pkey), bumped.encode()),
+                                op_put(self._k(lkey), LeaderRecord(self.node_id, epoch).encode(), lease)])
+        if not resp.succeeded:
+            return None
+        return PartitionState(topic, partition, record.replicas, record.isr, self.node_id, epoch)
+
+    async def resign(self, topic: str, partition: int) -> None:
+        leader = self._cache.leader(topic, partition)
+        if leader is None or leader.node != self.node_id:
+            return
+        key = self._k(leader_key(topic, partition))
+        await self._txn([cmp_value(key, leader.encode())], [op_delete(key)])
+
+    async def set_isr(self, topic: str, partition: int, leader_epoch: int, isr: tuple[int, ...]) -> PartitionState:
+        """Replace the ISR if this node leads the partition at ``leader_epoch`` (else
+        ``StaleEpochError``); ``isr`` must be a non-empty subset of the replicas."""
+        for _ in range(CONTENTION_RETRIES):
+            record = self._cache.partition_record(topic, partition)
+            if record is None:
+                raise UnknownTopicError(f"unknown partition {topic}/{partition}")
+            leader = self._cache.leader(topic, partition)
+            if record.leader_epoch != leader_epoch or leader != LeaderRecord(self.node_id, leader_epoch):
+                raise StaleEpochError(f"{topic}/{partition} is at epoch {record.leader_epoch} led by "
+                                      f"{leader.node if leader else 'no one'}, not epoch {leader_epoch} led by "
+                                      f"node {self.node_id}", epoch=record.leader_epoch)
+            if not isr or len(set(isr)) != len(isr) or not set(isr) <= set(record.replicas):
+                raise InvalidTopicError(f"an ISR is a non-empty subset of the replicas {list(record.replicas)}, "
+                                        f"not {list(isr)}")
+            pkey, lkey = partition_key(topic, partition), leader_key(topic, partition)
+            updated = PartitionRecord(record.topic_id, record.replicas, tuple(isr), leader_epoch)
+            resp = await self._txn([cmp_mod(self._k(pkey), self._cache.mod_revision(pkey)),
+                                    cmp_value(self._k(lkey), leader.encode())],
+                                   [op_put(self._k(pkey), updated.encode())])
+            if resp.succeeded:
+                return PartitionState(topic, partition, record.replicas, tuple(isr), self.node_id, leader_epoch)
+        raise self._contended(f"setting the ISR of {topic}/{partition}")
+
+    async def reassign(self, topic: str, partition: int, replicas: tuple[int, ...]) -> PartitionState:
+        """Set the replica list (preferred leader first); the ISR keeps its members that remain
+        replicas, and never becomes empty: then it keeps the current leader (or stays as it was
+        when there is none), since a new replica is not in sync until it has caught up."""
+        if not replicas or len(set(replicas)) != len(replicas):
+            raise InvalidTopicError(f"replicas must be distinct node ids, not {list(replicas)}")
+        members = self._cache.members()
+        unknown = [r for r in replicas if r not in members]
+        if unknown:
+            raise InvalidTopicError(f"unknown nodes {unknown}: not registered in this cluster")
+        for _ in range(CONTENTION_RETRIES):
+            record = self._cache.partition_record(topic, partition)
+            if record is None:
+                raise UnknownTopicError(f"unknown partition {topic}/{partition}")
+            leader = self._cache.leader(topic, partition)
+            isr = tuple(r for r in record.isr if r in replicas)
+            if not isr:
+                isr = (leader.node,) if leader is not None else record.isr
+            pkey = partition_key(topic, partition)
+            updated = PartitionRecord(record.topic_id, tuple(replicas), isr, record.leader_epoch)
+            resp = await self._txn([cmp_mod(self._k(pkey), self._cache.mod_revision(pkey))],
+                                   [op_put(self._k(pkey), updated.encode())])
+            if resp.succeeded:
+                return PartitionState(topic, partition, tuple(replicas), isr,
+                                      -1 if leader is None else leader.node, record.leader_epoch)
+        raise self._contended(f"reassigning {topic}/{partition}")
+
+    # ---- users and ACLs ------------------------------------------------------------------------
+
+    async def create_user(self, user: UserRecord) -> None:
+        key = self._k(user_key(user.name))
+        resp = await self._txn([cmp_create(key, 0)], [op_put(key, encode(user.to_json()))])
+        if not resp.succeeded:
+            raise UserExistsError(f"user {user.name!r} already exists")
+
+    async def find_user(self, name: str) -> UserRecord | None:
+        return self._cache.user(name)
+
+    async def list_users(self) -> list[UserRecord]:
+        return self._cache.users()
+
+    async def update_user(self, user: UserRecord) -> None:
+        key = self._k(user_key(user.name))
+        resp = await self._txn([cmp_exists(key)], [op_put(key, encode(user.to_json()))])
+        if not resp.succeeded:
+            raise UnknownUserError(f"unknown user {user.name!r}")
+
+    async def delete_user(self, name: str, *, reassign_to: str | None = None) -> list[str]:
+        """Like the local coordinator's: the topics, grants and groups of ``name`` are rewritten
+        in guarded chunks, then the user key is deleted (a chunk that meets a concurrent change is
+        re-read and retried; what was already rewritten stays rewritten, as it should)."""
+        moved: set[str] = set()
+        for _ in range(CONTENTION_RETRIES):
+            if self._cache.user(name) is None:
+                raise UnknownUserError(f"unknown user {name!r}")
+            owned = sorted(t.name for t in self._cache.topics() if t.owner == name)
+            if owned and reassign_to is None:
+                raise UserOwnsTopicsError(f"user {name!r} owns {len(owned)} topic(s) {owned[:20]}; "
+                                          "reassign them (reassign_to) or delete them first", topics=owned)
+            heir_exists = reassign_to is not None and reassign_to != name and self._cache.user(reassign_to) is not None
+            if owned and not heir_exists:
+                raise UnknownUserError(f"cannot reassign topics to {reassign_to!r}: no such other user")
+            heir = reassign_to if heir_exists else None
+            writes: list[tuple[Key, bytes | None]] = []
+            for topic in owned:
+                meta = self._topic(topic)
+                writes.append((topic_key(topic), encode(TopicMetadata(
+                    meta.name, meta.topic_id, meta.partitions, meta.replication_factor, meta.kind, meta.config,
+                    heir, meta.created_ms).to_json())))
+            for topic, acl in sorted(self._cache.acls().items()):
+                if name in acl:
+                    rest = {u: p for u, p in acl.items() if u != name}
+                    writes.append((acl_key(topic), encode(acl_to_json(rest)) if rest else None))
+            for group in self._cache.groups():
+                if group.owner == name or name in group.acl:
+                    writes.append((group_key(group.name), encode(group_without_user(group, name, heir).to_json())))
+            if await self._write_chunks(writes, heir):
+                moved.update(owned)
+                ukey = user_key(name)
+                guards = [cmp_mod(self._k(ukey), self._cache.mod_revision(ukey))]
+                resp = await self._txn(guards, [op_delete(self._k(ukey))])
+                if resp.succeeded:
+                    return sorted(moved)
+        raise self._contended(f"deleting user {name!r}")
+
+    async def _write_chunks(self, writes: list[tuple[Key, bytes | None]], heir: str | None) -> bool:
+        """Put (or, for None, delete) each key if unchanged since read (and ``heir`` still
+        exists), in chunks within etcd's operation bound; False at the first chunk that met a
+        change."""
+        for i in range(0, len(writes), TXN_OPS_MAX - 1):
+            chunk = writes[i:i + TXN_OPS_MAX - 1]
+            guards = [cmp_mod(self._k(k), self._cache.mod_revision(k)) for k, _ in chunk]
+            if heir is not None:
+                guards.append(cmp_exists(self._k(user_key(heir))))
+            ops = [op_delete(self._k(k)) if v is None else op_put(self._k(k), v) for k, v in chunk]
+            resp = await self._txn(guards, ops)
+            if not resp.succeeded:
+                return False
+        return True
+
+    async def get_acl(self, topic: str) -> Acl:
+        self._topic(topic)
+        return self._cache.acl(topic)
+
+    async def set_acl(self, topic: str, user: str, permissions: frozenset[str]) -> Acl:
+        for _ in range(CONTENTION_RETRIES):
+            self._topic(topic)
+            if self._cache.user(user) is None:
+                raise UnknownUserError(f"unknown user {user!r}")
+            acl = {u: p for u, p in self._cache.acl(topic).items() if u != user}
+            if permissions:
+                acl[user] = permissions
+            akey = acl_key(topic)
+            op = op_put(self._k(akey), encode(acl_to_json(acl))) if acl else op_delete(self._k(akey))
+            resp = await self._txn([cmp_exists(self._k(topic_key(topic))), cmp_exists(self._k(user_key(user))),
+                                    cmp_mod(self._k(akey), self._cache.mod_revision(akey))], [op])
+            if resp.succeeded:
+                return acl
+        raise self._contended(f"setting the ACL of {topic!r}")
+
+    async def set_owner(self, topic: str, owner: str) -> TopicMetadata:
+        for _ in range(CONTENTION_RETRIES):
+            meta = self._topic(topic)
+            if self._cache.user(owner) is None:
+                raise UnknownUserError(f"unknown user {owner!r}")
+            owned = TopicMetadata(meta.name, meta.topic_id, meta.partitions, meta.replication_factor, meta.kind,
+                                  meta.config, owner, meta.created_ms)
+            tkey = topic_key(topic)
+            resp = await self._txn([cmp_mod(self._k(tkey), self._cache.mod_revision(tkey)),
+                                    cmp_exists(self._k(user_key(owner)))],
+                                   [op_put(self._k(tkey), encode(owned.to_json()))])
+            if resp.succeeded:
+                return owned
+        raise self._contended(f"setting the owner of {topic!r}")
+
+    # ---- consumer groups (groups/<name>, decision 0170) ---------------------------------------
+
+    async def get_group(self, name: str) -> GroupRecord | None:
+        return self._cache.group(name)
+
+    async def list_group_records(self) -> list[GroupRecord]:
+        return self._cache.groups()
+
+    async def claim_group(self, name: str, owner: str | None) -> GroupRecord:
+        for _ in range(CONTENTION_RETRIES):
+            found = self._cache.group(name)
+            if found is not None:
+                return found
+            record = GroupRecord(name, owner, {}, time.time_ns() // 1_000_000)
+            key = self._k(group_key(name))
+            resp = await self._txn([cmp_create(key, 0)], [op_put(key, encode(record.to_json()))])
+            if resp.succeeded:
+                return record
+        raise self._contended(f"claiming group {name!r}")
+
+    async def set_group_acl(self, name: str, user: str, permissions: frozenset[str]) -> GroupRecord:
+        for _ in range(CONTENTION_RETRIES):
+            found = self._cache.group(name)
+            if found is None:
+                raise UnknownGroupRecordError(f"unknown group {name!r}")
+            if self._cache.user(user) is None:
+                raise UnknownUserError(f"unknown user {user!r}")
+            acl = {u: p for u, p in found.acl.items() if u != user}
+            if permissions:
+                acl[user] = permissions
+            record = GroupRecord(found.name, found.owner, acl, found.created_ms)
+            gkey = group_key(name)
+            resp = await self._txn([cmp_mod(self._k(gkey), self._cache.mod_revision(gkey)),
+                                    cmp_exists(self._k(user_key(user)))],
+                                   [op_put(self._k(gkey), encode(record.to_json()))])
+            if resp.succeeded:
+                return record
+        raise self._contended(f"setting the ACL of group {name!r}")
+
+    async def delete_group(self, name: str) -> None:
+        if self._cache.group(name) is not None:
+            await self._txn([], [op_delete(self._k(group_key(name)))])

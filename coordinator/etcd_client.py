@@ -1,0 +1,197 @@
+"""A thin, bounded etcd v3 client on gRPC (decision 0181).
+
+It uses the generated etcd stubs and messages that ``aetcd`` ships (they load with protobuf 7)
+over one ``grpc.aio`` channel of our own, so every call carries its own deadline and the
+coordinator sees each transaction's revision. Every failure to reach etcd (an RPC error, a
+deadline) is a ``CoordinatorUnavailableError`` naming the endpoints. The channel reconnects by
+itself with a short, bounded backoff (etcd restarts are seconds, not minutes).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+from collections.abc import Sequence
+from typing import Any, Final
+
+import grpc
+from aetcd import rpc
+
+from coordinator.errors import CoordinatorError, CoordinatorUnavailableError
+from coordinator.etcd_keys import prefix_range_end
+
+URL_SCHEME: Final = "etcd://"
+CALL_TIMEOUT_S: Final = 5.0
+RANGE_PAGE: Final = 2000
+MESSAGE_BYTES_MAX: Final = 64 * 1024 * 1024
+CHANNEL_OPTIONS: Final = (
+    ("grpc.initial_reconnect_backoff_ms", 100),
+    ("grpc.min_reconnect_backoff_ms", 100),
+    ("grpc.max_reconnect_backoff_ms", 1000),
+    ("grpc.keepalive_time_ms", 10_000),
+    ("grpc.keepalive_timeout_ms", 5_000),
+    ("grpc.max_receive_message_length", MESSAGE_BYTES_MAX),
+)
+# etcd's Compare enums (rpc.proto)
+EQUAL, GREATER = 0, 1
+VERSION, CREATE, MOD, VALUE = 0, 1, 2, 3
+EVENT_PUT, EVENT_DELETE = 0, 1
+
+
+def parse_etcd_url(url: str) -> list[str]:
+    """``etcd://h:p,h2:p2`` -> ``["h:p", "h2:p2"]`` (``CoordinatorError`` when malformed)."""
+    if not url.startswith(URL_SCHEME):
+        raise CoordinatorError(f"an etcd coordinator URL starts with {URL_SCHEME}: {url!r}")
+    endpoints = [e.strip() for e in url[len(URL_SCHEME):].split(",") if e.strip()]
+    for endpoint in endpoints:
+        host, _, port = endpoint.rpartition(":")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise CoordinatorError(f"an etcd endpoint is host:port, not {endpoint!r} (in {url!r})")
+    if not endpoints:
+        raise CoordinatorError(f"no etcd endpoint in {url!r}")
+    return endpoints
+
+
+def grpc_target(endpoints: Sequence[str]) -> str:
+    """One gRPC target for all endpoints: several IPv4 addresses form an ``ipv4:`` list, so the
+    channel fails over between them; host names are resolved once here."""
+    if len(endpoints) == 1:
+        return endpoints[0]
+    addresses = []
+    for endpoint in endpoints:
+        host, _, port = endpoint.rpartition(":")
+        try:
+            ipaddress.IPv4Address(host)
+        except ValueError:
+            host = socket.gethostbyname(host)
+        addresses.append(f"{host}:{port}")
+    return "ipv4:" + ",".join(addresses)
+
+
+def cmp_create(key: bytes, revision: int) -> Any:
+    """The key's create revision is ``revision`` (0: the key is absent)."""
+    return rpc.Compare(result=EQUAL, target=CREATE, key=key, create_revision=revision)
+
+
+def cmp_mod(key: bytes, revision: int) -> Any:
+    """The key's mod revision is ``revision`` (0: absent): nothing changed it since it was read."""
+    return rpc.Compare(result=EQUAL, target=MOD, key=key, mod_revision=revision)
+
+
+def cmp_exists(key: bytes) -> Any:
+    return rpc.Compare(result=GREATER, target=VERSION, key=key, version=0)
+
+
+def cmp_value(key: bytes, value: bytes) -> Any:
+    return rpc.Compare(result=EQUAL, target=VALUE, key=key, value=value)
+
+
+def op_put(key: bytes, value: bytes, lease: int = 0) -> Any:
+    return rpc.RequestOp(request_put=rpc.PutRequest(key=key, value=value, lease=lease))
+
+
+def op_delete(key: bytes) -> Any:
+    return rpc.RequestOp(request_delete_range=rpc.DeleteRangeRequest(key=key))
+
+
+def op_delete_prefix(prefix: bytes) -> Any:
+    return rpc.RequestOp(request_delete_range=rpc.DeleteRangeRequest(key=prefix, range_end=prefix_range_end(prefix)))
+
+
+def op_get(key: bytes) -> Any:
+    return rpc.RequestOp(request_range=rpc.RangeRequest(key=key))
+
+
+class EtcdClient:
+    def __init__(self, endpoints: Sequence[str], *, timeout_s: float = CALL_TIMEOUT_S) -> None:
+        self.endpoints = list(endpoints)
+        self._timeout = timeout_s
+        self._channel = grpc.aio.insecure_channel(grpc_target(self.endpoints), options=CHANNEL_OPTIONS)
+        self._kv = rpc.KVStub(self._channel)
+        self._lease = rpc.LeaseStub(self._channel)
+        self._watch = rpc.WatchStub(self._channel)
+        self._maintenance = rpc.MaintenanceStub(self._channel)
+
+    def _unavailable(self, what: str, exc: BaseException) -> CoordinatorUnavailableError:
+        detail = exc.details() if isinstance(exc, grpc.aio.AioRpcError) else repr(exc)
+        return CoordinatorUnavailableError(f"etcd at {','.join(self.endpoints)}: {what} failed: {detail}")
+
+    async def status(self, timeout_s: float | None = None) -> int:
+        """The revision etcd is at (a cheap liveness probe)."""
+        try:
+            resp = await self._maintenance.Status(rpc.StatusRequest(), timeout=timeout_s or self._timeout)
+        except grpc.RpcError as exc:
+            raise self._unavailable("status", exc) from exc
+        return int(resp.header.revision)
+
+    async def range_prefix(self, prefix: bytes) -> tuple[int, list[Any]]:
+        """Every key under ``prefix`` at one revision (paged), and that revision."""
+        end, key, revision, kvs = prefix_range_end(prefix), prefix, 0, []
+        while True:
+            try:
+                request = rpc.RangeRequest(key=key, range_end=end, limit=RANGE_PAGE, revision=revision)
+                resp = await self._kv.Range(request, timeout=self._timeout)
+            except grpc.RpcError as exc:
+                raise self._unavailable("range", exc) from exc
+            revision = revision or int(resp.header.revision)
+            kvs.extend(resp.kvs)
+            if not resp.more or not resp.kvs:
+                return revision, kvs
+            key = bytes(resp.kvs[-1].key) + b"\0"
+
+    async def txn(self, compare: Sequence[Any], success: Sequence[Any], failure: Sequence[Any] = ()) -> Any:
+        """One transaction; the response has ``succeeded``, ``header.revision``, ``responses``."""
+        try:
+            return await self._kv.Txn(rpc.TxnRequest(compare=list(compare), success=list(success),
+                                                     failure=list(failure)), timeout=self._timeout)
+        except grpc.RpcError as exc:
+            raise self._unavailable("transaction", exc) from exc
+
+    async def grant(self, ttl_s: int) -> tuple[int, int]:
+        """A new lease: (id, granted TTL in seconds)."""
+        try:
+            resp = await self._lease.LeaseGrant(rpc.LeaseGrantRequest(TTL=ttl_s), timeout=self._timeout)
+        except grpc.RpcError as exc:
+            raise self._unavailable("lease grant", exc) from exc
+        if resp.error:
+            raise CoordinatorUnavailableError(f"etcd at {','.join(self.endpoints)}: lease grant: {resp.error}")
+        return int(resp.ID), int(resp.TTL)
+
+    async def keepalive(self, lease_id: int, timeout_s: float) -> int:
+        """Refresh a lease once; its remaining TTL (<= 0: the lease is gone)."""
+        call = self._lease.LeaseKeepAlive(timeout=timeout_s)
+        try:
+            await call.write(rpc.LeaseKeepAliveRequest(ID=lease_id))
+            resp = await call.read()
+        except grpc.RpcError as exc:
+            raise self._unavailable("keepalive", exc) from exc
+        finally:
+            call.cancel()
+        if resp is grpc.aio.EOF:
+            raise CoordinatorUnavailableError(f"etcd at {','.join(self.endpoints)}: keepalive stream ended")
+        return int(resp.TTL)
+
+    async def revoke(self, lease_id: int, timeout_s: float | None = None) -> None:
+        """Revoke a lease (its keys go at once); an unknown lease is already gone."""
+        try:
+            await self._lease.LeaseRevoke(rpc.LeaseRevokeRequest(ID=lease_id), timeout=timeout_s or self._timeout)
+        except grpc.RpcError as exc:
+            if isinstance(exc, grpc.aio.AioRpcError) and exc.code() == grpc.StatusCode.NOT_FOUND:
+                return
+            raise self._unavailable("lease revoke", exc) from exc
+
+    def watch_stream(self) -> Any:
+        """A bidirectional watch stream (write create/progress requests, read responses)."""
+        return self._watch.Watch()
+
+    @staticmethod
+    def watch_create(prefix: bytes, start_revision: int) -> Any:
+        return rpc.WatchRequest(create_request=rpc.WatchCreateRequest(
+            key=prefix, range_end=prefix_range_end(prefix), start_revision=start_revision, progress_notify=True))
+
+    @staticmethod
+    def watch_progress() -> Any:
+        return rpc.WatchRequest(progress_request=rpc.WatchProgressRequest())
+
+    async def close(self) -> None:
+        await self._channel.close()

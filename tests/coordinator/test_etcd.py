@@ -1,0 +1,343 @@
+"""The etcd coordinator against a real etcd: several coordinators (node ids) share one cluster
+prefix and see each other's membership, topics, leadership and grants through their watches."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import aetcd
+import pytest
+import pytest_asyncio
+
+from coordinator.cache import Entry
+from coordinator.errors import (
+    CoordinatorError,
+    CoordinatorUnavailableError,
+    InvalidTopicError,
+    StaleEpochError,
+    TopicExistsError,
+    UnknownTopicError,
+    UserExistsError,
+)
+from coordinator.etcd import EtcdCoordinator
+from coordinator.etcd_client import parse_etcd_url
+from coordinator.etcd_keys import encode, lock_key
+from coordinator.models import ClusterNode, MetadataChange, NodeInfo, TopicMetadata, TopicSpec
+from coordinator.users import UserRecord
+from segments.config import LogConfig
+from tests.support.etcd import EtcdServer, free_port
+
+TTL_MS = 2000
+WATCH_BOUND_S = 5.0
+_clusters = itertools.count()
+
+Factory = Callable[..., Awaitable[EtcdCoordinator]]
+
+
+def node(node_id: int, rack: str | None = None) -> NodeInfo:
+    return NodeInfo(node_id, f"http://127.0.0.1:{8000 + node_id}", f"127.0.0.1:{9000 + node_id}", rack,
+                    f"127.0.0.1:{7000 + node_id}", 1)
+
+
+def spec(name: str, partitions: int = 1, replication: int | None = None) -> TopicSpec:
+    body: dict[str, Any] = {"name": name, "partitions": partitions}
+    if replication is not None:
+        body["replication_factor"] = replication
+    return TopicSpec.parse(body, base_config=LogConfig())
+
+
+async def eventually(predicate: Callable[[], Any], what: str, timeout_s: float = WATCH_BOUND_S) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+        await asyncio.sleep(0.02)
+
+
+@pytest_asyncio.fixture(loop_scope="function")
+async def make(etcd_server: EtcdServer) -> AsyncIterator[Factory]:
+    """Start coordinators on one fresh cluster prefix; every one is closed after the test."""
+    cluster = f"test{next(_clusters)}-{time.monotonic_ns()}"
+    started: list[EtcdCoordinator] = []
+
+    async def start(node_id: int, rack: str | None = None, server: EtcdServer = etcd_server) -> EtcdCoordinator:
+        coordinator = EtcdCoordinator(parse_etcd_url(server.url), cluster, node(node_id, rack), TTL_MS)
+        await coordinator.start()
+        started.append(coordinator)
+        return coordinator
+
+    yield start
+    for coordinator in started:
+        await coordinator.close()
+
+
+# ---- membership ------------------------------------------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_membership_close_and_crash_are_seen_by_the_others(make):
+    a, b, c = await make(1, "r1"), await make(2, "r2"), await make(3)
+    assert a.is_cluster and a.session_alive() and a.lease_valid_until() > time.monotonic()
+    await eventually(lambda: len(a._cache.nodes()) == 3, "three live nodes")
+    assert [n.node_id for n in await b.nodes()] == [1, 2, 3]
+    assert a.cached_node(2) == node(2, "r2")
+    changes: list[MetadataChange] = []
+    a.on_change(lambda change: 1 / 0)  # a failing listener is logged; the others still hear
+    a.on_change(changes.append)
+
+    await b.close()
+    assert not b.session_alive()
+    await eventually(lambda: a.cached_node(2) is None, "the closed node seen dead")
+    assert any(ch.nodes for ch in changes)
+    closed_at = time.monotonic()
+    await c.close(revoke=False)  # a crash: the lease lapses by itself
+    await eventually(lambda: a.cached_node(3) is None, "the crashed node seen dead", timeout_s=TTL_MS / 1000 + 3)
+    assert time.monotonic() - closed_at >= 0.5, "a crashed node stays registered until its lease lapses"
+    assert await a.cluster_nodes() == [ClusterNode(node(1, "r1"), True), ClusterNode(node(2, "r2"), False),
+                                       ClusterNode(node(3), False)]
+    await b.close()  # idempotent
+
+
+@pytest.mark.asyncio
+async def test_a_second_process_with_the_same_node_id_is_refused(make):
+    await make(1)
+    started = time.monotonic()
+    with pytest.raises(CoordinatorError, match="already registered"):
+        await make(1)
+    assert time.monotonic() - started < TTL_MS / 1000 + 5
+
+
+@pytest.mark.asyncio
+async def test_a_restart_after_a_crash_takes_the_id_back(make):
+    first = await make(4)
+    await first.close(revoke=False)
+    again = await make(4)
+    assert again.session_alive() and again.cached_node(4) == node(4)
+
+
+@pytest.mark.asyncio
+async def test_an_unreachable_etcd_fails_start_within_a_bound():
+    url = f"etcd://127.0.0.1:{free_port()}"
+    coordinator = EtcdCoordinator(parse_etcd_url(url), "nowhere", node(1), TTL_MS)
+    started = time.monotonic()
+    with pytest.raises(CoordinatorUnavailableError, match=url):
+        await coordinator.start()
+    assert time.monotonic() - started < 15
+    assert not coordinator.session_alive()
+
+
+@pytest.mark.asyncio
+async def test_the_lease_survives_a_busy_event_loop(make):
+    a = await make(1)
+    lost: list[MetadataChange] = []
+    a.on_change(lambda ch: lost.append(ch) if ch.session_lost else None)
+    deadline = time.monotonic() + 3 * TTL_MS / 1000
+    while time.monotonic() < deadline:
+        hog_until = time.monotonic() + 0.15  # the loop is blocked 150 ms at a time, with 5 ms breaks
+        while time.monotonic() < hog_until:
+            pass
+        await asyncio.sleep(0.005)
+    assert not lost and a.session_alive()
+
+
+# ---- topics ----------------------------------------------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_topics_are_placed_and_seen_by_every_node(make):
+    a, b, c = await make(1), await make(2), await make(3)
+    await eventually(lambda: len(b._cache.nodes()) == 3, "three live nodes")
+    changes: list[MetadataChange] = []
+    b.on_change(changes.append)
+    meta = await a.create_topic(spec("t", 6), owner="alice")
+    assert meta.replication_factor == 2, "the default replication factor is min(2, live nodes)"
+    assert await a.get_topic("t") == meta, "the writer reads its own write"
+    assert await eventually(lambda: b.cached_topic("t"), "the topic on another node") == meta
+    assert any("t" in ch.topics for ch in changes)
+    states = await b.partition_states("t")
+    assert [s.partition for s in states] == list(range(6))
+    for s in states:
+        assert len(set(s.replicas)) == 2 and s.isr == s.replicas[:1] and s.leader == -1 and s.leader_epoch == 0
+    preferred = [s.replicas[0] for s in states]
+    assert {preferred.count(n) for n in (1, 2, 3)} == {2}, "preferred leaders spread evenly"
+    with pytest.raises(TopicExistsError):
+        await c.create_topic(spec("t"), owner=None)
+    with pytest.raises(InvalidTopicError):
+        await c.create_topic(spec("wide", replication=4), owner=None)
+    assert c.cached_topic("wide") is None
+
+    grown = await b.add_partitions("t", 9)
+    assert grown.partitions == 9 and grown.topic_id == meta.topic_id
+    await eventually(lambda: (a.cached_topic("t") or meta).partitions == 9, "the new partitions elsewhere")
+    assert [s.replicas for s in await a.partition_states("t")][:6] == [s.replicas for s in states]
+    with pytest.raises(InvalidTopicError):
+        await a.add_partitions("t", 9)
+    assert [t.name for t in await c.list_topics()] == ["t"]
+
+    assert await c.delete_topic("t") == grown
+    await eventually(lambda: a.cached_topic("t") is None and b.cached_topic("t") is None, "the deletion")
+    with pytest.raises(UnknownTopicError):
+        await a.partition_states("t")
+    with pytest.raises(UnknownTopicError):
+        await a.delete_topic("t")
+    again = await b.create_topic(spec("t", 2, replication=1), owner=None)
+    assert again.topic_id != meta.topic_id
+    await eventually(lambda: a.cached_topic("t") == again, "the recreated topic elsewhere")
+    assert [len(s.replicas) for s in await a.partition_states("t")] == [1, 1]
+
+
+@pytest.mark.asyncio
+async def test_topics_larger_than_one_transaction(make):
+    a, b = await make(1), await make(2)
+    await eventually(lambda: len(a._cache.nodes()) == 2, "two live nodes")
+    meta = await a.create_topic(spec("big", 300), owner=None)
+    states = await a.partition_states("big")
+    assert len(states) == 300 and all(len(s.replicas) == 2 for s in states)
+    await eventually(lambda: b.cached_partition("big", 299), "the last partition elsewhere")
+    grown = await b.add_partitions("big", 1024)
+    assert grown.partitions == 1024 and len(await b.partition_states("big")) == 1024
+    assert all(s.replicas for s in await b.partition_states("big"))
+    assert a._cache.entry(lock_key("big")) is None, "the write lock is released"
+    await a.delete_topic("big")
+    await eventually(lambda: b.cached_topic("big") is None, "the deletion elsewhere")
+    again = await b.create_topic(spec("big", 200), owner=None)
+    assert again.topic_id != meta.topic_id
+    assert all(s.replicas for s in await b.partition_states("big"))
+    await eventually(lambda: a.cached_topic("big") == again, "the recreated topic elsewhere")
+    assert a.cached_partition("big", 250) is None
+
+
+# ---- leadership ------------------------------------------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_elections_epochs_isr_and_reassignment(make):
+    a, b, c = await make(1), await make(2), await make(3)
+    await eventually(lambda: len(a._cache.nodes()) == 3, "three live nodes")
+    await a.create_topic(spec("t", 3, replication=2), owner=None)
+    await eventually(lambda: b.cached_topic("t") and c.cached_topic("t"), "the topic everywhere")
+    state = a.cached_partition("t", 0)
+    assert state is not None
+    first, second = state.replicas
+    coordinators = {1: a, 2: b, 3: c}
+    leader, follower = coordinators[first], coordinators[second]
+    outsider = coordinators[({1, 2, 3} - {first, second}).pop()]
+
+    assert await follower.elect("t", 0) is None, "a replica outside the ISR cannot stand"
+    won = await leader.elect("t", 0)
+    assert won is not None and won.leader == first and won.leader_epoch == 1
+    assert leader.cached_partition("t", 0) == won
+    assert await leader.elect("t", 0) is None, "a second election for a led partition loses"
+    seen = await eventually(lambda: follower.cached_partition("t", 0), "the leader elsewhere")
+    await eventually(lambda: follower.cached_partition("t", 0).leader == first, "the leader elsewhere")
+    assert seen.leader_epoch == 1
+
+    grown = await leader.set_isr("t", 0, 1, (first, second))
+    assert grown.isr == (first, second)
+    with pytest.raises(StaleEpochError):
+        await leader.set_isr("t", 0, 0, (first,))
+    with pytest.raises(StaleEpochError):
+        await follower.set_isr("t", 0, 1, (second,))
+    with pytest.raises(InvalidTopicError):
+        await leader.set_isr("t", 0, 1, (first, outsider.node_id))
+
+    await leader.resign("t", 0)
+    await eventually(lambda: follower.cached_partition("t", 0).leader == -1, "the resignation elsewhere")
+    await follower.resign("t", 0)  # not the leader: nothing to do
+    taken = await follower.elect("t", 0)
+    assert taken is not None and taken.leader == second and taken.leader_epoch == 2, "the epoch moves on"
+    with pytest.raises(StaleEpochError):
+        await leader.set_isr("t", 0, 1, (first,))
+
+    moved = await outsider.reassign("t", 0, (outsider.node_id, second))
+    assert moved.replicas == (outsider.node_id, second) and moved.isr == (second,), "the ISR keeps remaining replicas"
+    moved = await outsider.reassign("t", 0, (outsider.node_id,))
+    assert moved.isr == (second,), "the ISR is never empty: it keeps the current leader"
+    with pytest.raises(InvalidTopicError):
+        await a.reassign("t", 0, (1, 1))
+    with pytest.raises(InvalidTopicError):
+        await a.reassign("t", 0, (99,))
+    await eventually(lambda: a.cached_partition("t", 0).replicas == (outsider.node_id,), "the reassignment")
+
+
+@pytest.mark.asyncio
+async def test_a_leadership_ends_with_its_lease(make):
+    a, b = await make(1), await make(2)
+    await eventually(lambda: len(a._cache.nodes()) == 2, "two live nodes")
+    await a.create_topic(spec("t", 1, replication=2), owner=None)
+    state = a.cached_partition("t", 0)
+    leader, other = (a, b) if state.replicas[0] == 1 else (b, a)
+    await eventually(lambda: leader.cached_topic("t"), "the topic on the leader")
+    assert await leader.elect("t", 0) is not None
+    await eventually(lambda: other.cached_partition("t", 0).leader == leader.node_id, "the leader elsewhere")
+    await leader.close(revoke=False)
+    after = await eventually(lambda: other.cached_partition("t", 0).leader == -1 and other.cached_partition("t", 0),
+                             "the leader key gone with the lease", timeout_s=TTL_MS / 1000 + 3)
+    assert after.leader_epoch == 1, "the epoch survives the lease"
+
+
+# ---- etcd failures ---------------------------------------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_watches_and_sessions_resume_after_an_etcd_restart(make, own_etcd):
+    a, b = await make(1, server=own_etcd), await make(2, server=own_etcd)
+    await a.create_topic(spec("before", 1, replication=1), owner=None)
+    await eventually(lambda: b.cached_topic("before"), "the first topic elsewhere")
+    lost: list[MetadataChange] = []
+    a.on_change(lambda ch: lost.append(ch) if ch.session_lost else None)
+
+    own_etcd.kill()
+    await eventually(lambda: not a.session_alive(), "the session lost while etcd is down",
+                     timeout_s=TTL_MS / 1000 + 2)
+    await eventually(lambda: lost, "listeners told that the session is lost", timeout_s=1)
+    assert b.cached_topic("before") is not None, "reads go on from the cache"
+    with pytest.raises(CoordinatorUnavailableError):
+        await b.create_topic(spec("during"), owner=None)
+    await asyncio.to_thread(own_etcd.start)
+
+    await eventually(lambda: a.session_alive() and b.session_alive(), "both sessions back", timeout_s=15)
+    await b.create_topic(spec("after", 1, replication=1), owner=None)
+    await eventually(lambda: a.cached_topic("after"), "a change after the restart seen elsewhere")
+    await eventually(lambda: a.cached_node(2) and b.cached_node(1), "both nodes registered again", timeout_s=10)
+
+
+@pytest.mark.asyncio
+async def test_a_write_returns_once_the_cache_has_its_revision_even_when_nothing_of_ours_changed(make, etcd_server):
+    a = await make(1)
+    await a.create_user(UserRecord("u", "user", "h", 0))
+    async with aetcd.Client(*etcd_server.endpoint.split(":")) as other:
+        for i in range(5):
+            await other.put(f"/elsewhere/{i}".encode(), b"x")  # the store moves on outside our prefix
+        store_revision = (await other.get(b"/elsewhere/4")).mod_revision
+    with pytest.raises(UserExistsError):
+        await a.create_user(UserRecord("u", "user", "h", 0))
+    assert a._cache.revision >= store_revision, "a progress notification brought the cache up to the store"
+
+
+@pytest.mark.asyncio
+async def test_a_compacted_watch_reloads_and_reports_the_difference(make, own_etcd):
+    a, b = await make(1, server=own_etcd), await make(2, server=own_etcd)
+    await b.create_topic(spec("kept", 1, replication=1), owner=None)
+    await eventually(lambda: a.cached_topic("kept"), "the topic on a")
+    ghost = TopicMetadata("ghost", "x", 1, 1, "topic", {}, None, 0)
+    a._cache.apply([("topics/ghost", Entry("topics/ghost", encode(ghost.to_json()), 1, 1))], a._cache.revision)
+    a._cache.revision = 1  # as if a had been cut off since revision 1
+    async with aetcd.Client(*own_etcd.endpoint.split(":")) as other:
+        await other.compact((await other.put(b"/elsewhere", b"x")).header.revision)
+    changes: list[MetadataChange] = []
+    a.on_change(changes.append)
+    await asyncio.to_thread(own_etcd.restart)  # the watch breaks and resumes from revision 2, long compacted
+    await eventually(lambda: a.cached_topic("ghost") is None, "the reload dropping what etcd no longer has",
+                     timeout_s=15)
+    assert a.cached_topic("kept") is not None
+    assert any("ghost" in ch.topics for ch in changes)
+    await b.create_topic(spec("later", 1, replication=1), owner=None)
+    await eventually(lambda: a.cached_topic("later"), "changes after the reload", timeout_s=10)
