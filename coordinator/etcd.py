@@ -334,6 +334,9 @@ class EtcdCoordinator(Coordinator):
         members = self._cache.members()
         return [ClusterNode(members[i], i in live) for i in sorted(members)]
 
+    def advertise(self, node: NodeInfo) -> None:
+        self._node = node
+
     def cached_topic(self, name: str) -> TopicMetadata | None:
         return self._cache.topic(name)
 
