@@ -227,7 +227,7 @@ class MetadataTarget:
 async def metadata_target(session: aiohttp.ClientSession, urls: list[str], admin_token: str) -> MetadataTarget:
     admin = Pinned(session, urls[0], admin_token)
     await admin.json("POST", "/v1/users", {"username": READER, "password": READER_PASSWORD, "role": "user"})
-    created = await admin.json("POST", "/v1/topics", {"name": "read-check", "partitions": 1})
+    created = await admin.json("POST", "/v1/topics", {"name": "read-check", "partitions": 1, "replication_factor": 1})
     await admin.json("PUT", "/v1/topics/read-check/acl", {"user": READER, "permissions": ["read"]})
     leader = created["partitions"][0]["leader"]
     reader_token = await login(session, urls[0], READER, READER_PASSWORD)
@@ -240,7 +240,8 @@ async def metadata_rep(target: MetadataTarget, rep: int, plan: Plan, coordinator
     figures: dict[str, float] = {}
 
     async def create_topic(n: int) -> object:
-        return await admin.json("POST", "/v1/topics", {"name": f"meta-{rep}-{n}", "partitions": 1})
+        return await admin.json("POST", "/v1/topics", {"name": f"meta-{rep}-{n}", "partitions": 1,
+                                                       "replication_factor": 1})
 
     async def read_check(_n: int) -> object:
         return await target.reader.call("GET", f"/v1/topics/{target.read_topic}/partitions/0/offsets?at=latest")
