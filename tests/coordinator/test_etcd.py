@@ -387,3 +387,19 @@ async def test_concurrent_creates_of_one_topic_leave_one_consistent_topic(make, 
         states = await coordinator.partition_states("race")
         assert len(states) == partitions and all(len(s.replicas) == 2 for s in states), \
             "every partition key belongs to the winning topic id"
+
+
+@pytest.mark.asyncio
+async def test_replicas_land_in_different_racks_when_nodes_give_them(make):
+    a = await make(1, "east")
+    await make(2, "east")
+    await make(3, "west")
+    await make(4, "west")
+    await eventually(lambda: live(a, 4), "four live nodes")
+    meta = await a.create_topic(spec("racked", 8, 2), "alice")
+    racks = {1: "east", 2: "east", 3: "west", 4: "west"}
+    states = await a.partition_states(meta.name)
+    assert len(states) == 8
+    for state in states:
+        assert {racks[n] for n in state.replicas} == {"east", "west"}, state
+    assert sorted(s.replicas[0] for s in states) == [1, 1, 2, 2, 3, 3, 4, 4]
