@@ -119,7 +119,7 @@ def plan_from_env(env: Mapping[str, str]) -> ClusterPlan:
         lists[name] = default if raw is None else tuple(_port(p.strip(), name) for p in raw.split(","))
         if len(lists[name]) != len(NODE_IDS):
             raise ClusterError(f"{name} must list {len(NODE_IDS)} ports, one per node, not {raw!r}")
-    plan = ClusterPlan(work_dir=env.get("CLUSTER_DIR") or DEFAULT_DIR,
+    plan = ClusterPlan(work_dir=os.path.abspath(env.get("CLUSTER_DIR") or DEFAULT_DIR),
                        etcd_client_port=_port(env.get("CLUSTER_ETCD_CLIENT_PORT", "2379"), "CLUSTER_ETCD_CLIENT_PORT"),
                        etcd_peer_port=_port(env.get("CLUSTER_ETCD_PEER_PORT", "2380"), "CLUSTER_ETCD_PEER_PORT"),
                        http_ports=lists["CLUSTER_HTTP_PORTS"], rpc_ports=lists["CLUSTER_RPC_PORTS"])
@@ -353,7 +353,7 @@ def main() -> int:
     try:
         plan = plan_from_env(os.environ)
         return run(plan, os.environ)
-    except ClusterError as exc:
+    except (ClusterError, OSError) as exc:
         _say(f"make cluster: {exc}")
         return 1
 
