@@ -46,7 +46,8 @@ bench-deps: $(BENCH_STAMP)
 bench: bench-deps
 	$(PY) -m benchmarks all $(if $(QUICK),--quick,)
 
-# LogBroker's own benchmarks (no peers): the log, one node, auth on/off, groups, queues, Spark.
+# LogBroker's own benchmarks (no peers): the log, one node, auth on/off, groups, queues, Spark, and
+# a three-node cluster on etcd (forwarding and metadata costs).
 bench-node: $(STAMP) $(JVM_JAR)
 	$(PY) -m benchmarks log $(if $(QUICK),--quick,)
 	$(PY) -m benchmarks node $(if $(QUICK),--quick,)
@@ -54,6 +55,7 @@ bench-node: $(STAMP) $(JVM_JAR)
 	$(PY) -m benchmarks groups $(if $(QUICK),--quick,)
 	$(PY) -m benchmarks queue $(if $(QUICK),--quick,)
 	$(PY) -m benchmarks spark $(if $(QUICK),--quick,)
+	$(PY) -m benchmarks cluster $(if $(QUICK),--quick,)
 
 RUN_URL := http://127.0.0.1:8080
 DEV_ADMIN := admin

@@ -1,8 +1,9 @@
 """Entry point: ``python -m benchmarks <scenario> [--quick] [--out DIR] [--systems ...]``.
 
 ``all`` runs the standard set (produce, consume, latency, idle, queue) against every system;
-``log`` and ``node`` are LogBroker's own micro-benchmarks; ``report`` rebuilds REPORT.md and the
-plots from the result files in ``--out``, each scenario from its latest run.
+``log``, ``node`` and the others of ``LOGBROKER_ONLY`` are LogBroker's own benchmarks (``cluster``:
+three nodes on etcd); ``report`` rebuilds REPORT.md and the plots from the result files in
+``--out``, each scenario from its latest run.
 """
 
 from __future__ import annotations
@@ -12,7 +13,16 @@ import functools
 import sys
 from collections.abc import Callable
 
-from benchmarks import auth_bench, group_scale_bench, groups_bench, log_bench, node_bench, queue_bench, spark_bench
+from benchmarks import (
+    auth_bench,
+    cluster_bench,
+    group_scale_bench,
+    groups_bench,
+    log_bench,
+    node_bench,
+    queue_bench,
+    spark_bench,
+)
 from benchmarks.results import DEFAULT_OUT_DIR
 
 STANDARD = ("produce", "consume", "latency", "idle", "queue")
@@ -28,6 +38,8 @@ LOGBROKER_ONLY = (
     ("groupscale-auth", "groupscale with auth on: an admin's groups, then a user's under the default limits",
      "20,000 groups instead of 100,000"),
     ("queue", "queue receive + ack with 4 workers, batches of 100", "a short run"),
+    ("cluster", "three nodes on etcd: forwarding through a non-leader, metadata calls against the local "
+     "coordinator", "a short run"),
 )
 
 
@@ -65,12 +77,17 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--quick", action="store_true", help=quick_text)
         p.add_argument("--out", default=None, help=f"directory for {name}.json (default benchmarks/results)")
         p.add_argument("--work-dir", default=None, help="where the node keeps its data (default: cwd)")
+        if name == "cluster":
+            p.add_argument("--profile", default=None, metavar="DIR",
+                           help="record py-spy profiles of the three nodes during the forwarding part into DIR")
     args = parser.parse_args(argv)
     runners: dict[str, Callable[..., object]] = {
         "log": log_bench.run, "node": node_bench.run, "spark": spark_bench.run, "auth": auth_bench.run,
         "groups": groups_bench.run, "groupscale": group_scale_bench.run,
         "groupscale-auth": functools.partial(group_scale_bench.run, auth=True), "queue": queue_bench.run}
-    if args.scenario in runners:
+    if args.scenario == "cluster":
+        cluster_bench.run(quick=args.quick, out_dir=args.out, work_dir=args.work_dir, profile_dir=args.profile)
+    elif args.scenario in runners:
         runners[args.scenario](quick=args.quick, out_dir=args.out, work_dir=args.work_dir)
     elif args.scenario == "report":
         return _report(args.out)

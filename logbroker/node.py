@@ -19,7 +19,13 @@ from collections.abc import Callable
 from typing import Any, Final, Literal
 
 from coordinator.base import Coordinator
-from coordinator.errors import CoordinatorError, InvalidTopicError, TopicExistsError, UnknownTopicError
+from coordinator.errors import (
+    CoordinatorError,
+    CoordinatorUnavailableError,
+    InvalidTopicError,
+    TopicExistsError,
+    UnknownTopicError,
+)
 from coordinator.local import LocalCoordinator
 from coordinator.models import (
     DEAD_LETTER_ID_KEY,
@@ -349,12 +355,20 @@ class Node:
         return await self.describe_topic(meta.name)
 
     async def _await_leaders(self, name: str) -> None:
+        """Wait (bounded) until this node's cache shows the topic and every partition has a
+        leader. A topic the cache still does not show (its watch lags, e.g. right after etcd came
+        back) is a retriable ``CoordinatorUnavailableError``: it was created all the same."""
         deadline = time.monotonic() + LEADERS_WAIT_S
         while time.monotonic() < deadline:
-            states = await self.coordinator.partition_states(name)
-            if all(s.leader != NO_LEADER for s in states):
+            try:
+                states = await self.coordinator.partition_states(name)
+            except UnknownTopicError:
+                states = None
+            if states is not None and all(s.leader != NO_LEADER for s in states):
                 return
             await asyncio.sleep(LEADERS_POLL_S)
+        if self.coordinator.cached_topic(name) is None:
+            raise CoordinatorUnavailableError(f"{name!r} was created but this node's metadata does not show it yet")
 
     async def _existing_dead_letter(self, spec: TopicSpec, name: str, owner: str | None) -> TopicMetadata:
         """The existing topic ``name`` that a new queue names as its dead-letter topic, if it named

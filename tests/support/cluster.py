@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from typing import Any, Final
 
 from logbroker.certs import generate
+from logbroker.launcher import cluster_args
 from tests.support.auth import AUTH_ARGS
 from tests.support.etcd import EtcdServer, running_etcd
 from tests.support.http import Http
@@ -47,11 +48,8 @@ class Cluster:
         self.nodes: dict[int, NodeProcess] = {}
 
     def node_args(self, node_id: int) -> tuple[str, ...]:
-        certs = self.certs
-        return (*AUTH_ARGS, "--coordinator", self.etcd.url, "--lease-ttl-ms", str(LEASE_TTL_MS),
-                "--cluster-token", CLUSTER_TOKEN, "--rpc-tls-ca-file", f"{certs}/ca.pem",
-                "--rpc-tls-cert-file", f"{certs}/node-{node_id}.pem",
-                "--rpc-tls-key-file", f"{certs}/node-{node_id}.key", *self.extra)
+        return (*AUTH_ARGS, *cluster_args(self.etcd.url, self.certs, node_id, cluster_token=CLUSTER_TOKEN,
+                                          lease_ttl_ms=LEASE_TTL_MS), *self.extra)
 
     def start(self, node_id: int) -> NodeProcess:
         process = NodeProcess(os.path.join(self.root, f"node-{node_id}"), *self.node_args(node_id), node_id=node_id)

@@ -1,0 +1,130 @@
+"""A local etcd process for the tests and the benchmarks: ``/usr/bin/etcd`` (or ``etcd`` on PATH) on
+free loopback client and peer ports with a fresh data dir. It can be killed (SIGKILL) and restarted
+on the same ports and data dir, and it is always reaped by PID, also when starting fails."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from typing import IO
+
+HEALTH_TIMEOUT_S = 20.0
+STOP_TIMEOUT_S = 10.0
+
+
+def etcd_binary() -> str | None:
+    """The etcd executable, or None when this machine has none."""
+    if os.access("/usr/bin/etcd", os.X_OK):
+        return "/usr/bin/etcd"
+    return shutil.which("etcd")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+class EtcdServer:
+    """One etcd member. ``url`` is what an ``EtcdCoordinator`` is given (``etcd://127.0.0.1:PORT``)."""
+
+    def __init__(self, data_dir: str, *, name: str = "etcd-local") -> None:
+        binary = etcd_binary()
+        if binary is None:
+            raise RuntimeError("no etcd binary (/usr/bin/etcd or etcd on PATH)")
+        self.binary = binary
+        self.data_dir = data_dir
+        self.name = name
+        self.client_port = free_port()
+        self.peer_port = free_port()
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._log: IO[bytes] | None = None
+
+    @property
+    def endpoint(self) -> str:
+        return f"127.0.0.1:{self.client_port}"
+
+    @property
+    def url(self) -> str:
+        return f"etcd://{self.endpoint}"
+
+    def _args(self) -> list[str]:
+        client = f"http://127.0.0.1:{self.client_port}"
+        peer = f"http://127.0.0.1:{self.peer_port}"
+        return [self.binary, "--name", self.name, "--data-dir", os.path.join(self.data_dir, "member-data"),
+                "--listen-client-urls", client, "--advertise-client-urls", client,
+                "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+                "--initial-cluster", f"{self.name}={peer}", "--initial-cluster-state", "new",
+                "--log-level", "warn", "--logger", "zap"]
+
+    def start(self) -> EtcdServer:
+        """Start (or start again) and wait until ``/health`` answers; killed on failure."""
+        if self.proc is not None and self.proc.poll() is None:
+            raise RuntimeError("etcd is already running")
+        os.makedirs(self.data_dir, exist_ok=True)
+        if self._log is None:
+            self._log = open(os.path.join(self.data_dir, "etcd.log"), "ab")  # noqa: SIM115 (closed in stop)
+        self.proc = subprocess.Popen(self._args(), stdout=self._log, stderr=subprocess.STDOUT)
+        try:
+            self._wait_healthy()
+        except BaseException:
+            self.kill()
+            raise
+        return self
+
+    def _wait_healthy(self) -> None:
+        deadline = time.monotonic() + HEALTH_TIMEOUT_S
+        while True:
+            assert self.proc is not None
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"etcd exited with {self.proc.returncode}; see {self.data_dir}/etcd.log")
+            try:
+                with urllib.request.urlopen(f"http://{self.endpoint}/health", timeout=1.0) as resp:
+                    if b'"true"' in resp.read():
+                        return
+            except (urllib.error.URLError, OSError):
+                pass
+            if time.monotonic() >= deadline:
+                raise RuntimeError(f"etcd not healthy after {HEALTH_TIMEOUT_S} s; see {self.data_dir}/etcd.log")
+            time.sleep(0.05)
+
+    def kill(self) -> None:
+        """SIGKILL (a crash): the data dir keeps what was committed."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+        if self.proc is not None:
+            self.proc.wait(timeout=STOP_TIMEOUT_S)
+
+    def restart(self) -> EtcdServer:
+        """Kill and start again on the same ports and data dir."""
+        self.kill()
+        return self.start()
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=STOP_TIMEOUT_S)
+        self.kill()
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+
+@contextlib.contextmanager
+def running_etcd(data_dir: str) -> Iterator[EtcdServer]:
+    """An ``EtcdServer`` started for the block and stopped (reaped) after it, also on failure."""
+    server = EtcdServer(data_dir)
+    try:
+        yield server.start()
+    finally:
+        server.stop()
