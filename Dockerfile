@@ -1,5 +1,7 @@
 # One LogBroker node. Data lives in /data (mount a volume); set LOGBROKER_ADMIN_PASSWORD for the
-# first admin (auth is on) or LOGBROKER_AUTH=off for development.
+# first admin (auth is on) or LOGBROKER_AUTH=off for development. A cluster node also takes
+# LOGBROKER_COORDINATOR=etcd://..., LOGBROKER_ADVERTISED_HOST, the shared LOGBROKER_JWT_SECRET and
+# LOGBROKER_CLUSTER_TOKEN, and the RPC certificates (see docker-compose.yml).
 FROM python:3.11-slim-bookworm
 
 ENV PYTHONDONTWRITEBYTECODE=1 \

@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 QUICK ?=
 
-.PHONY: test lint bench bench-deps bench-node run system-deps clean spark-example jvm
+.PHONY: test lint bench bench-deps bench-node run cluster system-deps clean spark-example jvm
 
 $(STAMP): setup.cfg pyproject.toml
 	scripts/bootstrap-venv.sh
@@ -74,6 +74,11 @@ run: $(STAMP)
 	@echo "  CLI:    export LOGBROKER_USER=$(DEV_ADMIN) LOGBROKER_PASSWORD=$(DEV_PASSWORD); .venv/bin/logbroker topic list"
 	$(PY) -m logbroker serve --node-id 1 --http-host 127.0.0.1 --http-port 8080 --coordinator local --auth on \
 		--admin-user $(DEV_ADMIN) --admin-password $(DEV_PASSWORD)
+
+# A real etcd and three nodes on loopback (auth on, mutual TLS between nodes, one shared signing key),
+# data in ./.data/cluster (kept across runs); Ctrl-C stops them all. Ports: see logbroker/dev_cluster.py.
+cluster: $(STAMP) system-deps
+	$(PY) -m logbroker.dev_cluster
 
 # The Spark example pipeline against `make run`'s broker (start that first, in another terminal).
 spark-example: $(STAMP) system-deps $(JVM_JAR)

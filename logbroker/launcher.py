@@ -1,8 +1,11 @@
 """Start ``logbroker serve`` as a child process and wait for its ready line.
 
-Used by the benchmarks, the tests and (later) ``make cluster``: the node listens on 127.0.0.1 with
-port 0 and announces its real address in the ready line. ``stop()`` sends SIGTERM and waits,
-then SIGKILLs after a bound; the process is always reaped by PID.
+Used by the benchmarks, the tests and ``make cluster`` (``logbroker.dev_cluster``): the node
+listens on 127.0.0.1 with port 0 unless told otherwise and announces its real address in the
+ready line. A reader thread drains the child's stdout (so the pipe never fills and the wait for
+the ready line is bounded even when the child prints nothing); stderr is kept in memory
+(bounded) or, given ``log_path``, written with stdout to that file. ``stop()`` sends SIGTERM and
+waits, then SIGKILLs after a bound; the process is always reaped by PID.
 """
 
 from __future__ import annotations
@@ -14,12 +17,13 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Final
+from typing import IO, Final
 
 READY: Final = re.compile(r"^logbroker ready http=(\S+) node=(\d+)$")
 START_TIMEOUT_S: Final = 60.0
 STOP_TIMEOUT_S: Final = 15.0
 STDERR_LINES_MAX: Final = 10_000
+LOG_TAIL_BYTES: Final = 4_096
 
 
 def cluster_args(coordinator_url: str, certs_dir: str, node_id: int, *, cluster_token: str,
@@ -35,39 +39,83 @@ def cluster_args(coordinator_url: str, certs_dir: str, node_id: int, *, cluster_
 
 class NodeProcess:
     def __init__(self, data_dir: str, *extra: str, node_id: int = 1, cwd: str | None = None,
-                 env: dict[str, str] | None = None) -> None:
+                 env: dict[str, str] | None = None, log_path: str | None = None,
+                 own_process_group: bool = False) -> None:
+        """``log_path``: append the child's stdout and stderr to this file instead of keeping
+        stderr in memory. ``own_process_group``: start the child in a process group of its own, so
+        that a terminal's Ctrl-C reaches only the parent, which stops its children in order."""
         self.data_dir = data_dir
+        self.node_id = node_id
         self.args = [sys.executable, "-m", "logbroker", "serve", "--auth", "off", "--http-host", "127.0.0.1",
                      "--http-port", "0", "--rpc-port", "0", "--node-id", str(node_id), "--data-dir", data_dir,
                      *extra]
         self.cwd = cwd
         self.env = env
+        self.log_path = log_path
+        self.own_process_group = own_process_group
         self.proc: subprocess.Popen[str] | None = None
         self.url = ""
         self.stderr_lines: list[str] = []
+        self._ready = threading.Event()
+        self._log: IO[str] | None = None
 
-    def start(self) -> NodeProcess:
-        self.proc = subprocess.Popen(self.args, cwd=self.cwd, env=self.env or dict(os.environ),
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        threading.Thread(target=self._drain_stderr, daemon=True).start()
-        deadline = time.monotonic() + START_TIMEOUT_S
-        assert self.proc.stdout is not None
-        while time.monotonic() < deadline:
-            line = self.proc.stdout.readline()
-            if not line:
-                break
-            match = READY.match(line.strip())
-            if match:
-                self.url = match.group(1)
-                return self
-        self.kill()
-        raise RuntimeError(f"node did not become ready; stderr: {''.join(self.stderr_lines[-20:])}")
+    def start(self, timeout_s: float = START_TIMEOUT_S) -> NodeProcess:
+        """Start and wait (at most ``timeout_s``) for the ready line; killed and reaped on failure."""
+        if self.log_path is not None:
+            # Closed by the stdout reader at the end of the child's output.
+            self._log = open(self.log_path, "a", encoding="utf-8", buffering=1)  # noqa: SIM115
+        try:
+            self.proc = subprocess.Popen(self.args, cwd=self.cwd, env=self.env or dict(os.environ),
+                                         stdout=subprocess.PIPE, stderr=self._log or subprocess.PIPE, text=True,
+                                         process_group=0 if self.own_process_group else None)
+        except BaseException:
+            if self._log is not None:
+                self._log.close()
+            raise
+        if self._log is None:
+            threading.Thread(target=self._drain_stderr, daemon=True).start()
+        threading.Thread(target=self._read_stdout, daemon=True).start()
+        deadline = time.monotonic() + timeout_s
+        try:
+            while not self._ready.wait(0.05):
+                if self.proc.poll() is not None:
+                    raise RuntimeError(f"node {self.node_id} exited with {self.proc.returncode} before it was ready; "
+                                       f"{self._tail()}")
+                if time.monotonic() >= deadline:
+                    raise RuntimeError(f"node {self.node_id} not ready within {timeout_s:g} s; {self._tail()}")
+        except BaseException:
+            self.kill()
+            raise
+        return self
+
+    def _read_stdout(self) -> None:
+        assert self.proc is not None and self.proc.stdout is not None
+        for line in self.proc.stdout:
+            if self._log is not None:
+                self._log.write(line)
+            if not self._ready.is_set():
+                match = READY.match(line.strip())
+                if match:
+                    self.url = match.group(1)
+                    self._ready.set()
+        if self._log is not None:
+            self._log.close()
 
     def _drain_stderr(self) -> None:
         assert self.proc is not None and self.proc.stderr is not None
         for line in self.proc.stderr:
             if len(self.stderr_lines) < STDERR_LINES_MAX:
                 self.stderr_lines.append(line)
+
+    def _tail(self) -> str:
+        if self.log_path is None:
+            return f"stderr: {''.join(self.stderr_lines[-20:])}"
+        try:
+            with open(self.log_path, "rb") as f:
+                f.seek(max(0, os.fstat(f.fileno()).st_size - LOG_TAIL_BYTES))
+                return f"the end of {self.log_path}:\n{f.read().decode('utf-8', 'replace')}"
+        except OSError as exc:
+            return f"log {self.log_path}: {exc}"
 
     @property
     def pid(self) -> int:

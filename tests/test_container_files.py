@@ -1,17 +1,25 @@
-"""The Dockerfile and docker-compose.yml stay in step with the code (no Docker engine runs here,
-so they are checked by reading): every package is copied, every LOGBROKER_* variable they set is
-a real setting, and the ports they publish are the ones the node listens on."""
+"""The Dockerfile, the compose files and nginx's config stay in step with the code (no Docker
+engine runs here, so they are checked by reading): every package is copied, every LOGBROKER_*
+variable they set is a real setting, the ports they publish are the ones the node listens on, and
+the cluster's compose file is a cluster: etcd, three nodes that each resolve to a valid config
+pointing at it, and nginx balancing over the three."""
 
 from __future__ import annotations
 
 import os
 import re
+from typing import Any
 
 import yaml
 
-from logbroker.config import ENV_PREFIX, field_names
+from logbroker.config import ENV_PREFIX, NodeConfig, field_names, resolve
+from logbroker.rpc_service import rpc_security
 from tests.conftest import ROOT
 from tests.test_layering import PACKAGES
+
+SETTINGS = {ENV_PREFIX + name.upper() for name in field_names()}
+NODES = ("node1", "node2", "node3")
+REQUIRED = re.compile(r"^\$\{(\w+):\?[^}]+\}$")
 
 
 def _read(name: str) -> str:
@@ -19,21 +27,87 @@ def _read(name: str) -> str:
         return f.read()
 
 
+def _compose(name: str) -> dict[str, Any]:
+    loaded = yaml.safe_load(_read(name))
+    assert isinstance(loaded, dict)
+    return loaded
+
+
 def test_dockerfile_copies_every_package_and_sets_real_settings():
     dockerfile = _read("Dockerfile")
     copied = set(re.findall(r"^COPY (\w+) \./\1$", dockerfile, re.MULTILINE))
     assert copied >= set(PACKAGES)
     settings = set(re.findall(r"(LOGBROKER_[A-Z_]+)=", dockerfile))
-    assert settings and settings <= {ENV_PREFIX + name.upper() for name in field_names()}
+    assert settings and settings <= SETTINGS
     assert 'ENTRYPOINT ["logbroker", "serve"]' in dockerfile and "EXPOSE 8080 9090" in dockerfile
+    assert "LOGBROKER_HTTP_PORT=8080" in dockerfile and "LOGBROKER_RPC_PORT=9090" in dockerfile
+    assert re.search(r"HEALTHCHECK .*\n.*127\.0\.0\.1:8080/readyz", dockerfile)
 
 
-def test_compose_file_is_valid_and_uses_real_settings():
-    compose = yaml.safe_load(_read("docker-compose.yml"))
+def test_single_node_compose_file_is_valid_and_uses_real_settings():
+    compose = _compose("docker-compose.single.yml")
     service = compose["services"]["logbroker"]
     assert service["build"] == "."
-    assert set(service["environment"]) <= {ENV_PREFIX + name.upper() for name in field_names()}
+    assert set(service["environment"]) <= SETTINGS
     assert service["environment"]["LOGBROKER_AUTH"] == "on"
+    assert service["environment"]["LOGBROKER_COORDINATOR"] == "local"
     assert any(port.endswith(":8080") for port in service["ports"])
     volume = service["volumes"][0].split(":")[0]
     assert volume in compose["volumes"]
+
+
+def _node_config(environment: dict[str, str]) -> NodeConfig:
+    """What a node of the compose file resolves to, each required secret given a value."""
+    env = {}
+    for name, value in environment.items():
+        required = REQUIRED.match(value)
+        env[name] = "s" * 48 if required else value
+        assert not required or required.group(1) == name, f"{name} takes its value from another variable"
+    return resolve({}, {**env, "LOGBROKER_HTTP_HOST": "0.0.0.0"}, None)
+
+
+def test_cluster_compose_file_has_etcd_three_nodes_and_nginx():
+    compose = _compose("docker-compose.yml")
+    services = compose["services"]
+    assert set(services) == {"etcd", *NODES, "nginx"}
+    etcd = " ".join(services["etcd"]["command"])
+    assert services["etcd"]["image"].startswith("quay.io/coreos/etcd:v3.5.")
+    assert "--listen-client-urls=http://0.0.0.0:2379" in etcd and "--advertise-client-urls=http://etcd:2379" in etcd
+    assert any(v.endswith(":/etcd-data") for v in services["etcd"]["volumes"]) and "--data-dir=/etcd-data" in etcd
+    configs = {}
+    for name in NODES:
+        service = services[name]
+        environment = service["environment"]
+        assert service["build"] == "." and set(environment) <= SETTINGS
+        assert service["depends_on"]["etcd"]["condition"] == "service_healthy"
+        config = _node_config(environment)
+        assert config.coordinator == "etcd://etcd:2379" and config.auth == "on"
+        assert config.advertised_host == name
+        assert rpc_security(config)[0], "the node would not serve the internal RPC"
+        assert config.rpc_tls_cert_file == f"/certs/node-{config.node_id}.pem"
+        for secret in ("LOGBROKER_ADMIN_PASSWORD", "LOGBROKER_JWT_SECRET", "LOGBROKER_CLUSTER_TOKEN"):
+            assert REQUIRED.match(environment[secret]), f"{name}: {secret} is not a required variable"
+        data = [v.split(":")[0] for v in service["volumes"] if v.endswith(":/data")]
+        assert len(data) == 1 and data[0] in compose["volumes"]
+        assert "./deploy/certs:/certs:ro" in service["volumes"]
+        configs[name] = (config.node_id, data[0])
+    assert sorted(node_id for node_id, _ in configs.values()) == [1, 2, 3]
+    assert len({volume for _, volume in configs.values()}) == 3
+    nginx = services["nginx"]
+    assert "./deploy/nginx.conf:/etc/nginx/nginx.conf:ro" in nginx["volumes"]
+    assert set(nginx["depends_on"]) == set(NODES)
+    assert any(port.endswith(":8080") for port in nginx["ports"])
+
+
+def test_nginx_balances_least_conn_over_the_three_nodes_without_buffering():
+    conf = re.sub(r"#.*", "", _read("deploy/nginx.conf"))
+    upstream = re.search(r"upstream (\w+) \{([^}]*)\}", conf)
+    assert upstream is not None
+    assert re.search(r"^\s*least_conn;", upstream.group(2), re.MULTILINE)
+    servers = re.findall(r"^\s*server (\S+?)[ ;]", upstream.group(2), re.MULTILINE)
+    assert servers == [f"{name}:8080" for name in NODES]
+    assert f"proxy_pass http://{upstream.group(1)};" in conf
+    assert re.search(r"proxy_buffering off;", conf)
+    read_timeout = re.search(r"proxy_read_timeout (\d+)s;", conf)
+    assert read_timeout is not None and int(read_timeout.group(1)) * 1000 > NodeConfig().fetch_wait_ms_max
+    assert "non_idempotent" not in conf  # a produce that reached a node is never sent to another

@@ -1,0 +1,203 @@
+"""``make cluster`` (``logbroker.dev_cluster``): the plan and each node's command line resolve to
+three distinct nodes sharing etcd, auth, certificates and secrets; the real script brings up etcd
+and three nodes that see each other alive, and one SIGINT stops every process it started."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from logbroker.cli.command import build_parser
+from logbroker.config import NodeConfig, resolve
+from logbroker.dev_cluster import (
+    ADMIN_PASSWORD,
+    ADMIN_USER,
+    NODE_IDS,
+    ClusterError,
+    ClusterPlan,
+    Secrets,
+    check_ports_free,
+    etcd_args,
+    node_process,
+    plan_from_env,
+    prepare,
+)
+from logbroker.rpc_service import rpc_security
+from tests.conftest import ROOT
+from tests.support.auth import bearer, login
+from tests.support.cluster import wait_until
+from tests.support.etcd import free_port
+from tests.support.http import Http
+
+KEYS = Secrets(cluster_token="t" * 43, jwt_secret="j" * 43)
+BANNER_TIMEOUT_S = 120.0
+STOP_TIMEOUT_S = 60.0
+
+
+def node_config(plan: ClusterPlan, node_id: int) -> NodeConfig:
+    """The config node ``node_id`` starts with: its argv through the real ``serve`` parser, its env."""
+    process = node_process(plan, node_id, KEYS, {"PATH": "/usr/bin"})
+    assert process.args[1:4] == ["-m", "logbroker", "serve"]
+    args = build_parser().parse_args(process.args[3:])
+    assert process.env is not None
+    return resolve({k: v for k, v in vars(args).items() if k not in ("command", "config")}, process.env, None)
+
+
+def test_each_node_has_its_own_ports_id_and_data_dir_and_the_shared_settings():
+    plan = plan_from_env({"CLUSTER_DIR": "/w"})
+    configs = [node_config(plan, node_id) for node_id in NODE_IDS]
+    assert [c.node_id for c in configs] == [1, 2, 3]
+    assert [c.http_port for c in configs] == [8081, 8082, 8083]
+    assert [c.rpc_port for c in configs] == [9091, 9092, 9093]
+    assert [c.data_dir for c in configs] == ["/w/node-1", "/w/node-2", "/w/node-3"]
+    assert [c.rpc_tls_cert_file for c in configs] == [f"/w/certs/node-{n}.pem" for n in NODE_IDS]
+    assert [c.rpc_tls_key_file for c in configs] == [f"/w/certs/node-{n}.key" for n in NODE_IDS]
+    for config in configs:
+        assert config.coordinator == "etcd://127.0.0.1:2379" and config.http_host == "127.0.0.1"
+        assert config.auth == "on" and (config.admin_user, config.admin_password) == (ADMIN_USER, ADMIN_PASSWORD)
+        assert (config.cluster_token, config.jwt_secret) == (KEYS.cluster_token, KEYS.jwt_secret)
+        assert config.rpc_tls_ca_file == "/w/certs/ca.pem"
+        assert rpc_security(config)[0]
+    for node_id in NODE_IDS:  # the secrets go through the environment, never the command line
+        assert not {KEYS.cluster_token, KEYS.jwt_secret} & set(node_process(plan, node_id, KEYS, {}).args)
+
+
+def test_overrides_move_every_port_and_etcd_follows():
+    plan = plan_from_env({"CLUSTER_DIR": "/x", "CLUSTER_ETCD_CLIENT_PORT": "3379", "CLUSTER_ETCD_PEER_PORT": "3380",
+                          "CLUSTER_HTTP_PORTS": "7001, 7002,7003", "CLUSTER_RPC_PORTS": "7101,7102,7103"})
+    assert [node_config(plan, n).http_port for n in NODE_IDS] == [7001, 7002, 7003]
+    assert {node_config(plan, n).coordinator for n in NODE_IDS} == {"etcd://127.0.0.1:3379"}
+    args = etcd_args(plan, "/usr/bin/etcd")
+    assert args[args.index("--listen-client-urls") + 1] == "http://127.0.0.1:3379"
+    assert args[args.index("--listen-peer-urls") + 1] == "http://127.0.0.1:3380"
+    assert args[args.index("--data-dir") + 1] == "/x/etcd"
+
+
+@pytest.mark.parametrize("env", [{"CLUSTER_HTTP_PORTS": "8081,8082"}, {"CLUSTER_RPC_PORTS": "1,2,x"},
+                                 {"CLUSTER_ETCD_CLIENT_PORT": "70000"}, {"CLUSTER_HTTP_PORTS": "2379,8082,8083"}])
+def test_a_bad_override_is_said(env: dict[str, str]):
+    with pytest.raises(ClusterError):
+        plan_from_env(env)
+
+
+def test_a_taken_port_is_named():
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        plan = plan_from_env({"CLUSTER_HTTP_PORTS": f"{free_port()},{port},{free_port()}",
+                              "CLUSTER_RPC_PORTS": ",".join(str(free_port()) for _ in NODE_IDS),
+                              "CLUSTER_ETCD_CLIENT_PORT": str(free_port()), "CLUSTER_ETCD_PEER_PORT": str(free_port())})
+        with pytest.raises(ClusterError, match=f"port {port} for the node 2 HTTP"):
+            check_ports_free(plan)
+
+
+def test_certificates_and_secrets_are_made_once_and_kept_private(tmp_path):
+    plan = ClusterPlan(work_dir=str(tmp_path / "c"))
+    first = prepare(plan)
+    files = {name: os.stat(os.path.join(plan.certs_dir, name)).st_mtime_ns
+             for name in ("ca.pem", *(f"node-{n}.{e}" for n in NODE_IDS for e in ("pem", "key")))}
+    assert prepare(plan) == first and len(first.jwt_secret) >= 32 and first.jwt_secret != first.cluster_token
+    assert {name: os.stat(os.path.join(plan.certs_dir, name)).st_mtime_ns for name in files} == files
+    for name in ("cluster-token", "jwt-secret"):
+        assert stat.S_IMODE(os.stat(os.path.join(plan.secrets_dir, name)).st_mode) == 0o600
+
+
+class Supervisor:
+    """``python -m logbroker.dev_cluster`` with its stdout collected by a thread."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.proc = subprocess.Popen([sys.executable, "-m", "logbroker.dev_cluster"], cwd=ROOT, env=env,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.out: list[str] = []
+        self.err: list[str] = []
+        threading.Thread(target=self._read, args=(self.proc.stdout, self.out), daemon=True).start()
+        threading.Thread(target=self._read, args=(self.proc.stderr, self.err), daemon=True).start()
+
+    @staticmethod
+    def _read(stream: Any, into: list[str]) -> None:
+        for line in stream:
+            if len(into) < 10_000:
+                into.append(line)
+
+    def pids(self) -> dict[str, int]:
+        text = "".join(self.out)
+        found = {f"node {m[0]}": int(m[1]) for m in re.findall(r"node (\d+): \S+ +\(pid (\d+)\)", text)}
+        etcd = re.search(r"etcd at \S+ \(pid (\d+)\)", text)
+        if etcd:
+            found["etcd"] = int(etcd.group(1))
+        return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@contextlib.contextmanager
+def running_script(tmp_path: Any) -> Iterator[tuple[Supervisor, list[str], dict[str, int]]]:
+    """The script on free ports in a temp work dir, until its banner; then the supervisor, the
+    node URLs and the PIDs it printed. Afterwards a supervisor still running is sent SIGINT (its
+    ordered stop), then SIGKILL with its children by PID, each wait bounded."""
+    http_ports = [free_port() for _ in NODE_IDS]
+    env = {**os.environ, "PYTHONPATH": ROOT, "CLUSTER_DIR": str(tmp_path / "cluster"),
+           "CLUSTER_ETCD_CLIENT_PORT": str(free_port()), "CLUSTER_ETCD_PEER_PORT": str(free_port()),
+           "CLUSTER_HTTP_PORTS": ",".join(map(str, http_ports)),
+           "CLUSTER_RPC_PORTS": ",".join(str(free_port()) for _ in NODE_IDS)}
+    supervisor = Supervisor(env)
+    try:
+        wait_until(lambda: supervisor.proc.poll() is not None or any("Ctrl-C" in line for line in supervisor.out),
+                   timeout_s=BANNER_TIMEOUT_S)
+        assert supervisor.proc.poll() is None, "".join(supervisor.err)
+        pids = supervisor.pids()
+        assert set(pids) == {"etcd", "node 1", "node 2", "node 3"} and all(_alive(p) for p in pids.values())
+        urls = [f"http://127.0.0.1:{port}" for port in http_ports]
+        assert all(url in "".join(supervisor.out) for url in urls)
+        yield supervisor, urls, pids
+    finally:
+        if supervisor.proc.poll() is None:
+            supervisor.proc.send_signal(signal.SIGINT)
+            try:
+                supervisor.proc.wait(timeout=STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                supervisor.proc.kill()
+                supervisor.proc.wait(timeout=STOP_TIMEOUT_S)
+                for pid in supervisor.pids().values():
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)
+
+
+def test_make_cluster_brings_up_three_nodes_and_sigint_stops_every_process(tmp_path):
+    with running_script(tmp_path) as (supervisor, urls, pids):
+        token = bearer(login(Http(urls[0]), ADMIN_USER, ADMIN_PASSWORD))  # issued by node 1, used on all
+        for url in urls:
+            def alive(url: str = url) -> bool:
+                nodes = Http(url).json("GET", "/v1/cluster", headers=token)["nodes"]
+                return {n["node_id"]: n["alive"] for n in nodes} == {1: True, 2: True, 3: True}
+            wait_until(alive)
+        supervisor.proc.send_signal(signal.SIGINT)
+        assert supervisor.proc.wait(timeout=STOP_TIMEOUT_S) == 0, "".join(supervisor.err)
+        assert not [name for name, pid in pids.items() if _alive(pid)]
+        assert "SIGINT: stopping the cluster" in "".join(supervisor.err)
+
+
+def test_a_child_that_dies_stops_the_cluster_and_is_named(tmp_path):
+    with running_script(tmp_path) as (supervisor, _, pids):
+        os.kill(pids["node 2"], signal.SIGKILL)
+        assert supervisor.proc.wait(timeout=STOP_TIMEOUT_S) == 1
+        assert f"node 2 (pid {pids['node 2']}) exited with -9" in "".join(supervisor.err)
+        assert not [name for name, pid in pids.items() if _alive(pid)]
