@@ -175,6 +175,7 @@ class Node:
         self.peers = Peers(self.coordinator, tls=tls, cluster_token=token)
         self.coordinator.on_change(self.sync.notice)
         await self.sync.sync_once()
+        await self.replicas.remove_strays()
         self._sync_task = asyncio.create_task(run_supervised(
             "cluster_sync", self.sync.round, CLUSTER_SYNC_PAUSE_S, on_failure=self.metrics.count_background_failure))
         self._start_maintenance()

@@ -28,7 +28,7 @@ import os
 import shutil
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from typing import final
+from typing import Any, Final, final
 
 from coordinator.errors import UnknownTopicError
 from coordinator.models import TopicMetadata
@@ -38,6 +38,7 @@ from segments.checkpoint import (
     HIGH_WATERMARK_FILE,
     RECOVERY_POINT_FILE,
     read_offsets,
+    write_atomic,
     write_offsets,
 )
 from segments.config import LogConfig
@@ -169,11 +170,35 @@ class Replica:
                 future.set_result(None)
 
 
+def _open_claimed(path: str, config: LogConfig, topic_id: str, **kwargs: Any) -> PartitionLog:
+    """Open the partition log at ``path`` for the topic with id ``topic_id``. The directory names
+    the topic by name only, so it also records the id (``TOPIC_ID_FILE``): a directory left by an
+    older topic of the same name (deleted while this node was down) is removed, never served as
+    the new topic's data. A directory from before ids were recorded is claimed as it is."""
+    marker = os.path.join(path, TOPIC_ID_FILE)
+    try:
+        with open(marker, "rb") as f:
+            found: str | None = f.read(TOPIC_ID_BYTES_MAX).decode(errors="replace").strip()
+    except FileNotFoundError:
+        found = None
+    if found is not None and found != topic_id:
+        log.warning("removing the data of an older topic of the same name", extra={"fields": {
+            "path": path, "old_topic_id": found, "topic_id": topic_id}})
+        shutil.rmtree(path)
+        kwargs["recovery_point"] = 0
+    partition_log = PartitionLog.open(path, config, **kwargs)
+    if found != topic_id:
+        write_atomic(marker, topic_id.encode())
+    return partition_log
+
+
 def partition_dir_name(topic: str, partition: int) -> str:
     return f"{topic}-{partition}"
 
 
 DELETE_SUFFIX = "-delete"
+TOPIC_ID_FILE: Final = "topic-id"
+TOPIC_ID_BYTES_MAX: Final = 256
 
 
 def deletion_mark(path: str, topic_id: str) -> str:
@@ -253,7 +278,7 @@ class ReplicaManager:
             path = os.path.join(self.data_dir, partition_dir_name(meta.name, p))
             point = self._recovery_points.get((meta.name, p), 0)
             try:
-                opened = await self._open_log(path, config, point)
+                opened = await self._open_log(path, config, point, meta.topic_id)
             except OSError as exc:
                 if is_fd_limit(exc):
                     raise TooManyOpenFilesError(f"cannot open {path}: {exc}") from exc
@@ -268,10 +293,11 @@ class ReplicaManager:
             replicas[p] = Replica(meta.name, p, opened, GroupCommit(opened, self._executor), self._budget,
                                   self.health)
 
-    async def _open_log(self, path: str, config: LogConfig, recovery_point: int) -> PartitionLog:
+    async def _open_log(self, path: str, config: LogConfig, recovery_point: int, topic_id: str) -> PartitionLog:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._executor, functools.partial(
-            PartitionLog.open, path, config, recovery_point=recovery_point, fsync=self._fsync, handles=self.handles))
+            _open_claimed, path, config, topic_id, recovery_point=recovery_point, fsync=self._fsync,
+            handles=self.handles))
 
     def get(self, topic: str, partition: int) -> Replica:
         replicas = self._replicas.get(topic)
@@ -343,6 +369,27 @@ class ReplicaManager:
                 replica.log.delete()
 
         await asyncio.get_running_loop().run_in_executor(self._executor, delete)
+
+    async def remove_strays(self) -> list[str]:
+        """Remove partition directories no open log owns (a cluster node's partitions that were
+        deleted or moved away while it was down). Call once every hosted partition is open."""
+        owned = {os.path.normpath(replica.log.directory) for replica in self.all()}
+
+        def remove() -> list[str]:
+            removed = []
+            for name in os.listdir(self.data_dir):
+                path = os.path.join(self.data_dir, name)
+                topic, _, number = name.rpartition("-")
+                if topic and number.isdigit() and os.path.isdir(path) and os.path.normpath(path) not in owned:
+                    shutil.rmtree(path, ignore_errors=True)
+                    removed.append(name)
+            return removed
+
+        removed = await asyncio.get_running_loop().run_in_executor(self._executor, remove)
+        if removed:
+            log.warning("removed partition directories this node no longer hosts", extra={"fields": {
+                "directories": removed[:100], "count": len(removed)}})
+        return removed
 
     def pending_deletions(self) -> set[str]:
         """Topic ids whose deletion a previous run began (their directories bear the mark)."""

@@ -179,6 +179,27 @@ def test_a_killed_node_is_dead_within_the_lease_and_alive_after_a_restart(cluste
         assert [r["value"] for r in answer["records"]] == [f"kept-{partition}"]
 
 
+def test_a_topic_deleted_while_a_node_was_down_leaves_nothing_for_its_successor(cluster: Cluster,
+                                                                                token: dict[str, str]):
+    created = cluster.http(1).json("POST", "/v1/topics", expect=201, headers=token,
+                                   body={"name": "reborn", "partitions": 3, "replication_factor": 1})
+    on_3 = next(p["partition"] for p in created["partitions"] if p["leader"] == 3)
+    cluster.http(1).json("POST", "/v1/topics/reborn/records", headers=token,
+                         body={"records": [{"value": "OLD-SECRET", "partition": on_3}]})
+    os.kill(cluster.nodes[3].pid, signal.SIGKILL)
+    cluster.nodes[3].kill()
+    wait_until(lambda: alive_nodes(cluster, 1, token)[3] is False, timeout_s=LEASE_TTL_MS / 1000 + 5)
+    assert cluster.http(1).call("DELETE", "/v1/topics/reborn", headers=token).status == 204
+    cluster.start(3)
+    wait_until(lambda: alive_nodes(cluster, 1, token) == {1: True, 2: True, 3: True})
+    assert not any(name.startswith("reborn-") for name in os.listdir(cluster.nodes[3].data_dir))
+    again = cluster.http(1).json("POST", "/v1/topics", expect=201, headers=token,
+                                 body={"name": "reborn", "partitions": 3, "replication_factor": 1})
+    for p in again["partitions"]:
+        assert values(cluster, 2, "reborn", p["partition"], token) == []
+        assert p["latest_offset"] == 0
+
+
 def test_the_cluster_keeps_serving_across_an_etcd_restart(cluster: Cluster, token: dict[str, str]):
     cluster.http(1).json("POST", "/v1/topics", expect=201, headers=token,
                          body={"name": "etcdrestart", "partitions": 3, "replication_factor": 1})
