@@ -64,6 +64,8 @@ STATUS_BY_CODE: Final[dict[str, int]] = {
     "not_leader": 503,
     "no_leader": 503,
     "not_enough_replicas": 503,
+    "partial_write": 502,
+    "forward_outcome_unknown": 504,
 }
 # A cluster's retriable 503s (DESIGN §4): the client refreshes its metadata and retries after this.
 CLUSTER_RETRY_AFTER_S: Final = 1
@@ -72,6 +74,7 @@ STORAGE_FULL_RETRY_AFTER_S: Final = 5
 TITLES: Final = {400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed",
                  408: "Request Timeout", 409: "Conflict", 413: "Payload Too Large", 415: "Unsupported Media Type",
                  416: "Range Not Satisfiable", 429: "Too Many Requests", 500: "Internal Server Error",
+                 502: "Bad Gateway", 504: "Gateway Timeout",
                  503: "Service Unavailable", 507: "Insufficient Storage"}
 
 

@@ -164,6 +164,21 @@ class NoLeaderError(BrokerError):
     retriable = True
 
 
+class PartialWriteError(BrokerError):
+    """A produce spanning partitions on several nodes was stored on some and failed on others:
+    not retriable as a whole (a resend would store the stored part twice). ``results`` lists
+    each partition's offset or error."""
+
+    code = "partial_write"
+
+
+class ForwardOutcomeUnknownError(BrokerError):
+    """A forwarded write got no answer (deadline, lost connection after sending): the leader may
+    have stored it. Not retriable without de-duplication."""
+
+    code = "forward_outcome_unknown"
+
+
 class RemoteError(BrokerError):
     """An error another node answered to a forwarded call: its ``code``, ``retriable`` flag and
     details travel unchanged, so the caller fails exactly as a local call would."""
@@ -185,6 +200,7 @@ __all__ = [
     "CoordinatorUnavailableError",
     "CorruptBatchError",
     "ForbiddenError",
+    "ForwardOutcomeUnknownError",
     "GroupNotEmptyError",
     "InconsistentStrategyError",
     "InvalidArgumentError",
@@ -198,6 +214,7 @@ __all__ = [
     "NotFoundError",
     "NotLeaderError",
     "OffsetOutOfRangeError",
+    "PartialWriteError",
     "PayloadTooLargeError",
     "RemoteError",
     "RequestTimeoutError",

@@ -41,7 +41,7 @@ from coordinator.models import (
     topic_config_bounds,
     validate_name,
 )
-from internal_rpc.server import RpcServer
+from internal_rpc.server import MESSAGE_BYTES_MAX, RpcServer
 from logbroker.auth.bootstrap import build_auth
 from logbroker.auth.groups import GroupAccess
 from logbroker.auth.permissions import Principal
@@ -53,10 +53,12 @@ from logbroker.errors import (
     BatchTooLargeError,
     DeadLetterRefusedError,
     ForbiddenError,
+    ForwardOutcomeUnknownError,
     InvalidRequestError,
     NoLeaderError,
     NotAvailableError,
     NotLeaderError,
+    PartialWriteError,
     UnknownGroupError,
     UnknownPartitionError,
 )
@@ -85,6 +87,7 @@ BACKGROUND_COMMITS_MAX: Final = 10_000
 FORWARD_WAIT_MARGIN_S: Final = 10.0  # a forwarded long-poll's deadline: its wait plus this
 REMOTE_POLL_MS: Final = 500
 PEER_DEADLINE_S: Final = 10.0
+FORWARD_BATCH_BYTES_MAX: Final = MESSAGE_BYTES_MAX - 64 * 1024  # room for the call's other fields
 LEADERS_WAIT_S: Final = 10.0
 CLUSTER_SYNC_PAUSE_S: Final = 0.02  # between reconcile rounds (each waits for a change itself)
 LEADERS_POLL_S: Final = 0.02
@@ -567,6 +570,19 @@ class Node:
         if self._leader(topic, partition) is not None:
             raise NotLeaderError(f"node {self.config.node_id} does not lead partition {partition} of {topic!r}")
 
+    def _topic_id(self, topic: str) -> str:
+        meta = self.coordinator.cached_topic(topic)
+        if meta is None:
+            raise UnknownTopicError(f"unknown topic {topic!r}")
+        return meta.topic_id
+
+    def check_topic_id(self, topic: str, topic_id: object) -> None:
+        """A forwarded call names the topic by id too: a leader whose topic of that name is another
+        one (deleted and created again, one of the two caches behind) refuses it, retriably."""
+        if topic_id is not None and self._topic_id(topic) != topic_id:
+            raise NoLeaderError(f"the nodes disagree on which topic {topic!r} is (it was deleted and created "
+                                "again); retry once the metadata settles")
+
     def _peers(self) -> Peers:
         if self.peers is None:
             raise NotAvailableError("the node is not serving (starting or stopping)")
@@ -617,22 +633,37 @@ class Node:
             for n, i in enumerate(indexes):
                 offsets[i] = {"partition": partition, "offset": info.base_offset + n}
             commits.append(replica.commit(info))
-        if forwards:
-            settled = asyncio.ensure_future(self._settle(commits, acks))
-            try:
-                bases = await asyncio.gather(*(f for _, _, f in forwards))
-            finally:
-                await settled
-            for (partition, indexes, _), base in zip(forwards, bases, strict=True):
+        if not forwards:
+            await self._settle(commits, acks)
+            return offsets
+        # Every forward runs to its end (its outcome known) before the request answers.
+        settled, *outcomes = await asyncio.gather(self._settle(commits, acks), *(f for _, _, f in forwards),
+                                                  return_exceptions=True)
+        failures = [(partition, outcome) for (partition, _, _), outcome in zip(forwards, outcomes, strict=True)
+                    if isinstance(outcome, BaseException)]
+        for (partition, indexes, _), base in zip(forwards, outcomes, strict=True):
+            if isinstance(base, int):
                 for n, i in enumerate(indexes):
                     offsets[i] = {"partition": partition, "offset": base + n}
+        if isinstance(settled, BaseException):
+            failures.append((-1, settled))
+        if not failures:
             return offsets
-        await self._settle(commits, acks)
-        return offsets
+        if not commits and len(failures) == len(forwards):  # nothing was stored anywhere
+            unknown = [exc for _, exc in failures if isinstance(exc, ForwardOutcomeUnknownError)]
+            raise unknown[0] if unknown else failures[0][1]
+        raise PartialWriteError(
+            f"the records were stored on some partitions and not on others ({len(failures)} failed); "
+            "resending the request would store the stored part again",
+            results=[{"partition": p, "code": getattr(exc, "code", "error"), "detail": str(exc)}
+                     for p, exc in failures] + [o for o in offsets if o])
 
     async def _forward_batch(self, leader: int, topic: str, partition: int, batch: bytes, acks: str) -> int:
+        if len(batch) > FORWARD_BATCH_BYTES_MAX:
+            raise BatchTooLargeError(len(batch), FORWARD_BATCH_BYTES_MAX)
         answer = await self._peers().call(leader, "Produce", {"topic": topic, "partition": partition,
-                                                              "batch": batch, "acks": acks})
+                                                              "topic_id": self._topic_id(topic),
+                                                              "batch": batch, "acks": acks}, idempotent=False)
         base = answer.get("base_offset")
         if not isinstance(base, int):
             raise NotAvailableError(f"node {leader} answered a produce without an offset")
@@ -711,8 +742,9 @@ class Node:
                             wait_ms: int) -> tuple[LogRead, int]:
         max_bytes, wait_ms = self._fetch_args(max_bytes, wait_ms)
         answer = await self._peers().call(
-            leader, "Fetch", {"topic": topic, "partition": partition, "offset": offset, "max_bytes": max_bytes,
-                              "wait_ms": wait_ms}, deadline_s=wait_ms / 1000 + FORWARD_WAIT_MARGIN_S)
+            leader, "Fetch", {"topic": topic, "topic_id": self._topic_id(topic), "partition": partition,
+                              "offset": offset, "max_bytes": max_bytes, "wait_ms": wait_ms},
+            deadline_s=wait_ms / 1000 + FORWARD_WAIT_MARGIN_S)
         data, first, after, hwm = (answer.get(k) for k in ("data", "first_offset", "next_offset", "high_watermark"))
         if not isinstance(data, bytes) or not all(isinstance(v, int) for v in (first, after, hwm)):
             raise NotAvailableError(f"node {leader} answered a fetch without its fields")

@@ -11,14 +11,19 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+import grpc
+
 from coordinator.base import Coordinator
 from internal_rpc.client import RpcClient
 from internal_rpc.errors import RpcCallError
 from internal_rpc.security import TlsFiles
-from logbroker.errors import NoLeaderError, RemoteError
+from logbroker.errors import ForwardOutcomeUnknownError, NoLeaderError, RemoteError
 from logbroker.rpc_service import SERVICE
 
 DEADLINE_S: Final = 10.0
+# Failures after which a sent call may have run on the other node.
+MAYBE_DELIVERED: Final = frozenset({grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED,
+                                    grpc.StatusCode.UNKNOWN, grpc.StatusCode.INTERNAL})
 
 
 class Peers:
@@ -43,9 +48,11 @@ class Peers:
         return client
 
     async def call(self, node_id: int, method: str, request: dict[str, Any], *,
-                   deadline_s: float = DEADLINE_S) -> dict[str, Any]:
+                   deadline_s: float = DEADLINE_S, idempotent: bool = True) -> dict[str, Any]:
         """Call ``method`` on node ``node_id``; its typed error, or ``NoLeaderError`` when it
-        cannot be reached within ``deadline_s``."""
+        cannot be reached. A call that is not ``idempotent`` (a write) and got no answer after it
+        may have been delivered (deadline, cancelled) is ``ForwardOutcomeUnknownError`` instead:
+        retrying it could store it twice."""
         if self._closed:
             raise NoLeaderError("the node is stopping")
         client = await self._client(node_id)
@@ -54,6 +61,9 @@ class Peers:
         except RpcCallError as exc:
             if exc.answered:
                 raise RemoteError(exc.code, exc.detail, retriable=exc.retriable, **exc.extra) from exc
+            if not idempotent and exc.status in MAYBE_DELIVERED:
+                raise ForwardOutcomeUnknownError(f"node {node_id} did not answer in time ({exc.status.name.lower()}): "
+                                                 "the write may or may not be stored", node=node_id) from exc
             raise NoLeaderError(f"node {node_id} did not answer ({exc.status.name.lower()})", node=node_id) from exc
 
     async def close(self) -> None:

@@ -68,6 +68,7 @@ def node_service(node: Node) -> dict[str, Method]:
     async def produce(request: dict[str, Any]) -> dict[str, Any]:
         topic, partition = _field(request, "topic", str), _field(request, "partition", int)
         batch, acks = _field(request, "batch", bytes), _field(request, "acks", str)
+        node.check_topic_id(topic, request.get("topic_id"))
         answer = await node.produce_local_batch(topic, partition, batch, acks)
         return {"base_offset": answer[0]["offset"]}
 
@@ -77,6 +78,7 @@ def node_service(node: Node) -> dict[str, Method]:
         wait_ms = request.get("wait_ms", 0)
         if offset < 0 or not 0 < max_bytes <= FETCH_BYTES_MAX or not isinstance(wait_ms, int) or wait_ms < 0:
             raise InvalidRequestError(f"offset and wait_ms must be >= 0 and max_bytes in [1, {FETCH_BYTES_MAX}]")
+        node.check_topic_id(topic, request.get("topic_id"))
         result, high_watermark = await node.fetch_local(topic, partition, offset, max_bytes, wait_ms)
         return {"data": bytes(result.data), "first_offset": result.first_offset, "next_offset": result.next_offset,
                 "high_watermark": high_watermark}

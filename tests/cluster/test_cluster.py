@@ -152,6 +152,30 @@ def test_users_tokens_and_grants_work_on_every_node(cluster: Cluster, token: dic
                                                       headers=dave).status == 200, timeout_s=5)
 
 
+def test_a_write_stored_on_some_partitions_only_is_not_called_retriable(cluster: Cluster, token: dict[str, str]):
+    created = cluster.http(1).json("POST", "/v1/topics", expect=201, headers=token,
+                                   body={"name": "partial", "partitions": 3, "replication_factor": 1})
+    leaders = {p["partition"]: p["leader"] for p in created["partitions"]}
+    assert sorted(leaders.values()) == [1, 2, 3]
+    os.kill(cluster.nodes[3].pid, signal.SIGSTOP)
+    try:
+        reply = cluster.http(1).call("POST", "/v1/topics/partial/records", headers=token,
+                                     body={"records": [{"value": f"v{p}", "partition": p} for p in (0, 1, 2)]})
+    finally:
+        os.kill(cluster.nodes[3].pid, signal.SIGCONT)
+    problem = reply.json()
+    assert reply.status == 502 and problem["code"] == "partial_write" and problem["retriable"] is False, problem
+    stored = {r["partition"]: r["offset"] for r in problem["results"] if "offset" in r}
+    failed = [r for r in problem["results"] if "code" in r]
+    assert [r["partition"] for r in failed] == [p for p, n in leaders.items() if n == 3]
+    assert failed[0]["code"] == "forward_outcome_unknown"
+    assert set(stored) == {p for p, n in leaders.items() if n != 3}
+    for p in stored:
+        assert values(cluster, 1, "partial", p, token) == [f"v{p}"]
+    wait_until(lambda: alive_nodes(cluster, 1, token) == {1: True, 2: True, 3: True} and all(
+        p["leader"] != -1 for p in describe(cluster, 1, "partial", token)["partitions"]))
+
+
 def test_a_killed_node_is_dead_within_the_lease_and_alive_after_a_restart(cluster: Cluster, token: dict[str, str]):
     cluster.http(1).json("POST", "/v1/topics", expect=201, headers=token,
                          body={"name": "survive", "partitions": 3, "replication_factor": 1})
