@@ -120,10 +120,12 @@ class Coordinator(abc.ABC):
         raise InvalidTopicError("this coordinator has a single replica per partition")
 
     async def hand_over(self, topic: str, partition: int, replicas: tuple[int, ...], isr: tuple[int, ...],
-                        leader: int) -> None:
+                        leader: int, *, expected: tuple[int, ...] | None = None) -> None:
         """Move leadership away from ``leader`` (which must lead now): set ``replicas`` and
         ``isr`` and clear the leader in one guarded change, so the first live member of ``isr``
-        is elected next. Used once a partition's data was copied to its new preferred replica."""
+        is elected next; only if the replica list is still ``expected`` (when given).
+        ``StaleEpochError`` when the guard fails (nothing changed). Used once a partition's data
+        was copied to its new preferred replica."""
         raise InvalidTopicError("this coordinator has a single node")
 
     async def reassign(self, topic: str, partition: int, replicas: tuple[int, ...]) -> PartitionState:

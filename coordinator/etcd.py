@@ -428,10 +428,11 @@ class EtcdCoordinator(Coordinator):
         raise self._contended(f"reassigning {topic}/{partition}")
 
     async def hand_over(self, topic: str, partition: int, replicas: tuple[int, ...], isr: tuple[int, ...],
-                        leader: int) -> None:
-        """One transaction: if ``leader`` still leads at the stored epoch and the partition is as
-        cached, set ``replicas`` and ``isr`` and delete the leader key, so that the first live
-        member of ``isr`` is elected next (epoch + 1). ``StaleEpochError`` otherwise."""
+                        leader: int, *, expected: tuple[int, ...] | None = None) -> None:
+        """One transaction: if ``leader`` still leads at the stored epoch, the partition is as
+        cached and (``expected``) its replica list is still that one, set ``replicas`` and
+        ``isr`` and delete the leader key, so that the first live member of ``isr`` is elected
+        next (epoch + 1). ``StaleEpochError`` otherwise (nothing changed)."""
         if not isr or not set(isr) <= set(replicas) or len(set(replicas)) != len(replicas):
             raise InvalidTopicError(f"an ISR is a non-empty subset of distinct replicas, not {list(isr)} of "
                                     f"{list(replicas)}")
@@ -442,6 +443,9 @@ class EtcdCoordinator(Coordinator):
         if held is None or held != LeaderRecord(leader, record.leader_epoch):
             raise StaleEpochError(f"{topic}/{partition} is not led by node {leader} at epoch {record.leader_epoch}",
                                   epoch=record.leader_epoch)
+        if expected is not None and tuple(record.replicas) != tuple(expected):
+            raise StaleEpochError(f"{topic}/{partition} was reassigned meanwhile (replicas {list(record.replicas)}, "
+                                  f"not {list(expected)})", epoch=record.leader_epoch)
         pkey, lkey = partition_key(topic, partition), leader_key(topic, partition)
         updated = PartitionRecord(record.topic_id, tuple(replicas), tuple(isr), record.leader_epoch)
         resp = await self._txn([cmp_mod(self._k(pkey), self._cache.mod_revision(pkey)),

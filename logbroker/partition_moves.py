@@ -28,6 +28,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any, Final
 
+from coordinator.errors import StaleEpochError
 from coordinator.models import INTERNAL_PREFIX
 from coordinator.placement import PlacementNode, decommission, rebalance
 from logbroker.errors import ANY_ERROR, InvalidRequestError, NoLeaderError, NotAvailableError, NotLeaderError
@@ -41,6 +42,7 @@ log = logging.getLogger(__name__)
 COPY_BYTES_MAX: Final = 4 * 1024 * 1024
 CATCH_UP_DEADLINE_S: Final = 600.0
 FREEZE_TTL_S: Final = 30.0
+HAND_OVER_MARGIN_S: Final = 8.0  # the hand-over starts no later than this before the freeze lapses
 DRAIN_WAIT_S: Final = 10.0
 OPEN_WAIT_S: Final = 15.0
 POLL_S: Final = 0.02
@@ -114,7 +116,7 @@ class PartitionMover:
             data, start, hwm = answer.get("data"), answer.get("log_start"), answer.get("high_watermark")
             if not isinstance(data, bytes) or not isinstance(start, int) or not isinstance(hwm, int):
                 raise NotAvailableError(f"node {source} answered a copy without its fields")
-            if end == replica.log.log_start_offset and start > end:  # the source's retention passed
+            if start > end:  # the source's retention passed this copy's end: start over from there
                 replica.log.truncate_fully_and_start_at(start)
                 continue
             view = memoryview(data)
@@ -149,24 +151,53 @@ class PartitionMover:
             await node.coordinator.reassign(topic, partition, target)
             return moved
         new = target[0]
-        await node.coordinator.reassign(topic, partition, (leader, *[n for n in target if n != leader]))
+        interim = (leader, *[n for n in target if n != leader])
+        await node.coordinator.reassign(topic, partition, interim)
         request = {"topic": topic, "partition": partition, "source": leader}
-        await node.peer_call(new, "CatchUp", {**request, "until": None}, deadline_s=CATCH_UP_DEADLINE_S)
-        frozen = await node.peer_call(leader, "Freeze", {"topic": topic, "partition": partition,
-                                                         "ttl_s": FREEZE_TTL_S})
         try:
-            await node.peer_call(new, "CatchUp", {**request, "until": frozen["log_end"]},
-                                 deadline_s=FREEZE_TTL_S)
-            await node.coordinator.hand_over(topic, partition, target, (new,), leader)
+            await node.peer_call(new, "CatchUp", {**request, "until": None}, deadline_s=CATCH_UP_DEADLINE_S)
+            started = time.monotonic()  # the leader's freeze starts after this: it lapses no sooner
+            frozen = await node.peer_call(leader, "Freeze", {"topic": topic, "partition": partition,
+                                                             "ttl_s": FREEZE_TTL_S})
         except BaseException:
-            try:
-                await node.peer_call(leader, "Thaw", {"topic": topic, "partition": partition})
-            except Exception as exc:  # the freeze lapses by itself
-                log.warning("thaw failed", extra={"fields": {"topic": topic, "partition": partition,
-                                                            "error": str(exc)}})
+            await self._undo(topic, partition, leader, state.replicas, thaw=False)
             raise
+        try:
+            left = FREEZE_TTL_S - HAND_OVER_MARGIN_S - (time.monotonic() - started)
+            await node.peer_call(new, "CatchUp", {**request, "until": frozen["log_end"]}, deadline_s=max(left, 0.1))
+            if time.monotonic() - started > FREEZE_TTL_S - HAND_OVER_MARGIN_S:
+                raise NotAvailableError(f"copying the tail of {topic}/{partition} took too long; not handed over")
+        except BaseException:
+            await self._undo(topic, partition, leader, state.replicas, thaw=True)
+            raise
+        try:
+            # Bounded so that it ends before the freeze can lapse; shielded so that a cancelled
+            # request does not leave its outcome unknown to the transaction itself.
+            async with asyncio.timeout(HAND_OVER_MARGIN_S - 1.0):
+                await asyncio.shield(node.coordinator.hand_over(topic, partition, target, (new,), leader,
+                                                                expected=interim))
+        except StaleEpochError:  # the guard failed: nothing changed (someone else changed the
+            # partition: its replica list is theirs now), the leader may write again
+            await self._undo(topic, partition, leader, None, thaw=True)
+            raise
+        # Any other failure leaves the outcome unknown: the freeze lapses by itself, by when the
+        # old leader's watch shows whether it still leads (it writes only if it does).
         log.info("partition moved", extra={"fields": moved})
         return moved
+
+    async def _undo(self, topic: str, partition: int, leader: int, replicas: tuple[int, ...] | None, *,
+                    thaw: bool) -> None:
+        """After a move failed before its hand-over: thaw the leader and put the replica list
+        back (best effort: a freeze lapses by itself, a left-over replica is moved again later)."""
+        node = self._node
+        try:
+            if thaw:
+                await node.peer_call(leader, "Thaw", {"topic": topic, "partition": partition})
+            if replicas is not None:
+                await node.coordinator.reassign(topic, partition, replicas)
+        except ANY_ERROR as exc:
+            log.warning("undoing a failed move", extra={"fields": {"topic": topic, "partition": partition,
+                                                                   "error": str(exc)}})
 
     async def rebalance(self, leaving: int | None = None) -> dict[str, Any]:
         """Spread the user topics' partitions evenly over the live nodes (``leaving``: move

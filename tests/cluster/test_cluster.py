@@ -357,8 +357,10 @@ def test_a_fourth_node_gets_partitions_by_rebalance_and_gives_them_back(cluster:
 
     cluster.start(4)
     wait_until(lambda: alive_nodes(cluster, 1, token) == {1: True, 2: True, 3: True, 4: True})
-    reply = cluster.http(2).call("POST", "/v1/cluster/rebalance", headers=bearer(login(cluster.http(2), "dave",
-                                                                                         "dave-password-1")))
+    cluster.http(1).json("POST", "/v1/users", expect=201, headers=token,
+                         body={"username": "erin", "password": "erin-password-1", "role": "user"})
+    erin = bearer(wait_until(lambda: login(cluster.http(2), "erin", "erin-password-1")))
+    reply = cluster.http(2).call("POST", "/v1/cluster/rebalance", headers=erin)
     assert reply.status == 403  # admins only
     moved = cluster.http(2).json("POST", "/v1/cluster/rebalance", headers=token)
     assert moved["moves"] and len(moved["moves"]) == moved["planned"] and moved["failed"] == []

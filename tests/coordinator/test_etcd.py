@@ -403,3 +403,30 @@ async def test_replicas_land_in_different_racks_when_nodes_give_them(make):
     for state in states:
         assert {racks[n] for n in state.replicas} == {"east", "west"}, state
     assert sorted(s.replicas[0] for s in states) == [1, 1, 2, 2, 3, 3, 4, 4]
+
+
+@pytest.mark.asyncio
+async def test_a_hand_over_is_guarded_by_the_leader_and_the_replica_list(make):
+    a, b = await make(1), await make(2)
+    await eventually(lambda: live(a, 2), "two live nodes")
+    await a.create_topic(spec("moving", 1, replication=1), owner=None)
+    state = a.cached_partition("moving", 0)
+    assert state is not None
+    owner = {1: a, 2: b}[state.replicas[0]]
+    other = 3 - state.replicas[0]
+    won = await owner.elect("moving", 0)
+    assert won is not None
+    interim = (owner.node_id, other)
+    await a.reassign("moving", 0, interim)
+    await eventually(lambda: b.cached_partition("moving", 0).replicas == interim, "the interim list")
+    with pytest.raises(StaleEpochError):  # not the leader named
+        await a.hand_over("moving", 0, (other,), (other,), other, expected=interim)
+    with pytest.raises(StaleEpochError):  # the list changed since the move read it
+        await a.hand_over("moving", 0, (other,), (other,), owner.node_id, expected=(other, owner.node_id))
+    assert a.cached_partition("moving", 0).leader == owner.node_id
+    await b.hand_over("moving", 0, (other,), (other,), owner.node_id, expected=interim)
+    moved = await eventually(lambda: (s := a.cached_partition("moving", 0)) and s.leader == -1 and s,
+                             "no leader after the hand-over")
+    assert moved.replicas == (other,) and moved.isr == (other,) and moved.leader_epoch == won.leader_epoch
+    new_leader = {1: a, 2: b}[other]
+    assert (await new_leader.elect("moving", 0)).leader_epoch == won.leader_epoch + 1
