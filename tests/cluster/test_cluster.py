@@ -4,6 +4,7 @@ seen dead and alive again, etcd restarted under the cluster."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -389,3 +390,30 @@ def test_a_fourth_node_gets_partitions_by_rebalance_and_gives_them_back(cluster:
     for p in range(6):
         assert values(cluster, 4, "grow", p, token) == expected[p]
         assert values(cluster, 1, "grow", p, token) == expected[p]
+
+
+def test_a_push_stream_through_another_node_follows_the_leaders_appends(cluster: Cluster, token: dict[str, str]):
+    import http.client
+
+    cluster.http(1).json("POST", "/v1/topics", expect=201, headers=token,
+                         body={"name": "pushed", "partitions": 1, "replication_factor": 1})
+    leader = describe(cluster, 1, "pushed", token)["partitions"][0]["leader"]
+    other = next(n for n in (1, 2, 3) if n != leader)
+    via = cluster.http(other)
+    connection = http.client.HTTPConnection(via.host, via.port, timeout=15)
+    try:
+        connection.request("GET", "/v1/topics/pushed/partitions/0/stream?offset=0&keepalive_ms=100", headers=token)
+        response = connection.getresponse()
+        assert response.status == 200
+        for i in range(3):
+            cluster.http(leader).json("POST", "/v1/topics/pushed/records", headers=token,
+                                      body={"records": [{"value": f"p{i}", "partition": 0}]})
+        seen: list[str] = []
+        while len(seen) < 3:
+            line = response.readline().decode()
+            assert line, "the stream ended"
+            if line.startswith("data: "):
+                seen.append(json.loads(line[6:])["value"])
+        assert seen == ["p0", "p1", "p2"]
+    finally:
+        connection.close()
