@@ -38,12 +38,16 @@ class RpcClient:
         self._metadata = ((TOKEN_KEY, cluster_token),) if cluster_token is not None else ()
         self._deadline_s = deadline_s
         self.address = address
+        self._stubs: dict[str, Any] = {}  # one callable per method: made once, not per call
 
     async def call(self, service: str, method: str, request: dict[str, Any], *,
                    deadline_s: float | None = None) -> dict[str, Any]:
         """One unary call, bounded by ``deadline_s`` (default: the client's)."""
-        stub = self._channel.unary_unary(f"/{service}/{method}", request_serializer=pack,
-                                         response_deserializer=unpack)
+        path = f"/{service}/{method}"
+        stub = self._stubs.get(path)
+        if stub is None:
+            stub = self._stubs[path] = self._channel.unary_unary(path, request_serializer=pack,
+                                                                 response_deserializer=unpack)
         timeout = self._deadline_s if deadline_s is None else deadline_s
         try:
             response: dict[str, Any] = await stub(request, timeout=timeout, metadata=self._metadata)

@@ -21,6 +21,7 @@ from logbroker.errors import ForwardOutcomeUnknownError, NoLeaderError, RemoteEr
 from logbroker.rpc_service import SERVICE
 
 DEADLINE_S: Final = 10.0
+RETIRED_MAX: Final = 16
 # Failures after which a sent call may have run on the other node.
 MAYBE_DELIVERED: Final = frozenset({grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED,
                                     grpc.StatusCode.UNKNOWN, grpc.StatusCode.INTERNAL})
@@ -32,15 +33,18 @@ class Peers:
         self._tls = tls
         self._token = cluster_token
         self._clients: dict[int, RpcClient] = {}
+        self._retired: list[RpcClient] = []  # channels to old addresses, closed later
         self._closed = False
 
-    async def _client(self, node_id: int) -> RpcClient:
+    def _client(self, node_id: int) -> RpcClient:
+        """The channel to ``node_id`` at its current address (no await: two callers never race
+        to create two). A channel to an old address is retired, not closed under calls in flight."""
         info = self._coordinator.cached_node(node_id)
         if info is None or not info.rpc_address:
             raise NoLeaderError(f"node {node_id} is not alive", node=node_id)
         client = self._clients.get(node_id)
         if client is not None and client.address != info.rpc_address:
-            await client.close()
+            self._retired.append(client)
             client = None
         if client is None:
             client = RpcClient(info.rpc_address, tls=self._tls, cluster_token=self._token)
@@ -55,7 +59,9 @@ class Peers:
         retrying it could store it twice."""
         if self._closed:
             raise NoLeaderError("the node is stopping")
-        client = await self._client(node_id)
+        client = self._client(node_id)
+        if len(self._retired) > RETIRED_MAX:
+            await self._retired.pop(0).close()
         try:
             return await client.call(SERVICE, method, request, deadline_s=deadline_s)
         except RpcCallError as exc:
@@ -68,6 +74,7 @@ class Peers:
 
     async def close(self) -> None:
         self._closed = True
-        clients, self._clients = list(self._clients.values()), {}
+        clients, self._clients = [*self._clients.values(), *self._retired], {}
+        self._retired = []
         for client in clients:
             await client.close()
