@@ -22,11 +22,12 @@ directory finishes the deletion it belongs to (``pending_deletions``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import os
 import shutil
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Final, final
 
@@ -87,8 +88,18 @@ class Replica:
     def append(self, batch: bytes | memoryview) -> AppendInfo:
         """Append a batch as the leader. No fsync runs here, on the event loop: ``always`` waits
         for one in ``commit``; ``interval`` starts one in the background when it falls due."""
-        try:
+        with self._write_faults():
             info = self.log.append(batch, leader_epoch=0, flush=False)
+        if self.log.flush_due():
+            self._commit.flush_in_background()
+        return info
+
+    @contextlib.contextmanager
+    def _write_faults(self) -> Iterator[None]:
+        """A full disk marks the node's storage health (a success clears it); a log that went
+        offline fails its waiters at once."""
+        try:
+            yield
         except StorageFullError:
             self._health.write_failed_full()
             raise
@@ -97,9 +108,6 @@ class Replica:
             raise
         if self._health.full_since_ms is not None:
             self._health.write_succeeded()
-        if self.log.flush_due():
-            self._commit.flush_in_background()
-        return info
 
     async def commit(self, info: AppendInfo) -> None:
         """After ``append``: wait for the fsync when the policy
@@ -120,14 +128,11 @@ class Replica:
     def append_copied(self, batch: bytes | memoryview) -> AppendInfo:
         """Append a batch copied from another replica as it is (its offsets and epoch kept;
         it must start at this log's end). Readers see it once ``advance`` says so."""
-        try:
-            return self.log.append_replica(batch, flush=False)
-        except StorageFullError:
-            self._health.write_failed_full()
-            raise
-        except LogOfflineError:
-            self.wake_all()
-            raise
+        with self._write_faults():
+            info = self.log.append_replica(batch, flush=False)
+        if self.log.flush_due():
+            self._commit.flush_in_background()
+        return info
 
     def advance(self, offset: int) -> None:
         """Expose records below ``offset`` (never past the log end, never backwards)."""
