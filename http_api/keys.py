@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 
+import aiohttp
 from aiohttp import web
 
 from http_api.sendfile import SendfileGate
@@ -14,3 +15,4 @@ NODE = web.AppKey("node", Node)
 SENDFILE = web.AppKey("sendfile", SendfileGate)
 EXECUTOR = web.AppKey("executor", ThreadPoolExecutor)
 STREAMS = web.AppKey("streams", StreamBudget)
+FORWARDER = web.AppKey("forwarder", aiohttp.ClientSession)

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Final
 
 from coordinator.errors import CoordinatorError
 from coordinator.models import INTERNAL_PREFIX, MetadataChange, TopicMetadata
+from logbroker.cluster_groups import OFFSETS_TOPIC
 from logbroker.partition_roles import hosts, should_stand
 
 if TYPE_CHECKING:
@@ -73,8 +74,9 @@ class ClusterSync:
         alive = {n.info.node_id for n in await coordinator.cluster_nodes() if n.alive}
         elections: list[Callable[[], Awaitable[object]]] = []
         for name in sorted(topics):
-            if name.startswith(INTERNAL_PREFIX):
+            if name.startswith(INTERNAL_PREFIX) and name != OFFSETS_TOPIC:
                 continue
+            self._node.topic_changed(name)
             try:
                 elections.extend(await self._sync_topic(name, alive))
             except (CoordinatorError, OSError) as exc:
@@ -86,6 +88,9 @@ class ClusterSync:
             except CoordinatorError as exc:
                 log.warning("election failed; retried", extra={"fields": {"error": str(exc)}})
                 self._everything = True
+        if elections:
+            self._wake.set()  # a won election shows in the watch: look again at once
+        await self._node.sync_groups()
         self.passes += 1
 
     async def _sync_topic(self, name: str, alive: set[int]) -> list[Callable[[], Awaitable[object]]]:

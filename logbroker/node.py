@@ -45,6 +45,7 @@ from internal_rpc.server import MESSAGE_BYTES_MAX, RpcServer
 from logbroker.auth.bootstrap import build_auth
 from logbroker.auth.groups import GroupAccess
 from logbroker.auth.permissions import Principal
+from logbroker.cluster_groups import ClusterTopics, offsets_log
 from logbroker.cluster_sync import ClusterSync
 from logbroker.config import NodeConfig
 from logbroker.descriptors import PARTITIONS_MIN, DescriptorPlan, raise_open_files_limit
@@ -182,7 +183,46 @@ class Node:
         self._sync_task = asyncio.create_task(run_supervised(
             "cluster_sync", self.sync.round, CLUSTER_SYNC_PAUSE_S, on_failure=self.metrics.count_background_failure))
         self._start_maintenance()
+        self._group_ticker = asyncio.create_task(run_supervised(
+            "group_sessions", self._tick_groups, GROUP_TICK_MS / 1000, backoff_max_s=GROUP_TICK_BACKOFF_MAX_S,
+            on_failure=self.metrics.count_background_failure))
         self.ready = True
+
+    @property
+    def hosts_groups(self) -> bool:
+        return self._groups is not None
+
+    async def sync_groups(self) -> None:
+        """A cluster node coordinates groups exactly while it leads ``__consumer_offsets``
+        (``logbroker.cluster_groups``): take them up from the log, or let them go."""
+        log_ = offsets_log(self)
+        if log_ is not None and self._groups is None:
+            groups = GroupCoordinator(self.replicas, log_, topics=ClusterTopics(self))
+            groups.load()
+            self._groups = groups
+            log.info("coordinating consumer groups", extra={"fields": {"node": self.config.node_id}})
+        elif log_ is None and self._groups is not None:
+            groups, self._groups = self._groups, None
+            await groups.close(self.config.shutdown_grace_ms / 1000)
+            log.info("no longer coordinating consumer groups", extra={"fields": {"node": self.config.node_id}})
+
+    def topic_changed(self, topic: str) -> None:
+        """The watch touched ``topic`` (its partition count may have changed)."""
+        if self._groups is not None:
+            self._groups.topic_changed(topic)
+
+    def local_high_watermark(self, topic: str, partition: int) -> int | None:
+        """The high watermark of a partition this node serves; None when another node does (or
+        none does now)."""
+        try:
+            if self._leader(topic, partition) is None:
+                return self.replicas.get(topic, partition).high_watermark
+        except NoLeaderError:
+            pass
+        return None
+
+    async def await_leaders(self, name: str) -> None:
+        await self._await_leaders(name)
 
     def _start_maintenance(self) -> None:
         self._maintenance = asyncio.create_task(run_supervised(
@@ -245,7 +285,7 @@ class Node:
     def groups(self) -> GroupCoordinator:
         self._check_serving()
         if self._groups is None:
-            raise NotAvailableError("consumer groups are not served by a cluster node yet (single node only)")
+            raise NoLeaderError("this node does not coordinate consumer groups now; retry")
         return self._groups
 
     async def _tick_groups(self) -> None:

@@ -28,7 +28,7 @@ import functools
 import logging
 import time
 from collections.abc import Callable, Iterator
-from typing import Any, Final, NamedTuple
+from typing import Any, Final, NamedTuple, Protocol
 
 import xxhash
 
@@ -70,10 +70,48 @@ def wall_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+class TopicView(Protocol):
+    """What the coordinator needs to know of the topics its groups consume: partition counts, and
+    offsets where this node has them (a cluster node leads only some partitions)."""
+
+    def partition_count(self, topic: str) -> int:
+        """Raises ``UnknownTopicError``."""
+
+    def high_watermark(self, topic: str, partition: int) -> int | None:
+        """None when this node does not serve the partition (``UnknownPartitionError`` when it
+        does not exist)."""
+
+    async def offset_at(self, topic: str, partition: int, at: str) -> int | None:
+        """``earliest``, ``latest`` or the first offset at a timestamp (``at`` in ms)."""
+
+
+class ReplicaTopics:
+    """A single node's view: every partition is local."""
+
+    def __init__(self, replicas: ReplicaManager) -> None:
+        self._replicas = replicas
+
+    def partition_count(self, topic: str) -> int:
+        return len(self._replicas.partitions(topic))
+
+    def high_watermark(self, topic: str, partition: int) -> int | None:
+        return self._replicas.get(topic, partition).high_watermark
+
+    async def offset_at(self, topic: str, partition: int, at: str) -> int | None:
+        replica = self._replicas.get(topic, partition)
+        if at == "earliest":
+            return replica.log.log_start_offset
+        if at == "latest":
+            return replica.high_watermark
+        found = replica.log.offset_for_timestamp(int(at))
+        return replica.high_watermark if found is None else min(found, replica.high_watermark)
+
+
 class GroupCoordinator:
     def __init__(self, replicas: ReplicaManager, offsets_log: InternalLog, *,
-                 clock_ms: Callable[[], int] = monotonic_ms, wall_clock_ms: Callable[[], int] = wall_ms) -> None:
-        self._replicas = replicas
+                 clock_ms: Callable[[], int] = monotonic_ms, wall_clock_ms: Callable[[], int] = wall_ms,
+                 topics: TopicView | None = None) -> None:
+        self._topics: TopicView = topics or ReplicaTopics(replicas)
         self._log = offsets_log
         self._clock_ms = clock_ms
         self._wall_ms = wall_clock_ms
@@ -87,7 +125,11 @@ class GroupCoordinator:
         # Members per principal across every group (for the per-user member limit); members live
         # in memory only, so this starts empty with them.
         self._members_of: collections.Counter[str] = collections.Counter()
-        replicas.on_topic_change(self._sessions.topic_changed)
+        replicas.on_topic_change(self.topic_changed)
+
+    def topic_changed(self, topic: str) -> None:
+        """A topic's partition count may have changed: its groups are checked at the next tick."""
+        self._sessions.topic_changed(topic)
 
     # ---- recovery ------------------------------------------------------------------------------
 
@@ -173,7 +215,7 @@ class GroupCoordinator:
         counts = {}
         for topic in topics:
             try:
-                counts[topic] = len(self._replicas.partitions(topic))
+                counts[topic] = self._topics.partition_count(topic)
             except UnknownTopicError:
                 counts[topic] = 0
         return counts
@@ -286,7 +328,7 @@ class GroupCoordinator:
     async def join(self, name: str, request: JoinRequest, principal: str | None,
                    caller: Caller = ANY_CALLER) -> dict[str, Any]:
         for topic in request.topics:
-            self._replicas.partitions(topic)  # unknown topic: 404 before anything changes
+            self._topics.partition_count(topic)  # unknown topic: 404 before anything changes
         group = self._group(name)
         known = group.members.get(request.member_id) if request.member_id is not None else None
         if known is not None:
@@ -376,10 +418,11 @@ class GroupCoordinator:
     # ---- offsets -------------------------------------------------------------------------------
 
     def _check_offset(self, topic: str, partition: int, offset: int) -> None:
-        replica = self._replicas.get(topic, partition)
-        if offset > replica.high_watermark:
-            raise InvalidRequestError(f"offset {offset} of {topic}/{partition} is past its high watermark "
-                                      f"{replica.high_watermark}")
+        """A commit past the high watermark is refused where this node knows it (on a cluster, a
+        partition led elsewhere is checked for existence only, as Kafka checks none)."""
+        hwm = self._topics.high_watermark(topic, partition)
+        if hwm is not None and offset > hwm:
+            raise InvalidRequestError(f"offset {offset} of {topic}/{partition} is past its high watermark {hwm}")
 
     async def commit(self, name: str, request: CommitRequest, caller: Caller = ANY_CALLER) -> dict[str, Any]:
         for topic, partition, offset in request.offsets:
@@ -409,8 +452,8 @@ class GroupCoordinator:
         if group.members:
             raise GroupNotEmptyError(f"group {name!r} has {len(group.members)} member(s); offsets can be reset "
                                      "only while it has none")
-        count = len(self._replicas.partitions(request.topic))
-        targets = self._reset_targets(request, count)
+        count = self._topics.partition_count(request.topic)
+        targets = await self._reset_targets(request, count)
         await self._write_offsets(name, tuple((request.topic, p, o) for p, o in targets), -1,
                                   f"{ADMIN_MEMBER}:{principal or '-'}")
         return {"group": name, "topic": request.topic,
@@ -429,24 +472,24 @@ class GroupCoordinator:
         await durable
         self._maybe_snapshot(partition)
 
-    def _reset_targets(self, request: ResetRequest, count: int) -> list[tuple[int, int]]:
+    async def _reset_targets(self, request: ResetRequest, count: int) -> list[tuple[int, int]]:
         if request.to == "offsets":
             for partition, offset in request.offsets:
                 self._check_offset(request.topic, partition, offset)
             return sorted(request.offsets)
         partitions = request.partitions if request.partitions is not None else range(count)
+        if request.to in ("earliest", "latest"):
+            at = request.to
+        else:
+            assert request.timestamp is not None
+            at = str(request.timestamp)
         out = []
         for partition in partitions:
-            replica = self._replicas.get(request.topic, partition)
-            if request.to == "earliest":
-                offset = replica.log.log_start_offset
-            elif request.to == "latest":
-                offset = replica.high_watermark
-            else:
-                assert request.timestamp is not None
-                found = replica.log.offset_for_timestamp(request.timestamp)
-                offset = replica.high_watermark if found is None else min(found, replica.high_watermark)
-            out.append((partition, offset))
+            self._topics.high_watermark(request.topic, partition)  # an unknown partition: 404 first
+            found = await self._topics.offset_at(request.topic, partition, at)
+            if found is None:
+                raise UnknownPartitionError(f"no offset for {request.topic}/{partition} at {at}")
+            out.append((partition, found))
         return out
 
     def committed(self, name: str, topic: str, partition: int) -> int | None:
@@ -480,7 +523,7 @@ class GroupCoordinator:
         offsets = []
         for topic, partition in sorted(partitions):
             try:
-                hwm: int | None = self._replicas.get(topic, partition).high_watermark
+                hwm = self._topics.high_watermark(topic, partition)
             except (UnknownTopicError, UnknownPartitionError):
                 hwm = None
             found = committed.get((topic, partition))

@@ -320,15 +320,50 @@ def test_the_cli_shows_the_cluster(cluster: Cluster, token: dict[str, str]):
     assert [int(row[4].removeprefix("leaders ")) for row in rows] == [led[1], led[2], led[3]]
 
 
-def test_what_a_cluster_does_not_serve_yet_is_refused_clearly(cluster: Cluster, token: dict[str, str]):
+def test_queues_are_refused_clearly_on_a_cluster(cluster: Cluster, token: dict[str, str]):
     reply = cluster.http(1).call("POST", "/v1/topics", headers=token,
                                  body={"name": "clusterq", "partitions": 1, "kind": "queue"})
     assert reply.status == 400 and "single node" in reply.json()["detail"]
-    cluster.http(1).json("POST", "/v1/topics", expect=201, headers=token,
-                         body={"name": "grouped", "partitions": 2, "replication_factor": 1})
-    reply = cluster.http(2).call("POST", "/v1/groups/g1/members", headers=token, body={"topics": ["grouped"]})
-    assert reply.status == 503 and "cluster" in reply.json()["detail"]
     assert cluster.http(3).call("GET", "/v1/topics/clusterq", headers=token).status == 404
+
+
+def test_a_consumer_group_works_through_any_node(cluster: Cluster, token: dict[str, str]):
+    import asyncio
+
+    from logbroker.client import Client, GroupConsumer
+
+    cluster.http(1).json("POST", "/v1/topics", expect=201, headers=token,
+                         body={"name": "grouped", "partitions": 4, "replication_factor": 1})
+    for p in range(4):
+        cluster.http(1).json("POST", "/v1/topics/grouped/records", headers=token,
+                             body={"records": [{"value": f"g{p}-{i}", "partition": p} for i in range(10)]})
+
+    async def consume() -> tuple[set[str], list[int]]:
+        urls = [cluster.nodes[2].url, cluster.nodes[3].url]
+        async with Client(urls, username=ADMIN, password=ADMIN_PASSWORD) as one, \
+                Client(urls[::-1], username=ADMIN, password=ADMIN_PASSWORD) as two:
+            first = await GroupConsumer(one, "cg", ["grouped"], session_timeout_ms=6000, wait_ms=100).start()
+            second = await GroupConsumer(two, "cg", ["grouped"], session_timeout_ms=6000, wait_ms=100).start()
+            seen: set[str] = set()
+            async with asyncio.timeout(30):
+                while len(seen) < 40 or len(first.assignment()) + len(second.assignment()) != 4:
+                    for consumer in (first, second):
+                        seen.update((r.value or b"").decode() for r in await consumer.poll(timeout_ms=100))
+            sizes = sorted([len(first.assignment()), len(second.assignment())])
+            for consumer in (first, second):
+                await consumer.commit()
+                await consumer.close()
+            return seen, sizes
+
+    seen, sizes = asyncio.run(consume())
+    assert seen == {f"g{p}-{i}" for p in range(4) for i in range(10)} and sizes == [2, 2]
+    for via in (1, 2, 3):  # the group as its coordinator keeps it, asked through every node
+        described = cluster.http(via).json("GET", "/v1/groups/cg", headers=token)
+        assert {o["partition"]: o["committed_offset"] for o in described["offsets"]} == {p: 10 for p in range(4)}
+        assert all(o["lag"] in (0, None) for o in described["offsets"])
+        assert "cg" in [g["group"] for g in cluster.http(via).json("GET", "/v1/groups", headers=token)["groups"]]
+    leader_of = {p["partition"]: p["leader"] for p in describe(cluster, 1, "grouped", token)["partitions"]}
+    assert len(set(leader_of.values())) > 1  # the group read partitions led by several nodes
 
 
 def offsets_of_every_topic(cluster: Cluster, via: int, headers: dict[str, str]) -> dict[tuple[str, int], int]:
@@ -367,8 +402,9 @@ def test_a_fourth_node_gets_partitions_by_rebalance_and_gives_them_back(cluster:
     assert moved["moves"] and len(moved["moves"]) == moved["planned"] and moved["failed"] == []
     state = wait_until(lambda: (s := cluster.http(3).json("GET", "/v1/cluster", headers=token))
                        and all(p["leader"] != -1 for t in s["topics"] for p in t["partitions"]) and s)
-    leaders = Counter(p["leader"] for t in state["topics"] for p in t["partitions"])
-    replicas = Counter(n for t in state["topics"] for p in t["partitions"] for n in p["replicas"])
+    user_topics = [t for t in state["topics"] if not t["name"].startswith("__")]
+    leaders = Counter(p["leader"] for t in user_topics for p in t["partitions"])
+    replicas = Counter(n for t in user_topics for p in t["partitions"] for n in p["replicas"])
     assert leaders[4] >= 1 and replicas[4] >= sum(replicas.values()) // 4 - 1
     assert max(leaders.values()) - min(leaders[n] for n in (1, 2, 3, 4)) <= 1
     assert wait_until(lambda: offsets_of_every_topic(cluster, 4, token) == before and True)
@@ -417,3 +453,35 @@ def test_a_push_stream_through_another_node_follows_the_leaders_appends(cluster:
         assert seen == ["p0", "p1", "p2"]
     finally:
         connection.close()
+
+
+def test_a_group_push_stream_passes_through_a_node_that_does_not_coordinate_groups(cluster: Cluster,
+                                                                                   token: dict[str, str]):
+    import http.client
+
+    cluster.http(1).json("POST", "/v1/topics", expect=201, headers=token,
+                         body={"name": "gstream", "partitions": 2, "replication_factor": 1})
+    joined = cluster.http(2).json("POST", "/v1/groups/gs/members", headers=token,
+                                  body={"topics": ["gstream"], "session_timeout_ms": 10000})
+    assert joined["assignment"] == {"gstream": [0, 1]}
+    coordinator = next(p["leader"] for t in cluster.http(1).json("GET", "/v1/cluster", headers=token)["topics"]
+                       if t["name"] == "__consumer_offsets" for p in t["partitions"])
+    via = cluster.http(next(n for n in (1, 2, 3) if n != coordinator))
+    connection = http.client.HTTPConnection(via.host, via.port, timeout=15)
+    try:
+        connection.request("GET", f"/v1/groups/gs/members/{joined['member_id']}/stream", headers=token)
+        response = connection.getresponse()
+        assert response.status == 200
+        for p in (0, 1):
+            cluster.http(3).json("POST", "/v1/topics/gstream/records", headers=token,
+                                 body={"records": [{"value": f"s{p}", "partition": p}]})
+        seen: set[str] = set()
+        while len(seen) < 2:
+            line = response.readline().decode()
+            assert line, "the stream ended"
+            if line.startswith("data: ") and '"value"' in line:
+                seen.add(json.loads(line[6:])["value"])
+        assert seen == {"s0", "s1"}
+    finally:
+        connection.close()
+    cluster.http(3).call("DELETE", f"/v1/groups/gs/members/{joined['member_id']}", headers=token)

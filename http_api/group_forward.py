@@ -1,0 +1,84 @@
+"""On a cluster, consumer-group calls go to the node that coordinates groups
+(``logbroker.cluster_groups``): any other node passes the HTTP request on to it as it came
+(method, path, query, headers with the caller's token, body) and streams its answer back, push
+streams included. The coordinator authenticates and authorizes the call itself (tokens and grants
+hold cluster-wide), so this runs before authentication here. A request passed on once is marked
+and never passed on again (no loops); the body is read within ``body_timeout_ms``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+from collections.abc import AsyncIterator
+from typing import Final
+
+import aiohttp
+from aiohttp import web
+
+from http_api.errors import Handler
+from http_api.keys import FORWARDER, NODE
+from logbroker.cluster_groups import group_node
+from logbroker.errors import ForwardOutcomeUnknownError, NoLeaderError, RequestTimeoutError
+
+FORWARDED: Final = "X-Logbroker-Forwarded"
+GROUP_PREFIX: Final = "/v1/groups"
+HOP_HEADERS: Final = frozenset({"connection", "keep-alive", "transfer-encoding", "content-length", "host",
+                                "upgrade", "te", "trailer", "proxy-authorization", "proxy-connection"})
+CONNECT_TIMEOUT_S: Final = 5.0
+CHUNK_BYTES: Final = 64 * 1024
+
+
+@web.middleware
+async def group_forward_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    node = request.app[NODE]
+    if not node.clustered or not request.path.startswith(GROUP_PREFIX) or FORWARDED in request.headers:
+        return await handler(request)
+    target = await group_node(node)
+    if target is None:
+        return await handler(request)
+    return await _pass_on(request, target.http_url)
+
+
+async def _pass_on(request: web.Request, base_url: str) -> web.StreamResponse:
+    node = request.app[NODE]
+    try:
+        async with asyncio.timeout(node.config.body_timeout_ms / 1000):
+            body = await request.read()
+    except TimeoutError as exc:
+        raise RequestTimeoutError("the request body did not arrive in time") from exc
+    headers = {k: v for k, v in request.headers.items() if k.lower() not in HOP_HEADERS}
+    headers[FORWARDED] = str(node.config.node_id)
+    if request.remote:
+        headers["X-Forwarded-For"] = request.remote
+    session = request.app[FORWARDER]
+    try:
+        upstream = await session.request(request.method, base_url.rstrip("/") + request.path_qs, headers=headers,
+                                         data=body or None, allow_redirects=False)
+    except aiohttp.ClientConnectorError as exc:
+        raise NoLeaderError(f"the group coordinator at {base_url} cannot be reached; retry") from exc
+    except aiohttp.ClientError as exc:
+        raise ForwardOutcomeUnknownError(f"the group coordinator at {base_url} did not answer: {exc}") from exc
+    async with upstream:
+        response = web.StreamResponse(status=upstream.status, headers={
+            k: v for k, v in upstream.headers.items() if k.lower() not in HOP_HEADERS})
+        await response.prepare(request)
+        try:
+            async for chunk in upstream.content.iter_chunked(CHUNK_BYTES):
+                await response.write(chunk)
+        except (aiohttp.ClientError, ConnectionResetError):
+            return response  # either side went away mid-stream: the answer ends there
+        await response.write_eof()
+        return response
+
+
+async def forwarder(app: web.Application) -> AsyncIterator[None]:
+    """The HTTP client this node passes group calls on with (a cluster node only)."""
+    config = app[NODE].config
+    context = ssl.create_default_context(cafile=config.rpc_tls_ca_file or None) \
+        if config.tls_cert_file else None
+    timeout = aiohttp.ClientTimeout(total=None, sock_connect=CONNECT_TIMEOUT_S)
+    connector = aiohttp.TCPConnector(ssl=context if context is not None else True, limit=config.connections_max)
+    app[FORWARDER] = aiohttp.ClientSession(timeout=timeout, connector=connector, auto_decompress=False)
+    yield
+    await app[FORWARDER].close()

@@ -1,0 +1,82 @@
+"""Consumer groups on a cluster: one group coordinator, on the leader of ``__consumer_offsets``.
+
+Until the replication work moves each group's coordinator with the leadership of its offsets
+partition (DESIGN §6), a cluster keeps every group on one node: ``__consumer_offsets`` has one
+partition there, created by the first group call any node receives and placed like any topic;
+the node that leads it replays it and coordinates every group, and the other nodes pass group
+calls to it (``http_api.group_forward``). Its groups read their topics through the node, so
+records and offsets of partitions led elsewhere are forwarded like any fetch.
+
+Invariant: a node has a ``GroupCoordinator`` only while it leads ``__consumer_offsets``/0 and
+its log is open; it drops it (members rejoin elsewhere) the moment its cache says otherwise.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from typing import TYPE_CHECKING, Final
+
+from coordinator.errors import TopicExistsError, UnknownTopicError
+from coordinator.models import NodeInfo, TopicSpec
+from logbroker.errors import NoLeaderError, UnknownPartitionError
+from logbroker.internal_log import INTERNAL_LOG_CONFIG, InternalLog
+
+if TYPE_CHECKING:
+    from logbroker.node import Node
+
+log = logging.getLogger(__name__)
+OFFSETS_TOPIC: Final = "__consumer_offsets"
+CLUSTER_OFFSETS_PARTITIONS: Final = 1
+
+
+class ClusterTopics:
+    """A cluster node's view of the topics its groups consume (``groups.coordinator.TopicView``)."""
+
+    def __init__(self, node: Node) -> None:
+        self._node = node
+
+    def partition_count(self, topic: str) -> int:
+        meta = self._node.coordinator.cached_topic(topic)
+        if meta is None:
+            raise UnknownTopicError(f"unknown topic {topic!r}")
+        return meta.partitions
+
+    def high_watermark(self, topic: str, partition: int) -> int | None:
+        count = self.partition_count(topic)
+        if not 0 <= partition < count:
+            raise UnknownPartitionError(f"topic {topic!r} has no partition {partition}", partitions=count)
+        return self._node.local_high_watermark(topic, partition)
+
+    async def offset_at(self, topic: str, partition: int, at: str) -> int | None:
+        return (await self._node.list_offset(topic, partition, at))["offset"]
+
+
+async def group_node(node: Node) -> NodeInfo | None:
+    """The node that coordinates groups now: None when it is this one; creates
+    ``__consumer_offsets`` on first use. ``NoLeaderError`` while it has no live leader."""
+    coordinator = node.coordinator
+    if coordinator.cached_topic(OFFSETS_TOPIC) is None:
+        spec = TopicSpec(OFFSETS_TOPIC, CLUSTER_OFFSETS_PARTITIONS, 1, "topic", INTERNAL_LOG_CONFIG)
+        with contextlib.suppress(TopicExistsError):
+            await coordinator.create_topic(spec, None)
+        await node.await_leaders(OFFSETS_TOPIC)
+    state = coordinator.cached_partition(OFFSETS_TOPIC, 0)
+    if state is None or state.leader == -1:
+        raise NoLeaderError("the group coordinator has no leader now; retry")
+    if state.leader == node.config.node_id:
+        if not node.hosts_groups:
+            raise NoLeaderError("the group coordinator is starting on this node; retry")
+        return None
+    info = coordinator.cached_node(state.leader)
+    if info is None:
+        raise NoLeaderError(f"the group coordinator's node {state.leader} is not alive; retry")
+    return info
+
+
+def offsets_log(node: Node) -> InternalLog | None:
+    """The offsets log if this node leads ``__consumer_offsets``/0 with its log open, else None."""
+    state = node.coordinator.cached_partition(OFFSETS_TOPIC, 0)
+    if state is None or state.leader != node.config.node_id or not node.replicas.hosts(OFFSETS_TOPIC, 0):
+        return None
+    return InternalLog(node.replicas.partitions(OFFSETS_TOPIC))
