@@ -8,6 +8,7 @@ Every method is async and bounded by the implementation's own timeouts.
 from __future__ import annotations
 
 import abc
+import contextlib
 import math
 from collections.abc import Callable
 
@@ -127,6 +128,11 @@ class Coordinator(abc.ABC):
         ``StaleEpochError`` when the guard fails (nothing changed). Used once a partition's data
         was copied to its new preferred replica."""
         raise InvalidTopicError("this coordinator has a single node")
+
+    def exclusive(self, name: str) -> contextlib.AbstractAsyncContextManager[None]:
+        """Hold the cluster-wide lock ``name`` for the block (``CoordinatorUnavailableError`` at
+        once when another node holds it). A single node has no one to exclude."""
+        return contextlib.nullcontext()
 
     async def reassign(self, topic: str, partition: int, replicas: tuple[int, ...]) -> PartitionState:
         """Set a partition's replica list (preferred leader first); used by rebalance and

@@ -21,7 +21,7 @@ import logging
 import math
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any, Final, final
 
 from coordinator.base import Coordinator
@@ -86,6 +86,7 @@ CLOSE_TIMEOUT_S: Final = 2.0
 CONTENTION_RETRIES: Final = 8
 # etcd's default --max-txn-ops is 128; leave room for guards and the topic key.
 TXN_OPS_MAX: Final = 120
+EXCLUSIVE_PREFIX: Final = "~"  # cluster-wide locks: no topic name starts with it
 DEFAULT_REPLICATION_FACTOR: Final = 2
 
 
@@ -426,6 +427,23 @@ class EtcdCoordinator(Coordinator):
                 return PartitionState(topic, partition, tuple(replicas), isr,
                                       -1 if leader is None else leader.node, record.leader_epoch)
         raise self._contended(f"reassigning {topic}/{partition}")
+
+    @contextlib.asynccontextmanager
+    async def exclusive(self, name: str) -> AsyncIterator[None]:
+        """``locks/~<name>`` on this node's lease for the block: released at its end, or by the
+        lease when this node dies holding it (``~`` keeps it apart from topic names)."""
+        key = self._k(lock_key(EXCLUSIVE_PREFIX + name))
+        token = encode({"node": self.node_id, "token": uuid.uuid4().hex})
+        resp = await self._txn([cmp_create(key, 0)], [op_put(key, token, self._live_lease())])
+        if not resp.succeeded:
+            raise CoordinatorUnavailableError(f"{name} is already running on another node; retry once it ends")
+        try:
+            yield
+        finally:
+            try:
+                await self._txn([cmp_value(key, token)], [op_delete(key)])
+            except CoordinatorError as exc:  # the lease drops it when this node goes
+                log.warning("cluster lock not released", extra={"fields": {"lock": name, "error": str(exc)}})
 
     async def hand_over(self, topic: str, partition: int, replicas: tuple[int, ...], isr: tuple[int, ...],
                         leader: int, *, expected: tuple[int, ...] | None = None) -> None:

@@ -53,7 +53,7 @@ class PartitionMover:
     def __init__(self, node: Node) -> None:
         self._node = node
         self._frozen: dict[tuple[str, int], float] = {}  # (topic, partition) -> monotonic expiry
-        self._moving = asyncio.Lock()  # one rebalance or decommission at a time on this node
+        self._moving = asyncio.Lock()  # one rebalance or decommission at a time here, and in the cluster
 
     # ---- the leader's side -----------------------------------------------------------------
 
@@ -205,7 +205,7 @@ class PartitionMover:
         node = self._node
         if self._moving.locked():
             raise NotAvailableError("a rebalance is already running on this node")
-        async with self._moving:
+        async with self._moving, node.coordinator.exclusive("rebalance"):
             alive = [n.info for n in await node.coordinator.cluster_nodes() if n.alive]
             nodes = [PlacementNode(n.node_id, n.rack) for n in alive]
             current = {}

@@ -430,3 +430,26 @@ async def test_a_hand_over_is_guarded_by_the_leader_and_the_replica_list(make):
     assert moved.replicas == (other,) and moved.isr == (other,) and moved.leader_epoch == won.leader_epoch
     new_leader = {1: a, 2: b}[other]
     assert (await new_leader.elect("moving", 0)).leader_epoch == won.leader_epoch + 1
+
+
+@pytest.mark.asyncio
+async def test_a_cluster_lock_admits_one_holder_and_goes_with_its_lease(make):
+    a, b = await make(1), await make(2)
+    async with a.exclusive("rebalance"):
+        with pytest.raises(CoordinatorUnavailableError, match="already running"):
+            async with b.exclusive("rebalance"):
+                pass
+        async with b.exclusive("other"):
+            pass
+    async with b.exclusive("rebalance"):
+        pass
+    held = a.exclusive("rebalance")
+    await held.__aenter__()
+    await a.close(revoke=True)  # the holder goes: the lock goes with its lease
+    async with asyncio.timeout(10):
+        while True:
+            try:
+                async with b.exclusive("rebalance"):
+                    break
+            except CoordinatorUnavailableError:
+                await asyncio.sleep(0.1)
