@@ -18,7 +18,7 @@ from aiohttp import web
 
 from http_api.errors import Handler
 from http_api.keys import FORWARDER, NODE
-from logbroker.cluster_groups import group_node
+from logbroker.cluster_groups import OFFSETS_TOPIC, group_node
 from logbroker.errors import ForwardOutcomeUnknownError, NoLeaderError, RequestTimeoutError
 
 FORWARDED: Final = "X-Logbroker-Forwarded"
@@ -34,6 +34,8 @@ async def group_forward_middleware(request: web.Request, handler: Handler) -> we
     node = request.app[NODE]
     if not node.clustered or not request.path.startswith(GROUP_PREFIX) or FORWARDED in request.headers:
         return await handler(request)
+    if not node.coordinator.cached_topic(OFFSETS_TOPIC):  # the first group call creates it: only a
+        await node.auth.authenticate(request.headers.get("Authorization"))  # caller with a valid token
     target = await group_node(node)
     if target is None:
         return await handler(request)

@@ -54,6 +54,15 @@ def test_every_node_lists_the_three_nodes_alive(cluster: Cluster, token: dict[st
         assert urls == {i: cluster.nodes[i].url for i in (1, 2, 3)}
 
 
+def test_an_unauthenticated_group_call_creates_nothing(cluster: Cluster, token: dict[str, str]):
+    for path in ("/v1/groups", "/v1/groups/x/members"):
+        reply = cluster.http(2).call("GET" if path == "/v1/groups" else "POST", path, body={"topics": ["t"]},
+                                     headers={"Authorization": "Bearer forged"})
+        assert reply.status == 401
+    topics = [t["name"] for t in cluster.http(1).json("GET", "/v1/cluster", headers=token)["topics"]]
+    assert "__consumer_offsets" not in topics
+
+
 def test_a_replicated_topic_is_spread_two_leaders_per_node(cluster: Cluster, token: dict[str, str]):
     created = cluster.http(1).json("POST", "/v1/topics", expect=201, headers=token,
                                    body={"name": "spread", "partitions": 6, "replication_factor": 2})
