@@ -31,8 +31,9 @@ class Coordinator(abc.ABC):
         """Leave the cluster and release resources. Idempotent."""
 
     @abc.abstractmethod
-    async def create_topic(self, spec: TopicSpec, owner: str | None) -> TopicMetadata:
-        """Create a topic (raises ``TopicExistsError``, ``InvalidTopicError``)."""
+    async def create_topic(self, spec: TopicSpec, owner: str | None, *, on_node: int | None = None) -> TopicMetadata:
+        """Create a topic (raises ``TopicExistsError``, ``InvalidTopicError``); ``on_node`` puts
+        every partition on that node (a cluster's queues, decision 0198)."""
 
     @abc.abstractmethod
     async def delete_topic(self, name: str) -> TopicMetadata:

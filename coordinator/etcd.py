@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import math
 import time
@@ -238,14 +239,19 @@ class EtcdCoordinator(Coordinator):
             raise CoordinatorUnavailableError("no live node is registered in etcd")
         return [PlacementNode(n.node_id, n.rack) for n in nodes]
 
-    async def create_topic(self, spec: TopicSpec, owner: str | None) -> TopicMetadata:
-        """Create a topic with its partitions placed over the live nodes. ``replication_factor``
-        None means min(2, live nodes); more than the live nodes is ``InvalidTopicError``. New
+    async def create_topic(self, spec: TopicSpec, owner: str | None, *, on_node: int | None = None) -> TopicMetadata:
+        """Create a topic with its partitions placed over the live nodes (``on_node``: every
+        partition on that live node alone, replication factor 1). ``replication_factor`` None
+        means min(2, live nodes); more than the live nodes is ``InvalidTopicError``. New
         partitions have ``isr = [replicas[0]]`` (a follower joins once it has caught up), epoch 0
         and no leader."""
         if self._cache.topic(spec.name) is not None:
             raise TopicExistsError(f"{spec.name!r} already exists")
         nodes = self._placement_nodes()
+        if on_node is not None:
+            if on_node not in {n.node_id for n in nodes}:
+                raise InvalidTopicError(f"node {on_node} is not alive")
+            nodes, spec = [PlacementNode(on_node)], dataclasses.replace(spec, replication_factor=1)
         replication = spec.replication_factor or min(DEFAULT_REPLICATION_FACTOR, len(nodes))
         if replication > len(nodes):
             raise InvalidTopicError(f"replication factor {replication} exceeds the {len(nodes)} live node(s)")

@@ -1,7 +1,7 @@
 """The aiohttp application: routes from the table, middlewares, body limit, lifecycle.
 
 Middlewares run outermost first: request id + access log + metrics, then error mapping, then (a
-cluster node) passing group calls on to the group coordinator's node, then authentication,
+cluster node) passing group and queue calls on to the node that serves them, then authentication,
 authorization and quotas (so their refusals are mapped like any error), then the bounded read of
 the request body (``http_api.bodies``). The app is
 frozen by aiohttp when it starts serving; resources (the sendfile and decode threads) go through
@@ -24,8 +24,8 @@ from http_api.auth import auth_middleware
 from http_api.bodies import body_deadline_middleware
 from http_api.decoding import decode_pool
 from http_api.errors import Handler, error_middleware
-from http_api.group_forward import forwarder, group_forward_middleware
 from http_api.keys import EXECUTOR, NODE, SENDFILE, STREAMS
+from http_api.pass_on import forwarder, pass_on_middleware
 from http_api.routing import ROUTES
 from http_api.sendfile import SendfileGate
 from http_api.stream_budget import StreamBudget
@@ -71,7 +71,7 @@ async def _sendfile_threads(app: web.Application) -> AsyncIterator[None]:
 
 def build_app(node: Node) -> web.Application:
     app = web.Application(client_max_size=node.config.request_body_bytes_max,
-                          middlewares=[observe_middleware, error_middleware, group_forward_middleware, auth_middleware,
+                          middlewares=[observe_middleware, error_middleware, pass_on_middleware, auth_middleware,
                                        body_deadline_middleware])
     app[NODE] = node
     app[STREAMS] = StreamBudget()

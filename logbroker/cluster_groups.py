@@ -4,7 +4,7 @@ Until the replication work moves each group's coordinator with the leadership of
 partition (DESIGN §6), a cluster keeps every group on one node: ``__consumer_offsets`` has one
 partition there, created by the first group call any node receives and placed like any topic;
 the node that leads it replays it and coordinates every group, and the other nodes pass group
-calls to it (``http_api.group_forward``). Its groups read their topics through the node, so
+calls to it (``http_api.pass_on``). Its groups read their topics through the node, so
 records and offsets of partitions led elsewhere are forwarded like any fetch.
 
 Invariant: a node has a ``GroupCoordinator`` only while it leads ``__consumer_offsets``/0 and

@@ -17,8 +17,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Final
 
 from coordinator.errors import CoordinatorError
-from coordinator.models import INTERNAL_PREFIX, MetadataChange, TopicMetadata
-from logbroker.cluster_groups import OFFSETS_TOPIC
+from coordinator.models import MetadataChange, TopicMetadata
 from logbroker.partition_roles import hosts, should_stand
 
 if TYPE_CHECKING:
@@ -74,8 +73,6 @@ class ClusterSync:
         alive = {n.info.node_id for n in await coordinator.cluster_nodes() if n.alive}
         elections: list[Callable[[], Awaitable[object]]] = []
         for name in sorted(topics):
-            if name.startswith(INTERNAL_PREFIX) and name != OFFSETS_TOPIC:
-                continue
             self._node.topic_changed(name)
             try:
                 elections.extend(await self._sync_topic(name, alive))

@@ -64,7 +64,7 @@ from logbroker.errors import (
     UnknownPartitionError,
 )
 from logbroker.groups.coordinator import OFFSETS_PARTITIONS, OFFSETS_TOPIC, GroupCoordinator
-from logbroker.internal_log import ensure_internal_topic
+from logbroker.internal_log import INTERNAL_LOG_CONFIG, ensure_internal_topic
 from logbroker.metrics import Metrics
 from logbroker.partition_moves import PartitionMover
 from logbroker.partition_roles import NO_LEADER
@@ -180,6 +180,9 @@ class Node:
         self.coordinator.on_change(self.sync.notice)
         await self.sync.sync_once()
         await self.replicas.remove_strays()
+        for meta in await self.coordinator.list_topics():
+            if meta.kind == "queue" and self.queue_home(meta.name) == self.config.node_id:
+                await self._open_queue(meta)
         self._sync_task = asyncio.create_task(run_supervised(
             "cluster_sync", self.sync.round, CLUSTER_SYNC_PAUSE_S, on_failure=self.metrics.count_background_failure))
         self._start_maintenance()
@@ -233,9 +236,15 @@ class Node:
         """Open the logs of ``meta``'s partitions that this cluster node hosts."""
         await self.replicas.open_topic(meta, self.log_config(meta), partitions)
 
+    def queue_home(self, name: str) -> int | None:
+        """The node a cluster's queue lives on (the leader of its partition 0), None when unknown."""
+        state = self.coordinator.cached_partition(name, 0)
+        return None if state is None or state.leader == NO_LEADER else state.leader
+
     async def drop_local_topic(self, name: str, topic_id: str) -> None:
         """Remove this node's data of a topic deleted elsewhere in the cluster."""
         log.info("dropping the data of a deleted topic", extra={"fields": {"topic": name}})
+        self.queues.remove(name)
         await self.replicas.remove_topic(name, topic_id)
         self.replicas.purge_deleted(topic_id)
 
@@ -391,11 +400,35 @@ class Node:
         log when the watch shows it, and the candidates stand for leadership. Answers once every
         partition has a leader (or after ``LEADERS_WAIT_S``, leaders then shown as -1)."""
         if spec.kind == "queue":
-            raise InvalidTopicError("queues are served by a single node for now; a cluster serves topics")
+            return await self._create_cluster_queue(spec, owner)
         await self._check_partition_budget(spec.partitions)
         meta = await self.coordinator.create_topic(spec, owner)
         self.sync.notice(MetadataChange(topics=frozenset({meta.name})))
         await self._await_leaders(meta.name)
+        return await self.describe_topic(meta.name)
+
+    async def _create_cluster_queue(self, spec: TopicSpec, owner: str | None) -> dict[str, Any]:
+        """A queue on a cluster lives on one node, the one that took its creation: its partitions
+        and its share-state log, so that its manager has both at hand (decision 0198); its
+        dead-letter topic is placed like any topic. Queue calls reach it from any node."""
+        await self._check_partition_budget(spec.partitions * 2 + 1)
+        dead_letter = spec.queue_settings()["dead_letter_topic"]
+        if self.coordinator.cached_topic(dead_letter) is not None:
+            bound = await self._existing_dead_letter(spec, dead_letter, owner)
+        else:
+            bound = await self.coordinator.create_topic(TopicSpec(dead_letter, 1, None, "topic", {}), owner)
+        spec = dataclasses.replace(spec, config={**spec.config, DEAD_LETTER_ID_KEY: bound.topic_id})
+        me = self.config.node_id
+        meta = await self.coordinator.create_topic(spec, owner, on_node=me)
+        flush = {k: v for k, v in meta.config.items() if k in ("flush", "flush_ms")}
+        with contextlib.suppress(TopicExistsError):
+            await self.coordinator.create_topic(
+                TopicSpec(state_topic(meta), meta.partitions, 1, "topic", {**INTERNAL_LOG_CONFIG, **flush}), None,
+                on_node=me)
+        for name in (dead_letter, meta.name, state_topic(meta)):
+            self.sync.notice(MetadataChange(topics=frozenset({name})))
+            await self._await_leaders(name)
+        await self._open_queue(meta)
         return await self.describe_topic(meta.name)
 
     async def _await_leaders(self, name: str) -> None:
@@ -433,6 +466,8 @@ class Node:
             raise InvalidRequestError('the body must be {"partitions": <new count>}')
         if name.startswith(INTERNAL_PREFIX):
             raise InvalidTopicError(f"{name!r} is internal: its partitions follow what it belongs to")
+        if self.clustered and (await self.coordinator.get_topic(name)).kind == "queue":
+            raise InvalidTopicError("a queue on a cluster cannot gain partitions yet (it lives on one node)")
         async with self._growing:  # one growth at a time: each reads the counts it raises
             current = await self.coordinator.get_topic(name)
             partitions = check_partition_growth(current, body["partitions"])

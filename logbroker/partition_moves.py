@@ -210,8 +210,8 @@ class PartitionMover:
             nodes = [PlacementNode(n.node_id, n.rack) for n in alive]
             current = {}
             for meta in await node.coordinator.list_topics():
-                if meta.name.startswith(INTERNAL_PREFIX):
-                    continue
+                if meta.name.startswith(INTERNAL_PREFIX) or meta.kind == "queue":
+                    continue  # a queue stays with its share state on its node (decision 0198)
                 for state in await node.coordinator.partition_states(meta.name):
                     current[(meta.name, state.partition)] = state.replicas
             if leaving is None:

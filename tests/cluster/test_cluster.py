@@ -329,11 +329,43 @@ def test_the_cli_shows_the_cluster(cluster: Cluster, token: dict[str, str]):
     assert [int(row[4].removeprefix("leaders ")) for row in rows] == [led[1], led[2], led[3]]
 
 
-def test_queues_are_refused_clearly_on_a_cluster(cluster: Cluster, token: dict[str, str]):
-    reply = cluster.http(1).call("POST", "/v1/topics", headers=token,
-                                 body={"name": "clusterq", "partitions": 1, "kind": "queue"})
-    assert reply.status == 400 and "single node" in reply.json()["detail"]
-    assert cluster.http(3).call("GET", "/v1/topics/clusterq", headers=token).status == 404
+def test_a_queue_lives_on_one_node_and_answers_through_every_node(cluster: Cluster, token: dict[str, str]):
+    created = cluster.http(2).json("POST", "/v1/topics", expect=201, headers=token,
+                                   body={"name": "jobs", "partitions": 2, "kind": "queue",
+                                         "config": {"max_deliveries": 1, "visibility_timeout_ms": 200}})
+    assert {p["leader"] for p in created["partitions"]} == {2}
+    for via in (1, 3):
+        cluster.http(via).json("POST", "/v1/queues/jobs/messages", headers=token,
+                               body={"records": [{"value": f"job-{via}-{p}", "partition": p} for p in (0, 1)]})
+    got = cluster.http(3).json("POST", "/v1/queues/jobs/receive", headers=token,
+                               body={"max_messages": 10, "visibility_timeout_ms": 30000, "wait_ms": 2000})
+    values = sorted(m["value"] for m in got["messages"])
+    assert values == ["job-1-0", "job-1-1", "job-3-0", "job-3-1"]
+    acked = [m["receipt"] for m in got["messages"] if m["value"] != "job-3-1"]
+    cluster.http(1).json("POST", "/v1/queues/jobs/ack", headers=token, body={"receipts": acked})
+    nacked = [m["receipt"] for m in got["messages"] if m["value"] == "job-3-1"]
+    cluster.http(3).json("POST", "/v1/queues/jobs/nack", headers=token, body={"receipts": nacked, "delay_ms": 0})
+    # delivered once and not acked, with max_deliveries 1: it goes to the dead-letter topic
+    dead = wait_until(lambda: [r["value"] for p in range(1) for r in cluster.http(1).json(
+        "GET", f"/v1/topics/jobs.dlq/partitions/{p}/records?offset=0", headers=token)["records"]])
+    assert dead == ["job-3-1"]
+    again = cluster.http(1).json("POST", "/v1/queues/jobs/receive", headers=token,
+                                 body={"max_messages": 10, "wait_ms": 300})
+    assert again["messages"] == []
+    reply = cluster.http(1).call("POST", "/v1/topics/jobs/partitions", headers=token, body={"partitions": 3})
+    assert reply.status == 400
+    os.kill(cluster.nodes[2].pid, signal.SIGKILL)  # the queue's node: its share state comes back from its log
+    cluster.nodes[2].kill()
+    wait_until(lambda: alive_nodes(cluster, 1, token)[2] is False, timeout_s=LEASE_TTL_MS / 1000 + 5)
+    cluster.start(2)
+    wait_until(lambda: cluster.http(3).call("POST", "/v1/queues/jobs/messages", headers=token,
+                                            body={"records": [{"value": "after-restart"}]}).status == 200)
+    later = cluster.http(1).json("POST", "/v1/queues/jobs/receive", headers=token,
+                                 body={"max_messages": 10, "wait_ms": 2000})
+    assert [m["value"] for m in later["messages"]] == ["after-restart"]  # acked and dead ones stay so
+    assert cluster.http(3).call("DELETE", "/v1/topics/jobs", headers=token).status == 204
+    wait_until(lambda: cluster.http(2).call("POST", "/v1/queues/jobs/receive", headers=token,
+                                            body={"max_messages": 1}).status == 404)
 
 
 def test_a_consumer_group_works_through_any_node(cluster: Cluster, token: dict[str, str]):

@@ -1,9 +1,10 @@
 """On a cluster, consumer-group calls go to the node that coordinates groups
-(``logbroker.cluster_groups``): any other node passes the HTTP request on to it as it came
-(method, path, query, headers with the caller's token, body) and streams its answer back, push
-streams included. The coordinator authenticates and authorizes the call itself (tokens and grants
-hold cluster-wide), so this runs before authentication here. A request passed on once is marked
-and never passed on again (no loops); the body is read within ``body_timeout_ms``.
+(``logbroker.cluster_groups``, decision 0197) and a queue's calls to the node the queue lives on
+(decision 0198): any other node passes the HTTP request on to it as it came (method, path, query,
+headers with the caller's token, body) and streams its answer back, push streams included. The
+receiving node authenticates and authorizes the call itself (tokens and grants hold cluster-wide),
+so this runs before authentication here. A request passed on once is marked and never passed on
+again (no loops); the body is read within ``body_timeout_ms``.
 """
 
 from __future__ import annotations
@@ -16,13 +17,16 @@ from typing import Final
 import aiohttp
 from aiohttp import web
 
+from coordinator.models import NodeInfo
 from http_api.errors import Handler
 from http_api.keys import FORWARDER, NODE
 from logbroker.cluster_groups import OFFSETS_TOPIC, group_node
 from logbroker.errors import ForwardOutcomeUnknownError, NoLeaderError, RequestTimeoutError
+from logbroker.node import Node
 
 FORWARDED: Final = "X-Logbroker-Forwarded"
 GROUP_PREFIX: Final = "/v1/groups"
+QUEUE_PREFIX: Final = "/v1/queues/"
 HOP_HEADERS: Final = frozenset({"connection", "keep-alive", "transfer-encoding", "content-length", "host",
                                 "upgrade", "te", "trailer", "proxy-authorization", "proxy-connection"})
 CONNECT_TIMEOUT_S: Final = 5.0
@@ -30,16 +34,31 @@ CHUNK_BYTES: Final = 64 * 1024
 
 
 @web.middleware
-async def group_forward_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+async def pass_on_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     node = request.app[NODE]
-    if not node.clustered or not request.path.startswith(GROUP_PREFIX) or FORWARDED in request.headers:
+    if not node.clustered or FORWARDED in request.headers:
         return await handler(request)
-    if not node.coordinator.cached_topic(OFFSETS_TOPIC):  # the first group call creates it: only a
-        await node.auth.authenticate(request.headers.get("Authorization"))  # caller with a valid token
-    target = await group_node(node)
+    target: NodeInfo | None = None
+    if request.path.startswith(GROUP_PREFIX):
+        if not node.coordinator.cached_topic(OFFSETS_TOPIC):  # the first group call creates it: only a
+            await node.auth.authenticate(request.headers.get("Authorization"))  # caller with a valid token
+        target = await group_node(node)
+    elif request.path.startswith(QUEUE_PREFIX):
+        target = _queue_node(node, request.path.removeprefix(QUEUE_PREFIX).partition("/")[0])
     if target is None:
         return await handler(request)
     return await _pass_on(request, target.http_url)
+
+
+def _queue_node(node: Node, name: str) -> NodeInfo | None:
+    """The node queue ``name`` lives on; None when it is this one or unknown (answered here)."""
+    home = node.queue_home(name)
+    if home is None or home == node.config.node_id:
+        return None
+    info = node.coordinator.cached_node(home)
+    if info is None:
+        raise NoLeaderError(f"the node queue {name!r} lives on ({home}) is not alive; retry")
+    return info
 
 
 async def _pass_on(request: web.Request, base_url: str) -> web.StreamResponse:
@@ -75,7 +94,7 @@ async def _pass_on(request: web.Request, base_url: str) -> web.StreamResponse:
 
 
 async def forwarder(app: web.Application) -> AsyncIterator[None]:
-    """The HTTP client this node passes group calls on with (a cluster node only)."""
+    """The HTTP client this node passes group and queue calls on with (a cluster node only)."""
     config = app[NODE].config
     context = ssl.create_default_context(cafile=config.rpc_tls_ca_file or None) \
         if config.tls_cert_file else None
