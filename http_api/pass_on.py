@@ -21,7 +21,7 @@ from coordinator.models import NodeInfo
 from http_api.errors import Handler
 from http_api.keys import FORWARDER, NODE
 from logbroker.cluster_groups import OFFSETS_TOPIC, group_node
-from logbroker.errors import ForwardOutcomeUnknownError, NoLeaderError, RequestTimeoutError
+from logbroker.errors import ForwardOutcomeUnknownError, NoLeaderError, NotAvailableError, RequestTimeoutError
 from logbroker.node import Node
 
 FORWARDED: Final = "X-Logbroker-Forwarded"
@@ -68,7 +68,7 @@ async def _pass_on(request: web.Request, base_url: str) -> web.StreamResponse:
             body = await request.read()
     except TimeoutError as exc:
         raise RequestTimeoutError("the request body did not arrive in time") from exc
-    headers = {k: v for k, v in request.headers.items() if k.lower() not in HOP_HEADERS}
+    headers = {k: v for k, v in request.headers.items() if k.lower() not in HOP_HEADERS | {"x-forwarded-for"}}
     headers[FORWARDED] = str(node.config.node_id)
     if request.remote:
         headers["X-Forwarded-For"] = request.remote
@@ -76,10 +76,13 @@ async def _pass_on(request: web.Request, base_url: str) -> web.StreamResponse:
     try:
         upstream = await session.request(request.method, base_url.rstrip("/") + request.path_qs, headers=headers,
                                          data=body or None, allow_redirects=False)
-    except aiohttp.ClientConnectorError as exc:
-        raise NoLeaderError(f"the group coordinator at {base_url} cannot be reached; retry") from exc
+    except (aiohttp.ClientConnectorCertificateError, aiohttp.ClientSSLError) as exc:
+        raise NotAvailableError(f"the node at {base_url} failed TLS verification: {exc}") from exc
+    except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError) as exc:  # nothing was sent
+        raise NoLeaderError(f"the node at {base_url} that serves this call cannot be reached; retry") from exc
     except aiohttp.ClientError as exc:
-        raise ForwardOutcomeUnknownError(f"the group coordinator at {base_url} did not answer: {exc}") from exc
+        raise ForwardOutcomeUnknownError(f"the node at {base_url} that serves this call did not answer: "
+                                         f"{exc}") from exc
     async with upstream:
         response = web.StreamResponse(status=upstream.status, headers={
             k: v for k, v in upstream.headers.items() if k.lower() not in HOP_HEADERS})
@@ -98,7 +101,7 @@ async def forwarder(app: web.Application) -> AsyncIterator[None]:
     config = app[NODE].config
     context = ssl.create_default_context(cafile=config.rpc_tls_ca_file or None) \
         if config.tls_cert_file else None
-    timeout = aiohttp.ClientTimeout(total=None, sock_connect=CONNECT_TIMEOUT_S)
+    timeout = aiohttp.ClientTimeout(total=None, connect=CONNECT_TIMEOUT_S, sock_connect=CONNECT_TIMEOUT_S)
     connector = aiohttp.TCPConnector(ssl=context if context is not None else True, limit=config.connections_max)
     app[FORWARDER] = aiohttp.ClientSession(timeout=timeout, connector=connector, auto_decompress=False)
     yield

@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Final
 
 from coordinator.errors import CoordinatorError
-from coordinator.models import MetadataChange, TopicMetadata
+from coordinator.models import INTERNAL_PREFIX, MetadataChange, TopicMetadata
 from logbroker.partition_roles import hosts, should_stand
 
 if TYPE_CHECKING:
@@ -72,7 +72,7 @@ class ClusterSync:
         self._pending = set()
         alive = {n.info.node_id for n in await coordinator.cluster_nodes() if n.alive}
         elections: list[Callable[[], Awaitable[object]]] = []
-        for name in sorted(topics):
+        for name in sorted(topics, key=lambda n: (n.startswith(INTERNAL_PREFIX), n)):  # a queue before its state
             self._node.topic_changed(name)
             try:
                 elections.extend(await self._sync_topic(name, alive))
@@ -88,6 +88,7 @@ class ClusterSync:
         if elections:
             self._wake.set()  # a won election shows in the watch: look again at once
         await self._node.sync_groups()
+        await self._node.sync_queues()
         self.passes += 1
 
     async def _sync_topic(self, name: str, alive: set[int]) -> list[Callable[[], Awaitable[object]]]:

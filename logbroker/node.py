@@ -180,9 +180,7 @@ class Node:
         self.coordinator.on_change(self.sync.notice)
         await self.sync.sync_once()
         await self.replicas.remove_strays()
-        for meta in await self.coordinator.list_topics():
-            if meta.kind == "queue" and self.queue_home(meta.name) == self.config.node_id:
-                await self._open_queue(meta)
+        await self.sync_queues()
         self._sync_task = asyncio.create_task(run_supervised(
             "cluster_sync", self.sync.round, CLUSTER_SYNC_PAUSE_S, on_failure=self.metrics.count_background_failure))
         self._start_maintenance()
@@ -208,6 +206,14 @@ class Node:
             groups, self._groups = self._groups, None
             await groups.close(self.config.shutdown_grace_ms / 1000)
             log.info("no longer coordinating consumer groups", extra={"fields": {"node": self.config.node_id}})
+
+    async def sync_queues(self) -> None:
+        """Open the queues that live on this cluster node and are not open yet (after a restart,
+        once their partitions are led here again)."""
+        for meta in await self.coordinator.list_topics():
+            if meta.kind == "queue" and not self.queues.has(meta.name) \
+                    and self.queue_home(meta.name) == self.config.node_id:
+                await self._open_queue(meta)
 
     def topic_changed(self, topic: str) -> None:
         """The watch touched ``topic`` (its partition count may have changed)."""
@@ -253,7 +259,8 @@ class Node:
         least one partition per queue partition (it is grown first, see ``add_partitions``)."""
         flush = {k: v for k, v in meta.config.items() if k in ("flush", "flush_ms")}
         events = await ensure_internal_topic(self.coordinator, self.replicas, state_topic(meta), meta.partitions,
-                                             self.base_log_config, flush)
+                                             self.base_log_config, flush,
+                                             on_node=self.config.node_id if self.clustered else None)
         self.queues.open(meta, events, await self._dead_letter_binding(meta))
 
     async def _dead_letter_binding(self, queue: TopicMetadata) -> str | None:
@@ -301,7 +308,7 @@ class Node:
         """Expire group members whose sessions lapsed and redeliver queue messages whose leases did."""
         if self._groups is not None:
             await self._groups.tick()
-            await self.queues.sweep()
+        await self.queues.sweep()  # a cluster node may hold queues without coordinating groups
 
     async def _start_rpc(self) -> None:
         if self.rpc is not None:

@@ -208,12 +208,14 @@ class PartitionMover:
         async with self._moving, node.coordinator.exclusive("rebalance"):
             alive = [n.info for n in await node.coordinator.cluster_nodes() if n.alive]
             nodes = [PlacementNode(n.node_id, n.rack) for n in alive]
-            current = {}
+            current, stays = {}, []
             for meta in await node.coordinator.list_topics():
-                if meta.name.startswith(INTERNAL_PREFIX) or meta.kind == "queue":
-                    continue  # a queue stays with its share state on its node (decision 0198)
+                pinned = meta.name.startswith(INTERNAL_PREFIX) or meta.kind == "queue"
                 for state in await node.coordinator.partition_states(meta.name):
-                    current[(meta.name, state.partition)] = state.replicas
+                    if not pinned:
+                        current[(meta.name, state.partition)] = state.replicas
+                    elif leaving in state.replicas:  # a queue stays with its share state (0198)
+                        stays.append({"topic": meta.name, "partition": state.partition})
             if leaving is None:
                 plan = rebalance(current, nodes)
             else:
@@ -229,4 +231,6 @@ class PartitionMover:
                                                                          "error": str(exc)}})
                     failed.append({"topic": topic, "partition": partition, "to": list(target),
                                    "code": getattr(exc, "code", "error"), "detail": str(exc)})
-            return {"moves": moves, "failed": failed, "planned": len(plan)}
+            # ``stays``: what a decommission cannot move (queues, group offsets): retiring the node
+            # loses them until they can move with leadership.
+            return {"moves": moves, "failed": failed, "planned": len(plan), "stays": stays}

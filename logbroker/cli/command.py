@@ -176,6 +176,8 @@ async def _cluster(client: Client, args: argparse.Namespace) -> int:
         lines = [f"{m['topic']}/{m['partition']}: replicas {m['from']} -> {m['to']}" for m in result["moves"]]
         lines += [f"{m['topic']}/{m['partition']}: NOT moved ({m['code']}: {m['detail']})"
                   for m in result.get("failed", [])]
+        lines += [f"{m['topic']}/{m['partition']}: stays (queues and group offsets cannot move yet)"
+                  for m in result.get("stays", [])]
         _print(args, result, "\n".join(lines) or "nothing to move")
         return 0
     state = await client.cluster()

@@ -125,7 +125,8 @@ class GroupCoordinator:
         # Members per principal across every group (for the per-user member limit); members live
         # in memory only, so this starts empty with them.
         self._members_of: collections.Counter[str] = collections.Counter()
-        replicas.on_topic_change(self.topic_changed)
+        if topics is None:  # a cluster node feeds ``topic_changed`` from its metadata watch instead
+            replicas.on_topic_change(self.topic_changed)
 
     def topic_changed(self, topic: str) -> None:
         """A topic's partition count may have changed: its groups are checked at the next tick."""
@@ -454,6 +455,9 @@ class GroupCoordinator:
                                      "only while it has none")
         count = self._topics.partition_count(request.topic)
         targets = await self._reset_targets(request, count)
+        group = self._known(name) if name in self._groups else group
+        if group.members:  # a member joined while the targets were looked up (a cluster asks leaders)
+            raise GroupNotEmptyError(f"group {name!r} gained a member during the reset; nothing was reset")
         await self._write_offsets(name, tuple((request.topic, p, o) for p, o in targets), -1,
                                   f"{ADMIN_MEMBER}:{principal or '-'}")
         return {"group": name, "topic": request.topic,

@@ -125,6 +125,9 @@ class QueueManager:
     def names(self) -> list[str]:
         return sorted(self._queues)
 
+    def has(self, name: str) -> bool:
+        return name in self._queues
+
     def remove(self, name: str) -> None:
         queue = self._queues.pop(name, None)
         if queue is not None:
