@@ -180,7 +180,10 @@ class Node:
         self.coordinator.on_change(self.sync.notice)
         await self.sync.sync_once()
         await self.replicas.remove_strays()
-        await self.sync_queues()
+        try:
+            await self.sync_queues()
+        except ANY_ERROR as exc:  # the sync rounds open them later
+            log.warning("queues not reopened yet", extra={"fields": {"error": str(exc)}})
         self._sync_task = asyncio.create_task(run_supervised(
             "cluster_sync", self.sync.round, CLUSTER_SYNC_PAUSE_S, on_failure=self.metrics.count_background_failure))
         self._start_maintenance()
@@ -435,7 +438,8 @@ class Node:
         for name in (dead_letter, meta.name, state_topic(meta)):
             self.sync.notice(MetadataChange(topics=frozenset({name})))
             await self._await_leaders(name)
-        await self._open_queue(meta)
+        if not self.queues.has(meta.name):  # a sync round may have opened it meanwhile
+            await self._open_queue(meta)
         return await self.describe_topic(meta.name)
 
     async def _await_leaders(self, name: str) -> None:
