@@ -591,13 +591,16 @@ class Node:
 
     # ---- routing (a cluster node serves what it leads and forwards the rest) ----------------
 
-    def _partition_count(self, topic: str) -> int:
-        if not self.clustered:
-            return len(self.replicas.partitions(topic))
+    def _cached_meta(self, topic: str) -> TopicMetadata:
         meta = self.coordinator.cached_topic(topic)
         if meta is None:
             raise UnknownTopicError(f"unknown topic {topic!r}")
-        return meta.partitions
+        return meta
+
+    def _partition_count(self, topic: str) -> int:
+        if not self.clustered:
+            return self.replicas.count(topic)
+        return self._cached_meta(topic).partitions
 
     def _leader(self, topic: str, partition: int) -> int | None:
         """None when this node serves ``partition`` itself, else the id of the node leading it
@@ -649,18 +652,12 @@ class Node:
         return await self.moves.rebalance(leaving)
 
     def check_leads(self, topic: str, partition: int) -> None:
-        self._check_leads(topic, partition)
-
-    def _check_leads(self, topic: str, partition: int) -> None:
         """For a forwarded call: this node must lead the partition now (no second hop)."""
         if self._leader(topic, partition) is not None:
             raise NotLeaderError(f"node {self.config.node_id} does not lead partition {partition} of {topic!r}")
 
     def _topic_id(self, topic: str) -> str:
-        meta = self.coordinator.cached_topic(topic)
-        if meta is None:
-            raise UnknownTopicError(f"unknown topic {topic!r}")
-        return meta.topic_id
+        return self._cached_meta(topic).topic_id
 
     def check_topic_id(self, topic: str, topic_id: object) -> None:
         """A forwarded call names the topic by id too: a leader whose topic of that name is another
@@ -677,10 +674,7 @@ class Node:
     def _max_batch_bytes(self, topic: str, partition: int) -> int:
         if self.replicas.hosts(topic, partition):
             return self.replicas.get(topic, partition).log.config.max_batch_bytes
-        meta = self.coordinator.cached_topic(topic)
-        if meta is None:
-            raise UnknownTopicError(f"unknown topic {topic!r}")
-        return self.log_config(meta).max_batch_bytes
+        return self.log_config(self._cached_meta(topic)).max_batch_bytes
 
     # ---- produce -------------------------------------------------------------------------------
 
@@ -764,14 +758,17 @@ class Node:
         if leader is not None:
             base = await self._forward_batch(leader, topic, partition, batch, acks)
             return [{"partition": partition, "offset": base}]
-        return await self.produce_local_batch(topic, partition, batch, acks)
+        return await self._append_here(topic, partition, batch, acks)
 
     async def produce_local_batch(self, topic: str, partition: int, batch: bytes, acks: str) -> list[dict[str, int]]:
         """Append a batch to a partition this node leads (a forwarded produce lands here)."""
         self._check_serving()
         _check_acks(acks)
         _check_writable(topic)
-        self._check_leads(topic, partition)
+        self.check_leads(topic, partition)
+        return await self._append_here(topic, partition, batch, acks)
+
+    async def _append_here(self, topic: str, partition: int, batch: bytes, acks: str) -> list[dict[str, int]]:
         self._check_fence()
         self.moves.check_writable(topic, partition)
         replica = self.replicas.get(topic, partition)
@@ -809,12 +806,17 @@ class Node:
         leader = self._leader(topic, partition)
         if leader is not None:
             return await self._fetch_remote(leader, topic, partition, offset, max_bytes, wait_ms)
-        return await self.fetch_local(topic, partition, offset, max_bytes, wait_ms)
+        return await self._fetch_here(topic, partition, offset, max_bytes, wait_ms)
 
     async def fetch_local(self, topic: str, partition: int, offset: int, max_bytes: int,
                           wait_ms: int) -> tuple[LogRead, int]:
+        """A fetch forwarded here: served only if this node leads the partition."""
         self._check_serving()
-        self._check_leads(topic, partition)
+        self.check_leads(topic, partition)
+        return await self._fetch_here(topic, partition, offset, max_bytes, wait_ms)
+
+    async def _fetch_here(self, topic: str, partition: int, offset: int, max_bytes: int,
+                          wait_ms: int) -> tuple[LogRead, int]:
         replica = self.replicas.get(topic, partition)
         max_bytes, wait_ms = self._fetch_args(max_bytes, wait_ms)
         result = replica.log.read(offset, max_bytes, offset_max=replica.high_watermark)
@@ -881,14 +883,18 @@ class Node:
         self._check_serving()
         leader = self._leader(topic, partition)
         if leader is None:
-            return self.list_local_offset(topic, partition, at)
+            return self._offset_here(topic, partition, at)
         answer = await self._peers().call(leader, "ListOffset", {"topic": topic, "partition": partition, "at": at})
         offset = answer.get("offset")
         return {"partition": partition, "offset": offset if isinstance(offset, int) else None}
 
     def list_local_offset(self, topic: str, partition: int, at: str) -> dict[str, int | None]:
+        """An offsets call forwarded here: answered only if this node leads the partition."""
         self._check_serving()
-        self._check_leads(topic, partition)
+        self.check_leads(topic, partition)
+        return self._offset_here(topic, partition, at)
+
+    def _offset_here(self, topic: str, partition: int, at: str) -> dict[str, int | None]:
         replica = self.replicas.get(topic, partition)
         if at == "earliest":
             offset: int | None = replica.log.log_start_offset

@@ -322,6 +322,13 @@ class ReplicaManager:
             raise UnknownTopicError(f"unknown topic {topic!r}")
         return list(replicas.values())
 
+    def count(self, topic: str) -> int:
+        """How many partitions of ``topic`` are open here (on a single node: all of them)."""
+        replicas = self._replicas.get(topic)
+        if replicas is None:
+            raise UnknownTopicError(f"unknown topic {topic!r}")
+        return len(replicas)
+
     def all(self) -> list[Replica]:
         return [r for replicas in self._replicas.values() for r in replicas.values()]
 
