@@ -243,8 +243,8 @@ class EtcdCoordinator(Coordinator):
         """Create a topic with its partitions placed over the live nodes (``on_node``: every
         partition on that live node alone, replication factor 1). ``replication_factor`` None
         means min(2, live nodes); more than the live nodes is ``InvalidTopicError``. New
-        partitions have ``isr = [replicas[0]]`` (a follower joins once it has caught up), epoch 0
-        and no leader."""
+        partitions have every replica in the ISR (their logs are all empty), epoch 0 and no
+        leader."""
         if self._cache.topic(spec.name) is not None:
             raise TopicExistsError(f"{spec.name!r} already exists")
         nodes = self._placement_nodes()
@@ -258,7 +258,7 @@ class EtcdCoordinator(Coordinator):
         placed = place_partitions(spec.partitions, replication, nodes, current=self._cache.assignment())
         meta = TopicMetadata(spec.name, uuid.uuid4().hex, spec.partitions, replication, spec.kind,
                              dict(spec.config), owner, time.time_ns() // 1_000_000)
-        records = [(p, PartitionRecord(meta.topic_id, r, r[:1], 0)) for p, r in enumerate(placed)]
+        records = [(p, PartitionRecord(meta.topic_id, r, r, 0)) for p, r in enumerate(placed)]
         if not await self._write_topic(meta, records, cmp_create(self._k(topic_key(spec.name)), 0), creating=True):
             raise TopicExistsError(f"{spec.name!r} already exists")
         return meta
@@ -271,7 +271,7 @@ class EtcdCoordinator(Coordinator):
                                       first_partition=meta.partitions, current=self._cache.assignment())
             grown = TopicMetadata(meta.name, meta.topic_id, count, meta.replication_factor, meta.kind,
                                   meta.config, meta.owner, meta.created_ms)
-            records = [(meta.partitions + i, PartitionRecord(meta.topic_id, r, r[:1], 0)) for i, r in enumerate(placed)]
+            records = [(meta.partitions + i, PartitionRecord(meta.topic_id, r, r, 0)) for i, r in enumerate(placed)]
             guard = cmp_mod(self._k(topic_key(name)), self._cache.mod_revision(topic_key(name)))
             if await self._write_topic(grown, records, guard, creating=False):
                 return grown

@@ -32,6 +32,8 @@ REPLICATION_FACTOR_MAX: Final = 16
 DEAD_LETTER_ID_KEY: Final = "dead_letter_topic_id"
 QUEUE_CONFIG_KEYS: Final = frozenset({"max_deliveries", "dead_letter_topic", "visibility_timeout_ms",
                                       DEAD_LETTER_ID_KEY})
+# Read by the replication rules, not the storage engine (``logbroker.partition_state``).
+REPLICATION_CONFIG_KEYS: Final = frozenset({"min_insync_replicas"})
 DEAD_LETTER_SUFFIX: Final = ".dlq"
 MAX_DELIVERIES_DEFAULT: Final = 5
 VISIBILITY_TIMEOUT_MS_DEFAULT: Final = 30_000
@@ -146,11 +148,23 @@ class TopicSpec:
             raise InvalidTopicError(f"cleanup_policy {policy!r} is for internal topics only; topics and queues "
                                     f"support {USER_CLEANUP_POLICY!r} (retention by retention_ms and retention_bytes)")
         spec.queue_settings()
+        spec.check_min_insync()
         return spec
+
+    def check_min_insync(self) -> None:
+        """``min_insync_replicas`` is a whole number from 1 to the replication factor."""
+        value = self.config.get("min_insync_replicas")
+        if value is None:
+            return
+        top = self.replication_factor or REPLICATION_FACTOR_MAX
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= top:
+            raise InvalidTopicError(f"config.min_insync_replicas must be an integer in [1, {top}], not {value!r}",
+                                    field="config.min_insync_replicas", minimum=1, maximum=top)
 
     def log_config(self, base: LogConfig) -> LogConfig:
         """The storage config of this topic over the node's defaults."""
-        storage = {k: v for k, v in self.config.items() if k not in QUEUE_CONFIG_KEYS}
+        storage = {k: v for k, v in self.config.items()
+                   if k not in QUEUE_CONFIG_KEYS and k not in REPLICATION_CONFIG_KEYS}
         try:
             return LogConfig.from_mapping(storage, base)
         except InvalidArgumentError as exc:

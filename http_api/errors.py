@@ -66,6 +66,7 @@ STATUS_BY_CODE: Final[dict[str, int]] = {
     "not_enough_replicas": 503,
     "partial_write": 502,
     "forward_outcome_unknown": 504,
+    "replication_timeout": 504,
 }
 # A cluster's retriable 503s (DESIGN §4): the client refreshes its metadata and retries after this.
 CLUSTER_RETRY_AFTER_S: Final = 1

@@ -96,6 +96,7 @@ class ClusterSync:
         meta = node.coordinator.cached_topic(name)
         opened = self._opened_ids.get(name)
         if opened is not None and (meta is None or meta.topic_id != opened):
+            node.replication.drop(name)
             await node.drop_local_topic(name, opened)
             del self._opened_ids[name]
         if meta is None:
@@ -109,7 +110,11 @@ class ClusterSync:
         if opened is not None or hosted:
             moved = [p for p in node.local_partitions(name) if p not in hosted]
             if moved:
+                node.replication.drop(name, moved)
                 await node.drop_moved(name, moved)
+        for state in states:
+            if hosts(state, me):
+                node.replication.sync_partition(state)
         return [_election(node, meta, s.partition) for s in states if should_stand(s, me, alive)]
 
     def forget(self, name: str) -> None:

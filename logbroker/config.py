@@ -37,6 +37,8 @@ class NodeConfig:
     cluster_name: str = "logbroker"
     rack: str = ""
     lease_ttl_ms: int = 6_000
+    replica_lag_ms: int = 10_000
+    replication_timeout_ms: int = 30_000
     advertised_host: str = ""
     auth: str = "on"
     admin_user: str = "admin"
@@ -98,7 +100,7 @@ class NodeConfig:
         for name in ("request_body_bytes_max", "fetch_bytes_max", "fetch_records_max", "fetch_wait_ms_max",
                      "long_poll_waiters_max", "flush_threads", "maintenance_interval_ms", "shutdown_grace_ms",
                      "connections_max", "header_timeout_ms", "body_timeout_ms", "keepalive_timeout_ms",
-                     "topic_segment_bytes_min", "access_recheck_ms"):
+                     "topic_segment_bytes_min", "access_recheck_ms", "replica_lag_ms", "replication_timeout_ms"):
             _check(getattr(self, name) > 0, f"{name} must be positive")
         _check(self.token_ttl_s > 0, "token_ttl_s must be positive")
         for name in QUOTA_FIELDS:

@@ -164,6 +164,21 @@ class NoLeaderError(BrokerError):
     retriable = True
 
 
+class NotEnoughReplicasError(BrokerError):
+    """``acks=all`` with fewer in-sync replicas than the topic's ``min_insync_replicas``: nothing
+    was stored (checked before the append), or the ISR shrank below it while the write waited."""
+
+    code = "not_enough_replicas"
+    retriable = True
+
+
+class ReplicationTimeoutError(BrokerError):
+    """An ``acks=all`` write was stored on the leader but its followers did not confirm it in
+    time: it may still become visible. Not retriable without de-duplication."""
+
+    code = "replication_timeout"
+
+
 class PartialWriteError(BrokerError):
     """A produce spanning partitions on several nodes was stored on some and failed on others:
     not retriable as a whole (a resend would store the stored part twice). ``results`` lists

@@ -75,7 +75,7 @@ class InternalLog:
         replica = self._replicas[partition]
         info = self._append(replica, records)
         self._since_snapshot[partition] += len(records)
-        return replica.commit(info)
+        return replica.commit_replicated(info)
 
     @staticmethod
     def _append(replica: Replica, records: Sequence[InternalRecord]) -> AppendInfo:

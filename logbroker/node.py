@@ -72,6 +72,7 @@ from logbroker.peers import Peers
 from logbroker.queues.manager import QueueManager, state_topic
 from logbroker.records import IncomingRecord, group_by_partition
 from logbroker.replica_manager import ReplicaManager
+from logbroker.replication.manager import ReplicationManager
 from logbroker.rpc_service import SERVICE, node_service, rpc_security
 from logbroker.state_metrics import GroupQueueCollector
 from logbroker.storage_health import free_bytes
@@ -113,8 +114,10 @@ class Node:
         self.rpc_address = ""
         self.peers: Peers | None = None
         self.sync = ClusterSync(self)
+        self.replication = ReplicationManager(self)
         self.moves = PartitionMover(self)
         self._sync_task: asyncio.Task[None] | None = None
+        self._replication_task: asyncio.Task[None] | None = None
         self.ready = False
         self._round_robin = itertools.count()
         self._maintenance: asyncio.Task[None] | None = None
@@ -186,6 +189,9 @@ class Node:
             log.warning("queues not reopened yet", extra={"fields": {"error": str(exc)}})
         self._sync_task = asyncio.create_task(run_supervised(
             "cluster_sync", self.sync.round, CLUSTER_SYNC_PAUSE_S, on_failure=self.metrics.count_background_failure))
+        self._replication_task = asyncio.create_task(run_supervised(
+            "replication", self.replication.tick, CLUSTER_SYNC_PAUSE_S,
+            on_failure=self.metrics.count_background_failure))
         self._start_maintenance()
         self._group_ticker = asyncio.create_task(run_supervised(
             "group_sessions", self._tick_groups, GROUP_TICK_MS / 1000, backoff_max_s=GROUP_TICK_BACKOFF_MAX_S,
@@ -201,6 +207,7 @@ class Node:
         (``logbroker.cluster_groups``): take them up from the log, or let them go."""
         log_ = offsets_log(self)
         if log_ is not None and self._groups is None:
+            self.take_up_leaderships(OFFSETS_TOPIC)
             groups = GroupCoordinator(self.replicas, log_, topics=ClusterTopics(self))
             groups.load()
             self._groups = groups
@@ -264,7 +271,18 @@ class Node:
         events = await ensure_internal_topic(self.coordinator, self.replicas, state_topic(meta), meta.partitions,
                                              self.base_log_config, flush,
                                              on_node=self.config.node_id if self.clustered else None)
+        if self.clustered:
+            self.take_up_leaderships(meta.name)
+            self.take_up_leaderships(state_topic(meta))
         self.queues.open(meta, events, await self._dead_letter_binding(meta))
+
+    def take_up_leaderships(self, topic: str) -> None:
+        """Take up at once the leaderships of ``topic`` the cache gives this node (before the sync
+        round does), so that an internal log is written at its leader epoch from the start."""
+        for partition in self.local_partitions(topic):
+            state = self.coordinator.cached_partition(topic, partition)
+            if state is not None and state.leader == self.config.node_id:
+                self.replication.sync_partition(state)
 
     async def _dead_letter_binding(self, queue: TopicMetadata) -> str | None:
         """The id of the topic ``queue``'s dead letters go to. A queue created before queues were
@@ -344,13 +362,14 @@ class Node:
             return
         self._stopped = True
         self.ready = False
-        for task in (self._sync_task, self._maintenance, self._group_ticker):
+        for task in (self._sync_task, self._replication_task, self._maintenance, self._group_ticker):
             if task is not None:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
         if self._groups is not None:
             await self._groups.close(self.config.shutdown_grace_ms / 1000)
+        await self.replication.close()
         if self.rpc is not None:
             await self.rpc.close()
         if self.peers is not None:
@@ -529,6 +548,7 @@ class Node:
             with contextlib.suppress(UnknownTopicError):
                 doomed.append(await self.coordinator.get_topic(state_topic(meta)))
         for topic in doomed:
+            self.replication.drop(topic.name)
             await self.replicas.remove_topic(topic.name, topic.topic_id)
         for topic in doomed:
             await self.coordinator.delete_topic(topic.name)
@@ -617,6 +637,9 @@ class Node:
             return state.leader
         if not self.replicas.hosts(topic, partition):
             raise NoLeaderError(f"partition {partition} of {topic!r} is being opened on its leader")
+        leadership = self.replication.leadership(topic, partition)
+        if leadership is None or leadership.epoch != state.leader_epoch:
+            self.replication.sync_partition(state)  # the cache moved ahead of the sync rounds
         return None
 
     def _check_fence(self) -> None:
@@ -699,6 +722,7 @@ class Node:
             if leader is None and self.clustered:
                 self._check_fence()
                 self.moves.check_writable(topic, partition)
+                self._check_leadership(topic, partition, acks)
             batches.append((partition, indexes, batch, leader))
         offsets: list[dict[str, int]] = [{}] * len(records)
         commits = []
@@ -709,10 +733,11 @@ class Node:
                 continue
             replica = self.replicas.get(topic, partition)
             info = replica.append(batch)
+            self._appended(topic, partition)
             self._count_in(topic, len(batch), len(indexes))
             for n, i in enumerate(indexes):
                 offsets[i] = {"partition": partition, "offset": info.base_offset + n}
-            commits.append(replica.commit(info))
+            commits.append(replica.commit_replicated(info) if acks == "all" else replica.commit(info))
         if not forwards:
             await self._settle(commits, acks)
             return offsets
@@ -771,11 +796,30 @@ class Node:
     async def _append_here(self, topic: str, partition: int, batch: bytes, acks: str) -> list[dict[str, int]]:
         self._check_fence()
         self.moves.check_writable(topic, partition)
+        if self.clustered:
+            self._check_leadership(topic, partition, acks)
         replica = self.replicas.get(topic, partition)
         info = replica.append(batch)
+        self._appended(topic, partition)
         self._count_in(topic, len(batch), info.last_offset - info.base_offset + 1)
-        await self._settle([replica.commit(info)], acks)
+        await self._settle([replica.commit_replicated(info) if acks == "all" else replica.commit(info)], acks)
         return [{"partition": partition, "offset": info.base_offset}]
+
+    def _check_leadership(self, topic: str, partition: int, acks: str) -> None:
+        """A cluster's leader: the partition's leadership is taken up here and can take this
+        write (``not_leader`` while it changes hands, ``not_enough_replicas`` under
+        ``min_insync_replicas`` for ``acks=all``); nothing is stored when it refuses."""
+        leadership = self.replication.leadership(topic, partition)
+        if leadership is None:
+            raise NotLeaderError(f"node {self.config.node_id} is taking up the leadership of partition {partition} "
+                                 f"of {topic!r}; retry")
+        leadership.check_writable(acks)
+
+    def _appended(self, topic: str, partition: int) -> None:
+        if self.clustered:
+            leadership = self.replication.leadership(topic, partition)
+            if leadership is not None:
+                self.replication.appended(leadership)
 
     def _count_in(self, topic: str, size_bytes: int, records: int) -> None:
         self.metrics.bytes_in.labels(topic).inc(size_bytes)

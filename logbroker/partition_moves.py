@@ -1,21 +1,19 @@
 """Moving partitions between nodes (rebalance, decommission) without losing a record.
 
-Until replication keeps followers in sync, a partition's data lives on its leader alone, so a
-move that changes the leader copies the data first and hands leadership over only once the new
-node holds every record the old leader ever acknowledged:
+Replication does the copying: a move that changes the leader hands leadership over only once
+the new node is in the ISR and holds every record the old leader appended:
 
 1. the replica list grows to include the target, the old leader first (it stays the candidate);
-   the target opens an empty log;
-2. the target copies the leader's log (``catch_up``: raw batches as stored, offsets and epochs
-   kept) until it has reached the leader's high watermark;
-3. the leader freezes the partition: it acknowledges no more writes to it (503 ``not_leader``,
-   retriable) and waits until everything it appended is below its high watermark;
-4. the target copies the rest, up to the frozen leader's log end;
-5. one coordinator transaction sets the final replicas, makes the target the only in-sync
-   replica and clears the leader key; the target is then the only candidate and is elected
-   (epoch + 1). The old leader drops its copy when the watch shows it is no longer a replica.
+   the target opens an empty log, the leader ships the partition to it, and it joins the ISR
+   once caught up (``logbroker.replication``);
+2. the leader freezes the partition: it acknowledges no more writes to it (503 ``not_leader``,
+   retriable) and waits until everything it appended is below its high watermark, so every
+   in-sync replica, the target among them, holds it all;
+3. one coordinator transaction sets the final replicas and ISR (the target first) and clears
+   the leader key; the target is then the first live in-sync replica and is elected (epoch + 1).
+   The old leader drops its copy when the watch shows it is no longer a replica.
 
-A failure before step 5 thaws the leader (a freeze also lapses by itself after
+A failure before step 3 thaws the leader (a freeze also lapses by itself after
 ``FREEZE_TTL_S``) and leaves leadership where it was. A move that keeps the leader (only
 followers change) is a plain reassignment. Clients see a short window of retriable 503s on the
 moving partition and nothing else.
@@ -33,13 +31,11 @@ from coordinator.models import INTERNAL_PREFIX
 from coordinator.placement import PlacementNode, decommission, rebalance
 from logbroker.errors import ANY_ERROR, InvalidRequestError, NoLeaderError, NotAvailableError, NotLeaderError
 from logbroker.partition_roles import NO_LEADER
-from segments.batch import iter_batches
 
 if TYPE_CHECKING:
     from logbroker.node import Node
 
 log = logging.getLogger(__name__)
-COPY_BYTES_MAX: Final = 4 * 1024 * 1024
 CATCH_UP_DEADLINE_S: Final = 600.0
 FREEZE_TTL_S: Final = 30.0
 HAND_OVER_MARGIN_S: Final = 8.0  # the hand-over starts no later than this before the freeze lapses
@@ -47,6 +43,7 @@ DRAIN_WAIT_S: Final = 10.0
 OPEN_WAIT_S: Final = 15.0
 POLL_S: Final = 0.02
 MOVES_PER_CALL_MAX: Final = 10_000
+MOVES_AT_ONCE: Final = 16  # partitions catching up at the same time
 
 
 class PartitionMover:
@@ -83,57 +80,6 @@ class PartitionMover:
     def thaw(self, topic: str, partition: int) -> None:
         self._frozen.pop((topic, partition), None)
 
-    def copy_out(self, topic: str, partition: int, offset: int, max_bytes: int) -> dict[str, Any]:
-        """Raw batches from ``offset`` up to this node's high watermark, for a replica copying it."""
-        replica = self._node.replicas.get(topic, partition)
-        result = replica.log.read(offset, min(max_bytes, COPY_BYTES_MAX), offset_max=replica.high_watermark) \
-            if offset < replica.high_watermark else None
-        return {"data": b"" if result is None else bytes(result.data), "log_start": replica.log.log_start_offset,
-                "high_watermark": replica.high_watermark}
-
-    # ---- the target's side -----------------------------------------------------------------
-
-    async def catch_up(self, topic: str, partition: int, source: int, until: int | None) -> dict[str, int]:
-        """Copy the log of ``partition`` from node ``source`` until this node's log end reaches
-        ``until`` (None: the source's high watermark as it stands when reached), then make it
-        durable and visible. Returns the log end."""
-        node = self._node
-        deadline = time.monotonic() + OPEN_WAIT_S
-        while not node.replicas.hosts(topic, partition):
-            if time.monotonic() >= deadline:
-                raise NotAvailableError(f"partition {partition} of {topic!r} is not open on node "
-                                        f"{node.config.node_id}")
-            await asyncio.sleep(POLL_S)
-        replica = node.replicas.get(topic, partition)
-        deadline = time.monotonic() + CATCH_UP_DEADLINE_S
-        last = None
-        while True:
-            if time.monotonic() >= deadline:
-                raise NotAvailableError(f"copying partition {partition} of {topic!r} did not finish in time")
-            end = replica.log.log_end_offset
-            answer = await node.peer_call(source, "CopyFetch", {"topic": topic, "partition": partition,
-                                                                "offset": end, "max_bytes": COPY_BYTES_MAX})
-            data, start, hwm = answer.get("data"), answer.get("log_start"), answer.get("high_watermark")
-            if not isinstance(data, bytes) or not isinstance(start, int) or not isinstance(hwm, int):
-                raise NotAvailableError(f"node {source} answered a copy without its fields")
-            if start > end:  # the source's retention passed this copy's end: start over from there
-                replica.log.truncate_fully_and_start_at(start)
-                continue
-            view = memoryview(data)
-            for position, header in iter_batches(view, size_bytes_max=replica.log.config.max_batch_bytes):
-                last = replica.append_copied(view[position:position + header.size_bytes])
-            if replica.log.log_end_offset >= (hwm if until is None else until):
-                break
-            if not data:
-                await asyncio.sleep(POLL_S)
-        if until is not None and replica.log.log_end_offset != until:
-            raise NotAvailableError(f"partition {partition} of {topic!r}: copied to {replica.log.log_end_offset}, "
-                                    f"not {until}")
-        if last is not None:
-            await replica.make_durable(last)
-        replica.advance(replica.log.log_end_offset)
-        return {"log_end": replica.log.log_end_offset}
-
     # ---- the controller's side (the node that took the admin call) ---------------------------
 
     async def move(self, topic: str, partition: int, target: tuple[int, ...]) -> dict[str, Any]:
@@ -153,28 +99,19 @@ class PartitionMover:
         new = target[0]
         interim = (leader, *[n for n in target if n != leader])
         await node.coordinator.reassign(topic, partition, interim)
-        request = {"topic": topic, "partition": partition, "source": leader}
         try:
-            await node.peer_call(new, "CatchUp", {**request, "until": None}, deadline_s=CATCH_UP_DEADLINE_S)
-            started = time.monotonic()  # the leader's freeze starts after this: it lapses no sooner
-            frozen = await node.peer_call(leader, "Freeze", {"topic": topic, "partition": partition,
-                                                             "ttl_s": FREEZE_TTL_S})
+            await self._await_in_sync(topic, partition, new)
+            await node.peer_call(leader, "Freeze", {"topic": topic, "partition": partition, "ttl_s": FREEZE_TTL_S})
         except BaseException:
             await self._undo(topic, partition, leader, state.replicas, thaw=False)
             raise
-        try:
-            left = FREEZE_TTL_S - HAND_OVER_MARGIN_S - (time.monotonic() - started)
-            await node.peer_call(new, "CatchUp", {**request, "until": frozen["log_end"]}, deadline_s=max(left, 0.1))
-            if time.monotonic() - started > FREEZE_TTL_S - HAND_OVER_MARGIN_S:
-                raise NotAvailableError(f"copying the tail of {topic}/{partition} took too long; not handed over")
-        except BaseException:
-            await self._undo(topic, partition, leader, state.replicas, thaw=True)
-            raise
+        in_sync = node.coordinator.cached_partition(topic, partition)
+        isr = (new, *[n for n in target[1:] if in_sync is not None and n in in_sync.isr])
         try:
             # Bounded so that it ends before the freeze can lapse; shielded so that a cancelled
             # request does not leave its outcome unknown to the transaction itself.
             async with asyncio.timeout(HAND_OVER_MARGIN_S - 1.0):
-                await asyncio.shield(node.coordinator.hand_over(topic, partition, target, (new,), leader,
+                await asyncio.shield(node.coordinator.hand_over(topic, partition, target, isr, leader,
                                                                 expected=interim))
         except StaleEpochError:  # the guard failed: nothing changed (someone else changed the
             # partition: its replica list is theirs now), the leader may write again
@@ -184,6 +121,21 @@ class PartitionMover:
         # old leader's watch shows whether it still leads (it writes only if it does).
         log.info("partition moved", extra={"fields": moved})
         return moved
+
+    async def _await_in_sync(self, topic: str, partition: int, node_id: int) -> None:
+        """Wait until the leader has shipped the whole partition to ``node_id`` and the ISR
+        (in the coordinator) has it."""
+        deadline = time.monotonic() + CATCH_UP_DEADLINE_S
+        while True:
+            state = self._node.coordinator.cached_partition(topic, partition)
+            if state is None:
+                raise NotAvailableError(f"partition {partition} of {topic!r} is gone")
+            if node_id in state.isr:
+                return
+            if time.monotonic() >= deadline:
+                raise NotAvailableError(f"node {node_id} did not catch up on partition {partition} of {topic!r} "
+                                        "in time")
+            await asyncio.sleep(POLL_S * 5)
 
     async def _undo(self, topic: str, partition: int, leader: int, replicas: tuple[int, ...] | None, *,
                     thaw: bool) -> None:
@@ -201,7 +153,7 @@ class PartitionMover:
 
     async def rebalance(self, leaving: int | None = None) -> dict[str, Any]:
         """Spread the user topics' partitions evenly over the live nodes (``leaving``: move
-        everything off that node first), one partition at a time."""
+        everything off that node first), ``MOVES_AT_ONCE`` partitions at a time."""
         node = self._node
         if self._moving.locked():
             raise NotAvailableError("a rebalance is already running on this node")
@@ -222,15 +174,23 @@ class PartitionMover:
                 if leaving not in {n.node_id for n in nodes}:
                     nodes.append(PlacementNode(leaving))
                 plan = decommission(current, nodes, leaving)
-            moves, failed = [], []
-            for (topic, partition), target in sorted(plan.items())[:MOVES_PER_CALL_MAX]:
-                try:
-                    moves.append(await self.move(topic, partition, tuple(target)))
-                except ANY_ERROR as exc:  # this partition stays where it was; the others still move
-                    log.warning("partition not moved", extra={"fields": {"topic": topic, "partition": partition,
-                                                                         "error": str(exc)}})
-                    failed.append({"topic": topic, "partition": partition, "to": list(target),
-                                   "code": getattr(exc, "code", "error"), "detail": str(exc)})
+            moves: list[dict[str, Any]] = []
+            failed: list[dict[str, Any]] = []
+            running = asyncio.Semaphore(MOVES_AT_ONCE)
+
+            async def move_one(topic: str, partition: int, target: tuple[int, ...]) -> None:
+                async with running:
+                    try:
+                        moves.append(await self.move(topic, partition, target))
+                    except ANY_ERROR as exc:  # this partition stays where it was; the others still move
+                        log.warning("partition not moved", extra={"fields": {
+                            "topic": topic, "partition": partition, "error": str(exc)}})
+                        failed.append({"topic": topic, "partition": partition, "to": list(target),
+                                       "code": getattr(exc, "code", "error"), "detail": str(exc)})
+
+            await asyncio.gather(*(move_one(topic, partition, tuple(target))
+                                   for (topic, partition), target in sorted(plan.items())[:MOVES_PER_CALL_MAX]))
+            moves.sort(key=lambda m: (m["topic"], m["partition"]))
             # ``stays``: what a decommission cannot move (queues, group offsets): retiring the node
             # loses them until they can move with leadership.
             return {"moves": moves, "failed": failed, "planned": len(plan), "stays": stays}

@@ -1,8 +1,11 @@
 """The partitions this node hosts: their logs, high watermarks, long-poll waiters, flushing.
 
-Invariants: ``Replica.high_watermark`` never decreases and never passes the log end; with the
-``always`` flush policy it only passes records whose fsync completed. A single-replica partition's
-high watermark is its log end (replication will make it the minimum over the in-sync replicas).
+Invariants: ``Replica.high_watermark`` never passes the log end and decreases only when a
+follower truncates a divergent suffix; with the ``always`` flush policy it only passes records
+whose fsync completed. On a single node it follows the log end; a cluster node's replica gets a
+``leader_hook`` while it leads (``logbroker.replication`` then sets it to the least log end over
+the ISR) and follows its leader's shipments otherwise; it opens at its checkpointed value, so a
+restarted node serves nothing its leader had not confirmed.
 
 Storage faults: a full disk fails the append that met it (the log cut it back) and marks the
 node's ``StorageHealth`` until space returns; a log that goes offline (a failed fsync) fails its
@@ -27,13 +30,13 @@ import functools
 import logging
 import os
 import shutil
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Final, final
 
 from coordinator.errors import UnknownTopicError
 from coordinator.models import TopicMetadata
-from logbroker.errors import NotAvailableError, UnknownPartitionError
+from logbroker.errors import NotAvailableError, NotLeaderError, UnknownPartitionError
 from logbroker.storage_health import StorageHealth, free_bytes
 from segments.checkpoint import (
     HIGH_WATERMARK_FILE,
@@ -72,24 +75,40 @@ class WaiterBudget:
 
 @final
 class Replica:
-    __slots__ = ("_budget", "_commit", "_health", "_waiters", "high_watermark", "log", "partition", "topic")
+    __slots__ = ("_budget", "_commit", "_health", "_waiters", "ack_wait", "epoch", "high_watermark", "leader_hook",
+                 "local_end", "log", "partition", "replicated", "topic")
 
     def __init__(self, topic: str, partition: int, partition_log: PartitionLog, commit: GroupCommit,
-                 budget: WaiterBudget, health: StorageHealth | None = None) -> None:
+                 budget: WaiterBudget, health: StorageHealth | None = None, *,
+                 high_watermark: int | None = None) -> None:
         self.topic = topic
         self.partition = partition
         self.log = partition_log
-        self.high_watermark = partition_log.log_end_offset
+        end = partition_log.log_end_offset
+        # A cluster's replica: its high watermark moves only by the replication rules.
+        self.replicated = high_watermark is not None
+        self.high_watermark = end if high_watermark is None else max(partition_log.log_start_offset,
+                                                                     min(high_watermark, end))
+        # The end of what this node holds as its policy wants it (fsynced under ``always``).
+        self.local_end = end
+        # Set while this node leads the partition in a cluster: called when ``local_end`` moves.
+        self.leader_hook: Callable[[Replica], None] | None = None
+        # Set while this node leads in a cluster: waits until the ISR holds every record below an offset.
+        self.ack_wait: Callable[[int], Awaitable[None]] | None = None
+        self.epoch = 0  # the leader epoch appends are stamped with (the leadership's, in a cluster)
         self._waiters: list[asyncio.Future[None]] = []
         self._commit = commit
         self._budget = budget
         self._health = health or StorageHealth()
 
     def append(self, batch: bytes | memoryview) -> AppendInfo:
-        """Append a batch as the leader. No fsync runs here, on the event loop: ``always`` waits
-        for one in ``commit``; ``interval`` starts one in the background when it falls due."""
+        """Append a batch as the leader (stamped with ``epoch``). No fsync runs here, on the event
+        loop: ``always`` waits for one in ``commit``; ``interval`` starts one in the background
+        when it falls due."""
+        if self.replicated and self.leader_hook is None:
+            raise NotLeaderError(f"this node does not lead partition {self.partition} of {self.topic!r} now; retry")
         with self._write_faults():
-            info = self.log.append(batch, leader_epoch=0, flush=False)
+            info = self.log.append(batch, leader_epoch=self.epoch, flush=False)
         if self.log.flush_due():
             self._commit.flush_in_background()
         return info
@@ -114,7 +133,18 @@ class Replica:
         is ``always``, then expose the records to readers (advance the high watermark)."""
         if self.log.config.flush == "always":
             await self.make_durable(info)
-        self._advance(info.log_end_offset)
+        self.local_end = max(self.local_end, info.log_end_offset)
+        if self.leader_hook is not None:
+            self.leader_hook(self)
+        elif not self.replicated:
+            self._advance(info.log_end_offset)
+
+    async def commit_replicated(self, info: AppendInfo) -> None:
+        """``commit``, then, on a cluster's leader, wait until the in-sync replicas hold the batch
+        (internal logs: group offsets and queue state survive a failover)."""
+        await self.commit(info)
+        if self.ack_wait is not None:
+            await self.ack_wait(info.log_end_offset)
 
     async def make_durable(self, info: AppendInfo) -> None:
         """Wait until the batch of ``info`` is fsynced, whatever the flush policy. A failed fsync
@@ -133,6 +163,25 @@ class Replica:
         if self.log.flush_due():
             self._commit.flush_in_background()
         return info
+
+    def truncate(self, offset: int, *, restart: bool = False) -> None:
+        """Cut the log to ``offset`` (a follower dropping a divergent suffix), or with ``restart``
+        empty it and start it at ``offset`` (its leader's retention passed its end). The high
+        watermark follows the cut down; waiting fetches wake and read again."""
+        with self._write_faults():
+            if restart:
+                self.log.truncate_fully_and_start_at(offset)
+            else:
+                self.log.truncate_to(offset)
+        end = self.log.log_end_offset
+        self.local_end = end if restart else min(self.local_end, end)
+        if restart or self.high_watermark > end:
+            self.high_watermark = end
+        self.wake_all()
+
+    def copied(self, end: int) -> None:
+        """Copied batches up to ``end`` are held as the flush policy wants (a follower)."""
+        self.local_end = max(self.local_end, min(end, self.log.log_end_offset))
 
     def advance(self, offset: int) -> None:
         """Expose records below ``offset`` (never past the log end, never backwards)."""
@@ -234,6 +283,7 @@ class ReplicaManager:
         self._replicas: dict[str, dict[int, Replica]] = {}
         self._budget = WaiterBudget(waiters_max)
         self._recovery_points: dict[tuple[str, int], int] = {}
+        self._high_watermarks: dict[tuple[str, int], int] = {}
         self._closed = False
         self.health = StorageHealth()
         self.handles = SegmentHandles()
@@ -257,6 +307,12 @@ class ReplicaManager:
             log.warning("recovery point checkpoint unreadable; every log is rescanned",
                         extra={"fields": {"error": str(exc)}})
             self._recovery_points = {}
+        try:
+            self._high_watermarks = read_offsets(os.path.join(self.data_dir, HIGH_WATERMARK_FILE))
+        except CorruptCheckpointError as exc:
+            log.warning("high watermark checkpoint unreadable; replicated partitions open at their log start",
+                        extra={"fields": {"error": str(exc)}})
+            self._high_watermarks = {}
 
     async def open_topic(self, meta: TopicMetadata, config: LogConfig, hosted: Iterable[int] | None = None) -> None:
         """Open (or create) the partition logs of ``meta`` this node hosts (``hosted``; None: every
@@ -265,7 +321,8 @@ class ReplicaManager:
         replicas = dict(self._replicas.get(meta.name, {}))
         wanted = range(meta.partitions) if hosted is None else sorted(p for p in hosted if 0 <= p < meta.partitions)
         try:
-            await self._open_partitions(meta, config, [p for p in wanted if p not in replicas], replicas)
+            await self._open_partitions(meta, config, [p for p in wanted if p not in replicas], replicas,
+                                        replicated=hosted is not None)
         finally:
             self._replicas[meta.name] = dict(sorted(replicas.items()))
             self._topic_changed(meta.name)
@@ -278,7 +335,7 @@ class ReplicaManager:
         return list(self._replicas)
 
     async def _open_partitions(self, meta: TopicMetadata, config: LogConfig, wanted: list[int],
-                               replicas: dict[int, Replica]) -> None:
+                               replicas: dict[int, Replica], *, replicated: bool) -> None:
         for p in wanted:
             path = os.path.join(self.data_dir, partition_dir_name(meta.name, p))
             point = self._recovery_points.get((meta.name, p), 0)
@@ -295,8 +352,10 @@ class ReplicaManager:
                 log.warning("partition recovered with loss", extra={"fields": {
                     "topic": meta.name, "partition": p, "truncated_bytes": report.truncated_bytes,
                     "errors": list(report.errors)}})
+            # A cluster's replica opens at its checkpointed high watermark (DESIGN §6).
+            high_watermark = None if not replicated else self._high_watermarks.get((meta.name, p), 0)
             replicas[p] = Replica(meta.name, p, opened, GroupCommit(opened, self._executor), self._budget,
-                                  self.health)
+                                  self.health, high_watermark=high_watermark)
 
     async def _open_log(self, path: str, config: LogConfig, recovery_point: int, topic_id: str) -> PartitionLog:
         loop = asyncio.get_running_loop()

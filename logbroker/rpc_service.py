@@ -91,20 +91,6 @@ def node_service(node: Node) -> dict[str, Method]:
         figures = node.local_figures(_field(request, "topic", str), _partitions(request))
         return {"figures": {str(p): f for p, f in figures.items()}}
 
-    async def copy_fetch(request: dict[str, Any]) -> dict[str, Any]:
-        topic, partition = _field(request, "topic", str), _field(request, "partition", int)
-        offset, max_bytes = _field(request, "offset", int), _field(request, "max_bytes", int)
-        if offset < 0 or not 0 < max_bytes <= FETCH_BYTES_MAX:
-            raise InvalidRequestError(f"offset must be >= 0 and max_bytes in [1, {FETCH_BYTES_MAX}]")
-        return node.moves.copy_out(topic, partition, offset, max_bytes)
-
-    async def catch_up(request: dict[str, Any]) -> dict[str, Any]:
-        topic, partition = _field(request, "topic", str), _field(request, "partition", int)
-        until = request.get("until")
-        if until is not None and (not isinstance(until, int) or isinstance(until, bool) or until < 0):
-            raise InvalidRequestError("until must be a non-negative integer or null")
-        return await node.moves.catch_up(topic, partition, _field(request, "source", int), until)
-
     async def freeze(request: dict[str, Any]) -> dict[str, Any]:
         topic, partition = _field(request, "topic", str), _field(request, "partition", int)
         ttl_s = request.get("ttl_s")
@@ -116,6 +102,11 @@ def node_service(node: Node) -> dict[str, Method]:
         node.moves.thaw(_field(request, "topic", str), _field(request, "partition", int))
         return {}
 
-    return {"Ping": ping, "Produce": produce, "Fetch": fetch, "ListOffset": list_offset,
-            "PartitionFigures": partition_figures, "CopyFetch": copy_fetch, "CatchUp": catch_up,
-            "Freeze": freeze, "Thaw": thaw}
+    async def replicate(request: dict[str, Any]) -> dict[str, Any]:
+        try:
+            return await node.replication.replicate(request)
+        except ValueError as exc:
+            raise InvalidRequestError(f"bad shipment: {exc}") from exc
+
+    return {"Ping": ping, "Replicate": replicate, "Produce": produce, "Fetch": fetch, "ListOffset": list_offset,
+            "PartitionFigures": partition_figures, "Freeze": freeze, "Thaw": thaw}

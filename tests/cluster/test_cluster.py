@@ -462,7 +462,7 @@ def test_a_fourth_node_gets_partitions_by_rebalance_and_gives_them_back(cluster:
         for p in range(6):
             assert values(cluster, via, "grow", p, token) == expected[p]
     for p in range(6):  # the moved partitions take writes where they now live
-        cluster.http(4).json("POST", "/v1/topics/grow/records", headers=token,
+        cluster.http(4).json("POST", "/v1/topics/grow/records?acks=all", headers=token,
                              body={"records": [{"value": f"after-{p}", "partition": p}]})
         expected[p].append(f"after-{p}")
         assert values(cluster, 3, "grow", p, token) == expected[p]

@@ -3,6 +3,8 @@ prefix and see each other's membership, topics, leadership and grants through th
 
 from __future__ import annotations
 
+import dataclasses
+
 import asyncio
 import itertools
 import time
@@ -182,7 +184,7 @@ async def test_topics_are_placed_and_seen_by_every_node(make):
     states = await b.partition_states("t")
     assert [s.partition for s in states] == list(range(6))
     for s in states:
-        assert len(set(s.replicas)) == 2 and s.isr == s.replicas[:1] and s.leader == -1 and s.leader_epoch == 0
+        assert len(set(s.replicas)) == 2 and s.isr == s.replicas and s.leader == -1 and s.leader_epoch == 0
     preferred = [s.replicas[0] for s in states]
     assert {preferred.count(n) for n in (1, 2, 3)} == {2}, "preferred leaders spread evenly"
     with pytest.raises(TopicExistsError):
@@ -248,7 +250,7 @@ async def test_elections_epochs_isr_and_reassignment(make):
     leader, follower = coordinators[first], coordinators[second]
     outsider = coordinators[({1, 2, 3} - {first, second}).pop()]
 
-    assert await follower.elect("t", 0) is None, "a replica outside the ISR cannot stand"
+    assert state.isr == state.replicas, "a new partition's replicas are all in sync (their logs are empty)"
     won = await leader.elect("t", 0)
     assert won is not None and won.leader == first and won.leader_epoch == 1
     assert leader.cached_partition("t", 0) == won
@@ -257,22 +259,32 @@ async def test_elections_epochs_isr_and_reassignment(make):
     await eventually(lambda: follower.cached_partition("t", 0).leader == first, "the leader elsewhere")
     assert seen.leader_epoch == 1
 
-    grown = await leader.set_isr("t", 0, 1, (first, second))
+    shrunk = await leader.set_isr("t", 0, 1, (first,))
+    assert shrunk.isr == (first,)
+    await leader.resign("t", 0)
+    await eventually(lambda: follower.cached_partition("t", 0) == dataclasses.replace(shrunk, leader=-1),
+                     "the shrunk ISR and the resignation elsewhere")
+    assert await follower.elect("t", 0) is None, "a replica outside the ISR cannot stand"
+    again = await leader.elect("t", 0)
+    assert again is not None and again.leader_epoch == 2
+    await eventually(lambda: follower.cached_partition("t", 0).leader_epoch == 2, "the new epoch elsewhere")
+
+    grown = await leader.set_isr("t", 0, 2, (first, second))
     assert grown.isr == (first, second)
     with pytest.raises(StaleEpochError):
-        await leader.set_isr("t", 0, 0, (first,))
+        await leader.set_isr("t", 0, 1, (first,))
     with pytest.raises(StaleEpochError):
-        await follower.set_isr("t", 0, 1, (second,))
+        await follower.set_isr("t", 0, 2, (second,))
     with pytest.raises(InvalidTopicError):
-        await leader.set_isr("t", 0, 1, (first, outsider.node_id))
+        await leader.set_isr("t", 0, 2, (first, outsider.node_id))
 
     await leader.resign("t", 0)
     await eventually(lambda: follower.cached_partition("t", 0).leader == -1, "the resignation elsewhere")
     await follower.resign("t", 0)  # not the leader: nothing to do
     taken = await follower.elect("t", 0)
-    assert taken is not None and taken.leader == second and taken.leader_epoch == 2, "the epoch moves on"
+    assert taken is not None and taken.leader == second and taken.leader_epoch == 3, "the epoch moves on"
     with pytest.raises(StaleEpochError):
-        await leader.set_isr("t", 0, 1, (first,))
+        await leader.set_isr("t", 0, 2, (first,))
 
     moved = await outsider.reassign("t", 0, (outsider.node_id, second))
     assert moved.replicas == (outsider.node_id, second) and moved.isr == (second,), "the ISR keeps remaining replicas"

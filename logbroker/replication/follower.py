@@ -1,0 +1,144 @@
+"""The follower's side of a shipment (DESIGN §6): apply what a leader sent, partition by partition.
+
+A shipment entry is one of two kinds:
+- ``sync``: the leader's epoch history and log bounds; the follower cuts its log to the prefix it
+  shares with the leader (``partition_state.truncation_point``), or restarts it empty at the
+  leader's log start when it is behind the leader's retention, and answers its log end;
+- data: whole batches as the leader stored them, starting at ``start``, which must be the
+  follower's log end (else it answers its log end with ``mismatch`` and the leader syncs again).
+
+Every entry carries the leader's epoch: one older than the newest this node knows for the
+partition (from the coordinator or from an earlier shipment) is refused with ``stale_epoch``,
+so a deposed leader's shipments never land. A node that still leads the partition at an older
+epoch gives the leadership up first (``on_newer_leader``). Every entry carries the leader's high
+watermark too: the follower exposes records up to it, never past its own log end.
+
+Answers are per entry (``{"log_end": n}`` or ``{"error": code, ...}``), in request order.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable
+from typing import Any, Final
+
+from logbroker.partition_state import truncation_point
+from logbroker.replica_manager import Replica
+from segments.batch import iter_batches
+from segments.errors import InvalidBatchError, NonSequentialAppendError, StaleLeaderEpochError
+
+log = logging.getLogger(__name__)
+ENTRIES_MAX: Final = 4096
+EPOCHS_MAX: Final = 100_000
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Entry:
+    topic: str
+    topic_id: str
+    partition: int
+    epoch: int
+    high_watermark: int
+    sync: bool
+    start: int
+    data: bytes
+    leader_epochs: tuple[tuple[int, int], ...]
+    leader_end: int
+    leader_start: int
+
+
+def parse_entries(request: dict[str, Any]) -> list[Entry]:
+    """The entries of a ``Replicate`` request; ``ValueError`` on any malformed field."""
+    raw = request.get("entries")
+    if not isinstance(raw, list) or len(raw) > ENTRIES_MAX:
+        raise ValueError(f"entries must be a list of at most {ENTRIES_MAX}")
+    entries = []
+    for item in raw:
+        if not isinstance(item, dict):
+            raise ValueError("an entry must be a map")
+        ints: dict[str, int] = {}
+        for name in ("partition", "epoch", "hw", "start", "leader_end", "leader_start"):
+            value = item.get(name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ValueError(f"{name} must be a non-negative integer")
+            ints[name] = value
+        topic, topic_id, data = item.get("topic"), item.get("topic_id"), item.get("data", b"")
+        if not isinstance(topic, str) or not isinstance(topic_id, str) or not isinstance(data, bytes):
+            raise ValueError("topic and topic_id must be strings and data bytes")
+        epochs = item.get("leader_epochs", [])
+        if not isinstance(epochs, list) or len(epochs) > EPOCHS_MAX or not all(
+                isinstance(e, list) and len(e) == 2 and all(isinstance(x, int) and x >= 0 for x in e) for e in epochs):
+            raise ValueError("leader_epochs must be a list of [epoch, start offset] pairs")
+        entries.append(Entry(topic, topic_id, ints["partition"], ints["epoch"], ints["hw"], bool(item.get("sync")),
+                             ints["start"], data, tuple((e[0], e[1]) for e in epochs), ints["leader_end"],
+                             ints["leader_start"]))
+    return entries
+
+
+class FollowerSide:
+    """Applies shipments to this node's replicas. ``replica_of(topic, partition, topic_id)``
+    returns the open replica or None; ``known_epoch(topic, partition)`` the newest epoch the
+    coordinator's cache shows; ``on_newer_leader(topic, partition, epoch)`` ends this node's own
+    leadership of an older epoch, if it has one; ``led_epoch`` the epoch this node leads at, or
+    None."""
+
+    def __init__(self, replica_of: Callable[[str, int, str], Replica | None],
+                 known_epoch: Callable[[str, int], int], led_epoch: Callable[[str, int], int | None],
+                 on_newer_leader: Callable[[str, int, int], None]) -> None:
+        self._replica_of = replica_of
+        self._known_epoch = known_epoch
+        self._led_epoch = led_epoch
+        self._on_newer_leader = on_newer_leader
+        self._seen: dict[tuple[str, int], int] = {}  # the newest epoch a shipment came from
+
+    def forget(self, topic: str, partition: int) -> None:
+        self._seen.pop((topic, partition), None)
+
+    def apply(self, entry: Entry) -> tuple[dict[str, Any], Replica | None]:
+        """Apply one entry; the answer and the replica written to (for the durability wait)."""
+        key = (entry.topic, entry.partition)
+        known = max(self._known_epoch(*key), self._seen.get(key, -1))
+        if entry.epoch < known:
+            return {"error": "stale_epoch", "epoch": known}, None
+        led = self._led_epoch(*key)
+        if led is not None:
+            if led >= entry.epoch:
+                return {"error": "stale_epoch", "epoch": led}, None
+            self._on_newer_leader(entry.topic, entry.partition, entry.epoch)
+        replica = self._replica_of(entry.topic, entry.partition, entry.topic_id)
+        if replica is None:
+            return {"error": "unknown_partition"}, None
+        self._seen[key] = entry.epoch
+        partition_log = replica.log
+        if entry.sync:
+            self._sync(replica, entry)
+        elif entry.start != partition_log.log_end_offset:
+            return {"error": "mismatch", "log_end": partition_log.log_end_offset}, None
+        elif entry.data:
+            view = memoryview(entry.data)
+            try:
+                for position, header in iter_batches(view, size_bytes_max=partition_log.config.max_batch_bytes):
+                    replica.append_copied(view[position:position + header.size_bytes])
+            except (InvalidBatchError, NonSequentialAppendError, StaleLeaderEpochError) as exc:
+                # A torn or foreign batch: keep what landed, ask again from there.
+                log.warning("shipment refused", extra={"fields": {"topic": entry.topic, "partition": entry.partition,
+                                                                   "error": str(exc)}})
+                return {"error": "mismatch", "log_end": partition_log.log_end_offset}, replica
+        replica.advance(min(entry.high_watermark, partition_log.log_end_offset))
+        return {"log_end": partition_log.log_end_offset}, replica
+
+    @staticmethod
+    def _sync(replica: Replica, entry: Entry) -> None:
+        partition_log = replica.log
+        end = partition_log.log_end_offset
+        if end < entry.leader_start or partition_log.log_start_offset > entry.leader_end:
+            replica.truncate(entry.leader_start, restart=True)
+            log.info("replica restarted at its leader's log start", extra={"fields": {
+                "topic": entry.topic, "partition": entry.partition, "offset": entry.leader_start}})
+            return
+        cut = truncation_point(entry.leader_epochs, entry.leader_end, partition_log.epoch_entries(), end)
+        if cut < end:
+            replica.truncate(cut)
+            log.warning("divergent suffix truncated", extra={"fields": {
+                "topic": entry.topic, "partition": entry.partition, "from": end, "to": partition_log.log_end_offset}})

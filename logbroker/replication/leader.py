@@ -1,0 +1,151 @@
+"""One partition this node leads, at one leader epoch: its followers' progress, its ISR as the
+coordinator holds it, its high watermark, and the ``acks=all`` writes waiting for it.
+
+The rules are ``logbroker.partition_state``'s; this class applies them to a ``Replica``:
+- the high watermark moves (``recompute``) only while the node can prove its leadership (its
+  lease has not possibly lapsed: DESIGN §5 fencing), so a leader resumed from a pause
+  acknowledges nothing its successor may lack;
+- an ``acks=all`` write is released once the high watermark passes it with at least
+  ``min_insync_replicas`` in the ISR; it fails with ``not_leader`` when the leadership ends
+  first, with ``replication_timeout`` when the wait outlasts its bound;
+- ``isr`` is the coordinator's; a follower joining counts towards the high watermark at once (it
+  holds everything already), one leaving only once the coordinator has the smaller ISR.
+
+Everything runs on the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import Final
+
+from coordinator.models import PartitionState
+from logbroker.errors import NotAvailableError, NotEnoughReplicasError, NotLeaderError, ReplicationTimeoutError
+from logbroker.partition_state import UNKNOWN, FollowerProgress, high_watermark
+from logbroker.replica_manager import Replica
+
+ACK_WAITERS_MAX: Final = 100_000  # per partition
+
+
+def now_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
+
+
+class Leadership:
+    def __init__(self, replica: Replica, state: PartitionState, me: int, min_insync: int,
+                 fenced: Callable[[], bool]) -> None:
+        self.replica = replica
+        self.me = me
+        self.epoch = state.leader_epoch
+        self.replicas = state.replicas
+        self.isr = state.isr
+        self.joining: tuple[int, ...] = ()  # decided to join; counted before the coordinator has them
+        self.min_insync = min_insync
+        self.epoch_start = replica.log.log_end_offset
+        start = now_ms()
+        self.followers = {n: FollowerProgress(caught_up_ms=start) for n in state.replicas if n != me}
+        self.isr_changing = False
+        self.handing_over = False
+        self.closed = False
+        self._fenced = fenced
+        self._acks: list[tuple[int, asyncio.Future[None]]] = []
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return self.replica.topic, self.replica.partition
+
+    def update(self, state: PartitionState, min_insync: int) -> None:
+        """The coordinator's view of this partition at the same epoch (an ISR change committed,
+        a reassignment): adopt it."""
+        self.replicas = state.replicas
+        self.isr = state.isr
+        self.joining = tuple(n for n in self.joining if n not in state.isr)
+        self.min_insync = min_insync
+        start = now_ms()
+        for node in state.replicas:
+            if node != self.me and node not in self.followers:
+                self.followers[node] = FollowerProgress(caught_up_ms=start)
+        for node in [n for n in self.followers if n not in state.replicas]:
+            del self.followers[node]
+        self.recompute()
+
+    def check_writable(self, acks: str) -> None:
+        """Before an append: refuse what this leadership cannot acknowledge now (nothing stored)."""
+        if self.closed or self.handing_over:
+            raise NotLeaderError(f"partition {self.replica.partition} of {self.replica.topic!r} is changing "
+                                 "leader; retry")
+        if acks == "all":
+            if len(self.isr) < self.min_insync:
+                raise NotEnoughReplicasError(
+                    f"{len(self.isr)} in-sync replica(s) of partition {self.replica.partition} of "
+                    f"{self.replica.topic!r}, fewer than min_insync_replicas={self.min_insync}; nothing was stored",
+                    isr=len(self.isr), min_insync_replicas=self.min_insync)
+            if len(self._acks) >= ACK_WAITERS_MAX:
+                raise NotAvailableError(f"{len(self._acks)} acks=all writes already wait on this partition")
+
+    def counted_isr(self) -> tuple[int, ...]:
+        return self.isr + tuple(n for n in self.joining if n not in self.isr)
+
+    def recompute(self) -> None:
+        """Move the high watermark to the least log end over the ISR and release what it passed."""
+        if self.closed or self._fenced():
+            return
+        low = high_watermark(self.me, self.replica.local_end, self.counted_isr(), self.followers)
+        if low != UNKNOWN:
+            self.replica.advance(low)
+        self._release()
+
+    def _release(self) -> None:
+        if not self._acks:
+            return
+        hwm = self.replica.high_watermark
+        waiting = []
+        for end, future in self._acks:
+            if future.done():
+                continue
+            if end > hwm:
+                waiting.append((end, future))
+            elif len(self.counted_isr()) < self.min_insync:
+                future.set_exception(NotEnoughReplicasError(
+                    f"the ISR shrank below min_insync_replicas={self.min_insync} while the write waited; it is "
+                    "stored on the leader and may be visible", isr=len(self.isr),
+                    min_insync_replicas=self.min_insync))
+            else:
+                future.set_result(None)
+        self._acks = waiting
+
+    async def wait_committed(self, end: int, timeout_s: float) -> None:
+        """``acks=all``: return once every record below ``end`` is below the high watermark."""
+        self.recompute()
+        if self.replica.high_watermark >= end and len(self.counted_isr()) >= self.min_insync:
+            return
+        if self.closed:
+            raise NotLeaderError(f"node {self.me} no longer leads partition {self.replica.partition} of "
+                                 f"{self.replica.topic!r}; the write's outcome is not known here")
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._acks.append((end, future))
+        try:
+            async with asyncio.timeout(timeout_s):
+                await future
+        except TimeoutError:
+            raise ReplicationTimeoutError(
+                f"the followers did not confirm the write within {timeout_s:g} s; it is stored on the leader "
+                "and may still become visible") from None
+        finally:
+            if not future.done():
+                future.cancel()
+
+    def close(self, reason: str) -> None:
+        """The leadership ended (another node leads, or the partition left this node): every
+        waiting ``acks=all`` write fails with ``not_leader``."""
+        self.closed = True
+        self.replica.leader_hook = None
+        self.replica.ack_wait = None
+        acks, self._acks = self._acks, []
+        for _, future in acks:
+            if not future.done():
+                future.set_exception(NotLeaderError(
+                    f"node {self.me} stopped leading partition {self.replica.partition} of {self.replica.topic!r} "
+                    f"({reason}) before the write was confirmed; it may or may not be kept"))

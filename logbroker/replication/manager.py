@@ -1,0 +1,283 @@
+"""A cluster node's replication (DESIGN §6): which partitions it leads and at which epoch, the
+shippers to its followers, the ISR it maintains, the failback to preferred leaders, and the
+follower side of shipments.
+
+Roles follow the coordinator's cache: ``sync_partition`` (called by ``ClusterSync`` for every
+hosted partition, after each watch event) starts a ``Leadership`` when the cache names this node
+leader at an epoch it does not lead yet, and ends it when the cache names another node or a newer
+epoch. A follower needs no state of its own here: its leader syncs it (truncation) and ships to it.
+
+``tick`` (every ``TICK_S``) applies the ISR rules of ``partition_state`` with this node's clock:
+a follower that is dead or lags more than ``replica_lag_ms`` leaves the ISR, one that has caught
+up joins it, each change a guarded coordinator transaction at this leader's epoch; and once the
+preferred replica is back in sync with the whole log, this node stops taking writes for the
+partition and resigns, so that the preferred replica is elected (failback).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import TYPE_CHECKING, Any, Final
+
+from coordinator.errors import CoordinatorError, StaleEpochError
+from coordinator.models import PartitionState
+from logbroker.partition_state import min_insync_replicas, out_of_sync, preferred_ready, ready_to_join
+from logbroker.replica_manager import Replica
+from logbroker.replication.follower import FollowerSide, parse_entries
+from logbroker.replication.leader import Leadership, now_ms
+from logbroker.replication.shipper import Shipper
+from segments.log import AppendInfo
+
+if TYPE_CHECKING:
+    from logbroker.node import Node
+
+log = logging.getLogger(__name__)
+TICK_S: Final = 0.2
+HAND_OVER_WAIT_S: Final = 3.0
+FAILBACK_DELAY_MS: Final = 1_000  # the preferred replica must be in the ISR this long first
+
+
+class ReplicationManager:
+    def __init__(self, node: Node) -> None:
+        self._node = node
+        self.leaderships: dict[tuple[str, int], Leadership] = {}
+        self._shippers: dict[int, Shipper] = {}
+        self._changing: set[asyncio.Task[None]] = set()
+        self._in_sync_since: dict[tuple[str, int], int] = {}
+        self.follower = FollowerSide(self._replica_of, self._known_epoch, self._led_epoch, self._on_newer_leader)
+        self.isr_changes = 0
+        self.failbacks = 0
+
+    @property
+    def _me(self) -> int:
+        return self._node.config.node_id
+
+    # ---- roles ------------------------------------------------------------------------------
+
+    def leadership(self, topic: str, partition: int) -> Leadership | None:
+        return self.leaderships.get((topic, partition))
+
+    def sync_partition(self, state: PartitionState) -> None:
+        """Take up, update or end this node's leadership of ``state``'s partition."""
+        key = (state.topic, state.partition)
+        current = self.leaderships.get(key)
+        if state.leader != self._me or not self._node.replicas.hosts(*key):
+            if current is not None:
+                self._end(current, "another node leads" if state.leader >= 0 else "no leader now")
+            return
+        min_insync = self._min_insync(state.topic)
+        if current is not None and current.epoch == state.leader_epoch and not current.closed:
+            known = set(current.followers)
+            current.update(state, min_insync)
+            for follower in current.followers:
+                if follower not in known:
+                    self._shipper(follower).wake()
+            return
+        if current is not None:
+            self._end(current, "a new epoch")
+        replica = self._node.replicas.get(*key)
+        replica.local_end = replica.log.log_end_offset
+        leadership = Leadership(replica, state, self._me, min_insync, self._fenced)
+        self.leaderships[key] = leadership
+        timeout_s = self._node.config.replication_timeout_ms / 1000
+        replica.epoch = state.leader_epoch
+        replica.leader_hook = lambda _replica: leadership.recompute()
+        replica.ack_wait = lambda end: leadership.wait_committed(end, timeout_s)
+        self.follower.forget(*key)
+        for follower in leadership.followers:
+            self._shipper(follower).wake()
+        leadership.recompute()
+        log.info("leading partition", extra={"fields": {"topic": state.topic, "partition": state.partition,
+                                                         "leader_epoch": state.leader_epoch, "isr": list(state.isr)}})
+
+    def drop(self, topic: str, partitions: list[int] | None = None) -> None:
+        """The partitions (None: every one) of ``topic`` left this node."""
+        for key, leadership in list(self.leaderships.items()):
+            if key[0] == topic and (partitions is None or key[1] in partitions):
+                self._end(leadership, "the partition left this node")
+
+    def _end(self, leadership: Leadership, reason: str) -> None:
+        if self.leaderships.get(leadership.key) is leadership:
+            del self.leaderships[leadership.key]
+        if not leadership.closed:
+            leadership.close(reason)
+            log.info("no longer leading partition", extra={"fields": {
+                "topic": leadership.key[0], "partition": leadership.key[1], "leader_epoch": leadership.epoch,
+                "reason": reason}})
+
+    def appended(self, leadership: Leadership) -> None:
+        """The leader appended to ``leadership``'s partition: ship it."""
+        for follower in leadership.followers:
+            self._shipper(follower).wake()
+
+    def _min_insync(self, topic: str) -> int:
+        meta = self._node.coordinator.cached_topic(topic)
+        if meta is None:
+            return 1
+        return min_insync_replicas(meta.config, meta.replication_factor)
+
+    def _fenced(self) -> bool:
+        return time.monotonic() >= self._node.coordinator.lease_valid_until()
+
+    # ---- shipping ---------------------------------------------------------------------------
+
+    def _shipper(self, follower: int) -> Shipper:
+        shipper = self._shippers.get(follower)
+        if shipper is None:
+            shipper = Shipper(follower, self._led_for, self._call, self._topic_id, self._on_stale)
+            self._shippers[follower] = shipper
+            shipper.start()
+        return shipper
+
+    def _led_for(self, follower: int) -> list[Leadership]:
+        return [lead for lead in self.leaderships.values() if follower in lead.followers]
+
+    async def _call(self, follower: int, request: dict[str, Any]) -> dict[str, Any]:
+        return await self._node.peer_call(follower, "Replicate", request, deadline_s=5.0)
+
+    def _topic_id(self, topic: str) -> str | None:
+        meta = self._node.coordinator.cached_topic(topic)
+        return None if meta is None else meta.topic_id
+
+    def _on_stale(self, leadership: Leadership, epoch: int) -> None:
+        self._end(leadership, f"a follower knows epoch {epoch}")
+
+    # ---- the follower's side ----------------------------------------------------------------
+
+    async def replicate(self, request: dict[str, Any]) -> dict[str, Any]:
+        """The ``Replicate`` RPC: apply each entry, make it durable as the topic's flush policy
+        wants, then answer each entry's log end."""
+        entries = parse_entries(request)
+        results = []
+        durable: dict[int, tuple[Replica, int]] = {}
+        for entry in entries:
+            answer, replica = self.follower.apply(entry)
+            results.append(answer)
+            if replica is not None:
+                durable[id(replica)] = (replica, replica.log.log_end_offset)
+        for replica, end in durable.values():
+            if replica.log.config.flush == "always" and end > replica.local_end:
+                await replica.make_durable(AppendInfo(end - 1, end - 1, end))
+            replica.copied(end)
+        return {"results": results}
+
+    def _replica_of(self, topic: str, partition: int, topic_id: str) -> Replica | None:
+        meta = self._node.coordinator.cached_topic(topic)
+        if meta is None or meta.topic_id != topic_id or not self._node.replicas.hosts(topic, partition):
+            return None
+        return self._node.replicas.get(topic, partition)
+
+    def _known_epoch(self, topic: str, partition: int) -> int:
+        state = self._node.coordinator.cached_partition(topic, partition)
+        return -1 if state is None else state.leader_epoch
+
+    def _led_epoch(self, topic: str, partition: int) -> int | None:
+        leadership = self.leaderships.get((topic, partition))
+        return None if leadership is None else leadership.epoch
+
+    def _on_newer_leader(self, topic: str, partition: int, epoch: int) -> None:
+        leadership = self.leaderships.get((topic, partition))
+        if leadership is not None:
+            self._end(leadership, f"a leader of epoch {epoch} ships to this node")
+
+    # ---- ISR and failback -------------------------------------------------------------------
+
+    async def tick(self) -> None:
+        """One round of ISR upkeep and failback over every leadership (the supervised loop)."""
+        await asyncio.sleep(TICK_S)
+        coordinator = self._node.coordinator
+        lag_ms = self._node.config.replica_lag_ms
+        at = now_ms()
+        for leadership in list(self.leaderships.values()):
+            if leadership.closed or leadership.isr_changing or leadership.handing_over:
+                continue
+            alive = [n for n in leadership.replicas if n == self._me or coordinator.cached_node(n) is not None]
+            end = leadership.replica.log.log_end_offset
+            for progress in leadership.followers.values():
+                if progress.log_end is not None and progress.log_end >= end:
+                    progress.caught_up_ms = at
+            drop = out_of_sync(leadership.isr, self._me, leadership.followers, alive, at, lag_ms)
+            join = ready_to_join(leadership.replicas, leadership.isr, leadership.followers, alive,
+                                 leadership.replica.high_watermark, leadership.epoch_start)
+            if drop or join:
+                leadership.joining = tuple(join)
+                leadership.recompute()
+                self._spawn(self._change_isr(leadership, drop, join))
+                continue
+            if preferred_ready(leadership.replicas, leadership.isr, self._me, alive, leadership.followers, end):
+                since = self._in_sync_since.setdefault(leadership.key, at)
+                if at - since >= FAILBACK_DELAY_MS:
+                    self._spawn(self._fail_back(leadership))
+            else:
+                self._in_sync_since.pop(leadership.key, None)
+
+    def _spawn(self, work: Any) -> None:
+        task = asyncio.create_task(work)
+        self._changing.add(task)
+        task.add_done_callback(self._changing.discard)
+
+    async def _change_isr(self, leadership: Leadership, drop: list[int], join: list[int]) -> None:
+        topic, partition = leadership.key
+        isr = tuple(n for n in leadership.replicas if (n in leadership.isr and n not in drop) or n in join)
+        if self._me not in isr:
+            isr = (self._me, *isr)
+        leadership.isr_changing = True
+        try:
+            state = await self._node.coordinator.set_isr(topic, partition, leadership.epoch, isr)
+        except StaleEpochError:
+            self._end(leadership, "the coordinator has a newer epoch")
+            return
+        except CoordinatorError as exc:
+            leadership.joining = ()
+            log.warning("ISR change failed; retried", extra={"fields": {"topic": topic, "partition": partition,
+                                                                          "error": str(exc)}})
+            return
+        finally:
+            leadership.isr_changing = False
+        self.isr_changes += 1
+        log.info("ISR changed", extra={"fields": {"topic": topic, "partition": partition, "isr": list(isr),
+                                                   "left": drop, "joined": join}})
+        if not leadership.closed:
+            leadership.update(state, leadership.min_insync)
+
+    async def _fail_back(self, leadership: Leadership) -> None:
+        """Hand leadership back to the preferred replica: refuse new writes, let it take the
+        whole log, then resign (it is the first live in-sync replica, so it is elected)."""
+        topic, partition = leadership.key
+        preferred = leadership.replicas[0]
+        leadership.handing_over = True
+        deadline = time.monotonic() + HAND_OVER_WAIT_S
+        try:
+            while time.monotonic() < deadline:
+                progress = leadership.followers.get(preferred)
+                end = leadership.replica.log.log_end_offset
+                if leadership.closed or progress is None:
+                    return
+                if progress.log_end is not None and progress.log_end >= end \
+                        and leadership.replica.high_watermark >= end:
+                    break
+                self._shipper(preferred).wake()
+                await asyncio.sleep(0.01)
+            else:
+                return
+            await self._node.coordinator.resign(topic, partition)
+            self._end(leadership, "handed back to the preferred replica")
+            self.failbacks += 1
+            log.info("leadership handed back to the preferred replica", extra={"fields": {
+                "topic": topic, "partition": partition, "preferred": preferred}})
+        except CoordinatorError as exc:
+            log.warning("failback failed; retried", extra={"fields": {"topic": topic, "error": str(exc)}})
+        finally:
+            self._in_sync_since.pop(leadership.key, None)
+            leadership.handing_over = False
+
+    async def close(self) -> None:
+        for leadership in list(self.leaderships.values()):
+            self._end(leadership, "the node is stopping")
+        for task in list(self._changing):
+            task.cancel()
+        shippers, self._shippers = list(self._shippers.values()), {}
+        for shipper in shippers:
+            await shipper.close()

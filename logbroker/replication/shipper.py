@@ -1,0 +1,169 @@
+"""Ships appended batches from this node's leaderships to one follower node (DESIGN §6).
+
+One ``Shipper`` per follower node, not per partition: each ``Replicate`` call carries every
+partition this node leads that the follower replicates and that has something to send (batches
+from the follower's log end, a high watermark it has not seen, or a ``sync`` when its log end is
+not known), bounded by ``SHIPMENT_BYTES_MAX``. One call is in flight at a time, so entries of a
+partition arrive in order; what was appended meanwhile goes in the next call, which batches under
+load and costs one round trip when idle. An append wakes the shipper; with nothing to send it
+wakes every ``IDLE_S`` to keep the follower's high watermark current.
+
+A failed call forgets what the leader knew of the follower's log ends (the next call syncs) and
+backs off, up to ``BACKOFF_MAX_S``. A ``stale_epoch`` answer means another node leads now: the
+leadership is ended here at once (``on_stale``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, Final
+
+from logbroker.errors import BrokerError
+from logbroker.partition_state import caught_up
+from logbroker.replication.leader import Leadership, now_ms
+
+log = logging.getLogger(__name__)
+SHIPMENT_BYTES_MAX: Final = 8 * 1024 * 1024
+PARTITION_BYTES_MAX: Final = 1024 * 1024
+IDLE_S: Final = 0.5
+BACKOFF_MIN_S: Final = 0.05
+BACKOFF_MAX_S: Final = 1.0
+CALL_DEADLINE_S: Final = 5.0
+
+Call = Callable[[int, dict[str, Any]], Awaitable[dict[str, Any]]]
+
+
+class Shipper:
+    def __init__(self, follower: int, leaderships: Callable[[int], list[Leadership]], call: Call,
+                 topic_id: Callable[[str], str | None], on_stale: Callable[[Leadership, int], None]) -> None:
+        self.follower = follower
+        self._leaderships = leaderships
+        self._call = call
+        self._topic_id = topic_id
+        self._on_stale = on_stale
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self.calls = 0
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name=f"ship-to-{self.follower}")
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    async def close(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def _run(self) -> None:
+        backoff = BACKOFF_MIN_S
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), IDLE_S)
+            self._wake.clear()
+            try:
+                more = await self.ship_once()
+            except asyncio.CancelledError:
+                raise
+            except BrokerError as exc:
+                log.debug("shipment failed", extra={"fields": {"follower": self.follower, "error": str(exc)}})
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, BACKOFF_MAX_S)
+                continue
+            except Exception:
+                log.exception("shipment failed", extra={"fields": {"follower": self.follower}})
+                await asyncio.sleep(BACKOFF_MAX_S)
+                continue
+            backoff = BACKOFF_MIN_S
+            if more:
+                self._wake.set()
+
+    async def ship_once(self) -> bool:
+        """Send one call; True when more is waiting to be sent."""
+        entries: list[dict[str, Any]] = []
+        sent: list[tuple[Leadership, int]] = []  # leadership, the leader's log end when it was sent
+        budget = SHIPMENT_BYTES_MAX
+        more = False
+        for leadership in self._leaderships(self.follower):
+            if budget <= 0:
+                more = True
+                break
+            entry = self._entry(leadership, min(budget, PARTITION_BYTES_MAX))
+            if entry is None:
+                continue
+            budget -= len(entry.get("data", b""))
+            entries.append(entry)
+            sent.append((leadership, leadership.replica.log.log_end_offset))
+        if not entries:
+            return more
+        self.calls += 1
+        try:
+            answer = await self._call(self.follower, {"entries": entries})
+        except BaseException:
+            for leadership, _ in sent:
+                progress = leadership.followers.get(self.follower)
+                if progress is not None:
+                    progress.log_end = None
+            raise
+        results = answer.get("results")
+        if not isinstance(results, list) or len(results) != len(entries):
+            raise BrokerError(f"node {self.follower} answered a shipment without its results")
+        at = now_ms()
+        for (leadership, leader_end), entry, result in zip(sent, entries, results, strict=True):
+            more |= self._settle(leadership, entry, result, leader_end, at)
+        return more
+
+    def _entry(self, leadership: Leadership, max_bytes: int) -> dict[str, Any] | None:
+        progress = leadership.followers.get(self.follower)
+        if progress is None or leadership.closed:
+            return None
+        replica = leadership.replica
+        partition_log = replica.log
+        topic_id = self._topic_id(replica.topic)
+        if topic_id is None:
+            return None
+        entry: dict[str, Any] = {"topic": replica.topic, "topic_id": topic_id, "partition": replica.partition,
+                                 "epoch": leadership.epoch, "hw": replica.high_watermark,
+                                 "leader_end": partition_log.log_end_offset,
+                                 "leader_start": partition_log.log_start_offset, "start": 0}
+        if progress.log_end is None or progress.log_end < partition_log.log_start_offset:
+            entry["sync"] = True
+            entry["leader_epochs"] = [list(e) for e in partition_log.epoch_entries()]
+            return entry
+        entry["start"] = progress.log_end
+        if progress.log_end < partition_log.log_end_offset:
+            read = partition_log.read(progress.log_end, max_bytes)
+            if read.first_offset != progress.log_end and read.data:
+                progress.log_end = None  # not a batch boundary here: sync again
+                return None
+            entry["data"] = bytes(read.data)
+            return entry
+        if progress.high_watermark_sent < replica.high_watermark:
+            return entry
+        return None
+
+    def _settle(self, leadership: Leadership, entry: dict[str, Any], result: object, leader_end: int,
+                at: int) -> bool:
+        progress = leadership.followers.get(self.follower)
+        if progress is None or not isinstance(result, dict):
+            return False
+        error = result.get("error")
+        if error == "stale_epoch":
+            epoch = result.get("epoch")
+            self._on_stale(leadership, epoch if isinstance(epoch, int) else leadership.epoch + 1)
+            return False
+        end = result.get("log_end")
+        if error is not None or not isinstance(end, int):
+            progress.log_end = None  # mismatch, or not open there yet: sync again
+            return error == "mismatch"
+        caught_up(progress, end, leader_end, at)
+        progress.high_watermark_sent = max(progress.high_watermark_sent, int(entry["hw"]))
+        leadership.recompute()
+        return end < leadership.replica.log.log_end_offset

@@ -1,0 +1,131 @@
+"""The replication rules alone (``logbroker.partition_state``): high watermark, ISR shrink and
+join, truncation by leader epochs (checked against a model of divergent logs), failback, and
+``min_insync_replicas``."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from logbroker.partition_state import (
+    UNKNOWN,
+    FollowerProgress,
+    caught_up,
+    high_watermark,
+    min_insync_replicas,
+    out_of_sync,
+    preferred_ready,
+    ready_to_join,
+    truncation_point,
+)
+
+
+def test_high_watermark_is_the_least_log_end_over_the_isr():
+    followers = {2: FollowerProgress(log_end=7), 3: FollowerProgress(log_end=4)}
+    assert high_watermark(1, 10, (1, 2, 3), followers) == 4
+    assert high_watermark(1, 10, (1, 2), followers) == 7
+    assert high_watermark(1, 3, (1, 2, 3), followers) == 3  # the leader's own end bounds it
+    assert high_watermark(1, 10, (1,), followers) == 10
+
+
+def test_an_isr_member_whose_end_is_unknown_holds_the_high_watermark():
+    assert high_watermark(1, 10, (1, 2), {2: FollowerProgress()}) == UNKNOWN
+    assert high_watermark(1, 10, (1, 2), {}) == UNKNOWN
+
+
+def test_dead_or_lagging_followers_leave_the_isr_never_the_leader():
+    followers = {2: FollowerProgress(log_end=5, caught_up_ms=1_000), 3: FollowerProgress(log_end=5, caught_up_ms=9_500)}
+    assert out_of_sync((1, 2, 3), 1, followers, alive={1, 2, 3}, now_ms=10_000, lag_ms=5_000) == [2]
+    assert out_of_sync((1, 2, 3), 1, followers, alive={1, 2}, now_ms=10_000, lag_ms=10_000) == [3]
+    assert out_of_sync((1, 2, 3), 1, followers, alive={1, 2, 3}, now_ms=10_000, lag_ms=10_000) == []
+    assert out_of_sync((1,), 1, {}, alive=set(), now_ms=10_000, lag_ms=1) == []
+
+
+def test_a_follower_joins_once_it_holds_the_high_watermark_and_the_epoch_start():
+    followers = {2: FollowerProgress(log_end=8), 3: FollowerProgress(log_end=5), 4: FollowerProgress()}
+    assert ready_to_join((1, 2, 3, 4), (1,), followers, {1, 2, 3, 4}, high_watermark_now=6, epoch_start=0) == [2]
+    assert ready_to_join((1, 2, 3, 4), (1,), followers, {1, 2, 3, 4}, high_watermark_now=5, epoch_start=9) == []
+    assert ready_to_join((1, 2, 3), (1,), followers, {1, 3}, high_watermark_now=0, epoch_start=0) == [3]
+    assert ready_to_join((1, 2), (1, 2), followers, {1, 2}, high_watermark_now=0, epoch_start=0) == []
+
+
+def test_caught_up_needs_the_leaders_end_at_send_time():
+    progress = FollowerProgress(log_end=0, caught_up_ms=5)
+    caught_up(progress, 8, leader_end_when_sent=10, now_ms=100)
+    assert (progress.log_end, progress.caught_up_ms) == (8, 5)
+    caught_up(progress, 10, leader_end_when_sent=10, now_ms=200)
+    assert (progress.log_end, progress.caught_up_ms) == (10, 200)
+
+
+def test_truncation_examples():
+    # Same history: keep everything shared.
+    assert truncation_point([(0, 0), (1, 5)], 9, [(0, 0), (1, 5)], 7) == 7
+    # The follower led epoch 1 and wrote past what the new leader (epoch 2) kept of epoch 1.
+    assert truncation_point([(0, 0), (1, 5), (2, 8)], 12, [(0, 0), (1, 5)], 11) == 8
+    # The follower's latest epoch is unknown to the leader: cut at the end of the leader's epoch 0.
+    assert truncation_point([(0, 0), (2, 6)], 9, [(0, 0), (1, 4)], 8) == 4
+    # An empty follower keeps nothing; a follower with no epoch the leader knows keeps nothing past the leader's start.
+    assert truncation_point([(0, 0)], 5, [], 0) == 0
+    assert truncation_point([(3, 10)], 15, [(1, 0)], 8) == 8
+    assert truncation_point([(3, 10)], 15, [(1, 0)], 12) == 10
+
+
+def _log(epochs_and_lengths: list[tuple[int, int]]) -> tuple[list[int], list[tuple[int, int]]]:
+    """A log as the epoch of each offset, and its epoch history."""
+    offsets: list[int] = []
+    history: list[tuple[int, int]] = []
+    for epoch, length in epochs_and_lengths:
+        if length and (not history or history[-1][0] != epoch):
+            history.append((epoch, len(offsets)))
+        offsets.extend([epoch] * length)
+    return offsets, history
+
+
+@st.composite
+def diverged_logs(draw: st.DrawFn) -> tuple[list[int], list[int]]:
+    """A leader's and a follower's log: a shared prefix, then each its own suffix, with the
+    leader's suffix in epochs after every epoch of the follower's (as an election makes them)."""
+    shared = draw(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 4)), max_size=3))
+    shared = sorted(shared)
+    top = max((e for e, _ in shared), default=0)
+    follower_tail = [(top + 1 + i, n) for i, n in enumerate(draw(st.lists(st.integers(0, 4), max_size=2)))]
+    if shared and draw(st.booleans()):  # the follower went on writing the last shared epoch (it led it)
+        follower_tail.insert(0, (top, draw(st.integers(1, 4))))
+    ftop = max((e for e, _ in follower_tail), default=top)
+    leader_tail = [(ftop + 1 + i, n) for i, n in enumerate(draw(st.lists(st.integers(0, 4), max_size=2)))]
+    return _log(shared + leader_tail)[0], _log(shared + follower_tail)[0]
+
+
+@settings(max_examples=300, deadline=None)
+@given(diverged_logs())
+def test_truncation_keeps_exactly_the_shared_prefix(logs: tuple[list[int], list[int]]):
+    leader, follower = logs
+    shared = 0
+    while shared < min(len(leader), len(follower)) and leader[shared] == follower[shared]:
+        shared += 1
+    leader_history = _history(leader)
+    follower_history = _history(follower)
+    cut = truncation_point(leader_history, len(leader), follower_history, len(follower))
+    assert cut == shared
+
+
+def _history(offsets: list[int]) -> list[tuple[int, int]]:
+    history: list[tuple[int, int]] = []
+    for offset, epoch in enumerate(offsets):
+        if not history or history[-1][0] != epoch:
+            history.append((epoch, offset))
+    return history
+
+
+def test_failback_waits_for_the_preferred_replica_to_hold_the_whole_log():
+    full = {1: FollowerProgress(log_end=10)}
+    assert preferred_ready((1, 2), (1, 2), 2, {1, 2}, full, leader_end=10)
+    assert not preferred_ready((1, 2), (1, 2), 2, {1, 2}, {1: FollowerProgress(log_end=9)}, leader_end=10)
+    assert not preferred_ready((1, 2), (2,), 2, {1, 2}, full, leader_end=10)  # not in the ISR yet
+    assert not preferred_ready((1, 2), (1, 2), 2, {2}, full, leader_end=10)  # not alive
+    assert not preferred_ready((2, 1), (1, 2), 2, {1, 2}, full, leader_end=10)  # already the preferred
+
+
+def test_min_insync_replicas_defaults_and_config():
+    assert [min_insync_replicas({}, rf) for rf in (1, 2, 3, 5)] == [1, 1, 2, 2]
+    assert min_insync_replicas({"min_insync_replicas": 3}, 3) == 3
