@@ -1,9 +1,10 @@
 """Entry point: ``python -m benchmarks <scenario> [--quick] [--out DIR] [--systems ...]``.
 
 ``all`` runs the standard set (produce, consume, latency, idle, queue) against every system;
-``log``, ``node`` and the others of ``LOGBROKER_ONLY`` are LogBroker's own benchmarks (``cluster``:
-three nodes on etcd); ``report`` rebuilds REPORT.md and the plots from the result files in
-``--out``, each scenario from its latest run.
+``replication`` puts the same producers on a replicated LogBroker cluster, a lone LogBroker node and
+three-server NATS and RabbitMQ clusters; ``log``, ``node`` and the others of ``LOGBROKER_ONLY`` are
+LogBroker's own benchmarks (``cluster``: three nodes on etcd); ``report`` rebuilds REPORT.md and
+the plots from the result files in ``--out``, each scenario from its latest run.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from benchmarks import (
     log_bench,
     node_bench,
     queue_bench,
+    replication_bench,
     spark_bench,
 )
 from benchmarks.results import DEFAULT_OUT_DIR
@@ -70,6 +72,14 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--work-dir", default=None, help="where servers keep their data (default: the temp dir)")
         p.add_argument("--profile", default=None, metavar="DIR",
                        help="record py-spy profiles of the LogBroker node and the clients into DIR")
+    repl = sub.add_parser("replication", help="produce with replication factor 2 and 3 (acks=all) on three "
+                          "LogBroker nodes against one node (acks=1), and on 3-server NATS and RabbitMQ clusters")
+    repl.add_argument("--quick", action="store_true", help="a short run (under three minutes)")
+    repl.add_argument("--out", default=DEFAULT_OUT_DIR, help="directory for results, REPORT.md and plots")
+    repl.add_argument("--systems", type=_systems, default="logbroker,nats,rabbitmq",
+                      help="comma-separated: logbroker,nats,rabbitmq")
+    repl.add_argument("--work-dir", default=None, help="where the servers keep their data (default: the temp dir "
+                      "for the peers, the current directory for LogBroker)")
     rep = sub.add_parser("report", help="rebuild REPORT.md and plots from each scenario's latest run")
     rep.add_argument("--out", default=DEFAULT_OUT_DIR)
     for name, help_text, quick_text in LOGBROKER_ONLY:
@@ -85,6 +95,12 @@ def main(argv: list[str] | None = None) -> int:
         "log": log_bench.run, "node": node_bench.run, "spark": spark_bench.run, "auth": auth_bench.run,
         "groups": groups_bench.run, "groupscale": group_scale_bench.run,
         "groupscale-auth": functools.partial(group_scale_bench.run, auth=True), "queue": queue_bench.run}
+    if args.scenario == "replication":
+        systems = args.systems if isinstance(args.systems, list) else _systems(args.systems)
+        documents = replication_bench.run(
+            quick=args.quick, out_dir=args.out, work_dir=args.work_dir, systems=systems,
+            command="python -m benchmarks " + " ".join(sys.argv[1:] if argv is None else argv))
+        return 1 if replication_bench.failed(documents) else 0
     if args.scenario == "cluster":
         cluster_bench.run(quick=args.quick, out_dir=args.out, work_dir=args.work_dir, profile_dir=args.profile)
     elif args.scenario in runners:

@@ -17,6 +17,8 @@ THROUGHPUT_FIGURES = (
     ("consume", "consume_1024b_records_per_s", "consume 1 KiB"),
     ("queue", "queue_receive_ack_100b_records_per_s", "queue receive+ack 100 B"),
     ("queue", "queue_receive_ack_1024b_records_per_s", "queue receive+ack 1 KiB"),
+    ("replication", "produce_r1_records_per_s", "produce 100 B, cluster, 1 replica"),
+    ("replication", "produce_r3_records_per_s", "produce 100 B, cluster, 3 replicas"),
 )
 COLORS = {"logbroker": "#1f77b4", "nats": "#2ca02c", "rabbitmq": "#ff7f0e"}
 

@@ -15,7 +15,7 @@ from typing import Any, Final
 
 SUBJECT: Final = "logbroker"
 HIGHER_IS_BETTER: Final = frozenset({"records/s", "MB/s"})
-SCENARIO_ORDER: Final = ("produce", "consume", "latency", "idle", "queue")
+SCENARIO_ORDER: Final = ("produce", "consume", "latency", "idle", "queue", "replication")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,6 +85,10 @@ SUMMARY: Final = (
     ("server memory per idle consumer ({idle_memory_consumers} waiting, fresh server), KB", "idle",
      "idle_server_rss_per_consumer_kb"),
     ("queue receive+ack 100 B, records/s", "queue", "queue_receive_ack_100b_records_per_s"),
+    ("produce 100 B on 3 nodes, 3 replicas (LogBroker acks=all), records/s", "replication",
+     "produce_r3_records_per_s"),
+    ("produce 100 B, 3 replicas (acks=all) ÷ one lone node (acks=1)", "replication",
+     "produce_r3_over_single_throughput_ratio"),
 )
 
 
