@@ -52,6 +52,7 @@ from logbroker.descriptors import PARTITIONS_MIN, DescriptorPlan, raise_open_fil
 from logbroker.errors import (
     ANY_ERROR,
     BatchTooLargeError,
+    BrokerError,
     DeadLetterRefusedError,
     ForbiddenError,
     ForwardOutcomeUnknownError,
@@ -86,7 +87,7 @@ log = logging.getLogger(__name__)
 Acks = Literal["0", "1", "all"]
 ACKS: Final = ("0", "1", "all")
 BACKGROUND_COMMITS_MAX: Final = 10_000
-FORWARD_WAIT_MARGIN_S: Final = 10.0  # a forwarded long-poll's deadline: its wait plus this
+FORWARD_WAIT_MARGIN_S: Final = 3.0  # a forwarded fetch's deadline: its wait plus this
 REMOTE_POLL_MS: Final = 500
 PEER_DEADLINE_S: Final = 10.0
 FORWARD_BATCH_BYTES_MAX: Final = MESSAGE_BYTES_MAX - 64 * 1024  # room for the call's other fields
@@ -766,6 +767,8 @@ class Node:
     async def _forward_batch(self, leader: int, topic: str, partition: int, batch: bytes, acks: str) -> int:
         if len(batch) > FORWARD_BATCH_BYTES_MAX:
             raise BatchTooLargeError(len(batch), FORWARD_BATCH_BYTES_MAX)
+        if self._peers().unreachable(leader):  # refused before sending: nothing can be stored twice
+            raise NoLeaderError(f"node {leader}, the leader, did not answer lately; retry", node=leader)
         answer = await self._peers().call(leader, "Produce", {"topic": topic, "partition": partition,
                                                               "topic_id": self._topic_id(topic),
                                                               "batch": batch, "acks": acks}, idempotent=False)
@@ -847,9 +850,59 @@ class Node:
         """Whole batches from ``offset`` below the high watermark (long-polls at the end); from
         the leader when another node leads the partition."""
         self._check_serving()
-        leader = self._leader(topic, partition)
-        if leader is not None:
-            return await self._fetch_remote(leader, topic, partition, offset, max_bytes, wait_ms)
+        remote = await self._fetch_elsewhere(topic, partition, offset, max_bytes, wait_ms)
+        if remote is not None:
+            return remote
+        return await self._fetch_here(topic, partition, offset, max_bytes, wait_ms)
+
+    async def _fetch_elsewhere(self, topic: str, partition: int, offset: int, max_bytes: int,
+                               wait_ms: int) -> tuple[LogRead, int] | None:
+        """A fetch of a partition another node leads, from that leader; when it has no leader now
+        or its leader cannot be reached, from an in-sync replica up to the high watermark that
+        replica knows (DESIGN §6 read fallback). None when this node leads the partition."""
+        try:
+            leader = self._leader(topic, partition)
+        except NoLeaderError as exc:
+            return await self._fetch_from_replica(topic, partition, offset, max_bytes, wait_ms, None, exc)
+        if leader is None:
+            return None
+        if self._peers().unreachable(leader):
+            failure = NoLeaderError(f"node {leader}, the leader, did not answer lately", node=leader)
+        else:
+            try:
+                return await self._fetch_remote(leader, topic, partition, offset, max_bytes, wait_ms)
+            except NoLeaderError as exc:  # not answered: the leader is down, paused or cut off
+                failure = exc
+        return await self._fetch_from_replica(topic, partition, offset, max_bytes, wait_ms, leader, failure)
+
+    async def _fetch_from_replica(self, topic: str, partition: int, offset: int, max_bytes: int, wait_ms: int,
+                                  leader: int | None, failure: BrokerError) -> tuple[LogRead, int]:
+        state = self.coordinator.cached_partition(topic, partition)
+        if state is None:
+            raise failure
+        me = self.config.node_id
+        for node_id in sorted((n for n in state.isr if n != leader), key=lambda n: n != me):
+            if node_id == me:
+                if self.replicas.hosts(topic, partition):
+                    return await self._fetch_here(topic, partition, offset, max_bytes, wait_ms)
+                continue
+            if self.coordinator.cached_node(node_id) is None:
+                continue
+            try:
+                return await self._fetch_remote(node_id, topic, partition, offset, max_bytes, wait_ms, replica=True)
+            except NoLeaderError:
+                continue
+        raise failure
+
+    async def fetch_replica(self, topic: str, partition: int, offset: int, max_bytes: int,
+                            wait_ms: int) -> tuple[LogRead, int]:
+        """A fetch another node sent here because the leader could not serve it: served from
+        this node's in-sync copy, up to its high watermark."""
+        self._check_serving()
+        state = self.coordinator.cached_partition(topic, partition)
+        if state is None or self.config.node_id not in state.isr or not self.replicas.hosts(topic, partition):
+            raise NoLeaderError(f"node {self.config.node_id} holds no in-sync copy of partition {partition} "
+                                f"of {topic!r}")
         return await self._fetch_here(topic, partition, offset, max_bytes, wait_ms)
 
     async def fetch_local(self, topic: str, partition: int, offset: int, max_bytes: int,
@@ -871,11 +924,11 @@ class Node:
         return result, replica.high_watermark
 
     async def _fetch_remote(self, leader: int, topic: str, partition: int, offset: int, max_bytes: int,
-                            wait_ms: int) -> tuple[LogRead, int]:
+                            wait_ms: int, *, replica: bool = False) -> tuple[LogRead, int]:
         max_bytes, wait_ms = self._fetch_args(max_bytes, wait_ms)
         answer = await self._peers().call(
             leader, "Fetch", {"topic": topic, "topic_id": self._topic_id(topic), "partition": partition,
-                              "offset": offset, "max_bytes": max_bytes, "wait_ms": wait_ms},
+                              "offset": offset, "max_bytes": max_bytes, "wait_ms": wait_ms, "replica": replica},
             deadline_s=wait_ms / 1000 + FORWARD_WAIT_MARGIN_S)
         data, first, after, hwm = (answer.get(k) for k in ("data", "first_offset", "next_offset", "high_watermark"))
         if not isinstance(data, bytes) or not all(isinstance(v, int) for v in (first, after, hwm)):
@@ -888,9 +941,9 @@ class Node:
         """Like ``fetch`` but a ``LogSlice`` for zero-copy sending when this node leads the
         partition (None when empty); the bytes a leader sent (a ``LogRead``) when another does."""
         self._check_serving()
-        leader = self._leader(topic, partition)
-        if leader is not None:
-            result, hwm = await self._fetch_remote(leader, topic, partition, offset, max_bytes, wait_ms)
+        remote = await self._fetch_elsewhere(topic, partition, offset, max_bytes, wait_ms)
+        if remote is not None:
+            result, hwm = remote
             return (result if result.data else None), hwm
         replica = self.replicas.get(topic, partition)
         max_bytes, wait_ms = self._fetch_args(max_bytes, wait_ms)

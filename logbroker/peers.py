@@ -9,6 +9,7 @@ is a retriable ``NoLeaderError``.
 
 from __future__ import annotations
 
+import time
 from typing import Any, Final
 
 import grpc
@@ -22,6 +23,7 @@ from logbroker.rpc_service import SERVICE
 
 DEADLINE_S: Final = 10.0
 RETIRED_MAX: Final = 16
+SILENT_S: Final = 2.0
 # Failures after which a sent call may have run on the other node.
 MAYBE_DELIVERED: Final = frozenset({grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED,
                                     grpc.StatusCode.UNKNOWN, grpc.StatusCode.INTERNAL})
@@ -34,6 +36,7 @@ class Peers:
         self._token = cluster_token
         self._clients: dict[int, RpcClient] = {}
         self._retired: list[RpcClient] = []  # channels to old addresses, closed later
+        self._silent_until: dict[int, float] = {}  # node -> monotonic time until which it counts as unreachable
         self._closed = False
 
     def _client(self, node_id: int) -> RpcClient:
@@ -63,14 +66,29 @@ class Peers:
         if len(self._retired) > RETIRED_MAX:
             await self._retired.pop(0).close()
         try:
-            return await client.call(SERVICE, method, request, deadline_s=deadline_s)
+            answer = await client.call(SERVICE, method, request, deadline_s=deadline_s)
         except RpcCallError as exc:
             if exc.answered:
+                self._silent_until.pop(node_id, None)
                 raise RemoteError(exc.code, exc.detail, retriable=exc.retriable, **exc.extra) from exc
+            self._silent_until[node_id] = time.monotonic() + SILENT_S
             if not idempotent and exc.status in MAYBE_DELIVERED:
                 raise ForwardOutcomeUnknownError(f"node {node_id} did not answer in time ({exc.status.name.lower()}): "
                                                  "the write may or may not be stored", node=node_id) from exc
             raise NoLeaderError(f"node {node_id} did not answer ({exc.status.name.lower()})", node=node_id) from exc
+        self._silent_until.pop(node_id, None)
+        return answer
+
+    def unreachable(self, node_id: int) -> bool:
+        """True for ``SILENT_S`` after a call to ``node_id`` went unanswered (reads then go to a
+        replica at once instead of waiting out another deadline)."""
+        until = self._silent_until.get(node_id)
+        if until is None:
+            return False
+        if time.monotonic() >= until:
+            del self._silent_until[node_id]
+            return False
+        return True
 
     async def close(self) -> None:
         self._closed = True

@@ -79,7 +79,8 @@ def node_service(node: Node) -> dict[str, Method]:
         if offset < 0 or not 0 < max_bytes <= FETCH_BYTES_MAX or not isinstance(wait_ms, int) or wait_ms < 0:
             raise InvalidRequestError(f"offset and wait_ms must be >= 0 and max_bytes in [1, {FETCH_BYTES_MAX}]")
         node.check_topic_id(topic, request.get("topic_id"))
-        result, high_watermark = await node.fetch_local(topic, partition, offset, max_bytes, wait_ms)
+        serve = node.fetch_replica if request.get("replica") is True else node.fetch_local
+        result, high_watermark = await serve(topic, partition, offset, max_bytes, wait_ms)
         return {"data": bytes(result.data), "first_offset": result.first_offset, "next_offset": result.next_offset,
                 "high_watermark": high_watermark}
 
