@@ -31,9 +31,12 @@ class Coordinator(abc.ABC):
         """Leave the cluster and release resources. Idempotent."""
 
     @abc.abstractmethod
-    async def create_topic(self, spec: TopicSpec, owner: str | None, *, on_node: int | None = None) -> TopicMetadata:
-        """Create a topic (raises ``TopicExistsError``, ``InvalidTopicError``); ``on_node`` puts
-        every partition on that node (a cluster's queues, decision 0198)."""
+    async def create_topic(self, spec: TopicSpec, owner: str | None, *, on_node: int | None = None,
+                           replicas: tuple[int, ...] | None = None) -> TopicMetadata:
+        """Create a topic (raises ``TopicExistsError``, ``InvalidTopicError``). A cluster's queue
+        keeps all its partitions together (decision 0198): ``on_node`` gives every partition one
+        replica list led preferably by that node, its followers placed as usual; ``replicas``
+        gives every partition exactly that list (a queue's state log follows its queue)."""
 
     @abc.abstractmethod
     async def delete_topic(self, name: str) -> TopicMetadata:

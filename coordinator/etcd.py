@@ -239,23 +239,34 @@ class EtcdCoordinator(Coordinator):
             raise CoordinatorUnavailableError("no live node is registered in etcd")
         return [PlacementNode(n.node_id, n.rack) for n in nodes]
 
-    async def create_topic(self, spec: TopicSpec, owner: str | None, *, on_node: int | None = None) -> TopicMetadata:
+    async def create_topic(self, spec: TopicSpec, owner: str | None, *, on_node: int | None = None,
+                           replicas: tuple[int, ...] | None = None) -> TopicMetadata:
         """Create a topic with its partitions placed over the live nodes (``on_node``: every
-        partition on that live node alone, replication factor 1). ``replication_factor`` None
-        means min(2, live nodes); more than the live nodes is ``InvalidTopicError``. New
-        partitions have every replica in the ISR (their logs are all empty), epoch 0 and no
-        leader."""
+        partition with one replica list, that live node first; ``replicas``: every partition on
+        exactly those live nodes). ``replication_factor`` None means min(2, live nodes); more than
+        the live nodes is ``InvalidTopicError``. New partitions have every replica in the ISR
+        (their logs are all empty), epoch 0 and no leader."""
         if self._cache.topic(spec.name) is not None:
             raise TopicExistsError(f"{spec.name!r} already exists")
         nodes = self._placement_nodes()
-        if on_node is not None:
-            if on_node not in {n.node_id for n in nodes}:
-                raise InvalidTopicError(f"node {on_node} is not alive")
-            nodes, spec = [PlacementNode(on_node)], dataclasses.replace(spec, replication_factor=1)
+        live = {n.node_id for n in nodes}
+        if replicas is not None:
+            if not replicas or len(set(replicas)) != len(replicas) or not set(replicas) <= live:
+                raise InvalidTopicError(f"replicas {list(replicas)} must be distinct live nodes")
+            spec = dataclasses.replace(spec, replication_factor=len(replicas))
         replication = spec.replication_factor or min(DEFAULT_REPLICATION_FACTOR, len(nodes))
         if replication > len(nodes):
             raise InvalidTopicError(f"replication factor {replication} exceeds the {len(nodes)} live node(s)")
-        placed = place_partitions(spec.partitions, replication, nodes, current=self._cache.assignment())
+        if on_node is not None:
+            if on_node not in live:
+                raise InvalidTopicError(f"node {on_node} is not alive")
+            others = [n for n in place_partitions(1, replication, nodes, current=self._cache.assignment())[0]
+                      if n != on_node]
+            replicas = (on_node, *others[:replication - 1])
+        if replicas is not None:
+            placed = [replicas] * spec.partitions
+        else:
+            placed = place_partitions(spec.partitions, replication, nodes, current=self._cache.assignment())
         meta = TopicMetadata(spec.name, uuid.uuid4().hex, spec.partitions, replication, spec.kind,
                              dict(spec.config), owner, time.time_ns() // 1_000_000)
         records = [(p, PartitionRecord(meta.topic_id, r, r, 0)) for p, r in enumerate(placed)]

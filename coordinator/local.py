@@ -118,7 +118,8 @@ class LocalCoordinator(Coordinator):
 
     # ---- topics --------------------------------------------------------------------------------
 
-    async def create_topic(self, spec: TopicSpec, owner: str | None, *, on_node: int | None = None) -> TopicMetadata:
+    async def create_topic(self, spec: TopicSpec, owner: str | None, *, on_node: int | None = None,
+                           replicas: tuple[int, ...] | None = None) -> TopicMetadata:
         replication = spec.replication_factor or 1
         if replication > 1:
             raise InvalidTopicError(f"replication factor {replication} exceeds the 1 node of this cluster")

@@ -155,13 +155,13 @@ class InternalLog:
 
 async def ensure_internal_topic(coordinator: Coordinator, replicas: ReplicaManager, name: str, partitions: int,
                                 base: LogConfig, extra_config: dict[str, Any] | None = None, *,
-                                on_node: int | None = None) -> InternalLog:
-    """Create the internal topic ``name`` unless it exists (``on_node``: wholly on that cluster
-    node), open its logs, return its ``InternalLog``."""
+                                placed_on: tuple[int, ...] | None = None) -> InternalLog:
+    """Create the internal topic ``name`` unless it exists (``placed_on``: every partition on
+    exactly those cluster nodes), open its logs, return its ``InternalLog``."""
     config = {**INTERNAL_LOG_CONFIG, **(extra_config or {})}
     spec = TopicSpec(name, partitions, None, "topic", config)
     try:
-        meta = await coordinator.create_topic(spec, None, on_node=on_node)
+        meta = await coordinator.create_topic(spec, None, replicas=placed_on)
     except TopicExistsError:
         meta = await coordinator.get_topic(name)
     try:

@@ -125,7 +125,8 @@ class Node:
         self._group_ticker: asyncio.Task[None] | None = None
         self._groups: GroupCoordinator | None = None
         self.queues = QueueManager(self.replicas, self._produce_to_dead_letters,
-                                   on_withheld=self.metrics.count_withheld_dead_letters)
+                                   on_withheld=self.metrics.count_withheld_dead_letters,
+                                   check_managed=self._check_queue_managed)
         self.metrics.registry.register(GroupQueueCollector(lambda: self._groups, self.queues))
         self._background: set[asyncio.Task[None]] = set()
         self._growing = asyncio.Lock()
@@ -219,12 +220,33 @@ class Node:
             log.info("no longer coordinating consumer groups", extra={"fields": {"node": self.config.node_id}})
 
     async def sync_queues(self) -> None:
-        """Open the queues that live on this cluster node and are not open yet (after a restart,
-        once their partitions are led here again)."""
+        """A cluster node manages exactly the queues whose partitions and state-log partitions it
+        all leads (they share one replica list, so they fail over and back together): open those
+        not open yet from their replicated state log, let go of the others."""
         for meta in await self.coordinator.list_topics():
-            if meta.kind == "queue" and not self.queues.has(meta.name) \
-                    and self.queue_home(meta.name) == self.config.node_id:
+            if meta.kind != "queue":
+                continue
+            led = self._leads_queue(meta)
+            if led and not self.queues.has(meta.name):
                 await self._open_queue(meta)
+                log.info("managing queue", extra={"fields": {"queue": meta.name}})
+            elif not led and self.queues.has(meta.name):
+                self.queues.remove(meta.name)
+                log.info("no longer managing queue", extra={"fields": {"queue": meta.name}})
+
+    def _check_queue_managed(self, name: str) -> None:
+        meta = self.coordinator.cached_topic(name) if self.clustered else None
+        if meta is not None and meta.kind == "queue":
+            raise NoLeaderError(f"queue {name!r} is not managed here now (its leadership is moving); retry")
+
+    def _leads_queue(self, meta: TopicMetadata) -> bool:
+        me = self.config.node_id
+        for topic in (meta.name, state_topic(meta)):
+            for partition in range(meta.partitions):
+                state = self.coordinator.cached_partition(topic, partition)
+                if state is None or state.leader != me or not self.replicas.hosts(topic, partition):
+                    return False
+        return True
 
     def topic_changed(self, topic: str) -> None:
         """The watch touched ``topic`` (its partition count may have changed)."""
@@ -253,6 +275,13 @@ class Node:
         """Open the logs of ``meta``'s partitions that this cluster node hosts."""
         await self.replicas.open_topic(meta, self.log_config(meta), partitions)
 
+    def _queue_replicas(self, name: str) -> tuple[int, ...] | None:
+        """The replica list every partition of a cluster's queue shares (its state log's too)."""
+        if not self.clustered:
+            return None
+        state = self.coordinator.cached_partition(name, 0)
+        return None if state is None else state.replicas
+
     def queue_home(self, name: str) -> int | None:
         """The node a cluster's queue lives on (the leader of its partition 0), None when unknown."""
         state = self.coordinator.cached_partition(name, 0)
@@ -270,8 +299,7 @@ class Node:
         least one partition per queue partition (it is grown first, see ``add_partitions``)."""
         flush = {k: v for k, v in meta.config.items() if k in ("flush", "flush_ms")}
         events = await ensure_internal_topic(self.coordinator, self.replicas, state_topic(meta), meta.partitions,
-                                             self.base_log_config, flush,
-                                             on_node=self.config.node_id if self.clustered else None)
+                                             self.base_log_config, flush, placed_on=self._queue_replicas(meta.name))
         if self.clustered:
             self.take_up_leaderships(meta.name)
             self.take_up_leaderships(state_topic(meta))
@@ -317,7 +345,7 @@ class Node:
         except (ForbiddenError, UnknownTopicError) as exc:
             raise DeadLetterRefusedError(f"the owner of the queue {queue!r} may no longer write to its dead-letter "
                                          f"topic {topic!r}", reason="forbidden") from exc
-        await self.produce_records(topic, records, "1")
+        await self.produce_records(topic, records, "all")  # a dead letter survives a failover
 
     @property
     def groups(self) -> GroupCoordinator:
@@ -438,9 +466,10 @@ class Node:
         return await self.describe_topic(meta.name)
 
     async def _create_cluster_queue(self, spec: TopicSpec, owner: str | None) -> dict[str, Any]:
-        """A queue on a cluster lives on one node, the one that took its creation: its partitions
-        and its share-state log, so that its manager has both at hand (decision 0198); its
-        dead-letter topic is placed like any topic. Queue calls reach it from any node."""
+        """A queue on a cluster keeps all its partitions and its share-state log on one replica
+        list, led preferably by the node that took its creation, so that its manager has both at
+        hand and they fail over together (decision 0198); its dead-letter topic is placed like any
+        topic. Queue calls reach the manager from any node."""
         await self._check_partition_budget(spec.partitions * 2 + 1)
         dead_letter = spec.queue_settings()["dead_letter_topic"]
         if self.coordinator.cached_topic(dead_letter) is not None:
@@ -448,17 +477,16 @@ class Node:
         else:
             bound = await self.coordinator.create_topic(TopicSpec(dead_letter, 1, None, "topic", {}), owner)
         spec = dataclasses.replace(spec, config={**spec.config, DEAD_LETTER_ID_KEY: bound.topic_id})
-        me = self.config.node_id
-        meta = await self.coordinator.create_topic(spec, owner, on_node=me)
+        meta = await self.coordinator.create_topic(spec, owner, on_node=self.config.node_id)
         flush = {k: v for k, v in meta.config.items() if k in ("flush", "flush_ms")}
         with contextlib.suppress(TopicExistsError):
             await self.coordinator.create_topic(
-                TopicSpec(state_topic(meta), meta.partitions, 1, "topic", {**INTERNAL_LOG_CONFIG, **flush}), None,
-                on_node=me)
+                TopicSpec(state_topic(meta), meta.partitions, None, "topic", {**INTERNAL_LOG_CONFIG, **flush}), None,
+                replicas=self._queue_replicas(meta.name))
         for name in (dead_letter, meta.name, state_topic(meta)):
             self.sync.notice(MetadataChange(topics=frozenset({name})))
             await self._await_leaders(name)
-        if not self.queues.has(meta.name):  # a sync round may have opened it meanwhile
+        if not self.queues.has(meta.name) and self._leads_queue(meta):  # a sync round may have opened it
             await self._open_queue(meta)
         return await self.describe_topic(meta.name)
 

@@ -81,9 +81,12 @@ class Queue:
 
 class QueueManager:
     def __init__(self, replicas: ReplicaManager, produce: Produce, *,
-                 clock_ms: Callable[[], int] = wall_ms, on_withheld: Withheld = lambda queue, reason, count: None
-                 ) -> None:
+                 clock_ms: Callable[[], int] = wall_ms, on_withheld: Withheld = lambda queue, reason, count: None,
+                 check_managed: Callable[[str], None] = lambda name: None) -> None:
+        """``check_managed(name)`` raises when ``name`` is a queue this node does not manage now
+        (a cluster's queue whose leadership is elsewhere or moving)."""
         self._replicas = replicas
+        self._check_managed = check_managed
         self._produce = produce
         self._on_withheld = on_withheld
         self._clock_ms = clock_ms
@@ -136,6 +139,7 @@ class QueueManager:
     def get(self, name: str) -> Queue:
         queue = self._queues.get(name)
         if queue is None:
+            self._check_managed(name)
             self._replicas.partitions(name)  # unknown topic: 404
             raise NotAQueueError(f"{name!r} is a topic, not a queue")
         return queue

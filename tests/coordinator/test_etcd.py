@@ -3,9 +3,8 @@ prefix and see each other's membership, topics, leadership and grants through th
 
 from __future__ import annotations
 
-import dataclasses
-
 import asyncio
+import dataclasses
 import itertools
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
