@@ -36,7 +36,7 @@ class NodeConfig:
     coordinator: str = "local"
     cluster_name: str = "logbroker"
     rack: str = ""
-    lease_ttl_ms: int = 6_000
+    lease_ttl_ms: int = 3_000
     replica_lag_ms: int = 10_000
     replication_timeout_ms: int = 30_000
     advertised_host: str = ""

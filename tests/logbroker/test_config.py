@@ -84,7 +84,7 @@ def test_metrics_scrape_settings(tmp_path):
 def test_cluster_settings_are_checked():
     with pytest.raises(InvalidRequestError, match="shared signing key"):
         NodeConfig(coordinator="etcd://127.0.0.1:2379", auth="on")
-    assert NodeConfig(coordinator="etcd://127.0.0.1:2379", auth="on", jwt_secret="x" * 32).lease_ttl_ms == 6_000
+    assert NodeConfig(coordinator="etcd://127.0.0.1:2379", auth="on", jwt_secret="x" * 32).lease_ttl_ms == 3_000
     assert NodeConfig(coordinator="etcd://127.0.0.1:2379", auth="off").cluster_name == "logbroker"
     for bad in ({"coordinator": "zookeeper://x:1"}, {"lease_ttl_ms": 1_000}, {"lease_ttl_ms": 400_000},
                 {"cluster_name": "a/b"}, {"cluster_name": ""}, {"rack": "r" * 101}):
