@@ -1,10 +1,12 @@
 """Consumer groups on a cluster: one group coordinator, on the leader of ``__consumer_offsets``.
 
-Until the replication work moves each group's coordinator with the leadership of its offsets
-partition (DESIGN §6), a cluster keeps every group on one node: ``__consumer_offsets`` has one
-partition there, created by the first group call any node receives and placed like any topic;
-the node that leads it replays it and coordinates every group, and the other nodes pass group
-calls to it (``http_api.pass_on``). Its groups read their topics through the node, so
+A cluster keeps every group on one node: ``__consumer_offsets`` has one partition there,
+created by the first group call any node receives and placed (and replicated) like any topic; the
+node that leads it replays it and coordinates every group, and the other nodes pass group calls to
+it (``http_api.pass_on``). The coordinator moves with that partition's leadership: offsets are
+written with ``acks=all`` semantics (``Replica.commit_replicated``), so the new leader replays them
+all after a failover. (DESIGN §6 spreads groups over offsets partitions; one partition keeps one
+coordinator until a benchmark asks for more.) Its groups read their topics through the node, so
 records and offsets of partitions led elsewhere are forwarded like any fetch.
 
 Invariant: a node has a ``GroupCoordinator`` only while it leads ``__consumer_offsets``/0 and
