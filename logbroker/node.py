@@ -90,6 +90,7 @@ BACKGROUND_COMMITS_MAX: Final = 10_000
 FORWARD_WAIT_MARGIN_S: Final = 3.0  # a forwarded fetch's deadline: its wait plus this
 REMOTE_POLL_MS: Final = 500
 PEER_DEADLINE_S: Final = 10.0
+DRAIN_S: Final = 2.0  # a clean stop gives in-sync followers the whole log for at most this long
 FORWARD_BATCH_BYTES_MAX: Final = MESSAGE_BYTES_MAX - 64 * 1024  # room for the call's other fields
 LEADERS_WAIT_S: Final = 10.0
 CLUSTER_SYNC_PAUSE_S: Final = 0.02  # between reconcile rounds (each waits for a change itself)
@@ -391,6 +392,9 @@ class Node:
             return
         self._stopped = True
         self.ready = False
+        if self.clustered:
+            with contextlib.suppress(*ANY_ERROR):
+                await self.replication.drain(DRAIN_S)
         for task in (self._sync_task, self._replication_task, self._maintenance, self._group_ticker):
             if task is not None:
                 task.cancel()

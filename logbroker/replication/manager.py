@@ -273,6 +273,24 @@ class ReplicationManager:
             self._in_sync_since.pop(leadership.key, None)
             leadership.handing_over = False
 
+    async def drain(self, timeout_s: float) -> None:
+        """Before a clean stop: take no more writes as leader and give the in-sync followers the
+        whole log (bounded), so that whoever leads next has every record, ``acks=1`` ones too."""
+        for leadership in self.leaderships.values():
+            leadership.handing_over = True
+            for follower in leadership.followers:
+                self._shipper(follower).wake()
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline and any(self._behind(lead) for lead in self.leaderships.values()):
+            await asyncio.sleep(0.01)
+
+    def _behind(self, leadership: Leadership) -> bool:
+        end = leadership.replica.log.log_end_offset
+        alive = self._node.coordinator.cached_node
+        return any(node != self._me and alive(node) is not None and (
+            (p := leadership.followers.get(node)) is None or p.log_end is None or p.log_end < end)
+            for node in leadership.isr)
+
     async def close(self) -> None:
         for leadership in list(self.leaderships.values()):
             self._end(leadership, "the node is stopping")

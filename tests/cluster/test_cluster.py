@@ -84,11 +84,11 @@ def test_produce_and_fetch_through_any_node_reach_the_leader(cluster: Cluster, t
     for via in (1, 2, 3):
         for partition in (0, 1, 2):
             value = f"via-{via}-to-{partition}"
-            answer = cluster.http(via).json("POST", "/v1/topics/anynode/records", headers=token,
+            answer = cluster.http(via).json("POST", "/v1/topics/anynode/records?acks=all", headers=token,
                                             body={"records": [{"value": value, "partition": partition}]})
             assert answer["offsets"] == [{"partition": partition, "offset": len(expected[partition])}]
             expected[partition].append(value)
-    unkeyed = cluster.http(3).json("POST", "/v1/topics/anynode/records", headers=token,
+    unkeyed = cluster.http(3).json("POST", "/v1/topics/anynode/records?acks=all", headers=token,
                                    body={"records": [{"value": f"spread-{i}"} for i in range(5)]})
     for entry, i in zip(unkeyed["offsets"], range(5), strict=True):
         assert entry["offset"] == len(expected[entry["partition"]])
@@ -137,7 +137,7 @@ def test_a_long_poll_through_another_node_wakes_on_the_leaders_append(cluster: C
     waiter = threading.Thread(target=poll)
     waiter.start()
     time.sleep(0.5)
-    cluster.http(leader).json("POST", "/v1/topics/poll/records", headers=token,
+    cluster.http(leader).json("POST", "/v1/topics/poll/records?acks=all", headers=token,
                               body={"records": [{"value": "woke", "partition": 0}]})
     waiter.join(timeout=15)
     assert not waiter.is_alive()
@@ -169,7 +169,7 @@ def test_a_write_stored_on_some_partitions_only_is_not_called_retriable(cluster:
     assert sorted(leaders.values()) == [1, 2, 3]
     os.kill(cluster.nodes[3].pid, signal.SIGSTOP)
     try:
-        reply = cluster.http(1).call("POST", "/v1/topics/partial/records", headers=token,
+        reply = cluster.http(1).call("POST", "/v1/topics/partial/records?acks=all", headers=token,
                                      body={"records": [{"value": f"v{p}", "partition": p} for p in (0, 1, 2)]})
     finally:
         os.kill(cluster.nodes[3].pid, signal.SIGCONT)
@@ -190,7 +190,7 @@ def test_a_killed_node_is_dead_within_the_lease_and_alive_after_a_restart(cluste
     cluster.http(1).json("POST", "/v1/topics", expect=201, headers=token,
                          body={"name": "survive", "partitions": 3, "replication_factor": 1})
     for partition in (0, 1, 2):
-        cluster.http(1).json("POST", "/v1/topics/survive/records", headers=token,
+        cluster.http(1).json("POST", "/v1/topics/survive/records?acks=all", headers=token,
                              body={"records": [{"value": f"kept-{partition}", "partition": partition}]})
     os.kill(cluster.nodes[3].pid, signal.SIGKILL)
     cluster.nodes[3].kill()
@@ -218,7 +218,7 @@ def test_a_topic_deleted_while_a_node_was_down_leaves_nothing_for_its_successor(
     created = cluster.http(1).json("POST", "/v1/topics", expect=201, headers=token,
                                    body={"name": "reborn", "partitions": 3, "replication_factor": 1})
     on_3 = next(p["partition"] for p in created["partitions"] if p["leader"] == 3)
-    cluster.http(1).json("POST", "/v1/topics/reborn/records", headers=token,
+    cluster.http(1).json("POST", "/v1/topics/reborn/records?acks=all", headers=token,
                          body={"records": [{"value": "OLD-SECRET", "partition": on_3}]})
     os.kill(cluster.nodes[3].pid, signal.SIGKILL)
     cluster.nodes[3].kill()
@@ -238,13 +238,13 @@ def test_the_cluster_keeps_serving_across_an_etcd_restart(cluster: Cluster, toke
     cluster.http(1).json("POST", "/v1/topics", expect=201, headers=token,
                          body={"name": "etcdrestart", "partitions": 3, "replication_factor": 1})
     for partition in (0, 1, 2):
-        cluster.http(2).json("POST", "/v1/topics/etcdrestart/records", headers=token,
+        cluster.http(2).json("POST", "/v1/topics/etcdrestart/records?acks=all", headers=token,
                              body={"records": [{"value": "before", "partition": partition}]})
     leaders = {p["partition"]: p["leader"] for p in describe(cluster, 1, "etcdrestart", token)["partitions"]}
     cluster.etcd.kill()
 
     def write_refused() -> bool:  # fencing: once its lease may have lapsed, a leader acknowledges nothing
-        reply = cluster.http(leaders[0]).call("POST", "/v1/topics/etcdrestart/records", headers=token,
+        reply = cluster.http(leaders[0]).call("POST", "/v1/topics/etcdrestart/records?acks=all", headers=token,
                                               body={"records": [{"value": "during", "partition": 0}]})
         return reply.status == 503 and reply.json()["code"] == "not_leader"
 
@@ -267,11 +267,11 @@ def test_the_cluster_keeps_serving_across_an_etcd_restart(cluster: Cluster, toke
     assert set(statuses) <= {201, 409, 503}, statuses
     for partition in (0, 1, 2):  # the old topic's leaders write again
         wait_until(lambda p=partition: cluster.http(1).call(
-            "POST", "/v1/topics/etcdrestart/records", headers=token,
+            "POST", "/v1/topics/etcdrestart/records?acks=all", headers=token,
             body={"records": [{"value": "after", "partition": p}]}).status == 200)
     for via in (1, 2):
         wait_until(lambda v=via: describe(cluster, v, "after", token))
-        answer = cluster.http(via).json("POST", "/v1/topics/after/records", headers=token,
+        answer = cluster.http(via).json("POST", "/v1/topics/after/records?acks=all", headers=token,
                                         body={"records": [{"value": "x", "partition": 1}]})
         assert answer["offsets"][0]["partition"] == 1
 
@@ -335,7 +335,7 @@ def test_a_queue_lives_on_one_node_and_answers_through_every_node(cluster: Clust
                                          "config": {"max_deliveries": 1, "visibility_timeout_ms": 200}})
     assert {p["leader"] for p in created["partitions"]} == {2}
     for via in (1, 3):
-        cluster.http(via).json("POST", "/v1/queues/jobs/messages", headers=token,
+        cluster.http(via).json("POST", "/v1/queues/jobs/messages?acks=all", headers=token,
                                body={"records": [{"value": f"job-{via}-{p}", "partition": p} for p in (0, 1)]})
     got = cluster.http(3).json("POST", "/v1/queues/jobs/receive", headers=token,
                                body={"max_messages": 10, "visibility_timeout_ms": 30000, "wait_ms": 2000})
@@ -353,7 +353,7 @@ def test_a_queue_lives_on_one_node_and_answers_through_every_node(cluster: Clust
                                  body={"max_messages": 10, "wait_ms": 300})
     assert again["messages"] == []
     # a lease that lapses with no nack: the queue's node sweeps it to the dead letters by itself
-    cluster.http(1).json("POST", "/v1/queues/jobs/messages", headers=token,
+    cluster.http(1).json("POST", "/v1/queues/jobs/messages?acks=all", headers=token,
                          body={"records": [{"value": "forgotten", "partition": 0}]})
     taken = cluster.http(3).json("POST", "/v1/queues/jobs/receive", headers=token,
                                  body={"max_messages": 1, "visibility_timeout_ms": 100, "wait_ms": 2000})
@@ -367,7 +367,7 @@ def test_a_queue_lives_on_one_node_and_answers_through_every_node(cluster: Clust
     cluster.nodes[2].kill()
     wait_until(lambda: alive_nodes(cluster, 1, token)[2] is False, timeout_s=LEASE_TTL_MS / 1000 + 5)
     cluster.start(2)
-    wait_until(lambda: cluster.http(3).call("POST", "/v1/queues/jobs/messages", headers=token,
+    wait_until(lambda: cluster.http(3).call("POST", "/v1/queues/jobs/messages?acks=all", headers=token,
                                             body={"records": [{"value": "after-restart"}]}).status == 200)
     later = cluster.http(1).json("POST", "/v1/queues/jobs/receive", headers=token,
                                  body={"max_messages": 10, "wait_ms": 2000})
@@ -385,7 +385,7 @@ def test_a_consumer_group_works_through_any_node(cluster: Cluster, token: dict[s
     cluster.http(1).json("POST", "/v1/topics", expect=201, headers=token,
                          body={"name": "grouped", "partitions": 4, "replication_factor": 1})
     for p in range(4):
-        cluster.http(1).json("POST", "/v1/topics/grouped/records", headers=token,
+        cluster.http(1).json("POST", "/v1/topics/grouped/records?acks=all", headers=token,
                              body={"records": [{"value": f"g{p}-{i}", "partition": p} for i in range(10)]})
 
     async def consume() -> tuple[set[str], list[int]]:
@@ -436,7 +436,7 @@ def test_a_fourth_node_gets_partitions_by_rebalance_and_gives_them_back(cluster:
                          body={"name": "grow", "partitions": 6, "replication_factor": 2})
     expected = {p: [f"g{p}-{i}" for i in range(20)] for p in range(6)}
     for p, batch in expected.items():
-        cluster.http(1).json("POST", "/v1/topics/grow/records", headers=token,
+        cluster.http(1).json("POST", "/v1/topics/grow/records?acks=all", headers=token,
                              body={"records": [{"value": v, "partition": p} for v in batch]})
     before = wait_until(lambda: offsets_of_every_topic(cluster, 1, token))
     assert all(offset is not None for offset in before.values())
@@ -492,7 +492,7 @@ def test_a_push_stream_through_another_node_follows_the_leaders_appends(cluster:
         response = connection.getresponse()
         assert response.status == 200
         for i in range(3):
-            cluster.http(leader).json("POST", "/v1/topics/pushed/records", headers=token,
+            cluster.http(leader).json("POST", "/v1/topics/pushed/records?acks=all", headers=token,
                                       body={"records": [{"value": f"p{i}", "partition": 0}]})
         seen: list[str] = []
         while len(seen) < 3:
@@ -523,7 +523,7 @@ def test_a_group_push_stream_passes_through_a_node_that_does_not_coordinate_grou
         response = connection.getresponse()
         assert response.status == 200
         for p in (0, 1):
-            cluster.http(3).json("POST", "/v1/topics/gstream/records", headers=token,
+            cluster.http(3).json("POST", "/v1/topics/gstream/records?acks=all", headers=token,
                                  body={"records": [{"value": f"s{p}", "partition": p}]})
         seen: set[str] = set()
         while len(seen) < 2:
