@@ -37,6 +37,7 @@ class Leadership:
     def __init__(self, replica: Replica, state: PartitionState, me: int, min_insync: int,
                  fenced: Callable[[], bool]) -> None:
         self.replica = replica
+        replica.local_end = replica.log.log_end_offset  # what this node holds now counts as its own
         self.me = me
         self.epoch = state.leader_epoch
         self.replicas = state.replicas

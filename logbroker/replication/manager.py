@@ -78,7 +78,6 @@ class ReplicationManager:
         if current is not None:
             self._end(current, "a new epoch")
         replica = self._node.replicas.get(*key)
-        replica.local_end = replica.log.log_end_offset
         leadership = Leadership(replica, state, self._me, min_insync, self._fenced)
         self.leaderships[key] = leadership
         timeout_s = self._node.config.replication_timeout_ms / 1000

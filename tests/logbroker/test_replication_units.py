@@ -1,0 +1,195 @@
+"""The replication pieces on real partition logs, without a cluster: a ``Leadership`` (high
+watermark over the ISR, ``acks=all`` waits, ``min_insync_replicas``, fencing, the end of a
+leadership) and the follower's side of a shipment (epochs, order, truncation), shipping between
+two logs through a ``Shipper`` whose call is a plain function."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+
+from coordinator.models import PartitionState
+from logbroker.errors import NotEnoughReplicasError, NotLeaderError, ReplicationTimeoutError
+from logbroker.replica_manager import Replica, WaiterBudget
+from logbroker.replication.follower import FollowerSide, parse_entries
+from logbroker.replication.leader import Leadership
+from logbroker.replication.shipper import Shipper
+from segments.config import LogConfig
+from segments.group_commit import GroupCommit
+from segments.log import PartitionLog
+from tests.segments.helpers import batch_of, read_all
+
+
+@pytest.fixture
+def pool() -> Iterator[ThreadPoolExecutor]:
+    with ThreadPoolExecutor(max_workers=1) as executor:
+        yield executor
+
+
+def _replica(path: str, pool: ThreadPoolExecutor) -> Replica:
+    log = PartitionLog.open(path, LogConfig(flush="interval"))
+    return Replica("t", 0, log, GroupCommit(log, pool), WaiterBudget(10), high_watermark=0)
+
+
+def _state(isr: tuple[int, ...], epoch: int = 1, replicas: tuple[int, ...] = (1, 2, 3)) -> PartitionState:
+    return PartitionState("t", 0, replicas, isr, 1, epoch)
+
+
+def _values(replica: Replica) -> list[bytes]:
+    return [value for _, value in read_all(replica.log)]
+
+
+@pytest.mark.asyncio
+async def test_acks_all_waits_for_every_in_sync_replica(tmp_path, pool):
+    replica = _replica(str(tmp_path / "t-0"), pool)
+    lead = Leadership(replica, _state((1, 2, 3)), 1, min_insync=2, fenced=lambda: False)
+    replica.leader_hook = lambda _r: lead.recompute()
+    replica.epoch = 1
+    info = replica.append(batch_of([b"a", b"b"]))
+    await replica.commit(info)
+    assert replica.high_watermark == 0, "followers' log ends are not known yet"
+    waiting = asyncio.ensure_future(lead.wait_committed(info.log_end_offset, 5))
+    lead.followers[2].log_end = 2
+    lead.recompute()
+    await asyncio.sleep(0)
+    assert not waiting.done() and replica.high_watermark == 0
+    lead.followers[3].log_end = 1
+    lead.recompute()
+    assert replica.high_watermark == 1
+    lead.followers[3].log_end = 2
+    lead.recompute()
+    await asyncio.wait_for(waiting, 1)
+    assert replica.high_watermark == 2
+    replica.log.close()
+
+
+@pytest.mark.asyncio
+async def test_min_insync_refuses_before_the_append_and_after_a_shrink(tmp_path, pool):
+    replica = _replica(str(tmp_path / "t-0"), pool)
+    lead = Leadership(replica, _state((1,)), 1, min_insync=2, fenced=lambda: False)
+    with pytest.raises(NotEnoughReplicasError):
+        lead.check_writable("all")
+    lead.check_writable("1")  # acks=1 is not bound by min_insync_replicas
+    lead.update(_state((1, 2)), 2)
+    lead.check_writable("all")
+    replica.leader_hook = lambda _r: lead.recompute()
+    info = replica.append(batch_of([b"x"]))
+    await replica.commit(info)
+    waiting = asyncio.ensure_future(lead.wait_committed(info.log_end_offset, 5))
+    await asyncio.sleep(0)
+    lead.update(_state((1,)), 2)  # the follower left: the high watermark is the leader's end, but too few
+    with pytest.raises(NotEnoughReplicasError):
+        await asyncio.wait_for(waiting, 1)
+    replica.log.close()
+
+
+@pytest.mark.asyncio
+async def test_a_fenced_leader_does_not_advance_and_a_closed_one_fails_its_waiters(tmp_path, pool):
+    replica = _replica(str(tmp_path / "t-0"), pool)
+    fenced = [False]
+    lead = Leadership(replica, _state((1, 2)), 1, min_insync=1, fenced=lambda: fenced[0])
+    replica.leader_hook = lambda _r: lead.recompute()
+    info = replica.append(batch_of([b"x"]))
+    await replica.commit(info)
+    waiting = asyncio.ensure_future(lead.wait_committed(info.log_end_offset, 5))
+    fenced[0] = True
+    lead.followers[2].log_end = 1
+    lead.recompute()
+    await asyncio.sleep(0)
+    assert replica.high_watermark == 0 and not waiting.done(), "a fenced leader acknowledges nothing"
+    lead.close("deposed")
+    with pytest.raises(NotLeaderError):
+        await asyncio.wait_for(waiting, 1)
+    assert replica.leader_hook is None and replica.ack_wait is None
+    with pytest.raises(NotLeaderError):
+        replica.append(batch_of([b"y"]))  # a cluster replica without a leadership takes no writes
+    with pytest.raises(NotLeaderError):
+        lead.check_writable("1")
+    replica.log.close()
+
+
+@pytest.mark.asyncio
+async def test_an_unconfirmed_write_times_out_as_replication_timeout(tmp_path, pool):
+    replica = _replica(str(tmp_path / "t-0"), pool)
+    lead = Leadership(replica, _state((1, 2)), 1, min_insync=1, fenced=lambda: False)
+    replica.leader_hook = lambda _r: lead.recompute()
+    info = replica.append(batch_of([b"x"]))
+    await replica.commit(info)
+    with pytest.raises(ReplicationTimeoutError):
+        await lead.wait_committed(info.log_end_offset, 0.05)
+    replica.log.close()
+
+
+class Pair:
+    """A leader's replica and a follower's, shipped between by a ``Shipper`` whose call applies
+    the entries to the follower directly."""
+
+    def __init__(self, leader: Replica, follower: Replica, known_epoch: list[int]) -> None:
+        self.leader = leader
+        self.follower = follower
+        self.side = FollowerSide(lambda t, p, i: follower, lambda t, p: known_epoch[0], lambda t, p: None,
+                                 lambda t, p, e: None)
+        self.leaderships: list[Leadership] = []
+        self.stale: list[int] = []
+        self.shipper = Shipper(2, lambda node: self.leaderships, self._call, lambda topic: "id",
+                               lambda lead, epoch: self.stale.append(epoch))
+
+    async def _call(self, node: int, request: dict[str, Any]) -> dict[str, Any]:
+        entries = parse_entries(request)
+        return {"results": [self.side.apply(entry)[0] for entry in entries]}
+
+    async def ship_all(self) -> None:
+        for _ in range(20):
+            if not await self.shipper.ship_once():
+                break
+
+
+@pytest.mark.asyncio
+async def test_shipping_copies_the_log_and_truncates_a_divergent_tail(tmp_path, pool):
+    leader = _replica(str(tmp_path / "l" / "t-0"), pool)
+    follower = _replica(str(tmp_path / "f" / "t-0"), pool)
+    known = [1]
+    pair = Pair(leader, follower, known)
+    # Both wrote epoch 1 together; then the follower (a deposed leader) wrote on alone at epoch 1,
+    # while the leader wrote epoch 2.
+    leader.epoch = follower.epoch = 1
+    leader.leader_hook = follower.leader_hook = lambda _r: None
+    for replica in (leader, follower):
+        replica.append(batch_of([b"shared-0", b"shared-1"]))
+    follower.append(batch_of([b"divergent"]))
+    follower.leader_hook = None
+    leader.epoch = 2
+    leader.append(batch_of([b"new-2", b"new-3"]))
+    known[0] = 2
+    lead = Leadership(leader, _state((1, 2), epoch=2, replicas=(1, 2)), 1, min_insync=1, fenced=lambda: False)
+    leader.leader_hook = lambda _r: lead.recompute()
+    pair.leaderships.append(lead)
+    await pair.ship_all()
+    assert _values(follower) == [b"shared-0", b"shared-1", b"new-2", b"new-3"]
+    assert lead.followers[2].log_end == 4 and leader.high_watermark == 4
+    await pair.ship_all()
+    assert follower.high_watermark == 4, "the high watermark reaches the follower"
+    assert follower.log.epoch_entries() == leader.log.epoch_entries()
+
+    # A shipment from an older epoch is refused; the leadership learns it is over.
+    known[0] = 3
+    leader.append(batch_of([b"late"]))
+    await pair.ship_all()
+    assert pair.stale == [3]
+    assert _values(follower)[-1] == b"new-3"
+    for replica in (leader, follower):
+        replica.log.close()
+
+
+def test_malformed_shipments_are_refused():
+    for request in ({"entries": "x"}, {"entries": [1]}, {"entries": [{"topic": "t"}]},
+                    {"entries": [{"topic": "t", "topic_id": "i", "partition": -1, "epoch": 0, "hw": 0, "start": 0,
+                                  "leader_end": 0, "leader_start": 0}]},
+                    {"entries": [{"topic": "t", "topic_id": "i", "partition": 0, "epoch": 0, "hw": 0, "start": 0,
+                                  "leader_end": 0, "leader_start": 0, "leader_epochs": [[1]]}]}):
+        with pytest.raises(ValueError):
+            parse_entries(request)
