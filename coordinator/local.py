@@ -152,6 +152,9 @@ class LocalCoordinator(Coordinator):
     async def get_topic(self, name: str) -> TopicMetadata:
         return self._topic(name)
 
+    def cached_topic(self, name: str) -> TopicMetadata | None:
+        return self._state.topics.get(name)
+
     async def list_topics(self) -> list[TopicMetadata]:
         topics = self._state.topics
         return [topics[n] for n in sorted(topics)]

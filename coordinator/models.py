@@ -32,8 +32,9 @@ REPLICATION_FACTOR_MAX: Final = 16
 DEAD_LETTER_ID_KEY: Final = "dead_letter_topic_id"
 QUEUE_CONFIG_KEYS: Final = frozenset({"max_deliveries", "dead_letter_topic", "visibility_timeout_ms",
                                       DEAD_LETTER_ID_KEY})
-# Read by the replication rules, not the storage engine (``logbroker.partition_state``).
-REPLICATION_CONFIG_KEYS: Final = frozenset({"min_insync_replicas"})
+# Read by the broker (replication rules, produce de-duplication), not by the storage engine.
+REPLICATION_CONFIG_KEYS: Final = frozenset({"min_insync_replicas", "dedup_window_ms"})
+DEDUP_WINDOW_MS_MAX: Final = 86_400_000
 DEAD_LETTER_SUFFIX: Final = ".dlq"
 MAX_DELIVERIES_DEFAULT: Final = 5
 VISIBILITY_TIMEOUT_MS_DEFAULT: Final = 30_000
@@ -152,7 +153,14 @@ class TopicSpec:
         return spec
 
     def check_min_insync(self) -> None:
-        """``min_insync_replicas`` is a whole number from 1 to the replication factor."""
+        """``min_insync_replicas`` is a whole number from 1 to the replication factor;
+        ``dedup_window_ms`` one from 0 (no de-duplication) to a day."""
+        window = self.config.get("dedup_window_ms")
+        if window is not None and (isinstance(window, bool) or not isinstance(window, int)
+                                   or not 0 <= window <= DEDUP_WINDOW_MS_MAX):
+            raise InvalidTopicError(f"config.dedup_window_ms must be an integer in [0, {DEDUP_WINDOW_MS_MAX}], "
+                                    f"not {window!r}", field="config.dedup_window_ms", minimum=0,
+                                    maximum=DEDUP_WINDOW_MS_MAX)
         value = self.config.get("min_insync_replicas")
         if value is None:
             return

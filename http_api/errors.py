@@ -45,6 +45,7 @@ STATUS_BY_CODE: Final[dict[str, int]] = {
     "group_not_empty": 409,
     "inconsistent_strategy": 409,
     "not_a_queue": 409,
+    "idempotency_conflict": 409,
     "dead_letter_refused": 409,
     "request_timeout": 408,
     "batch_too_large": 413,

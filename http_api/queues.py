@@ -13,7 +13,7 @@ from aiohttp import web
 from http_api.auth import recheck_access
 from http_api.keys import NODE
 from http_api.params import JSON, MSGPACK, decode_msgpack, path_topic, read_json
-from http_api.records import PRODUCE_BODY
+from http_api.records import IDEMPOTENCY_KEY, PRODUCE_BODY
 from http_api.routing import route
 from http_api.user_limits import long_poll
 from logbroker.errors import UnsupportedMediaTypeError
@@ -47,7 +47,8 @@ async def send(request: web.Request) -> web.Response:
         records = parse_body(decode_msgpack(await request.read()), binary=True)
     else:
         raise UnsupportedMediaTypeError(f"expected {JSON} or {MSGPACK}, got {request.content_type!r}")
-    offsets = await node.produce_records(name, records, request.query.get("acks", "1"))
+    offsets = await node.produce_records(name, records, request.query.get("acks", "1"),
+                                         request.headers.get(IDEMPOTENCY_KEY))
     return web.json_response({"offsets": offsets})
 
 

@@ -23,6 +23,8 @@ FETCH_BYTES_DEFAULT = 1024 * 1024
 FETCH_RECORDS_DEFAULT = 10_000
 NEXT_OFFSET = "X-LogBroker-Next-Offset"
 HIGH_WATERMARK = "X-LogBroker-High-Watermark"
+# Stored once within the topic's dedup_window_ms (DESIGN §4); a prebuilt batch uses its producer id.
+IDEMPOTENCY_KEY = "Idempotency-Key"
 PRODUCE_BODY = {"type": "object", "properties": {"records": {"type": "array", "items": {
     "type": "object", "properties": {
         "key": {"type": "string"}, "key_b64": {"type": "string"}, "value": {"type": "string"},
@@ -48,10 +50,10 @@ async def produce(request: web.Request) -> web.Response:
         offsets = await node.produce_batch(topic, partition, batch, acks)
     elif content_type == JSON:
         records = parse_body(await read_json(request), binary=False)
-        offsets = await node.produce_records(topic, records, acks)
+        offsets = await node.produce_records(topic, records, acks, request.headers.get(IDEMPOTENCY_KEY))
     elif content_type == MSGPACK:
         records = parse_body(decode_msgpack(await request.read()), binary=True)
-        offsets = await node.produce_records(topic, records, acks)
+        offsets = await node.produce_records(topic, records, acks, request.headers.get(IDEMPOTENCY_KEY))
     else:
         raise UnsupportedMediaTypeError(f"expected {JSON}, {MSGPACK} or {BATCH}, got {content_type!r}")
     return web.json_response({"offsets": offsets})

@@ -179,6 +179,13 @@ class ReplicationTimeoutError(BrokerError):
     code = "replication_timeout"
 
 
+class IdempotencyConflictError(BrokerError):
+    """A produce reused an ``Idempotency-Key`` (or a producer's sequence) for different records
+    within the de-duplication window; nothing was stored."""
+
+    code = "idempotency_conflict"
+
+
 class PartialWriteError(BrokerError):
     """A produce spanning partitions on several nodes was stored on some and failed on others:
     not retriable as a whole (a resend would store the stored part twice). ``results`` lists

@@ -79,6 +79,8 @@ class Metrics:
         self.background_failures = Counter("logbroker_background_task_failures",
                                            "Rounds of a background task that failed (each is retried)", ["task"],
                                            registry=self.registry)
+        self.duplicates = Counter("logbroker_produce_duplicates", "Retried idempotent batches answered with their "
+                                  "first offsets, nothing appended", ["topic"], registry=self.registry)
         self.dead_letters_withheld = Counter(
             "logbroker_dead_letters_withheld", "Dead messages kept out of a queue's dead-letter topic because it is "
             "gone or its owner may not write to it (they stay dead in the queue's state log)", ["queue", "reason"],
@@ -88,6 +90,9 @@ class Metrics:
 
     def count_background_failure(self, task: str) -> None:
         self.background_failures.labels(task).inc()
+
+    def count_duplicate(self, topic: str) -> None:
+        self.duplicates.labels(topic).inc()
 
     def count_withheld_dead_letters(self, queue: str, reason: str, count: int) -> None:
         self.dead_letters_withheld.labels(queue, reason).inc(count)

@@ -48,6 +48,7 @@ from logbroker.auth.permissions import Principal
 from logbroker.cluster_groups import ClusterTopics, offsets_log
 from logbroker.cluster_sync import ClusterSync
 from logbroker.config import NodeConfig
+from logbroker.dedup import KEY_EPOCH, WINDOW_KEY, WINDOW_MS_DEFAULT, check_idempotency_key, identity, key_producer_id
 from logbroker.descriptors import PARTITIONS_MIN, DescriptorPlan, raise_open_files_limit
 from logbroker.errors import (
     ANY_ERROR,
@@ -56,6 +57,7 @@ from logbroker.errors import (
     DeadLetterRefusedError,
     ForbiddenError,
     ForwardOutcomeUnknownError,
+    IdempotencyConflictError,
     InvalidRequestError,
     NoLeaderError,
     NotAvailableError,
@@ -72,16 +74,16 @@ from logbroker.partition_roles import NO_LEADER
 from logbroker.peers import Peers
 from logbroker.queues.manager import QueueManager, state_topic
 from logbroker.records import IncomingRecord, group_by_partition
-from logbroker.replica_manager import ReplicaManager
+from logbroker.replica_manager import Replica, ReplicaManager
 from logbroker.replication.manager import ReplicationManager
 from logbroker.rpc_service import SERVICE, node_service, rpc_security
 from logbroker.state_metrics import GroupQueueCollector
 from logbroker.storage_health import free_bytes
 from logbroker.supervisor import run_supervised
-from segments.batch import encode_batch
+from segments.batch import HEADER_SIZE, NO_PRODUCER_ID, NO_SEQUENCE, encode_batch, parse_header
 from segments.config import LogConfig
 from segments.errors import TooManyOpenFilesError
-from segments.log import LogRead, LogSlice
+from segments.log import AppendInfo, LogRead, LogSlice
 
 log = logging.getLogger(__name__)
 Acks = Literal["0", "1", "all"]
@@ -734,7 +736,8 @@ class Node:
 
     # ---- produce -------------------------------------------------------------------------------
 
-    async def produce_records(self, topic: str, records: list[IncomingRecord], acks: str) -> list[dict[str, int]]:
+    async def produce_records(self, topic: str, records: list[IncomingRecord], acks: str,
+                              idempotency_key: str | None = None) -> list[dict[str, int]]:
         """Append records (grouped into one batch per partition); offsets in request order.
         Partitions another node leads are forwarded to it as built batches.
 
@@ -744,10 +747,17 @@ class Node:
         self._check_serving()
         _check_acks(acks)
         _check_writable(topic)
-        groups = group_by_partition(records, self._partition_count(topic), next(self._round_robin))
+        if idempotency_key is None:
+            producer_id, producer_epoch, sequence = NO_PRODUCER_ID, -1, NO_SEQUENCE
+            groups = group_by_partition(records, self._partition_count(topic), next(self._round_robin))
+        else:  # placed by the key, so that a retry lands where the first try did
+            producer_id, producer_epoch, sequence = key_producer_id(check_idempotency_key(idempotency_key)), \
+                KEY_EPOCH, 0
+            groups = group_by_partition(records, self._partition_count(topic), producer_id)
         batches = []
         for partition, indexes in groups.items():
-            batch = encode_batch([records[i].record for i in indexes])
+            batch = encode_batch([records[i].record for i in indexes], producer_id=producer_id,
+                                 producer_epoch=producer_epoch, base_sequence=sequence)
             limit = self._max_batch_bytes(topic, partition)
             if len(batch) > limit:
                 raise BatchTooLargeError(len(batch), limit)
@@ -765,9 +775,7 @@ class Node:
                 forwards.append((partition, indexes, self._forward_batch(leader, topic, partition, batch, acks)))
                 continue
             replica = self.replicas.get(topic, partition)
-            info = replica.append(batch)
-            self._appended(topic, partition)
-            self._count_in(topic, len(batch), len(indexes))
+            info = self._append_once(topic, replica, batch, len(indexes))
             for n, i in enumerate(indexes):
                 offsets[i] = {"partition": partition, "offset": info.base_offset + n}
             commits.append(replica.commit_replicated(info) if acks == "all" else replica.commit(info))
@@ -834,11 +842,39 @@ class Node:
         if self.clustered:
             self._check_leadership(topic, partition, acks)
         replica = self.replicas.get(topic, partition)
-        info = replica.append(batch)
-        self._appended(topic, partition)
-        self._count_in(topic, len(batch), info.last_offset - info.base_offset + 1)
+        info = self._append_once(topic, replica, batch, None)
         await self._settle([replica.commit_replicated(info) if acks == "all" else replica.commit(info)], acks)
         return [{"partition": partition, "offset": info.base_offset}]
+
+    def _append_once(self, topic: str, replica: Replica, batch: bytes, records: int | None) -> AppendInfo:
+        """Append ``batch``, or, when it is an idempotent batch this partition stored within its
+        de-duplication window, append nothing and answer where the first one went (DESIGN §4).
+        The same identity with another record count is ``idempotency_conflict``."""
+        found = identity(parse_header(batch)) if len(batch) >= HEADER_SIZE else None
+        if found is None:
+            info = replica.append(batch)
+        else:
+            now = time.time_ns() // 1_000_000
+            window = replica.dedup_window(self._dedup_window_ms(topic), now)
+            first = window.find(found, now)
+            if first is not None:
+                count = parse_header(batch).record_count
+                if count != first.records:
+                    raise IdempotencyConflictError(
+                        f"this idempotency key (or producer sequence) was used for {first.records} record(s) on "
+                        f"partition {replica.partition}, not {count}; nothing was stored", partition=replica.partition)
+                self.metrics.count_duplicate(topic)
+                return AppendInfo(first.base_offset, first.last_offset, first.last_offset + 1)
+            info = replica.append(batch)
+            window.record(found, info.base_offset, info.last_offset, now)
+        self._appended(topic, replica.partition)
+        self._count_in(topic, len(batch), records if records is not None else info.last_offset - info.base_offset + 1)
+        return info
+
+    def _dedup_window_ms(self, topic: str) -> int:
+        meta = self.coordinator.cached_topic(topic)
+        value = None if meta is None else meta.config.get(WINDOW_KEY)
+        return value if isinstance(value, int) and not isinstance(value, bool) else WINDOW_MS_DEFAULT
 
     def _check_leadership(self, topic: str, partition: int, acks: str) -> None:
         """A cluster's leader: the partition's leadership is taken up here and can take this

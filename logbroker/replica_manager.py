@@ -36,8 +36,10 @@ from typing import Any, Final, final
 
 from coordinator.errors import UnknownTopicError
 from coordinator.models import TopicMetadata
+from logbroker.dedup import DedupWindow
 from logbroker.errors import NotAvailableError, NotLeaderError, UnknownPartitionError
 from logbroker.storage_health import StorageHealth, free_bytes
+from segments.batch import HEADER_SIZE, BatchHeader, parse_header
 from segments.checkpoint import (
     HIGH_WATERMARK_FILE,
     RECOVERY_POINT_FILE,
@@ -63,6 +65,10 @@ from segments.log import AppendInfo, PartitionLog
 log = logging.getLogger(__name__)
 
 
+DEDUP_SCAN_BYTES_MAX: Final = 256 * 1024 * 1024
+DEDUP_SCAN_READ_BYTES: Final = 4 * 1024 * 1024
+
+
 class WaiterBudget:
     """A node-wide bound on waiting fetches."""
 
@@ -75,8 +81,8 @@ class WaiterBudget:
 
 @final
 class Replica:
-    __slots__ = ("_budget", "_commit", "_health", "_waiters", "ack_wait", "epoch", "high_watermark", "leader_hook",
-                 "local_end", "log", "partition", "replicated", "topic")
+    __slots__ = ("_budget", "_commit", "_health", "_waiters", "ack_wait", "dedup", "epoch", "high_watermark",
+                 "leader_hook", "local_end", "log", "partition", "replicated", "topic")
 
     def __init__(self, topic: str, partition: int, partition_log: PartitionLog, commit: GroupCommit,
                  budget: WaiterBudget, health: StorageHealth | None = None, *,
@@ -96,6 +102,8 @@ class Replica:
         # Set while this node leads in a cluster: waits until the ISR holds every record below an offset.
         self.ack_wait: Callable[[int], Awaitable[None]] | None = None
         self.epoch = 0  # the leader epoch appends are stamped with (the leadership's, in a cluster)
+        # Idempotent writes stored lately; built from the log when first needed (``dedup_window``).
+        self.dedup: DedupWindow | None = None
         self._waiters: list[asyncio.Future[None]] = []
         self._commit = commit
         self._budget = budget
@@ -164,6 +172,32 @@ class Replica:
             self._commit.flush_in_background()
         return info
 
+    def dedup_window(self, window_ms: int, now_ms: int) -> DedupWindow:
+        """The partition's de-duplication window, rebuilt from the tail of the log (at most
+        ``DEDUP_SCAN_BYTES_MAX`` of it) the first time it is needed after an open, a truncation
+        or a change of leader."""
+        if self.dedup is None or self.dedup.window_ms != window_ms:
+            self.dedup = DedupWindow.from_headers(self._headers_since(now_ms - window_ms), window_ms, now_ms)
+        return self.dedup
+
+    def _headers_since(self, timestamp_ms: int) -> Iterator[BatchHeader]:
+        partition_log = self.log
+        offset = partition_log.offset_for_timestamp(max(timestamp_ms, 0))
+        if offset is None:
+            return
+        scanned = 0
+        while offset < partition_log.log_end_offset and scanned < DEDUP_SCAN_BYTES_MAX:
+            read = partition_log.read(offset, DEDUP_SCAN_READ_BYTES)
+            if read.next_offset <= offset:
+                return
+            data, position = read.data, 0
+            while position + HEADER_SIZE <= len(data):
+                header = parse_header(data, position)
+                yield header
+                position += header.size_bytes
+            scanned += len(data)
+            offset = read.next_offset
+
     def truncate(self, offset: int, *, restart: bool = False) -> None:
         """Cut the log to ``offset`` (a follower dropping a divergent suffix), or with ``restart``
         empty it and start it at ``offset`` (its leader's retention passed its end). The high
@@ -174,6 +208,7 @@ class Replica:
             else:
                 self.log.truncate_to(offset)
         end = self.log.log_end_offset
+        self.dedup = None
         self.local_end = end if restart else min(self.local_end, end)
         if restart or self.high_watermark > end:
             self.high_watermark = end

@@ -38,6 +38,7 @@ class Leadership:
                  fenced: Callable[[], bool]) -> None:
         self.replica = replica
         replica.local_end = replica.log.log_end_offset  # what this node holds now counts as its own
+        replica.dedup = None  # rebuilt from the log: it took the last leader's writes as a follower
         self.me = me
         self.epoch = state.leader_epoch
         self.replicas = state.replicas
