@@ -17,10 +17,11 @@ from typing import Any, Final
 from logbroker.client.core import Client
 from logbroker.client.errors import LogBrokerError
 from logbroker.client.partitioning import key_partition
-from logbroker.client.routing import RetryPolicy, backoff_s, produce_refused
-from segments.batch import BATCH_RECORDS_MAX, ProducerRecord, encode_batch
+from logbroker.client.routing import RetryPolicy, backoff_s, idempotent_resend, produce_refused
+from segments.batch import BATCH_RECORDS_MAX, NO_PRODUCER_ID, NO_SEQUENCE, ProducerRecord, encode_batch
 
 PRODUCE_BACKOFF_MAX_S: Final = 5.0
+SEQUENCE_WRAP: Final = 2**31  # base_sequence is an i32
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -45,15 +46,22 @@ class Producer:
     ``send`` returns a future per record; ``buffer_bytes_max`` bounds what may wait unsent (send
     waits for room), ``in_flight_max`` bounds concurrent requests.
 
+    Idempotence (``idempotent=True``, the default): the producer has a random producer id and
+    numbers each partition's records; every batch carries its id, epoch 0 and the sequence of its
+    first record, and the broker stores a batch it has seen within the topic's
+    ``dedup_window_ms`` only once (answering the first offsets), also after a leader failover.
+
     Retries: a batch goes to its partition's leader; the ``Client`` sends it again, after reading
     the cluster metadata again, when a node says it appended nothing (503 ``not_leader``,
     ``no_leader``, ``not_enough_replicas``, ``coordinator_unavailable``) or no connection could be
     made (``Client.retry`` bounds those tries); the producer itself sends it again, at most
     ``retries`` times with backoff (``retry_backoff_ms`` doubling, or the node's ``Retry-After``),
-    when a node refused it before appending (429 quota, 503 ``too_many_connections``). A batch
-    whose request was sent and then timed out or lost its connection is never sent again: it may
-    have been stored, and without idempotent produce a resend could store it twice; its futures
-    fail with the error (status 0) and the caller decides.
+    when a node refused it before appending (429 quota, 503 ``too_many_connections``) and, when
+    idempotent, also when the outcome is unknown (no answer after sending, 504
+    ``forward_outcome_unknown`` or ``replication_timeout``, a leader change while it waited). Not
+    idempotent, a batch whose request was sent and then timed out or lost its connection is never
+    sent again: it may have been stored and a resend could store it twice; its futures fail with
+    the error (status 0) and the caller decides.
 
     Order: records sent to one partition are stored in the order ``send`` was called. A
     partition has at most one batch in flight (its next batch waits for the answer, FIFO), so
@@ -61,8 +69,11 @@ class Producer:
 
     def __init__(self, client: Client, *, linger_ms: int = 5, batch_bytes: int = 1 << 20, acks: str = "1",
                  retries: int = 5, retry_backoff_ms: int = 100, buffer_bytes_max: int = 64 << 20,
-                 in_flight_max: int = 8) -> None:
+                 in_flight_max: int = 8, idempotent: bool = True) -> None:
         self.client = client
+        self.idempotent = idempotent
+        self.producer_id = random.getrandbits(62) + 1 if idempotent else NO_PRODUCER_ID
+        self._sequences: dict[tuple[str, int], int] = {}  # the next record's sequence, per partition
         self.linger_ms, self.batch_bytes, self.acks = linger_ms, batch_bytes, acks
         self.retries, self.retry_backoff_ms = retries, retry_backoff_ms
         self._pending: dict[tuple[str, int], _Pending] = {}
@@ -112,12 +123,17 @@ class Producer:
             pending.timer.cancel()
         if partition == self._sticky.get(topic, -1) % max(1, self._partitions.get(topic, 1)):
             self._sticky[topic] = self._sticky.get(topic, 0) + 1
-        task = asyncio.get_running_loop().create_task(self._send_batch(topic, partition, pending))
+        sequence = NO_SEQUENCE
+        if self.idempotent:  # numbered here, in the order batches leave the buffer
+            sequence = self._sequences.get((topic, partition), 0)
+            self._sequences[(topic, partition)] = (sequence + len(pending.records)) % SEQUENCE_WRAP
+        task = asyncio.get_running_loop().create_task(self._send_batch(topic, partition, pending, sequence))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _send_batch(self, topic: str, partition: int, pending: _Pending) -> None:
-        batch = encode_batch(pending.records)
+    async def _send_batch(self, topic: str, partition: int, pending: _Pending, sequence: int) -> None:
+        batch = encode_batch(pending.records, producer_id=self.producer_id,
+                             producer_epoch=0 if self.idempotent else -1, base_sequence=sequence)
         in_order = self._in_order.setdefault((topic, partition), asyncio.Lock())
         try:
             async with in_order, self._in_flight:
@@ -143,7 +159,8 @@ class Producer:
             try:
                 return await self.client.produce_batch(topic, partition, batch, acks=self.acks)
             except LogBrokerError as exc:
-                if not produce_refused(exc) or attempt == self.retries:
+                again = idempotent_resend(exc) if self.idempotent else produce_refused(exc)
+                if not again or attempt == self.retries:
                     raise
                 await asyncio.sleep(backoff_s(attempt, policy, exc.retry_after_s, random.random()))
         raise AssertionError("unreachable")

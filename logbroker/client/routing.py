@@ -105,6 +105,17 @@ def backoff_s(attempt: int, policy: RetryPolicy, retry_after_s: float | None, ji
     return min(exponential * (0.5 + 0.5 * min(max(jitter, 0.0), 1.0)), policy.backoff_max_s)
 
 
+# With idempotent produce a resend is stored once, so these may be sent again too: no answer
+# after sending (status 0), a write whose outcome the broker could not tell, a leader change.
+RESEND_CODES: Final = frozenset({"transport", "forward_outcome_unknown", "replication_timeout", "not_leader",
+                                 "no_leader", "not_enough_replicas", "coordinator_unavailable", "not_available"})
+
+
+def idempotent_resend(error: LogBrokerError) -> bool:
+    """An idempotent batch may be sent again after ``error`` (the broker de-duplicates it)."""
+    return produce_refused(error) or problem_code(error) in RESEND_CODES
+
+
 def produce_refused(error: LogBrokerError) -> bool:
     """A produce the node refused before appending (a quota in debt, a full connection table):
     the ``Producer`` may send it again. Cluster errors and unreachable nodes are the

@@ -149,7 +149,7 @@ async def test_errors_a_resend_would_not_cure_are_not_retried(node):
 
 
 @pytest.mark.asyncio
-async def test_a_produce_that_timed_out_is_not_sent_again_but_a_read_is(node):
+async def test_a_produce_that_timed_out_is_sent_again_only_when_idempotent_and_a_read_is(node):
     async with FakeNode(node.url) as fake, Client(fake.url, retry=RetryPolicy(attempts=2, backoff_s=0.01),
                                                   timeout_s=1.0) as client:
         await client.create_topic("cc.timeout", partitions=1)
@@ -159,11 +159,16 @@ async def test_a_produce_that_timed_out_is_not_sent_again_but_a_read_is(node):
             await client.produce_batch("cc.timeout", 0, encode_values([b"x"]))
         assert err.value.status == 0 and not isinstance(err.value, UnreachableError)
         assert fake.count("POST", "/v1/topics/cc.timeout/records") == 1
-        async with Producer(client, linger_ms=1) as producer:
+        async with Producer(client, linger_ms=1, idempotent=False) as producer:
             future = await producer.send("cc.timeout", b"y", partition=0)
             with pytest.raises(LogBrokerError):
                 await future
         assert fake.count("POST", "/v1/topics/cc.timeout/records") == 2
+        async with Producer(client, linger_ms=1, retries=2, retry_backoff_ms=1) as idempotent:
+            future = await idempotent.send("cc.timeout", b"z", partition=0)
+            with pytest.raises(LogBrokerError):
+                await future
+        assert fake.count("POST", "/v1/topics/cc.timeout/records") == 2 + 3, "an idempotent batch is sent again"
         with pytest.raises(LogBrokerError):
             await client.list_offset("cc.timeout", 0)
         assert fake.count("GET", "/v1/topics/cc.timeout/partitions/0/offsets") == 2
