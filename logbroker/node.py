@@ -1029,7 +1029,7 @@ class Node:
         waited on: the wait is then cut to ``REMOTE_POLL_MS`` so that the caller polls them."""
         self._check_serving()
         _, wait_ms = self._fetch_args(0, wait_ms)
-        local = [(t, p, o) for t, p, o in positions if self._leader(t, p) is None]
+        local = [(t, p, o) for t, p, o in positions if self._serves_here(t, p)]
         if len(local) < len(positions):
             wait_ms = min(wait_ms, REMOTE_POLL_MS)
         waits = [asyncio.ensure_future(self.replicas.get(t, p).wait_for_data(o, wait_ms)) for t, p, o in local]
@@ -1042,6 +1042,13 @@ class Node:
             for task in waits:
                 task.cancel()
             await asyncio.gather(*waits, return_exceptions=True)
+
+    def _serves_here(self, topic: str, partition: int) -> bool:
+        """This node leads ``partition`` now (False while it has no leader: the caller polls)."""
+        try:
+            return self._leader(topic, partition) is None
+        except NoLeaderError:
+            return False
 
     async def list_offset(self, topic: str, partition: int, at: str) -> dict[str, int | None]:
         """``earliest``, ``latest`` (the high watermark) or the first offset at a timestamp."""
