@@ -114,16 +114,14 @@ def _end_for(epochs: Sequence[tuple[int, int]], log_end: int, wanted: int) -> tu
     return UNKNOWN, UNKNOWN
 
 
-def preferred_ready(replicas: Sequence[int], isr: Collection[int], leader_id: int, alive: Collection[int],
-                    followers: Mapping[int, FollowerProgress], leader_end: int) -> bool:
-    """Failback: the preferred replica (``replicas[0]``) is not the leader, is alive, in sync and
-    holds the leader's whole log, so a hand-over loses nothing, not even an ``acks=1`` record."""
+def preferred_ready(replicas: Sequence[int], isr: Collection[int], leader_id: int, alive: Collection[int]) -> bool:
+    """Failback may begin: the preferred replica (``replicas[0]``) is not the leader, is alive and
+    in the ISR. (The hand-over itself then stops writes and waits until it holds the leader's
+    whole log, so that nothing is lost, not even an ``acks=1`` record: under steady writes a
+    follower is rarely level with its leader at any given instant.)"""
     if not replicas or replicas[0] == leader_id:
         return False
-    preferred = replicas[0]
-    progress = followers.get(preferred)
-    return (preferred in isr and preferred in alive and progress is not None
-            and progress.log_end is not None and progress.log_end >= leader_end)
+    return replicas[0] in isr and replicas[0] in alive
 
 
 def min_insync_replicas(config: Mapping[str, object], replication_factor: int) -> int:

@@ -205,7 +205,7 @@ class ReplicationManager:
                 leadership.recompute()
                 self._spawn(self._change_isr(leadership, drop, join))
                 continue
-            if preferred_ready(leadership.replicas, leadership.isr, self._me, alive, leadership.followers, end):
+            if preferred_ready(leadership.replicas, leadership.isr, self._me, alive):
                 since = self._in_sync_since.setdefault(leadership.key, at)
                 if at - since >= FAILBACK_DELAY_MS:
                     self._spawn(self._fail_back(leadership))

@@ -117,13 +117,12 @@ def _history(offsets: list[int]) -> list[tuple[int, int]]:
     return history
 
 
-def test_failback_waits_for_the_preferred_replica_to_hold_the_whole_log():
-    full = {1: FollowerProgress(log_end=10)}
-    assert preferred_ready((1, 2), (1, 2), 2, {1, 2}, full, leader_end=10)
-    assert not preferred_ready((1, 2), (1, 2), 2, {1, 2}, {1: FollowerProgress(log_end=9)}, leader_end=10)
-    assert not preferred_ready((1, 2), (2,), 2, {1, 2}, full, leader_end=10)  # not in the ISR yet
-    assert not preferred_ready((1, 2), (1, 2), 2, {2}, full, leader_end=10)  # not alive
-    assert not preferred_ready((2, 1), (1, 2), 2, {1, 2}, full, leader_end=10)  # already the preferred
+def test_failback_begins_once_the_preferred_replica_is_alive_and_in_sync():
+    assert preferred_ready((1, 2), (1, 2), 2, {1, 2})
+    assert not preferred_ready((1, 2), (2,), 2, {1, 2})  # not in the ISR yet
+    assert not preferred_ready((1, 2), (1, 2), 2, {2})  # not alive
+    assert not preferred_ready((2, 1), (1, 2), 2, {1, 2})  # already the preferred
+    assert not preferred_ready((), (), 2, {2})
 
 
 def test_min_insync_replicas_defaults_and_config():
