@@ -3,9 +3,10 @@
 ``all`` runs the standard set (produce, consume, latency, idle, queue) against every system;
 ``replication`` puts the same producers on a replicated LogBroker cluster, a lone LogBroker node and
 three-server NATS and RabbitMQ clusters; ``failover`` kills a partition's leader under a producer
-on three nodes on etcd and times the failover and the failback; ``log``, ``node`` and the others of
-``LOGBROKER_ONLY`` are LogBroker's own benchmarks (``cluster``: three nodes on etcd); ``report`` rebuilds REPORT.md and
-the plots from the result files in ``--out``, each scenario from its latest run.
+on three nodes on etcd and times the failover and the failback; ``log``, ``node`` and the others
+of ``LOGBROKER_ONLY`` are LogBroker's own benchmarks (``cluster``: three nodes on etcd);
+``report`` rebuilds REPORT.md and the plots from the result files in ``--out``, each scenario from
+its latest run.
 """
 
 from __future__ import annotations
