@@ -2,9 +2,11 @@
 
 ``all`` runs the standard set (produce, consume, latency, idle, queue) against every system;
 ``replication`` puts the same producers on a replicated LogBroker cluster, a lone LogBroker node and
-three-server NATS and RabbitMQ clusters; ``log``, ``node`` and the others of ``LOGBROKER_ONLY`` are
-LogBroker's own benchmarks (``cluster``: three nodes on etcd); ``report`` rebuilds REPORT.md and
-the plots from the result files in ``--out``, each scenario from its latest run.
+three-server NATS and RabbitMQ clusters; ``failover`` kills a partition's leader under a producer
+on three nodes on etcd and times the failover and the failback; ``log``, ``node`` and the others
+of ``LOGBROKER_ONLY`` are LogBroker's own benchmarks (``cluster``: three nodes on etcd);
+``report`` rebuilds REPORT.md and the plots from the result files in ``--out``, each scenario from
+its latest run.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from collections.abc import Callable
 from benchmarks import (
     auth_bench,
     cluster_bench,
+    failover_bench,
     group_scale_bench,
     groups_bench,
     log_bench,
@@ -55,6 +58,16 @@ def _systems(text: str) -> list[str]:
     return names
 
 
+def _ttls(text: str) -> tuple[int, ...]:
+    try:
+        ttls = tuple(int(t) for t in text.split(",") if t.strip())
+    except ValueError:
+        ttls = ()
+    if not ttls or any(t < 1000 or t % 1000 for t in ttls):
+        raise argparse.ArgumentTypeError("lease TTLs are whole seconds in ms, comma-separated: 6000,2000")
+    return ttls
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description="LogBroker benchmarks")
     sub = parser.add_subparsers(dest="scenario", required=True)
@@ -80,6 +93,16 @@ def main(argv: list[str] | None = None) -> int:
                       help="comma-separated: logbroker,nats,rabbitmq")
     repl.add_argument("--work-dir", default=None, help="where the servers keep their data (default: the temp dir "
                       "for the peers, the current directory for LogBroker)")
+    fail = sub.add_parser("failover", help="kill -9 a partition's leader under an acks=all producer on three nodes "
+                          "on etcd: the failover time and the failback of the restarted node, with the default lease "
+                          "TTL and a shorter one")
+    fail.add_argument("--quick", action="store_true", help="3 repetitions, short steady phases (about 2 minutes)")
+    fail.add_argument("--out", default=DEFAULT_OUT_DIR, help="directory for results, REPORT.md and plots")
+    fail.add_argument("--work-dir", default=None, help="where etcd and the nodes keep their data (default: cwd)")
+    fail.add_argument("--ttls-ms", type=_ttls, default=None, help="comma-separated lease TTLs, one cluster each "
+                      "(default: 6000,2000)")
+    fail.add_argument("--pace-ms", type=float, default=None, help="between two produce calls (default 20; 0: back "
+                      "to back)")
     rep = sub.add_parser("report", help="rebuild REPORT.md and plots from each scenario's latest run")
     rep.add_argument("--out", default=DEFAULT_OUT_DIR)
     for name, help_text, quick_text in LOGBROKER_ONLY:
@@ -101,6 +124,11 @@ def main(argv: list[str] | None = None) -> int:
             quick=args.quick, out_dir=args.out, work_dir=args.work_dir, systems=systems,
             command="python -m benchmarks " + " ".join(sys.argv[1:] if argv is None else argv))
         return 1 if replication_bench.failed(documents) else 0
+    if args.scenario == "failover":
+        command = "python -m benchmarks " + " ".join(sys.argv[1:] if argv is None else argv)
+        failover_bench.run(quick=args.quick, out_dir=args.out, work_dir=args.work_dir, ttls_ms=args.ttls_ms,
+                           pace_ms=args.pace_ms, command=command)
+        return 0
     if args.scenario == "cluster":
         cluster_bench.run(quick=args.quick, out_dir=args.out, work_dir=args.work_dir, profile_dir=args.profile)
     elif args.scenario in runners:
