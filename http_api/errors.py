@@ -70,7 +70,8 @@ STATUS_BY_CODE: Final[dict[str, int]] = {
     "replication_timeout": 504,
 }
 # A cluster's retriable 503s (DESIGN §4): the client refreshes its metadata and retries after this.
-CLUSTER_RETRY_AFTER_S: Final = 1
+# Leadership moves in well under a second once decided: the body's exact wait; the header rounds up.
+CLUSTER_RETRY_AFTER_S: Final = 0.2
 CLUSTER_RETRY_CODES: Final = frozenset({"not_leader", "no_leader", "not_enough_replicas", "coordinator_unavailable"})
 STORAGE_FULL_RETRY_AFTER_S: Final = 5
 TITLES: Final = {400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed",

@@ -23,6 +23,8 @@ FETCH_BYTES_DEFAULT = 1024 * 1024
 FETCH_RECORDS_DEFAULT = 10_000
 NEXT_OFFSET = "X-LogBroker-Next-Offset"
 HIGH_WATERMARK = "X-LogBroker-High-Watermark"
+# On a partition-scoped answer served by forwarding: the leader's id (the client reads metadata again).
+LEADER = "X-LogBroker-Leader"
 # Stored once within the topic's dedup_window_ms (DESIGN §4); a prebuilt batch uses its producer id.
 IDEMPOTENCY_KEY = "Idempotency-Key"
 PRODUCE_BODY = {"type": "object", "properties": {"records": {"type": "array", "items": {
@@ -48,6 +50,9 @@ async def produce(request: web.Request) -> web.Response:
         batch = await request.read()
         await checked_batch(request, batch)
         offsets = await node.produce_batch(topic, partition, batch, acks)
+        leader = node.leader_elsewhere(topic, partition)
+        if leader is not None:
+            return web.json_response({"offsets": offsets}, headers={LEADER: str(leader)})
     elif content_type == JSON:
         records = parse_body(await read_json(request), binary=False)
         offsets = await node.produce_records(topic, records, acks, request.headers.get(IDEMPOTENCY_KEY))
@@ -92,6 +97,9 @@ async def fetch(request: web.Request) -> web.StreamResponse:
         if wait_ms:  # a long-poll: access may have been revoked while it waited (decision 0175)
             await recheck_access(request)
         headers = {HIGH_WATERMARK: str(hwm), NEXT_OFFSET: str(offset if piece is None else piece.next_offset)}
+        leader = node.leader_elsewhere(topic, partition)
+        if leader is not None:
+            headers[LEADER] = str(leader)
         if piece is None:
             return web.Response(body=b"", content_type=BATCH, headers=headers)
         if isinstance(piece, LogRead):  # forwarded: the leader's bytes, already in memory

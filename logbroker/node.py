@@ -1043,6 +1043,16 @@ class Node:
                 task.cancel()
             await asyncio.gather(*waits, return_exceptions=True)
 
+    def leader_elsewhere(self, topic: str, partition: int) -> int | None:
+        """The partition's leader when it is another node (a hint for clients that sent a call
+        here: they read the metadata again), else None."""
+        if not self.clustered:
+            return None
+        state = self.coordinator.cached_partition(topic, partition)
+        if state is None or state.leader in (NO_LEADER, self.config.node_id):
+            return None
+        return state.leader
+
     def _serves_here(self, topic: str, partition: int) -> bool:
         """This node leads ``partition`` now (False while it has no leader: the caller polls)."""
         try:

@@ -24,7 +24,14 @@ import aiohttp
 from logbroker.client.calls import GroupQueueCalls
 from logbroker.client.consumer_batch import decode_fetched
 from logbroker.client.errors import LogBrokerError, problem_error, transport_error
-from logbroker.client.metadata import METADATA_MAX_AGE_S, MetadataCache, parse_bootstrap, parse_leaders, parse_nodes
+from logbroker.client.metadata import (
+    LEADER_HINT,
+    METADATA_MAX_AGE_S,
+    MetadataCache,
+    parse_bootstrap,
+    parse_leaders,
+    parse_nodes,
+)
 from logbroker.client.routing import RetryPolicy, decide
 from segments.batch import Record
 
@@ -126,8 +133,11 @@ class Client(GroupQueueCalls):
             return await self._authorized(url, method, path, params=params, json_body=json_body, data=data,
                                           headers=headers)
 
-        return await self.routed(once, partition=partition, idempotent=method == "GET" if idempotent is None
-                                 else idempotent)
+        answer = await self.routed(once, partition=partition, idempotent=method == "GET" if idempotent is None
+                                   else idempotent)
+        if partition is not None and LEADER_HINT in answer[1]:  # served by forwarding: leadership moved
+            self._metadata.invalidate(partition[0])
+        return answer
 
     async def routed(self, call: Callable[[str], Awaitable[T]], *, partition: tuple[str, int] | None = None,
                      idempotent: bool = False, discover: bool = True) -> T:

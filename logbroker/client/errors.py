@@ -58,8 +58,11 @@ def problem_error(status: int, body: bytes, headers: Mapping[str, str] | None = 
         if not isinstance(problem, dict):
             raise ValueError("not a problem object")
         extra = dict(problem)
-        if retry_after is not None:
-            extra["retry_after_s"] = retry_after
+        precise = problem.get("retry_after_s")  # the body's wait is exact; the header's whole seconds
+        if not (isinstance(precise, (int, float)) and not isinstance(precise, bool) and 0 <= precise < float("inf")):
+            extra.pop("retry_after_s", None)
+            if retry_after is not None:
+                extra["retry_after_s"] = retry_after
         return LogBrokerError(status, str(problem.get("code", "error")), str(problem.get("detail", "")),
                               retriable=bool(problem.get("retriable")) or status in RETRIABLE_STATUSES,
                               extra=extra)

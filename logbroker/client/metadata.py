@@ -18,6 +18,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
 METADATA_MAX_AGE_S: Final = 60.0
+# A node that forwarded a partition-scoped call names the leader in this header (``http_api``).
+LEADER_HINT: Final = "X-LogBroker-Leader"
 # A topic whose metadata could not be read (no such topic, not allowed, no node answered) is asked
 # again after this long, not at every call: the call itself then gets the node's real answer.
 FAILED_LOOKUP_AGE_S: Final = 1.0

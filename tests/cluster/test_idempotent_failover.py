@@ -49,8 +49,10 @@ def test_a_retry_after_a_failover_is_stored_once(cluster: Cluster):
     first = cluster.http(via).json("POST", "/v1/topics/once/records?acks=all", headers={**token,
                                    "Idempotency-Key": "payment-42"}, body=keyed)
     batch = encode_batch([ProducerRecord(b"batched")], producer_id=77, producer_epoch=0, base_sequence=0)
-    stored = cluster.http(via).json("POST", "/v1/topics/once/records?partition=0&acks=all",
-                                    headers={**token, "Content-Type": BATCH}, raw=batch)
+    reply = cluster.http(via).call("POST", "/v1/topics/once/records?partition=0&acks=all",
+                                   headers={**token, "Content-Type": BATCH}, raw=batch)
+    assert reply.status == 200 and reply.headers["x-logbroker-leader"] == str(leader), "forwarded: a hint"
+    stored = reply.json()
 
     os.kill(cluster.nodes[leader].pid, signal.SIGKILL)
     cluster.nodes[leader].kill()

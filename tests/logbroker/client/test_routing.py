@@ -80,6 +80,17 @@ def test_retry_after_is_honoured_and_capped():
     assert answer(503, "not_leader", "nan").retry_after_s is None
 
 
+def test_the_bodys_exact_wait_wins_over_the_headers_whole_seconds():
+    def with_body(wait: object) -> LogBrokerError:
+        body = json.dumps({"code": "not_leader", "detail": "x", "retry_after_s": wait}).encode()
+        return problem_error(503, body, {"Retry-After": "1"})
+
+    assert with_body(0.2).retry_after_s == 0.2
+    assert decide(with_body(0.2), 0, POLICY, idempotent=False).delay_s == 0.2
+    for bad in ("0.2", -1, True, None):
+        assert with_body(bad).retry_after_s == 1.0
+
+
 @given(st.integers(0, 100), st.floats(0, 1), st.none() | st.floats(0, 1e9))
 def test_backoff_grows_within_its_bounds(attempt, jitter, retry_after):
     delay = backoff_s(attempt, POLICY, retry_after, jitter)
