@@ -72,7 +72,7 @@ from logbroker.client import Client, LogBrokerError, Producer, RetryPolicy
 from logbroker.etcd_process import running_etcd
 from logbroker.launcher import NodeProcess
 
-TTLS_MS: Final = (6_000, 2_000)  # the default --lease-ttl-ms, and a shorter one
+TTLS_MS: Final = (3_000, 6_000)  # the default --lease-ttl-ms, and the old default
 NODES: Final = 3
 REPLICATION_FACTOR: Final = 3
 RECORD_BYTES: Final = 100
