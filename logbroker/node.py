@@ -48,7 +48,16 @@ from logbroker.auth.permissions import Principal
 from logbroker.cluster_groups import ClusterTopics, offsets_log
 from logbroker.cluster_sync import ClusterSync
 from logbroker.config import NodeConfig
-from logbroker.dedup import KEY_EPOCH, WINDOW_KEY, WINDOW_MS_DEFAULT, check_idempotency_key, identity, key_producer_id
+from logbroker.dedup import (
+    KEY_EPOCH,
+    WINDOW_KEY,
+    WINDOW_MS_DEFAULT,
+    Appended,
+    Identity,
+    check_idempotency_key,
+    identity,
+    key_producer_id,
+)
 from logbroker.descriptors import PARTITIONS_MIN, DescriptorPlan, raise_open_files_limit
 from logbroker.errors import (
     ANY_ERROR,
@@ -766,6 +775,7 @@ class Node:
                 self._check_fence()
                 self.moves.check_writable(topic, partition)
                 self._check_leadership(topic, partition, acks)
+                self._earlier_write(topic, self.replicas.get(topic, partition), batch)  # a conflict: nothing stored
             batches.append((partition, indexes, batch, leader))
         offsets: list[dict[str, int]] = [{}] * len(records)
         commits = []
@@ -850,26 +860,35 @@ class Node:
         """Append ``batch``, or, when it is an idempotent batch this partition stored within its
         de-duplication window, append nothing and answer where the first one went (DESIGN §4).
         The same identity with another record count is ``idempotency_conflict``."""
-        found = identity(parse_header(batch)) if len(batch) >= HEADER_SIZE else None
-        if found is None:
-            info = replica.append(batch)
-        else:
-            now = time.time_ns() // 1_000_000
-            window = replica.dedup_window(self._dedup_window_ms(topic), now)
-            first = window.find(found, now)
-            if first is not None:
-                count = parse_header(batch).record_count
-                if count != first.records:
-                    raise IdempotencyConflictError(
-                        f"this idempotency key (or producer sequence) was used for {first.records} record(s) on "
-                        f"partition {replica.partition}, not {count}; nothing was stored", partition=replica.partition)
-                self.metrics.count_duplicate(topic)
-                return AppendInfo(first.base_offset, first.last_offset, first.last_offset + 1)
-            info = replica.append(batch)
-            window.record(found, info.base_offset, info.last_offset, now)
+        earlier = self._earlier_write(topic, replica, batch)
+        if isinstance(earlier, Appended):
+            self.metrics.count_duplicate(topic)
+            return AppendInfo(earlier.base_offset, earlier.last_offset, earlier.last_offset + 1)
+        info = replica.append(batch)
+        if earlier is not None:
+            assert replica.dedup is not None  # built by the lookup
+            replica.dedup.record(earlier, info.base_offset, info.last_offset, time.time_ns() // 1_000_000)
         self._appended(topic, replica.partition)
         self._count_in(topic, len(batch), records if records is not None else info.last_offset - info.base_offset + 1)
         return info
+
+    def _earlier_write(self, topic: str, replica: Replica, batch: bytes) -> Appended | Identity | None:
+        """Where the partition stored ``batch`` before (within its de-duplication window), or the
+        batch's identity when it did not, or None for a batch without one. The same identity with
+        another record count is ``idempotency_conflict``."""
+        found = identity(parse_header(batch)) if len(batch) >= HEADER_SIZE else None
+        if found is None:
+            return None
+        now = time.time_ns() // 1_000_000
+        first = replica.dedup_window(self._dedup_window_ms(topic), now).find(found, now)
+        if first is None:
+            return found
+        count = parse_header(batch).record_count
+        if count != first.records:
+            raise IdempotencyConflictError(
+                f"this idempotency key (or producer sequence) was used for {first.records} record(s) on partition "
+                f"{replica.partition}, not {count}; nothing was stored", partition=replica.partition)
+        return first
 
     def _dedup_window_ms(self, topic: str) -> int:
         meta = self.coordinator.cached_topic(topic)
