@@ -39,6 +39,8 @@ class ClusterSync:
 
     def notice(self, change: MetadataChange) -> None:
         self._pending.update(change.topics)
+        if change.session_lost:
+            self._node.replication.session_lost()
         if change.nodes or change.session_lost:
             self._everything = True
         self._wake.set()
@@ -112,9 +114,10 @@ class ClusterSync:
             if moved:
                 node.replication.drop(name, moved)
                 await node.drop_moved(name, moved)
-        for state in states:
-            if hosts(state, me):
-                node.replication.sync_partition(state)
+        for state in states:  # read again: the awaits above may have let the cache move on
+            fresh = node.coordinator.cached_partition(name, state.partition)
+            if fresh is not None and hosts(fresh, me):
+                node.replication.sync_partition(fresh)
         return [_election(node, meta, s.partition) for s in states if should_stand(s, me, alive)]
 
     def forget(self, name: str) -> None:

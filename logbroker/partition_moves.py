@@ -106,7 +106,11 @@ class PartitionMover:
             await self._undo(topic, partition, leader, state.replicas, thaw=False)
             raise
         in_sync = node.coordinator.cached_partition(topic, partition)
-        isr = (new, *[n for n in target[1:] if in_sync is not None and n in in_sync.isr])
+        if in_sync is None or new not in in_sync.isr:  # it left the ISR during the freeze: it may lack the tail
+            await self._undo(topic, partition, leader, state.replicas, thaw=True)
+            raise NotAvailableError(f"node {new} left the ISR of partition {partition} of {topic!r} during the "
+                                    "move; not handed over")
+        isr = (new, *[n for n in target[1:] if n in in_sync.isr])
         try:
             # Bounded so that it ends before the freeze can lapse; shielded so that a cancelled
             # request does not leave its outcome unknown to the transaction itself.

@@ -85,33 +85,34 @@ def truncation_point(leader_epochs: Sequence[tuple[int, int]], leader_end: int,
                      follower_epochs: Sequence[tuple[int, int]], follower_end: int) -> int:
     """Where a follower must cut its log so that it keeps only what it shares with the leader.
 
-    ``*_epochs`` are ``(epoch, start offset)`` in ascending order. As Kafka's
-    OffsetsForLeaderEpoch: take the follower's latest epoch, find the largest leader epoch not
-    above it and where the leader's copy of that epoch ends; the follower keeps no more than that,
-    nor more than its own copy of that epoch. A follower with no epochs (empty log) keeps its end;
-    one whose epochs all predate the leader's history keeps nothing beyond the leader's first
-    epoch start."""
+    ``*_epochs`` are ``(epoch, start offset)`` in ascending order. Two replicas hold the same
+    record at an offset exactly when they hold it from the same leader epoch (an epoch has one
+    leader, which writes each offset once), so the shared prefix ends at the first offset whose
+    epoch differs between the two histories, or where either log ends. Both histories are at
+    hand, so this is exact in one step where Kafka's OffsetsForLeaderEpoch may need several round
+    trips. Below the first start of either history (its retention) nothing is compared. A follower
+    holding records without any epoch history keeps nothing (nothing can vouch for them)."""
+    limit = min(leader_end, follower_end)
     if not follower_epochs:
-        return min(follower_end, leader_end)
-    wanted = follower_epochs[-1][0]
-    epoch, leader_stop = _end_for(leader_epochs, leader_end, wanted)
-    if epoch == UNKNOWN:
-        first = leader_epochs[0][1] if leader_epochs else leader_end
-        return min(follower_end, first)
-    _, follower_stop = _end_for(follower_epochs, follower_end, epoch)
-    if follower_stop == UNKNOWN:
-        follower_stop = follower_end
-    return min(follower_end, leader_stop, follower_stop)
+        return 0 if follower_end > 0 else limit
+    starts = sorted({s for _, s in leader_epochs} | {s for _, s in follower_epochs} | {0})
+    for start in starts:  # between two consecutive starts both histories name one epoch each
+        if start >= limit:
+            break
+        ours, theirs = _epoch_at(leader_epochs, start), _epoch_at(follower_epochs, start)
+        if ours is not None and theirs is not None and ours != theirs:
+            return start
+    return limit
 
 
-def _end_for(epochs: Sequence[tuple[int, int]], log_end: int, wanted: int) -> tuple[int, int]:
-    """``(epoch, end offset)`` of the largest epoch <= ``wanted`` (the next epoch's start, or the
-    log end for the latest); ``(UNKNOWN, UNKNOWN)`` when every epoch is newer."""
-    for i in range(len(epochs) - 1, -1, -1):
-        epoch, _ = epochs[i]
-        if epoch <= wanted:
-            return epoch, (log_end if i == len(epochs) - 1 else epochs[i + 1][1])
-    return UNKNOWN, UNKNOWN
+def _epoch_at(epochs: Sequence[tuple[int, int]], offset: int) -> int | None:
+    """The epoch that wrote ``offset`` by this history, None below its first start."""
+    found = None
+    for epoch, start in epochs:
+        if start > offset:
+            break
+        found = epoch
+    return found
 
 
 def preferred_ready(replicas: Sequence[int], isr: Collection[int], leader_id: int, alive: Collection[int]) -> bool:

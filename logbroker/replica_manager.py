@@ -147,12 +147,25 @@ class Replica:
         elif not self.replicated:
             self._advance(info.log_end_offset)
 
-    async def commit_replicated(self, info: AppendInfo) -> None:
+    def commit_replicated(self, info: AppendInfo) -> Awaitable[None]:
         """``commit``, then, on a cluster's leader, wait until the in-sync replicas hold the batch
-        (internal logs: group offsets and queue state survive a failover)."""
+        (``acks=all``; internal logs: group offsets and queue state survive a failover). Call it
+        right after ``append``, in the same step: it waits on the leadership the batch was
+        appended under, and fails with ``not_leader`` if that one is gone already."""
+        wait = self.ack_wait
+        if self.replicated and wait is None:
+            return self._commit_then_fail(info)
+        return self._commit_and_wait(info, wait)
+
+    async def _commit_and_wait(self, info: AppendInfo, wait: Callable[[int], Awaitable[None]] | None) -> None:
         await self.commit(info)
-        if self.ack_wait is not None:
-            await self.ack_wait(info.log_end_offset)
+        if wait is not None:
+            await wait(info.log_end_offset)
+
+    async def _commit_then_fail(self, info: AppendInfo) -> None:
+        await self.commit(info)
+        raise NotLeaderError(f"this node stopped leading partition {self.partition} of {self.topic!r} before the "
+                             "write was confirmed; it may or may not be kept")
 
     async def make_durable(self, info: AppendInfo) -> None:
         """Wait until the batch of ``info`` is fsynced, whatever the flush policy. A failed fsync
@@ -208,6 +221,8 @@ class Replica:
             else:
                 self.log.truncate_to(offset)
         end = self.log.log_end_offset
+        self._commit.fail_from(end, NotLeaderError(f"partition {self.partition} of {self.topic!r} was cut at {end} "
+                                                   "(a new leader did not have what followed)"))
         self.dedup = None
         self.local_end = end if restart else min(self.local_end, end)
         if restart or self.high_watermark > end:

@@ -45,6 +45,17 @@ class GroupCommit:
             self._task = asyncio.get_running_loop().create_task(self._run())
         await future
 
+    def fail_from(self, offset: int, error: BaseException) -> None:
+        """Fail the waiters for offsets at or past ``offset`` (the log was cut there: no flush
+        will ever cover them)."""
+        kept = []
+        for waited, future in self._waiters:
+            if waited >= offset and not future.done():
+                future.set_exception(error)
+            elif not future.done():
+                kept.append((waited, future))
+        self._waiters = kept
+
     def flush_in_background(self) -> None:
         """Start a flush in the executor unless one is running (the ``interval`` policy: its fsync
         must not run on the event loop, inside an append). Its error, if any, is left to the next

@@ -77,28 +77,36 @@ def parse_entries(request: dict[str, Any]) -> list[Entry]:
 
 
 class FollowerSide:
-    """Applies shipments to this node's replicas. ``replica_of(topic, partition, topic_id)``
-    returns the open replica or None; ``known_epoch(topic, partition)`` the newest epoch the
-    coordinator's cache shows; ``on_newer_leader(topic, partition, epoch)`` ends this node's own
-    leadership of an older epoch, if it has one; ``led_epoch`` the epoch this node leads at, or
-    None."""
+    """Applies shipments to this node's replicas.
+
+    ``replica_of(topic, partition, topic_id)`` returns the open replica or None;
+    ``known_epoch(topic, partition, topic_id)`` the newest epoch the coordinator's cache shows for
+    that topic (-1 when it shows another of that name); ``led_epoch(topic, partition)`` the epoch
+    this node leads at, or None; ``on_newer_leader(topic, partition, epoch)`` ends this node's own
+    leadership of an older epoch."""
 
     def __init__(self, replica_of: Callable[[str, int, str], Replica | None],
-                 known_epoch: Callable[[str, int], int], led_epoch: Callable[[str, int], int | None],
+                 known_epoch: Callable[[str, int, str], int], led_epoch: Callable[[str, int], int | None],
                  on_newer_leader: Callable[[str, int, int], None]) -> None:
         self._replica_of = replica_of
         self._known_epoch = known_epoch
         self._led_epoch = led_epoch
         self._on_newer_leader = on_newer_leader
-        self._seen: dict[tuple[str, int], int] = {}  # the newest epoch a shipment came from
+        # The newest epoch a shipment came from, by (topic, topic id, partition): a topic deleted and
+        # created again under its name starts its epochs afresh.
+        self._seen: dict[tuple[str, str, int], int] = {}
 
-    def forget(self, topic: str, partition: int) -> None:
-        self._seen.pop((topic, partition), None)
+    def forget(self, topic: str, partition: int | None = None) -> None:
+        """Forget the epochs seen for ``topic`` (one partition, or all): this node leads it now,
+        or the topic left this node."""
+        for key in [k for k in self._seen if k[0] == topic and (partition is None or k[2] == partition)]:
+            del self._seen[key]
 
     def apply(self, entry: Entry) -> tuple[dict[str, Any], Replica | None]:
         """Apply one entry; the answer and the replica written to (for the durability wait)."""
         key = (entry.topic, entry.partition)
-        known = max(self._known_epoch(*key), self._seen.get(key, -1))
+        seen_key = (entry.topic, entry.topic_id, entry.partition)
+        known = max(self._known_epoch(entry.topic, entry.partition, entry.topic_id), self._seen.get(seen_key, -1))
         if entry.epoch < known:
             return {"error": "stale_epoch", "epoch": known}, None
         led = self._led_epoch(*key)
@@ -109,7 +117,7 @@ class FollowerSide:
         replica = self._replica_of(entry.topic, entry.partition, entry.topic_id)
         if replica is None:
             return {"error": "unknown_partition"}, None
-        self._seen[key] = entry.epoch
+        self._seen[seen_key] = entry.epoch
         partition_log = replica.log
         if entry.sync:
             self._sync(replica, entry)
@@ -132,6 +140,8 @@ class FollowerSide:
     def _sync(replica: Replica, entry: Entry) -> None:
         partition_log = replica.log
         end = partition_log.log_end_offset
+        if end == partition_log.log_start_offset and entry.leader_start <= end <= entry.leader_end:
+            return  # empty: nothing to cut, and the leader has this offset
         if end < entry.leader_start or partition_log.log_start_offset > entry.leader_end:
             replica.truncate(entry.leader_start, restart=True)
             log.info("replica restarted at its leader's log start", extra={"fields": {

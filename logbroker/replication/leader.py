@@ -109,7 +109,7 @@ class Leadership:
                 continue
             if end > hwm:
                 waiting.append((end, future))
-            elif len(self.counted_isr()) < self.min_insync:
+            elif len(self.isr) < self.min_insync:  # the ISR the coordinator holds
                 future.set_exception(NotEnoughReplicasError(
                     f"the ISR shrank below min_insync_replicas={self.min_insync} while the write waited; it is "
                     "stored on the leader and may be visible", isr=len(self.isr),
@@ -121,7 +121,7 @@ class Leadership:
     async def wait_committed(self, end: int, timeout_s: float) -> None:
         """``acks=all``: return once every record below ``end`` is below the high watermark."""
         self.recompute()
-        if self.replica.high_watermark >= end and len(self.counted_isr()) >= self.min_insync:
+        if self.replica.high_watermark >= end and len(self.isr) >= self.min_insync:
             return
         if self.closed:
             raise NotLeaderError(f"node {self.me} no longer leads partition {self.replica.partition} of "

@@ -23,11 +23,13 @@ from typing import TYPE_CHECKING, Any, Final
 
 from coordinator.errors import CoordinatorError, StaleEpochError
 from coordinator.models import PartitionState
+from logbroker.errors import NotLeaderError
 from logbroker.partition_state import min_insync_replicas, out_of_sync, preferred_ready, ready_to_join
 from logbroker.replica_manager import Replica
 from logbroker.replication.follower import FollowerSide, parse_entries
 from logbroker.replication.leader import Leadership, now_ms
 from logbroker.replication.shipper import Shipper
+from segments.errors import StorageError
 from segments.log import AppendInfo
 
 if TYPE_CHECKING:
@@ -37,6 +39,7 @@ log = logging.getLogger(__name__)
 TICK_S: Final = 0.2
 HAND_OVER_WAIT_S: Final = 3.0
 FAILBACK_DELAY_MS: Final = 1_000  # the preferred replica must be in the ISR this long first
+LOST_MAX: Final = 100_000
 
 
 class ReplicationManager:
@@ -46,6 +49,7 @@ class ReplicationManager:
         self._shippers: dict[int, Shipper] = {}
         self._changing: set[asyncio.Task[None]] = set()
         self._in_sync_since: dict[tuple[str, int], int] = {}
+        self._lost: dict[tuple[str, int], int] = {}  # the epochs led when the session was lost
         self.follower = FollowerSide(self._replica_of, self._known_epoch, self._led_epoch, self._on_newer_leader)
         self.isr_changes = 0
         self.failbacks = 0
@@ -63,6 +67,10 @@ class ReplicationManager:
         """Take up, update or end this node's leadership of ``state``'s partition."""
         key = (state.topic, state.partition)
         current = self.leaderships.get(key)
+        if current is not None and state.leader_epoch < current.epoch:
+            return  # an older view than the one this leadership came from
+        if state.leader == self._me and state.leader_epoch <= self._lost.get(key, -1):
+            return  # the leadership this node held when its session was lost: not proven again
         if state.leader != self._me or not self._node.replicas.hosts(*key):
             if current is not None:
                 self._end(current, "another node leads" if state.leader >= 0 else "no leader now")
@@ -96,10 +104,21 @@ class ReplicationManager:
         for key, leadership in list(self.leaderships.items()):
             if key[0] == topic and (partitions is None or key[1] in partitions):
                 self._end(leadership, "the partition left this node")
+        self.follower.forget(topic)
+
+    def session_lost(self) -> None:
+        """The node's coordinator session was lost: its leader keys went with its lease, so every
+        leadership ends; one is taken up again only at a newer epoch (a new election)."""
+        for key, leadership in list(self.leaderships.items()):
+            self._lost[key] = leadership.epoch
+            self._end(leadership, "the coordinator session was lost")
+        if len(self._lost) > LOST_MAX:
+            self._lost.clear()
 
     def _end(self, leadership: Leadership, reason: str) -> None:
         if self.leaderships.get(leadership.key) is leadership:
             del self.leaderships[leadership.key]
+            self._in_sync_since.pop(leadership.key, None)
         if not leadership.closed:
             leadership.close(reason)
             log.info("no longer leading partition", extra={"fields": {
@@ -149,16 +168,27 @@ class ReplicationManager:
         """The ``Replicate`` RPC: apply each entry, make it durable as the topic's flush policy
         wants, then answer each entry's log end."""
         entries = parse_entries(request)
-        results = []
-        durable: dict[int, tuple[Replica, int]] = {}
-        for entry in entries:
-            answer, replica = self.follower.apply(entry)
+        results: list[dict[str, Any]] = []
+        durable: dict[int, tuple[Replica, list[int]]] = {}
+        for index, entry in enumerate(entries):
+            try:
+                answer, replica = self.follower.apply(entry)
+            except StorageError as exc:  # this partition only: the others of the call go on
+                log.warning("shipment not stored", extra={"fields": {
+                    "topic": entry.topic, "partition": entry.partition, "error": str(exc)}})
+                answer, replica = {"error": "storage"}, None
             results.append(answer)
             if replica is not None:
-                durable[id(replica)] = (replica, replica.log.log_end_offset)
-        for replica, end in durable.values():
-            if replica.log.config.flush == "always" and end > replica.local_end:
-                await replica.make_durable(AppendInfo(end - 1, end - 1, end))
+                durable.setdefault(id(replica), (replica, []))[1].append(index)
+        for replica, indexes in durable.values():
+            end = replica.log.log_end_offset
+            try:
+                if replica.log.config.flush == "always" and end > replica.local_end:
+                    await replica.make_durable(AppendInfo(end - 1, end - 1, end))
+            except (StorageError, NotLeaderError):
+                for index in indexes:
+                    results[index] = {"error": "storage"}
+                continue
             replica.copied(end)
         return {"results": results}
 
@@ -168,9 +198,10 @@ class ReplicationManager:
             return None
         return self._node.replicas.get(topic, partition)
 
-    def _known_epoch(self, topic: str, partition: int) -> int:
+    def _known_epoch(self, topic: str, partition: int, topic_id: str) -> int:
+        meta = self._node.coordinator.cached_topic(topic)
         state = self._node.coordinator.cached_partition(topic, partition)
-        return -1 if state is None else state.leader_epoch
+        return -1 if state is None or meta is None or meta.topic_id != topic_id else state.leader_epoch
 
     def _led_epoch(self, topic: str, partition: int) -> int | None:
         leadership = self.leaderships.get((topic, partition))
@@ -211,6 +242,9 @@ class ReplicationManager:
                     self._spawn(self._fail_back(leadership))
             else:
                 self._in_sync_since.pop(leadership.key, None)
+        followed = {node for leadership in self.leaderships.values() for node in leadership.followers}
+        for node in [n for n in self._shippers if n not in followed]:  # no partition ships there any more
+            await self._shippers.pop(node).close()
 
     def _spawn(self, work: Any) -> None:
         task = asyncio.create_task(work)
@@ -267,6 +301,9 @@ class ReplicationManager:
             log.info("leadership handed back to the preferred replica", extra={"fields": {
                 "topic": topic, "partition": partition, "preferred": preferred}})
         except CoordinatorError as exc:
+            # The resignation may have committed: stop leading here either way (the sync rounds
+            # take the leadership up again if the leader key is still this node's).
+            self._end(leadership, "a resignation whose outcome is unknown")
             log.warning("failback failed; retried", extra={"fields": {"topic": topic, "error": str(exc)}})
         finally:
             self._in_sync_since.pop(leadership.key, None)

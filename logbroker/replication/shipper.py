@@ -24,6 +24,7 @@ from typing import Any, Final
 from logbroker.errors import BrokerError
 from logbroker.partition_state import caught_up
 from logbroker.replication.leader import Leadership, now_ms
+from segments.errors import StorageError
 
 log = logging.getLogger(__name__)
 SHIPMENT_BYTES_MAX: Final = 8 * 1024 * 1024
@@ -139,7 +140,12 @@ class Shipper:
             return entry
         entry["start"] = progress.log_end
         if progress.log_end < partition_log.log_end_offset:
-            read = partition_log.read(progress.log_end, max_bytes)
+            try:
+                read = partition_log.read(progress.log_end, max_bytes)
+            except StorageError as exc:  # this partition only (deleted, offline): the others go on
+                log.debug("nothing shipped", extra={"fields": {"topic": replica.topic, "error": str(exc)}})
+                progress.log_end = None
+                return None
             if read.first_offset != progress.log_end and read.data:
                 progress.log_end = None  # not a batch boundary here: sync again
                 return None

@@ -68,6 +68,11 @@ def test_truncation_examples():
     assert truncation_point([(0, 0)], 5, [], 0) == 0
     assert truncation_point([(3, 10)], 15, [(1, 0)], 8) == 8
     assert truncation_point([(3, 10)], 15, [(1, 0)], 12) == 10
+    # Several quick failovers: the follower's epochs 2 and 4 never reached the leader.
+    assert truncation_point([(1, 0), (3, 5), (5, 10)], 20, [(1, 0), (2, 3), (4, 8)], 12) == 3
+    assert truncation_point([(1, 0), (5, 100)], 200, [(3, 50)], 120) == 50
+    # Records without any epoch history are not kept.
+    assert truncation_point([(1, 0)], 10, [], 4) == 0
 
 
 def _log(epochs_and_lengths: list[tuple[int, int]]) -> tuple[list[int], list[tuple[int, int]]]:
@@ -88,11 +93,13 @@ def diverged_logs(draw: st.DrawFn) -> tuple[list[int], list[int]]:
     shared = draw(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 4)), max_size=3))
     shared = sorted(shared)
     top = max((e for e, _ in shared), default=0)
-    follower_tail = [(top + 1 + i, n) for i, n in enumerate(draw(st.lists(st.integers(0, 4), max_size=2)))]
+    # Later epochs each had one leader, so each went to one of the two logs only, in any interleaving
+    # (a chain of failovers in which the two never synced).
+    owners = draw(st.lists(st.tuples(st.booleans(), st.integers(1, 4)), max_size=5))
+    leader_tail = [(top + 1 + i, n) for i, (to_leader, n) in enumerate(owners) if to_leader]
+    follower_tail = [(top + 1 + i, n) for i, (to_leader, n) in enumerate(owners) if not to_leader]
     if shared and draw(st.booleans()):  # the follower went on writing the last shared epoch (it led it)
         follower_tail.insert(0, (top, draw(st.integers(1, 4))))
-    ftop = max((e for e, _ in follower_tail), default=top)
-    leader_tail = [(ftop + 1 + i, n) for i, n in enumerate(draw(st.lists(st.integers(0, 4), max_size=2)))]
     return _log(shared + leader_tail)[0], _log(shared + follower_tail)[0]
 
 

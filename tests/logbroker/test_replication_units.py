@@ -18,6 +18,7 @@ from logbroker.replica_manager import Replica, WaiterBudget
 from logbroker.replication.follower import FollowerSide, parse_entries
 from logbroker.replication.leader import Leadership
 from logbroker.replication.shipper import Shipper
+from segments.batch import ProducerRecord, encode_batch
 from segments.config import LogConfig
 from segments.group_commit import GroupCommit
 from segments.log import PartitionLog
@@ -131,7 +132,7 @@ class Pair:
     def __init__(self, leader: Replica, follower: Replica, known_epoch: list[int]) -> None:
         self.leader = leader
         self.follower = follower
-        self.side = FollowerSide(lambda t, p, i: follower, lambda t, p: known_epoch[0], lambda t, p: None,
+        self.side = FollowerSide(lambda t, p, i: follower, lambda t, p, i: known_epoch[0], lambda t, p: None,
                                  lambda t, p, e: None)
         self.leaderships: list[Leadership] = []
         self.stale: list[int] = []
@@ -193,3 +194,36 @@ def test_malformed_shipments_are_refused():
                                   "leader_end": 0, "leader_start": 0, "leader_epochs": [[1]]}]}):
         with pytest.raises(ValueError):
             parse_entries(request)
+
+
+@pytest.mark.asyncio
+async def test_a_write_whose_leadership_ends_before_it_is_confirmed_fails(tmp_path, pool):
+    replica = _replica(str(tmp_path / "t-0"), pool)
+    lead = Leadership(replica, _state((1, 2)), 1, min_insync=1, fenced=lambda: False)
+    replica.leader_hook = lambda _r: lead.recompute()
+    replica.ack_wait = lambda end: lead.wait_committed(end, 5)
+    waiting = replica.commit_replicated(replica.append(batch_of([b"a"])))  # appended and waiting
+    appended = replica.append(batch_of([b"b"]))
+    lead.close("deposed")  # before the second write's commit was even created
+    late = replica.commit_replicated(appended)
+    for pending in (waiting, late):
+        with pytest.raises(NotLeaderError):
+            await asyncio.wait_for(pending, 1)
+    assert replica.high_watermark == 0, "nothing was confirmed"
+    replica.log.close()
+
+
+@pytest.mark.asyncio
+async def test_a_truncation_fails_durability_waits_past_the_cut(tmp_path, pool):
+    log = PartitionLog.open(str(tmp_path / "t-0"), LogConfig(flush="always"))
+    commit = GroupCommit(log, pool)
+    replica = Replica("t", 0, log, commit, WaiterBudget(10), high_watermark=0)
+    replica.append_copied(encode_batch([ProducerRecord(b"x")], base_offset=0, leader_epoch=1))
+    tail = replica.append_copied(encode_batch([ProducerRecord(b"y")], base_offset=1, leader_epoch=1))
+    waiter = asyncio.ensure_future(commit.wait_durable(tail.last_offset + 5))  # a range no flush will cover
+    await asyncio.sleep(0.05)
+    replica.truncate(1)
+    with pytest.raises(NotLeaderError):
+        await asyncio.wait_for(waiter, 1)
+    assert log.log_end_offset == 1
+    log.close()
