@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any, Final
 
 import grpc
@@ -21,6 +21,8 @@ log = logging.getLogger(__name__)
 Method = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 MESSAGE_BYTES_MAX: Final = 64 * 1024 * 1024
 STOP_GRACE_S: Final = 5.0
+STREAM_SUFFIX: Final = "Stream"  # every method is also served as a stream at <name>Stream
+STREAM_ERROR_KEY: Final = "x-logbroker-error-code"  # an answer on a stream that is a handler's error
 STATUS_BY_RETRIABLE: Final = {True: grpc.StatusCode.UNAVAILABLE, False: grpc.StatusCode.FAILED_PRECONDITION}
 OPTIONS: Final = (("grpc.max_receive_message_length", MESSAGE_BYTES_MAX),
                   ("grpc.max_send_message_length", MESSAGE_BYTES_MAX),
@@ -65,6 +67,9 @@ class RpcServer:
             handlers = {name: grpc.unary_unary_rpc_method_handler(
                 self._guard(f"{service}/{name}", method), request_deserializer=unpack, response_serializer=pack)
                 for name, method in methods.items()}
+            handlers.update({name + STREAM_SUFFIX: grpc.stream_stream_rpc_method_handler(
+                self._stream_guard(f"{service}/{name}", method), request_deserializer=unpack,
+                response_serializer=pack) for name, method in methods.items()})
             self._server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service, handlers),))
         self.port = 0
         self._closed = False
@@ -84,6 +89,29 @@ class RpcServer:
                 context.set_trailing_metadata(((ERROR_CODE_KEY, code), (ERROR_EXTRA_KEY, error_extra(exc))))
                 await context.abort(STATUS_BY_RETRIABLE[bool(getattr(exc, "retriable", False))], str(exc))
             raise AssertionError("unreachable")
+
+        return call
+
+    def _stream_guard(self, name: str, method: Method) -> Callable[[AsyncIterator[dict[str, Any]], Any],
+                                                                   AsyncIterator[dict[str, Any]]]:
+        """The same method served over one long-lived stream: one answer per request, in order
+        (no call set-up per message: what a leader's shipments to a follower want). A handler's
+        error is an answer of its own (``STREAM_ERROR_KEY``); the stream goes on."""
+        async def call(requests: AsyncIterator[dict[str, Any]],
+                       context: grpc.aio.ServicerContext) -> AsyncIterator[dict[str, Any]]:
+            if self._token is not None and not token_matches(self._token, context.invocation_metadata()):
+                await context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong cluster token")
+            async for request in requests:
+                try:
+                    answer = await method(request)
+                except Exception as exc:
+                    code = getattr(exc, "code", None)
+                    if not isinstance(code, str):
+                        log.exception("internal RPC %s failed", name)
+                        code = "internal"
+                    answer = {STREAM_ERROR_KEY: code, "detail": str(exc),
+                              "retriable": bool(getattr(exc, "retriable", False)), "extra": error_extra(exc)}
+                yield answer
 
         return call
 

@@ -698,6 +698,10 @@ class Node:
                         deadline_s: float = PEER_DEADLINE_S) -> dict[str, Any]:
         return await self._peers().call(node_id, method, request, deadline_s=deadline_s)
 
+    async def peer_stream_call(self, node_id: int, method: str, request: dict[str, Any], *,
+                               deadline_s: float = PEER_DEADLINE_S) -> dict[str, Any]:
+        return await self._peers().stream_call(node_id, method, request, deadline_s=deadline_s)
+
     def local_partitions(self, topic: str) -> list[int]:
         try:
             return [r.partition for r in self.replicas.partitions(topic)]

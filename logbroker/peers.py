@@ -15,7 +15,7 @@ from typing import Any, Final
 import grpc
 
 from coordinator.base import Coordinator
-from internal_rpc.client import RpcClient
+from internal_rpc.client import RpcClient, RpcStream
 from internal_rpc.errors import RpcCallError
 from internal_rpc.security import TlsFiles
 from logbroker.errors import ForwardOutcomeUnknownError, NoLeaderError, RemoteError
@@ -37,6 +37,7 @@ class Peers:
         self._clients: dict[int, RpcClient] = {}
         self._retired: list[RpcClient] = []  # channels to old addresses, closed later
         self._silent_until: dict[int, float] = {}  # node -> monotonic time until which it counts as unreachable
+        self._streams: dict[tuple[int, str], tuple[RpcClient, RpcStream]] = {}
         self._closed = False
 
     def _client(self, node_id: int) -> RpcClient:
@@ -79,6 +80,29 @@ class Peers:
         self._silent_until.pop(node_id, None)
         return answer
 
+    async def stream_call(self, node_id: int, method: str, request: dict[str, Any], *,
+                          deadline_s: float = DEADLINE_S) -> dict[str, Any]:
+        """``method`` on node ``node_id`` over a long-lived stream kept per node and method (made
+        again after any failure of the stream): for calls that repeat often and may be resent
+        (a leader's shipments). Errors as ``call``'s."""
+        if self._closed:
+            raise NoLeaderError("the node is stopping")
+        client = self._client(node_id)
+        key = (node_id, method)
+        held = self._streams.get(key)
+        if held is None or held[0] is not client or held[1].closed:
+            if held is not None:
+                held[1].close()
+            held = (client, client.stream(SERVICE, method))
+            self._streams[key] = held
+        try:
+            return await held[1].call(request, deadline_s=deadline_s)
+        except RpcCallError as exc:
+            if exc.answered:
+                raise RemoteError(exc.code, exc.detail, retriable=exc.retriable, **exc.extra) from exc
+            self._silent_until[node_id] = time.monotonic() + SILENT_S
+            raise NoLeaderError(f"node {node_id} did not answer ({exc.status.name.lower()})", node=node_id) from exc
+
     def unreachable(self, node_id: int) -> bool:
         """True for ``SILENT_S`` after a call to ``node_id`` went unanswered (reads then go to a
         replica at once instead of waiting out another deadline)."""
@@ -92,6 +116,9 @@ class Peers:
 
     async def close(self) -> None:
         self._closed = True
+        for _, stream in self._streams.values():
+            stream.close()
+        self._streams = {}
         clients, self._clients = [*self._clients.values(), *self._retired], {}
         self._retired = []
         for client in clients:

@@ -40,6 +40,7 @@ TICK_S: Final = 0.2
 HAND_OVER_WAIT_S: Final = 3.0
 FAILBACK_DELAY_MS: Final = 1_000  # the preferred replica must be in the ISR this long first
 LOST_MAX: Final = 100_000
+SHIP_DEADLINE_S: Final = 5.0
 
 
 class ReplicationManager:
@@ -153,7 +154,7 @@ class ReplicationManager:
         return [lead for lead in self.leaderships.values() if follower in lead.followers]
 
     async def _call(self, follower: int, request: dict[str, Any]) -> dict[str, Any]:
-        return await self._node.peer_call(follower, "Replicate", request, deadline_s=5.0)
+        return await self._node.peer_stream_call(follower, "Replicate", request, deadline_s=SHIP_DEADLINE_S)
 
     def _topic_id(self, topic: str) -> str | None:
         meta = self._node.coordinator.cached_topic(topic)

@@ -87,6 +87,38 @@ def test_cluster_certificate_and_token_read_from_the_node(certs, rpc_address):
     assert unknown.value.code == "unknown_topic"
 
 
+def stream_calls(address: str, method: str, requests: list[dict], *, tls: TlsFiles, token: str | None) -> list:
+    """Each request in turn over one stream; an answer or the error it raised, per request."""
+    async def run():
+        async with RpcClient(address, tls=tls, cluster_token=token, deadline_s=5) as client:
+            stream = client.stream(SERVICE, method)
+            out: list = []
+            for request in requests:
+                try:
+                    out.append(await stream.call(request, deadline_s=5))
+                except RpcCallError as exc:
+                    out.append(exc)
+            return out, stream.closed
+
+    return asyncio.run(run())
+
+
+def test_a_stream_answers_each_request_in_turn_and_outlives_a_handlers_error(certs, rpc_address):
+    cluster, _ = certs
+    answers, closed = stream_calls(rpc_address, "Fetch", [
+        {"topic": "rpc.t", "partition": 0, "offset": 0, "max_bytes": 65536},
+        {"topic": "nope", "partition": 0, "offset": 0, "max_bytes": 1},
+        {"topic": "rpc.t", "partition": "0", "offset": 0, "max_bytes": 1},
+        {"topic": "rpc.t", "partition": 0, "offset": 1, "max_bytes": 65536}], tls=files(cluster), token=TOKEN)
+    assert b"hello" in answers[0]["data"]
+    assert isinstance(answers[1], RpcCallError) and answers[1].code == "unknown_topic" and answers[1].answered
+    assert isinstance(answers[2], RpcCallError) and answers[2].code == "invalid_request" and not answers[2].retriable
+    assert answers[3]["data"] == b"" and answers[3]["next_offset"] == 1
+    assert not closed
+    refused, closed = stream_calls(rpc_address, "Ping", [{}, {}], tls=files(cluster), token="wrong-token")
+    assert all(isinstance(r, RpcCallError) and not r.answered for r in refused) and closed
+
+
 def test_wrong_or_missing_token_is_refused(certs, rpc_address):
     cluster, _ = certs
     for token in (None, "wrong-token", ""):
