@@ -1,8 +1,8 @@
 """The processes of a chaos run: one etcd and N ``logbroker serve`` nodes, set up as a deployment
 is (auth on, one shared signing key, the internal RPC over mutual TLS with a cluster token), each
 in its network namespace when a ``Network`` is given, else on loopback. Any of them can be killed
-(SIGKILL), paused (SIGSTOP/SIGCONT) and started again on the same data dir; every process is
-reaped by PID. Node output goes to ``<root>/logs/node-N.log`` (kept as evidence)."""
+(SIGKILL), paused (SIGSTOP/SIGCONT) and started again on the same data dir and ports; every
+process is reaped by PID. Node output goes to ``<root>/logs/node-N.log`` (kept as evidence)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import Final
 
 from chaos.network import ETCD, Network
 from logbroker.certs import generate
-from logbroker.etcd_process import EtcdServer
+from logbroker.etcd_process import EtcdServer, free_port
 from logbroker.launcher import NodeProcess, cluster_args
 
 ADMIN: Final = "chaos-admin"
@@ -23,6 +23,8 @@ CLUSTER_TOKEN: Final = "a-chaos-cluster-token"
 LEASE_TTL_MS: Final = 2_000
 ETCD_CLIENT_PORT: Final = 2379
 ETCD_PEER_PORT: Final = 2380
+NAMESPACE_HTTP_PORT: Final = 8080
+NAMESPACE_RPC_PORT: Final = 9090
 ROOT: Final = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the checkout the nodes run from
 
 
@@ -46,9 +48,11 @@ class NamespacedEtcd(EtcdServer):
 
 
 class Node(NodeProcess):
-    def __init__(self, data_dir: str, *extra: str, node_id: int, log_path: str, network: Network | None) -> None:
+    def __init__(self, data_dir: str, *extra: str, node_id: int, ports: tuple[int, int], log_path: str,
+                 network: Network | None) -> None:
         host = "127.0.0.1" if network is None else network.address[f"node-{node_id}"]
         super().__init__(data_dir, "--log-level", "info", "--http-host", host, "--advertised-host", host,
+                         "--http-port", str(ports[0]), "--rpc-port", str(ports[1]),
                          "--maintenance-interval-ms", "200", *extra, node_id=node_id, log_path=log_path,
                          cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT})
         if network is not None:
@@ -67,6 +71,10 @@ class ChaosCluster:
         self.etcd: EtcdServer = (EtcdServer(os.path.join(root, "etcd")) if network is None
                                  else NamespacedEtcd(os.path.join(root, "etcd"), network))
         self.nodes: dict[int, Node] = {}
+        # Fixed per node, so that a restarted node is where the clients' bootstrap list says: its
+        # namespace's own ports, or free loopback ports chosen once.
+        self.ports = {n: (free_port(), free_port()) if network is None else (NAMESPACE_HTTP_PORT, NAMESPACE_RPC_PORT)
+                      for n in self.node_ids}
         self.urls: dict[int, str] = {}
         self.paused: set[str] = set()
 
@@ -84,7 +92,8 @@ class ChaosCluster:
                     "--jwt-secret", JWT_SECRET, "--jwt-key-id", "chaos",
                     *cluster_args(self.etcd.url, self.certs, node_id, cluster_token=CLUSTER_TOKEN,
                                   lease_ttl_ms=LEASE_TTL_MS),
-                    node_id=node_id, log_path=os.path.join(self.logs, f"node-{node_id}.log"), network=self.network)
+                    node_id=node_id, ports=self.ports[node_id], log_path=os.path.join(self.logs, f"node-{node_id}.log"),
+                    network=self.network)
         self.nodes[node_id] = node
         node.start()
         self.urls[node_id] = node.url

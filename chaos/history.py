@@ -11,6 +11,7 @@ and ``time`` (seconds since the run began, monotonic). The other keys depend on 
 from __future__ import annotations
 
 import json
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -53,6 +54,11 @@ class History:
     def write(self, out: IO[str]) -> None:
         for event in self.snapshot():
             out.write(json.dumps(event, separators=(",", ":")) + "\n")
+
+
+def say(text: str) -> None:
+    """A progress line on stderr (the run's phases and faults)."""
+    print(f"chaos: {text}", file=sys.stderr, flush=True)
 
 
 def read_jsonl(lines: Iterator[str] | IO[str]) -> list[Event]:

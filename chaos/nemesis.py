@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import Final
 
 from chaos.cluster import LEASE_TTL_MS, ChaosCluster
-from chaos.history import History
+from chaos.history import History, say
 from chaos.network import CLIENTS, ETCD, Network
 
 PROCESS_FAULTS: Final = ("kill_leader", "kill_follower", "pause_leader", "pause_follower", "etcd_kill")
@@ -76,6 +76,7 @@ class Nemesis:
         node = self._target(fault)
         target = ETCD if fault == "etcd_kill" else f"node-{node}"
         self.history.add("fault", "start", "nemesis", fault=fault, target=target)
+        say(f"{self.history.now():7.1f} s  {fault} {target}")
         self.counts[fault] = self.counts.get(fault, 0) + 1
         try:
             if fault.startswith("kill_"):
@@ -94,6 +95,7 @@ class Nemesis:
                 await self._cut(fault, node)
         except Exception as exc:  # a failed step is recorded; the next round restarts what is down
             self.history.add("fault", "error", "nemesis", fault=fault, target=target, error=repr(exc)[:300])
+            say(f"{fault} {target} failed: {exc!r}")
         self.history.add("fault", "end", "nemesis", fault=fault, target=target)
 
     async def _cut(self, fault: str, node: int) -> None:

@@ -16,7 +16,7 @@ from typing import Any, Final
 
 from chaos.checker import Result, check
 from chaos.cluster import ADMIN, PASSWORD, ChaosCluster
-from chaos.history import History
+from chaos.history import History, say
 from chaos.nemesis import NETWORK_FAULTS, Nemesis
 from chaos.network import ETCD, Network, NetworkUnavailableError
 from chaos.workload import Workload, client
@@ -27,6 +27,8 @@ QUEUE: Final = "chaos-queue"
 SETTLE_S: Final = 90.0
 STOP_WORKLOAD_S: Final = 90.0
 DRAIN_S: Final = 60.0
+FINAL_READ_S: Final = 180.0
+CALL_BOUND_S: Final = 60.0  # what one client call may take with its retries, beyond a phase's own bound
 
 
 @dataclasses.dataclass(frozen=True)
@@ -128,16 +130,21 @@ async def _drive(options: Options, cluster: ChaosCluster, history: History,
         nemesis.stop.set()
         await nemesis_task
     faults_to = history.now()
-    settled = await _settled(urls, options.nodes, timeout_s=SETTLE_S)
+    say(f"faults over at {faults_to:.1f} s ({sum(nemesis.counts.values())}); waiting for every replica in sync")
+    settled = await asyncio.wait_for(_settled(urls, options.nodes, timeout_s=SETTLE_S), SETTLE_S + CALL_BOUND_S)
     await asyncio.sleep(2.0)  # the clients write through the healed cluster for a moment
+    say(f"in sync: {settled} at {history.now():.1f} s; stopping the clients")
     work.stop.set()
     done, pending = await asyncio.wait(tasks, timeout=STOP_WORKLOAD_S)
     for task in pending:
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
     errors = [repr(t.exception())[:300] for t in done if not t.cancelled() and t.exception() is not None]
-    drained = await work.queue_receive("drain", until_empty=True, deadline_s=DRAIN_S)
-    log = await final_log(urls, options.partitions)
+    say(f"clients stopped at {history.now():.1f} s ({len(pending)} cancelled); draining the queue")
+    drained = await asyncio.wait_for(work.queue_receive("drain", until_empty=True, deadline_s=DRAIN_S),
+                                     DRAIN_S + CALL_BOUND_S)
+    say(f"queue drained: {drained} at {history.now():.1f} s; reading the final log")
+    log = await asyncio.wait_for(final_log(urls, options.partitions), FINAL_READ_S)
     return log, {"faults_from": faults_from, "faults_to": faults_to, "settled": settled, "queue_drained": drained,
                  "workload_errors": errors, "workload_stuck": len(pending),
                  "faults": dict(sorted(nemesis.counts.items()))}
