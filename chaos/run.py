@@ -171,7 +171,9 @@ def run(options: Options) -> Outcome:
     result = check(history.snapshot(), log, replicas, partitions=range(options.partitions),
                    window=(facts["faults_from"], facts["faults_to"]), queue_drained=facts["queue_drained"])
     exercised = sorted(f for f in facts["faults"] if f in NETWORK_FAULTS)
-    summary = {**result.summary(), "duration_s": options.duration_s, "seed": options.seed,
+    data_changes = sum(n for key, n in result.leader_changes.items() if key.startswith(TOPIC + "/"))
+    summary = {**result.summary(), "leader_changes_data_topic": data_changes, "duration_s": options.duration_s,
+               "seed": options.seed,
                "fault_window_s": [facts["faults_from"], facts["faults_to"]], "faults": facts["faults"],
                "partition_faults": (f"exercised: {', '.join(exercised)}" if exercised
                                     else skipped or "none drawn"),
@@ -187,7 +189,8 @@ def format_summary(summary: Mapping[str, Any]) -> str:
              f"  records acked {summary['records_acked']}, lost {summary['anomalies']['lost']}, "
              f"duplicated {summary['anomalies']['duplicated']}, misplaced {summary['anomalies']['misplaced']}, "
              f"unknown outcome {summary['records_unknown']} (stored {summary['records_unknown_stored']})",
-             f"  leader changes {summary['leader_changes']}; faults {summary['faults']}",
+             f"  leader changes {summary['leader_changes']} ({summary['leader_changes_data_topic']} of the data "
+             f"topic's partitions); faults {summary['faults']}",
              f"  partition faults: {summary['partition_faults']}",
              f"  longest unavailability per partition (s): {summary['longest_unavailability_s']}",
              f"  group commits acked {summary['commits_acked']}; queue sent {summary['queue_sent_acked']}, "
