@@ -153,12 +153,12 @@ async def _drive(options: Options, cluster: ChaosCluster, history: History,
 def run(options: Options) -> Outcome:
     history = History()
     network: Network | None = None
-    skipped = "" if options.network else "partition faults SKIPPED: not asked for (--no-network)"
+    skipped = "" if options.network else "SKIPPED: not asked for (--no-network)"
     if options.network:
         try:
             network = Network.create([ETCD, *(f"node-{n}" for n in range(1, options.nodes + 1))])
         except NetworkUnavailableError as exc:
-            skipped = f"partition faults SKIPPED: network namespaces refused here ({exc})"
+            skipped = f"SKIPPED: network namespaces refused here ({exc})"
     cluster = ChaosCluster(options.root, options.nodes, network=network)
     try:
         cluster.start()
