@@ -59,6 +59,7 @@ async def group_node(node: Node) -> NodeInfo | None:
     ``__consumer_offsets`` on first use. ``NoLeaderError`` while it has no live leader."""
     coordinator = node.coordinator
     if coordinator.cached_topic(OFFSETS_TOPIC) is None:
+        # The default replication factor (None), as any topic: committed offsets outlive their node.
         spec = TopicSpec(OFFSETS_TOPIC, CLUSTER_OFFSETS_PARTITIONS, None, "topic", INTERNAL_LOG_CONFIG)
         with contextlib.suppress(TopicExistsError):
             await coordinator.create_topic(spec, None)

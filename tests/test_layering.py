@@ -19,7 +19,8 @@ from collections.abc import Iterable, Iterator, Mapping
 
 from tests.conftest import ROOT
 
-PACKAGES = ("segments", "coordinator", "internal_rpc", "http_api", "logbroker", "spark_connector", "benchmarks")
+PACKAGES = ("segments", "coordinator", "internal_rpc", "http_api", "logbroker", "spark_connector", "benchmarks",
+            "chaos")
 PROJECT = (*PACKAGES, "tests")
 CLIENT = "logbroker.client"
 CLI = "logbroker.cli"
@@ -61,6 +62,11 @@ RULES = (
     Rule("http_api", ("segments",), allowed=(BATCH_CODEC, "segments.log.LogRead", "segments.log.LogSlice")),
     Rule("http_api", ("spark_connector", "benchmarks", CLIENT, CLI)),
     Rule("spark_connector", ("benchmarks", "http_api")),
+    # The fault harness (decision 0209) drives the broker from outside, as a user does: nothing of
+    # the broker imports it, and it takes nothing of the server's HTTP layer or of the tests.
+    *(Rule(package, ("chaos",)) for package in ("coordinator", "internal_rpc", "logbroker", "http_api",
+                                                  "spark_connector", "benchmarks")),
+    Rule("chaos", ("http_api", "spark_connector", "benchmarks", "tests")),
 )
 
 

@@ -1,0 +1,235 @@
+"""The clients of a chaos run, each a coroutine recording into the ``History`` until ``stop`` is set:
+
+- ``produce``: an idempotent ``Producer`` (``acks=all``) sending unique values
+  ``<name>-<partition>-<n>`` to every partition, at most ``IN_FLIGHT`` unanswered per partition,
+  at a bounded rate;
+- ``read``: a ``Consumer`` reading every partition from offset 0 (what it got is checked against
+  the final log: nothing read may change later);
+- ``group``: one ``GroupConsumer`` member committing the position after each poll, and
+  ``observe_group`` reading the committed offsets back once a second;
+- ``queue_send`` / ``queue_receive``: unique messages sent with an ``Idempotency-Key``
+  (``acks=all``), received with a visibility timeout and acknowledged;
+- ``watch``: the cluster's leaders and epochs (``GET /v1/cluster``) four times a second.
+
+Errors are recorded, never raised: a client keeps going through every fault.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Sequence
+from typing import Any, Final
+
+from chaos.cluster import ADMIN, PASSWORD
+from chaos.history import History
+from logbroker.client import Client, Consumer, GroupConsumer, LogBrokerError, Producer, QueueConsumer, RetryPolicy
+
+IN_FLIGHT: Final = 16
+CALL_TIMEOUT_S: Final = 8.0
+RETRY: Final = RetryPolicy(attempts=12, backoff_s=0.05, backoff_max_s=1.0, retry_after_max_s=1.0)
+VISIBILITY_TIMEOUT_MS: Final = 3_000
+GROUP: Final = "chaos-group"
+WATCH_INTERVAL_S: Final = 0.25
+
+
+def client(urls: Sequence[str], token: str | None = None) -> Client:
+    """A client of the cluster; given a ``token`` (one login shared by every client: logins are
+    throttled), it logs in again only when that token is refused."""
+    return Client(list(urls), token=token, username=ADMIN, password=PASSWORD, timeout_s=CALL_TIMEOUT_S,
+                  retry=RETRY, metadata_max_age_s=2.0)
+
+
+def _error(exc: BaseException) -> str:
+    if isinstance(exc, LogBrokerError):
+        return f"{exc.status} {exc.code}"
+    return type(exc).__name__
+
+
+class Workload:
+    def __init__(self, history: History, urls: Sequence[str], topic: str, partitions: int, queue: str, *,
+                 token: str | None = None) -> None:
+        self.history, self.urls, self.topic, self.partitions, self.queue = history, list(urls), topic, partitions, queue
+        self.token = token
+        self.stop = asyncio.Event()
+        self.leaders: dict[str, tuple[int, int]] = {}  # "topic/partition" -> (leader, epoch)
+
+    async def produce(self, name: str, rate: float) -> None:
+        """One producer (one producer id) writing to every partition, each from a loop of its own
+        with its own bound on unanswered records, so that a stalled partition does not hold back
+        the others (``rate`` is the producer's total)."""
+        async with client(self.urls, self.token) as c:
+            producer = Producer(c, acks="all", linger_ms=5, retries=20, retry_backoff_ms=100)
+            await asyncio.gather(*(self._produce_to(producer, name, p, rate / self.partitions)
+                                   for p in range(self.partitions)))
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(producer.flush(), 60)
+
+    async def _produce_to(self, producer: Producer, name: str, partition: int, rate: float) -> None:
+        h = self.history
+        gate = asyncio.Semaphore(IN_FLIGHT)
+        pending: set[asyncio.Task[None]] = set()
+
+        async def settle(future: asyncio.Future[Any], value: str) -> None:
+            try:
+                meta = await future
+                h.add("produce", "ok", name, value=value, partition=partition, offset=meta.offset)
+            except Exception as exc:  # every outcome is recorded
+                h.add("produce", "info", name, value=value, partition=partition, error=_error(exc))
+            finally:
+                gate.release()
+
+        n = 0
+        while not self.stop.is_set():
+            await gate.acquire()
+            value = f"{name}-{partition}-{n}"
+            h.add("produce", "invoke", name, value=value, partition=partition, seq=n)
+            try:
+                future = await producer.send(self.topic, value.encode(), partition=partition)
+            except Exception as exc:
+                h.add("produce", "info", name, value=value, partition=partition, error=_error(exc))
+                gate.release()
+                await asyncio.sleep(0.2)
+            else:
+                task = asyncio.get_running_loop().create_task(settle(future, value))
+                pending.add(task)
+                task.add_done_callback(pending.discard)
+            n += 1
+            await asyncio.sleep(1 / rate)
+        await asyncio.gather(*pending, return_exceptions=True)
+
+    async def read(self, name: str) -> None:
+        async with client(self.urls, self.token) as c, Consumer(c, wait_ms=300) as consumer:
+            consumer.assign((self.topic, p) for p in range(self.partitions))
+            for p in range(self.partitions):
+                consumer.seek(self.topic, p, 0)
+            while not self.stop.is_set():
+                try:
+                    records = await consumer.poll(timeout_ms=300)
+                except Exception as exc:
+                    self.history.add("read", "info", name, error=_error(exc))
+                    await asyncio.sleep(0.3)
+                    continue
+                by_partition: dict[int, list[list[Any]]] = {}
+                for r in records:
+                    by_partition.setdefault(r.partition, []).append([r.offset, (r.value or b"").decode()])
+                for p, got in sorted(by_partition.items()):
+                    self.history.add("read", "ok", name, partition=p, records=got)
+
+    async def group(self, name: str) -> None:
+        h = self.history
+        async with client(self.urls, self.token) as c:
+            member = GroupConsumer(c, GROUP, [self.topic], session_timeout_ms=6_000, enable_auto_commit=False,
+                                   wait_ms=300)
+            while not self.stop.is_set():
+                try:
+                    if member.member_id is None:
+                        await member.start()
+                    records = await member.poll(timeout_ms=300)
+                except Exception as exc:
+                    h.add("group_poll", "info", name, error=_error(exc))
+                    await asyncio.sleep(0.3)
+                    continue
+                ends: dict[int, int] = {}
+                for r in records:
+                    ends[r.partition] = max(ends.get(r.partition, 0), r.offset + 1)
+                if not ends:
+                    continue
+                offsets = sorted(ends.items())
+                begun = h.now()
+                try:
+                    await member.commit({(self.topic, p): o for p, o in offsets})
+                    h.add("commit", "ok", name, offsets=offsets, invoke_time=begun)
+                except Exception as exc:
+                    h.add("commit", "info", name, offsets=offsets, invoke_time=begun, error=_error(exc))
+                    await asyncio.sleep(0.3)
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(member.close(), 10)
+
+    async def observe_group(self, name: str) -> None:
+        async with client(self.urls, self.token) as c:
+            while not self.stop.is_set():
+                begun = self.history.now()
+                try:
+                    described = await c.describe_group(GROUP)
+                except Exception as exc:
+                    self.history.add("committed", "info", name, error=_error(exc))
+                else:
+                    offsets = sorted((int(o["partition"]), int(o["committed_offset"])) for o in described["offsets"]
+                                     if o["topic"] == self.topic and o["committed_offset"] is not None)
+                    self.history.add("committed", "ok", name, offsets=offsets, invoke_time=begun)
+                await asyncio.sleep(1.0)
+
+    async def queue_send(self, name: str, rate: float) -> None:
+        async with client(self.urls, self.token) as c:
+            n = 0
+            while not self.stop.is_set():
+                value = f"{name}-{n}"
+                n += 1
+                self.history.add("queue_send", "invoke", name, value=value)
+                try:
+                    await c.request("POST", f"/v1/queues/{self.queue}/messages", params={"acks": "all"},
+                                    json_body={"records": [{"value": value}]}, headers={"Idempotency-Key": value},
+                                    idempotent=True)
+                    self.history.add("queue_send", "ok", name, value=value)
+                except Exception as exc:
+                    self.history.add("queue_send", "info", name, value=value, error=_error(exc))
+                    await asyncio.sleep(0.2)
+                await asyncio.sleep(1 / rate)
+
+    async def queue_receive(self, name: str, *, until_empty: bool = False, deadline_s: float = 0.0) -> bool:
+        """Receive and ack until ``stop`` (or, ``until_empty``, until three receives in a row got
+        nothing, at most ``deadline_s``); returns whether it ended on an empty queue."""
+        h = self.history
+        empty = 0
+        loop = asyncio.get_running_loop()
+        end = loop.time() + deadline_s
+        async with client(self.urls, self.token) as c:
+            receiver = QueueConsumer(c, self.queue, max_messages=20, visibility_timeout_ms=VISIBILITY_TIMEOUT_MS,
+                                     wait_ms=500)
+            while (until_empty and loop.time() < end) or (not until_empty and not self.stop.is_set()):
+                begun = h.now()
+                try:
+                    messages = await receiver.receive()
+                except Exception as exc:
+                    h.add("deliver", "info", name, invoke_time=begun, error=_error(exc))
+                    empty = 0
+                    await asyncio.sleep(0.3)
+                    continue
+                if not messages:
+                    empty += 1
+                    if until_empty and empty >= 3:
+                        return True
+                    continue
+                empty = 0
+                ids = [f"{m.partition}:{m.offset}" for m in messages]
+                h.add("deliver", "ok", name, invoke_time=begun,
+                      values=[[(m.value or b"").decode(), m.delivery_count, i]
+                              for m, i in zip(messages, ids, strict=True)])
+                try:
+                    answer = await receiver.ack(messages)
+                except Exception as exc:
+                    h.add("queue_ack", "info", name, ids=ids, error=_error(exc))
+                    continue
+                complete = int(answer.get("acked", 0)) == len(messages) and not answer.get("failed")
+                h.add("queue_ack", "ok" if complete else "info", name, ids=ids)
+        return False
+
+    async def watch(self, name: str) -> None:
+        async with client(self.urls, self.token) as c:
+            while not self.stop.is_set():
+                try:
+                    view = await c.cluster()
+                except Exception as exc:
+                    self.history.add("cluster", "info", name, error=_error(exc))
+                    await asyncio.sleep(WATCH_INTERVAL_S)
+                    continue
+                for topic in view["topics"]:
+                    for p in topic["partitions"]:
+                        key = f"{topic['name']}/{p['partition']}"
+                        now = (int(p["leader"]), int(p["leader_epoch"]))
+                        if self.leaders.get(key) != now:
+                            self.leaders[key] = now
+                            self.history.add("leader", "ok", name, partition=key, leader=now[0], epoch=now[1],
+                                             isr=p.get("in_sync_replicas"))
+                await asyncio.sleep(WATCH_INTERVAL_S)
