@@ -20,6 +20,7 @@ COPY http_api ./http_api
 COPY logbroker ./logbroker
 COPY spark_connector ./spark_connector
 COPY benchmarks ./benchmarks
+COPY chaos ./chaos
 RUN pip install --no-cache-dir . \
     && useradd --system --uid 10001 --home-dir /data logbroker \
     && mkdir -p /data && chown logbroker /data
