@@ -1,2 +1,2 @@
-"""Node-to-node protocol on gRPC (``grpc.aio``): msgpack messages through generic handlers (no
-protoc step), mutual TLS with the cluster CA, and a cluster token in the call metadata."""
+"""Node-to-node protocol: length-prefixed msgpack frames over one TLS connection per pair of
+nodes (``frames`` has the format), many calls in flight, deadlines, typed errors (decision 0206)."""

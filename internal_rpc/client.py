@@ -1,19 +1,34 @@
-"""The RPC client: one channel to one node (gRPC reconnects it by itself), mutual TLS, the
-cluster token on every call, a deadline on every call and keepalive pings on idle channels."""
+"""The RPC client: one connection to one node (made again after it is lost), mutual TLS, the
+cluster token in the connection's hello, a deadline on every call, TCP keepalive.
+
+How a call ends says what the other node may have done (``Status``): ``UNAVAILABLE`` — never
+sent (no connection, refused); ``UNKNOWN`` — sent, and the connection was lost before its
+answer; ``DEADLINE_EXCEEDED`` — sent (or being sent) and not answered in time. Connecting is
+shared by the calls that wait for it and bounded by ``CONNECT_TIMEOUT_S``; at most
+``PENDING_MAX`` calls wait for answers on one connection.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import itertools
 import json
+import ssl
 from typing import Any, Final
 
-import grpc
-
-from internal_rpc.errors import ERROR_CODE_KEY, ERROR_EXTRA_BYTES_MAX, ERROR_EXTRA_KEY, RpcCallError
-from internal_rpc.security import TOKEN_KEY, TlsFiles
-from internal_rpc.server import OPTIONS, STREAM_ERROR_KEY, STREAM_SUFFIX, pack, unpack
+from internal_rpc.errors import ERROR_EXTRA_BYTES_MAX, RpcCallError, Status
+from internal_rpc.frames import FrameError
+from internal_rpc.security import TlsFiles
+from internal_rpc.server import keep_alive, read_frame, write_frame
 
 DEADLINE_S: Final = 10.0
+CONNECT_TIMEOUT_S: Final = 5.0
+CLOSE_TIMEOUT_S: Final = 1.0
+PENDING_MAX: Final = 10_000
+STATUS_BY_RETRIABLE: Final = {True: Status.UNAVAILABLE, False: Status.FAILED_PRECONDITION}
+UNANSWERED: Final = {"unauthenticated": Status.UNAUTHENTICATED, "unimplemented": Status.UNIMPLEMENTED,
+                     "deadline_exceeded": Status.DEADLINE_EXCEEDED}
 
 
 def _extra(raw: object) -> dict[str, Any]:
@@ -26,47 +41,178 @@ def _extra(raw: object) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+def _error(answer: dict[str, Any]) -> RpcCallError:
+    code, detail = str(answer.get("e")), str(answer.get("d", ""))
+    if not answer.get("a"):
+        return RpcCallError(UNANSWERED.get(code, Status.INTERNAL), code, detail)
+    return RpcCallError(STATUS_BY_RETRIABLE[bool(answer.get("r"))], code, detail, _extra(answer.get("x")),
+                        answered=True)
+
+
+def _retrieve(task: asyncio.Task[Any]) -> None:
+    """Marks a failed connect as seen even when every call that waited for it has given up."""
+    if not task.cancelled():
+        task.exception()
+
+
+class _Connection:
+    """An open connection: a reader task hands each answer to the call waiting for it."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._reader = reader
+        self.writer = writer
+        self.pending: dict[int, asyncio.Future[dict[str, Any]]] = {}
+        self.lost: str | None = None
+        self._task = asyncio.create_task(self._read())
+
+    async def _read(self) -> None:
+        reason = "the other node closed the connection"
+        try:
+            while True:
+                answer = await read_frame(self._reader)
+                call_id = answer.get("i")
+                waiter = self.pending.pop(call_id, None) if isinstance(call_id, int) else None
+                if waiter is not None and not waiter.done():
+                    waiter.set_result(answer)
+        except (asyncio.IncompleteReadError, ConnectionError, OSError, FrameError) as exc:
+            reason = f"connection lost: {exc!r}"
+        finally:
+            self.close(reason)
+
+    def close(self, reason: str) -> None:
+        if self.lost is None:
+            self.lost = reason
+            self.writer.close()
+            if self._task is not asyncio.current_task():
+                self._task.cancel()
+        pending, self.pending = self.pending, {}
+        for waiter in pending.values():
+            if not waiter.done():
+                waiter.set_exception(RpcCallError(Status.UNKNOWN, "connection_lost", reason))
+
+
 class RpcClient:
     def __init__(self, address: str, *, tls: TlsFiles | None, cluster_token: str | None,
                  deadline_s: float = DEADLINE_S, server_name: str | None = None) -> None:
-        options: list[tuple[str, Any]] = list(OPTIONS)
-        if server_name is not None:
-            options.append(("grpc.ssl_target_name_override", server_name))
-        if tls is None:
-            self._channel = grpc.aio.insecure_channel(address, options=options)
-        else:
-            self._channel = grpc.aio.secure_channel(address, tls.channel_credentials(), options=options)
-        self._metadata = ((TOKEN_KEY, cluster_token),) if cluster_token is not None else ()
+        host, _, port = address.rpartition(":")
+        self._host, self._port = host.strip("[]"), int(port)
+        self._ssl: ssl.SSLContext | None = tls.client_context() if tls is not None else None
+        self._server_name = server_name or self._host
+        self._token = cluster_token
         self._deadline_s = deadline_s
         self.address = address
-        self._stubs: dict[str, Any] = {}  # one callable per method: made once, not per call
+        self._connection: _Connection | None = None
+        self._connecting: asyncio.Task[_Connection] | None = None
+        self._ids = itertools.count(1)
+        self._closed = False
+
+    async def _connect(self) -> _Connection:
+        try:
+            async with asyncio.timeout(CONNECT_TIMEOUT_S):
+                reader, writer = await asyncio.open_connection(
+                    self._host, self._port, ssl=self._ssl, server_hostname=self._server_name if self._ssl else None)
+                keep_alive(writer)
+                try:
+                    write_frame(writer, {"hello": 1, "token": self._token})
+                    await writer.drain()
+                    hello = await read_frame(reader)
+                except BaseException:
+                    writer.close()
+                    raise
+        except TimeoutError:
+            raise RpcCallError(Status.UNAVAILABLE, "unavailable",
+                               f"no connection to {self.address} within {CONNECT_TIMEOUT_S:g} s") from None
+        except (OSError, ssl.SSLError, asyncio.IncompleteReadError, FrameError) as exc:
+            raise RpcCallError(Status.UNAVAILABLE, "unavailable", f"no connection to {self.address}: {exc!r}") from exc
+        if hello.get("hello") != 1:
+            writer.close()
+            raise _error({**hello, "a": False})
+        return _Connection(reader, writer)
+
+    async def _open(self) -> _Connection:
+        connection = self._connection
+        if connection is not None and connection.lost is None:
+            return connection
+        if self._closed:
+            raise RpcCallError(Status.CANCELLED, "cancelled", "the client is closed")
+        if self._connecting is None:
+            self._connecting = asyncio.create_task(self._connect())
+            self._connecting.add_done_callback(_retrieve)
+        connecting = self._connecting
+        try:
+            connection = await asyncio.shield(connecting)
+        finally:
+            if connecting.done() and self._connecting is connecting:
+                self._connecting = None
+        self._connection = connection
+        return connection
 
     async def call(self, service: str, method: str, request: dict[str, Any], *,
-                   deadline_s: float | None = None) -> dict[str, Any]:
-        """One unary call, bounded by ``deadline_s`` (default: the client's)."""
-        path = f"/{service}/{method}"
-        stub = self._stubs.get(path)
-        if stub is None:
-            stub = self._stubs[path] = self._channel.unary_unary(path, request_serializer=pack,
-                                                                 response_deserializer=unpack)
+                   deadline_s: float | None = None, stream: int | None = None) -> dict[str, Any]:
+        """One call, bounded by ``deadline_s`` (default: the client's)."""
         timeout = self._deadline_s if deadline_s is None else deadline_s
+        connection: _Connection | None = None
+        call_id = next(self._ids)
+        sent = False
         try:
-            response: dict[str, Any] = await stub(request, timeout=timeout, metadata=self._metadata)
-            return response
-        except grpc.aio.AioRpcError as exc:
-            trailing = dict(exc.trailing_metadata() or ())
-            code = str(trailing.get(ERROR_CODE_KEY, exc.code().name.lower()))
-            raise RpcCallError(exc.code(), code, exc.details() or "", _extra(trailing.get(ERROR_EXTRA_KEY)),
-                               answered=ERROR_CODE_KEY in trailing) from exc
+            async with asyncio.timeout(timeout):
+                connection = await self._open()
+                if len(connection.pending) >= PENDING_MAX:
+                    raise RpcCallError(Status.RESOURCE_EXHAUSTED, "resource_exhausted",
+                                       f"{PENDING_MAX} calls already wait on {self.address}")
+                message: dict[str, Any] = {"i": call_id, "m": f"{service}/{method}", "t": int(timeout * 1000),
+                                           "b": request}
+                if stream is not None:
+                    message["s"] = stream
+                waiter = asyncio.get_running_loop().create_future()
+                try:
+                    write_frame(connection.writer, message)
+                except FrameError as exc:
+                    raise RpcCallError(Status.RESOURCE_EXHAUSTED, "message_too_large", str(exc)) from exc
+                sent = True
+                connection.pending[call_id] = waiter
+                await connection.writer.drain()
+                answer = await waiter
+        except TimeoutError:
+            status = Status.DEADLINE_EXCEEDED if sent else Status.UNAVAILABLE
+            raise RpcCallError(status, status.value, f"no answer from {self.address} within {timeout:g} s") from None
+        except (ConnectionError, OSError) as exc:
+            if connection is not None:
+                connection.close(f"connection lost: {exc!r}")
+            raise RpcCallError(Status.UNKNOWN, "connection_lost",
+                               f"connection to {self.address} lost: {exc!r}") from exc
+        finally:
+            if connection is not None:
+                connection.pending.pop(call_id, None)
+        if "e" in answer:
+            raise _error(answer)
+        body = answer.get("b")
+        if not isinstance(body, dict):
+            raise RpcCallError(Status.INTERNAL, "internal", f"{self.address} answered without a map")
+        return body
+
+    def cancel_stream(self, stream: int) -> None:
+        """Tell the other node that what ``stream`` has in flight is given up (best effort)."""
+        connection = self._connection
+        if connection is not None and connection.lost is None:
+            with contextlib.suppress(ConnectionError, OSError, RuntimeError):
+                write_frame(connection.writer, {"k": stream})
 
     def stream(self, service: str, method: str) -> RpcStream:
-        """A long-lived stream of ``method`` calls (served at ``<method>Stream``)."""
-        factory = self._channel.stream_stream(f"/{service}/{method}{STREAM_SUFFIX}", request_serializer=pack,
-                                              response_deserializer=unpack)
-        return RpcStream(factory(metadata=self._metadata))
+        """A sequence of ``method`` calls handled in order, one after another, on the other node."""
+        return RpcStream(self, service, method, next(self._ids))
 
     async def close(self) -> None:
-        await self._channel.close()
+        self._closed = True
+        if self._connecting is not None:
+            self._connecting.cancel()
+            with contextlib.suppress(BaseException):
+                await self._connecting
+        if self._connection is not None:
+            self._connection.close("the client is closed")
+            with contextlib.suppress(ConnectionError, OSError, TimeoutError):
+                async with asyncio.timeout(CLOSE_TIMEOUT_S):
+                    await self._connection.writer.wait_closed()
 
     async def __aenter__(self) -> RpcClient:
         return self
@@ -76,43 +222,29 @@ class RpcClient:
 
 
 class RpcStream:
-    """One call at a time over a stream: write a request, read its answer. Any failure of the
-    stream itself (deadline, lost connection, closed by the server) closes it for good and is an
-    unanswered ``RpcCallError``; a handler's error is an answered one and the stream goes on."""
+    """One call at a time, handled in order on the other node. A call that fails on the way
+    (deadline, lost connection, refused) closes the stream for good and cancels what it has in
+    flight there; a handler's error is an answered one and the stream goes on."""
 
-    def __init__(self, call: Any) -> None:
-        self._call = call
+    def __init__(self, client: RpcClient, service: str, method: str, stream_id: int) -> None:
+        self._client = client
+        self._service = service
+        self._method = method
+        self._id = stream_id
         self.closed = False
 
     async def call(self, request: dict[str, Any], *, deadline_s: float) -> dict[str, Any]:
         if self.closed:
-            raise RpcCallError(grpc.StatusCode.UNAVAILABLE, "stream_closed", "the stream is closed")
+            raise RpcCallError(Status.UNAVAILABLE, "stream_closed", "the stream is closed")
         try:
-            async with asyncio.timeout(deadline_s):
-                await self._call.write(request)
-                answer = await self._call.read()
-        except TimeoutError:
-            self.close()
-            raise RpcCallError(grpc.StatusCode.DEADLINE_EXCEEDED, "deadline_exceeded",
-                               f"no answer on the stream within {deadline_s:g} s") from None
-        except grpc.aio.AioRpcError as exc:
-            self.close()
-            raise RpcCallError(exc.code(), exc.code().name.lower(), exc.details() or "") from exc
-        except (grpc.aio.UsageError, asyncio.InvalidStateError) as exc:
-            self.close()
-            raise RpcCallError(grpc.StatusCode.UNAVAILABLE, "stream_closed", str(exc)) from exc
-        if answer is grpc.aio.EOF or not isinstance(answer, dict):
-            self.close()
-            raise RpcCallError(grpc.StatusCode.UNAVAILABLE, "stream_closed", "the other node closed the stream")
-        code = answer.get(STREAM_ERROR_KEY)
-        if code is not None:
-            retriable = bool(answer.get("retriable"))
-            status = grpc.StatusCode.UNAVAILABLE if retriable else grpc.StatusCode.FAILED_PRECONDITION
-            raise RpcCallError(status, str(code), str(answer.get("detail", "")), _extra(answer.get("extra")),
-                               answered=True)
-        return answer
+            return await self._client.call(self._service, self._method, request, deadline_s=deadline_s,
+                                           stream=self._id)
+        except RpcCallError as exc:
+            if not exc.answered:
+                self.close()
+            raise
 
     def close(self) -> None:
         if not self.closed:
             self.closed = True
-            self._call.cancel()
+            self._client.cancel_stream(self._id)

@@ -1,18 +1,29 @@
-"""Typed RPC errors. A handler's error travels as its stable ``code`` (trailing metadata) plus a
-gRPC status; the caller gets an ``RpcCallError`` with the same code, so the node can rebuild its
-own error class by code, as the HTTP layer maps codes to statuses."""
+"""Typed RPC errors. A handler's error travels as its stable ``code`` in the answer frame; the
+caller gets an ``RpcCallError`` with the same code, so the node can rebuild its own error class
+by code, as the HTTP layer maps codes to statuses. ``Status`` says how a call ended, in the
+vocabulary callers already reason with (a deadline, an unreachable node, an outcome unknown)."""
 
 from __future__ import annotations
 
+import enum
 from typing import Any, Final
 
-import grpc
-
-ERROR_CODE_KEY: Final = "x-logbroker-error-code"
-ERROR_EXTRA_KEY: Final = "x-logbroker-error-extra"  # JSON object: the error's details (earliest/latest, ...)
 ERROR_EXTRA_BYTES_MAX: Final = 4096
-RETRIABLE_STATUSES: Final = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED,
-                                       grpc.StatusCode.RESOURCE_EXHAUSTED})
+
+
+class Status(enum.Enum):
+    CANCELLED = "cancelled"
+    UNKNOWN = "unknown"  # the request was written and the connection was lost before its answer
+    DEADLINE_EXCEEDED = "deadline_exceeded"
+    RESOURCE_EXHAUSTED = "resource_exhausted"
+    FAILED_PRECONDITION = "failed_precondition"
+    UNIMPLEMENTED = "unimplemented"
+    INTERNAL = "internal"
+    UNAVAILABLE = "unavailable"  # never sent: no connection, or refused before the request
+    UNAUTHENTICATED = "unauthenticated"
+
+
+RETRIABLE_STATUSES: Final = frozenset({Status.UNAVAILABLE, Status.DEADLINE_EXCEEDED, Status.RESOURCE_EXHAUSTED})
 
 
 class RpcError(Exception):
@@ -29,7 +40,7 @@ class RpcConfigError(RpcError):
 class RpcCallError(RpcError):
     """A call failed: refused (authentication), unreachable, timed out, or the handler raised."""
 
-    def __init__(self, status: grpc.StatusCode, code: str, message: str,
+    def __init__(self, status: Status, code: str, message: str,
                  extra: dict[str, Any] | None = None, *, answered: bool = False) -> None:
         super().__init__(f"{status.name} {code}: {message}")
         self.status = status

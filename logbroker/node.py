@@ -41,7 +41,8 @@ from coordinator.models import (
     topic_config_bounds,
     validate_name,
 )
-from internal_rpc.server import MESSAGE_BYTES_MAX, RpcServer
+from internal_rpc.frames import MESSAGE_BYTES_MAX
+from internal_rpc.server import RpcServer
 from logbroker.auth.bootstrap import build_auth
 from logbroker.auth.groups import GroupAccess
 from logbroker.auth.permissions import Principal

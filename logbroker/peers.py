@@ -12,11 +12,9 @@ from __future__ import annotations
 import time
 from typing import Any, Final
 
-import grpc
-
 from coordinator.base import Coordinator
 from internal_rpc.client import RpcClient, RpcStream
-from internal_rpc.errors import RpcCallError
+from internal_rpc.errors import RpcCallError, Status
 from internal_rpc.security import TlsFiles
 from logbroker.errors import ForwardOutcomeUnknownError, NoLeaderError, RemoteError
 from logbroker.rpc_service import SERVICE
@@ -25,8 +23,7 @@ DEADLINE_S: Final = 10.0
 RETIRED_MAX: Final = 16
 SILENT_S: Final = 2.0
 # Failures after which a sent call may have run on the other node.
-MAYBE_DELIVERED: Final = frozenset({grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED,
-                                    grpc.StatusCode.UNKNOWN, grpc.StatusCode.INTERNAL})
+MAYBE_DELIVERED: Final = frozenset({Status.DEADLINE_EXCEEDED, Status.CANCELLED, Status.UNKNOWN, Status.INTERNAL})
 
 
 class Peers:
