@@ -14,6 +14,8 @@ PROBLEM_SCHEMA = {"type": "object", "properties": {
 def openapi_document() -> dict[str, Any]:
     paths: dict[str, dict[str, Any]] = {}
     for r in ROUTES:
+        if not r.documented:
+            continue
         operation: dict[str, Any] = {
             "summary": r.summary,
             "operationId": r.handler.__name__,

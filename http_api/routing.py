@@ -42,6 +42,7 @@ class Route:
     parameters: tuple[dict[str, Any], ...] = ()
     request_body: dict[str, Any] | None = None
     responses: dict[str, str] = dataclasses.field(default_factory=dict)
+    documented: bool = True  # False: a page for people (the console), kept out of the OpenAPI document
 
 
 ROUTES: list[Route] = []
@@ -50,7 +51,7 @@ ROUTE_BY_HANDLER: dict[Handler, Route] = {}
 
 def route(method: str, path: str, summary: str, *, access: Access, quota: QuotaKind | None = None,
           query: tuple[tuple[str, str, str], ...] = (), body: dict[str, Any] | None = None,
-          responses: dict[str, str] | None = None) -> Callable[[Handler], Handler]:
+          responses: dict[str, str] | None = None, documented: bool = True) -> Callable[[Handler], Handler]:
     """Register a handler. ``query`` is ``(name, type, description)`` triples; path parameters are
     taken from ``{name}`` segments of ``path``."""
     if (access in TOPIC_ACCESS or access == "self") and "{name}" not in path:
@@ -67,7 +68,7 @@ def route(method: str, path: str, summary: str, *, access: Access, quota: QuotaK
         params += [{"name": n, "in": "query", "required": False, "schema": {"type": t}, "description": d}
                    for n, t, d in query]
         entry = Route(method, path, handler, summary, access, quota, tuple(params), body,
-                      responses or {"200": "OK"})
+                      responses or {"200": "OK"}, documented)
         ROUTES.append(entry)
         ROUTE_BY_HANDLER[handler] = entry
         return handler

@@ -2,11 +2,13 @@
 # Install the system packages the test suite needs, only when they are missing:
 #   - an etcd server (Debian's etcd-server) when `etcd` is not on PATH;
 #   - a Java development kit (for Spark, and javac for the JVM segment reader) when `java` or
-#     `javac` is not on PATH.
+#     `javac` is not on PATH;
+#   - Chromium (the console's browser tests drive it headless) when `chromium` is not on PATH.
 # Runs apt-get as root (or through sudo). Quick when nothing is missing.
 set -euo pipefail
 missing=()
 command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 if ! command -v java >/dev/null 2>&1 || ! command -v javac >/dev/null 2>&1; then
     missing+=(openjdk-17-jdk-headless)
 fi
@@ -41,5 +43,6 @@ if [[ " ${missing[*]} " == *" etcd-server "* ]]; then
     $SUDO systemctl stop etcd >/dev/null 2>&1 || $SUDO service etcd stop >/dev/null 2>&1 || true
 fi
 command -v etcd >/dev/null 2>&1 || { echo "etcd is still not on PATH after installing etcd-server" >&2; exit 1; }
+command -v chromium >/dev/null 2>&1 || { echo "chromium is still not on PATH after installing ${missing[*]}" >&2; exit 1; }
 command -v javac >/dev/null 2>&1 || { echo "javac is still not on PATH after installing ${missing[*]}" >&2; exit 1; }
 check_java

@@ -1,0 +1,237 @@
+"""The web console and the API explorer, in a real Chromium (Debian's, driven by Playwright)
+against a real node: log in, create a topic, produce, browse, a live tail, a group's lag, a user
+refused what they may not read, record values that are markup shown as text and never run, and
+/docs calling the node with a token. Screenshots go to ``test-artifacts/console/``."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.conftest import ROOT
+from tests.http_api.conftest import Http
+from tests.support.auth import ADMIN, ADMIN_PASSWORD, AUTH_ARGS, bearer, login
+from tests.support.nodes import NodeProcess
+
+ARTIFACTS = os.path.join(ROOT, "test-artifacts", "console")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+WAIT_MS = 15_000
+
+
+@pytest.fixture(scope="module")
+def node(tmp_path_factory) -> Iterator[NodeProcess]:
+    with NodeProcess(str(tmp_path_factory.mktemp("console-node")), *AUTH_ARGS) as process:
+        yield process
+
+
+@pytest.fixture(scope="module")
+def http(node) -> Http:
+    return Http(node.url)
+
+
+@pytest.fixture(scope="module")
+def admin(http) -> dict[str, str]:
+    return bearer(login(http, ADMIN, ADMIN_PASSWORD))
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    executable = shutil.which("chromium") or "/usr/bin/chromium"
+    if not os.path.exists(executable):
+        pytest.fail("Chromium is not installed: `make test` installs it (scripts/ensure-system-deps.sh)")
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
+        try:
+            yield launched
+        finally:
+            launched.close()
+
+
+@pytest.fixture()
+def page(browser) -> Iterator[Any]:
+    context = browser.new_context(viewport={"width": 1280, "height": 860})
+    opened = context.new_page()
+    opened.set_default_timeout(WAIT_MS)
+    errors: list[str] = []
+    opened.on("pageerror", lambda exc: errors.append(str(exc)))
+    try:
+        yield opened
+    finally:
+        context.close()
+    assert not errors, f"the page raised: {errors}"
+
+
+def shot(page: Any, name: str) -> None:
+    os.makedirs(ARTIFACTS, exist_ok=True)
+    page.screenshot(path=os.path.join(ARTIFACTS, f"{name}.png"), full_page=True)
+
+
+def log_in(page: Any, url: str, user: str, password: str) -> None:
+    page.goto(f"{url}/console")
+    page.fill("#login input[name=username]", user)
+    page.fill("#login input[name=password]", password)
+    page.click("#login button[type=submit]")
+    page.wait_for_selector("#nav:not([hidden])")
+
+
+# ---- without a browser ----------------------------------------------------------------------
+
+def test_console_pages_are_public_with_a_strict_policy_and_the_data_is_not(http):
+    for path, kind in (("/console", "text/html"), ("/console/app.js", "text/javascript"),
+                       ("/console/console.css", "text/css"), ("/docs", "text/html"),
+                       ("/docs/swagger-ui-bundle.js", "text/javascript"), ("/docs/init.js", "text/javascript")):
+        status, headers, _ = http.call("GET", path)
+        assert status == 200 and headers["content-type"].startswith(kind), path
+        assert headers["x-content-type-options"] == "nosniff"
+        policy = headers["content-security-policy"]
+        assert "script-src 'self';" in policy and "unsafe-eval" not in policy and "default-src 'none'" in policy
+        assert "frame-ancestors 'none'" in policy
+        if path.startswith("/console"):
+            assert "unsafe-inline" not in policy
+    for path in ("/console/nope.js", "/console/..%2Fconsole.py", "/console/%2e%2e%2f%2e%2e%2fsetup.cfg",
+                 "/docs/index.j2", "/docs/..%2F..%2F__init__.py"):
+        assert http.call("GET", path)[0] == 404, path
+    assert http.call("GET", "/v1/topics")[0] == 401
+    paths = http.json("GET", "/v1/openapi.json")["paths"]
+    assert "/v1/topics" in paths and not any(p.startswith(("/console", "/docs")) for p in paths)
+
+
+def test_no_markup_from_data_reaches_innerHTML():
+    """The console's scripts build every node through textContent: none assigns HTML."""
+    folder = os.path.join(ROOT, "http_api", "console_static")
+    for name in os.listdir(folder):
+        if name.endswith(".js"):
+            with open(os.path.join(folder, name), encoding="utf-8") as f:
+                text = f.read()
+            for risky in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval(", "new Function"):
+                assert risky not in text, f"{name} uses {risky}"
+
+
+# ---- in the browser ---------------------------------------------------------------------------
+
+def test_admin_logs_in_creates_a_topic_produces_and_browses(node, page, http, admin):
+    log_in(page, node.url, ADMIN, ADMIN_PASSWORD)
+    page.wait_for_selector("text=Nodes alive")
+    page.wait_for_selector("td:has-text('alive')")
+    shot(page, "cluster")
+    page.click("#nav a[href='#/topics']")
+    page.fill("#create-topic input[name=name]", "console.orders")
+    page.fill("#create-topic input[name=partitions]", "3")
+    page.click("#create-topic button[type=submit]")
+    page.wait_for_selector("h1:has-text('Topic console.orders')")
+    assert http.json("GET", "/v1/topics/console.orders", headers=admin)["partition_count"] == 3
+    page.fill("#produce input[name=key]", "order-1")
+    page.fill("#produce textarea[name=value]", '{"item": "book", "qty": 2}')
+    page.select_option("#produce select[name=partition]", "1")
+    page.click("#produce button[type=submit]")
+    page.wait_for_selector("#produce-result:has-text('partition 1, offset 0')")
+    page.wait_for_function("() => [...document.querySelectorAll('td')].some(td => td.textContent === '1')")
+    shot(page, "topic")
+    page.click("a[href='#/browse/console.orders/1']")
+    value = page.wait_for_selector("#records tr[data-offset='0'] pre.value")
+    assert value.text_content() == '{\n  "item": "book",\n  "qty": 2\n}'
+    assert page.text_content("#records tr[data-offset='0'] pre.key") == "order-1"
+    page.select_option("select[name=format]", "hex")
+    assert page.text_content("#records tr[data-offset='0'] pre.value").startswith("7b 22 69 74 65 6d 22")
+    page.select_option("select[name=format]", "auto")
+    shot(page, "browser")
+    page.goto(f"{node.url}/console#/topics")
+    page.on("dialog", lambda dialog: dialog.accept())
+    page.click("button[data-delete='console.orders']")
+    page.wait_for_function("() => !document.querySelector(\"button[data-delete='console.orders']\")")
+    assert http.call("GET", "/v1/topics/console.orders", headers=admin)[0] == 404
+
+
+def test_record_values_that_are_markup_render_as_text_and_run_nothing(node, page, http, admin):
+    http.json("POST", "/v1/topics", 201, body={"name": "console.xss", "partitions": 1}, headers=admin)
+    values = ["<script>window.__pwned = 1</script>", "<img src=x onerror=\"window.__pwned = 2\">",
+              "\"><svg onload=\"window.__pwned = 3\">"]
+    http.json("POST", "/v1/topics/console.xss/records",
+              body={"records": [{"value": v, "key": v, "headers": [{"name": "h", "value": v}]} for v in values]},
+              headers=admin)
+    log_in(page, node.url, ADMIN, ADMIN_PASSWORD)
+    page.goto(f"{node.url}/console#/browse/console.xss/0")
+    page.wait_for_selector("#records tr[data-offset='2']")
+    shown = [page.text_content(f"#records tr[data-offset='{i}'] pre.value") for i in range(3)]
+    assert shown == values
+    assert page.evaluate("() => window.__pwned") is None
+    assert page.evaluate("() => document.querySelectorAll('#records img, #records script, #records svg').length") == 0
+
+
+def test_live_tail_shows_records_as_they_arrive(node, page, http, admin):
+    http.json("POST", "/v1/topics", 201, body={"name": "console.live", "partitions": 1}, headers=admin)
+    log_in(page, node.url, ADMIN, ADMIN_PASSWORD)
+    page.goto(f"{node.url}/console#/browse/console.live/0")
+    page.wait_for_selector("#browse-status:has-text('no records here')")
+    page.click("#tail")
+    page.wait_for_selector("#tail:has-text('Stop tail')")
+    page.wait_for_timeout(500)  # the stream is open before the records are written
+    for n in range(3):
+        http.json("POST", "/v1/topics/console.live/records", body={"records": [{"value": f"live-{n}"}]},
+                  headers=admin)
+    page.wait_for_selector("#records tr[data-offset='2']")
+    assert [page.text_content(f"#records tr[data-offset='{n}'] pre.value") for n in range(3)] == \
+        ["live-0", "live-1", "live-2"]
+    page.click("#tail")
+    page.wait_for_selector("#tail:has-text('Live tail')")
+
+
+def test_a_groups_lag_is_shown(node, page, http, admin):
+    http.json("POST", "/v1/topics", 201, body={"name": "console.lag", "partitions": 1}, headers=admin)
+    http.json("POST", "/v1/topics/console.lag/records", body={"records": [{"value": str(n)} for n in range(7)]},
+              headers=admin)
+    joined = http.json("POST", "/v1/groups/console.readers/members", body={"topics": ["console.lag"]}, headers=admin)
+    http.json("POST", "/v1/groups/console.readers/offsets", headers=admin, body={
+        "member_id": joined["member_id"], "generation": joined["generation"],
+        "offsets": [{"topic": "console.lag", "partition": 0, "offset": 2}]})
+    log_in(page, node.url, ADMIN, ADMIN_PASSWORD)
+    page.goto(f"{node.url}/console#/groups")
+    page.click("a[href='#/groups/console.readers']")
+    page.wait_for_selector("h2:has-text('Offsets and lag')")
+    row = page.wait_for_selector("#group-offsets tr:has(td:text-is('console.lag'))")
+    cells = [c.text_content() for c in row.query_selector_all("td")]
+    assert cells[3:] == ["2", "7", "5"]
+    page.wait_for_function("() => document.querySelector('.chart .value').textContent === '5.0'")
+    shot(page, "group")
+
+
+def test_a_user_is_refused_the_topics_they_may_not_read(node, page, http, admin):
+    http.json("POST", "/v1/users", 201, body={"username": "console-bob", "password": "bob-password"},
+              headers=admin)
+    http.json("POST", "/v1/topics", 201, body={"name": "console.secret", "partitions": 1}, headers=admin)
+    http.json("POST", "/v1/topics/console.secret/records", body={"records": [{"value": "classified"}]}, headers=admin)
+    log_in(page, node.url, "console-bob", "bob-password")
+    assert page.is_hidden("#nav-users")
+    page.goto(f"{node.url}/console#/topics")
+    page.wait_for_selector("h1:has-text('Topics & queues')")
+    assert page.query_selector("a[href='#/topics/console.secret']") is None
+    page.goto(f"{node.url}/console#/browse/console.secret/0")
+    page.wait_for_selector("h1:has-text('Cannot show this page')")
+    assert "classified" not in page.content()
+
+
+def test_docs_explores_the_api_and_tries_it_out_with_a_token(node, page, http):
+    token = login(http, ADMIN, ADMIN_PASSWORD)
+    page.goto(f"{node.url}/docs")
+    page.wait_for_selector("text=LogBroker HTTP API")
+    page.click("button.authorize")
+    page.fill(".auth-container input", token)
+    page.click(".auth-container button.authorize")
+    page.click("button.close-modal")
+    block = page.locator("#operations-default-list_topics")
+    block.locator(".opblock-summary").click()
+    block.locator("button.try-out__btn").click()
+    block.locator("button.execute").click()
+    status = block.locator(".live-responses-table tbody .response-col_status").first
+    status.wait_for()
+    assert status.text_content().strip().startswith("200")
+    body = block.locator(".live-responses-table tbody .response-col_description pre").first.text_content()
+    assert '"topics"' in body
+    shot(page, "docs")
