@@ -65,6 +65,7 @@ TOKEN_CURL := curl -s -XPOST $(RUN_URL)/v1/auth/token -H 'Content-Type: applicat
 run: $(STAMP)
 	@echo "LogBroker: one node, embedded coordinator, data in ./.data/node-1"
 	@echo "  URL:    $(RUN_URL)   (OpenAPI: $(RUN_URL)/v1/openapi.json)"
+	@echo "  console: $(RUN_URL)/console   (log in as the admin below)   API explorer: $(RUN_URL)/docs"
 	@echo "  admin:  $(DEV_ADMIN) / $(DEV_PASSWORD)   (development credentials; auth is on)"
 	@echo "  token:  export TOKEN=\$$($(TOKEN_CURL) | python3 -c 'import json,sys; print(json.load(sys.stdin)[\"access_token\"])')"
 	@echo "  try:    curl -s -XPOST $(RUN_URL)/v1/topics -H \"Authorization: Bearer \$$TOKEN\" -H 'Content-Type: application/json' -d '{\"name\":\"demo\",\"partitions\":3}'"

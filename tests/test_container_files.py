@@ -111,3 +111,18 @@ def test_nginx_balances_least_conn_over_the_three_nodes_without_buffering():
     read_timeout = re.search(r"proxy_read_timeout (\d+)s;", conf)
     assert read_timeout is not None and int(read_timeout.group(1)) * 1000 > NodeConfig().fetch_wait_ms_max
     assert "non_idempotent" not in conf  # a produce that reached a node is never sent to another
+
+
+def test_the_consoles_files_are_package_data_so_the_image_serves_them():
+    """``pip install .`` (the image's install) copies only what setup.cfg names besides modules."""
+    import configparser
+    import fnmatch
+
+    setup = configparser.ConfigParser()
+    setup.read(os.path.join(ROOT, "setup.cfg"))
+    patterns = setup["options.package_data"]["http_api"].split()
+    folder = os.path.join(ROOT, "http_api", "console_static")
+    shipped = os.listdir(folder)
+    assert "index.html" in shipped and "app.js" in shipped
+    for name in shipped:
+        assert any(fnmatch.fnmatch(f"console_static/{name}", p) for p in patterns), name
