@@ -114,7 +114,7 @@ export async function browserView(main, [name, partitionText]) {
     } else {
       await load(Number(offsetInput.value) || 0);
     }
-  } }, field("Partition", partitionSelect), field("From offset", offsetInput), field("or from time", timeInput),
+  } }, field("Partition", partitionSelect), field("From offset", offsetInput), field("or from time (your time zone)", timeInput),
   field("Show values as", format), h("button", { type: "submit" }, "Go"));
 
   mount(main, h("h1", {}, `Messages of ${name}`),

@@ -5,8 +5,10 @@ refused what they may not read, record values that are markup shown as text and 
 
 from __future__ import annotations
 
+import datetime
 import os
 import shutil
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -56,7 +58,7 @@ def browser() -> Iterator[Any]:
 
 @pytest.fixture()
 def page(browser) -> Iterator[Any]:
-    context = browser.new_context(viewport={"width": 1280, "height": 860})
+    context = browser.new_context(viewport={"width": 1280, "height": 860}, timezone_id="UTC")
     opened = context.new_page()
     opened.set_default_timeout(WAIT_MS)
     errors: list[str] = []
@@ -235,3 +237,39 @@ def test_docs_explores_the_api_and_tries_it_out_with_a_token(node, page, http):
     body = block.locator(".live-responses-table tbody .response-col_description pre").first.text_content()
     assert '"topics"' in body
     shot(page, "docs")
+
+
+def test_a_queues_state_users_and_grants_and_a_browse_by_time(node, page, http, admin):
+    http.json("POST", "/v1/topics", 201, body={"name": "console.jobs", "partitions": 1, "kind": "queue"},
+              headers=admin)
+    http.json("POST", "/v1/queues/console.jobs/messages", body={"records": [{"value": f"job-{n}"} for n in range(3)]},
+              headers=admin)
+    received = http.json("POST", "/v1/queues/console.jobs/receive", body={"max_messages": 1}, headers=admin)
+    assert len(received["messages"]) == 1
+    log_in(page, node.url, ADMIN, ADMIN_PASSWORD)
+    page.goto(f"{node.url}/console#/topics/console.jobs")
+    page.wait_for_selector("text=Ready 2 · in flight 1 · dead-lettered 0")
+    page.goto(f"{node.url}/console#/users")
+    page.fill("#create-user input[name=username]", "console-carol")
+    page.fill("#create-user input[name=password]", "carol-password")
+    page.click("#create-user button[type=submit]")
+    page.wait_for_selector("td:text-is('console-carol')")
+    assert any(u["name"] == "console-carol" for u in http.json("GET", "/v1/users", headers=admin)["users"])
+    page.goto(f"{node.url}/console#/topics/console.jobs")
+    page.fill("#grant input[name=user]", "console-carol")
+    page.click("#grant button[type=submit]")
+    page.wait_for_selector("td:text-is('console-carol')")
+    acl = http.json("GET", "/v1/topics/console.jobs/acl", headers=admin)["acl"]
+    assert [(g["user"], g["permissions"]) for g in acl] == [("console-carol", ["read"])]
+    http.json("POST", "/v1/topics", 201, body={"name": "console.timed", "partitions": 1}, headers=admin)
+    now_ms = int(time.time() * 1000)
+    for value, timestamp in (("old", now_ms - 3_600_000), ("new", now_ms)):
+        http.json("POST", "/v1/topics/console.timed/records", headers=admin,
+                  body={"records": [{"value": value, "timestamp": timestamp}]})
+    page.goto(f"{node.url}/console#/browse/console.timed/0")
+    page.wait_for_selector("#records tr[data-offset='1']")
+    between = datetime.datetime.fromtimestamp(now_ms / 1000 - 1800, datetime.UTC).strftime("%Y-%m-%dT%H:%M")
+    page.fill("#browse input[name=timestamp]", between)  # the page's time zone is UTC (the context's)
+    page.click("#browse button[type=submit]")
+    page.wait_for_function("() => document.querySelectorAll('#records tr').length === 1")
+    assert page.text_content("#records tr pre.value") == "new"
