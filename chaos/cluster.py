@@ -12,6 +12,7 @@ import signal
 from typing import Final
 
 from chaos.network import ETCD, Network
+from chaos.slow_disk import SlowDisks
 from logbroker.certs import generate
 from logbroker.etcd_process import EtcdServer, free_port
 from logbroker.launcher import NodeProcess, cluster_args
@@ -49,19 +50,20 @@ class NamespacedEtcd(EtcdServer):
 
 class Node(NodeProcess):
     def __init__(self, data_dir: str, *extra: str, node_id: int, ports: tuple[int, int], log_path: str,
-                 network: Network | None) -> None:
+                 network: Network | None, env: dict[str, str] | None = None) -> None:
         host = "127.0.0.1" if network is None else network.address[f"node-{node_id}"]
         super().__init__(data_dir, "--log-level", "info", "--http-host", host, "--advertised-host", host,
                          "--http-port", str(ports[0]), "--rpc-port", str(ports[1]),
                          "--maintenance-interval-ms", "200", *extra, node_id=node_id, log_path=log_path,
-                         cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT})
+                         cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT, **(env or {})})
         if network is not None:
             self.args = [*network.exec_prefix(f"node-{node_id}"), *self.args]
 
 
 class ChaosCluster:
-    def __init__(self, root: str, size: int = 3, *, network: Network | None = None) -> None:
-        self.root, self.size, self.network = root, size, network
+    def __init__(self, root: str, size: int = 3, *, network: Network | None = None,
+                 slow_disks: SlowDisks | None = None) -> None:
+        self.root, self.size, self.network, self.slow_disks = root, size, network, slow_disks
         self.node_ids = list(range(1, size + 1))
         self.certs = os.path.join(root, "certs")
         self.logs = os.path.join(root, "logs")
@@ -93,7 +95,8 @@ class ChaosCluster:
                     *cluster_args(self.etcd.url, self.certs, node_id, cluster_token=CLUSTER_TOKEN,
                                   lease_ttl_ms=LEASE_TTL_MS),
                     node_id=node_id, ports=self.ports[node_id], log_path=os.path.join(self.logs, f"node-{node_id}.log"),
-                    network=self.network)
+                    network=self.network,
+                    env=self.slow_disks.env(f"node-{node_id}") if self.slow_disks is not None else None)
         self.nodes[node_id] = node
         node.start()
         self.urls[node_id] = node.url

@@ -8,7 +8,8 @@ Faults: ``kill_leader``/``kill_follower`` (SIGKILL, then a restart on the same d
 the lease) of a data partition's leader or of another of its replicas; ``etcd_kill`` (SIGKILL,
 restart on the same data dir). With a ``Network``, of a leader: ``isolate`` (its link down),
 ``cut_etcd``, ``cut_peers``, ``cut_clients`` (from etcd, from its followers, from the clients)
-and ``halves`` (etcd and that node on one side, the other nodes on the other).
+and ``halves`` (etcd and that node on one side, the other nodes on the other). With slow disks
+(``chaos.slow_disk``): ``slow_disk`` (every fsync of a leader takes ``SLOW_FSYNC_MS`` longer).
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from chaos.network import CLIENTS, ETCD, Network
 
 PROCESS_FAULTS: Final = ("kill_leader", "kill_follower", "pause_leader", "pause_follower", "etcd_kill")
 NETWORK_FAULTS: Final = ("isolate", "cut_etcd", "cut_peers", "cut_clients", "halves")
+DISK_FAULTS: Final = ("slow_disk",)
+SLOW_FSYNC_MS: Final = (200, 500)
 FAULT_S: Final = (0.5, 2.5 * LEASE_TTL_MS / 1000)
 QUIET_S: Final = (0.5, 2.0)
 
@@ -35,7 +38,8 @@ class Nemesis:
         self.cluster, self.history, self.leaders, self.topic = cluster, history, leaders, topic
         self.network = network
         self.random = random.Random(seed)
-        self.faults = PROCESS_FAULTS + (NETWORK_FAULTS if network is not None else ())
+        self.faults = (PROCESS_FAULTS + (NETWORK_FAULTS if network is not None else ())
+                       + (DISK_FAULTS if cluster.slow_disks is not None else ()))
         self.stop = asyncio.Event()
         self.counts: dict[str, int] = {}
         self._deck: list[str] = []
@@ -87,6 +91,11 @@ class Nemesis:
                 self.cluster.pause(target)
                 await self._hold()
                 self.cluster.resume(target)
+            elif fault == "slow_disk":
+                assert self.cluster.slow_disks is not None
+                self.cluster.slow_disks.slow(target, self.random.randint(*SLOW_FSYNC_MS))
+                await self._hold()
+                self.cluster.slow_disks.heal(target)
             elif fault == "etcd_kill":
                 await asyncio.to_thread(self.cluster.kill_etcd)
                 await self._hold()
@@ -135,6 +144,8 @@ class Nemesis:
         """Everything up, resumed and connected again."""
         if self.network is not None:
             self.network.heal()
+        if self.cluster.slow_disks is not None:
+            self.cluster.slow_disks.heal()
         for member in list(self.cluster.paused):
             self.cluster.resume(member)
         await self._restart_dead()

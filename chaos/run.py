@@ -19,6 +19,7 @@ from chaos.cluster import ADMIN, PASSWORD, ChaosCluster
 from chaos.history import History, say
 from chaos.nemesis import NETWORK_FAULTS, Nemesis
 from chaos.network import ETCD, Network, NetworkUnavailableError
+from chaos.slow_disk import SlowDisks, SlowDiskUnavailableError
 from chaos.workload import Workload, client
 from segments.reader import SegmentReader, partition_directories
 
@@ -159,7 +160,13 @@ def run(options: Options) -> Outcome:
             network = Network.create([ETCD, *(f"node-{n}" for n in range(1, options.nodes + 1))])
         except NetworkUnavailableError as exc:
             skipped = f"SKIPPED: network namespaces refused here ({exc})"
-    cluster = ChaosCluster(options.root, options.nodes, network=network)
+    slow_disks: SlowDisks | None = None
+    try:
+        slow_disks = SlowDisks.build(os.path.join(options.root, "slow-disks"))
+        disk_faults = "exercised when drawn (every fsync of a leader 200-500 ms slower)"
+    except SlowDiskUnavailableError as exc:
+        disk_faults = f"SKIPPED: {exc}"
+    cluster = ChaosCluster(options.root, options.nodes, network=network, slow_disks=slow_disks)
     try:
         cluster.start()
         log, facts = asyncio.run(_drive(options, cluster, history, network))
@@ -177,6 +184,8 @@ def run(options: Options) -> Outcome:
                "fault_window_s": [facts["faults_from"], facts["faults_to"]], "faults": facts["faults"],
                "partition_faults": (f"exercised: {', '.join(exercised)}" if exercised
                                     else skipped or "none drawn"),
+               "disk_faults": (disk_faults if slow_disks is None or "slow_disk" in facts["faults"]
+                               else "none drawn"),
                "settled_at_end": facts["settled"], "workload_errors": facts["workload_errors"],
                "workload_stuck": facts["workload_stuck"], "records_in_log": sum(map(len, log.values())),
                "replicas_read": {n: {str(p): len(r) for p, r in c.items()} for n, c in replicas.items()},
@@ -192,6 +201,7 @@ def format_summary(summary: Mapping[str, Any]) -> str:
              f"  leader changes {summary['leader_changes']} ({summary['leader_changes_data_topic']} of the data "
              f"topic's partitions); faults {summary['faults']}",
              f"  partition faults: {summary['partition_faults']}",
+             f"  disk faults: {summary.get('disk_faults', '-')}",
              f"  longest unavailability per partition (s): {summary['longest_unavailability_s']}",
              f"  group commits acked {summary['commits_acked']}; queue sent {summary['queue_sent_acked']}, "
              f"acked {summary['queue_acked']}, drained {summary['queue_drained']}",
