@@ -9,7 +9,8 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     LOGBROKER_DATA_DIR=/data \
     LOGBROKER_HTTP_HOST=0.0.0.0 \
     LOGBROKER_HTTP_PORT=8080 \
-    LOGBROKER_RPC_PORT=9090
+    LOGBROKER_RPC_PORT=9090 \
+    LOGBROKER_GRPC_PORT=9092
 
 WORKDIR /app
 COPY setup.cfg pyproject.toml README.md ./
@@ -17,17 +18,20 @@ COPY segments ./segments
 COPY coordinator ./coordinator
 COPY internal_rpc ./internal_rpc
 COPY http_api ./http_api
+COPY grpc_api ./grpc_api
 COPY logbroker ./logbroker
 COPY spark_connector ./spark_connector
 COPY benchmarks ./benchmarks
 COPY chaos ./chaos
-RUN pip install --no-cache-dir . \
+# The public gRPC API's modules are generated from grpc_api/broker.proto (not committed).
+RUN pip install --no-cache-dir "grpcio-tools>=1.85,<1.86" && python -m grpc_api.stubs \
+    && pip install --no-cache-dir . \
     && useradd --system --uid 10001 --home-dir /data logbroker \
     && mkdir -p /data && chown logbroker /data
 
 USER logbroker
 VOLUME ["/data"]
-EXPOSE 8080 9090
+EXPOSE 8080 9090 9092
 HEALTHCHECK --interval=10s --timeout=3s --retries=3 \
     CMD python -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8080/readyz', timeout=2)"
 ENTRYPOINT ["logbroker", "serve"]

@@ -1,9 +1,10 @@
 """Run a node behind the HTTP API until SIGTERM/SIGINT: the ``logbroker serve`` command.
 
-Start-up order: open the node (recovering logs), bind the listener (port 0 picks a free one;
-HTTPS when a certificate is configured; ``http_api.listener`` bounds the connections and the time
-to send a request head), print the ready line. Shutdown: stop accepting, let in-flight requests
-finish (bounded by ``shutdown_grace_ms``), release long-polls, flush and close every log.
+Start-up order: bind the HTTP listener (port 0 picks a free one; HTTPS when a certificate is
+configured; ``http_api.listener`` bounds the connections and the time to send a request head) and
+the public gRPC port, open the node (recovering logs), serve both, print the ready line.
+Shutdown: stop accepting, let in-flight requests finish (bounded by ``shutdown_grace_ms``),
+release long-polls, stop gRPC, flush and close every log.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import socket
 import sys
 from typing import Final, TextIO
 
+from grpc_api.server import GrpcServer
 from http_api.app import build_app
 from http_api.listener import ConnectionCollector, GuardedSite
 from http_api.protocol import ProblemAppRunner
@@ -36,10 +38,13 @@ async def serve(config: NodeConfig, *, ready_stream: TextIO | None = None) -> No
     host, port = sock.getsockname()[:2]
     url = f"{config.http_scheme}://{host}:{port}"
     advertised = f"{config.http_scheme}://{config.advertised_host or host}:{port}"
+    grpc_server = GrpcServer(config)
+    grpc_address = f"{host}:{grpc_server.port}"
     try:
-        await node.start(http_url=advertised)
+        await node.start(http_url=advertised, grpc_address=f"{config.advertised_host or host}:{grpc_server.port}")
     except BaseException:
         sock.close()
+        await grpc_server.stop()
         await node.stop()
         raise
     gc.freeze()  # what start-up replayed (groups, queues) lives on: no full collection walks it (0176)
@@ -52,10 +57,11 @@ async def serve(config: NodeConfig, *, ready_stream: TextIO | None = None) -> No
     node.metrics.registry.register(ConnectionCollector(site.guard.count))
     try:
         await site.start()
+        await grpc_server.start(node, url)
         stream = ready_stream or sys.stdout
-        print(f"logbroker ready http={url} node={config.node_id}", file=stream, flush=True)
-        log.info("serving", extra={"fields": {"http": url, "data_dir": config.data_dir, "auth": config.auth,
-                                              "connections_max": site.guard.count.limit}})
+        print(f"logbroker ready http={url} grpc={grpc_address} node={config.node_id}", file=stream, flush=True)
+        log.info("serving", extra={"fields": {"http": url, "grpc": grpc_address, "data_dir": config.data_dir,
+                                              "auth": config.auth, "connections_max": site.guard.count.limit}})
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -66,6 +72,7 @@ async def serve(config: NodeConfig, *, ready_stream: TextIO | None = None) -> No
         node.ready = False
         for replica in node.replicas.all():
             replica.wake_all()
+        await grpc_server.stop()
         await runner.cleanup()
         await node.stop()
         log.info("stopped")

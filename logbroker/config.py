@@ -33,6 +33,7 @@ class NodeConfig:
     http_host: str = "127.0.0.1"
     http_port: int = 8080
     rpc_port: int = 9090
+    grpc_port: int = 0  # the public gRPC API (DESIGN §4b); 0 picks a free port, told by the ready line
     coordinator: str = "local"
     cluster_name: str = "logbroker"
     rack: str = ""
@@ -84,7 +85,8 @@ class NodeConfig:
         if not self.data_dir:
             object.__setattr__(self, "data_dir", os.path.join(".", ".data", f"node-{self.node_id}"))
         _check(self.node_id >= 0, "node_id must not be negative")
-        _check(0 <= self.http_port <= 65535 and 0 <= self.rpc_port <= 65535, "ports must be in [0, 65535]")
+        _check(all(0 <= port <= 65535 for port in (self.http_port, self.rpc_port, self.grpc_port)),
+               "ports must be in [0, 65535]")
         _check(self.auth in ("on", "off"), f"auth must be on or off, not {self.auth!r}")
         _check(self.coordinator == "local" or self.coordinator.startswith("etcd://"),
                f"coordinator must be local or etcd://host:port[,...], not {self.coordinator!r}")

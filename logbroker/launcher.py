@@ -19,7 +19,7 @@ import threading
 import time
 from typing import IO, Final
 
-READY: Final = re.compile(r"^logbroker ready http=(\S+) node=(\d+)$")
+READY: Final = re.compile(r"^logbroker ready http=(\S+) grpc=(\S+) node=(\d+)$")
 START_TIMEOUT_S: Final = 60.0
 STOP_TIMEOUT_S: Final = 15.0
 STDERR_LINES_MAX: Final = 10_000
@@ -55,6 +55,7 @@ class NodeProcess:
         self.own_process_group = own_process_group
         self.proc: subprocess.Popen[str] | None = None
         self.url = ""
+        self.grpc_address = ""
         self.stderr_lines: list[str] = []
         self._ready = threading.Event()
         self._log: IO[str] | None = None
@@ -96,7 +97,7 @@ class NodeProcess:
             if not self._ready.is_set():
                 match = READY.match(line.strip())
                 if match:
-                    self.url = match.group(1)
+                    self.url, self.grpc_address = match.group(1), match.group(2)
                     self._ready.set()
         if self._log is not None:
             self._log.close()

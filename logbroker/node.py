@@ -152,15 +152,16 @@ class Node:
     def clustered(self) -> bool:
         return self.coordinator.is_cluster
 
-    async def start(self, http_url: str = "") -> None:
-        """Open the node. ``http_url`` is where clients reach this node (the listener binds
-        first, so a cluster node can advertise its real port)."""
+    async def start(self, http_url: str = "", grpc_address: str = "") -> None:
+        """Open the node. ``http_url`` (and ``grpc_address``, the public gRPC API's) is where
+        clients reach this node (the listeners bind first, so a cluster node can advertise its
+        real ports)."""
         self.descriptors = DescriptorPlan(raise_open_files_limit())
         self.replicas.handles.segments_max = self.descriptors.sealed_segments_max
         self.replicas.load_checkpoints()
         if self.clustered:
             await self._start_rpc()
-        self.coordinator.advertise(self._node_info(http_url))
+        self.coordinator.advertise(self._node_info(http_url, grpc_address))
         await self.coordinator.start()
         await self._finish_deletions()
         self.auth.start()
@@ -184,10 +185,10 @@ class Node:
             on_failure=self.metrics.count_background_failure))
         self.ready = True
 
-    def _node_info(self, http_url: str) -> NodeInfo:
+    def _node_info(self, http_url: str, grpc_address: str = "") -> NodeInfo:
         host = self.config.advertised_host or self.config.http_host
         rpc = f"{host}:{self.rpc.port}" if self.rpc is not None else ""
-        return NodeInfo(self.config.node_id, http_url, rpc, self.config.rack or None,
+        return NodeInfo(self.config.node_id, http_url, rpc, self.config.rack or None, grpc_address,
                         started_ms=time.time_ns() // 1_000_000)
 
     async def _start_cluster(self) -> None:

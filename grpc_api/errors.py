@@ -1,0 +1,62 @@
+"""The broker's errors as gRPC statuses: one table, from the HTTP status each error ``code`` has in
+``http_api.errors.STATUS_BY_CODE`` (so a code is mapped once, for both APIs). Retriable errors
+carry ``retry-after-ms`` in the trailing metadata, as HTTP's ``Retry-After`` does."""
+
+from __future__ import annotations
+
+from typing import Any, Final, NoReturn
+
+import grpc
+
+from http_api.errors import CLUSTER_RETRY_AFTER_S, CLUSTER_RETRY_CODES, STATUS_BY_CODE
+
+GRPC_BY_HTTP: Final[dict[int, grpc.StatusCode]] = {
+    400: grpc.StatusCode.INVALID_ARGUMENT,
+    401: grpc.StatusCode.UNAUTHENTICATED,
+    403: grpc.StatusCode.PERMISSION_DENIED,
+    404: grpc.StatusCode.NOT_FOUND,
+    408: grpc.StatusCode.DEADLINE_EXCEEDED,
+    409: grpc.StatusCode.FAILED_PRECONDITION,
+    413: grpc.StatusCode.INVALID_ARGUMENT,
+    415: grpc.StatusCode.INVALID_ARGUMENT,
+    416: grpc.StatusCode.OUT_OF_RANGE,
+    429: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    500: grpc.StatusCode.INTERNAL,
+    502: grpc.StatusCode.ABORTED,
+    503: grpc.StatusCode.UNAVAILABLE,
+    504: grpc.StatusCode.DEADLINE_EXCEEDED,
+    507: grpc.StatusCode.RESOURCE_EXHAUSTED,
+}
+EXISTS_CODES: Final = frozenset({"topic_exists", "user_exists"})
+CODE_KEY: Final = "x-logbroker-error-code"
+RETRY_KEY: Final = "retry-after-ms"
+
+
+def status_of(code: str) -> grpc.StatusCode:
+    if code in EXISTS_CODES:
+        return grpc.StatusCode.ALREADY_EXISTS
+    return GRPC_BY_HTTP.get(STATUS_BY_CODE.get(code, 500), grpc.StatusCode.INTERNAL)
+
+
+async def abort(context: Any, code: str, detail: str, *, retriable: bool = False,
+                retry_after_s: float | None = None) -> NoReturn:
+    """End the call with the status of ``code``; its code and any retry hint as trailing metadata."""
+    trailing = [(CODE_KEY, code)]
+    if retriable or retry_after_s is not None:
+        wait = retry_after_s if retry_after_s is not None else (CLUSTER_RETRY_AFTER_S if code in CLUSTER_RETRY_CODES
+                                                               else 1.0)
+        trailing.append((RETRY_KEY, str(max(1, round(wait * 1000)))))
+    context.set_trailing_metadata(tuple(trailing))
+    await context.abort(status_of(code), detail[:1000])
+    raise AssertionError("unreachable")
+
+
+async def abort_for(context: Any, exc: Exception) -> NoReturn:
+    """``abort`` for one of the broker's typed errors (anything else is INTERNAL)."""
+    code = getattr(exc, "code", None)
+    if not isinstance(code, str):
+        await abort(context, "internal", "internal error")
+    extra = getattr(exc, "extra", None) or {}
+    retry = extra.get("retry_after_s") if isinstance(extra, dict) else None
+    await abort(context, code, str(exc), retriable=bool(getattr(exc, "retriable", False)),
+                retry_after_s=retry if isinstance(retry, (int, float)) else None)

@@ -1,0 +1,46 @@
+"""The public gRPC server of a node: ``logbroker.v1.Broker`` plus server reflection, on
+``--grpc-port`` (0 picks a free port), with the HTTP listener's certificate when one is configured.
+It is bound before the node starts, so a cluster node advertises its real address."""
+
+from __future__ import annotations
+
+from typing import Final
+
+import grpc
+from grpc_reflection.v1alpha import reflection
+
+from grpc_api.service import BrokerService, pb, pb_grpc
+from logbroker.config import NodeConfig
+from logbroker.node import Node
+
+STOP_GRACE_S: Final = 5.0
+SERVICE_NAME: Final = pb.DESCRIPTOR.services_by_name["Broker"].full_name
+
+
+class GrpcServer:
+    def __init__(self, config: NodeConfig) -> None:
+        limit = config.request_body_bytes_max + 64 * 1024
+        self._server = grpc.aio.server(options=[("grpc.max_receive_message_length", limit),
+                                                ("grpc.max_send_message_length", limit),
+                                                ("grpc.keepalive_time_ms", 30_000)])
+        address = f"{config.http_host}:{config.grpc_port}"
+        if config.tls_cert_file:
+            with open(config.tls_cert_file, "rb") as f:
+                cert = f.read()
+            with open(config.tls_key_file, "rb") as f:
+                key = f.read()
+            self.port = self._server.add_secure_port(address, grpc.ssl_server_credentials([(key, cert)]))
+        else:
+            self.port = self._server.add_insecure_port(address)
+        self.service: BrokerService | None = None
+
+    async def start(self, node: Node, self_url: str) -> None:
+        self.service = BrokerService(node, self_url)
+        pb_grpc.add_BrokerServicer_to_server(self.service, self._server)
+        reflection.enable_server_reflection((SERVICE_NAME, reflection.SERVICE_NAME), self._server)
+        await self._server.start()
+
+    async def stop(self) -> None:
+        await self._server.stop(STOP_GRACE_S)
+        if self.service is not None:
+            await self.service.close()

@@ -1,0 +1,233 @@
+"""``logbroker.v1.Broker``: Publish and Subscribe over the node's own paths.
+
+Every call authenticates the ``authorization`` metadata as HTTP does (``AuthService``), is
+authorized on the topic (write for Publish, read for Subscribe) and charged to the caller's
+produce or fetch quota. Records go through ``Node.produce_records`` and ``Node.fetch``, which
+forward to the partition's leader, so any node answers.
+
+Subscribe follows the tail with one bounded long-poll at a time and sends the next records only
+when gRPC has taken the previous ones (an async generator: a slow client holds the node to one
+fetch of ``FETCH_BYTES`` in memory). Access is checked again at least every
+``access_recheck_ms``. With a ``group``, the caller becomes a member of that consumer group
+through the node's own HTTP API (join, the member's push stream, commits, leave), which already
+routes group calls to the node coordinating the group on a cluster.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import json
+import time
+from collections.abc import AsyncIterator
+from typing import Any, Final
+
+import aiohttp
+
+from coordinator.models import validate_name
+from grpc_api import stubs
+from grpc_api.errors import abort_for
+from logbroker.auth.permissions import Principal
+from logbroker.auth.quotas import QuotaLimits
+from logbroker.errors import ANY_ERROR, InvalidRequestError
+from logbroker.groups.requests import group_name
+from logbroker.node import Node
+from logbroker.records import iter_fetched_records, parse_body
+
+pb, pb_grpc = stubs.load()
+FETCH_BYTES: Final = 1024 * 1024
+WAIT_MS: Final = 1000
+QUOTA_PAUSE_MAX_S: Final = 1.0
+COMMIT_EVERY_S: Final = 1.0
+LATEST, EARLIEST = -1, -2
+ACKS: Final = frozenset({"0", "1", "all"})
+GROUP_CALL_TIMEOUT_S: Final = 30.0
+
+
+def _metadata(context: Any) -> dict[str, str]:
+    return {k: v for k, v in (context.invocation_metadata() or ()) if isinstance(v, str)}
+
+
+def _record_body(record: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {"value": record.value, "headers": [[k, v] for k, v in record.headers.items()]}
+    if record.key:
+        body["key"] = record.key
+    if record.HasField("partition"):
+        body["partition"] = record.partition
+    if record.timestamp_ms:
+        body["timestamp"] = record.timestamp_ms
+    return body
+
+
+def _decoded(event: dict[str, Any], name: str) -> bytes:
+    if event.get(name + "_b64") is not None:
+        return base64.b64decode(event[name + "_b64"])
+    value = event.get(name)
+    return value.encode() if isinstance(value, str) else b""
+
+
+class BrokerService(pb_grpc.BrokerServicer):  # type: ignore[misc,name-defined]
+    def __init__(self, node: Node, self_url: str) -> None:
+        self.node = node
+        self.self_url = self_url
+        self._session: aiohttp.ClientSession | None = None
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+
+    async def _caller(self, context: Any, topic: str, action: str) -> tuple[Principal, QuotaLimits]:
+        auth = self.node.auth
+        principal, limits = await auth.authenticate(_metadata(context).get("authorization"))
+        if auth.enabled:
+            await auth.authorize_topic(principal, topic, action)  # type: ignore[arg-type]
+        return principal, limits
+
+    async def Publish(self, request: Any, context: Any) -> Any:
+        try:
+            topic = validate_name(request.topic, internal=True)
+            principal, limits = await self._caller(context, topic, "write")
+            auth = self.node.auth
+            if auth.enabled:
+                auth.check_quota(principal, "produce", limits)
+            acks = request.acks or "1"
+            if acks not in ACKS:
+                raise InvalidRequestError(f"acks must be 0, 1 or all, not {acks[:20]!r}")
+            records = parse_body({"records": [_record_body(r) for r in request.records]}, binary=True)
+            offsets = await self.node.produce_records(topic, records, acks, request.idempotency_key or None)
+            if auth.enabled:
+                auth.quotas.charge(principal.name, "produce", limits, request.ByteSize())
+        except ANY_ERROR as exc:
+            await abort_for(context, exc)
+        return pb.PublishResponse(positions=[pb.Position(partition=o["partition"], offset=o["offset"])
+                                             for o in offsets])
+
+    async def Subscribe(self, request: Any, context: Any) -> AsyncIterator[Any]:
+        try:
+            topic = validate_name(request.topic, internal=True)
+            if request.group:
+                stream = self._group_records(request, topic, context)
+            else:
+                stream = self._partition_records(request, topic, context)
+            async for record in stream:
+                yield record
+        except ANY_ERROR as exc:
+            await abort_for(context, exc)
+
+    async def _partition_records(self, request: Any, topic: str, context: Any) -> AsyncIterator[Any]:
+        node, auth = self.node, self.node.auth
+        principal, limits = await self._caller(context, topic, "read")
+        partition = request.partition
+        if partition < 0:
+            raise InvalidRequestError("partition must be a non-negative integer")
+        offset = request.offset
+        if offset < EARLIEST:
+            raise InvalidRequestError("offset must be >= 0, -1 (the end) or -2 (the earliest)")
+        if offset < 0:
+            found = (await node.list_offset(topic, partition, "latest" if offset == LATEST else "earliest"))["offset"]
+            offset = int(found or 0)
+        await context.send_initial_metadata(())  # subscribed: what is appended from now on reaches the caller
+        checked = time.monotonic()
+        while True:
+            if time.monotonic() - checked >= node.config.access_recheck_ms / 1000:
+                principal, limits = await self._caller(context, topic, "read")
+                checked = time.monotonic()
+            if auth.enabled:
+                delay = auth.quotas.delay_s(principal.name, "fetch", limits)
+                if delay > 0:
+                    await asyncio.sleep(min(delay, QUOTA_PAUSE_MAX_S))
+                    continue
+            result, _ = await node.fetch(topic, partition, offset, FETCH_BYTES, WAIT_MS)
+            if not result.data:
+                continue
+            if auth.enabled:
+                auth.quotas.charge(principal.name, "fetch", limits, len(result.data))
+            for record in iter_fetched_records(bytes(result.data), offset):
+                yield pb.Record(topic=topic, partition=partition, offset=record.offset, timestamp_ms=record.timestamp,
+                                key=record.key or b"", value=record.value or b"", headers=dict(record.headers))
+                offset = record.offset + 1
+            offset = max(offset, result.next_offset)
+
+    # ---- groups, through the node's own HTTP API --------------------------------------------------
+
+    def _http(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            # The node's own listener: a certificate made for its advertised name need not match.
+            self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=False),
+                                                  timeout=aiohttp.ClientTimeout(total=None,
+                                                                                sock_connect=GROUP_CALL_TIMEOUT_S))
+        return self._session
+
+    async def _call(self, method: str, path: str, headers: dict[str, str], body: Any = None) -> Any:
+        async with asyncio.timeout(GROUP_CALL_TIMEOUT_S):
+            async with self._http().request(method, self.self_url + path, json=body, headers=headers) as response:
+                data = await response.json(content_type=None) if response.status != 204 else None
+                if response.status >= 400:
+                    raise _Refused(data if isinstance(data, dict) else {"code": "internal", "detail": "no detail"})
+                return data
+
+    async def _group_records(self, request: Any, topic: str, context: Any) -> AsyncIterator[Any]:
+        group = group_name(request.group)
+        authorization = _metadata(context).get("authorization")
+        headers = {"Authorization": authorization} if authorization else {}
+        await self._caller(context, topic, "read")
+        joined = await self._call("POST", f"/v1/groups/{group}/members", headers, {"topics": [topic]})
+        member, generation = joined["member_id"], joined["generation"]
+        await context.send_initial_metadata(())
+        pending: dict[tuple[str, int], int] = {}
+        committed_at = time.monotonic()
+
+        async def commit() -> None:
+            nonlocal committed_at
+            if pending:
+                offsets = [{"topic": t, "partition": p, "offset": o} for (t, p), o in pending.items()]
+                pending.clear()
+                with contextlib.suppress(_Refused):  # a new generation: the next owner starts from the last commit
+                    await self._call("POST", f"/v1/groups/{group}/offsets", headers,
+                                     {"member_id": member, "generation": generation, "offsets": offsets})
+            committed_at = time.monotonic()
+
+        try:
+            async with self._http().get(f"{self.self_url}/v1/groups/{group}/members/{member}/stream",
+                                        headers={**headers, "Accept": "text/event-stream"}) as response:
+                if response.status >= 400:
+                    raise _Refused(await response.json(content_type=None))
+                kind = ""
+                async for raw in response.content:
+                    line = raw.decode().rstrip("\n")
+                    if line.startswith("event:"):
+                        kind = line[6:].strip()
+                    elif line.startswith("data:"):
+                        event = json.loads(line[5:])
+                        if kind == "assignment":
+                            await commit()
+                            generation = event["generation"]
+                        elif kind == "record":
+                            yield pb.Record(topic=event["topic"], partition=event["partition"],
+                                            offset=event["offset"], timestamp_ms=event["timestamp"],
+                                            key=_decoded(event, "key"), value=_decoded(event, "value"),
+                                            headers={h["name"]: _decoded(h, "value") for h in event.get("headers", [])})
+                            pending[(event["topic"], event["partition"])] = event["offset"] + 1
+                            if time.monotonic() - committed_at >= COMMIT_EVERY_S:
+                                await commit()
+                        elif kind == "error":
+                            raise _Refused(event)
+        finally:
+            await asyncio.shield(self._leave(group, member, headers, commit))
+
+    async def _leave(self, group: str, member: str, headers: dict[str, str], commit: Any) -> None:
+        try:
+            await commit()
+            await self._call("DELETE", f"/v1/groups/{group}/members/{member}", headers)
+        except (_Refused, aiohttp.ClientError, TimeoutError):
+            pass  # the session lapses on its own
+
+
+class _Refused(InvalidRequestError):
+    """A group call the node's HTTP API refused: its problem's code and detail, as they were."""
+
+    def __init__(self, problem: dict[str, Any]) -> None:
+        super().__init__(str(problem.get("detail", "refused")))
+        self.code = str(problem.get("code", "internal"))
+        self.retriable = bool(problem.get("retriable", False))

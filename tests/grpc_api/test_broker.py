@@ -1,0 +1,184 @@
+"""The public gRPC API against a real node: Publish and Subscribe with a token (keys, values,
+headers, positions, a subscriber following the tail, a consumer group committing what it got),
+refusals mapped to gRPC codes (no token, a forged one, another user's topic, an unknown topic, bad
+input that changes nothing), server reflection, and the ready line and /v1/cluster naming the
+address."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+from typing import Any
+
+import grpc
+import pytest
+from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from grpc_api import stubs
+from tests.grpc_api.conftest import auth
+from tests.support.auth import bearer
+
+pb, pb_grpc = stubs.load()
+FORGED = ("eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJhZG1pbiIsInJvbGVzIjpbImFkbWluIl19."
+          "c2lnbmF0dXJlLW9mLXNvbWVvbmUtZWxzZQ")
+
+
+def run(coro: Any) -> Any:
+    return asyncio.run(coro)
+
+
+async def publish(address: str, request: Any, metadata: Any = ()) -> Any:
+    async with grpc.aio.insecure_channel(address) as channel:
+        return await pb_grpc.BrokerStub(channel).Publish(request, metadata=metadata, timeout=10)
+
+
+async def subscribe(address: str, request: Any, metadata: Any, count: int, *, then: Any = None) -> list[Any]:
+    """The first ``count`` records of a Subscribe; ``then`` runs once the stream is open."""
+    async with grpc.aio.insecure_channel(address) as channel:
+        call = pb_grpc.BrokerStub(channel).Subscribe(request, metadata=metadata, timeout=20)
+        out: list[Any] = []
+        await call.wait_for_connection()
+        if then is not None:
+            await asyncio.sleep(0.3)
+            await then()
+        async for record in call:
+            out.append(record)
+            if len(out) == count:
+                break
+        call.cancel()
+        return out
+
+
+def code_of(coro: Any) -> grpc.StatusCode:
+    with pytest.raises(grpc.aio.AioRpcError) as refused:
+        run(coro)
+    return refused.value.code()
+
+
+def test_the_ready_line_and_the_cluster_name_the_grpc_address(node, http, admin_token):
+    host, port = node.grpc_address.rsplit(":", 1)
+    assert host == "127.0.0.1" and int(port) > 0
+    (me,) = http.json("GET", "/v1/cluster", headers=bearer(admin_token))["nodes"]
+    assert me["grpc_address"] == node.grpc_address
+
+
+def test_publish_and_subscribe_with_a_token(node, http, admin_token):
+    http.json("POST", "/v1/topics", 201, body={"name": "grpc.orders", "partitions": 2}, headers=bearer(admin_token))
+    request = pb.PublishRequest(topic="grpc.orders", acks="all", records=[
+        pb.Record(key=b"k1", value=b"first", headers={"trace": b"t-1"}, partition=1),
+        pb.Record(value=b"\x00\xffbinary", partition=1, timestamp_ms=1_790_000_000_000),
+        pb.Record(key=b"k2", value=b"second", partition=0)])
+    answer = run(publish(node.grpc_address, request, auth(admin_token)))
+    assert [(p.partition, p.offset) for p in answer.positions] == [(1, 0), (1, 1), (0, 0)]
+    got = run(subscribe(node.grpc_address, pb.SubscribeRequest(topic="grpc.orders", partition=1, offset=0),
+                        auth(admin_token), 2))
+    assert [(r.topic, r.partition, r.offset, r.key, r.value, dict(r.headers)) for r in got] == [
+        ("grpc.orders", 1, 0, b"k1", b"first", {"trace": b"t-1"}),
+        ("grpc.orders", 1, 1, b"", b"\x00\xffbinary", {})]
+    assert got[1].timestamp_ms == 1_790_000_000_000
+    fetched = http.json("GET", "/v1/topics/grpc.orders/partitions/1/records?offset=0&encoding=base64",
+                        headers=bearer(admin_token))
+    assert [base64.b64decode(r["value_b64"]) for r in fetched["records"]] == [b"first", b"\x00\xffbinary"]
+
+
+def test_a_subscriber_from_the_end_gets_what_is_published_after_it(node, http, admin_token):
+    http.json("POST", "/v1/topics", 201, body={"name": "grpc.tail", "partitions": 1}, headers=bearer(admin_token))
+    run(publish(node.grpc_address, pb.PublishRequest(topic="grpc.tail", records=[pb.Record(value=b"old")]),
+                auth(admin_token)))
+
+    async def later() -> None:
+        for n in range(3):
+            await publish(node.grpc_address, pb.PublishRequest(topic="grpc.tail", records=[
+                pb.Record(value=f"new-{n}".encode())]), auth(admin_token))
+
+    got = run(subscribe(node.grpc_address, pb.SubscribeRequest(topic="grpc.tail", partition=0, offset=-1),
+                        auth(admin_token), 3, then=later))
+    assert [(r.offset, r.value) for r in got] == [(1, b"new-0"), (2, b"new-1"), (3, b"new-2")]
+    earliest = run(subscribe(node.grpc_address, pb.SubscribeRequest(topic="grpc.tail", partition=0, offset=-2),
+                             auth(admin_token), 1))
+    assert earliest[0].value == b"old"
+
+
+def test_a_group_subscriber_gets_its_partitions_and_commits_what_it_got(node, http, admin_token):
+    headers = bearer(admin_token)
+    http.json("POST", "/v1/topics", 201, body={"name": "grpc.grouped", "partitions": 2}, headers=headers)
+    run(publish(node.grpc_address, pb.PublishRequest(topic="grpc.grouped", records=[
+        pb.Record(value=f"v{n}".encode(), partition=n % 2) for n in range(6)]), auth(admin_token)))
+    got = run(subscribe(node.grpc_address, pb.SubscribeRequest(topic="grpc.grouped", group="grpc.readers"),
+                        auth(admin_token), 6))
+    assert sorted(r.value for r in got) == [f"v{n}".encode() for n in range(6)]
+    described: dict[str, Any] = {}
+    for _ in range(50):  # the stream's end commits and leaves
+        described = http.json("GET", "/v1/groups/grpc.readers", headers=headers)
+        if not described["members"] and all(o["committed_offset"] == 3 for o in described["offsets"]):
+            break
+        run(asyncio.sleep(0.1))
+    assert described["members"] == []
+    assert sorted((o["partition"], o["committed_offset"]) for o in described["offsets"]) == [(0, 3), (1, 3)]
+
+
+def test_calls_without_a_valid_token_are_unauthenticated(node):
+    request = pb.PublishRequest(topic="grpc.orders", records=[pb.Record(value=b"x")])
+    assert code_of(publish(node.grpc_address, request)) == grpc.StatusCode.UNAUTHENTICATED
+    assert code_of(publish(node.grpc_address, request, auth(FORGED))) == grpc.StatusCode.UNAUTHENTICATED
+    assert code_of(subscribe(node.grpc_address, pb.SubscribeRequest(topic="grpc.orders"), (), 1)) == \
+        grpc.StatusCode.UNAUTHENTICATED
+
+
+def test_another_users_topic_is_permission_denied_and_an_unknown_one_not_found(node, http, admin_token, user_token):
+    http.json("POST", "/v1/topics", 201, body={"name": "grpc.private", "partitions": 1}, headers=bearer(admin_token))
+    request = pb.PublishRequest(topic="grpc.private", records=[pb.Record(value=b"x")])
+    assert code_of(publish(node.grpc_address, request, auth(user_token))) == grpc.StatusCode.PERMISSION_DENIED
+    assert code_of(subscribe(node.grpc_address, pb.SubscribeRequest(topic="grpc.private"), auth(user_token), 1)) \
+        == grpc.StatusCode.PERMISSION_DENIED
+    unknown = pb.PublishRequest(topic="grpc.nowhere", records=[pb.Record(value=b"x")])
+    assert code_of(publish(node.grpc_address, unknown, auth(admin_token))) == grpc.StatusCode.NOT_FOUND
+    latest = http.json("GET", "/v1/topics/grpc.private", headers=bearer(admin_token))["partitions"][0]["latest_offset"]
+    assert latest == 0
+
+
+def test_bad_input_is_invalid_argument_and_changes_nothing(node, http, admin_token):
+    headers = bearer(admin_token)
+    http.json("POST", "/v1/topics", 201, body={"name": "grpc.strict", "partitions": 1}, headers=headers)
+    cases = [
+        pb.PublishRequest(topic="grpc.strict", records=[]),
+        pb.PublishRequest(topic="grpc.strict", acks="most", records=[pb.Record(value=b"x")]),
+        pb.PublishRequest(topic="grpc.strict", records=[pb.Record(value=b"x", headers={"x-logbroker-producer": b"1"})]),
+        pb.PublishRequest(topic="../grpc.strict", records=[pb.Record(value=b"x")]),
+        pb.PublishRequest(topic="", records=[pb.Record(value=b"x")]),
+        pb.PublishRequest(topic="grpc.strict", records=[pb.Record(value=b"x", partition=7)]),
+    ]
+    for request in cases:
+        assert code_of(publish(node.grpc_address, request, auth(admin_token))) == grpc.StatusCode.INVALID_ARGUMENT
+    for bad in (pb.SubscribeRequest(topic="grpc.strict", offset=-3), pb.SubscribeRequest(topic="grpc.strict",
+                                                                                          partition=-1)):
+        assert code_of(subscribe(node.grpc_address, bad, auth(admin_token), 1)) == grpc.StatusCode.INVALID_ARGUMENT
+    assert http.json("GET", "/v1/topics/grpc.strict", headers=headers)["partitions"][0]["latest_offset"] == 0
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(topic=st.text(max_size=300))
+def test_any_topic_name_is_refused_cleanly_or_unknown(node, admin_token, topic):
+    """Whatever the name (path tricks, control characters, huge), an answer with a clear status."""
+    request = pb.PublishRequest(topic=topic, records=[pb.Record(value=b"x")])
+    try:
+        run(publish(node.grpc_address, request, auth(admin_token)))
+    except grpc.aio.AioRpcError as exc:
+        assert exc.code() in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.NOT_FOUND), exc
+        assert dict(exc.trailing_metadata() or ()).get("x-logbroker-error-code")
+    else:
+        pytest.fail(f"publishing to {topic!r} (no such topic) succeeded")
+
+
+def test_reflection_lists_the_broker_service(node):
+    async def services() -> list[str]:
+        async with grpc.aio.insecure_channel(node.grpc_address) as channel:
+            stub = reflection_pb2_grpc.ServerReflectionStub(channel)
+            responses = stub.ServerReflectionInfo(iter([reflection_pb2.ServerReflectionRequest(list_services="")]))
+            async for response in responses:
+                return [s.name for s in response.list_services_response.service]
+        return []
+
+    assert "logbroker.v1.Broker" in run(services())
