@@ -110,6 +110,20 @@ def validate_name(name: object, *, what: str = "topic", internal: bool = False) 
     return name
 
 
+RACK_CHARS_MAX: Final = 100
+
+
+def validate_rack(rack: object) -> str | None:
+    """A reader's or node's rack: None for none (absent or empty), else printable text of at most
+    ``RACK_CHARS_MAX`` characters (``InvalidArgumentError`` otherwise)."""
+    if rack is None or rack == "":
+        return None
+    if not isinstance(rack, str) or len(rack) > RACK_CHARS_MAX or not rack.isprintable():
+        raise InvalidArgumentError(f"a rack is printable text of at most {RACK_CHARS_MAX} characters, "
+                                   f"not {str(rack)[:40]!r}")
+    return rack
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class TopicSpec:
     """What a client asks for when it creates a topic or queue."""

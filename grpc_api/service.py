@@ -25,7 +25,7 @@ from typing import Any, Final
 
 import aiohttp
 
-from coordinator.models import validate_name
+from coordinator.models import validate_name, validate_rack
 from grpc_api import stubs
 from grpc_api.errors import abort_for
 from logbroker.auth.permissions import Principal
@@ -121,6 +121,7 @@ class BrokerService(pb_grpc.BrokerServicer):  # type: ignore[misc,name-defined]
         partition = request.partition
         if partition < 0:
             raise InvalidRequestError("partition must be a non-negative integer")
+        rack = validate_rack(request.rack)
         offset = request.offset
         if offset < EARLIEST:
             raise InvalidRequestError("offset must be >= 0, -1 (the end) or -2 (the earliest)")
@@ -138,7 +139,7 @@ class BrokerService(pb_grpc.BrokerServicer):  # type: ignore[misc,name-defined]
                 if delay > 0:
                     await asyncio.sleep(min(delay, QUOTA_PAUSE_MAX_S))
                     continue
-            result, _ = await node.fetch(topic, partition, offset, FETCH_BYTES, WAIT_MS)
+            result, _ = await node.fetch(topic, partition, offset, FETCH_BYTES, WAIT_MS, client_rack=rack)
             if not result.data:
                 continue
             if auth.enabled:

@@ -6,6 +6,7 @@ import json
 
 from aiohttp import web
 
+from coordinator.models import validate_rack
 from http_api.auth import recheck_access
 from http_api.decoding import DECODER
 from http_api.keys import NODE, SENDFILE
@@ -79,7 +80,9 @@ async def checked_batch(request: web.Request, batch: bytes) -> None:
        query=(("offset", "integer", "first offset to read (required)"),
               ("max_records", "integer", "JSON only"), ("max_bytes", "integer", "default 1 MiB"),
               ("wait_ms", "integer", "wait this long for data at the end of the log"),
-              ("encoding", "string", "base64: every key/value/header value as base64")),
+              ("encoding", "string", "base64: every key/value/header value as base64"),
+              ("rack", "string", "the reader's rack: served by an in-sync replica there when there is one, "
+                                 "up to that replica's high watermark")),
        responses={"200": "Records (JSON) or raw batches (Accept: application/vnd.logbroker.batch)",
                   "404": "Unknown topic or partition", "416": "Offset out of range"})
 async def fetch(request: web.Request) -> web.StreamResponse:
@@ -91,9 +94,10 @@ async def fetch(request: web.Request) -> web.StreamResponse:
     encoding = request.query.get("encoding", "utf8")
     if encoding not in ("utf8", "base64"):
         raise InvalidRequestError("encoding must be utf8 or base64")
+    rack = validate_rack(request.query.get("rack"))
     if BATCH in request.headers.get("Accept", ""):
         with long_poll(request, wait_ms):
-            piece, hwm = await node.fetch_slice(topic, partition, offset, max_bytes, wait_ms)
+            piece, hwm = await node.fetch_slice(topic, partition, offset, max_bytes, wait_ms, client_rack=rack)
         if wait_ms:  # a long-poll: access may have been revoked while it waited (decision 0175)
             await recheck_access(request)
         headers = {HIGH_WATERMARK: str(hwm), NEXT_OFFSET: str(offset if piece is None else piece.next_offset)}
@@ -110,7 +114,7 @@ async def fetch(request: web.Request) -> web.StreamResponse:
     max_records = query_int(request, "max_records", default=FETCH_RECORDS_DEFAULT, low=1,
                             high=node.config.fetch_records_max)
     with long_poll(request, wait_ms):
-        result, hwm = await node.fetch(topic, partition, offset, max_bytes, wait_ms)
+        result, hwm = await node.fetch(topic, partition, offset, max_bytes, wait_ms, client_rack=rack)
     if wait_ms:
         await recheck_access(request)
     text = await request.app[DECODER].run(_json_answer, result, offset, max_records, encoding == "base64", hwm)

@@ -73,6 +73,7 @@ from logbroker.errors import (
     NotAvailableError,
     NotLeaderError,
     PartialWriteError,
+    RemoteError,
     UnknownGroupError,
     UnknownPartitionError,
 )
@@ -81,6 +82,7 @@ from logbroker.internal_log import INTERNAL_LOG_CONFIG, ensure_internal_topic
 from logbroker.metrics import Metrics
 from logbroker.partition_moves import PartitionMover
 from logbroker.partition_roles import NO_LEADER
+from logbroker.partition_state import rack_replica
 from logbroker.peers import Peers
 from logbroker.queues.manager import QueueManager, state_topic
 from logbroker.records import IncomingRecord, group_by_partition
@@ -939,10 +941,15 @@ class Node:
         return min(max_bytes, self.config.fetch_bytes_max), min(max(wait_ms, 0), self.config.fetch_wait_ms_max)
 
     async def fetch(self, topic: str, partition: int, offset: int, max_bytes: int,
-                    wait_ms: int) -> tuple[LogRead, int]:
+                    wait_ms: int, *, client_rack: str | None = None) -> tuple[LogRead, int]:
         """Whole batches from ``offset`` below the high watermark (long-polls at the end); from
-        the leader when another node leads the partition."""
+        the leader when another node leads the partition, or from an in-sync replica in the
+        reader's ``client_rack`` when there is one (``_fetch_in_rack``)."""
         self._check_serving()
+        if client_rack:
+            near = await self._fetch_in_rack(topic, partition, offset, max_bytes, wait_ms, client_rack)
+            if near is not None:
+                return near
         remote = await self._fetch_elsewhere(topic, partition, offset, max_bytes, wait_ms)
         if remote is not None:
             return remote
@@ -992,11 +999,45 @@ class Node:
         """A fetch another node sent here because the leader could not serve it: served from
         this node's in-sync copy, up to its high watermark."""
         self._check_serving()
+        if not self._serves_copy(topic, partition, offset):
+            raise NoLeaderError(f"node {self.config.node_id} holds no in-sync copy of partition {partition} "
+                                f"of {topic!r} up to offset {offset}")
+        return await self._fetch_here(topic, partition, offset, max_bytes, wait_ms)
+
+    def _serves_copy(self, topic: str, partition: int, offset: int) -> bool:
+        """True when this node's copy of the partition is in sync and exposes ``offset`` (at most
+        its high watermark, where a read waits): past that only the leader can answer."""
         state = self.coordinator.cached_partition(topic, partition)
         if state is None or self.config.node_id not in state.isr or not self.replicas.hosts(topic, partition):
-            raise NoLeaderError(f"node {self.config.node_id} holds no in-sync copy of partition {partition} "
-                                f"of {topic!r}")
-        return await self._fetch_here(topic, partition, offset, max_bytes, wait_ms)
+            return False
+        replica = self.replicas.get(topic, partition)
+        return replica.log.log_start_offset <= offset <= replica.high_watermark
+
+    async def _fetch_in_rack(self, topic: str, partition: int, offset: int, max_bytes: int, wait_ms: int,
+                             client_rack: str) -> tuple[LogRead, int] | None:
+        """A read served by the in-sync replica in the reader's rack (``partition_state.rack_replica``):
+        this node's copy, or another's over internal RPC. None — read as usual, from the leader —
+        when the rack has no such replica, it is the leader, or it cannot serve ``offset`` now."""
+        state = self.coordinator.cached_partition(topic, partition) if self.clustered else None
+        if state is None or state.leader == NO_LEADER:
+            return None
+        me = self.config.node_id
+        racks = {n: (info.rack if info is not None else None)
+                 for n, info in ((n, self.coordinator.cached_node(n) if n != me else None) for n in state.isr)}
+        racks[me] = self.config.rack or None
+        target = rack_replica(state.isr, state.leader, racks, client_rack, me)
+        if target is None or target == state.leader:
+            return None
+        if target == me:
+            if not self._serves_copy(topic, partition, offset):
+                return None
+            return await self._fetch_here(topic, partition, offset, max_bytes, wait_ms)
+        if self._peers().unreachable(target):
+            return None
+        try:
+            return await self._fetch_remote(target, topic, partition, offset, max_bytes, wait_ms, replica=True)
+        except (NoLeaderError, RemoteError):
+            return None
 
     async def fetch_local(self, topic: str, partition: int, offset: int, max_bytes: int,
                           wait_ms: int) -> tuple[LogRead, int]:
@@ -1030,10 +1071,15 @@ class Node:
         return LogRead(memoryview(data), first, after), hwm
 
     async def fetch_slice(self, topic: str, partition: int, offset: int, max_bytes: int,
-                          wait_ms: int) -> tuple[LogSlice | LogRead | None, int]:
+                          wait_ms: int, *, client_rack: str | None = None) -> tuple[LogSlice | LogRead | None, int]:
         """Like ``fetch`` but a ``LogSlice`` for zero-copy sending when this node leads the
         partition (None when empty); the bytes a leader sent (a ``LogRead``) when another does."""
         self._check_serving()
+        if client_rack:
+            near = await self._fetch_in_rack(topic, partition, offset, max_bytes, wait_ms, client_rack)
+            if near is not None:
+                result, hwm = near
+                return (result if result.data else None), hwm
         remote = await self._fetch_elsewhere(topic, partition, offset, max_bytes, wait_ms)
         if remote is not None:
             result, hwm = remote

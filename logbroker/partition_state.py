@@ -131,3 +131,20 @@ def min_insync_replicas(config: Mapping[str, object], replication_factor: int) -
     if isinstance(value, int) and not isinstance(value, bool):
         return value
     return 1 if replication_factor <= 2 else 2
+
+
+def rack_replica(isr: Collection[int], leader_id: int, racks: Mapping[int, str | None], client_rack: str | None,
+                 this_node: int) -> int | None:
+    """The in-sync replica a reader in ``client_rack`` should read from (Kafka's KIP-392): the
+    leader when it is in that rack, else this node when it is, else the lowest id there; None when
+    no in-sync replica is in that rack (or the reader names none): read from the leader. A replica
+    serves up to its own high watermark, so what it answers was acknowledged under ``acks=all``."""
+    if not client_rack:
+        return None
+    local = sorted(n for n in isr if racks.get(n) == client_rack)
+    if not local:
+        return None
+    for preferred in (leader_id, this_node):
+        if preferred in local:
+            return preferred
+    return local[0]

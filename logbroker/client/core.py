@@ -29,6 +29,7 @@ from logbroker.client.metadata import (
     METADATA_MAX_AGE_S,
     MetadataCache,
     parse_bootstrap,
+    parse_in_sync,
     parse_leaders,
     parse_nodes,
 )
@@ -85,8 +86,11 @@ class Client(GroupQueueCalls):
                  connect_timeout_s: float = CONNECT_TIMEOUT_S, session: aiohttp.ClientSession | None = None,
                  token: str | None = None, username: str | None = None, password: str | None = None,
                  ca_file: str | None = None, metadata_max_age_s: float = METADATA_MAX_AGE_S,
-                 retry: RetryPolicy | None = None) -> None:
+                 retry: RetryPolicy | None = None, client_rack: str | None = None) -> None:
+        """``client_rack`` (Kafka's ``client.rack``): fetches go to an in-sync replica in that rack
+        when there is one, which serves up to its high watermark; else to the leader."""
         self.bootstrap = parse_bootstrap(url)
+        self.client_rack = client_rack or None
         self.url = self.bootstrap[0]
         self.retry = retry or RetryPolicy()
         self._metadata = MetadataCache(self.bootstrap, max_age_s=metadata_max_age_s)
@@ -124,28 +128,29 @@ class Client(GroupQueueCalls):
 
     async def request(self, method: str, path: str, *, params: dict[str, Any] | None = None,
                       json_body: Any = None, data: bytes | None = None, headers: dict[str, str] | None = None,
-                      partition: tuple[str, int] | None = None,
-                      idempotent: bool | None = None) -> tuple[int, dict[str, str], bytes]:
+                      partition: tuple[str, int] | None = None, idempotent: bool | None = None,
+                      near: bool = False) -> tuple[int, dict[str, str], bytes]:
         """Send a call to ``partition``'s leader (when given and known) or any node, retried as
-        the class says. ``idempotent`` (default: a GET is) allows a retry after a timeout."""
+        the class says. ``idempotent`` (default: a GET is) allows a retry after a timeout.
+        ``near``: a read that an in-sync replica in ``client_rack`` may serve instead."""
 
         async def once(url: str) -> tuple[int, dict[str, str], bytes]:
             return await self._authorized(url, method, path, params=params, json_body=json_body, data=data,
                                           headers=headers)
 
         answer = await self.routed(once, partition=partition, idempotent=method == "GET" if idempotent is None
-                                   else idempotent)
-        if partition is not None and LEADER_HINT in answer[1]:  # served by forwarding: leadership moved
+                                   else idempotent, near=near)
+        if partition is not None and LEADER_HINT in answer[1] and not near:  # forwarded: leadership moved
             self._metadata.invalidate(partition[0])
         return answer
 
     async def routed(self, call: Callable[[str], Awaitable[T]], *, partition: tuple[str, int] | None = None,
-                     idempotent: bool = False, discover: bool = True) -> T:
+                     idempotent: bool = False, discover: bool = True, near: bool = False) -> T:
         """``call(url)`` on the partition's leader or any node, sent again (to the node the
         refreshed metadata names) while ``routing.decide`` allows. ``discover=False`` (the login,
         which metadata reads wait for) reads no metadata: it only tries the nodes already known."""
         for attempt in range(self.retry.attempts):
-            url = await self._target(partition)
+            url = await self._target(partition, near=near and attempt == 0)
             try:
                 result = await call(url)
             except LogBrokerError as exc:
@@ -164,16 +169,19 @@ class Client(GroupQueueCalls):
                 return result
         raise AssertionError("unreachable: the last attempt raises")
 
-    async def _target(self, partition: tuple[str, int] | None) -> str:
-        """The URL to send a call to: the partition's leader when known and reachable, else the
-        best of the other nodes."""
+    async def _target(self, partition: tuple[str, int] | None, *, near: bool = False) -> str:
+        """The URL to send a call to: the partition's leader when known and reachable (for a
+        ``near`` read, an in-sync replica in ``client_rack`` first), else the best of the others.
+        A retry goes to the leader: the rack's replica may be what failed."""
         leader = None
         if partition is not None:
             topic, number = partition
             now = time.monotonic()
             if self._metadata.nodes_stale(now) or self._metadata.topic_stale(topic, now):
                 await self._lookup(topic)
-            leader = self._metadata.leader_url(topic, number, time.monotonic())
+            if near and self.client_rack:
+                leader = self._metadata.rack_url(topic, number, self.client_rack, time.monotonic())
+            leader = leader or self._metadata.leader_url(topic, number, time.monotonic())
         return self._metadata.candidates(time.monotonic(), leader)[0]
 
     async def _lookup(self, topic: str | None) -> None:
@@ -206,7 +214,7 @@ class Client(GroupQueueCalls):
             if body is None:
                 self._metadata.topic_failed(topic, time.monotonic())
             else:
-                self._metadata.set_topic(topic, parse_leaders(body), time.monotonic())
+                self._metadata.set_topic(topic, parse_leaders(body), time.monotonic(), parse_in_sync(body))
 
     async def _metadata_get(self, path: str) -> Any:
         for url in self._metadata.candidates(time.monotonic()):
@@ -370,10 +378,12 @@ class Client(GroupQueueCalls):
 
     async def fetch_batches(self, topic: str, partition: int, offset: int, *, max_bytes: int = 1 << 20,
                             wait_ms: int = 0) -> FetchedBatches:
+        params: dict[str, Any] = {"offset": offset, "max_bytes": max_bytes, "wait_ms": wait_ms}
+        if self.client_rack:
+            params["rack"] = self.client_rack
         _, headers, body = await self.request(
-            "GET", f"/v1/topics/{topic}/partitions/{partition}/records",
-            params={"offset": offset, "max_bytes": max_bytes, "wait_ms": wait_ms}, headers={"Accept": BATCH_TYPE},
-            partition=(topic, partition))
+            "GET", f"/v1/topics/{topic}/partitions/{partition}/records", params=params,
+            headers={"Accept": BATCH_TYPE}, partition=(topic, partition), near=True)
         return FetchedBatches(body, int(headers["X-LogBroker-Next-Offset"]), int(headers["X-LogBroker-High-Watermark"]))
 
 

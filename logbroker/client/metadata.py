@@ -67,6 +67,7 @@ class Node:
     node_id: int
     http_url: str | None  # None: the node published no usable URL
     alive: bool
+    rack: str | None = None
 
 
 def parse_nodes(body: Any) -> dict[int, Node]:
@@ -77,7 +78,9 @@ def parse_nodes(body: Any) -> dict[int, Node]:
         if not isinstance(raw, dict) or not _is_int(raw.get("node_id")):
             continue
         node_id = int(raw["node_id"])
-        nodes[node_id] = Node(node_id, _normal_url(raw.get("http_url")), raw.get("alive", True) is not False)
+        rack = raw.get("rack")
+        nodes[node_id] = Node(node_id, _normal_url(raw.get("http_url")), raw.get("alive", True) is not False,
+                              rack if isinstance(rack, str) and rack else None)
         if len(nodes) >= NODES_MAX:
             break
     return nodes
@@ -94,6 +97,17 @@ def parse_leaders(body: Any) -> dict[int, int]:
     return leaders
 
 
+def parse_in_sync(body: Any) -> dict[int, tuple[int, ...]]:
+    """Partition number → its in-sync replicas' node ids, from a ``/v1/topics/{name}`` answer."""
+    in_sync: dict[int, tuple[int, ...]] = {}
+    raw_partitions = body.get("partitions") if isinstance(body, dict) else None
+    for raw in raw_partitions if isinstance(raw_partitions, list) else []:
+        isr = raw.get("in_sync_replicas") if isinstance(raw, dict) else None
+        if _is_int(raw.get("partition") if isinstance(raw, dict) else None) and isinstance(isr, list):
+            in_sync[int(raw["partition"])] = tuple(int(n) for n in isr if _is_int(n))
+    return in_sync
+
+
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -102,6 +116,7 @@ def _is_int(value: Any) -> bool:
 class _Topic:
     leaders: Mapping[int, int]
     expires_at: float
+    in_sync: Mapping[int, tuple[int, ...]] = dataclasses.field(default_factory=dict)
 
 
 class MetadataCache:
@@ -147,8 +162,9 @@ class MetadataCache:
         """No node answered ``/v1/cluster``: keep what is known, ask again a little later."""
         self._nodes_expire = now + min(self.max_age_s, FAILED_LOOKUP_AGE_S)
 
-    def set_topic(self, topic: str, leaders: Mapping[int, int], now: float) -> None:
-        self._put(topic, _Topic(dict(leaders), now + self.max_age_s))
+    def set_topic(self, topic: str, leaders: Mapping[int, int], now: float,
+                  in_sync: Mapping[int, tuple[int, ...]] | None = None) -> None:
+        self._put(topic, _Topic(dict(leaders), now + self.max_age_s, dict(in_sync or {})))
 
     def topic_failed(self, topic: str, now: float) -> None:
         """The topic's leaders could not be read: route to any node until a short age passes."""
@@ -191,6 +207,20 @@ class MetadataCache:
         if node is None or node.http_url is None or not node.alive or self.is_down(node.http_url, now):
             return None
         return node.http_url
+
+    def rack_url(self, topic: str, partition: int, rack: str, now: float) -> str | None:
+        """The URL of an in-sync replica of the partition in ``rack`` (the leader when it is
+        there, else the lowest id), for reading near the reader; None when there is none."""
+        entry = self._topics.get(topic)
+        if entry is None:
+            return None
+        leader = entry.leaders.get(partition, NO_LEADER)
+        local = sorted(n for n in entry.in_sync.get(partition, ()) if (node := self._nodes.get(n)) is not None
+                       and node.rack == rack and node.alive and node.http_url and not self.is_down(node.http_url, now))
+        if not local:
+            return None
+        chosen = self._nodes[leader if leader in local else local[0]]
+        return chosen.http_url
 
     def candidates(self, now: float, first: str | None = None) -> list[str]:
         """The URLs to try, best first: ``first`` (a leader), then the bootstrap URLs, the live

@@ -15,6 +15,7 @@ from logbroker.partition_state import (
     min_insync_replicas,
     out_of_sync,
     preferred_ready,
+    rack_replica,
     ready_to_join,
     truncation_point,
 )
@@ -135,3 +136,29 @@ def test_failback_begins_once_the_preferred_replica_is_alive_and_in_sync():
 def test_min_insync_replicas_defaults_and_config():
     assert [min_insync_replicas({}, rf) for rf in (1, 2, 3, 5)] == [1, 1, 2, 2]
     assert min_insync_replicas({"min_insync_replicas": 3}, 3) == 3
+
+
+# ---- rack_replica -------------------------------------------------------------------------------
+
+def test_a_reader_is_served_in_its_rack_by_the_leader_first_then_this_node_then_the_lowest_id():
+    racks = {1: "a", 2: "b", 3: "b", 4: "b", 5: None}
+    assert rack_replica([1, 2, 3], 1, racks, "a", 2) == 1
+    assert rack_replica([1, 2, 3, 4], 1, racks, "b", 3) == 3
+    assert rack_replica([1, 2, 3, 4], 1, racks, "b", 1) == 2
+    assert rack_replica([1, 3, 4], 3, racks, "b", 4) == 3
+    assert rack_replica([1, 5], 1, racks, "b", 1) is None  # no in-sync replica there: the leader
+    assert rack_replica([1, 2], 1, racks, None, 2) is None and rack_replica([1, 2], 1, racks, "", 2) is None
+    assert rack_replica([1], 1, {}, "b", 2) is None
+
+
+@given(isr=st.sets(st.integers(1, 6), min_size=1, max_size=6), leader=st.integers(1, 6), me=st.integers(1, 6),
+       racks=st.dictionaries(st.integers(1, 6), st.sampled_from(["a", "b", "c"]) | st.none()),
+       rack=st.sampled_from(["a", "b", "c"]))
+def test_a_rack_read_goes_only_to_an_in_sync_replica_of_that_rack(isr, leader, me, racks, rack):
+    chosen = rack_replica(isr, leader, racks, rack, me)
+    local = {n for n in isr if racks.get(n) == rack}
+    if chosen is None:
+        assert not local
+    else:
+        assert chosen in local
+        assert chosen == leader if leader in local else chosen == me if me in local else chosen == min(local)

@@ -39,17 +39,20 @@ def wait_until(check: Callable[[], Any], *, timeout_s: float = WAIT_S, interval_
 
 
 class Cluster:
-    def __init__(self, root: str, etcd: EtcdServer, *, extra: tuple[str, ...] = ()) -> None:
+    def __init__(self, root: str, etcd: EtcdServer, *, extra: tuple[str, ...] = (),
+                 racks: dict[int, str] | None = None) -> None:
         self.root = root
         self.etcd = etcd
         self.extra = extra
+        self.racks = racks or {}
         self.certs = os.path.join(root, "certs")
         generate(self.certs, list(range(1, 10)))
         self.nodes: dict[int, NodeProcess] = {}
 
     def node_args(self, node_id: int) -> tuple[str, ...]:
         return (*AUTH_ARGS, *cluster_args(self.etcd.url, self.certs, node_id, cluster_token=CLUSTER_TOKEN,
-                                          lease_ttl_ms=LEASE_TTL_MS), *self.extra)
+                                          lease_ttl_ms=LEASE_TTL_MS), *self.extra,
+                *(("--rack", self.racks[node_id]) if node_id in self.racks else ()))
 
     def start(self, node_id: int) -> NodeProcess:
         process = NodeProcess(os.path.join(self.root, f"node-{node_id}"), *self.node_args(node_id), node_id=node_id)
@@ -66,9 +69,10 @@ class Cluster:
 
 
 @contextmanager
-def running_cluster(root: str, size: int = 3, *, extra: tuple[str, ...] = ()) -> Iterator[Cluster]:
+def running_cluster(root: str, size: int = 3, *, extra: tuple[str, ...] = (),
+                    racks: dict[int, str] | None = None) -> Iterator[Cluster]:
     with running_etcd(os.path.join(root, "etcd")) as etcd:
-        cluster = Cluster(root, etcd, extra=extra)
+        cluster = Cluster(root, etcd, extra=extra, racks=racks)
         try:
             for node_id in range(1, size + 1):
                 cluster.start(node_id)

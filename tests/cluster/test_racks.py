@@ -1,0 +1,146 @@
+"""Racks on a real cluster (nodes 1 and 2 in rack a, node 3 in rack b): replicas spread over the
+racks, a reader in rack b is served by rack b's in-sync replica (the leader serves nothing), never
+past that replica's high watermark, and falls back to the leader when that replica stops."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import signal
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from logbroker.client import Client
+from tests.support.auth import ADMIN, ADMIN_PASSWORD, bearer, login
+from tests.support.cluster import Cluster, running_cluster, wait_until
+
+RACKS = {1: "a", 2: "a", 3: "b"}
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    with running_cluster(str(tmp_path_factory.mktemp("racks")), racks=RACKS) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def token(cluster: Cluster) -> dict[str, str]:
+    return bearer(login(cluster.http(1), ADMIN, ADMIN_PASSWORD))
+
+
+def bytes_out(cluster: Cluster, node: int, topic: str, token: dict[str, str]) -> float:
+    text = cluster.http(node).call("GET", "/metrics", headers=token).data.decode()
+    match = re.search(rf'^logbroker_bytes_out_total{{topic="{re.escape(topic)}"}} (\S+)$', text, re.MULTILINE)
+    return float(match.group(1)) if match else 0.0
+
+
+def read_all(cluster: Cluster, via: int, topic: str, partition: int, *, rack: str | None,
+             timeout_s: float = 60.0) -> int:
+    """The next offset after reading ``partition`` from 0 to its end with the Python client."""
+    async def run() -> int:
+        async with Client(cluster.nodes[via].url, username=ADMIN, password=ADMIN_PASSWORD, client_rack=rack,
+                          timeout_s=timeout_s) as client:
+            offset = 0
+            while True:
+                fetched = await client.fetch_batches(topic, partition, offset)
+                if fetched.next_offset == offset:
+                    return offset
+                offset = fetched.next_offset
+    return asyncio.run(run())
+
+
+def test_replicas_spread_over_the_racks(cluster: Cluster, token: dict[str, str]):
+    for name, rf in (("racked.rf2", 2), ("racked.rf3", 3)):
+        cluster.http(1).json("POST", "/v1/topics", 201, headers=token,
+                             body={"name": name, "partitions": 4, "replication_factor": rf})
+        for p in cluster.http(1).json("GET", f"/v1/topics/{name}", headers=token)["partitions"]:
+            assert {RACKS[n] for n in p["replicas"]} == {"a", "b"}, p  # both racks, whatever the factor
+    nodes = cluster.http(2).json("GET", "/v1/cluster", headers=token)["nodes"]
+    assert {n["node_id"]: n["rack"] for n in nodes} == RACKS
+
+
+def test_a_reader_in_rack_b_reads_from_rack_bs_replica_and_falls_back_to_the_leader(cluster: Cluster,
+                                                                                      token: dict[str, str]):
+    topic = "racked.reads"
+    cluster.http(1).json("POST", "/v1/topics", 201, headers=token,
+                         body={"name": topic, "partitions": 3, "replication_factor": 2})
+    partitions = cluster.http(1).json("GET", f"/v1/topics/{topic}", headers=token)["partitions"]
+    chosen = next(p for p in partitions if p["leader"] != 3 and 3 in p["in_sync_replicas"])
+    partition, leader = chosen["partition"], chosen["leader"]
+    for n in range(20):
+        cluster.http(1).json("POST", f"/v1/topics/{topic}/records?acks=all", headers=token,
+                             body={"records": [{"value": f"r{n}", "partition": partition}]})
+    rack_read = f"/v1/topics/{topic}/partitions/{partition}/records?offset=0&rack=b"
+    # A follower learns the high watermark from the leader's next shipment (within 0.5 s when
+    # idle): until then it serves less than the leader would, never more.
+    wait_until(lambda: cluster.http(3).json("GET", rack_read, headers=token)["high_watermark"] == 20)
+    before_leader, before_b = bytes_out(cluster, leader, topic, token), bytes_out(cluster, 3, topic, token)
+    assert read_all(cluster, leader, topic, partition, rack="b") == 20  # bootstrapped at the leader even
+    assert bytes_out(cluster, leader, topic, token) == before_leader  # the leader served nothing
+    assert bytes_out(cluster, 3, topic, token) > before_b
+    # Through HTTP with ?rack=b, from any node: rack b's copy, up to its high watermark.
+    answer = cluster.http(1).json("GET", rack_read, headers=token)
+    assert [r["value"] for r in answer["records"]] == [f"r{n}" for n in range(20)]
+    assert bytes_out(cluster, leader, topic, token) == before_leader
+    # Without a rack the leader serves (what makes the two counters above a proof).
+    assert read_all(cluster, 3, topic, partition, rack=None) == 20
+    assert bytes_out(cluster, leader, topic, token) > before_leader
+    # Rack b's replica stopped: the reader falls back to the leader, which also has what was
+    # written since (acks=1: the stopped replica cannot have it).
+    for n in range(20, 25):
+        cluster.http(1).json("POST", f"/v1/topics/{topic}/records?acks=1", headers=token,
+                             body={"records": [{"value": f"r{n}", "partition": partition}]})
+    pid = cluster.nodes[3].pid
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        started = time.monotonic()
+        assert read_all(cluster, leader, topic, partition, rack="b", timeout_s=3) == 25
+        assert time.monotonic() - started < 30
+    finally:
+        os.kill(pid, signal.SIGCONT)
+
+
+def test_a_bad_rack_is_refused(cluster: Cluster, token: dict[str, str]):
+    for bad in ("b%00", "x" * 101, "%1b%5b31m"):
+        reply = cluster.http(1).call("GET", f"/v1/topics/racked.rf2/partitions/0/records?offset=0&rack={bad}",
+                                     headers=token)
+        assert reply.status == 400, bad
+
+
+def test_a_grpc_subscriber_with_a_rack_reads_from_that_racks_replica(cluster: Cluster, token: dict[str, str]):
+    import grpc
+
+    from grpc_api import stubs
+
+    pb, pb_grpc = stubs.load()
+    topic = "racked.grpc"
+    cluster.http(1).json("POST", "/v1/topics", 201, headers=token,
+                         body={"name": topic, "partitions": 2, "replication_factor": 2})
+    chosen = next(p for p in cluster.http(1).json("GET", f"/v1/topics/{topic}", headers=token)["partitions"]
+                  if p["leader"] != 3)
+    partition, leader = chosen["partition"], chosen["leader"]
+    for n in range(5):
+        cluster.http(1).json("POST", f"/v1/topics/{topic}/records?acks=all", headers=token,
+                             body={"records": [{"value": f"g{n}", "partition": partition}]})
+    rack_read = f"/v1/topics/{topic}/partitions/{partition}/records?offset=0&rack=b"
+    wait_until(lambda: cluster.http(3).json("GET", rack_read, headers=token)["high_watermark"] == 5)
+    before = bytes_out(cluster, leader, topic, token)
+
+    async def subscribe() -> list[bytes]:
+        async with grpc.aio.insecure_channel(cluster.nodes[leader].grpc_address) as channel:
+            call = pb_grpc.BrokerStub(channel).Subscribe(
+                pb.SubscribeRequest(topic=topic, partition=partition, offset=0, rack="b"),
+                metadata=(("authorization", token["Authorization"]),), timeout=20)
+            got = []
+            async for record in call:
+                got.append(record.value)
+                if len(got) == 5:
+                    break
+            call.cancel()
+            return got
+
+    assert asyncio.run(subscribe()) == [f"g{n}".encode() for n in range(5)]
+    assert bytes_out(cluster, leader, topic, token) == before
