@@ -117,7 +117,12 @@ class GroupCoordinator:
         self._wall_ms = wall_clock_ms
         self._groups: dict[str, Group] = {}
         self._names = SortedNames()
+        # Committed offsets in log order (what snapshots and replay keep), and what readers see:
+        # only offsets whose commit was acknowledged (durable, and replicated as the offsets topic
+        # asks), so no reader, nor a member starting from them, sees a commit that a failover can
+        # still take back.
         self._committed: dict[str, dict[tuple[str, int], Committed]] = {}
+        self._visible: dict[str, dict[tuple[str, int], Committed]] = {}
         self._by_partition: list[set[str]] = [set() for _ in range(offsets_log.partitions)]
         self._live = [0] * offsets_log.partitions
         self._sessions = Sessions()
@@ -156,15 +161,18 @@ class GroupCoordinator:
             raise ValueError(f"not a key of this log: {key!r}")
         if key[0] == "o" and len(key) == 4:
             offsets = self._committed.setdefault(key[1], {})
+            visible = self._visible.setdefault(key[1], {})
             if value is None:
                 offsets.pop((key[2], key[3]), None)
+                visible.pop((key[2], key[3]), None)
             else:
-                offsets[(key[2], key[3])] = Committed(int(value["offset"]), int(value["generation"]),
-                                                      str(value["member"]), int(value["committed_ms"]))
+                offsets[(key[2], key[3])] = visible[(key[2], key[3])] = Committed(
+                    int(value["offset"]), int(value["generation"]), str(value["member"]), int(value["committed_ms"]))
         elif key[0] == "g" and len(key) == 2 and value is None:  # a deleted group (counts: ``load`` recounts)
             self._groups.pop(key[1], None)
             self._names.discard(key[1])
             self._committed.pop(key[1], None)
+            self._visible.pop(key[1], None)
             self._by_partition[self._partition_of(key[1])].discard(key[1])
         elif key[0] == "g" and len(key) == 2:
             if value["strategy"] not in STRATEGIES:
@@ -199,6 +207,7 @@ class GroupCoordinator:
         self._names.discard(name)
         partition = self._partition_of(name)
         self._live[partition] -= (1 if group.generation else 0) + len(self._committed.pop(name, {}))
+        self._visible.pop(name, None)
         self._by_partition[partition].discard(name)
         self._sessions.forget(name)
         return group
@@ -446,6 +455,11 @@ class GroupCoordinator:
             committed[(t, p)] = c
         self._maybe_snapshot(partition)
         await durable
+        if self._committed.get(name) is committed:  # the group was not deleted meanwhile
+            visible = self._visible.setdefault(name, {})
+            for t, p, c in entries:
+                if committed.get((t, p)) is c:  # not already superseded by a later commit
+                    visible[(t, p)] = c
 
     async def reset(self, name: str, request: ResetRequest, principal: str | None) -> dict[str, Any]:
         """Set committed offsets of an empty group (no members) for one topic."""
@@ -497,7 +511,7 @@ class GroupCoordinator:
         return out
 
     def committed(self, name: str, topic: str, partition: int) -> int | None:
-        found = self._committed.get(name, {}).get((topic, partition))
+        found = self._visible.get(name, {}).get((topic, partition))
         return None if found is None else found.offset
 
     # ---- views ---------------------------------------------------------------------------------
@@ -522,7 +536,7 @@ class GroupCoordinator:
         now = self._clock_ms()
         members = [{**m.to_json(now), "assignment": group.assignment.get(m.member_id, {})}
                    for m in sorted(group.members.values(), key=lambda m: m.member_id)]
-        committed = self._committed.get(name, {})
+        committed = self._visible.get(name, {})
         partitions = {(t, p) for t, n in self._counts(group.topics).items() for p in range(n)} | set(committed)
         offsets = []
         for topic, partition in sorted(partitions):

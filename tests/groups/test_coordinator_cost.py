@@ -338,3 +338,54 @@ async def test_a_resized_topic_rebalances_only_its_groups() -> None:
     replicas.resize("a", None)
     await coordinator.tick()
     assert coordinator._groups["on-a"].generation == 3 and coordinator._groups["on-a"].partitions == {}
+
+
+class HeldLog(FakeLog):
+    """Appends that are acknowledged (or fail) only when the test says so."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.holding = False
+        self.pending: list[asyncio.Future[None]] = []
+
+    def append(self, partition: int, records: Sequence[InternalRecord]) -> asyncio.Future[None]:
+        done = super().append(partition, records)
+        if not self.holding:
+            return done
+        held: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.pending.append(held)
+        return held
+
+
+@pytest.mark.asyncio
+async def test_a_commit_is_seen_only_once_acknowledged_and_never_when_it_fails() -> None:
+    """Readers (describe, a member's starting position) see acknowledged commits only: a commit a
+    failover can still take back is never shown (the chaos checker once saw one go backwards)."""
+    log = HeldLog()
+    coordinator = GroupCoordinator(FakeReplicas({"a": 1}), log)  # type: ignore[arg-type]
+    joined = await coordinator.join("g", JoinRequest(("a",), 10_000, None, None), None)
+    member, generation = joined["member_id"], joined["generation"]
+    log.holding = True
+
+    def seen() -> int | None:
+        assert coordinator.describe("g")["offsets"][0]["committed_offset"] == coordinator.committed("g", "a", 0)
+        return coordinator.committed("g", "a", 0)
+
+    first = asyncio.ensure_future(coordinator.commit("g", CommitRequest(member, generation, (("a", 0, 5),))))
+    await asyncio.sleep(0)
+    assert seen() is None  # written, not yet acknowledged
+    log.pending[-1].set_result(None)
+    await first
+    assert seen() == 5
+    failing = asyncio.ensure_future(coordinator.commit("g", CommitRequest(member, generation, (("a", 0, 9),))))
+    await asyncio.sleep(0)
+    assert seen() == 5
+    log.pending[-1].set_exception(BrokerError("leadership ended"))
+    with pytest.raises(BrokerError):
+        await failing
+    assert seen() == 5  # the failed commit never shows
+    later = asyncio.ensure_future(coordinator.commit("g", CommitRequest(member, generation, (("a", 0, 12),))))
+    await asyncio.sleep(0)
+    log.pending[-1].set_result(None)
+    await later
+    assert seen() == 12
