@@ -22,6 +22,7 @@ from benchmarks import (
     failover_bench,
     group_scale_bench,
     groups_bench,
+    grpc_bench,
     log_bench,
     node_bench,
     queue_bench,
@@ -45,6 +46,8 @@ LOGBROKER_ONLY = (
     ("queue", "queue receive + ack with 4 workers, batches of 100", "a short run"),
     ("cluster", "three nodes on etcd: forwarding through a non-leader, metadata calls against the local "
      "coordinator", "a short run"),
+    ("grpc", "the public gRPC API against HTTP on one node: Publish and Subscribe throughput, publish p99",
+     "a short run"),
 )
 
 
@@ -117,7 +120,8 @@ def main(argv: list[str] | None = None) -> int:
     runners: dict[str, Callable[..., object]] = {
         "log": log_bench.run, "node": node_bench.run, "spark": spark_bench.run, "auth": auth_bench.run,
         "groups": groups_bench.run, "groupscale": group_scale_bench.run,
-        "groupscale-auth": functools.partial(group_scale_bench.run, auth=True), "queue": queue_bench.run}
+        "groupscale-auth": functools.partial(group_scale_bench.run, auth=True), "queue": queue_bench.run,
+        "grpc": grpc_bench.run}
     if args.scenario == "replication":
         systems = args.systems if isinstance(args.systems, list) else _systems(args.systems)
         documents = replication_bench.run(

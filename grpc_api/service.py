@@ -104,18 +104,27 @@ class BrokerService(pb_grpc.BrokerServicer):  # type: ignore[misc,name-defined]
                                              for o in offsets])
 
     async def Subscribe(self, request: Any, context: Any) -> AsyncIterator[Any]:
+        async for batch in self._batches(request, context):
+            for record in batch:
+                yield record
+
+    async def SubscribeBatches(self, request: Any, context: Any) -> AsyncIterator[Any]:
+        async for batch in self._batches(request, context):
+            yield pb.Records(records=batch)
+
+    async def _batches(self, request: Any, context: Any) -> AsyncIterator[list[Any]]:
         try:
             topic = validate_name(request.topic, internal=True)
             if request.group:
-                stream = self._group_records(request, topic, context)
+                async for record in self._group_records(request, topic, context):
+                    yield [record]
             else:
-                stream = self._partition_records(request, topic, context)
-            async for record in stream:
-                yield record
+                async for batch in self._partition_records(request, topic, context):
+                    yield batch
         except ANY_ERROR as exc:
             await abort_for(context, exc)
 
-    async def _partition_records(self, request: Any, topic: str, context: Any) -> AsyncIterator[Any]:
+    async def _partition_records(self, request: Any, topic: str, context: Any) -> AsyncIterator[list[Any]]:
         node, auth = self.node, self.node.auth
         principal, limits = await self._caller(context, topic, "read")
         partition = request.partition
@@ -144,11 +153,12 @@ class BrokerService(pb_grpc.BrokerServicer):  # type: ignore[misc,name-defined]
                 continue
             if auth.enabled:
                 auth.quotas.charge(principal.name, "fetch", limits, len(result.data))
-            for record in iter_fetched_records(bytes(result.data), offset):
-                yield pb.Record(topic=topic, partition=partition, offset=record.offset, timestamp_ms=record.timestamp,
-                                key=record.key or b"", value=record.value or b"", headers=dict(record.headers))
-                offset = record.offset + 1
-            offset = max(offset, result.next_offset)
+            batch = [pb.Record(topic=topic, partition=partition, offset=record.offset, timestamp_ms=record.timestamp,
+                               key=record.key or b"", value=record.value or b"", headers=dict(record.headers))
+                     for record in iter_fetched_records(bytes(result.data), offset)]
+            offset = result.next_offset
+            if batch:
+                yield batch
 
     # ---- groups, through the node's own HTTP API --------------------------------------------------
 

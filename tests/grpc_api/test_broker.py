@@ -182,3 +182,28 @@ def test_reflection_lists_the_broker_service(node):
         return []
 
     assert "logbroker.v1.Broker" in run(services())
+
+
+def test_subscribe_batches_gives_the_same_records_a_fetch_at_a_time(node, http, admin_token):
+    http.json("POST", "/v1/topics", 201, body={"name": "grpc.batches", "partitions": 1}, headers=bearer(admin_token))
+    for chunk in range(3):
+        run(publish(node.grpc_address, pb.PublishRequest(topic="grpc.batches", records=[
+            pb.Record(value=f"b{chunk}-{n}".encode()) for n in range(50)]), auth(admin_token)))
+
+    async def read() -> list[list[bytes]]:
+        async with grpc.aio.insecure_channel(node.grpc_address) as channel:
+            call = pb_grpc.BrokerStub(channel).SubscribeBatches(
+                pb.SubscribeRequest(topic="grpc.batches", partition=0, offset=10), metadata=auth(admin_token),
+                timeout=20)
+            batches, total = [], 0
+            async for batch in call:
+                batches.append([r.value for r in batch.records])
+                total += len(batch.records)
+                if total >= 140:
+                    break
+            call.cancel()
+            return batches
+
+    batches = run(read())
+    assert [v for b in batches for v in b] == [f"b{c}-{n}".encode() for c in range(3) for n in range(50)][10:]
+    assert len(batches) < 140  # several records per message
