@@ -26,6 +26,7 @@ from benchmarks import (
     log_bench,
     node_bench,
     queue_bench,
+    racks_bench,
     replication_bench,
     spark_bench,
 )
@@ -48,6 +49,8 @@ LOGBROKER_ONLY = (
      "coordinator", "a short run"),
     ("grpc", "the public gRPC API against HTTP on one node: Publish and Subscribe throughput, publish p99",
      "a short run"),
+    ("racks", "nearest-replica reads: fetch latency from the leader in another rack (behind a delay) against "
+     "the in-sync replica in the reader's rack", "a short run"),
 )
 
 
@@ -121,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
         "log": log_bench.run, "node": node_bench.run, "spark": spark_bench.run, "auth": auth_bench.run,
         "groups": groups_bench.run, "groupscale": group_scale_bench.run,
         "groupscale-auth": functools.partial(group_scale_bench.run, auth=True), "queue": queue_bench.run,
-        "grpc": grpc_bench.run}
+        "grpc": grpc_bench.run, "racks": racks_bench.run}
     if args.scenario == "replication":
         systems = args.systems if isinstance(args.systems, list) else _systems(args.systems)
         documents = replication_bench.run(

@@ -26,23 +26,26 @@ QUIET: Final = ("--log-level", "warning")
 
 
 @contextlib.contextmanager
-def running_cluster(root: str, size: int = 3) -> Iterator[list[NodeProcess]]:
-    """etcd and ``size`` nodes (ids 1..size) under ``root``; the nodes in id order."""
+def running_cluster(root: str, size: int = 3, *, racks: dict[int, str] | None = None) -> Iterator[list[NodeProcess]]:
+    """etcd and ``size`` nodes (ids 1..size, with ``racks`` when given) under ``root``; the nodes
+    in id order."""
     with running_etcd(os.path.join(root, "etcd")) as etcd, contextlib.ExitStack() as stack:
         certs = os.path.join(root, "certs")
         generate(certs, list(range(1, size + 1)))
-        yield [stack.enter_context(cluster_node(root, etcd.url, node_id)) for node_id in range(1, size + 1)]
+        yield [stack.enter_context(cluster_node(root, etcd.url, node_id, rack=(racks or {}).get(node_id)))
+               for node_id in range(1, size + 1)]
 
 
 def cluster_node(root: str, etcd_url: str, node_id: int, *, lease_ttl_ms: int = LEASE_TTL_MS,
-                 log_args: tuple[str, ...] = QUIET, log_path: str | None = None) -> NodeProcess:
+                 log_args: tuple[str, ...] = QUIET, log_path: str | None = None,
+                 rack: str | None = None) -> NodeProcess:
     """Node ``node_id`` of the cluster under ``root`` (not started): its data in ``root/node-<id>``,
     its certificate from ``root/certs``. A node killed and made again with the same arguments
     comes back with its data (on new ports)."""
     return NodeProcess(os.path.join(root, f"node-{node_id}"), *log_args, *AUTH,
                        *cluster_args(etcd_url, os.path.join(root, "certs"), node_id, cluster_token=CLUSTER_TOKEN,
                                      lease_ttl_ms=lease_ttl_ms),
-                       node_id=node_id, log_path=log_path)
+                       *(("--rack", rack) if rack else ()), node_id=node_id, log_path=log_path)
 
 
 @contextlib.contextmanager
