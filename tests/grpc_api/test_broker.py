@@ -207,3 +207,16 @@ def test_subscribe_batches_gives_the_same_records_a_fetch_at_a_time(node, http, 
     batches = run(read())
     assert [v for b in batches for v in b] == [f"b{c}-{n}".encode() for c in range(3) for n in range(50)][10:]
     assert len(batches) < 140  # several records per message
+
+
+def test_a_publish_retried_with_its_idempotency_key_answers_the_first_positions_and_stores_once(node, http,
+                                                                                                admin_token):
+    http.json("POST", "/v1/topics", 201, body={"name": "grpc.once", "partitions": 1}, headers=bearer(admin_token))
+    request = pb.PublishRequest(topic="grpc.once", idempotency_key="order-17", acks="all",
+                                records=[pb.Record(value=b"pay"), pb.Record(value=b"ship")])
+    first = run(publish(node.grpc_address, request, auth(admin_token)))
+    again = run(publish(node.grpc_address, request, auth(admin_token)))
+    assert [(p.partition, p.offset) for p in again.positions] == [(p.partition, p.offset) for p in first.positions]
+    assert http.json("GET", "/v1/topics/grpc.once", headers=bearer(admin_token))["partitions"][0]["latest_offset"] == 2
+    other = pb.PublishRequest(topic="grpc.once", idempotency_key="order-17", records=[pb.Record(value=b"refund")])
+    assert code_of(publish(node.grpc_address, other, auth(admin_token))) == grpc.StatusCode.FAILED_PRECONDITION
