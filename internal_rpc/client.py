@@ -135,10 +135,17 @@ class RpcClient:
             return connection
         if self._closed:
             raise RpcCallError(Status.CANCELLED, "cancelled", "the client is closed")
-        if self._connecting is None:
-            self._connecting = asyncio.create_task(self._connect())
-            self._connecting.add_done_callback(_retrieve)
+        held = self._connecting
+        if held is not None and held.done():
+            # Finished while no call waited for it: its connection if still open, else connect anew.
+            self._connecting = None
+            if not held.cancelled() and held.exception() is None and held.result().lost is None:
+                self._connection = held.result()
+                return held.result()
         connecting = self._connecting
+        if connecting is None:
+            connecting = self._connecting = asyncio.create_task(self._connect())
+            connecting.add_done_callback(_retrieve)
         try:
             connection = await asyncio.shield(connecting)
         finally:

@@ -171,3 +171,27 @@ async def test_frames_that_are_not_ours_end_only_their_connection():
             assert answer in (b"", refusal)
         async with RpcClient(f"127.0.0.1:{server.port}", tls=None, cluster_token=TOKEN) as client:
             assert (await client.call("S", "Echo", {"n": 9}))["n"] == 9
+
+
+async def test_a_connect_that_failed_after_its_caller_gave_up_is_not_the_next_calls_answer(monkeypatch):
+    from internal_rpc import client as client_module
+
+    monkeypatch.setattr(client_module, "CONNECT_TIMEOUT_S", 0.5)
+
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read()  # accepts, never says hello
+
+    mute = await asyncio.start_server(silent, "127.0.0.1", 0)
+    port = mute.sockets[0].getsockname()[1]
+    async with RpcClient(f"127.0.0.1:{port}", tls=None, cluster_token=TOKEN) as client:
+        with pytest.raises(RpcCallError) as early:
+            await client.call("S", "Echo", {"n": 1}, deadline_s=0.1)
+        assert early.value.status is Status.UNAVAILABLE  # given up before anything was sent
+        await asyncio.sleep(0.8)  # the connect it left behind has failed by now, unseen
+        mute.close()
+        await mute.wait_closed()
+        server = await serve(Handlers(), port)
+        try:
+            assert (await client.call("S", "Echo", {"n": 2}, deadline_s=5))["n"] == 2
+        finally:
+            await server.close()
