@@ -27,13 +27,14 @@ import aiohttp
 
 from coordinator.models import validate_name, validate_rack
 from grpc_api import stubs
+from grpc_api.convert import incoming_records, record_messages
 from grpc_api.errors import abort_for
 from logbroker.auth.permissions import Principal
 from logbroker.auth.quotas import QuotaLimits
 from logbroker.errors import ANY_ERROR, InvalidRequestError
 from logbroker.groups.requests import group_name
 from logbroker.node import Node
-from logbroker.records import iter_fetched_records, parse_body
+from logbroker.records import iter_fetched_records
 
 pb, pb_grpc = stubs.load()
 FETCH_BYTES: Final = 1024 * 1024
@@ -47,17 +48,6 @@ GROUP_CALL_TIMEOUT_S: Final = 30.0
 
 def _metadata(context: Any) -> dict[str, str]:
     return {k: v for k, v in (context.invocation_metadata() or ()) if isinstance(v, str)}
-
-
-def _record_body(record: Any) -> dict[str, Any]:
-    body: dict[str, Any] = {"value": record.value, "headers": [[k, v] for k, v in record.headers.items()]}
-    if record.key:
-        body["key"] = record.key
-    if record.HasField("partition"):
-        body["partition"] = record.partition
-    if record.timestamp_ms:
-        body["timestamp"] = record.timestamp_ms
-    return body
 
 
 def _decoded(event: dict[str, Any], name: str) -> bytes:
@@ -94,14 +84,17 @@ class BrokerService(pb_grpc.BrokerServicer):  # type: ignore[misc,name-defined]
             acks = request.acks or "1"
             if acks not in ACKS:
                 raise InvalidRequestError(f"acks must be 0, 1 or all, not {acks[:20]!r}")
-            records = parse_body({"records": [_record_body(r) for r in request.records]}, binary=True)
+            records = incoming_records(request.records)
             offsets = await self.node.produce_records(topic, records, acks, request.idempotency_key or None)
             if auth.enabled:
                 auth.quotas.charge(principal.name, "produce", limits, request.ByteSize())
         except ANY_ERROR as exc:
             await abort_for(context, exc)
-        return pb.PublishResponse(positions=[pb.Position(partition=o["partition"], offset=o["offset"])
-                                             for o in offsets])
+        response = pb.PublishResponse()
+        add = response.positions.add
+        for position in offsets:
+            add(partition=position["partition"], offset=position["offset"])
+        return response
 
     async def Subscribe(self, request: Any, context: Any) -> AsyncIterator[Any]:
         async for batch in self._batches(request, context):
@@ -153,9 +146,7 @@ class BrokerService(pb_grpc.BrokerServicer):  # type: ignore[misc,name-defined]
                 continue
             if auth.enabled:
                 auth.quotas.charge(principal.name, "fetch", limits, len(result.data))
-            batch = [pb.Record(topic=topic, partition=partition, offset=record.offset, timestamp_ms=record.timestamp,
-                               key=record.key or b"", value=record.value or b"", headers=dict(record.headers))
-                     for record in iter_fetched_records(bytes(result.data), offset)]
+            batch = record_messages(pb.Record, topic, partition, iter_fetched_records(bytes(result.data), offset))
             offset = result.next_offset
             if batch:
                 yield batch
