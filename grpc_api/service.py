@@ -171,6 +171,7 @@ class BrokerService(pb_grpc.BrokerServicer):  # type: ignore[misc,name-defined]
 
     async def _group_records(self, request: Any, topic: str, context: Any) -> AsyncIterator[Any]:
         group = group_name(request.group)
+        rack = validate_rack(request.rack)
         authorization = _metadata(context).get("authorization")
         headers = {"Authorization": authorization} if authorization else {}
         await self._caller(context, topic, "read")
@@ -192,6 +193,7 @@ class BrokerService(pb_grpc.BrokerServicer):  # type: ignore[misc,name-defined]
 
         try:
             async with self._http().get(f"{self.self_url}/v1/groups/{group}/members/{member}/stream",
+                                        params={"rack": rack} if rack else None,
                                         headers={**headers, "Accept": "text/event-stream"}) as response:
                 if response.status >= 400:
                     raise _Refused(await response.json(content_type=None))

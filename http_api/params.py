@@ -27,6 +27,9 @@ ASCII_INT: Final = re.compile(r"-?[0-9]{1,19}", re.ASCII)
 PARTITION_DIGITS_MAX: Final = 9
 # Where a JSON text can hold a surrogate at all: ``\uD800``-``\uDFFF`` escapes (raw surrogates are
 # not UTF-8, so the strict decode refuses them first).
+# The ``rack`` query of every read (fetch and both push streams), as the OpenAPI lists it.
+RACK_QUERY: Final = ("rack", "string", "the reader's rack: served by an in-sync replica there when there is one, "
+                                       "never past that replica's high watermark, else by the leader")
 SURROGATE_ESCAPE: Final = re.compile(r"\\u[dD][89a-fA-F]", re.ASCII)
 
 

@@ -10,7 +10,17 @@ from coordinator.models import validate_rack
 from http_api.auth import recheck_access
 from http_api.decoding import DECODER
 from http_api.keys import NODE, SENDFILE
-from http_api.params import BATCH, JSON, MSGPACK, decode_msgpack, path_partition, path_topic, query_int, read_json
+from http_api.params import (
+    BATCH,
+    JSON,
+    MSGPACK,
+    RACK_QUERY,
+    decode_msgpack,
+    path_partition,
+    path_topic,
+    query_int,
+    read_json,
+)
 from http_api.routing import route
 from http_api.sendfile import send_slice
 from http_api.user_limits import long_poll
@@ -81,8 +91,7 @@ async def checked_batch(request: web.Request, batch: bytes) -> None:
               ("max_records", "integer", "JSON only"), ("max_bytes", "integer", "default 1 MiB"),
               ("wait_ms", "integer", "wait this long for data at the end of the log"),
               ("encoding", "string", "base64: every key/value/header value as base64"),
-              ("rack", "string", "the reader's rack: served by an in-sync replica there when there is one, "
-                                 "up to that replica's high watermark")),
+              RACK_QUERY),
        responses={"200": "Records (JSON) or raw batches (Accept: application/vnd.logbroker.batch)",
                   "404": "Unknown topic or partition", "416": "Offset out of range"})
 async def fetch(request: web.Request) -> web.StreamResponse:

@@ -26,12 +26,13 @@ from typing import Any, Final
 
 from aiohttp import web
 
+from coordinator.models import validate_rack
 from http_api.auth import recheck_access
 from http_api.decoding import DECODER
 from http_api.errors import problem_for
 from http_api.identity import group_caller, require_read
 from http_api.keys import NODE
-from http_api.params import INT64_MAX, ascii_int, path_partition, path_topic, query_int
+from http_api.params import INT64_MAX, RACK_QUERY, ascii_int, path_partition, path_topic, query_int
 from http_api.routing import route
 from http_api.user_limits import paced_write, stream_slot
 from logbroker.errors import ANY_ERROR, AuthenticationError, ForbiddenError, InvalidRequestError
@@ -95,7 +96,8 @@ def _start_offset(request: web.Request) -> int | None:
        "Push records from an offset as they arrive (Server-Sent Events, one `record` event per record)",
        access="read",
        query=(("offset", "integer", "first offset (default: the end); Last-Event-ID resumes after an id"),
-              ("keepalive_ms", "integer", "idle comment interval (default 5000)")),
+              ("keepalive_ms", "integer", "idle comment interval (default 5000)"),
+              RACK_QUERY),
        responses={"200": "text/event-stream", "404": "Unknown topic or partition", "416": "Offset out of range",
                   "503": "Too many open streams"})
 async def stream_partition(request: web.Request) -> web.StreamResponse:
@@ -103,8 +105,10 @@ async def stream_partition(request: web.Request) -> web.StreamResponse:
     topic, partition = path_topic(request), path_partition(request)
     keepalive_ms = query_int(request, "keepalive_ms", default=KEEPALIVE_MS, low=10, high=60_000)
     start = _start_offset(request)
+    rack = validate_rack(request.query.get("rack"))
     offset = start if start is not None else int((await node.list_offset(topic, partition, "latest"))["offset"] or 0)
-    result, _ = await node.fetch(topic, partition, offset, STREAM_READ_BYTES, 0)  # 404/416 before streaming
+    result, _ = await node.fetch(topic, partition, offset, STREAM_READ_BYTES, 0,  # 404/416 before streaming
+                                 client_rack=rack)
     wait_ms = min(keepalive_ms, node.config.access_recheck_ms)
     async with stream_slot(request, _open) as response:
         try:
@@ -118,7 +122,7 @@ async def stream_partition(request: web.Request) -> web.StreamResponse:
                 elif (time.monotonic() - written) * 1000 >= keepalive_ms - 1:
                     await response.write(b": keep-alive\n\n")
                     written = time.monotonic()
-                result, _ = await node.fetch(topic, partition, offset, STREAM_READ_BYTES, wait_ms)
+                result, _ = await node.fetch(topic, partition, offset, STREAM_READ_BYTES, wait_ms, client_rack=rack)
         except CLOSED:
             return response
         except REVOKED as exc:
@@ -150,7 +154,8 @@ async def _end(response: web.StreamResponse, reason: str) -> None:
 @route("GET", "/v1/groups/{group}/members/{member}/stream",
        "Push the records of a member's assigned partitions (Server-Sent Events; the open stream heartbeats)",
        access="group_read",
-       query=(("auto_offset_reset", "string", "earliest (default) or latest, where nothing is committed"),),
+       query=(("auto_offset_reset", "string", "earliest (default) or latest, where nothing is committed"),
+              RACK_QUERY),
        responses={"200": "text/event-stream: `assignment` events at each generation, then `record` events with "
                          "topic and partition", "404": "Unknown group or member", "503": "Too many open streams"})
 async def stream_member(request: web.Request) -> web.StreamResponse:
@@ -159,11 +164,12 @@ async def stream_member(request: web.Request) -> web.StreamResponse:
     reset = request.query.get("auto_offset_reset", "earliest")
     if reset not in ("earliest", "latest"):
         raise InvalidRequestError("auto_offset_reset must be earliest or latest")
+    rack = validate_rack(request.query.get("rack"))
     view = await node.groups.heartbeat(group, member, group_caller(request))  # 404 before streaming
     await require_read(request, view["assignment"])
     async with stream_slot(request, _open) as response:
         try:
-            await _member_loop(request, response, group, member, reset, view)
+            await _member_loop(request, response, group, member, reset, view, rack)
         except CLOSED:
             return response
         except REVOKED as exc:
@@ -174,7 +180,7 @@ async def stream_member(request: web.Request) -> web.StreamResponse:
 
 
 async def _member_loop(request: web.Request, response: web.StreamResponse, group: str, member: str, reset: str,
-                       view: dict[str, Any]) -> None:
+                       view: dict[str, Any], rack: str | None) -> None:
     node = request.app[NODE]
     generation = -1
     positions: dict[tuple[str, int], int] = {}
@@ -197,7 +203,7 @@ async def _member_loop(request: web.Request, response: web.StreamResponse, group
                                                        "positions": [[t, p, o] for (t, p), o in positions.items()]}))
         sent = False
         for (topic, p), offset in positions.items():
-            result, _ = await node.fetch(topic, p, offset, STREAM_READ_BYTES, 0)
+            result, _ = await node.fetch(topic, p, offset, STREAM_READ_BYTES, 0, client_rack=rack)
             if result.data:
                 await _write_records(request, response, result, offset, topic, p)
                 positions[(topic, p)] = result.next_offset

@@ -5,19 +5,25 @@ past that replica's high watermark, and falls back to the leader when that repli
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 import signal
 import time
 from collections.abc import Iterator
+from typing import Any
 
+import aiohttp
+import grpc
 import pytest
 
+from grpc_api import stubs
 from logbroker.client import Client
 from tests.support.auth import ADMIN, ADMIN_PASSWORD, bearer, login
 from tests.support.cluster import Cluster, running_cluster, wait_until
 
 RACKS = {1: "a", 2: "a", 3: "b"}
+pb, pb_grpc = stubs.load()
 
 
 @pytest.fixture(scope="module")
@@ -110,49 +116,92 @@ def test_a_bad_rack_is_refused(cluster: Cluster, token: dict[str, str]):
         assert reply.status == 400, bad
 
 
-def test_a_grpc_subscriber_with_a_rack_reads_from_that_racks_replica(cluster: Cluster, token: dict[str, str]):
-    import grpc
-
-    from grpc_api import stubs
-
-    pb, pb_grpc = stubs.load()
-    topic = "racked.grpc"
-    # Node 3 was paused past its lease by the test before: placement needs it alive again to give
-    # every partition a replica in rack b.
+def racked_topic(cluster: Cluster, token: dict[str, str], topic: str, *, partitions: int, records: int) -> list[dict]:
+    """A new RF 2 topic with ``records`` records (``acks=all``) in each partition, once every
+    partition's rack b replica holds them and a rack b read through a leader in rack a leaves that
+    leader's counter alone (node 3 alive and in sync in its cache): the partitions."""
+    # A test before may have paused node 3 past its lease: placement needs it alive again to
+    # give every partition a replica in rack b.
     wait_until(lambda: all(n["alive"] for n in cluster.http(1).json("GET", "/v1/cluster", headers=token)["nodes"]))
     cluster.http(1).json("POST", "/v1/topics", 201, headers=token,
-                         body={"name": topic, "partitions": 2, "replication_factor": 2})
-    chosen = next(p for p in cluster.http(1).json("GET", f"/v1/topics/{topic}", headers=token)["partitions"]
-                  if p["leader"] != 3 and 3 in p["in_sync_replicas"])
-    partition, leader = chosen["partition"], chosen["leader"]
-    for n in range(5):
+                         body={"name": topic, "partitions": partitions, "replication_factor": 2})
+    for p in range(partitions):
         cluster.http(1).json("POST", f"/v1/topics/{topic}/records?acks=all", headers=token,
-                             body={"records": [{"value": f"g{n}", "partition": partition}]})
-    rack_read = f"/v1/topics/{topic}/partitions/{partition}/records?offset=0&rack=b"
-    wait_until(lambda: cluster.http(3).json("GET", rack_read, headers=token)["high_watermark"] == 5)
+                             body={"records": [{"value": f"p{p}-{n}", "partition": p} for n in range(records)]})
+    described = cluster.http(1).json("GET", f"/v1/topics/{topic}", headers=token)["partitions"]
+    for p in described:
+        rack_read = f"/v1/topics/{topic}/partitions/{p['partition']}/records?offset=0&rack=b"
+        wait_until(lambda read=rack_read: cluster.http(3).json("GET", read, headers=token)["high_watermark"] == records)
 
-    def served_in_rack_b() -> bool:
-        """A rack read through the leader leaves the leader's counter alone (once the leader's
-        cache has node 3 alive and in sync again)."""
-        was = bytes_out(cluster, leader, topic, token)
-        cluster.http(leader).json("GET", rack_read, headers=token)
-        return bytes_out(cluster, leader, topic, token) == was
+        def served_in_rack_b(leader: int = p["leader"], read: str = rack_read) -> bool:
+            was = bytes_out(cluster, leader, topic, token)
+            cluster.http(leader).json("GET", read, headers=token)
+            return bytes_out(cluster, leader, topic, token) == was
 
-    wait_until(served_in_rack_b)
+        if p["leader"] != 3:
+            wait_until(served_in_rack_b)
+    return described
+
+
+def rack_a_bytes_out(cluster: Cluster, topic: str, token: dict[str, str]) -> float:
+    return sum(bytes_out(cluster, n, topic, token) for n, rack in RACKS.items() if rack == "a")
+
+
+def test_a_grpc_subscriber_with_a_rack_reads_from_that_racks_replica(cluster: Cluster, token: dict[str, str]):
+    topic = "racked.grpc"
+    partitions = racked_topic(cluster, token, topic, partitions=2, records=5)
+    chosen = next(p for p in partitions if p["leader"] != 3)
+    partition, leader = chosen["partition"], chosen["leader"]
     before = bytes_out(cluster, leader, topic, token)
-
-    async def subscribe() -> list[bytes]:
-        async with grpc.aio.insecure_channel(cluster.nodes[leader].grpc_address) as channel:
-            call = pb_grpc.BrokerStub(channel).Subscribe(
-                pb.SubscribeRequest(topic=topic, partition=partition, offset=0, rack="b"),
-                metadata=(("authorization", token["Authorization"]),), timeout=20)
-            got = []
-            async for record in call:
-                got.append(record.value)
-                if len(got) == 5:
-                    break
-            call.cancel()
-            return got
-
-    assert asyncio.run(subscribe()) == [f"g{n}".encode() for n in range(5)]
+    request = pb.SubscribeRequest(topic=topic, partition=partition, offset=0, rack="b")
+    got = asyncio.run(grpc_subscribe(cluster.nodes[leader].grpc_address, token, request, 5))
+    assert [r.value for r in got] == [f"p{partition}-{n}".encode() for n in range(5)]
     assert bytes_out(cluster, leader, topic, token) == before
+
+
+def test_push_streams_and_a_grpc_group_member_with_a_rack_read_from_that_racks_replicas(cluster: Cluster,
+                                                                                         token: dict[str, str]):
+    topic = "racked.pushed"
+    partitions = racked_topic(cluster, token, topic, partitions=3, records=4)
+    assert any(p["leader"] != 3 for p in partitions)  # else rack a would serve nothing either way
+    chosen = next(p for p in partitions if p["leader"] != 3)
+    before = rack_a_bytes_out(cluster, topic, token)
+
+    async def sse(path: str, count: int) -> list[dict]:
+        events = []
+        async with aiohttp.ClientSession() as session, \
+                session.get(cluster.nodes[chosen["leader"]].url + path, headers=token,
+                            timeout=aiohttp.ClientTimeout(total=20)) as response:
+            assert response.status == 200, await response.text()
+            async for line in response.content:
+                if line.startswith(b"data:"):
+                    event = json.loads(line[5:])
+                    if "value" in event:
+                        events.append(event)
+                if len(events) == count:
+                    return events
+        return events
+
+    pushed = asyncio.run(sse(f"/v1/topics/{topic}/partitions/{chosen['partition']}/stream?offset=0&rack=b", 4))
+    assert [e["value"] for e in pushed] == [f"p{chosen['partition']}-{n}" for n in range(4)]
+    # A group member's push stream, behind a gRPC Subscribe with a group: every partition.
+    request = pb.SubscribeRequest(topic=topic, group="racked.readers", rack="b")
+    got = asyncio.run(grpc_subscribe(cluster.nodes[chosen["leader"]].grpc_address, token, request, 12))
+    assert sorted(r.value for r in got) == sorted(f"p{p}-{n}".encode() for p in range(3) for n in range(4))
+    assert rack_a_bytes_out(cluster, topic, token) == before
+    # Without a rack the leaders serve (what makes the counter above a proof).
+    asyncio.run(sse(f"/v1/topics/{topic}/partitions/{chosen['partition']}/stream?offset=0", 4))
+    assert rack_a_bytes_out(cluster, topic, token) > before
+
+
+async def grpc_subscribe(address: str, token: dict[str, str], request: Any, count: int) -> list[Any]:
+    async with grpc.aio.insecure_channel(address) as channel:
+        call = pb_grpc.BrokerStub(channel).Subscribe(request, metadata=(("authorization", token["Authorization"]),),
+                                                     timeout=30)
+        got = []
+        async for record in call:
+            got.append(record)
+            if len(got) == count:
+                break
+        call.cancel()
+        return got
