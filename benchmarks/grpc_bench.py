@@ -4,7 +4,8 @@ Publish: ``PUBLISHERS`` clients, each with one request of ``BATCH`` records of `
 flight, for ``seconds`` — records/s and the p99 of a request, over gRPC ``Publish`` and over HTTP
 ``POST .../records`` (JSON). Subscribe: the same ``subscribe_records`` records read from offset 0,
 over gRPC ``Subscribe`` (one message per record), ``SubscribeBatches`` (one message per fetch) and
-HTTP fetches of up to ``FETCH_RECORDS`` (JSON).
+HTTP fetches of up to ``FETCH_RECORDS`` (JSON); and, with the same client, a bare grpcio server
+streaming a prebuilt record (``grpc_ceiling``): the most a per-record stream reaches here.
 The two APIs alternate their order between repetitions. Targets (issue 18): gRPC throughput
 within 2x of HTTP, p99 no worse.
 """
@@ -22,7 +23,7 @@ import aiohttp
 import grpc
 import uvloop
 
-from benchmarks import single_node
+from benchmarks import grpc_ceiling, single_node
 from benchmarks.results import summarize
 from benchmarks.single_node import Samples, gather, publish, summarize_all
 from benchmarks.stats import percentile
@@ -73,7 +74,7 @@ async def _drive(send: Any, seconds: float) -> tuple[float, list[float]]:
     return sum(counts) / (time.perf_counter() - started), latencies
 
 
-async def one_rep(url: str, grpc_address: str, rep: int, plan: Plan) -> dict[str, float]:
+async def one_rep(url: str, grpc_address: str, ceiling_address: str, rep: int, plan: Plan) -> dict[str, float]:
     pb, pb_grpc = stubs.load()
     value = "x" * RECORD_BYTES
     out: dict[str, float] = {}
@@ -103,8 +104,8 @@ async def one_rep(url: str, grpc_address: str, rep: int, plan: Plan) -> dict[str
                 read += len(page["records"])
             return read
 
-        async def grpc_read(partition: int) -> int:
-            call = stub.Subscribe(pb.SubscribeRequest(topic=TOPIC, partition=partition, offset=0), metadata=metadata)
+        async def grpc_read(partition: int, subscribe: Any = stub.Subscribe) -> int:
+            call = subscribe(pb.SubscribeRequest(topic=TOPIC, partition=partition, offset=0), metadata=metadata)
             read = 0
             async for _ in call:
                 read += 1
@@ -112,6 +113,10 @@ async def one_rep(url: str, grpc_address: str, rep: int, plan: Plan) -> dict[str
                     break
             call.cancel()
             return read
+
+        async def grpcio_ceiling_read(partition: int) -> int:
+            async with grpc.aio.insecure_channel(ceiling_address) as bare:
+                return await grpc_read(partition, pb_grpc.BrokerStub(bare).Subscribe)
 
         async def grpc_read_batches(partition: int) -> int:
             call = stub.SubscribeBatches(pb.SubscribeRequest(topic=TOPIC, partition=partition, offset=0),
@@ -125,13 +130,14 @@ async def one_rep(url: str, grpc_address: str, rep: int, plan: Plan) -> dict[str
             return read
 
         sends = {"http": http_send, "grpc": grpc_send}
-        reads = {"http": http_read, "grpc": grpc_read, "grpc_batches": grpc_read_batches}
+        reads = {"http": http_read, "grpc": grpc_read, "grpc_batches": grpc_read_batches,
+                 "grpcio_ceiling": grpcio_ceiling_read}
         order = ("http", "grpc") if rep % 2 == 0 else ("grpc", "http")
         for api in order:
             rate, latencies = await _drive(sends[api], plan.seconds)
             out[f"{api}_publish"] = rate
             out[f"{api}_publish_p99_ms"] = percentile(latencies, 0.99)
-        for api in (*order, "grpc_batches"):
+        for api in (*order, "grpc_batches", "grpcio_ceiling"):
             started = time.perf_counter()
             read = await reads[api](0)
             out[f"{api}_subscribe"] = read / (time.perf_counter() - started)
@@ -142,17 +148,19 @@ def run(*, quick: bool, out_dir: str | None, work_dir: str | None) -> dict[str, 
     plan = QUICK if quick else FULL
     started = datetime.datetime.now(datetime.UTC)
     samples: Samples = {}
-    with single_node.work_dir("grpcbench-", work_dir) as work, \
+    with single_node.work_dir("grpcbench-", work_dir) as work, grpc_ceiling.running(RECORD_BYTES) as ceiling, \
             NodeProcess(os.path.join(work, "node"), "--log-level", "warning", "--auth", "on", "--admin-user", ADMIN,
                         "--admin-password", PASSWORD) as node:
         uvloop.run(_create_topic(node.url))
         for rep in range(plan.reps):
             print(f"[grpc] repetition {rep + 1}/{plan.reps}", flush=True)
-            gather(samples, uvloop.run(one_rep(node.url, node.grpc_address, rep, plan)))
+            gather(samples, uvloop.run(one_rep(node.url, node.grpc_address, ceiling, rep, plan)))
     figures, units = summarize_all(samples, lambda name: "ms" if name.endswith("_ms") else "records/s")
     for api, what in (("grpc", "publish"), ("grpc", "subscribe"), ("grpc_batches", "subscribe")):
         ratios = [g / h for g, h in zip(samples[f"{api}_{what}"], samples[f"http_{what}"], strict=True)]
         summarize(f"{api}_over_http_{what}_ratio", ratios, "grpc/http", figures, units)
+    ratios = [g / c for g, c in zip(samples["grpc_subscribe"], samples["grpcio_ceiling_subscribe"], strict=True)]
+    summarize("grpc_over_grpcio_ceiling_subscribe_ratio", ratios, "grpc/grpcio", figures, units)
     params = {"quick": quick, **dataclasses.asdict(plan), "publishers": PUBLISHERS, "batch_records": BATCH,
               "record_bytes": RECORD_BYTES, "fetch_records": FETCH_RECORDS, "acks": "1", "auth": "on",
               "http_body": "JSON", "grpc_client": "grpc.aio, one channel"}
