@@ -24,6 +24,7 @@ import grpc
 import uvloop
 
 from benchmarks import grpc_ceiling, single_node
+from benchmarks.cluster_bench import login
 from benchmarks.results import summarize
 from benchmarks.single_node import Samples, gather, publish, summarize_all
 from benchmarks.stats import percentile
@@ -50,11 +51,6 @@ QUICK = Plan(reps=3, seconds=3.0, subscribe_records=50_000)
 FULL = Plan(reps=5, seconds=8.0, subscribe_records=200_000)
 
 
-async def _token(session: aiohttp.ClientSession, url: str) -> str:
-    async with session.post(f"{url}/v1/auth/token", json={"username": ADMIN, "password": PASSWORD}) as response:
-        return str((await response.json())["access_token"])
-
-
 async def _drive(send: Any, seconds: float) -> tuple[float, list[float]]:
     """``PUBLISHERS`` loops of ``send()`` for ``seconds``: records/s and request latencies (ms)."""
     latencies: list[float] = []
@@ -79,7 +75,7 @@ async def one_rep(url: str, grpc_address: str, ceiling_address: str, rep: int, p
     value = "x" * RECORD_BYTES
     out: dict[str, float] = {}
     async with aiohttp.ClientSession() as session, grpc.aio.insecure_channel(grpc_address) as channel:
-        token = await _token(session, url)
+        token = await login(session, url, ADMIN, PASSWORD)
         headers = {"Authorization": f"Bearer {token}"}
         metadata = (("authorization", f"Bearer {token}"),)
         stub = pb_grpc.BrokerStub(channel)
@@ -169,7 +165,7 @@ def run(*, quick: bool, out_dir: str | None, work_dir: str | None) -> dict[str, 
 
 async def _create_topic(url: str) -> None:
     async with aiohttp.ClientSession() as session:
-        token = await _token(session, url)
+        token = await login(session, url, ADMIN, PASSWORD)
         async with session.post(f"{url}/v1/topics", json={"name": TOPIC, "partitions": 1},
                                 headers={"Authorization": f"Bearer {token}"}) as response:
             assert response.status in (201, 409), await response.text()

@@ -24,6 +24,7 @@ import aiohttp
 import uvloop
 
 from benchmarks import cluster_nodes, single_node
+from benchmarks.cluster_bench import login
 from benchmarks.results import summarize
 from benchmarks.single_node import Samples, gather, publish, summarize_all
 from benchmarks.stats import percentile
@@ -81,11 +82,13 @@ async def _partition_led_from_rack_a(session: aiohttp.ClientSession, urls: dict[
     return int(next(p["partition"] for p in partitions if RACKS.get(p["leader"]) == "a"))
 
 
+async def _admin(session: aiohttp.ClientSession, url: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {await login(session, url, cluster_nodes.ADMIN, cluster_nodes.PASSWORD)}"}
+
+
 async def one_rep(urls: dict[int, str], plan: Plan) -> dict[str, float]:
     async with aiohttp.ClientSession() as session:
-        async with session.post(f"{urls[1]}/v1/auth/token", json={"username": cluster_nodes.ADMIN,
-                                                                  "password": cluster_nodes.PASSWORD}) as response:
-            headers = {"Authorization": f"Bearer {(await response.json())['access_token']}"}
+        headers = await _admin(session, urls[1])
         partition = await _partition_led_from_rack_a(session, urls, headers)
         async with session.get(f"{urls[1]}/v1/topics/{TOPIC}", headers=headers) as response:
             leader = (await response.json())["partitions"][partition]["leader"]
@@ -109,9 +112,7 @@ async def one_rep(urls: dict[int, str], plan: Plan) -> dict[str, float]:
 
 async def _prepare(urls: dict[int, str]) -> None:
     async with aiohttp.ClientSession() as session:
-        async with session.post(f"{urls[1]}/v1/auth/token", json={"username": cluster_nodes.ADMIN,
-                                                                  "password": cluster_nodes.PASSWORD}) as response:
-            headers = {"Authorization": f"Bearer {(await response.json())['access_token']}"}
+        headers = await _admin(session, urls[1])
         for _ in range(600):  # every node alive (bounded: 60 s)
             async with session.get(f"{urls[1]}/v1/cluster", headers=headers) as response:
                 if sum(1 for n in (await response.json())["nodes"] if n["alive"]) == len(urls):

@@ -11,19 +11,16 @@ import re
 import signal
 import time
 from collections.abc import Iterator
-from typing import Any
 
 import aiohttp
-import grpc
 import pytest
 
-from grpc_api import stubs
 from logbroker.client import Client
 from tests.support.auth import ADMIN, ADMIN_PASSWORD, bearer, login
 from tests.support.cluster import Cluster, running_cluster, wait_until
+from tests.support.grpc_calls import pb, subscribe
 
 RACKS = {1: "a", 2: "a", 3: "b"}
-pb, pb_grpc = stubs.load()
 
 
 @pytest.fixture(scope="module")
@@ -143,6 +140,10 @@ def racked_topic(cluster: Cluster, token: dict[str, str], topic: str, *, partiti
     return described
 
 
+def metadata(token: dict[str, str]) -> tuple[tuple[str, str], ...]:
+    return (("authorization", token["Authorization"]),)
+
+
 def rack_a_bytes_out(cluster: Cluster, topic: str, token: dict[str, str]) -> float:
     return sum(bytes_out(cluster, n, topic, token) for n, rack in RACKS.items() if rack == "a")
 
@@ -154,7 +155,7 @@ def test_a_grpc_subscriber_with_a_rack_reads_from_that_racks_replica(cluster: Cl
     partition, leader = chosen["partition"], chosen["leader"]
     before = bytes_out(cluster, leader, topic, token)
     request = pb.SubscribeRequest(topic=topic, partition=partition, offset=0, rack="b")
-    got = asyncio.run(grpc_subscribe(cluster.nodes[leader].grpc_address, token, request, 5))
+    got = asyncio.run(subscribe(cluster.nodes[leader].grpc_address, request, metadata(token), 5))
     assert [r.value for r in got] == [f"p{partition}-{n}".encode() for n in range(5)]
     assert bytes_out(cluster, leader, topic, token) == before
 
@@ -186,22 +187,9 @@ def test_push_streams_and_a_grpc_group_member_with_a_rack_read_from_that_racks_r
     assert [e["value"] for e in pushed] == [f"p{chosen['partition']}-{n}" for n in range(4)]
     # A group member's push stream, behind a gRPC Subscribe with a group: every partition.
     request = pb.SubscribeRequest(topic=topic, group="racked.readers", rack="b")
-    got = asyncio.run(grpc_subscribe(cluster.nodes[chosen["leader"]].grpc_address, token, request, 12))
+    got = asyncio.run(subscribe(cluster.nodes[chosen["leader"]].grpc_address, request, metadata(token), 12))
     assert sorted(r.value for r in got) == sorted(f"p{p}-{n}".encode() for p in range(3) for n in range(4))
     assert rack_a_bytes_out(cluster, topic, token) == before
     # Without a rack the leaders serve (what makes the counter above a proof).
     asyncio.run(sse(f"/v1/topics/{topic}/partitions/{chosen['partition']}/stream?offset=0", 4))
     assert rack_a_bytes_out(cluster, topic, token) > before
-
-
-async def grpc_subscribe(address: str, token: dict[str, str], request: Any, count: int) -> list[Any]:
-    async with grpc.aio.insecure_channel(address) as channel:
-        call = pb_grpc.BrokerStub(channel).Subscribe(request, metadata=(("authorization", token["Authorization"]),),
-                                                     timeout=30)
-        got = []
-        async for record in call:
-            got.append(record)
-            if len(got) == count:
-                break
-        call.cancel()
-        return got

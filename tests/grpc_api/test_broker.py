@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from grpc_api import stubs
 from tests.grpc_api.conftest import auth
 from tests.support.auth import bearer
+from tests.support.grpc_calls import publish, subscribe
 
 pb, pb_grpc = stubs.load()
 FORGED = ("eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJhZG1pbiIsInJvbGVzIjpbImFkbWluIl19."
@@ -27,28 +28,6 @@ FORGED = ("eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJhZG1pbiIsInJvbGVzIjpbImFkbWluIl19."
 
 def run(coro: Any) -> Any:
     return asyncio.run(coro)
-
-
-async def publish(address: str, request: Any, metadata: Any = ()) -> Any:
-    async with grpc.aio.insecure_channel(address) as channel:
-        return await pb_grpc.BrokerStub(channel).Publish(request, metadata=metadata, timeout=10)
-
-
-async def subscribe(address: str, request: Any, metadata: Any, count: int, *, then: Any = None) -> list[Any]:
-    """The first ``count`` records of a Subscribe; ``then`` runs once the stream is open."""
-    async with grpc.aio.insecure_channel(address) as channel:
-        call = pb_grpc.BrokerStub(channel).Subscribe(request, metadata=metadata, timeout=20)
-        out: list[Any] = []
-        await call.wait_for_connection()
-        if then is not None:
-            await asyncio.sleep(0.3)
-            await then()
-        async for record in call:
-            out.append(record)
-            if len(out) == count:
-                break
-        call.cancel()
-        return out
 
 
 def code_of(coro: Any) -> grpc.StatusCode:
