@@ -1,5 +1,6 @@
 """The public gRPC server of a node: ``logbroker.v1.Broker`` plus server reflection, on
-``--grpc-port`` (0 picks a free port), with the HTTP listener's certificate when one is configured.
+``--grpc-port`` (0 picks a free port), with the HTTP listener's certificate when one is configured
+and its client CA when clients must show a certificate.
 It is bound before the node starts, so a cluster node advertises its real address."""
 
 from __future__ import annotations
@@ -29,7 +30,13 @@ class GrpcServer:
                 cert = f.read()
             with open(config.tls_key_file, "rb") as f:
                 key = f.read()
-            self.port = self._server.add_secure_port(address, grpc.ssl_server_credentials([(key, cert)]))
+            client_ca = None
+            if config.tls_client_ca_file:  # mutual TLS, as on the HTTP listener (http_api.tls)
+                with open(config.tls_client_ca_file, "rb") as f:
+                    client_ca = f.read()
+            credentials = grpc.ssl_server_credentials([(key, cert)], root_certificates=client_ca,
+                                                      require_client_auth=client_ca is not None)
+            self.port = self._server.add_secure_port(address, credentials)
         else:
             self.port = self._server.add_insecure_port(address)
         self.service: BrokerService | None = None

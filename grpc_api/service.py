@@ -29,9 +29,10 @@ from coordinator.models import validate_name, validate_rack
 from grpc_api import stubs
 from grpc_api.convert import incoming_records, record_messages
 from grpc_api.errors import abort_for
+from http_api.tls import node_client_context
 from logbroker.auth.permissions import Principal
 from logbroker.auth.quotas import QuotaLimits
-from logbroker.errors import ANY_ERROR, InvalidRequestError
+from logbroker.errors import ANY_ERROR, InvalidRequestError, NotAvailableError
 from logbroker.groups.requests import group_name
 from logbroker.node import Node
 from logbroker.records import iter_fetched_records
@@ -109,8 +110,11 @@ class BrokerService(pb_grpc.BrokerServicer):  # type: ignore[misc,name-defined]
         try:
             topic = validate_name(request.topic, internal=True)
             if request.group:
-                async for record in self._group_records(request, topic, context):
-                    yield [record]
+                try:
+                    async for record in self._group_records(request, topic, context):
+                        yield [record]
+                except (aiohttp.ClientError, TimeoutError) as exc:  # the node's own listener did not answer
+                    raise NotAvailableError(f"the group's calls failed: {exc}") from exc
             else:
                 async for batch in self._partition_records(request, topic, context):
                     yield batch
@@ -156,7 +160,9 @@ class BrokerService(pb_grpc.BrokerServicer):  # type: ignore[misc,name-defined]
     def _http(self) -> aiohttp.ClientSession:
         if self._session is None:
             # The node's own listener: a certificate made for its advertised name need not match.
-            self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=False),
+            config = self.node.config
+            tls = node_client_context(config, verify=False) if config.tls_cert_file else False
+            self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=tls),
                                                   timeout=aiohttp.ClientTimeout(total=None,
                                                                                 sock_connect=GROUP_CALL_TIMEOUT_S))
         return self._session

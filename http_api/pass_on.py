@@ -10,7 +10,6 @@ again (no loops); the body is read within ``body_timeout_ms``.
 from __future__ import annotations
 
 import asyncio
-import ssl
 from collections.abc import AsyncIterator
 from typing import Final
 
@@ -20,6 +19,7 @@ from aiohttp import web
 from coordinator.models import NodeInfo
 from http_api.errors import Handler
 from http_api.keys import FORWARDER, NODE
+from http_api.tls import node_client_context
 from logbroker.cluster_groups import OFFSETS_TOPIC, group_node
 from logbroker.errors import ForwardOutcomeUnknownError, NoLeaderError, NotAvailableError, RequestTimeoutError
 from logbroker.node import Node
@@ -99,8 +99,7 @@ async def _pass_on(request: web.Request, base_url: str) -> web.StreamResponse:
 async def forwarder(app: web.Application) -> AsyncIterator[None]:
     """The HTTP client this node passes group and queue calls on with (a cluster node only)."""
     config = app[NODE].config
-    context = ssl.create_default_context(cafile=config.rpc_tls_ca_file or None) \
-        if config.tls_cert_file else None
+    context = node_client_context(config, verify=True) if config.tls_cert_file else None
     timeout = aiohttp.ClientTimeout(total=None, connect=CONNECT_TIMEOUT_S, sock_connect=CONNECT_TIMEOUT_S)
     connector = aiohttp.TCPConnector(ssl=context if context is not None else True, limit=config.connections_max)
     app[FORWARDER] = aiohttp.ClientSession(timeout=timeout, connector=connector, auto_decompress=False)

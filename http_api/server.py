@@ -52,7 +52,7 @@ async def serve(config: NodeConfig, *, ready_stream: TextIO | None = None) -> No
     runner = ProblemAppRunner(app, access_log=None, shutdown_timeout=config.shutdown_grace_ms / 1000,
                               keepalive_timeout=config.keepalive_timeout_ms / 1000)
     await runner.setup()
-    site = GuardedSite(runner, config, ssl_context=server_context(config.tls_cert_file, config.tls_key_file),
+    site = GuardedSite(runner, config, ssl_context=server_context(config),
                        sock=sock)
     node.metrics.registry.register(ConnectionCollector(site.guard.count))
     try:

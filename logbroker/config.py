@@ -74,6 +74,7 @@ class NodeConfig:
     quota_group_members_max: int = 1_000
     tls_cert_file: str = ""
     tls_key_file: str = ""
+    tls_client_ca_file: str = ""
     rpc_tls_ca_file: str = ""
     rpc_tls_cert_file: str = ""
     rpc_tls_key_file: str = ""
@@ -112,6 +113,8 @@ class NodeConfig:
         _check(not self.metrics_token or len(self.metrics_token) >= METRICS_TOKEN_CHARS_MIN,
                f"metrics_token must have at least {METRICS_TOKEN_CHARS_MIN} characters")
         _check(bool(self.tls_cert_file) == bool(self.tls_key_file), "tls_cert_file and tls_key_file go together")
+        _check(not self.tls_client_ca_file or bool(self.tls_cert_file),
+               "tls_client_ca_file (clients must show a certificate) needs tls_cert_file (HTTPS)")
         rpc_tls = (self.rpc_tls_ca_file, self.rpc_tls_cert_file, self.rpc_tls_key_file)
         _check(all(rpc_tls) or not any(rpc_tls), "rpc_tls_ca_file, rpc_tls_cert_file and rpc_tls_key_file go together")
 

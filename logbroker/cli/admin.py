@@ -59,7 +59,7 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
 
 def credentials(args: argparse.Namespace) -> dict[str, Any]:
     """``Client`` keyword arguments from the common flags (None lets the client read the env)."""
-    out: dict[str, Any] = {"ca_file": args.ca_file}
+    out: dict[str, Any] = {"ca_file": args.ca_file, "cert_file": args.cert_file, "key_file": args.key_file}
     if args.token or args.user or args.password:
         if args.token and (args.user or args.password):
             raise InvalidRequestError("give --token or --user/--password, not both")

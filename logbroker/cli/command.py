@@ -18,7 +18,9 @@ import uvloop
 from logbroker.cli import admin, groups
 from logbroker.client import (
     CA_FILE_ENV,
+    CERT_FILE_ENV,
     DEFAULT_URL,
+    KEY_FILE_ENV,
     PASSWORD_ENV,
     TOKEN_ENV,
     USER_ENV,
@@ -55,6 +57,9 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--password", default=None, help=f"password (env {PASSWORD_ENV})")
     common.add_argument("--token", default=None, help=f"a bearer token instead of a password (env {TOKEN_ENV})")
     common.add_argument("--ca-file", default=None, help=f"CA certificate for HTTPS (env {CA_FILE_ENV})")
+    common.add_argument("--cert-file", default=None,
+                        help=f"client certificate, where nodes require one (env {CERT_FILE_ENV})")
+    common.add_argument("--key-file", default=None, help=f"its private key (env {KEY_FILE_ENV})")
 
     def client_command(name: str, help_text: str) -> argparse.ArgumentParser:
         return sub.add_parser(name, help=help_text, description=help_text, parents=[common])

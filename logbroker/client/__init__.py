@@ -11,7 +11,17 @@ import each other by module, never through this one, so each imports on its own.
 
 from logbroker.client.consumer import Consumer, OffsetReset
 from logbroker.client.consumer_batch import ConsumerBatch, ConsumerRecord
-from logbroker.client.core import CA_FILE_ENV, DEFAULT_URL, PASSWORD_ENV, TOKEN_ENV, USER_ENV, Client, FetchedBatches
+from logbroker.client.core import (
+           CA_FILE_ENV,
+           CERT_FILE_ENV,
+           DEFAULT_URL,
+           KEY_FILE_ENV,
+           PASSWORD_ENV,
+           TOKEN_ENV,
+           USER_ENV,
+           Client,
+           FetchedBatches,
+)
 from logbroker.client.errors import LogBrokerError, UnreachableError
 from logbroker.client.group_consumer import CommitFailedError, GroupConsumer
 from logbroker.client.partitioning import key_partition
@@ -21,7 +31,7 @@ from logbroker.client.routing import RetryPolicy
 from logbroker.client.sse import Event
 from logbroker.client.sync import SyncClient
 
-__all__ = ["CA_FILE_ENV", "DEFAULT_URL", "PASSWORD_ENV", "TOKEN_ENV", "USER_ENV", "Client", "CommitFailedError",
-           "Consumer", "ConsumerBatch", "ConsumerRecord", "Event", "FetchedBatches", "GroupConsumer",
-           "LogBrokerError", "OffsetReset", "Producer", "QueueConsumer", "QueueMessage", "RecordMetadata",
-           "RetryPolicy", "SyncClient", "UnreachableError", "key_partition"]
+__all__ = ["CA_FILE_ENV", "CERT_FILE_ENV", "DEFAULT_URL", "KEY_FILE_ENV", "PASSWORD_ENV", "TOKEN_ENV", "USER_ENV",
+           "Client", "CommitFailedError", "Consumer", "ConsumerBatch", "ConsumerRecord", "Event", "FetchedBatches",
+           "GroupConsumer", "LogBrokerError", "OffsetReset", "Producer", "QueueConsumer", "QueueMessage",
+           "RecordMetadata", "RetryPolicy", "SyncClient", "UnreachableError", "key_partition"]

@@ -42,6 +42,8 @@ TOKEN_ENV: Final = "LOGBROKER_TOKEN"
 USER_ENV: Final = "LOGBROKER_USER"
 PASSWORD_ENV: Final = "LOGBROKER_PASSWORD"
 CA_FILE_ENV: Final = "LOGBROKER_CA_FILE"
+CERT_FILE_ENV: Final = "LOGBROKER_CERT_FILE"
+KEY_FILE_ENV: Final = "LOGBROKER_KEY_FILE"
 REFRESH_MARGIN_S: Final = 30.0
 DIRECT_READ_BYTES_MIN: Final = 256 * 1024
 DIRECT_READ_BYTES_MAX: Final = 256 * 1024 * 1024
@@ -80,13 +82,16 @@ class Client(GroupQueueCalls):
     Credentials: a bearer ``token``, or ``username``/``password`` (the client gets a token with
     them and gets a new one before it expires, or once when the node answers 401). With none
     given, ``LOGBROKER_TOKEN``, ``LOGBROKER_USER`` and ``LOGBROKER_PASSWORD`` are read. For HTTPS
-    with a private CA, ``ca_file`` (or ``LOGBROKER_CA_FILE``) names the CA certificate."""
+    with a private CA, ``ca_file`` (or ``LOGBROKER_CA_FILE``) names the CA certificate; where the
+    nodes require client certificates (``--tls-client-ca-file``), ``cert_file`` and ``key_file``
+    (or ``LOGBROKER_CERT_FILE``/``LOGBROKER_KEY_FILE``) name this client's."""
 
     def __init__(self, url: str | Sequence[str] = DEFAULT_URL, *, timeout_s: float = 60.0,
                  connect_timeout_s: float = CONNECT_TIMEOUT_S, session: aiohttp.ClientSession | None = None,
                  token: str | None = None, username: str | None = None, password: str | None = None,
                  ca_file: str | None = None, metadata_max_age_s: float = METADATA_MAX_AGE_S,
-                 retry: RetryPolicy | None = None, client_rack: str | None = None) -> None:
+                 retry: RetryPolicy | None = None, client_rack: str | None = None,
+                 cert_file: str | None = None, key_file: str | None = None) -> None:
         """``client_rack`` (Kafka's ``client.rack``): fetches go to an in-sync replica in that rack
         when there is one, which serves up to its high watermark; else to the leader."""
         self.bootstrap = parse_bootstrap(url)
@@ -103,6 +108,10 @@ class Client(GroupQueueCalls):
                                          os.environ.get(PASSWORD_ENV) or None)
         self._credentials = TokenSource(self, token, username, password)
         self._ca_file = ca_file or os.environ.get(CA_FILE_ENV) or None
+        self._cert_file = cert_file or os.environ.get(CERT_FILE_ENV) or None
+        self._key_file = key_file or os.environ.get(KEY_FILE_ENV) or None
+        if bool(self._cert_file) != bool(self._key_file):
+            raise ValueError("cert_file and key_file go together")
 
     async def __aenter__(self) -> Client:
         return self
@@ -112,7 +121,9 @@ class Client(GroupQueueCalls):
 
     def _http(self) -> aiohttp.ClientSession:
         if self._session is None:
-            tls = ssl.create_default_context(cafile=self._ca_file) if self._ca_file else None
+            tls = ssl.create_default_context(cafile=self._ca_file) if self._ca_file or self._cert_file else None
+            if tls is not None and self._cert_file:
+                tls.load_cert_chain(self._cert_file, self._key_file)
             self._session = aiohttp.ClientSession(timeout=self._timeout,
                                                   connector=aiohttp.TCPConnector(limit=64, ssl=tls or True))
         return self._session
