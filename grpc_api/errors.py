@@ -1,12 +1,16 @@
 """The broker's errors as gRPC statuses: one table, from the HTTP status each error ``code`` has in
 ``http_api.errors.STATUS_BY_CODE`` (so a code is mapped once, for both APIs). Retriable errors
-carry ``retry-after-ms`` in the trailing metadata, as HTTP's ``Retry-After`` does."""
+carry ``retry-after-ms`` in the trailing metadata, as HTTP's ``Retry-After`` does, and every refusal
+also carries gRPC's rich error details (``google.rpc.Status`` with ``ErrorInfo`` and ``RetryInfo``,
+from googleapis-common-protos), which generated clients in any language decode."""
 
 from __future__ import annotations
 
 from typing import Any, Final, NoReturn
 
 import grpc
+from google.protobuf import duration_pb2
+from google.rpc import error_details_pb2, status_pb2
 
 from http_api.errors import CLUSTER_RETRY_AFTER_S, CLUSTER_RETRY_CODES, STATUS_BY_CODE
 
@@ -30,6 +34,8 @@ GRPC_BY_HTTP: Final[dict[int, grpc.StatusCode]] = {
 EXISTS_CODES: Final = frozenset({"topic_exists", "user_exists"})
 CODE_KEY: Final = "x-logbroker-error-code"
 RETRY_KEY: Final = "retry-after-ms"
+DETAILS_KEY: Final = "grpc-status-details-bin"
+ERROR_DOMAIN: Final = "logbroker"
 
 
 def status_of(code: str) -> grpc.StatusCode:
@@ -38,16 +44,33 @@ def status_of(code: str) -> grpc.StatusCode:
     return GRPC_BY_HTTP.get(STATUS_BY_CODE.get(code, 500), grpc.StatusCode.INTERNAL)
 
 
-async def abort(context: Any, code: str, detail: str, *, retriable: bool = False,
-                retry_after_s: float | None = None) -> NoReturn:
-    """End the call with the status of ``code``; its code and any retry hint as trailing metadata."""
-    trailing = [(CODE_KEY, code)]
+def status_details(code: str, detail: str, *, retriable: bool = False, retry_after_s: float | None = None
+                   ) -> tuple[grpc.StatusCode, str, tuple[tuple[str, str | bytes], ...]]:
+    """The status, message and trailing metadata of a refusal (pure): the broker's ``code`` as
+    ``x-logbroker-error-code`` and in a ``google.rpc.ErrorInfo``; for a retriable one, how long to
+    wait as ``retry-after-ms`` and as a ``google.rpc.RetryInfo`` (gRPC's rich error model, which
+    ``grpc_status.rpc_status.from_call`` reads)."""
+    status = status_of(code)
+    message = detail[:1000]
+    trailing: list[tuple[str, str | bytes]] = [(CODE_KEY, code)]
+    rich = status_pb2.Status(code=status.value[0], message=message)
+    rich.details.add().Pack(error_details_pb2.ErrorInfo(reason=code, domain=ERROR_DOMAIN))
     if retriable or retry_after_s is not None:
         wait = retry_after_s if retry_after_s is not None else (CLUSTER_RETRY_AFTER_S if code in CLUSTER_RETRY_CODES
                                                                else 1.0)
-        trailing.append((RETRY_KEY, str(max(1, round(wait * 1000)))))
-    context.set_trailing_metadata(tuple(trailing))
-    await context.abort(status_of(code), detail[:1000])
+        wait_ms = max(1, round(wait * 1000))
+        trailing.append((RETRY_KEY, str(wait_ms)))
+        delay = duration_pb2.Duration(seconds=wait_ms // 1000, nanos=(wait_ms % 1000) * 1_000_000)
+        rich.details.add().Pack(error_details_pb2.RetryInfo(retry_delay=delay))
+    trailing.append((DETAILS_KEY, rich.SerializeToString()))
+    return status, message, tuple(trailing)
+
+
+async def abort(context: Any, code: str, detail: str, *, retriable: bool = False,
+                retry_after_s: float | None = None) -> NoReturn:
+    """End the call with the status of ``code`` and the trailing metadata ``status_details`` gives."""
+    status, message, trailing = status_details(code, detail, retriable=retriable, retry_after_s=retry_after_s)
+    await context.abort(status, message, trailing_metadata=trailing)
     raise AssertionError("unreachable")
 
 

@@ -12,7 +12,9 @@ from typing import Any
 
 import grpc
 import pytest
+from google.rpc import error_details_pb2
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+from grpc_status import rpc_status
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -85,8 +87,20 @@ def test_a_group_subscriber_gets_its_partitions_and_commits_what_it_got(node, ht
     http.json("POST", "/v1/topics", 201, body={"name": "grpc.grouped", "partitions": 2}, headers=headers)
     run(publish(node.grpc_address, pb.PublishRequest(topic="grpc.grouped", records=[
         pb.Record(value=f"v{n}".encode(), partition=n % 2) for n in range(6)]), auth(admin_token)))
-    got = run(subscribe(node.grpc_address, pb.SubscribeRequest(topic="grpc.grouped", group="grpc.readers"),
-                        auth(admin_token), 6))
+
+    async def read_then_linger() -> list[Any]:
+        """Six records, then a moment with the stream open: the node counts a record as delivered
+        once gRPC has taken it; one cancelled before that is left for the next reader (at least once)."""
+        async with grpc.aio.insecure_channel(node.grpc_address) as channel:
+            call = pb_grpc.BrokerStub(channel).Subscribe(
+                pb.SubscribeRequest(topic="grpc.grouped", group="grpc.readers"), metadata=auth(admin_token),
+                timeout=20)
+            out = [await call.read() for _ in range(6)]
+            await asyncio.sleep(0.5)
+            call.cancel()
+            return out
+
+    got = run(read_then_linger())
     assert sorted(r.value for r in got) == [f"v{n}".encode() for n in range(6)]
     described: dict[str, Any] = {}
     for _ in range(50):  # the stream's end commits and leaves
@@ -199,3 +213,47 @@ def test_a_publish_retried_with_its_idempotency_key_answers_the_first_positions_
     assert http.json("GET", "/v1/topics/grpc.once", headers=bearer(admin_token))["partitions"][0]["latest_offset"] == 2
     other = pb.PublishRequest(topic="grpc.once", idempotency_key="order-17", records=[pb.Record(value=b"refund")])
     assert code_of(publish(node.grpc_address, other, auth(admin_token))) == grpc.StatusCode.FAILED_PRECONDITION
+
+
+def _details(exc: grpc.aio.AioRpcError) -> dict[str, Any]:
+    """What a generated client reads from gRPC's rich error model (``grpc-status-details-bin``)."""
+    status = rpc_status.from_call(exc)
+    assert status is not None and status.code == exc.code().value[0]
+    out: dict[str, Any] = {}
+    for detail in status.details:
+        for kind in (error_details_pb2.ErrorInfo, error_details_pb2.RetryInfo):
+            if detail.Is(kind.DESCRIPTOR):
+                unpacked = kind()
+                detail.Unpack(unpacked)
+                out[kind.__name__] = unpacked
+    return out
+
+
+def test_over_quota_is_resource_exhausted_with_retry_info_and_stores_nothing(node, http, admin_token):
+    admin = bearer(admin_token)
+    http.json("POST", "/v1/users", 201, body={"username": "grpc.slow", "password": "grpc-slow-password",
+                                              "quotas": {"produce_bytes_per_s": 1000}}, headers=admin)
+    token = http.json("POST", "/v1/auth/token", 200, body={"username": "grpc.slow",
+                                                           "password": "grpc-slow-password"})["access_token"]
+    http.json("POST", "/v1/topics", 201, body={"name": "grpc.slow.lane", "partitions": 1}, headers=bearer(token))
+    request = pb.PublishRequest(topic="grpc.slow.lane", records=[pb.Record(value=b"x" * 5_000)])
+    run(publish(node.grpc_address, request, auth(token)))
+    with pytest.raises(grpc.aio.AioRpcError) as refused:
+        run(publish(node.grpc_address, request, auth(token)))
+    assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    details = _details(refused.value)
+    assert details["ErrorInfo"].reason == "too_many_requests" and details["ErrorInfo"].domain == "logbroker"
+    delay = details["RetryInfo"].retry_delay
+    assert 0 < delay.seconds + delay.nanos / 1e9 <= 6  # 5 KB over a 1 KB/s quota
+    trailing = dict(refused.value.trailing_metadata() or ())
+    assert int(trailing["retry-after-ms"]) == delay.seconds * 1000 + delay.nanos // 1_000_000
+    described = http.json("GET", "/v1/topics/grpc.slow.lane", headers=admin)
+    assert described["partitions"][0]["latest_offset"] == 1
+
+
+def test_a_refusal_that_is_not_retriable_has_error_info_and_no_retry_info(node, admin_token):
+    with pytest.raises(grpc.aio.AioRpcError) as refused:
+        run(publish(node.grpc_address, pb.PublishRequest(topic="grpc.nowhere", records=[pb.Record(value=b"x")]),
+                    auth(admin_token)))
+    details = _details(refused.value)
+    assert details["ErrorInfo"].reason == "unknown_topic" and "RetryInfo" not in details
