@@ -15,13 +15,15 @@ from logbroker.config import NodeConfig
 from logbroker.node import Node
 
 STOP_GRACE_S: Final = 5.0
+CALLS_MAX: Final = 4_096  # calls in progress on the node; more are refused (RESOURCE_EXHAUSTED) by grpcio
 SERVICE_NAME: Final = pb.DESCRIPTOR.services_by_name["Broker"].full_name
 
 
 class GrpcServer:
     def __init__(self, config: NodeConfig) -> None:
         limit = config.request_body_bytes_max + 64 * 1024
-        self._server = grpc.aio.server(options=[("grpc.max_receive_message_length", limit),
+        self._server = grpc.aio.server(maximum_concurrent_rpcs=CALLS_MAX,
+                                       options=[("grpc.max_receive_message_length", limit),
                                                 ("grpc.max_send_message_length", limit),
                                                 ("grpc.keepalive_time_ms", 30_000)])
         address = f"{config.http_host}:{config.grpc_port}"

@@ -20,7 +20,7 @@ import base64
 import contextlib
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any, Final
 
 import aiohttp
@@ -29,6 +29,7 @@ from coordinator.models import validate_name, validate_rack
 from grpc_api import stubs
 from grpc_api.convert import incoming_records, record_messages
 from grpc_api.errors import abort_for
+from http_api.stream_budget import STREAMS_MAX
 from http_api.tls import node_client_context
 from logbroker.auth.permissions import Principal
 from logbroker.auth.quotas import QuotaLimits
@@ -63,6 +64,7 @@ class BrokerService(pb_grpc.BrokerServicer):  # type: ignore[misc,name-defined]
         self.node = node
         self.self_url = self_url
         self._session: aiohttp.ClientSession | None = None
+        self._streams = 0
 
     async def close(self) -> None:
         if self._session is not None:
@@ -121,6 +123,21 @@ class BrokerService(pb_grpc.BrokerServicer):  # type: ignore[misc,name-defined]
         except ANY_ERROR as exc:
             await abort_for(context, exc)
 
+    @contextlib.contextmanager
+    def _stream_slot(self, principal: Principal, limits: QuotaLimits) -> Iterator[None]:
+        """One of the node's ``STREAMS_MAX`` gRPC subscriptions (UNAVAILABLE when none is left) and
+        one of the caller's ``streams_max``, shared with their HTTP push streams (RESOURCE_EXHAUSTED
+        past it), held while the subscription lasts. A group subscription holds its HTTP push
+        stream's instead."""
+        if self._streams >= STREAMS_MAX:
+            raise NotAvailableError(f"{self._streams} gRPC subscriptions are already open; retry later")
+        with self.node.auth.usage.hold(principal, limits, "streams"):
+            self._streams += 1
+            try:
+                yield
+            finally:
+                self._streams -= 1
+
     async def _partition_records(self, request: Any, topic: str, context: Any) -> AsyncIterator[list[Any]]:
         node, auth = self.node, self.node.auth
         principal, limits = await self._caller(context, topic, "read")
@@ -134,26 +151,27 @@ class BrokerService(pb_grpc.BrokerServicer):  # type: ignore[misc,name-defined]
         if offset < 0:
             found = (await node.list_offset(topic, partition, "latest" if offset == LATEST else "earliest"))["offset"]
             offset = int(found or 0)
-        await context.send_initial_metadata(())  # subscribed: what is appended from now on reaches the caller
-        checked = time.monotonic()
-        while True:
-            if time.monotonic() - checked >= node.config.access_recheck_ms / 1000:
-                principal, limits = await self._caller(context, topic, "read")
-                checked = time.monotonic()
-            if auth.enabled:
-                delay = auth.quotas.delay_s(principal.name, "fetch", limits)
-                if delay > 0:
-                    await asyncio.sleep(min(delay, QUOTA_PAUSE_MAX_S))
+        with self._stream_slot(principal, limits):
+            await context.send_initial_metadata(())  # subscribed: what is appended from now on reaches the caller
+            checked = time.monotonic()
+            while True:
+                if time.monotonic() - checked >= node.config.access_recheck_ms / 1000:
+                    principal, limits = await self._caller(context, topic, "read")
+                    checked = time.monotonic()
+                if auth.enabled:
+                    delay = auth.quotas.delay_s(principal.name, "fetch", limits)
+                    if delay > 0:
+                        await asyncio.sleep(min(delay, QUOTA_PAUSE_MAX_S))
+                        continue
+                result, _ = await node.fetch(topic, partition, offset, FETCH_BYTES, WAIT_MS, client_rack=rack)
+                if not result.data:
                     continue
-            result, _ = await node.fetch(topic, partition, offset, FETCH_BYTES, WAIT_MS, client_rack=rack)
-            if not result.data:
-                continue
-            if auth.enabled:
-                auth.quotas.charge(principal.name, "fetch", limits, len(result.data))
-            batch = record_messages(pb.Record, topic, partition, iter_fetched_records(bytes(result.data), offset))
-            offset = result.next_offset
-            if batch:
-                yield batch
+                if auth.enabled:
+                    auth.quotas.charge(principal.name, "fetch", limits, len(result.data))
+                batch = record_messages(pb.Record, topic, partition, iter_fetched_records(bytes(result.data), offset))
+                offset = result.next_offset
+                if batch:
+                    yield batch
 
     # ---- groups, through the node's own HTTP API --------------------------------------------------
 

@@ -257,3 +257,40 @@ def test_a_refusal_that_is_not_retriable_has_error_info_and_no_retry_info(node, 
                     auth(admin_token)))
     details = _details(refused.value)
     assert details["ErrorInfo"].reason == "unknown_topic" and "RetryInfo" not in details
+
+
+def test_subscriptions_count_against_the_callers_streams_quota(node, http, admin_token):
+    """One stream allowed: a second gRPC Subscribe, or an HTTP push stream, is refused while the
+    first is open; once it ends, a new one is served."""
+    admin = bearer(admin_token)
+    http.json("POST", "/v1/users", 201, body={"username": "grpc.one.stream", "password": "grpc-one-password",
+                                              "quotas": {"streams_max": 1}}, headers=admin)
+    token = http.json("POST", "/v1/auth/token", 200, body={"username": "grpc.one.stream",
+                                                           "password": "grpc-one-password"})["access_token"]
+    http.json("POST", "/v1/topics", 201, body={"name": "grpc.one.stream", "partitions": 1}, headers=bearer(token))
+    run(publish(node.grpc_address, pb.PublishRequest(topic="grpc.one.stream", records=[pb.Record(value=b"r")]),
+                auth(token)))
+    request = pb.SubscribeRequest(topic="grpc.one.stream", partition=0, offset=0)
+
+    async def while_one_is_open() -> tuple[grpc.StatusCode, int]:
+        async with grpc.aio.insecure_channel(node.grpc_address) as channel:
+            stub = pb_grpc.BrokerStub(channel)
+            first = stub.Subscribe(request, metadata=auth(token), timeout=20)
+            assert (await first.read()).value == b"r"
+            second = stub.Subscribe(request, metadata=auth(token), timeout=20)
+            with pytest.raises(grpc.aio.AioRpcError) as refused:
+                await second.read()
+            pushed = await asyncio.to_thread(http.call, "GET", "/v1/topics/grpc.one.stream/partitions/0/stream",
+                                             headers=bearer(token))
+            first.cancel()
+            return refused.value.code(), pushed.status
+
+    assert run(while_one_is_open()) == (grpc.StatusCode.RESOURCE_EXHAUSTED, 429)
+    for _ in range(50):  # the node lets the first go once it sees the cancel
+        try:
+            got = run(subscribe(node.grpc_address, request, auth(token), 1))
+            break
+        except grpc.aio.AioRpcError as exc:
+            assert exc.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+            run(asyncio.sleep(0.1))
+    assert [r.value for r in got] == [b"r"]
