@@ -29,7 +29,6 @@ from coordinator.models import validate_name, validate_rack
 from grpc_api import stubs
 from grpc_api.convert import incoming_records, record_messages
 from grpc_api.errors import abort_for
-from http_api.stream_budget import STREAMS_MAX
 from http_api.tls import node_client_context
 from logbroker.auth.permissions import Principal
 from logbroker.auth.quotas import QuotaLimits
@@ -46,6 +45,7 @@ COMMIT_EVERY_S: Final = 1.0
 LATEST, EARLIEST = -1, -2
 ACKS: Final = frozenset({"0", "1", "all"})
 GROUP_CALL_TIMEOUT_S: Final = 30.0
+STREAMS_MAX: Final = 1_000  # partition subscriptions open on the node at once
 
 
 def _metadata(context: Any) -> dict[str, str]:
