@@ -155,6 +155,8 @@ def run(*, quick: bool, out_dir: str | None, work_dir: str | None) -> dict[str, 
     for api, what in (("grpc", "publish"), ("grpc", "subscribe"), ("grpc_batches", "subscribe")):
         ratios = [g / h for g, h in zip(samples[f"{api}_{what}"], samples[f"http_{what}"], strict=True)]
         summarize(f"{api}_over_http_{what}_ratio", ratios, "grpc/http", figures, units)
+    ratios = [g / h for g, h in zip(samples["grpc_publish_p99_ms"], samples["http_publish_p99_ms"], strict=True)]
+    summarize("grpc_over_http_publish_p99_ratio", ratios, "grpc/http", figures, units)
     ratios = [g / c for g, c in zip(samples["grpc_subscribe"], samples["grpcio_ceiling_subscribe"], strict=True)]
     summarize("grpc_over_grpcio_ceiling_subscribe_ratio", ratios, "grpc/grpcio", figures, units)
     params = {"quick": quick, **dataclasses.asdict(plan), "publishers": PUBLISHERS, "batch_records": BATCH,

@@ -26,6 +26,6 @@ def test_the_grpc_benchmark_measures_both_apis(tmp_path, monkeypatch):
             assert units[name] == "records/s"
         assert figures[f"{api}_publish_p99_ms"] > 0 and units[f"{api}_publish_p99_ms"] == "ms"
     assert figures["grpc_batches_subscribe"] > 0 and figures["grpcio_ceiling_subscribe"] > 0
-    assert figures["grpc_over_grpcio_ceiling_subscribe_ratio"] > 0
+    assert figures["grpc_over_grpcio_ceiling_subscribe_ratio"] > 0 and figures["grpc_over_http_publish_p99_ratio"] > 0
     assert units["grpc_over_http_publish_ratio"] == "grpc/http"
     assert not [p for p in os.listdir(tmp_path) if p.startswith("grpcbench-")]
