@@ -229,12 +229,17 @@ def _details(exc: grpc.aio.AioRpcError) -> dict[str, Any]:
     return out
 
 
+def user_with_quotas(http: Any, admin: dict[str, str], name: str, quotas: dict[str, int]) -> str:
+    """A new user with these quotas: their token."""
+    password = f"{name}-password"
+    http.json("POST", "/v1/users", 201, body={"username": name, "password": password, "quotas": quotas},
+              headers=admin)
+    return str(http.json("POST", "/v1/auth/token", 200, body={"username": name, "password": password})["access_token"])
+
+
 def test_over_quota_is_resource_exhausted_with_retry_info_and_stores_nothing(node, http, admin_token):
     admin = bearer(admin_token)
-    http.json("POST", "/v1/users", 201, body={"username": "grpc.slow", "password": "grpc-slow-password",
-                                              "quotas": {"produce_bytes_per_s": 1000}}, headers=admin)
-    token = http.json("POST", "/v1/auth/token", 200, body={"username": "grpc.slow",
-                                                           "password": "grpc-slow-password"})["access_token"]
+    token = user_with_quotas(http, admin, "grpc.slow", {"produce_bytes_per_s": 1000})
     http.json("POST", "/v1/topics", 201, body={"name": "grpc.slow.lane", "partitions": 1}, headers=bearer(token))
     request = pb.PublishRequest(topic="grpc.slow.lane", records=[pb.Record(value=b"x" * 5_000)])
     run(publish(node.grpc_address, request, auth(token)))
@@ -262,11 +267,7 @@ def test_a_refusal_that_is_not_retriable_has_error_info_and_no_retry_info(node, 
 def test_subscriptions_count_against_the_callers_streams_quota(node, http, admin_token):
     """One stream allowed: a second gRPC Subscribe, or an HTTP push stream, is refused while the
     first is open; once it ends, a new one is served."""
-    admin = bearer(admin_token)
-    http.json("POST", "/v1/users", 201, body={"username": "grpc.one.stream", "password": "grpc-one-password",
-                                              "quotas": {"streams_max": 1}}, headers=admin)
-    token = http.json("POST", "/v1/auth/token", 200, body={"username": "grpc.one.stream",
-                                                           "password": "grpc-one-password"})["access_token"]
+    token = user_with_quotas(http, bearer(admin_token), "grpc.one.stream", {"streams_max": 1})
     http.json("POST", "/v1/topics", 201, body={"name": "grpc.one.stream", "partitions": 1}, headers=bearer(token))
     run(publish(node.grpc_address, pb.PublishRequest(topic="grpc.one.stream", records=[pb.Record(value=b"r")]),
                 auth(token)))

@@ -22,7 +22,7 @@ from logbroker.certs import generate, issue, load_or_create_ca
 from logbroker.client import Client
 from tests.conftest import ROOT
 from tests.support.auth import ADMIN, ADMIN_PASSWORD, AUTH_ARGS
-from tests.support.grpc_calls import pb, pb_grpc
+from tests.support.grpc_calls import first_records, pb, pb_grpc
 from tests.support.nodes import NodeProcess, tls_args
 
 
@@ -104,9 +104,9 @@ def test_the_python_client_and_grpc_with_a_client_certificate_publish_and_subscr
             published = await stub.Publish(pb.PublishRequest(topic="mtls.orders", records=[
                 pb.Record(value=b"over grpc", partition=0), pb.Record(value=b"second", partition=1)]),
                 metadata=metadata, timeout=10)
-            one = await _first(stub.Subscribe(pb.SubscribeRequest(topic="mtls.orders", partition=0, offset=0),
+            one = await first_records(stub.Subscribe(pb.SubscribeRequest(topic="mtls.orders", partition=0, offset=0),
                                               metadata=metadata, timeout=20), 2)
-            grouped = await _first(stub.Subscribe(pb.SubscribeRequest(topic="mtls.orders", group="mtls.readers"),
+            grouped = await first_records(stub.Subscribe(pb.SubscribeRequest(topic="mtls.orders", group="mtls.readers"),
                                                   metadata=metadata, timeout=30), 3)
         return [r["offset"] for r in sent] + [p.offset for p in published.positions], one, grouped
 
@@ -114,16 +114,6 @@ def test_the_python_client_and_grpc_with_a_client_certificate_publish_and_subscr
     assert offsets == [0, 1, 0]
     assert [r.value for r in one] == [b"over https", b"over grpc"]
     assert sorted(r.value for r in grouped) == [b"over grpc", b"over https", b"second"]
-
-
-async def _first(call: Any, count: int) -> list[Any]:
-    got = []
-    async for record in call:
-        got.append(record)
-        if len(got) == count:
-            break
-    call.cancel()
-    return got
 
 
 @pytest.mark.parametrize("client", [None, "foreign/intruder"])

@@ -22,14 +22,19 @@ async def subscribe(address: str, request: Any, metadata: Any, count: int, *, th
     """The first ``count`` records of a Subscribe; ``then`` runs once the stream is open."""
     async with grpc.aio.insecure_channel(address) as channel:
         call = pb_grpc.BrokerStub(channel).Subscribe(request, metadata=metadata, timeout=timeout_s)
-        out: list[Any] = []
         await call.wait_for_connection()
         if then is not None:
             await asyncio.sleep(0.3)
             await then()
-        async for record in call:
-            out.append(record)
-            if len(out) == count:
-                break
-        call.cancel()
-        return out
+        return await first_records(call, count)
+
+
+async def first_records(call: Any, count: int) -> list[Any]:
+    """The first ``count`` messages of a server stream, then the call cancelled."""
+    out: list[Any] = []
+    async for message in call:
+        out.append(message)
+        if len(out) == count:
+            break
+    call.cancel()
+    return out
