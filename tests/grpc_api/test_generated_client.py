@@ -88,3 +88,41 @@ def test_a_stock_generated_client_publishes_subscribes_reflects_and_needs_a_toke
     assert out["positions"] == [[0, 0]]
     assert out["record"] == [0, "k", "from a stock client", "1"]
     assert out["without_token"] == "UNAUTHENTICATED"
+
+
+def readme_blocks(section: str) -> dict[str, str]:
+    """The first ``sh`` and ``python`` code blocks of a README section, as written."""
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+        text = f.read()
+    body = text.split(f"\n## {section}\n", 1)[1].split("\n## ", 1)[0]
+    blocks: dict[str, str] = {}
+    for language in ("sh", "python"):
+        blocks[language] = body.split(f"```{language}\n", 1)[1].split("```", 1)[0]
+    return blocks
+
+
+def test_the_readmes_grpc_example_runs_as_written(stock_client, node, http, admin_token, tmp_path):
+    """The README's protoc line and client, with only the address and a token filled in: it
+    publishes, then prints the record as the subscription delivers it."""
+    python, _ = stock_client
+    blocks = readme_blocks("gRPC")
+    protoc = next(line for line in blocks["sh"].splitlines() if "grpc_tools.protoc" in line).split()
+    assert protoc[:3] == ["python", "-m", "grpc_tools.protoc"]
+    (tmp_path / "grpc_api").mkdir()
+    shutil.copy(os.path.join(ROOT, "grpc_api", "broker.proto"), tmp_path / "grpc_api" / "broker.proto")
+    generated = subprocess.run([python, *protoc[1:]], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert generated.returncode == 0, generated.stderr
+    assert "127.0.0.1:9092" in blocks["python"]
+    example = f"token = {admin_token!r}\n" + blocks["python"].replace("127.0.0.1:9092", node.grpc_address)
+    (tmp_path / "example.py").write_text(example)
+    http.json("POST", "/v1/topics", 201, body={"name": "demo", "partitions": 1}, headers=bearer(admin_token))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    process = subprocess.Popen([python, "-s", "-u", "example.py"], cwd=tmp_path, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        lines = [process.stdout.readline() for _ in range(2)]  # type: ignore[union-attr]
+    finally:
+        process.kill()
+        _, errors = process.communicate(timeout=30)
+    assert lines[0].strip() == "[(0, 0)]", (lines, errors)
+    assert lines[1].split() == ["0", "b'k'", "b'hello'"], (lines, errors)
