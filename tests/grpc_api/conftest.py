@@ -12,11 +12,14 @@ from tests.support.auth import ADMIN, ADMIN_PASSWORD, AUTH_ARGS, bearer, login
 from tests.support.nodes import NodeProcess
 
 USER, USER_PASSWORD = "grpc-user", "grpc-user-password"
+ACCESS_RECHECK_MS = 300
 
 
 @pytest.fixture(scope="module")
 def node(tmp_path_factory) -> Iterator[NodeProcess]:
-    with NodeProcess(str(tmp_path_factory.mktemp("grpc-node")), *AUTH_ARGS) as process:
+    # Access is checked again on open streams every 300 ms (5 s by default), so revocation tests are quick.
+    with NodeProcess(str(tmp_path_factory.mktemp("grpc-node")), *AUTH_ARGS, "--access-recheck-ms",
+                     str(ACCESS_RECHECK_MS)) as process:
         yield process
 
 

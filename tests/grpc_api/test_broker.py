@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import time
 from typing import Any
 
 import grpc
@@ -19,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from grpc_api import stubs
-from tests.grpc_api.conftest import auth
+from tests.grpc_api.conftest import ACCESS_RECHECK_MS, auth
 from tests.support.auth import bearer
 from tests.support.grpc_calls import publish, subscribe
 
@@ -295,3 +296,44 @@ def test_subscriptions_count_against_the_callers_streams_quota(node, http, admin
             assert exc.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
             run(asyncio.sleep(0.1))
     assert [r.value for r in got] == [b"r"]
+
+
+@pytest.mark.parametrize("revoke", ["grant", "tokens"])
+def test_an_open_subscription_ends_once_access_is_revoked(node, http, admin_token, revoke):
+    """A reader granted read on another user's topic subscribes; the grant is revoked (or every
+    token of the reader is): the open stream ends with PERMISSION_DENIED (or UNAUTHENTICATED)
+    within a recheck and a long-poll (a record written meanwhile may still reach it)."""
+    admin = bearer(admin_token)
+    reader = f"grpc.revoked.{revoke}"
+    token = user_with_quotas(http, admin, reader, {})
+    topic = f"grpc.revocable.{revoke}"
+    http.json("POST", "/v1/topics", 201, body={"name": topic, "partitions": 1}, headers=admin)
+    http.json("PUT", f"/v1/topics/{topic}/acl", body={"user": reader, "permissions": ["read"]}, headers=admin)
+    run(publish(node.grpc_address, pb.PublishRequest(topic=topic, records=[pb.Record(value=b"before")]),
+                auth(admin_token)))
+
+    async def read_until_ended() -> tuple[list[bytes], grpc.StatusCode, float]:
+        async with grpc.aio.insecure_channel(node.grpc_address) as channel:
+            call = pb_grpc.BrokerStub(channel).Subscribe(pb.SubscribeRequest(topic=topic, partition=0, offset=0),
+                                                         metadata=auth(token), timeout=30)
+            got = [(await call.read()).value]
+            if revoke == "grant":
+                await asyncio.to_thread(http.json, "PUT", f"/v1/topics/{topic}/acl",
+                                        body={"user": reader, "permissions": []}, headers=admin)
+            else:
+                await asyncio.to_thread(http.json, "POST", f"/v1/users/{reader}/revoke-tokens", headers=admin)
+            revoked = time.monotonic()
+            await publish(node.grpc_address, pb.PublishRequest(topic=topic, records=[pb.Record(value=b"after")]),
+                          auth(admin_token))
+            with pytest.raises(grpc.aio.AioRpcError) as ended:
+                while True:
+                    message = await call.read()
+                    if message is grpc.aio.EOF:
+                        break
+                    got.append(message.value)
+            return got, ended.value.code(), time.monotonic() - revoked
+
+    got, code, took_s = run(read_until_ended())
+    assert code == (grpc.StatusCode.PERMISSION_DENIED if revoke == "grant" else grpc.StatusCode.UNAUTHENTICATED)
+    assert took_s < (ACCESS_RECHECK_MS + 1_000) / 1000 + 2
+    assert got[0] == b"before" and len(got) <= 2
