@@ -16,7 +16,7 @@ import pytest
 from google.rpc import error_details_pb2
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from grpc_status import rpc_status
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from grpc_api import stubs
@@ -337,3 +337,64 @@ def test_an_open_subscription_ends_once_access_is_revoked(node, http, admin_toke
     assert code == (grpc.StatusCode.PERMISSION_DENIED if revoke == "grant" else grpc.StatusCode.UNAUTHENTICATED)
     assert took_s < (ACCESS_RECHECK_MS + 1_000) / 1000 + 2
     assert got[0] == b"before" and len(got) <= 2
+
+
+@pytest.fixture(scope="module")
+def fuzzed_topic(http, admin_token) -> str:
+    http.json("POST", "/v1/topics", 201, body={"name": "grpc.fuzzed", "partitions": 2}, headers=bearer(admin_token))
+    return "grpc.fuzzed"
+
+
+any_record = st.builds(
+    lambda key, value, headers, partition, timestamp: pb.Record(
+        key=key, value=value, headers=headers, timestamp_ms=timestamp,
+        **({} if partition is None else {"partition": partition})),
+    st.binary(max_size=8), st.binary(max_size=64),
+    st.dictionaries(st.text(max_size=20) | st.sampled_from(["X-LogBroker-Origin", "x-logbroker-dlq"]),
+                    st.binary(max_size=8), max_size=3),
+    st.none() | st.integers(-1, 2) | st.integers(-2**31, 2**31 - 1),
+    st.integers(0, 2**41) | st.integers(-2**63, 2**63 - 1))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(records=st.lists(any_record, max_size=5), acks=st.sampled_from(["", "0", "1", "all", "most", "ALL"]))
+@example(records=[pb.Record(value=b"stored", partition=1), pb.Record(value=b"spread")], acks="all")
+def test_any_publish_is_stored_whole_or_refused_and_changes_nothing(node, http, admin_token, fuzzed_topic,
+                                                                   records, acks):
+    """A Publish either stores exactly its records (one position each, at the log's end) or is
+    refused with a clear status and leaves every partition as it was."""
+    def ends() -> list[int]:
+        described = http.json("GET", f"/v1/topics/{fuzzed_topic}", headers=bearer(admin_token))
+        return [p["latest_offset"] for p in sorted(described["partitions"], key=lambda p: p["partition"])]
+
+    before = ends()
+    request = pb.PublishRequest(topic=fuzzed_topic, acks=acks, records=records)
+    try:
+        answer = run(publish(node.grpc_address, request, auth(admin_token)))
+    except grpc.aio.AioRpcError as exc:
+        assert exc.code() == grpc.StatusCode.INVALID_ARGUMENT, exc
+        assert ends() == before
+        return
+    after = ends()
+    assert len(answer.positions) == len(records) and sum(after) - sum(before) == len(records)
+    for position in answer.positions:
+        assert before[position.partition] <= position.offset < after[position.partition]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(partition=st.integers(-1, 2) | st.integers(-2**31, 2**31 - 1),
+       offset=st.integers(-3, 3) | st.integers(-2**63, 2**63 - 1),
+       rack=st.sampled_from(["", "b"]) | st.text(max_size=120),
+       group=st.sampled_from(["", "", "../g", "g" * 300, "bad\x00group"]))
+@example(partition=0, offset=-1, rack="", group="")  # valid: waits for records past the end
+@example(partition=0, offset=0, rack="b", group="")
+def test_any_subscribe_request_is_served_or_refused_with_a_clear_status(node, admin_token, fuzzed_topic,
+                                                                        partition, offset, rack, group):
+    request = pb.SubscribeRequest(topic=fuzzed_topic, partition=partition, offset=offset, rack=rack, group=group)
+    try:
+        run(subscribe(node.grpc_address, request, auth(admin_token), 1, timeout_s=2))
+    except grpc.aio.AioRpcError as exc:
+        assert exc.code() in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.NOT_FOUND,
+                              grpc.StatusCode.OUT_OF_RANGE, grpc.StatusCode.DEADLINE_EXCEEDED), exc
+        if exc.code() != grpc.StatusCode.DEADLINE_EXCEEDED:  # a valid request waits for records
+            assert dict(exc.trailing_metadata() or ()).get("x-logbroker-error-code")
