@@ -6,9 +6,10 @@ records survive a restart: ``etcd/`` (etcd's data), ``node-<id>/`` (each node's 
 ``logbroker certs``' code), ``secrets/`` (the cluster token and the shared JWT signing key, made
 once, mode 0600, given to the nodes through their environment, not their command line) and
 ``logs/`` (one file per process). Ports are fixed so the printed URLs stay valid from run to run
-(etcd 2379/2380, HTTP 8081-8083, RPC 9091-9093), overridable by ``CLUSTER_ETCD_CLIENT_PORT``,
-``CLUSTER_ETCD_PEER_PORT``, ``CLUSTER_HTTP_PORTS`` and ``CLUSTER_RPC_PORTS`` (comma-separated, one
-per node); a port that is taken is said before anything starts.
+(etcd 2379/2380, HTTP 8081-8083, RPC 9091-9093, gRPC 9094-9096), overridable by
+``CLUSTER_ETCD_CLIENT_PORT``, ``CLUSTER_ETCD_PEER_PORT``, ``CLUSTER_HTTP_PORTS``,
+``CLUSTER_RPC_PORTS`` and ``CLUSTER_GRPC_PORTS`` (comma-separated, one per node); a port that is
+taken is said before anything starts.
 
 The children run in process groups of their own, so a terminal's Ctrl-C reaches only this
 supervisor, which stops them in order: the nodes (SIGTERM, SIGKILL after a bound), then etcd, each
@@ -41,6 +42,7 @@ NODE_IDS: Final = (1, 2, 3)
 DEFAULT_DIR: Final = os.path.join(".", ".data", "cluster")
 DEFAULT_HTTP_PORTS: Final = (8081, 8082, 8083)
 DEFAULT_RPC_PORTS: Final = (9091, 9092, 9093)
+DEFAULT_GRPC_PORTS: Final = (9094, 9095, 9096)
 HOST: Final = "127.0.0.1"
 ADMIN_USER: Final = "admin"
 ADMIN_PASSWORD: Final = "dev-admin-password"
@@ -62,6 +64,7 @@ class ClusterPlan:
     etcd_peer_port: int = 2380
     http_ports: tuple[int, ...] = DEFAULT_HTTP_PORTS
     rpc_ports: tuple[int, ...] = DEFAULT_RPC_PORTS
+    grpc_ports: tuple[int, ...] = DEFAULT_GRPC_PORTS
 
     @property
     def etcd_url(self) -> str:
@@ -89,9 +92,10 @@ class ClusterPlan:
         """Every port this cluster listens on, with what listens there."""
         named = [(self.etcd_client_port, "etcd client (CLUSTER_ETCD_CLIENT_PORT)"),
                  (self.etcd_peer_port, "etcd peer (CLUSTER_ETCD_PEER_PORT)")]
-        for node_id, http, rpc in zip(NODE_IDS, self.http_ports, self.rpc_ports, strict=True):
+        for node_id, http, rpc, grpc in zip(NODE_IDS, self.http_ports, self.rpc_ports, self.grpc_ports, strict=True):
             named += [(http, f"node {node_id} HTTP (CLUSTER_HTTP_PORTS)"),
-                      (rpc, f"node {node_id} RPC (CLUSTER_RPC_PORTS)")]
+                      (rpc, f"node {node_id} RPC (CLUSTER_RPC_PORTS)"),
+                      (grpc, f"node {node_id} gRPC (CLUSTER_GRPC_PORTS)")]
         return named
 
 
@@ -114,7 +118,8 @@ def _port(raw: str, name: str) -> int:
 def plan_from_env(env: Mapping[str, str]) -> ClusterPlan:
     """The plan: defaults, overridden by the ``CLUSTER_*`` variables; every port distinct."""
     lists: dict[str, tuple[int, ...]] = {}
-    for name, default in (("CLUSTER_HTTP_PORTS", DEFAULT_HTTP_PORTS), ("CLUSTER_RPC_PORTS", DEFAULT_RPC_PORTS)):
+    for name, default in (("CLUSTER_HTTP_PORTS", DEFAULT_HTTP_PORTS), ("CLUSTER_RPC_PORTS", DEFAULT_RPC_PORTS),
+                          ("CLUSTER_GRPC_PORTS", DEFAULT_GRPC_PORTS)):
         raw = env.get(name)
         lists[name] = default if raw is None else tuple(_port(p.strip(), name) for p in raw.split(","))
         if len(lists[name]) != len(NODE_IDS):
@@ -122,7 +127,8 @@ def plan_from_env(env: Mapping[str, str]) -> ClusterPlan:
     plan = ClusterPlan(work_dir=os.path.abspath(env.get("CLUSTER_DIR") or DEFAULT_DIR),
                        etcd_client_port=_port(env.get("CLUSTER_ETCD_CLIENT_PORT", "2379"), "CLUSTER_ETCD_CLIENT_PORT"),
                        etcd_peer_port=_port(env.get("CLUSTER_ETCD_PEER_PORT", "2380"), "CLUSTER_ETCD_PEER_PORT"),
-                       http_ports=lists["CLUSTER_HTTP_PORTS"], rpc_ports=lists["CLUSTER_RPC_PORTS"])
+                       http_ports=lists["CLUSTER_HTTP_PORTS"], rpc_ports=lists["CLUSTER_RPC_PORTS"],
+                       grpc_ports=lists["CLUSTER_GRPC_PORTS"])
     ports = [port for port, _ in plan.ports()]
     if len(set(ports)) != len(ports):
         raise ClusterError(f"the cluster's ports must all differ: {ports}")
@@ -146,7 +152,8 @@ def node_process(plan: ClusterPlan, node_id: int, keys: Secrets, base_env: Mappi
     index = NODE_IDS.index(node_id)
     certs = plan.certs_dir
     extra = ("--http-host", HOST, "--http-port", str(plan.http_ports[index]),
-             "--rpc-port", str(plan.rpc_ports[index]), "--coordinator", plan.etcd_url,
+             "--rpc-port", str(plan.rpc_ports[index]), "--grpc-port", str(plan.grpc_ports[index]),
+             "--coordinator", plan.etcd_url,
              "--auth", "on", "--admin-user", ADMIN_USER, "--admin-password", ADMIN_PASSWORD,
              "--rpc-tls-ca-file", os.path.join(certs, CA_CERT),
              "--rpc-tls-cert-file", os.path.join(certs, f"node-{node_id}.pem"),
@@ -275,7 +282,7 @@ def banner(plan: ClusterPlan, nodes: Sequence[NodeProcess], etcd_pid: int) -> st
     login = json.dumps({"username": ADMIN_USER, "password": ADMIN_PASSWORD}, separators=(",", ":"))
     lines = [f"LogBroker cluster: etcd at {HOST}:{plan.etcd_client_port} (pid {etcd_pid}) and {len(nodes)} nodes, "
              f"data in {plan.work_dir} (kept across runs), logs in {plan.logs_dir}"]
-    lines += [f"  node {n.node_id}: {n.url}   (pid {n.pid})" for n in nodes]
+    lines += [f"  node {n.node_id}: {n.url}   gRPC {n.grpc_address}   (pid {n.pid})" for n in nodes]
     lines += [f"  admin:  {ADMIN_USER} / {ADMIN_PASSWORD}   (development credentials; auth is on; any node answers)",
               f"  token:  export TOKEN=$(curl -s -XPOST {first}/v1/auth/token {json_type} -d '{login}' | "
               "python3 -c 'import json,sys; print(json.load(sys.stdin)[\"access_token\"])')",

@@ -52,6 +52,7 @@ def test_single_node_compose_file_is_valid_and_uses_real_settings():
     assert service["environment"]["LOGBROKER_AUTH"] == "on"
     assert service["environment"]["LOGBROKER_COORDINATOR"] == "local"
     assert any(port.endswith(":8080") for port in service["ports"])
+    assert any(port.endswith(":9092") for port in service["ports"])  # gRPC (the image's LOGBROKER_GRPC_PORT)
     volume = service["volumes"][0].split(":")[0]
     assert volume in compose["volumes"]
 
@@ -97,6 +98,7 @@ def test_cluster_compose_file_has_etcd_three_nodes_and_nginx():
     assert "./deploy/nginx.conf:/etc/nginx/nginx.conf:ro" in nginx["volumes"]
     assert set(nginx["depends_on"]) == set(NODES)
     assert any(port.endswith(":8080") for port in nginx["ports"])
+    assert any(port.endswith(":9092") for port in nginx["ports"])
 
 
 def test_nginx_balances_least_conn_over_the_three_nodes_without_buffering():
@@ -111,6 +113,21 @@ def test_nginx_balances_least_conn_over_the_three_nodes_without_buffering():
     read_timeout = re.search(r"proxy_read_timeout (\d+)s;", conf)
     assert read_timeout is not None and int(read_timeout.group(1)) * 1000 > NodeConfig().fetch_wait_ms_max
     assert "non_idempotent" not in conf  # a produce that reached a node is never sent to another
+
+
+def test_nginx_passes_grpc_on_to_the_nodes_grpc_ports():
+    conf = re.sub(r"#.*", "", _read("deploy/nginx.conf"))
+    upstream = re.search(r"upstream (\w+) \{([^}]*:9092[^}]*)\}", conf)
+    assert upstream is not None
+    servers = re.findall(r"^\s*server (\S+?)[ ;]", upstream.group(2), re.MULTILINE)
+    assert servers == [f"{name}:9092" for name in NODES]
+    assert f"grpc_pass grpc://{upstream.group(1)};" in conf
+    grpc_server = conf[conf.index("listen 9092;"):conf.index(f"grpc_pass grpc://{upstream.group(1)};")]
+    assert "http2 on;" in grpc_server
+    read_timeout = re.search(r"grpc_read_timeout (\d+)s;", conf)
+    assert read_timeout is not None and int(read_timeout.group(1)) >= 600  # idle Subscribe streams stay open
+    dockerfile = _read("Dockerfile")
+    assert "LOGBROKER_GRPC_PORT=9092" in dockerfile and re.search(r"EXPOSE .*\b9092\b", dockerfile)
 
 
 def test_the_consoles_files_are_package_data_so_the_image_serves_them():

@@ -60,6 +60,7 @@ def test_each_node_has_its_own_ports_id_and_data_dir_and_the_shared_settings():
     assert [c.node_id for c in configs] == [1, 2, 3]
     assert [c.http_port for c in configs] == [8081, 8082, 8083]
     assert [c.rpc_port for c in configs] == [9091, 9092, 9093]
+    assert [c.grpc_port for c in configs] == [9094, 9095, 9096]
     assert [c.data_dir for c in configs] == ["/w/node-1", "/w/node-2", "/w/node-3"]
     assert [c.rpc_tls_cert_file for c in configs] == [f"/w/certs/node-{n}.pem" for n in NODE_IDS]
     assert [c.rpc_tls_key_file for c in configs] == [f"/w/certs/node-{n}.key" for n in NODE_IDS]
@@ -75,8 +76,10 @@ def test_each_node_has_its_own_ports_id_and_data_dir_and_the_shared_settings():
 
 def test_overrides_move_every_port_and_etcd_follows():
     plan = plan_from_env({"CLUSTER_DIR": "/x", "CLUSTER_ETCD_CLIENT_PORT": "3379", "CLUSTER_ETCD_PEER_PORT": "3380",
-                          "CLUSTER_HTTP_PORTS": "7001, 7002,7003", "CLUSTER_RPC_PORTS": "7101,7102,7103"})
+                          "CLUSTER_HTTP_PORTS": "7001, 7002,7003", "CLUSTER_RPC_PORTS": "7101,7102,7103",
+                          "CLUSTER_GRPC_PORTS": "7201,7202,7203"})
     assert [node_config(plan, n).http_port for n in NODE_IDS] == [7001, 7002, 7003]
+    assert [node_config(plan, n).grpc_port for n in NODE_IDS] == [7201, 7202, 7203]
     assert {node_config(plan, n).coordinator for n in NODE_IDS} == {"etcd://127.0.0.1:3379"}
     args = etcd_args(plan, "/usr/bin/etcd")
     assert args[args.index("--listen-client-urls") + 1] == "http://127.0.0.1:3379"
@@ -85,7 +88,8 @@ def test_overrides_move_every_port_and_etcd_follows():
 
 
 @pytest.mark.parametrize("env", [{"CLUSTER_HTTP_PORTS": "8081,8082"}, {"CLUSTER_RPC_PORTS": "1,2,x"},
-                                 {"CLUSTER_ETCD_CLIENT_PORT": "70000"}, {"CLUSTER_HTTP_PORTS": "2379,8082,8083"}])
+                                 {"CLUSTER_ETCD_CLIENT_PORT": "70000"}, {"CLUSTER_HTTP_PORTS": "2379,8082,8083"},
+                                 {"CLUSTER_GRPC_PORTS": "9094,9095"}, {"CLUSTER_GRPC_PORTS": "8081,9095,9096"}])
 def test_a_bad_override_is_said(env: dict[str, str]):
     with pytest.raises(ClusterError):
         plan_from_env(env)
@@ -98,6 +102,7 @@ def test_a_taken_port_is_named():
         port = taken.getsockname()[1]
         plan = plan_from_env({"CLUSTER_HTTP_PORTS": f"{free_port()},{port},{free_port()}",
                               "CLUSTER_RPC_PORTS": ",".join(str(free_port()) for _ in NODE_IDS),
+                              "CLUSTER_GRPC_PORTS": ",".join(str(free_port()) for _ in NODE_IDS),
                               "CLUSTER_ETCD_CLIENT_PORT": str(free_port()), "CLUSTER_ETCD_PEER_PORT": str(free_port())})
         with pytest.raises(ClusterError, match=f"port {port} for the node 2 HTTP"):
             check_ports_free(plan)
@@ -133,7 +138,7 @@ class Supervisor:
 
     def pids(self) -> dict[str, int]:
         text = "".join(self.out)
-        found = {f"node {m[0]}": int(m[1]) for m in re.findall(r"node (\d+): \S+ +\(pid (\d+)\)", text)}
+        found = {f"node {m[0]}": int(m[1]) for m in re.findall(r"node (\d+): \S+ +gRPC \S+ +\(pid (\d+)\)", text)}
         etcd = re.search(r"etcd at \S+ \(pid (\d+)\)", text)
         if etcd:
             found["etcd"] = int(etcd.group(1))
@@ -154,10 +159,12 @@ def running_script(tmp_path: Any) -> Iterator[tuple[Supervisor, list[str], dict[
     node URLs and the PIDs it printed. Afterwards a supervisor still running is sent SIGINT (its
     ordered stop), then SIGKILL with its children by PID, each wait bounded."""
     http_ports = [free_port() for _ in NODE_IDS]
+    grpc_ports = [free_port() for _ in NODE_IDS]
     env = {**os.environ, "PYTHONPATH": ROOT, "CLUSTER_DIR": str(tmp_path / "cluster"),
            "CLUSTER_ETCD_CLIENT_PORT": str(free_port()), "CLUSTER_ETCD_PEER_PORT": str(free_port()),
            "CLUSTER_HTTP_PORTS": ",".join(map(str, http_ports)),
-           "CLUSTER_RPC_PORTS": ",".join(str(free_port()) for _ in NODE_IDS)}
+           "CLUSTER_RPC_PORTS": ",".join(str(free_port()) for _ in NODE_IDS),
+           "CLUSTER_GRPC_PORTS": ",".join(map(str, grpc_ports))}
     supervisor = Supervisor(env)
     try:
         wait_until(lambda: supervisor.proc.poll() is not None or any("Ctrl-C" in line for line in supervisor.out),
@@ -167,6 +174,7 @@ def running_script(tmp_path: Any) -> Iterator[tuple[Supervisor, list[str], dict[
         assert set(pids) == {"etcd", "node 1", "node 2", "node 3"} and all(_alive(p) for p in pids.values())
         urls = [f"http://127.0.0.1:{port}" for port in http_ports]
         assert all(url in "".join(supervisor.out) for url in urls)
+        assert all(f"gRPC 127.0.0.1:{port}" in "".join(supervisor.out) for port in grpc_ports)
         yield supervisor, urls, pids
     finally:
         if supervisor.proc.poll() is None:
