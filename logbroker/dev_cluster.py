@@ -9,7 +9,8 @@ once, mode 0600, given to the nodes through their environment, not their command
 (etcd 2379/2380, HTTP 8081-8083, RPC 9091-9093, gRPC 9094-9096), overridable by
 ``CLUSTER_ETCD_CLIENT_PORT``, ``CLUSTER_ETCD_PEER_PORT``, ``CLUSTER_HTTP_PORTS``,
 ``CLUSTER_RPC_PORTS`` and ``CLUSTER_GRPC_PORTS`` (comma-separated, one per node); a port that is
-taken is said before anything starts.
+taken is said before anything starts. ``CLUSTER_RACKS`` (say ``a,a,b``) gives the nodes racks, so
+rack-aware placement and nearest-replica reads can be tried on one machine.
 
 The children run in process groups of their own, so a terminal's Ctrl-C reaches only this
 supervisor, which stops them in order: the nodes (SIGTERM, SIGKILL after a bound), then etcd, each
@@ -35,8 +36,10 @@ import urllib.request
 from collections.abc import Iterator, Mapping, Sequence
 from typing import IO, Final
 
+from coordinator.models import validate_rack
 from logbroker.certs import CA_CERT, CA_KEY, generate
 from logbroker.launcher import NodeProcess
+from segments.errors import InvalidArgumentError
 
 NODE_IDS: Final = (1, 2, 3)
 DEFAULT_DIR: Final = os.path.join(".", ".data", "cluster")
@@ -65,6 +68,7 @@ class ClusterPlan:
     http_ports: tuple[int, ...] = DEFAULT_HTTP_PORTS
     rpc_ports: tuple[int, ...] = DEFAULT_RPC_PORTS
     grpc_ports: tuple[int, ...] = DEFAULT_GRPC_PORTS
+    racks: tuple[str, ...] = ()  # one per node, or none
 
     @property
     def etcd_url(self) -> str:
@@ -115,6 +119,13 @@ def _port(raw: str, name: str) -> int:
     return port
 
 
+def _rack(raw: str) -> bool:
+    try:
+        return validate_rack(raw) is not None
+    except InvalidArgumentError:
+        return False
+
+
 def plan_from_env(env: Mapping[str, str]) -> ClusterPlan:
     """The plan: defaults, overridden by the ``CLUSTER_*`` variables; every port distinct."""
     lists: dict[str, tuple[int, ...]] = {}
@@ -124,11 +135,17 @@ def plan_from_env(env: Mapping[str, str]) -> ClusterPlan:
         lists[name] = default if raw is None else tuple(_port(p.strip(), name) for p in raw.split(","))
         if len(lists[name]) != len(NODE_IDS):
             raise ClusterError(f"{name} must list {len(NODE_IDS)} ports, one per node, not {raw!r}")
+    racks: tuple[str, ...] = ()
+    if env.get("CLUSTER_RACKS"):
+        racks = tuple(r.strip() for r in env["CLUSTER_RACKS"].split(","))
+        if len(racks) != len(NODE_IDS) or not all(_rack(r) for r in racks):
+            raise ClusterError(f"CLUSTER_RACKS must name {len(NODE_IDS)} racks, one per node, not "
+                               f"{env['CLUSTER_RACKS'][:200]!r}")
     plan = ClusterPlan(work_dir=os.path.abspath(env.get("CLUSTER_DIR") or DEFAULT_DIR),
                        etcd_client_port=_port(env.get("CLUSTER_ETCD_CLIENT_PORT", "2379"), "CLUSTER_ETCD_CLIENT_PORT"),
                        etcd_peer_port=_port(env.get("CLUSTER_ETCD_PEER_PORT", "2380"), "CLUSTER_ETCD_PEER_PORT"),
                        http_ports=lists["CLUSTER_HTTP_PORTS"], rpc_ports=lists["CLUSTER_RPC_PORTS"],
-                       grpc_ports=lists["CLUSTER_GRPC_PORTS"])
+                       grpc_ports=lists["CLUSTER_GRPC_PORTS"], racks=racks)
     ports = [port for port, _ in plan.ports()]
     if len(set(ports)) != len(ports):
         raise ClusterError(f"the cluster's ports must all differ: {ports}")
@@ -151,13 +168,16 @@ def node_process(plan: ClusterPlan, node_id: int, keys: Secrets, base_env: Mappi
     admin, RPC certificates and (through the environment) the shared secrets."""
     index = NODE_IDS.index(node_id)
     certs = plan.certs_dir
-    extra = ("--http-host", HOST, "--http-port", str(plan.http_ports[index]),
-             "--rpc-port", str(plan.rpc_ports[index]), "--grpc-port", str(plan.grpc_ports[index]),
-             "--coordinator", plan.etcd_url,
-             "--auth", "on", "--admin-user", ADMIN_USER, "--admin-password", ADMIN_PASSWORD,
-             "--rpc-tls-ca-file", os.path.join(certs, CA_CERT),
-             "--rpc-tls-cert-file", os.path.join(certs, f"node-{node_id}.pem"),
-             "--rpc-tls-key-file", os.path.join(certs, f"node-{node_id}.key"))
+    extra: tuple[str, ...] = (
+        "--http-host", HOST, "--http-port", str(plan.http_ports[index]),
+        "--rpc-port", str(plan.rpc_ports[index]), "--grpc-port", str(plan.grpc_ports[index]),
+        "--coordinator", plan.etcd_url,
+        "--auth", "on", "--admin-user", ADMIN_USER, "--admin-password", ADMIN_PASSWORD,
+        "--rpc-tls-ca-file", os.path.join(certs, CA_CERT),
+        "--rpc-tls-cert-file", os.path.join(certs, f"node-{node_id}.pem"),
+        "--rpc-tls-key-file", os.path.join(certs, f"node-{node_id}.key"))
+    if plan.racks:
+        extra += ("--rack", plan.racks[index])
     env = {**base_env, "LOGBROKER_CLUSTER_TOKEN": keys.cluster_token, "LOGBROKER_JWT_SECRET": keys.jwt_secret}
     return NodeProcess(plan.data_dir(node_id), *extra, node_id=node_id, cwd=cwd, env=env,
                        log_path=os.path.join(plan.logs_dir, f"node-{node_id}.log"), own_process_group=True)
@@ -282,7 +302,9 @@ def banner(plan: ClusterPlan, nodes: Sequence[NodeProcess], etcd_pid: int) -> st
     login = json.dumps({"username": ADMIN_USER, "password": ADMIN_PASSWORD}, separators=(",", ":"))
     lines = [f"LogBroker cluster: etcd at {HOST}:{plan.etcd_client_port} (pid {etcd_pid}) and {len(nodes)} nodes, "
              f"data in {plan.work_dir} (kept across runs), logs in {plan.logs_dir}"]
-    lines += [f"  node {n.node_id}: {n.url}   gRPC {n.grpc_address}   (pid {n.pid})" for n in nodes]
+    racks = dict(zip(NODE_IDS, plan.racks, strict=False))
+    lines += [f"  node {n.node_id}: {n.url}   gRPC {n.grpc_address}"
+              + (f"   rack {racks[n.node_id]}" if n.node_id in racks else "") + f"   (pid {n.pid})" for n in nodes]
     lines += [f"  admin:  {ADMIN_USER} / {ADMIN_PASSWORD}   (development credentials; auth is on; any node answers)",
               f"  token:  export TOKEN=$(curl -s -XPOST {first}/v1/auth/token {json_type} -d '{login}' | "
               "python3 -c 'import json,sys; print(json.load(sys.stdin)[\"access_token\"])')",

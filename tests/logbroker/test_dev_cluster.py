@@ -87,9 +87,16 @@ def test_overrides_move_every_port_and_etcd_follows():
     assert args[args.index("--data-dir") + 1] == "/x/etcd"
 
 
+def test_racks_when_asked_one_per_node():
+    assert [node_config(plan_from_env({"CLUSTER_DIR": "/r"}), n).rack for n in NODE_IDS] == ["", "", ""]
+    racked = plan_from_env({"CLUSTER_DIR": "/r", "CLUSTER_RACKS": "a, a,b"})
+    assert [node_config(racked, n).rack for n in NODE_IDS] == ["a", "a", "b"]
+
+
 @pytest.mark.parametrize("env", [{"CLUSTER_HTTP_PORTS": "8081,8082"}, {"CLUSTER_RPC_PORTS": "1,2,x"},
                                  {"CLUSTER_ETCD_CLIENT_PORT": "70000"}, {"CLUSTER_HTTP_PORTS": "2379,8082,8083"},
-                                 {"CLUSTER_GRPC_PORTS": "9094,9095"}, {"CLUSTER_GRPC_PORTS": "8081,9095,9096"}])
+                                 {"CLUSTER_GRPC_PORTS": "9094,9095"}, {"CLUSTER_GRPC_PORTS": "8081,9095,9096"},
+                                 {"CLUSTER_RACKS": "a,b"}, {"CLUSTER_RACKS": "a,,b"}, {"CLUSTER_RACKS": "a,b,\x1b"}])
 def test_a_bad_override_is_said(env: dict[str, str]):
     with pytest.raises(ClusterError):
         plan_from_env(env)
@@ -138,7 +145,7 @@ class Supervisor:
 
     def pids(self) -> dict[str, int]:
         text = "".join(self.out)
-        found = {f"node {m[0]}": int(m[1]) for m in re.findall(r"node (\d+): \S+ +gRPC \S+ +\(pid (\d+)\)", text)}
+        found = {f"node {m[0]}": int(m[1]) for m in re.findall(r"node (\d+): \S+ .*?\(pid (\d+)\)", text)}
         etcd = re.search(r"etcd at \S+ \(pid (\d+)\)", text)
         if etcd:
             found["etcd"] = int(etcd.group(1))
@@ -164,7 +171,7 @@ def running_script(tmp_path: Any) -> Iterator[tuple[Supervisor, list[str], dict[
            "CLUSTER_ETCD_CLIENT_PORT": str(free_port()), "CLUSTER_ETCD_PEER_PORT": str(free_port()),
            "CLUSTER_HTTP_PORTS": ",".join(map(str, http_ports)),
            "CLUSTER_RPC_PORTS": ",".join(str(free_port()) for _ in NODE_IDS),
-           "CLUSTER_GRPC_PORTS": ",".join(map(str, grpc_ports))}
+           "CLUSTER_GRPC_PORTS": ",".join(map(str, grpc_ports)), "CLUSTER_RACKS": "a,a,b"}
     supervisor = Supervisor(env)
     try:
         wait_until(lambda: supervisor.proc.poll() is not None or any("Ctrl-C" in line for line in supervisor.out),
@@ -195,7 +202,8 @@ def test_make_cluster_brings_up_three_nodes_and_sigint_stops_every_process(tmp_p
         for url in urls:
             def alive(url: str = url) -> bool:
                 nodes = Http(url).json("GET", "/v1/cluster", headers=token)["nodes"]
-                return {n["node_id"]: n["alive"] for n in nodes} == {1: True, 2: True, 3: True}
+                return {n["node_id"]: (n["alive"], n["rack"]) for n in nodes} == \
+                    {1: (True, "a"), 2: (True, "a"), 3: (True, "b")}
             wait_until(alive)
         supervisor.proc.send_signal(signal.SIGINT)
         assert supervisor.proc.wait(timeout=STOP_TIMEOUT_S) == 0, "".join(supervisor.err)
