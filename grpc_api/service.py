@@ -24,6 +24,7 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any, Final
 
 import aiohttp
+from aiohttp.http_exceptions import HttpProcessingError
 
 from coordinator.models import validate_name, validate_rack
 from grpc_api import stubs
@@ -45,6 +46,7 @@ COMMIT_EVERY_S: Final = 1.0
 LATEST, EARLIEST = -1, -2
 ACKS: Final = frozenset({"0", "1", "all"})
 GROUP_CALL_TIMEOUT_S: Final = 30.0
+EVENT_OVERHEAD_BYTES: Final = 64 * 1024  # an SSE record event's fields besides its bytes (headers' names, ...)
 STREAMS_MAX: Final = 1_000  # partition subscriptions open on the node at once
 
 
@@ -115,7 +117,7 @@ class BrokerService(pb_grpc.BrokerServicer):  # type: ignore[misc,name-defined]
                 try:
                     async for record in self._group_records(request, topic, context):
                         yield [record]
-                except (aiohttp.ClientError, TimeoutError) as exc:  # the node's own listener did not answer
+                except (aiohttp.ClientError, HttpProcessingError, TimeoutError) as exc:  # its own listener failed
                     raise NotAvailableError(f"the group's calls failed: {exc}") from exc
             else:
                 async for batch in self._partition_records(request, topic, context):
@@ -216,13 +218,16 @@ class BrokerService(pb_grpc.BrokerServicer):  # type: ignore[misc,name-defined]
             committed_at = time.monotonic()
 
         try:
+            # Every byte field as base64: an event's line is then at most 4/3 of its record plus a
+            # little, and no record is too long to read (text escapes could make it 6 times as long).
+            line_max = 2 * self.node.config.request_body_bytes_max + EVENT_OVERHEAD_BYTES
+            params = {"encoding": "base64", **({"rack": rack} if rack else {})}
             async with self._http().get(f"{self.self_url}/v1/groups/{group}/members/{member}/stream",
-                                        params={"rack": rack} if rack else None,
-                                        headers={**headers, "Accept": "text/event-stream"}) as response:
+                                        params=params, headers={**headers, "Accept": "text/event-stream"}) as response:
                 if response.status >= 400:
                     raise _Refused(await response.json(content_type=None))
                 kind = ""
-                async for raw in response.content:
+                while raw := await response.content.readline(max_line_length=line_max):
                     line = raw.decode().rstrip("\n")
                     if line.startswith("event:"):
                         kind = line[6:].strip()

@@ -27,10 +27,21 @@ ASCII_INT: Final = re.compile(r"-?[0-9]{1,19}", re.ASCII)
 PARTITION_DIGITS_MAX: Final = 9
 # Where a JSON text can hold a surrogate at all: ``\uD800``-``\uDFFF`` escapes (raw surrogates are
 # not UTF-8, so the strict decode refuses them first).
-# The ``rack`` query of every read (fetch and both push streams), as the OpenAPI lists it.
+SURROGATE_ESCAPE: Final = re.compile(r"\\u[dD][89a-fA-F]", re.ASCII)
+# The ``rack`` and ``encoding`` queries of every read (fetch and both push streams), as the OpenAPI
+# lists them.
 RACK_QUERY: Final = ("rack", "string", "the reader's rack: served by an in-sync replica there when there is one, "
                                        "never past that replica's high watermark, else by the leader")
-SURROGATE_ESCAPE: Final = re.compile(r"\\u[dD][89a-fA-F]", re.ASCII)
+ENCODING_QUERY: Final = ("encoding", "string", "base64: every key/value/header value as base64")
+
+
+def query_base64(request: web.Request) -> bool:
+    """``encoding=base64`` (every byte field as base64) or ``utf8`` (the default: text where it
+    decodes, else base64)."""
+    encoding = request.query.get("encoding", "utf8")
+    if encoding not in ("utf8", "base64"):
+        raise InvalidRequestError("encoding must be utf8 or base64")
+    return encoding == "base64"
 
 
 def query_int(request: web.Request, name: str, *, default: int | None = None, low: int = 0,

@@ -12,12 +12,14 @@ from http_api.decoding import DECODER
 from http_api.keys import NODE, SENDFILE
 from http_api.params import (
     BATCH,
+    ENCODING_QUERY,
     JSON,
     MSGPACK,
     RACK_QUERY,
     decode_msgpack,
     path_partition,
     path_topic,
+    query_base64,
     query_int,
     read_json,
 )
@@ -25,7 +27,7 @@ from http_api.routing import route
 from http_api.sendfile import send_slice
 from http_api.user_limits import long_poll
 from logbroker.batch_limits import check_batch, is_costly
-from logbroker.errors import InvalidRequestError, UnsupportedMediaTypeError
+from logbroker.errors import UnsupportedMediaTypeError
 from logbroker.records import parse_body, render_records, take_records
 from segments.log import LogRead
 
@@ -90,7 +92,7 @@ async def checked_batch(request: web.Request, batch: bytes) -> None:
        query=(("offset", "integer", "first offset to read (required)"),
               ("max_records", "integer", "JSON only"), ("max_bytes", "integer", "default 1 MiB"),
               ("wait_ms", "integer", "wait this long for data at the end of the log"),
-              ("encoding", "string", "base64: every key/value/header value as base64"),
+              ENCODING_QUERY,
               RACK_QUERY),
        responses={"200": "Records (JSON) or raw batches (Accept: application/vnd.logbroker.batch)",
                   "404": "Unknown topic or partition", "416": "Offset out of range"})
@@ -100,9 +102,7 @@ async def fetch(request: web.Request) -> web.StreamResponse:
     offset = query_int(request, "offset")
     max_bytes = query_int(request, "max_bytes", default=FETCH_BYTES_DEFAULT, low=1)
     wait_ms = query_int(request, "wait_ms", default=0)
-    encoding = request.query.get("encoding", "utf8")
-    if encoding not in ("utf8", "base64"):
-        raise InvalidRequestError("encoding must be utf8 or base64")
+    force_base64 = query_base64(request)
     rack = validate_rack(request.query.get("rack"))
     if BATCH in request.headers.get("Accept", ""):
         with long_poll(request, wait_ms):
@@ -126,7 +126,7 @@ async def fetch(request: web.Request) -> web.StreamResponse:
         result, hwm = await node.fetch(topic, partition, offset, max_bytes, wait_ms, client_rack=rack)
     if wait_ms:
         await recheck_access(request)
-    text = await request.app[DECODER].run(_json_answer, result, offset, max_records, encoding == "base64", hwm)
+    text = await request.app[DECODER].run(_json_answer, result, offset, max_records, force_base64, hwm)
     return web.Response(text=text, content_type=JSON)
 
 

@@ -32,7 +32,16 @@ from http_api.decoding import DECODER
 from http_api.errors import problem_for
 from http_api.identity import group_caller, require_read
 from http_api.keys import NODE
-from http_api.params import INT64_MAX, RACK_QUERY, ascii_int, path_partition, path_topic, query_int
+from http_api.params import (
+    ENCODING_QUERY,
+    INT64_MAX,
+    RACK_QUERY,
+    ascii_int,
+    path_partition,
+    path_topic,
+    query_base64,
+    query_int,
+)
 from http_api.routing import route
 from http_api.user_limits import paced_write, stream_slot
 from logbroker.errors import ANY_ERROR, AuthenticationError, ForbiddenError, InvalidRequestError
@@ -54,13 +63,14 @@ def _event(kind: str, data: Any, event_id: str | None = None) -> bytes:
     return f"{head}event: {kind}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n".encode()
 
 
-def _record_events(result: LogRead, offset: int, topic: str | None, partition: int) -> Iterator[bytes]:
+def _record_events(result: LogRead, offset: int, topic: str | None, partition: int,
+                   force_base64: bool) -> Iterator[bytes]:
     """SSE ``record`` events of the records at or after ``offset`` in ``result`` (id: the offset),
     ``EVENTS_PER_WRITE`` at a time, each piece decoded only when it is asked for."""
     records = iter_fetched_records(result.data, offset)
     while piece := list(itertools.islice(records, EVENTS_PER_WRITE)):
         parts = []
-        for rendered in render_records(piece, force_base64=False):
+        for rendered in render_records(piece, force_base64=force_base64):
             if topic is not None:
                 rendered.update(topic=topic, partition=partition)
             parts.append(_event("record", rendered, str(rendered["offset"])))
@@ -68,10 +78,10 @@ def _record_events(result: LogRead, offset: int, topic: str | None, partition: i
 
 
 async def _write_records(request: web.Request, response: web.StreamResponse, result: LogRead, offset: int,
-                         topic: str | None, partition: int) -> None:
+                         topic: str | None, partition: int, force_base64: bool) -> None:
     """Write the events of ``result`` a piece at a time: each piece is decoded and rendered in the
     decode pool, and the next one only once the socket has taken this one (back-pressure)."""
-    pieces = _record_events(result, offset, topic, partition)
+    pieces = _record_events(result, offset, topic, partition, force_base64)
     while (piece := await request.app[DECODER].run(next, pieces, None)) is not None:
         await paced_write(request, response, piece)
 
@@ -97,7 +107,7 @@ def _start_offset(request: web.Request) -> int | None:
        access="read",
        query=(("offset", "integer", "first offset (default: the end); Last-Event-ID resumes after an id"),
               ("keepalive_ms", "integer", "idle comment interval (default 5000)"),
-              RACK_QUERY),
+              RACK_QUERY, ENCODING_QUERY),
        responses={"200": "text/event-stream", "404": "Unknown topic or partition", "416": "Offset out of range",
                   "503": "Too many open streams"})
 async def stream_partition(request: web.Request) -> web.StreamResponse:
@@ -106,6 +116,7 @@ async def stream_partition(request: web.Request) -> web.StreamResponse:
     keepalive_ms = query_int(request, "keepalive_ms", default=KEEPALIVE_MS, low=10, high=60_000)
     start = _start_offset(request)
     rack = validate_rack(request.query.get("rack"))
+    force_base64 = query_base64(request)
     offset = start if start is not None else int((await node.list_offset(topic, partition, "latest"))["offset"] or 0)
     result, _ = await node.fetch(topic, partition, offset, STREAM_READ_BYTES, 0,  # 404/416 before streaming
                                  client_rack=rack)
@@ -116,7 +127,7 @@ async def stream_partition(request: web.Request) -> web.StreamResponse:
             while True:
                 await recheck_access(request)
                 if result.data:
-                    await _write_records(request, response, result, offset, None, partition)
+                    await _write_records(request, response, result, offset, None, partition, force_base64)
                     offset = result.next_offset
                     written = time.monotonic()
                 elif (time.monotonic() - written) * 1000 >= keepalive_ms - 1:
@@ -155,7 +166,7 @@ async def _end(response: web.StreamResponse, reason: str) -> None:
        "Push the records of a member's assigned partitions (Server-Sent Events; the open stream heartbeats)",
        access="group_read",
        query=(("auto_offset_reset", "string", "earliest (default) or latest, where nothing is committed"),
-              RACK_QUERY),
+              RACK_QUERY, ENCODING_QUERY),
        responses={"200": "text/event-stream: `assignment` events at each generation, then `record` events with "
                          "topic and partition", "404": "Unknown group or member", "503": "Too many open streams"})
 async def stream_member(request: web.Request) -> web.StreamResponse:
@@ -165,11 +176,12 @@ async def stream_member(request: web.Request) -> web.StreamResponse:
     if reset not in ("earliest", "latest"):
         raise InvalidRequestError("auto_offset_reset must be earliest or latest")
     rack = validate_rack(request.query.get("rack"))
+    force_base64 = query_base64(request)
     view = await node.groups.heartbeat(group, member, group_caller(request))  # 404 before streaming
     await require_read(request, view["assignment"])
     async with stream_slot(request, _open) as response:
         try:
-            await _member_loop(request, response, group, member, reset, view, rack)
+            await _member_loop(request, response, group, member, reset, view, rack, force_base64)
         except CLOSED:
             return response
         except REVOKED as exc:
@@ -180,7 +192,7 @@ async def stream_member(request: web.Request) -> web.StreamResponse:
 
 
 async def _member_loop(request: web.Request, response: web.StreamResponse, group: str, member: str, reset: str,
-                       view: dict[str, Any], rack: str | None) -> None:
+                       view: dict[str, Any], rack: str | None, force_base64: bool) -> None:
     node = request.app[NODE]
     generation = -1
     positions: dict[tuple[str, int], int] = {}
@@ -205,7 +217,7 @@ async def _member_loop(request: web.Request, response: web.StreamResponse, group
         for (topic, p), offset in positions.items():
             result, _ = await node.fetch(topic, p, offset, STREAM_READ_BYTES, 0, client_rack=rack)
             if result.data:
-                await _write_records(request, response, result, offset, topic, p)
+                await _write_records(request, response, result, offset, topic, p, force_base64)
                 positions[(topic, p)] = result.next_offset
                 sent = True
         if not sent:

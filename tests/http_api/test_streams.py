@@ -5,6 +5,7 @@ node buffer; bad input is refused before the stream starts."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import socket
 import time
@@ -47,6 +48,31 @@ def test_stream_receives_records_produced_after_connecting(http, node, topics):
     assert [r["value"] for r in records] == [f"v{b}-{i}" for b in range(5) for i in range(20)]
     offsets = [r["offset"] for r in records]
     assert offsets == list(range(1, 101)) and [e.id for e in events] == [str(o) for o in offsets]
+
+
+def test_a_stream_with_encoding_base64_sends_every_byte_field_as_base64(http, node, topics):
+    http.json("POST", "/v1/topics", expect=201, body={"name": "encoded"})
+    http.json("POST", "/v1/topics/encoded/records", body={"records": [
+        {"key": "k", "value": "text", "headers": [["h", "v"]]}, {"value_b64": base64.b64encode(b"\x00\xff").decode()}]})
+
+    async def main() -> list:
+        async with Client(node.url) as client:
+            session = client._http()
+            async with session.get(f"{node.url}/v1/topics/encoded/partitions/0/stream",
+                                   params={"offset": 0, "encoding": "base64"}) as response:
+                parser, got = SseParser(), []
+                async for raw in response.content:
+                    event = parser.feed(raw.decode().rstrip("\r\n"))
+                    if event is not None and event.kind == "record":
+                        got.append(json.loads(event.data))
+                        if len(got) == 2:
+                            return got
+        return []
+
+    first, second = asyncio.run(main())
+    assert (first["key_b64"], first["value_b64"], first["headers"]) == ("aw==", "dGV4dA==", [{"name": "h",
+                                                                                             "value_b64": "dg=="}])
+    assert "value" not in first and base64.b64decode(second["value_b64"]) == b"\x00\xff"
 
 
 def test_stream_from_an_offset_and_resume_with_last_event_id(http, node, topics):
@@ -140,6 +166,8 @@ def test_a_slow_reader_does_not_make_the_node_buffer(http, node, topics):
     ("/v1/groups/sg/members/nobody/stream", {}, 404),
     ("/v1/groups/sg/members/a%20b/stream", {}, 400),
     ("/v1/groups/sg/members/abc/stream?auto_offset_reset=middle", {}, 400),
+    ("/v1/topics/live/partitions/0/stream?encoding=hex", {}, 400),
+    ("/v1/groups/sg/members/abc/stream?encoding=utf-16", {}, 400),
 ])
 def test_bad_stream_requests_are_refused_before_streaming(http, topics, path, headers, status):
     reply = http.call("GET", path, headers=headers)
