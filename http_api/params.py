@@ -16,7 +16,7 @@ from typing import Any, Final
 import msgpack
 from aiohttp import web
 
-from coordinator.models import validate_name
+from coordinator.models import validate_name, validate_rack
 from logbroker.errors import InvalidRequestError, UnsupportedMediaTypeError
 
 JSON: Final = "application/json"
@@ -33,6 +33,11 @@ SURROGATE_ESCAPE: Final = re.compile(r"\\u[dD][89a-fA-F]", re.ASCII)
 RACK_QUERY: Final = ("rack", "string", "the reader's rack: served by an in-sync replica there when there is one, "
                                        "never past that replica's high watermark, else by the leader")
 ENCODING_QUERY: Final = ("encoding", "string", "base64: every key/value/header value as base64")
+
+
+def query_rack(request: web.Request) -> str | None:
+    """The reader's ``rack`` (None without one; 400 when it is not a rack's name)."""
+    return validate_rack(request.query.get("rack"))
 
 
 def query_base64(request: web.Request) -> bool:

@@ -6,7 +6,6 @@ import json
 
 from aiohttp import web
 
-from coordinator.models import validate_rack
 from http_api.auth import recheck_access
 from http_api.decoding import DECODER
 from http_api.keys import NODE, SENDFILE
@@ -21,6 +20,7 @@ from http_api.params import (
     path_topic,
     query_base64,
     query_int,
+    query_rack,
     read_json,
 )
 from http_api.routing import route
@@ -103,7 +103,7 @@ async def fetch(request: web.Request) -> web.StreamResponse:
     max_bytes = query_int(request, "max_bytes", default=FETCH_BYTES_DEFAULT, low=1)
     wait_ms = query_int(request, "wait_ms", default=0)
     force_base64 = query_base64(request)
-    rack = validate_rack(request.query.get("rack"))
+    rack = query_rack(request)
     if BATCH in request.headers.get("Accept", ""):
         with long_poll(request, wait_ms):
             piece, hwm = await node.fetch_slice(topic, partition, offset, max_bytes, wait_ms, client_rack=rack)

@@ -26,7 +26,6 @@ from typing import Any, Final
 
 from aiohttp import web
 
-from coordinator.models import validate_rack
 from http_api.auth import recheck_access
 from http_api.decoding import DECODER
 from http_api.errors import problem_for
@@ -41,6 +40,7 @@ from http_api.params import (
     path_topic,
     query_base64,
     query_int,
+    query_rack,
 )
 from http_api.routing import route
 from http_api.user_limits import paced_write, stream_slot
@@ -115,7 +115,7 @@ async def stream_partition(request: web.Request) -> web.StreamResponse:
     topic, partition = path_topic(request), path_partition(request)
     keepalive_ms = query_int(request, "keepalive_ms", default=KEEPALIVE_MS, low=10, high=60_000)
     start = _start_offset(request)
-    rack = validate_rack(request.query.get("rack"))
+    rack = query_rack(request)
     force_base64 = query_base64(request)
     offset = start if start is not None else int((await node.list_offset(topic, partition, "latest"))["offset"] or 0)
     result, _ = await node.fetch(topic, partition, offset, STREAM_READ_BYTES, 0,  # 404/416 before streaming
@@ -175,7 +175,7 @@ async def stream_member(request: web.Request) -> web.StreamResponse:
     reset = request.query.get("auto_offset_reset", "earliest")
     if reset not in ("earliest", "latest"):
         raise InvalidRequestError("auto_offset_reset must be earliest or latest")
-    rack = validate_rack(request.query.get("rack"))
+    rack = query_rack(request)
     force_base64 = query_base64(request)
     view = await node.groups.heartbeat(group, member, group_caller(request))  # 404 before streaming
     await require_read(request, view["assignment"])

@@ -31,10 +31,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         yield running
 
 
-@pytest.fixture(scope="module")
-def token(cluster: Cluster) -> dict[str, str]:
-    return bearer(login(cluster.http(1), ADMIN, ADMIN_PASSWORD))
-
 
 def alive_nodes(cluster: Cluster, via: int, headers: dict[str, str]) -> dict[int, bool]:
     answer = cluster.http(via).json("GET", "/v1/cluster", headers=headers)

@@ -12,7 +12,6 @@ from typing import Any
 import grpc
 import pytest
 
-from tests.support.auth import ADMIN, ADMIN_PASSWORD, bearer, login
 from tests.support.cluster import Cluster, running_cluster, wait_until
 from tests.support.grpc_calls import pb, pb_grpc, publish, subscribe
 
@@ -22,10 +21,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     with running_cluster(str(tmp_path_factory.mktemp("grpc-cluster"))) as running:
         yield running
 
-
-@pytest.fixture(scope="module")
-def token(cluster: Cluster) -> dict[str, str]:
-    return bearer(login(cluster.http(1), ADMIN, ADMIN_PASSWORD))
 
 
 def metadata(token: dict[str, str]) -> tuple[tuple[str, str], ...]:

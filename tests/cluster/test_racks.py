@@ -16,7 +16,7 @@ import aiohttp
 import pytest
 
 from logbroker.client import Client
-from tests.support.auth import ADMIN, ADMIN_PASSWORD, bearer, login
+from tests.support.auth import ADMIN, ADMIN_PASSWORD
 from tests.support.cluster import Cluster, running_cluster, wait_until
 from tests.support.grpc_calls import pb, subscribe
 
@@ -28,10 +28,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     with running_cluster(str(tmp_path_factory.mktemp("racks")), racks=RACKS) as running:
         yield running
 
-
-@pytest.fixture(scope="module")
-def token(cluster: Cluster) -> dict[str, str]:
-    return bearer(login(cluster.http(1), ADMIN, ADMIN_PASSWORD))
 
 
 def bytes_out(cluster: Cluster, node: int, topic: str, token: dict[str, str]) -> float:

@@ -23,7 +23,6 @@ from typing import Any, Final
 import pytest
 
 from segments.reader import SegmentReader, partition_directories
-from tests.support.auth import ADMIN, ADMIN_PASSWORD, bearer, login
 from tests.support.cluster import LEASE_TTL_MS, Cluster, running_cluster, wait_until
 
 REPLICA_LAG_MS: Final = 2_000
@@ -40,10 +39,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
                          extra=("--replica-lag-ms", str(REPLICA_LAG_MS))) as running:
         yield running
 
-
-@pytest.fixture(scope="module")
-def token(cluster: Cluster) -> dict[str, str]:
-    return bearer(login(cluster.http(1), ADMIN, ADMIN_PASSWORD))
 
 
 # ---- helpers ----------------------------------------------------------------------------------
