@@ -1,6 +1,10 @@
 """A local etcd process for the tests and the benchmarks: ``/usr/bin/etcd`` (or ``etcd`` on PATH) on
 free loopback client and peer ports with a fresh data dir. It can be killed (SIGKILL) and restarted
-on the same ports and data dir, and it is always reaped by PID, also when starting fails."""
+on the same ports and data dir, and it is always reaped by PID, also when starting fails.
+
+A free port is only probed, not held: another process (any outgoing connection takes an ephemeral
+port) may bind it before etcd does. A first start that finds a port taken picks new ones, at most
+``PORT_ATTEMPTS`` times (``start_on_free_ports``); a restart keeps its ports, as its clients expect."""
 
 from __future__ import annotations
 
@@ -18,6 +22,8 @@ from typing import IO
 
 HEALTH_TIMEOUT_S = 20.0
 STOP_TIMEOUT_S = 10.0
+PORT_ATTEMPTS = 3
+PORT_TAKEN = b"address already in use"
 
 
 def etcd_binary() -> str | None:
@@ -32,6 +38,10 @@ def free_port() -> int:
         s.bind(("127.0.0.1", 0))
         port: int = s.getsockname()[1]
         return port
+
+
+class PortTakenError(RuntimeError):
+    """etcd could not bind a port it was given: another process took it first."""
 
 
 class EtcdServer:
@@ -86,7 +96,8 @@ class EtcdServer:
         while True:
             assert self.proc is not None
             if self.proc.poll() is not None:
-                raise RuntimeError(f"etcd exited with {self.proc.returncode}; see {self.data_dir}/etcd.log")
+                failure = PortTakenError if PORT_TAKEN in self._log_tail() else RuntimeError
+                raise failure(f"etcd exited with {self.proc.returncode}; see {self.data_dir}/etcd.log")
             try:
                 with urllib.request.urlopen(f"http://{self.endpoint}/health", timeout=1.0) as resp:
                     if b'"true"' in resp.read():
@@ -96,6 +107,24 @@ class EtcdServer:
             if time.monotonic() >= deadline:
                 raise RuntimeError(f"etcd not healthy after {HEALTH_TIMEOUT_S} s; see {self.data_dir}/etcd.log")
             time.sleep(0.05)
+
+    def _log_tail(self, size: int = 4096) -> bytes:
+        path = os.path.join(self.data_dir, "etcd.log")
+        with open(path, "rb") as f:
+            f.seek(max(0, os.path.getsize(path) - size))
+            return f.read()
+
+    def start_on_free_ports(self) -> EtcdServer:
+        """The first start: a port taken before etcd bound it is chosen again (bounded)."""
+        for attempt in range(1, PORT_ATTEMPTS + 1):
+            try:
+                return self.start()
+            except PortTakenError:
+                if attempt == PORT_ATTEMPTS:
+                    raise
+                shutil.rmtree(os.path.join(self.data_dir, "member-data"), ignore_errors=True)
+                self.client_port, self.peer_port = free_port(), free_port()
+        raise AssertionError("unreachable")
 
     def kill(self) -> None:
         """SIGKILL (a crash): the data dir keeps what was committed."""
@@ -125,6 +154,6 @@ def running_etcd(data_dir: str) -> Iterator[EtcdServer]:
     """An ``EtcdServer`` started for the block and stopped (reaped) after it, also on failure."""
     server = EtcdServer(data_dir)
     try:
-        yield server.start()
+        yield server.start_on_free_ports()
     finally:
         server.stop()
