@@ -83,12 +83,15 @@ class Consumer:
         if self._deferred_error is not None:
             error, self._deferred_error = self._deferred_error, None
             raise error
+        wait = self.wait_ms if timeout_ms is None else timeout_ms
         if not self._positions:
+            # Nothing assigned (yet): wait as for an empty fetch, so that a poll loop yields to the
+            # event loop (a group member's heartbeats, which bring its next assignment).
+            await asyncio.sleep(max(0, wait) / 1000)
             return []
         batches = await self._fetch_all(0)
         if batches:
             return batches
-        wait = self.wait_ms if timeout_ms is None else timeout_ms
         return await self._fetch_all(wait) if wait > 0 else []
 
     async def close(self) -> None:
