@@ -90,7 +90,8 @@ class BrokerService(pb_grpc.BrokerServicer):  # type: ignore[misc,name-defined]
             if acks not in ACKS:
                 raise InvalidRequestError(f"acks must be 0, 1 or all, not {acks[:20]!r}")
             records = incoming_records(request.records)
-            offsets = await self.node.produce_records(topic, records, acks, request.idempotency_key or None)
+            offsets = await self.node.produce_records(topic, records, acks, request.idempotency_key or None,
+                                                     writer=principal.name)
             if auth.enabled:
                 auth.quotas.charge(principal.name, "produce", limits, request.ByteSize())
         except ANY_ERROR as exc:

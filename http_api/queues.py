@@ -10,7 +10,7 @@ from typing import Any
 import msgpack
 from aiohttp import web
 
-from http_api.auth import recheck_access
+from http_api.auth import principal_of, recheck_access
 from http_api.keys import NODE
 from http_api.params import JSON, MSGPACK, decode_msgpack, path_topic, read_json
 from http_api.records import IDEMPOTENCY_KEY, PRODUCE_BODY
@@ -48,7 +48,7 @@ async def send(request: web.Request) -> web.Response:
     else:
         raise UnsupportedMediaTypeError(f"expected {JSON} or {MSGPACK}, got {request.content_type!r}")
     offsets = await node.produce_records(name, records, request.query.get("acks", "1"),
-                                         request.headers.get(IDEMPOTENCY_KEY))
+                                         request.headers.get(IDEMPOTENCY_KEY), writer=principal_of(request).name)
     return web.json_response({"offsets": offsets})
 
 

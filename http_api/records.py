@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+import random
 
 from aiohttp import web
 
-from http_api.auth import recheck_access
+from http_api.auth import principal_of, recheck_access
 from http_api.decoding import DECODER
 from http_api.keys import NODE, SENDFILE
 from http_api.params import (
@@ -28,7 +29,9 @@ from http_api.sendfile import send_slice
 from http_api.user_limits import long_poll
 from logbroker.batch_limits import check_batch, is_costly
 from logbroker.errors import UnsupportedMediaTypeError
+from logbroker.producer_ids import check_writer, issue
 from logbroker.records import parse_body, render_records, take_records
+from segments.batch import BatchHeader
 from segments.log import LogRead
 
 RECORD_PATH = "/v1/topics/{name}/partitions/{partition}"
@@ -40,6 +43,7 @@ HIGH_WATERMARK = "X-LogBroker-High-Watermark"
 LEADER = "X-LogBroker-Leader"
 # Stored once within the topic's dedup_window_ms (DESIGN §4); a prebuilt batch uses its producer id.
 IDEMPOTENCY_KEY = "Idempotency-Key"
+_PRODUCER_RNG = random.SystemRandom()
 PRODUCE_BODY = {"type": "object", "properties": {"records": {"type": "array", "items": {
     "type": "object", "properties": {
         "key": {"type": "string"}, "key_b64": {"type": "string"}, "value": {"type": "string"},
@@ -61,30 +65,39 @@ async def produce(request: web.Request) -> web.Response:
     if content_type == BATCH:
         partition = query_int(request, "partition")
         batch = await request.read()
-        await checked_batch(request, batch)
+        check_writer(await checked_batch(request, batch), principal_of(request).name)
         offsets = await node.produce_batch(topic, partition, batch, acks)
         leader = node.leader_elsewhere(topic, partition)
         if leader is not None:
             return web.json_response({"offsets": offsets}, headers={LEADER: str(leader)})
     elif content_type == JSON:
         records = parse_body(await read_json(request), binary=False)
-        offsets = await node.produce_records(topic, records, acks, request.headers.get(IDEMPOTENCY_KEY))
+        offsets = await node.produce_records(topic, records, acks, request.headers.get(IDEMPOTENCY_KEY),
+                                             writer=principal_of(request).name)
     elif content_type == MSGPACK:
         records = parse_body(decode_msgpack(await request.read()), binary=True)
-        offsets = await node.produce_records(topic, records, acks, request.headers.get(IDEMPOTENCY_KEY))
+        offsets = await node.produce_records(topic, records, acks, request.headers.get(IDEMPOTENCY_KEY),
+                                             writer=principal_of(request).name)
     else:
         raise UnsupportedMediaTypeError(f"expected {JSON}, {MSGPACK} or {BATCH}, got {content_type!r}")
     return web.json_response({"offsets": offsets})
 
 
-async def checked_batch(request: web.Request, batch: bytes) -> None:
+@route("POST", "/v1/producers", "A producer identity for idempotent prebuilt batches (Kafka's InitProducerId): "
+       "an id bound to the caller and an epoch; the producer numbers each partition's records from 0",
+       access="user", responses={"200": "{producer_id, producer_epoch}"})
+async def init_producer(request: web.Request) -> web.Response:
+    issued = issue(principal_of(request).name, _PRODUCER_RNG)
+    return web.json_response({"producer_id": issued.producer_id, "producer_epoch": issued.producer_epoch})
+
+
+async def checked_batch(request: web.Request, batch: bytes) -> BatchHeader:
     """Hold a prebuilt batch to the bounds of ``check_batch``: in the decode pool when it is
     compressed (decompressing is the cost) or large (searching it for reserved headers), on the loop
     otherwise."""
     if is_costly(batch):
-        await request.app[DECODER].run(check_batch, batch)
-    else:
-        check_batch(batch)
+        return await request.app[DECODER].run(check_batch, batch)
+    return check_batch(batch)
 
 
 @route("GET", RECORD_PATH + "/records", "Fetch records from an offset (long-poll with wait_ms)",

@@ -49,16 +49,7 @@ from logbroker.auth.permissions import Principal
 from logbroker.cluster_groups import ClusterTopics, offsets_log
 from logbroker.cluster_sync import ClusterSync
 from logbroker.config import NodeConfig
-from logbroker.dedup import (
-    KEY_EPOCH,
-    WINDOW_KEY,
-    WINDOW_MS_DEFAULT,
-    Appended,
-    Identity,
-    check_idempotency_key,
-    identity,
-    key_producer_id,
-)
+from logbroker.dedup import WINDOW_KEY, WINDOW_MS_DEFAULT, Appended, identity
 from logbroker.descriptors import PARTITIONS_MIN, DescriptorPlan, raise_open_files_limit
 from logbroker.errors import (
     ANY_ERROR,
@@ -84,6 +75,7 @@ from logbroker.partition_moves import PartitionMover
 from logbroker.partition_roles import NO_LEADER
 from logbroker.partition_state import rack_replica
 from logbroker.peers import Peers
+from logbroker.producer_ids import Identity, key_identity
 from logbroker.queues.manager import QueueManager, state_topic
 from logbroker.records import IncomingRecord, group_by_partition
 from logbroker.replica_manager import Replica, ReplicaManager
@@ -754,9 +746,11 @@ class Node:
     # ---- produce -------------------------------------------------------------------------------
 
     async def produce_records(self, topic: str, records: list[IncomingRecord], acks: str,
-                              idempotency_key: str | None = None) -> list[dict[str, int]]:
+                              idempotency_key: str | None = None, *, writer: str | None = None) -> list[dict[str, int]]:
         """Append records (grouped into one batch per partition); offsets in request order.
-        Partitions another node leads are forwarded to it as built batches.
+        Partitions another node leads are forwarded to it as built batches. An
+        ``idempotency_key`` is the ``writer``'s (the authenticated user): the same key of two
+        users names two writes (``producer_ids.key_identity``).
 
         Every batch is built and checked against its partition's size limit, and every
         partition's leader is known, before the first append, so a request that fails on input
@@ -768,8 +762,9 @@ class Node:
             producer_id, producer_epoch, sequence = NO_PRODUCER_ID, -1, NO_SEQUENCE
             groups = group_by_partition(records, self._partition_count(topic), next(self._round_robin))
         else:  # placed by the key, so that a retry lands where the first try did
-            producer_id, producer_epoch, sequence = key_producer_id(check_idempotency_key(idempotency_key)), \
-                KEY_EPOCH, 0
+            if writer is None:
+                raise ValueError("an idempotency key belongs to a writer; name it")
+            producer_id, producer_epoch, sequence = key_identity(writer, idempotency_key)
             groups = group_by_partition(records, self._partition_count(topic), producer_id)
         batches = []
         for partition, indexes in groups.items():

@@ -380,6 +380,11 @@ class Client(GroupQueueCalls):
                                   json_body={"records": records})
         return list(result["offsets"])
 
+    async def init_producer(self) -> tuple[int, int]:
+        """A producer id and epoch issued to this client's user, for idempotent prebuilt batches."""
+        result = await self._json("POST", "/v1/producers", idempotent=True)
+        return int(result["producer_id"]), int(result["producer_epoch"])
+
     async def produce_batch(self, topic: str, partition: int, batch: bytes, *, acks: str = "1") -> int:
         """Send one prebuilt batch to the partition's leader; returns its base offset. Sent again
         only when nothing was appended (a cluster 503, no connection): never after a timeout."""

@@ -46,9 +46,10 @@ class Producer:
     ``send`` returns a future per record; ``buffer_bytes_max`` bounds what may wait unsent (send
     waits for room), ``in_flight_max`` bounds concurrent requests.
 
-    Idempotence (``idempotent=True``, the default): the producer has a random producer id and
-    numbers each partition's records; every batch carries its id, epoch 0 and the sequence of its
-    first record, and the broker stores a batch it has seen within the topic's
+    Idempotence (``idempotent=True``, the default): before its first batch the producer asks the
+    broker for an identity (``POST /v1/producers``: an id bound to the client's user, and an
+    epoch) and numbers each partition's records; every batch carries its id, epoch and the
+    sequence of its first record, and the broker stores a batch it has seen within the topic's
     ``dedup_window_ms`` only once (answering the first offsets), also after a leader failover.
 
     Retries: a batch goes to its partition's leader; the ``Client`` sends it again, after reading
@@ -72,7 +73,8 @@ class Producer:
                  in_flight_max: int = 8, idempotent: bool = True) -> None:
         self.client = client
         self.idempotent = idempotent
-        self.producer_id = random.getrandbits(62) + 1 if idempotent else NO_PRODUCER_ID
+        self.producer_id, self.producer_epoch = NO_PRODUCER_ID, -1  # issued by the broker before the first batch
+        self._identity_lock = asyncio.Lock()
         self._sequences: dict[tuple[str, int], int] = {}  # the next record's sequence, per partition
         self.linger_ms, self.batch_bytes, self.acks = linger_ms, batch_bytes, acks
         self.retries, self.retry_backoff_ms = retries, retry_backoff_ms
@@ -131,11 +133,18 @@ class Producer:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
+    async def _identity(self) -> None:
+        async with self._identity_lock:
+            if self.producer_id == NO_PRODUCER_ID:
+                self.producer_id, self.producer_epoch = await self.client.init_producer()
+
     async def _send_batch(self, topic: str, partition: int, pending: _Pending, sequence: int) -> None:
-        batch = encode_batch(pending.records, producer_id=self.producer_id,
-                             producer_epoch=0 if self.idempotent else -1, base_sequence=sequence)
         in_order = self._in_order.setdefault((topic, partition), asyncio.Lock())
         try:
+            if self.idempotent:
+                await self._identity()
+            batch = encode_batch(pending.records, producer_id=self.producer_id,
+                                 producer_epoch=self.producer_epoch, base_sequence=sequence)
             async with in_order, self._in_flight:
                 base = await self._with_retries(topic, partition, batch)
             for i, future in enumerate(pending.futures):

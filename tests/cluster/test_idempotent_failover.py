@@ -48,7 +48,9 @@ def test_a_retry_after_a_failover_is_stored_once(cluster: Cluster):
     keyed = {"records": [{"value": "keyed-1"}, {"value": "keyed-2"}]}
     first = cluster.http(via).json("POST", "/v1/topics/once/records?acks=all", headers={**token,
                                    "Idempotency-Key": "payment-42"}, body=keyed)
-    batch = encode_batch([ProducerRecord(b"batched")], producer_id=77, producer_epoch=0, base_sequence=0)
+    issued = cluster.http(via).json("POST", "/v1/producers", headers=token)
+    batch = encode_batch([ProducerRecord(b"batched")], producer_id=issued["producer_id"],
+                         producer_epoch=issued["producer_epoch"], base_sequence=0)
     reply = cluster.http(via).call("POST", "/v1/topics/once/records?partition=0&acks=all",
                                    headers={**token, "Content-Type": BATCH}, raw=batch)
     assert reply.status == 200 and reply.headers["x-logbroker-leader"] == str(leader), "forwarded: a hint"

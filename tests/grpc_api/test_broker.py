@@ -216,6 +216,21 @@ def test_a_publish_retried_with_its_idempotency_key_answers_the_first_positions_
     assert code_of(publish(node.grpc_address, other, auth(admin_token))) == grpc.StatusCode.FAILED_PRECONDITION
 
 
+def test_an_idempotency_key_belongs_to_the_publishing_user(node, http, admin_token):
+    admin = bearer(admin_token)
+    http.json("POST", "/v1/topics", 201, body={"name": "grpc.keys", "partitions": 1}, headers=admin)
+    guest = user_with_quotas(http, admin, "grpc-key-guest", {})
+    http.json("PUT", "/v1/topics/grpc.keys/acl", body={"user": "grpc-key-guest", "permissions": ["write"]},
+              headers=admin)
+    by_guest = run(publish(node.grpc_address, pb.PublishRequest(
+        topic="grpc.keys", idempotency_key="order-17", records=[pb.Record(value=b"g1"), pb.Record(value=b"g2")]),
+        auth(guest)))
+    by_owner = run(publish(node.grpc_address, pb.PublishRequest(
+        topic="grpc.keys", idempotency_key="order-17", records=[pb.Record(value=b"owner")]), auth(admin_token)))
+    assert [p.offset for p in by_guest.positions] == [0, 1] and [p.offset for p in by_owner.positions] == [2], \
+        "the owner's write is stored: neither answered with the guest's offsets nor refused as a conflict"
+
+
 def _details(exc: grpc.aio.AioRpcError) -> dict[str, Any]:
     """What a generated client reads from gRPC's rich error model (``grpc-status-details-bin``)."""
     status = rpc_status.from_call(exc)

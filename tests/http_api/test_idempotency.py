@@ -118,10 +118,12 @@ def test_a_zero_window_stores_every_retry(restartable: NodeProcess):
 
 def test_a_producer_batch_and_a_queue_send_are_stored_once_even_after_a_kill(tmp_path):
     data_dir = str(tmp_path / "node")
-    batch = encode_batch([ProducerRecord(b"p1"), ProducerRecord(b"p2")], producer_id=4242, producer_epoch=0,
-                         base_sequence=0)
     with NodeProcess(data_dir) as first:
         http = _http(first)
+        issued = http.json("POST", "/v1/producers")  # an identity outlives the node that issued it
+        pid, epoch = issued["producer_id"], issued["producer_epoch"]
+        batch = encode_batch([ProducerRecord(b"p1"), ProducerRecord(b"p2")], producer_id=pid, producer_epoch=epoch,
+                             base_sequence=0)
         http.json("POST", "/v1/topics", 201, body={"name": "batches", "partitions": 1})
         http.json("POST", "/v1/topics", 201, body={"name": "jobs", "partitions": 1, "kind": "queue"})
         stored = http.json("POST", "/v1/topics/batches/records?partition=0&acks=1", raw=batch, content_type=BATCH)
@@ -134,7 +136,7 @@ def test_a_producer_batch_and_a_queue_send_are_stored_once_even_after_a_kill(tmp
         assert http.json("POST", "/v1/topics/batches/records?partition=0&acks=1", raw=batch,
                          content_type=BATCH) == stored
         assert _end(http, "batches", 0) == 2
-        following = encode_batch([ProducerRecord(b"p3")], producer_id=4242, producer_epoch=0, base_sequence=2)
+        following = encode_batch([ProducerRecord(b"p3")], producer_id=pid, producer_epoch=epoch, base_sequence=2)
         assert http.json("POST", "/v1/topics/batches/records?partition=0", raw=following,
                          content_type=BATCH)["offsets"][0]["offset"] == 2
         assert http.json("POST", "/v1/queues/jobs/messages?acks=1", body={"records": [{"value": "job"}]},
