@@ -47,6 +47,7 @@ STATUS_BY_CODE: Final[dict[str, int]] = {
     "not_a_queue": 409,
     "idempotency_conflict": 409,
     "dead_letter_refused": 409,
+    "lease_expired": 409,
     "request_timeout": 408,
     "batch_too_large": 413,
     "payload_too_large": 413,

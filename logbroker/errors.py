@@ -69,6 +69,13 @@ class NotAvailableError(BrokerError):
     retriable = True
 
 
+class LeaseExpiredError(BrokerError):
+    """A queue ack or nack whose receipts' leases all ran out: nothing was settled, since each
+    message may already be leased to another receiver. ``failed`` lists the receipts."""
+
+    code = "lease_expired"
+
+
 class UnknownGroupError(BrokerError):
     code = "unknown_group"
 

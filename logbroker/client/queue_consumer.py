@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from logbroker.client.core import Client
+from logbroker.client.errors import LogBrokerError
 
 log = logging.getLogger(__name__)
 
@@ -92,10 +93,21 @@ class QueueConsumer:
                     log.exception("handler failed on %s/%s", message.partition, message.offset)
                     bad.append(message)
             if good:
-                acked += int((await self.ack(good))["acked"])
+                acked += await self._ack_handled(good)
             if bad:
                 await self.nack(bad, delay_ms=nack_delay_ms)
         return acked
+
+    async def _ack_handled(self, messages: list[QueueMessage]) -> int:
+        """Ack what the handler finished; a batch whose leases all ran out meanwhile (409
+        ``lease_expired``) settles nothing and is delivered again, which the loop survives."""
+        try:
+            return int((await self.ack(messages))["acked"])
+        except LogBrokerError as exc:
+            if exc.code != "lease_expired":
+                raise
+            log.warning("leases ran out before the ack; %d message(s) will be delivered again", len(messages))
+            return 0
 
 
 def _receipt(message: QueueMessage | str) -> str:

@@ -31,7 +31,7 @@ from typing import Any, Final
 
 from coordinator.errors import CoordinatorError
 from coordinator.models import TopicMetadata, TopicSpec
-from logbroker.errors import BrokerError, DeadLetterRefusedError, NotAQueueError
+from logbroker.errors import BrokerError, DeadLetterRefusedError, LeaseExpiredError, NotAQueueError
 from logbroker.internal_log import InternalLog, InternalRecord, pack, unpack
 from logbroker.queues.batch_cache import BATCHES_PER_PARTITION_MAX, BatchCache, DecodedBatch, decoded
 from logbroker.queues.requests import Receipt, ReceiveRequest
@@ -227,8 +227,9 @@ class QueueManager:
         share = queue.shares[partition]
         log_start = self._replicas.get(queue.name, partition).log.log_start_offset
         gone = [o for o in offsets if o not in found and o < log_start]
+        now = self._clock_ms()
         for offset in gone:  # removed by retention before it was received: nothing to deliver
-            if share.ack(offset, token):
+            if share.ack(offset, token, now):
                 self._record(queue, partition, ack_event([offset]))
         unread = [o for o in offsets if o not in found and o >= log_start]
         if unread:  # not expected; the lease runs out and the message is delivered again
@@ -294,18 +295,22 @@ class QueueManager:
         done: dict[int, list[int]] = {}
         failed = []
         for receipt in receipts:
-            ok = False
+            ok = expired = False
             if receipt.partition < len(queue.shares):
                 share = queue.shares[receipt.partition]
-                ok = share.ack(receipt.offset, receipt.token) if delay_ms is None else \
+                ok = share.ack(receipt.offset, receipt.token, now) if delay_ms is None else \
                     share.nack(receipt.offset, receipt.token, now, delay_ms)
+                expired = not ok and share.lease_expired(receipt.offset, receipt.token, now)
             if ok:
                 done.setdefault(receipt.partition, []).append(receipt.offset)
+            elif expired:
+                failed.append({"receipt": str(receipt), "code": LeaseExpiredError.code,
+                               "detail": "this receipt's lease ran out: the message may be leased to another "
+                                         "receiver and is delivered again"})
             else:
                 failed.append({"receipt": str(receipt), "code": "invalid_receipt",
-                               "detail": "no current lease has this receipt: it expired and the message was "
-                                         "delivered again, it was already settled, or it is not a receipt of "
-                                         "this queue"})
+                               "detail": "no current lease has this receipt: the message was delivered again, "
+                                         "it was already settled, or it is not a receipt of this queue"})
         durable = []
         for partition, offsets in done.items():
             event = ack_event(offsets) if delay_ms is None else nack_event(now + delay_ms if delay_ms else 0, offsets)
@@ -314,7 +319,11 @@ class QueueManager:
         if delay_ms is not None:
             for partition in done:
                 await self._dead_letter(queue, partition)
-        return {"acked" if delay_ms is None else "nacked": sum(map(len, done.values())), "failed": failed}
+        settled = sum(map(len, done.values()))
+        if not settled and any(f["code"] == LeaseExpiredError.code for f in failed):
+            raise LeaseExpiredError("nothing was settled: every lease of these receipts ran out or is gone "
+                                    "(the messages are delivered again)", failed=failed)
+        return {"acked" if delay_ms is None else "nacked": settled, "failed": failed}
 
     async def _dead_letter(self, queue: Queue, partition: int) -> None:
         share = queue.shares[partition]

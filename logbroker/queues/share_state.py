@@ -5,9 +5,11 @@ Each offset moves ``available -> leased -> (acked | available again | dead)``:
 - ``acquire`` leases up to ``n`` available offsets (redeliveries first, in offset order, then new
   ones up to the high watermark) to one receive, under a fresh nonzero ``token``, until
   ``now + visibility``; each lease adds one to the offset's delivery count;
-- ``ack(offset, token)`` finishes a message whose current lease has that token (a receipt whose
-  lease expired is still good while nobody else has received the message);
-- ``nack(offset, token, delay)`` makes it available again after ``delay`` (the receipt is spent);
+- ``ack(offset, token, now)`` finishes a message whose current lease has that token and has not
+  run out at ``now`` (a receipt of an expired lease is refused: the message may be leased to
+  another receiver, ``lease_expired`` tells the two refusals apart);
+- ``nack(offset, token, now, delay)`` makes it available again after ``delay`` (the receipt is
+  spent), under the same rule;
 - a lease that expires makes the message available again, unless its delivery count reached
   ``max_deliveries``: then (as for a nack at that count) it is handed over for the dead-letter
   topic (``take_dead``) and finished once ``dead_lettered`` confirms it.
@@ -127,18 +129,32 @@ class PartitionShare:
         self._seq += 1
         heapq.heappush(self._timers, (until_ms, self._seq, token, offsets))
 
-    def ack(self, offset: int, token: int) -> bool:
-        """Finish ``offset`` if ``token`` holds its current lease; False for a stale or forged receipt."""
+    def _held(self, offset: int, token: int, now_ms: int) -> Entry | None:
+        """The entry of ``offset`` if ``token`` holds its lease and the lease is still running."""
         entry = self.entries.get(offset)
-        if entry is None or token == 0 or entry.token != token or entry.state == DEAD:
+        if entry is None or token == 0 or entry.token != token or entry.state != LEASED or entry.until_ms <= now_ms:
+            return None
+        return entry
+
+    def lease_expired(self, offset: int, token: int, now_ms: int) -> bool:
+        """True when ``token`` was the last lease of ``offset`` but ran out by ``now_ms``."""
+        entry = self.entries.get(offset)
+        return entry is not None and token != 0 and entry.token == token and entry.state != DEAD \
+            and self._held(offset, token, now_ms) is None
+
+    def ack(self, offset: int, token: int, now_ms: int) -> bool:
+        """Finish ``offset`` if ``token`` holds its running lease; False for an expired, stale or
+        forged receipt."""
+        if self._held(offset, token, now_ms) is None:
             return False
         self._finish(offset)
         return True
 
     def nack(self, offset: int, token: int, now_ms: int, delay_ms: int) -> bool:
-        """Give the message back (available after ``delay_ms``); False for a stale or forged receipt."""
-        entry = self.entries.get(offset)
-        if entry is None or token == 0 or entry.token != token or entry.state != LEASED:
+        """Give the message back (available after ``delay_ms``); False for an expired, stale or
+        forged receipt."""
+        entry = self._held(offset, token, now_ms)
+        if entry is None:
             return False
         self._nack(offset, entry, now_ms + delay_ms if delay_ms > 0 else 0)
         return True

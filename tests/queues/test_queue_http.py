@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 import aiohttp
 import pytest
@@ -68,6 +69,27 @@ def test_forged_and_malformed_receipts_change_nothing(http, queue):
     assert http.json("POST", "/v1/queues/work/ack", body={"receipts": [message["receipt"]]})["acked"] == 1
     again = http.json("POST", "/v1/queues/work/ack", body={"receipts": [message["receipt"]]})
     assert again["acked"] == 0 and len(again["failed"]) == 1
+
+
+def test_a_receipt_whose_lease_ran_out_is_refused_with_409_and_the_message_comes_again(http, queue):
+    http.json("POST", "/v1/topics", expect=201, body={"name": "short-leases", "partitions": 1, "kind": "queue"})
+    http.json("POST", "/v1/queues/short-leases/messages", body={"records": [{"value": "a"}, {"value": "b"}]})
+    leased = http.json("POST", "/v1/queues/short-leases/receive",
+                       body={"max_messages": 2, "visibility_timeout_ms": 300})["messages"]
+    assert [m["value"] for m in leased] == ["a", "b"]
+    assert http.json("POST", "/v1/queues/short-leases/ack", body={"receipts": [leased[0]["receipt"]]})["acked"] == 1
+    time.sleep(0.5)
+    for path in ("ack", "nack"):  # nobody received "b" again yet: the receipt is still refused
+        late = http.call("POST", f"/v1/queues/short-leases/{path}", body={"receipts": [leased[1]["receipt"]]})
+        assert late.status == 409, late.data
+        problem = late.json()
+        assert problem["code"] == "lease_expired" and not problem["retriable"]
+        assert [f["code"] for f in problem["failed"]] == ["lease_expired"]
+    again = http.json("POST", "/v1/queues/short-leases/receive", body={"max_messages": 2, "wait_ms": 2000})
+    assert [(m["value"], m["delivery_count"]) for m in again["messages"]] == [("b", 2)]
+    mixed = http.json("POST", "/v1/queues/short-leases/ack",
+                      body={"receipts": [leased[1]["receipt"], again["messages"][0]["receipt"]]})
+    assert mixed["acked"] == 1 and [f["code"] for f in mixed["failed"]] == ["invalid_receipt"]
 
 
 BAD = [

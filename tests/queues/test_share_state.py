@@ -20,8 +20,8 @@ def test_lease_ack_and_redelivery_after_timeout():
     share = PartitionShare(max_deliveries=3)
     assert share.acquire(0, 2, 100, high_watermark=5, token=7) == [0, 1]
     assert share.acquire(50, 10, 100, high_watermark=5, token=8) == [2, 3, 4]
-    assert share.ack(0, 7) and not share.ack(0, 7), "a receipt acks once"
-    assert not share.ack(1, 8), "another lease's token"
+    assert share.ack(0, 7, now_ms=60) and not share.ack(0, 7, now_ms=60), "a receipt acks once"
+    assert not share.ack(1, 8, now_ms=60), "another lease's token"
     assert share.acquire(99, 10, 100, high_watermark=5, token=9) == []
     assert share.acquire(100, 10, 100, high_watermark=5, token=9) == [1]
     assert share.entries[1].count == 2 and share.done_below == 1
@@ -46,8 +46,19 @@ def test_window_caps_new_messages():
     share = PartitionShare(max_deliveries=5, window_max=3)
     assert share.acquire(0, 10, 100, 10, token=1) == [0, 1, 2]
     assert share.acquire(0, 10, 100, 10, token=2) == []
-    assert share.ack(0, 1)
+    assert share.ack(0, 1, now_ms=0)
     assert share.acquire(0, 10, 100, 10, token=3) == [3]
+
+
+def test_a_receipt_whose_lease_ran_out_settles_nothing_even_before_anyone_else_received_it():
+    share = PartitionShare(max_deliveries=5)
+    assert share.acquire(0, 2, 100, high_watermark=2, token=7) == [0, 1]
+    assert not share.lease_expired(0, 7, now_ms=99) and share.ack(0, 7, now_ms=99)
+    assert not share.ack(1, 7, now_ms=100) and not share.nack(1, 7, now_ms=100, delay_ms=0)
+    assert share.lease_expired(1, 7, now_ms=100) and not share.lease_expired(1, 8, now_ms=100)
+    assert share.entries[1].state == LEASED, "not yet swept: the refusal alone must not settle it"
+    assert share.acquire(100, 1, 100, high_watermark=2, token=9) == [1], "delivered again"
+    assert not share.lease_expired(1, 7, now_ms=150), "now another receiver's: the old receipt is just stale"
 
 
 class ShareMachine(RuleBasedStateMachine):
@@ -96,21 +107,26 @@ class ShareMachine(RuleBasedStateMachine):
     @precondition(lambda self: self.receipts)
     @rule(i=st.integers(0, 1000), forged=st.booleans())
     def ack(self, i, forged):
-        offset, token, _ = self.receipts[i % len(self.receipts)]
+        offset, token, until = self.receipts[i % len(self.receipts)]
         if forged:
-            assert not self.share.ack(offset, token + 10_000)
+            assert not self.share.ack(offset, token + 10_000, self.now)
             return
-        if self.share.ack(offset, token):
+        running = until > self.now
+        if self.share.ack(offset, token, self.now):
+            assert running, "an expired receipt never settles"
             assert offset not in self.acked
             self.acked.add(offset)
             self.events.append(ack_event([offset]))
+        else:
+            assert not running, "a running lease's receipt settles"
         self.receipts = [r for r in self.receipts if r[0] != offset]
 
     @precondition(lambda self: self.receipts)
     @rule(i=st.integers(0, 1000), delay=st.integers(0, 100))
     def nack(self, i, delay):
-        offset, token, _ = self.receipts.pop(i % len(self.receipts))
+        offset, token, until = self.receipts.pop(i % len(self.receipts))
         if self.share.nack(offset, token, self.now, delay):
+            assert until > self.now, "an expired receipt never settles"
             self.events.append(nack_event(self.now + delay if delay else 0, [offset]))
         self._dead_letter()
 
