@@ -47,7 +47,7 @@ def limits_of(request: web.Request) -> QuotaLimits:
 @web.middleware
 async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     entry = ROUTE_BY_HANDLER.get(request.match_info.handler)
-    if entry is None or entry.access == "public" or (entry.access == "metrics" and _scrape_allowed(request)):
+    if entry is None or entry.access == "public" or (entry.access == "metrics" and scrape_allowed(request)):
         return await handler(request)
     auth = request.app[NODE].auth
     principal, limits = await auth.authenticate(request.headers.get("Authorization"))
@@ -97,7 +97,7 @@ async def _authorize(request: web.Request, entry: Route, principal: Principal) -
     await request.app[NODE].auth.authorize_topic(principal, path_topic(request), action)
 
 
-def _scrape_allowed(request: web.Request) -> bool:
+def scrape_allowed(request: web.Request) -> bool:
     """True when ``/metrics`` needs no user: the node opens it, or the scrape credential is sent."""
     node = request.app[NODE]
     if node.config.metrics_public == "true" or not node.auth.enabled:

@@ -48,6 +48,7 @@ STATUS_BY_CODE: Final[dict[str, int]] = {
     "idempotency_conflict": 409,
     "dead_letter_refused": 409,
     "lease_expired": 409,
+    "not_a_cluster": 409,
     "request_timeout": 408,
     "batch_too_large": 413,
     "payload_too_large": 413,

@@ -5,12 +5,12 @@ from __future__ import annotations
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from http_api.auth import principal_of
+from http_api.auth import principal_of, scrape_allowed
 from http_api.keys import NODE
 from http_api.openapi import openapi_document
 from http_api.params import read_json
 from http_api.routing import route
-from logbroker.errors import InvalidRequestError
+from logbroker.errors import BrokerError, InvalidRequestError
 
 DECOMMISSION_BODY = {"type": "object", "required": ["node_id"], "properties": {"node_id": {"type": "integer"}}}
 
@@ -21,15 +21,30 @@ async def healthz(request: web.Request) -> web.Response:
 
 
 @route("GET", "/readyz", "Readiness: logs are open, the node serves, its disk takes writes and no partition "
-       "is offline (``storage`` says which), and a cluster node's coordinator session is live", access="public",
+       "is offline, and a cluster node's coordinator session is live. Anyone gets the bare status; the scrape "
+       "credential or an admin's token also gets why (``storage`` names offline partitions)", access="public",
        responses={"200": "Ready", "503": "Not ready: starting, stopping, a full disk or an offline partition"})
 async def readyz(request: web.Request) -> web.Response:
     node = request.app[NODE]
     storage = node.storage_state()
     session = node.coordinator.session_alive()
     ready = node.ready and session and not storage["full"] and not storage["offline_partitions"]
+    status = 200 if ready else 503
+    if not await _sees_details(request):
+        return web.json_response({"ready": ready}, status=status)
     return web.json_response({"ready": ready, "serving": node.ready, "coordinator": {"session_alive": session},
-                              "storage": storage}, status=200 if ready else 503)
+                              "storage": storage}, status=status)
+
+
+async def _sees_details(request: web.Request) -> bool:
+    """An operator's view (topic names, storage) for the scrape credential or an admin, not for anyone."""
+    if scrape_allowed(request):
+        return True
+    try:
+        principal, _ = await request.app[NODE].auth.authenticate(request.headers.get("Authorization"))
+    except BrokerError:
+        return False
+    return principal.is_admin
 
 
 @route("GET", "/metrics", "Prometheus metrics (text format): the node's metrics_token or an admin's token as "
@@ -47,14 +62,16 @@ async def cluster(request: web.Request) -> web.Response:
 
 @route("POST", "/v1/cluster/rebalance", "Spread the topics' partitions evenly over the live nodes (admin): "
        "each moved partition's data is copied to its new leader before leadership moves", access="admin",
-       responses={"200": "The moves made", "403": "Not an admin", "503": "Not a cluster, or a move failed"})
+       responses={"200": "The moves made", "403": "Not an admin", "409": "Not a cluster: nothing to rebalance",
+                  "503": "A move failed"})
 async def rebalance(request: web.Request) -> web.Response:
     return web.json_response(await request.app[NODE].rebalance(None))
 
 
 @route("POST", "/v1/cluster/decommission", "Move every partition off one node (admin), e.g. before "
        "retiring it", access="admin", body=DECOMMISSION_BODY,
-       responses={"200": "The moves made", "400": "Bad node id", "403": "Not an admin"})
+       responses={"200": "The moves made", "400": "Bad node id", "403": "Not an admin",
+                  "409": "Not a cluster: nothing to move"})
 async def decommission(request: web.Request) -> web.Response:
     body = await read_json(request)
     node_id = body.get("node_id") if isinstance(body, dict) else None

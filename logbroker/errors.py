@@ -69,6 +69,12 @@ class NotAvailableError(BrokerError):
     retriable = True
 
 
+class NotAClusterError(BrokerError):
+    """A cluster operation (rebalance, decommission) on a single node: no retry can succeed."""
+
+    code = "not_a_cluster"
+
+
 class LeaseExpiredError(BrokerError):
     """A queue ack or nack whose receipts' leases all ran out: nothing was settled, since each
     message may already be leased to another receiver. ``failed`` lists the receipts."""

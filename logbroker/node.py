@@ -61,6 +61,7 @@ from logbroker.errors import (
     IdempotencyConflictError,
     InvalidRequestError,
     NoLeaderError,
+    NotAClusterError,
     NotAvailableError,
     NotLeaderError,
     PartialWriteError,
@@ -715,7 +716,7 @@ class Node:
         """``/v1/cluster/rebalance`` (``leaving`` None) and ``/v1/cluster/decommission``."""
         self._check_serving()
         if not self.clustered:
-            raise NotAvailableError("a single node has nothing to rebalance")
+            raise NotAClusterError("a single node has nothing to rebalance or decommission")
         return await self.moves.rebalance(leaving)
 
     def check_leads(self, topic: str, partition: int) -> None:

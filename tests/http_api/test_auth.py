@@ -69,6 +69,17 @@ def test_public_routes_need_no_token_and_others_do(http):
         assert reply.json()["code"] == "unauthenticated"
 
 
+def test_readiness_is_a_bare_status_for_anyone_and_says_why_to_operators(http, admin):
+    admin.json("POST", "/v1/topics", 201, body={"name": "ready-secret-name"})
+    anonymous = http.call("GET", "/readyz")
+    assert anonymous.status == 200 and anonymous.json() == {"ready": True}, "no storage, topics or sessions"
+    user = make_user(http, admin, "ready-user")
+    assert user.json("GET", "/readyz") == {"ready": True}
+    for operator in (admin.token, METRICS_TOKEN):
+        detailed = http.json("GET", "/readyz", headers=bearer(operator))
+        assert detailed["ready"] is True and detailed["storage"]["offline_partitions"] == []
+
+
 def test_metrics_need_the_scrape_credential_or_an_admin(http, admin):
     assert http.call("GET", "/metrics").status == 401
     assert http.call("GET", "/metrics", headers=bearer("a-wrong-scrape-credential")).status == 401

@@ -17,4 +17,6 @@ def test_a_bad_decommission_body_is_a_400(http, raw):
 def test_a_single_node_has_nothing_to_rebalance(http):
     for path, body in (("/v1/cluster/rebalance", None), ("/v1/cluster/decommission", {"node_id": 1})):
         reply = http.call("POST", path, body=body)
-        assert reply.status == 503 and "single node" in reply.json()["detail"]
+        problem = reply.json()
+        assert reply.status == 409 and "single node" in problem["detail"], "a retry could never succeed"
+        assert problem["code"] == "not_a_cluster" and problem["retriable"] is False and "Retry-After" not in reply.headers
