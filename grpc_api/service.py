@@ -1,9 +1,10 @@
 """``logbroker.v1.Broker``: Publish and Subscribe over the node's own paths.
 
-Every call authenticates the ``authorization`` metadata as HTTP does (``AuthService``), is
-authorized on the topic (write for Publish, read for Subscribe) and charged to the caller's
-produce or fetch quota. Records go through ``Node.produce_records`` and ``Node.fetch``, which
-forward to the partition's leader, so any node answers.
+Every call comes through ``grpc_api.gate``, which authenticated the ``authorization`` metadata as
+HTTP does (``AuthService``) before the request arrived; here it is authorized on the topic (write
+for Publish, read for Subscribe) and charged to the caller's produce or fetch quota. Records go
+through ``Node.produce_records`` and ``Node.fetch``, which forward to the partition's leader, so any
+node answers.
 
 Subscribe follows the tail with one bounded long-poll at a time and sends the next records only
 when gRPC has taken the previous ones (an async generator: a slow client holds the node to one
@@ -30,6 +31,7 @@ from coordinator.models import validate_name, validate_rack
 from grpc_api import stubs
 from grpc_api.convert import incoming_records, record_messages
 from grpc_api.errors import abort_for
+from grpc_api.gate import Caller, authorization_of
 from http_api.tls import node_client_context
 from logbroker.auth.permissions import Principal
 from logbroker.auth.quotas import QuotaLimits
@@ -50,10 +52,6 @@ EVENT_OVERHEAD_BYTES: Final = 64 * 1024  # an SSE record event's fields besides 
 STREAMS_MAX: Final = 1_000  # partition subscriptions open on the node at once
 
 
-def _metadata(context: Any) -> dict[str, str]:
-    return {k: v for k, v in (context.invocation_metadata() or ()) if isinstance(v, str)}
-
-
 def _decoded(event: dict[str, Any], name: str) -> bytes:
     if event.get(name + "_b64") is not None:
         return base64.b64decode(event[name + "_b64"])
@@ -72,17 +70,20 @@ class BrokerService(pb_grpc.BrokerServicer):  # type: ignore[misc,name-defined]
         if self._session is not None:
             await self._session.close()
 
-    async def _caller(self, context: Any, topic: str, action: str) -> tuple[Principal, QuotaLimits]:
-        auth = self.node.auth
-        principal, limits = await auth.authenticate(_metadata(context).get("authorization"))
-        if auth.enabled:
-            await auth.authorize_topic(principal, topic, action)  # type: ignore[arg-type]
-        return principal, limits
+    async def _caller(self, context: Any, topic: str, action: str) -> Caller:
+        """The caller authenticated again from the call's metadata (an open stream's recheck)."""
+        return await self._authorized(await self.node.auth.authenticate(authorization_of(context)), topic, action)
 
-    async def Publish(self, request: Any, context: Any) -> Any:
+    async def _authorized(self, caller: Caller, topic: str, action: str) -> Caller:
+        auth = self.node.auth
+        if auth.enabled:
+            await auth.authorize_topic(caller[0], topic, action)  # type: ignore[arg-type]
+        return caller
+
+    async def Publish(self, request: Any, context: Any, caller: Caller) -> Any:
         try:
             topic = validate_name(request.topic, internal=True)
-            principal, limits = await self._caller(context, topic, "write")
+            principal, limits = await self._authorized(caller, topic, "write")
             auth = self.node.auth
             if auth.enabled:
                 auth.check_quota(principal, "produce", limits)
@@ -101,26 +102,26 @@ class BrokerService(pb_grpc.BrokerServicer):  # type: ignore[misc,name-defined]
             add(partition=position["partition"], offset=position["offset"])
         return response
 
-    async def Subscribe(self, request: Any, context: Any) -> AsyncIterator[Any]:
-        async for batch in self._batches(request, context):
+    async def Subscribe(self, request: Any, context: Any, caller: Caller) -> AsyncIterator[Any]:
+        async for batch in self._batches(request, context, caller):
             for record in batch:
                 yield record
 
-    async def SubscribeBatches(self, request: Any, context: Any) -> AsyncIterator[Any]:
-        async for batch in self._batches(request, context):
+    async def SubscribeBatches(self, request: Any, context: Any, caller: Caller) -> AsyncIterator[Any]:
+        async for batch in self._batches(request, context, caller):
             yield pb.Records(records=batch)
 
-    async def _batches(self, request: Any, context: Any) -> AsyncIterator[list[Any]]:
+    async def _batches(self, request: Any, context: Any, caller: Caller) -> AsyncIterator[list[Any]]:
         try:
             topic = validate_name(request.topic, internal=True)
             if request.group:
                 try:
-                    async for record in self._group_records(request, topic, context):
+                    async for record in self._group_records(request, topic, context, caller):
                         yield [record]
                 except (aiohttp.ClientError, HttpProcessingError, TimeoutError) as exc:  # its own listener failed
                     raise NotAvailableError(f"the group's calls failed: {exc}") from exc
             else:
-                async for batch in self._partition_records(request, topic, context):
+                async for batch in self._partition_records(request, topic, context, caller):
                     yield batch
         except ANY_ERROR as exc:
             await abort_for(context, exc)
@@ -140,9 +141,10 @@ class BrokerService(pb_grpc.BrokerServicer):  # type: ignore[misc,name-defined]
             finally:
                 self._streams -= 1
 
-    async def _partition_records(self, request: Any, topic: str, context: Any) -> AsyncIterator[list[Any]]:
+    async def _partition_records(self, request: Any, topic: str, context: Any,
+                                 caller: Caller) -> AsyncIterator[list[Any]]:
         node, auth = self.node, self.node.auth
-        principal, limits = await self._caller(context, topic, "read")
+        principal, limits = await self._authorized(caller, topic, "read")
         partition = request.partition
         if partition < 0:
             raise InvalidRequestError("partition must be a non-negative integer")
@@ -195,12 +197,12 @@ class BrokerService(pb_grpc.BrokerServicer):  # type: ignore[misc,name-defined]
                     raise _Refused(data if isinstance(data, dict) else {"code": "internal", "detail": "no detail"})
                 return data
 
-    async def _group_records(self, request: Any, topic: str, context: Any) -> AsyncIterator[Any]:
+    async def _group_records(self, request: Any, topic: str, context: Any, caller: Caller) -> AsyncIterator[Any]:
         group = group_name(request.group)
         rack = validate_rack(request.rack)
-        authorization = _metadata(context).get("authorization")
+        authorization = authorization_of(context)
         headers = {"Authorization": authorization} if authorization else {}
-        await self._caller(context, topic, "read")
+        await self._authorized(caller, topic, "read")
         joined = await self._call("POST", f"/v1/groups/{group}/members", headers, {"topics": [topic]})
         member, generation = joined["member_id"], joined["generation"]
         await context.send_initial_metadata(())
