@@ -19,7 +19,8 @@ The ticket is released when the call ends, however it ends.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+import contextlib
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from typing import Any, Final
 
 import grpc
@@ -36,7 +37,7 @@ RETRY_AFTER_S: Final = 1.0  # a call refused for want of a share: slots free up 
 
 Caller = tuple[Principal, QuotaLimits]
 UnaryBehavior = Callable[[Any, Any, Caller], Awaitable[Any]]
-StreamBehavior = Callable[[Any, Any, Caller], AsyncIterator[Any]]
+StreamBehavior = Callable[[Any, Any, Caller], AsyncGenerator[Any, None]]
 
 
 def limits_of(config: NodeConfig) -> CallLimits:
@@ -70,13 +71,15 @@ class CallGate:
             try:
                 caller = await self._authenticate(context, ticket)
                 request = await self._request(context, ticket)
-                async for response in behavior(request, context, caller):
-                    yield response
+                responses = behavior(request, context, caller)
+                async with contextlib.aclosing(responses):
+                    async for response in responses:
+                        yield response
             finally:
                 self.budget.release(ticket)
         return handle
 
-    def public_stream(self, behavior: Callable[[AsyncIterator[Any], Any], AsyncIterator[Any]]
+    def public_stream(self, behavior: Callable[[AsyncIterator[Any], Any], AsyncGenerator[Any, None]]
                       ) -> Callable[[Any, Any], AsyncIterator[Any]]:
         """A request-stream, response-stream handler open to anyone (server reflection): it stays
         unproven, so such calls take only the slots not kept for authenticated callers, and every
@@ -87,9 +90,11 @@ class CallGate:
             async def requests() -> AsyncIterator[Any]:
                 while (message := await self._read(context)) is not grpc.aio.EOF:
                     yield message
+            responses = behavior(requests(), context)
             try:
-                async for response in behavior(requests(), context):
-                    yield response
+                async with contextlib.aclosing(responses):
+                    async for response in responses:
+                        yield response
             finally:
                 self.budget.release(ticket)
         return handle

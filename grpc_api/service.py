@@ -11,7 +11,8 @@ when gRPC has taken the previous ones (an async generator: a slow client holds t
 fetch of ``FETCH_BYTES`` in memory). Access is checked again at least every
 ``access_recheck_ms``. With a ``group``, the caller becomes a member of that consumer group
 through the node's own HTTP API (join, the member's push stream, commits, leave), which already
-routes group calls to the node coordinating the group on a cluster.
+routes group calls to the node coordinating the group on a cluster; each user's calls go through
+a client of their own (``grpc_api.group_clients``), so no user's subscriptions wait on another's.
 """
 
 from __future__ import annotations
@@ -20,8 +21,9 @@ import asyncio
 import base64
 import contextlib
 import json
+import ssl
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from typing import Any, Final
 
 import aiohttp
@@ -32,6 +34,7 @@ from grpc_api import stubs
 from grpc_api.convert import incoming_records, record_messages
 from grpc_api.errors import abort_for
 from grpc_api.gate import Caller, authorization_of
+from grpc_api.group_clients import GroupClients
 from http_api.tls import node_client_context
 from logbroker.auth.permissions import Principal
 from logbroker.auth.quotas import QuotaLimits
@@ -63,12 +66,12 @@ class BrokerService(pb_grpc.BrokerServicer):  # type: ignore[misc,name-defined]
     def __init__(self, node: Node, self_url: str) -> None:
         self.node = node
         self.self_url = self_url
-        self._session: aiohttp.ClientSession | None = None
         self._streams = 0
+        self._tls: ssl.SSLContext | None = None
+        self._clients = GroupClients(self._new_session, STREAMS_MAX)
 
     async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
+        await self._clients.close()
 
     async def _caller(self, context: Any, topic: str, action: str) -> Caller:
         """The caller authenticated again from the call's metadata (an open stream's recheck)."""
@@ -102,12 +105,12 @@ class BrokerService(pb_grpc.BrokerServicer):  # type: ignore[misc,name-defined]
             add(partition=position["partition"], offset=position["offset"])
         return response
 
-    async def Subscribe(self, request: Any, context: Any, caller: Caller) -> AsyncIterator[Any]:
+    async def Subscribe(self, request: Any, context: Any, caller: Caller) -> AsyncGenerator[Any, None]:
         async for batch in self._batches(request, context, caller):
             for record in batch:
                 yield record
 
-    async def SubscribeBatches(self, request: Any, context: Any, caller: Caller) -> AsyncIterator[Any]:
+    async def SubscribeBatches(self, request: Any, context: Any, caller: Caller) -> AsyncGenerator[Any, None]:
         async for batch in self._batches(request, context, caller):
             yield pb.Records(records=batch)
 
@@ -127,19 +130,23 @@ class BrokerService(pb_grpc.BrokerServicer):  # type: ignore[misc,name-defined]
             await abort_for(context, exc)
 
     @contextlib.contextmanager
-    def _stream_slot(self, principal: Principal, limits: QuotaLimits) -> Iterator[None]:
-        """One of the node's ``STREAMS_MAX`` gRPC subscriptions (UNAVAILABLE when none is left) and
-        one of the caller's ``streams_max``, shared with their HTTP push streams (RESOURCE_EXHAUSTED
-        past it), held while the subscription lasts. A group subscription holds its HTTP push
-        stream's instead."""
+    def _node_slot(self) -> Iterator[None]:
+        """One of the node's ``STREAMS_MAX`` gRPC subscriptions (UNAVAILABLE when none is left),
+        held while the subscription lasts."""
         if self._streams >= STREAMS_MAX:
             raise NotAvailableError(f"{self._streams} gRPC subscriptions are already open; retry later")
-        with self.node.auth.usage.hold(principal, limits, "streams"):
-            self._streams += 1
-            try:
-                yield
-            finally:
-                self._streams -= 1
+        self._streams += 1
+        try:
+            yield
+        finally:
+            self._streams -= 1
+
+    @contextlib.contextmanager
+    def _stream_slot(self, principal: Principal, limits: QuotaLimits) -> Iterator[None]:
+        """A node slot and one of the caller's ``streams_max``, shared with their HTTP push streams
+        (RESOURCE_EXHAUSTED past it). A group subscription holds its HTTP push stream's instead."""
+        with self._node_slot(), self.node.auth.usage.hold(principal, limits, "streams"):
+            yield
 
     async def _partition_records(self, request: Any, topic: str, context: Any,
                                  caller: Caller) -> AsyncIterator[list[Any]]:
@@ -179,19 +186,18 @@ class BrokerService(pb_grpc.BrokerServicer):  # type: ignore[misc,name-defined]
 
     # ---- groups, through the node's own HTTP API --------------------------------------------------
 
-    def _http(self) -> aiohttp.ClientSession:
-        if self._session is None:
+    def _new_session(self, connections: int) -> aiohttp.ClientSession:
+        config = self.node.config
+        if config.tls_cert_file and self._tls is None:
             # The node's own listener: a certificate made for its advertised name need not match.
-            config = self.node.config
-            tls = node_client_context(config, verify=False) if config.tls_cert_file else False
-            self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=tls),
-                                                  timeout=aiohttp.ClientTimeout(total=None,
-                                                                                sock_connect=GROUP_CALL_TIMEOUT_S))
-        return self._session
+            self._tls = node_client_context(config, verify=False)
+        return aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=self._tls or False, limit=connections),
+                                     timeout=aiohttp.ClientTimeout(total=None, sock_connect=GROUP_CALL_TIMEOUT_S))
 
-    async def _call(self, method: str, path: str, headers: dict[str, str], body: Any = None) -> Any:
+    async def _call(self, http: aiohttp.ClientSession, method: str, path: str, headers: dict[str, str],
+                    body: Any = None) -> Any:
         async with asyncio.timeout(GROUP_CALL_TIMEOUT_S):
-            async with self._http().request(method, self.self_url + path, json=body, headers=headers) as response:
+            async with http.request(method, self.self_url + path, json=body, headers=headers) as response:
                 data = await response.json(content_type=None) if response.status != 204 else None
                 if response.status >= 400:
                     raise _Refused(data if isinstance(data, dict) else {"code": "internal", "detail": "no detail"})
@@ -202,10 +208,24 @@ class BrokerService(pb_grpc.BrokerServicer):  # type: ignore[misc,name-defined]
         rack = validate_rack(request.rack)
         authorization = authorization_of(context)
         headers = {"Authorization": authorization} if authorization else {}
-        await self._authorized(caller, topic, "read")
-        joined = await self._call("POST", f"/v1/groups/{group}/members", headers, {"topics": [topic]})
+        principal, limits = await self._authorized(caller, topic, "read")
+        with self._node_slot():
+            http = self._clients.acquire(principal.name, limits.streams_max)
+            try:
+                joined = await self._call(http, "POST", f"/v1/groups/{group}/members", headers, {"topics": [topic]})
+            except BaseException:
+                await asyncio.shield(self._clients.release(principal.name))
+                raise
+            records = self._member_records(http, principal.name, group, joined, rack, headers, context)
+            async with contextlib.aclosing(records):
+                async for record in records:
+                    yield record
+
+    async def _member_records(self, http: aiohttp.ClientSession, user: str, group: str, joined: Any, rack: str | None,
+                              headers: dict[str, str], context: Any) -> AsyncGenerator[Any, None]:
+        """The records of a joined member's push stream, committed as they go; then the member
+        leaves and ``user``'s client is released."""
         member, generation = joined["member_id"], joined["generation"]
-        await context.send_initial_metadata(())
         pending: dict[tuple[str, int], int] = {}
         committed_at = time.monotonic()
 
@@ -215,7 +235,7 @@ class BrokerService(pb_grpc.BrokerServicer):  # type: ignore[misc,name-defined]
                 offsets = [{"topic": t, "partition": p, "offset": o} for (t, p), o in pending.items()]
                 pending.clear()
                 with contextlib.suppress(_Refused):  # a new generation: the next owner starts from the last commit
-                    await self._call("POST", f"/v1/groups/{group}/offsets", headers,
+                    await self._call(http, "POST", f"/v1/groups/{group}/offsets", headers,
                                      {"member_id": member, "generation": generation, "offsets": offsets})
             committed_at = time.monotonic()
 
@@ -224,10 +244,11 @@ class BrokerService(pb_grpc.BrokerServicer):  # type: ignore[misc,name-defined]
             # little, and no record is too long to read (text escapes could make it 6 times as long).
             line_max = 2 * self.node.config.request_body_bytes_max + EVENT_OVERHEAD_BYTES
             params = {"encoding": "base64", **({"rack": rack} if rack else {})}
-            async with self._http().get(f"{self.self_url}/v1/groups/{group}/members/{member}/stream",
-                                        params=params, headers={**headers, "Accept": "text/event-stream"}) as response:
+            async with http.get(f"{self.self_url}/v1/groups/{group}/members/{member}/stream",
+                                params=params, headers={**headers, "Accept": "text/event-stream"}) as response:
                 if response.status >= 400:
                     raise _Refused(await response.json(content_type=None))
+                await context.send_initial_metadata(())  # subscribed: the member's stream is open
                 kind = ""
                 while raw := await response.content.readline(max_line_length=line_max):
                     line = raw.decode().rstrip("\n")
@@ -249,14 +270,17 @@ class BrokerService(pb_grpc.BrokerServicer):  # type: ignore[misc,name-defined]
                         elif kind == "error":
                             raise _Refused(event)
         finally:
-            await asyncio.shield(self._leave(group, member, headers, commit))
+            await asyncio.shield(self._leave(http, user, f"/v1/groups/{group}/members/{member}", headers, commit))
 
-    async def _leave(self, group: str, member: str, headers: dict[str, str], commit: Any) -> None:
+    async def _leave(self, http: aiohttp.ClientSession, user: str, path: str, headers: dict[str, str],
+                     commit: Any) -> None:
         try:
             await commit()
-            await self._call("DELETE", f"/v1/groups/{group}/members/{member}", headers)
+            await self._call(http, "DELETE", path, headers)
         except (_Refused, aiohttp.ClientError, TimeoutError):
             pass  # the session lapses on its own
+        finally:
+            await self._clients.release(user)
 
 
 class _Refused(InvalidRequestError):
