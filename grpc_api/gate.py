@@ -10,8 +10,9 @@ In order:
    share);
 2. the ``authorization`` metadata checked (UNAUTHENTICATED at once without a valid token), which
    proves the call against the caller's user share;
-3. the first request message read with a deadline (DEADLINE_EXCEEDED when it does not come; with
-   auth off this proves the call); the handler then runs on that message, as a unary one would.
+3. the first request message read with a deadline (DEADLINE_EXCEEDED when it does not come,
+   INVALID_ARGUMENT when it is not the method's message; with auth off its arrival proves the
+   call); the handler then runs on that message, as a unary one would.
 
 The ticket is released when the call ends, however it ends.
 """
@@ -24,6 +25,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from typing import Any, Final
 
 import grpc
+from google.protobuf.message import DecodeError
 
 from grpc_api.call_budget import CallBudget, CallLimits, Ticket, peer_parts
 from grpc_api.errors import abort_for
@@ -129,6 +131,8 @@ class CallGate:
         except TimeoutError:
             await abort_for(context, RequestTimeoutError(
                 f"no request message within {self.request_timeout_s:g} s of the call's start (or the last one)"))
+        except DecodeError as exc:
+            await abort_for(context, InvalidRequestError(f"the request message is not valid protobuf: {exc}"))
 
     async def _prove(self, context: Any, ticket: Ticket, user: str | None) -> None:
         refused = self.budget.prove(ticket, user)

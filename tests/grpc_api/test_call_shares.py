@@ -1,7 +1,8 @@
 """Shares of a node's gRPC call slots against a real node with small limits: half-open calls (headers
 sent, the request never) from one address cannot take the slots other callers need; a call without
 a valid token is refused at once, before any request; a call whose request does not come ends
-DEADLINE_EXCEEDED after ``grpc_request_timeout_ms`` and frees its slot."""
+DEADLINE_EXCEEDED after ``grpc_request_timeout_ms`` and frees its slot; a request that is not the
+method's message is INVALID_ARGUMENT."""
 
 from __future__ import annotations
 
@@ -161,3 +162,18 @@ def test_a_call_without_a_valid_token_is_refused_before_its_request(node, tokens
     assert code == grpc.StatusCode.UNAUTHENTICATED and lasted_s < REQUEST_TIMEOUT_MS / 1000 / 2
     code, lasted_s = asyncio.run(unsent_publish(node, auth("not-a-token")))
     assert code == grpc.StatusCode.UNAUTHENTICATED and lasted_s < REQUEST_TIMEOUT_MS / 1000 / 2
+
+
+def test_a_request_that_is_not_the_methods_message_is_invalid_argument(node, tokens):
+    async def scenario() -> list[grpc.StatusCode]:
+        codes = []
+        async with grpc.aio.insecure_channel(node.grpc_address) as channel:
+            for method in ("Publish", "Subscribe"):
+                call = channel.stream_unary(f"/logbroker.v1.Broker/{method}", request_serializer=bytes,
+                                            response_deserializer=bytes)
+                with pytest.raises(grpc.aio.AioRpcError) as refused:
+                    await call(iter([b"\xff\xff\xff not protobuf"]), metadata=auth(tokens["admin"]), timeout=10)
+                codes.append(refused.value.code())
+        return codes
+
+    assert asyncio.run(scenario()) == [grpc.StatusCode.INVALID_ARGUMENT] * 2
