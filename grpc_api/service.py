@@ -210,7 +210,8 @@ class BrokerService(pb_grpc.BrokerServicer):  # type: ignore[misc,name-defined]
         headers = {"Authorization": authorization} if authorization else {}
         principal, limits = await self._authorized(caller, topic, "read")
         with self._node_slot():
-            http = self._clients.acquire(principal.name, limits.streams_max)
+            # An admin's push streams are not counted (quotas exempt admins): their client has the node's slots.
+            http = self._clients.acquire(principal.name, 0 if principal.is_admin else limits.streams_max)
             try:
                 joined = await self._call(http, "POST", f"/v1/groups/{group}/members", headers, {"topics": [topic]})
             except BaseException:

@@ -178,3 +178,21 @@ def test_a_request_that_is_not_the_methods_message_is_invalid_argument(node, tok
         return codes
 
     assert asyncio.run(scenario()) == [grpc.StatusCode.INVALID_ARGUMENT] * 2
+
+
+def test_with_auth_off_half_open_calls_hold_one_address_share_until_the_deadline(tmp_path):
+    """No token can tell callers apart: the request's arrival proves a call. One address's half-open
+    calls hold at most its share, until the deadline, and a call from elsewhere is served."""
+    with NodeProcess(str(tmp_path), "--grpc-calls-max", str(CALLS_MAX), "--grpc-calls-reserved", str(RESERVED),
+                     "--grpc-calls-per-connection-max", str(PER_CONNECTION),
+                     "--grpc-calls-per-address-max", str(PER_ADDRESS),
+                     "--grpc-request-timeout-ms", str(REQUEST_TIMEOUT_MS)) as open_node:
+        Http(open_node.url).json("POST", "/v1/topics", 201, body={"name": TOPIC, "partitions": 1})
+
+        async def scenario() -> tuple[int, int]:
+            async with half_open(open_node, "127.0.0.2", CALLS_MAX, None) as connections:
+                held = await wait_until_open(connections, PER_ADDRESS, AT_ONCE_S)
+                await served(open_node, "")
+                return held, await wait_until_open(connections, 0, REQUEST_TIMEOUT_MS / 1000 + 5)
+
+        assert asyncio.run(scenario()) == (PER_ADDRESS, 0)
