@@ -52,7 +52,7 @@ LATEST, EARLIEST = -1, -2
 ACKS: Final = frozenset({"0", "1", "all"})
 GROUP_CALL_TIMEOUT_S: Final = 30.0
 EVENT_OVERHEAD_BYTES: Final = 64 * 1024  # an SSE record event's fields besides its bytes (headers' names, ...)
-STREAMS_MAX: Final = 1_000  # partition subscriptions open on the node at once
+STREAMS_MAX: Final = 1_000  # gRPC subscriptions (of a partition or in a group) open on the node at once
 
 
 def _decoded(event: dict[str, Any], name: str) -> bytes:
@@ -62,7 +62,9 @@ def _decoded(event: dict[str, Any], name: str) -> bytes:
     return value.encode() if isinstance(value, str) else b""
 
 
-class BrokerService(pb_grpc.BrokerServicer):  # type: ignore[misc,name-defined]
+class BrokerService:
+    """The methods of ``logbroker.v1.Broker``, each called by ``CallGate`` with the caller it authenticated."""
+
     def __init__(self, node: Node, self_url: str) -> None:
         self.node = node
         self.self_url = self_url
