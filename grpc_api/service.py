@@ -1,16 +1,18 @@
 """``logbroker.v1.Broker``: Publish and Subscribe over the node's own paths.
 
-Every call authenticates the ``authorization`` metadata as HTTP does (``AuthService``), is
-authorized on the topic (write for Publish, read for Subscribe) and charged to the caller's
-produce or fetch quota. Records go through ``Node.produce_records`` and ``Node.fetch``, which
-forward to the partition's leader, so any node answers.
+Every call comes through ``grpc_api.gate``, which authenticated the ``authorization`` metadata as
+HTTP does (``AuthService``) before the request arrived; here it is authorized on the topic (write
+for Publish, read for Subscribe) and charged to the caller's produce or fetch quota. Records go
+through ``Node.produce_records`` and ``Node.fetch``, which forward to the partition's leader, so any
+node answers.
 
 Subscribe follows the tail with one bounded long-poll at a time and sends the next records only
 when gRPC has taken the previous ones (an async generator: a slow client holds the node to one
 fetch of ``FETCH_BYTES`` in memory). Access is checked again at least every
 ``access_recheck_ms``. With a ``group``, the caller becomes a member of that consumer group
 through the node's own HTTP API (join, the member's push stream, commits, leave), which already
-routes group calls to the node coordinating the group on a cluster.
+routes group calls to the node coordinating the group on a cluster; each user's calls go through
+a client of their own (``grpc_api.group_clients``), so no user's subscriptions wait on another's.
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ import asyncio
 import base64
 import contextlib
 import json
+import ssl
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from typing import Any, Final
 
 import aiohttp
@@ -30,6 +33,8 @@ from coordinator.models import validate_name, validate_rack
 from grpc_api import stubs
 from grpc_api.convert import incoming_records, record_messages
 from grpc_api.errors import abort_for
+from grpc_api.gate import Caller, authorization_of
+from grpc_api.group_clients import GroupClients
 from http_api.tls import node_client_context
 from logbroker.auth.permissions import Principal
 from logbroker.auth.quotas import QuotaLimits
@@ -47,11 +52,7 @@ LATEST, EARLIEST = -1, -2
 ACKS: Final = frozenset({"0", "1", "all"})
 GROUP_CALL_TIMEOUT_S: Final = 30.0
 EVENT_OVERHEAD_BYTES: Final = 64 * 1024  # an SSE record event's fields besides its bytes (headers' names, ...)
-STREAMS_MAX: Final = 1_000  # partition subscriptions open on the node at once
-
-
-def _metadata(context: Any) -> dict[str, str]:
-    return {k: v for k, v in (context.invocation_metadata() or ()) if isinstance(v, str)}
+STREAMS_MAX: Final = 1_000  # gRPC subscriptions (of a partition or in a group) open on the node at once
 
 
 def _decoded(event: dict[str, Any], name: str) -> bytes:
@@ -61,28 +62,33 @@ def _decoded(event: dict[str, Any], name: str) -> bytes:
     return value.encode() if isinstance(value, str) else b""
 
 
-class BrokerService(pb_grpc.BrokerServicer):  # type: ignore[misc,name-defined]
+class BrokerService:
+    """The methods of ``logbroker.v1.Broker``, each called by ``CallGate`` with the caller it authenticated."""
+
     def __init__(self, node: Node, self_url: str) -> None:
         self.node = node
         self.self_url = self_url
-        self._session: aiohttp.ClientSession | None = None
         self._streams = 0
+        self._tls: ssl.SSLContext | None = None
+        self._clients = GroupClients(self._new_session, STREAMS_MAX)
 
     async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
+        await self._clients.close()
 
-    async def _caller(self, context: Any, topic: str, action: str) -> tuple[Principal, QuotaLimits]:
+    async def _caller(self, context: Any, topic: str, action: str) -> Caller:
+        """The caller authenticated again from the call's metadata (an open stream's recheck)."""
+        return await self._authorized(await self.node.auth.authenticate(authorization_of(context)), topic, action)
+
+    async def _authorized(self, caller: Caller, topic: str, action: str) -> Caller:
         auth = self.node.auth
-        principal, limits = await auth.authenticate(_metadata(context).get("authorization"))
         if auth.enabled:
-            await auth.authorize_topic(principal, topic, action)  # type: ignore[arg-type]
-        return principal, limits
+            await auth.authorize_topic(caller[0], topic, action)  # type: ignore[arg-type]
+        return caller
 
-    async def Publish(self, request: Any, context: Any) -> Any:
+    async def Publish(self, request: Any, context: Any, caller: Caller) -> Any:
         try:
             topic = validate_name(request.topic, internal=True)
-            principal, limits = await self._caller(context, topic, "write")
+            principal, limits = await self._authorized(caller, topic, "write")
             auth = self.node.auth
             if auth.enabled:
                 auth.check_quota(principal, "produce", limits)
@@ -102,48 +108,53 @@ class BrokerService(pb_grpc.BrokerServicer):  # type: ignore[misc,name-defined]
             add(partition=position["partition"], offset=position["offset"])
         return response
 
-    async def Subscribe(self, request: Any, context: Any) -> AsyncIterator[Any]:
-        async for batch in self._batches(request, context):
+    async def Subscribe(self, request: Any, context: Any, caller: Caller) -> AsyncGenerator[Any, None]:
+        async for batch in self._batches(request, context, caller):
             for record in batch:
                 yield record
 
-    async def SubscribeBatches(self, request: Any, context: Any) -> AsyncIterator[Any]:
-        async for batch in self._batches(request, context):
+    async def SubscribeBatches(self, request: Any, context: Any, caller: Caller) -> AsyncGenerator[Any, None]:
+        async for batch in self._batches(request, context, caller):
             yield pb.Records(records=batch)
 
-    async def _batches(self, request: Any, context: Any) -> AsyncIterator[list[Any]]:
+    async def _batches(self, request: Any, context: Any, caller: Caller) -> AsyncIterator[list[Any]]:
         try:
             topic = validate_name(request.topic, internal=True)
             if request.group:
                 try:
-                    async for record in self._group_records(request, topic, context):
+                    async for record in self._group_records(request, topic, context, caller):
                         yield [record]
                 except (aiohttp.ClientError, HttpProcessingError, TimeoutError) as exc:  # its own listener failed
                     raise NotAvailableError(f"the group's calls failed: {exc}") from exc
             else:
-                async for batch in self._partition_records(request, topic, context):
+                async for batch in self._partition_records(request, topic, context, caller):
                     yield batch
         except ANY_ERROR as exc:
             await abort_for(context, exc)
 
     @contextlib.contextmanager
-    def _stream_slot(self, principal: Principal, limits: QuotaLimits) -> Iterator[None]:
-        """One of the node's ``STREAMS_MAX`` gRPC subscriptions (UNAVAILABLE when none is left) and
-        one of the caller's ``streams_max``, shared with their HTTP push streams (RESOURCE_EXHAUSTED
-        past it), held while the subscription lasts. A group subscription holds its HTTP push
-        stream's instead."""
+    def _node_slot(self) -> Iterator[None]:
+        """One of the node's ``STREAMS_MAX`` gRPC subscriptions (UNAVAILABLE when none is left),
+        held while the subscription lasts."""
         if self._streams >= STREAMS_MAX:
             raise NotAvailableError(f"{self._streams} gRPC subscriptions are already open; retry later")
-        with self.node.auth.usage.hold(principal, limits, "streams"):
-            self._streams += 1
-            try:
-                yield
-            finally:
-                self._streams -= 1
+        self._streams += 1
+        try:
+            yield
+        finally:
+            self._streams -= 1
 
-    async def _partition_records(self, request: Any, topic: str, context: Any) -> AsyncIterator[list[Any]]:
+    @contextlib.contextmanager
+    def _stream_slot(self, principal: Principal, limits: QuotaLimits) -> Iterator[None]:
+        """A node slot and one of the caller's ``streams_max``, shared with their HTTP push streams
+        (RESOURCE_EXHAUSTED past it). A group subscription holds its HTTP push stream's instead."""
+        with self._node_slot(), self.node.auth.usage.hold(principal, limits, "streams"):
+            yield
+
+    async def _partition_records(self, request: Any, topic: str, context: Any,
+                                 caller: Caller) -> AsyncIterator[list[Any]]:
         node, auth = self.node, self.node.auth
-        principal, limits = await self._caller(context, topic, "read")
+        principal, limits = await self._authorized(caller, topic, "read")
         partition = request.partition
         if partition < 0:
             raise InvalidRequestError("partition must be a non-negative integer")
@@ -178,33 +189,47 @@ class BrokerService(pb_grpc.BrokerServicer):  # type: ignore[misc,name-defined]
 
     # ---- groups, through the node's own HTTP API --------------------------------------------------
 
-    def _http(self) -> aiohttp.ClientSession:
-        if self._session is None:
+    def _new_session(self, connections: int) -> aiohttp.ClientSession:
+        config = self.node.config
+        if config.tls_cert_file and self._tls is None:
             # The node's own listener: a certificate made for its advertised name need not match.
-            config = self.node.config
-            tls = node_client_context(config, verify=False) if config.tls_cert_file else False
-            self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=tls),
-                                                  timeout=aiohttp.ClientTimeout(total=None,
-                                                                                sock_connect=GROUP_CALL_TIMEOUT_S))
-        return self._session
+            self._tls = node_client_context(config, verify=False)
+        return aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=self._tls or False, limit=connections),
+                                     timeout=aiohttp.ClientTimeout(total=None, sock_connect=GROUP_CALL_TIMEOUT_S))
 
-    async def _call(self, method: str, path: str, headers: dict[str, str], body: Any = None) -> Any:
+    async def _call(self, http: aiohttp.ClientSession, method: str, path: str, headers: dict[str, str],
+                    body: Any = None) -> Any:
         async with asyncio.timeout(GROUP_CALL_TIMEOUT_S):
-            async with self._http().request(method, self.self_url + path, json=body, headers=headers) as response:
+            async with http.request(method, self.self_url + path, json=body, headers=headers) as response:
                 data = await response.json(content_type=None) if response.status != 204 else None
                 if response.status >= 400:
                     raise _Refused(data if isinstance(data, dict) else {"code": "internal", "detail": "no detail"})
                 return data
 
-    async def _group_records(self, request: Any, topic: str, context: Any) -> AsyncIterator[Any]:
+    async def _group_records(self, request: Any, topic: str, context: Any, caller: Caller) -> AsyncIterator[Any]:
         group = group_name(request.group)
         rack = validate_rack(request.rack)
-        authorization = _metadata(context).get("authorization")
+        authorization = authorization_of(context)
         headers = {"Authorization": authorization} if authorization else {}
-        await self._caller(context, topic, "read")
-        joined = await self._call("POST", f"/v1/groups/{group}/members", headers, {"topics": [topic]})
+        principal, limits = await self._authorized(caller, topic, "read")
+        with self._node_slot():
+            # An admin's push streams are not counted (quotas exempt admins): their client has the node's slots.
+            http = self._clients.acquire(principal.name, 0 if principal.is_admin else limits.streams_max)
+            try:
+                joined = await self._call(http, "POST", f"/v1/groups/{group}/members", headers, {"topics": [topic]})
+            except BaseException:
+                await asyncio.shield(self._clients.release(principal.name))
+                raise
+            records = self._member_records(http, principal.name, group, joined, rack, headers, context)
+            async with contextlib.aclosing(records):
+                async for record in records:
+                    yield record
+
+    async def _member_records(self, http: aiohttp.ClientSession, user: str, group: str, joined: Any, rack: str | None,
+                              headers: dict[str, str], context: Any) -> AsyncGenerator[Any, None]:
+        """The records of a joined member's push stream, committed as they go; then the member
+        leaves and ``user``'s client is released."""
         member, generation = joined["member_id"], joined["generation"]
-        await context.send_initial_metadata(())
         pending: dict[tuple[str, int], int] = {}
         committed_at = time.monotonic()
 
@@ -214,7 +239,7 @@ class BrokerService(pb_grpc.BrokerServicer):  # type: ignore[misc,name-defined]
                 offsets = [{"topic": t, "partition": p, "offset": o} for (t, p), o in pending.items()]
                 pending.clear()
                 with contextlib.suppress(_Refused):  # a new generation: the next owner starts from the last commit
-                    await self._call("POST", f"/v1/groups/{group}/offsets", headers,
+                    await self._call(http, "POST", f"/v1/groups/{group}/offsets", headers,
                                      {"member_id": member, "generation": generation, "offsets": offsets})
             committed_at = time.monotonic()
 
@@ -223,10 +248,11 @@ class BrokerService(pb_grpc.BrokerServicer):  # type: ignore[misc,name-defined]
             # little, and no record is too long to read (text escapes could make it 6 times as long).
             line_max = 2 * self.node.config.request_body_bytes_max + EVENT_OVERHEAD_BYTES
             params = {"encoding": "base64", **({"rack": rack} if rack else {})}
-            async with self._http().get(f"{self.self_url}/v1/groups/{group}/members/{member}/stream",
-                                        params=params, headers={**headers, "Accept": "text/event-stream"}) as response:
+            async with http.get(f"{self.self_url}/v1/groups/{group}/members/{member}/stream",
+                                params=params, headers={**headers, "Accept": "text/event-stream"}) as response:
                 if response.status >= 400:
                     raise _Refused(await response.json(content_type=None))
+                await context.send_initial_metadata(())  # subscribed: the member's stream is open
                 kind = ""
                 while raw := await response.content.readline(max_line_length=line_max):
                     line = raw.decode().rstrip("\n")
@@ -248,14 +274,17 @@ class BrokerService(pb_grpc.BrokerServicer):  # type: ignore[misc,name-defined]
                         elif kind == "error":
                             raise _Refused(event)
         finally:
-            await asyncio.shield(self._leave(group, member, headers, commit))
+            await asyncio.shield(self._leave(http, user, f"/v1/groups/{group}/members/{member}", headers, commit))
 
-    async def _leave(self, group: str, member: str, headers: dict[str, str], commit: Any) -> None:
+    async def _leave(self, http: aiohttp.ClientSession, user: str, path: str, headers: dict[str, str],
+                     commit: Any) -> None:
         try:
             await commit()
-            await self._call("DELETE", f"/v1/groups/{group}/members/{member}", headers)
+            await self._call(http, "DELETE", path, headers)
         except (_Refused, aiohttp.ClientError, TimeoutError):
             pass  # the session lapses on its own
+        finally:
+            await self._clients.release(user)
 
 
 class _Refused(InvalidRequestError):

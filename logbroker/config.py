@@ -34,6 +34,12 @@ class NodeConfig:
     http_port: int = 8080
     rpc_port: int = 9090
     grpc_port: int = 0  # the public gRPC API (DESIGN §4b); 0 picks a free port, told by the ready line
+    grpc_calls_max: int = 4_096  # gRPC calls in progress on the node (grpcio's maximum_concurrent_rpcs)
+    grpc_calls_reserved: int = 1_024  # of those, kept for calls whose token checked out
+    grpc_calls_per_connection_max: int = 256
+    grpc_calls_per_address_max: int = 512
+    grpc_calls_per_user_max: int = 1_024
+    grpc_request_timeout_ms: int = 5_000  # a call's request message must arrive within this, or it ends
     coordinator: str = "local"
     cluster_name: str = "logbroker"
     rack: str = ""
@@ -103,8 +109,12 @@ class NodeConfig:
         for name in ("request_body_bytes_max", "fetch_bytes_max", "fetch_records_max", "fetch_wait_ms_max",
                      "long_poll_waiters_max", "flush_threads", "maintenance_interval_ms", "shutdown_grace_ms",
                      "connections_max", "header_timeout_ms", "body_timeout_ms", "keepalive_timeout_ms",
-                     "topic_segment_bytes_min", "access_recheck_ms", "replica_lag_ms", "replication_timeout_ms"):
+                     "topic_segment_bytes_min", "access_recheck_ms", "replica_lag_ms", "replication_timeout_ms",
+                     "grpc_calls_max", "grpc_calls_per_connection_max", "grpc_calls_per_address_max",
+                     "grpc_calls_per_user_max", "grpc_request_timeout_ms"):
             _check(getattr(self, name) > 0, f"{name} must be positive")
+        _check(0 <= self.grpc_calls_reserved < self.grpc_calls_max,
+               "grpc_calls_reserved must be in [0, grpc_calls_max): calls not yet authenticated need a slot")
         _check(self.token_ttl_s > 0, "token_ttl_s must be positive")
         for name in QUOTA_FIELDS:
             _check(getattr(self, name) >= 0, f"{name} must not be negative (0: unlimited)")

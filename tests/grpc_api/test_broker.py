@@ -425,3 +425,32 @@ def test_a_group_subscriber_gets_a_large_record_of_any_bytes(node, http, admin_t
     got = run(subscribe(node.grpc_address, pb.SubscribeRequest(topic="grpc.large", group="grpc.large.readers"),
                         auth(admin_token), 2))
     assert [r.value for r in got] == [large, b"after"] and dict(got[0].headers) == {"h": b"\x00"}
+
+
+def test_one_users_group_subscriptions_do_not_delay_another_users(node, http, admin_token):
+    """One user holds as many group subscriptions as their stream quota allows (100, as many as the
+    node's internal HTTP client once had connections for everyone); another user's group
+    subscription still starts and reads its records at once."""
+    hog = user_with_quotas(http, bearer(admin_token), "grpc.group.hog", {"streams_max": 100})
+    other = user_with_quotas(http, bearer(admin_token), "grpc.group.other", {})
+    for token, topic in ((hog, "grpc.hog.topic"), (other, "grpc.other.topic")):
+        http.json("POST", "/v1/topics", 201, body={"name": topic, "partitions": 1}, headers=bearer(token))
+    run(publish(node.grpc_address, pb.PublishRequest(topic="grpc.other.topic", records=[pb.Record(value=b"mine")]),
+                auth(other)))
+
+    async def while_the_hog_holds_its_streams() -> tuple[int, list[bytes]]:
+        async with grpc.aio.insecure_channel(node.grpc_address) as channel:
+            stub = pb_grpc.BrokerStub(channel)
+            held = [stub.Subscribe(pb.SubscribeRequest(topic="grpc.hog.topic", group=f"grpc.hog.{n}"),
+                                   metadata=auth(hog), timeout=60) for n in range(100)]
+            try:
+                await asyncio.wait_for(asyncio.gather(*(call.initial_metadata() for call in held)), 40)
+                opened = sum(not call.done() for call in held)
+                call = stub.Subscribe(pb.SubscribeRequest(topic="grpc.other.topic", group="grpc.other.readers"),
+                                      metadata=auth(other), timeout=10)
+                return opened, [(await call.read()).value]
+            finally:
+                for call in held:
+                    call.cancel()
+
+    assert run(while_the_hog_holds_its_streams()) == (100, [b"mine"])
