@@ -43,7 +43,7 @@ from coordinator.models import (
 )
 from internal_rpc.frames import MESSAGE_BYTES_MAX
 from internal_rpc.server import RpcServer
-from logbroker.auth.bootstrap import build_auth
+from logbroker.auth.bootstrap import build_auth, node_limits
 from logbroker.auth.groups import GroupAccess
 from logbroker.auth.permissions import Principal
 from logbroker.cluster_groups import ClusterTopics, offsets_log
@@ -90,7 +90,7 @@ from logbroker.replica_manager import Replica, ReplicaManager
 from logbroker.replication.manager import ReplicationManager
 from logbroker.rpc_service import SERVICE, node_service, rpc_security
 from logbroker.state_metrics import GroupQueueCollector
-from logbroker.storage_health import free_bytes
+from logbroker.storage_health import free_bytes, total_bytes
 from logbroker.supervisor import run_supervised
 from segments.batch import HEADER_SIZE, NO_PRODUCER_ID, NO_SEQUENCE, encode_batch, parse_header
 from segments.config import LogConfig
@@ -124,7 +124,8 @@ class Node:
         self.replicas = ReplicaManager(config.data_dir, flush_threads=config.flush_threads,
                                        waiters_max=config.long_poll_waiters_max, fsync=fsync)
         self.metrics = Metrics(self.replicas.all, self.replicas.health, self.replicas.handles)
-        self.auth = build_auth(config, self.coordinator)
+        self.descriptors = DescriptorPlan(PARTITIONS_MIN * 4)
+        self.auth = build_auth(config, self.coordinator, node_partitions_max=self.descriptors.partitions_max)
         self.group_access = GroupAccess(self.coordinator, self.auth.enabled)
         self.rpc: RpcServer | None = None
         self.rpc_address = ""
@@ -146,7 +147,6 @@ class Node:
         self._background: set[asyncio.Task[None]] = set()
         self._growing = asyncio.Lock()
         self._stopped = False
-        self.descriptors = DescriptorPlan(PARTITIONS_MIN * 4)
 
     # ---- lifecycle ---------------------------------------------------------------------------
 
@@ -161,6 +161,10 @@ class Node:
         self.descriptors = DescriptorPlan(raise_open_files_limit())
         self.replicas.handles.segments_max = self.descriptors.sealed_segments_max
         self.replicas.load_checkpoints()
+        self.auth.limits = node_limits(self.config, node_partitions_max=self.descriptors.partitions_max,
+                                       disk_bytes=total_bytes(self.config.data_dir))
+        log.info("per-user defaults", extra={"fields": {"partitions_max": self.auth.limits.partitions_max,
+                                                        "storage_bytes_max": self.auth.limits.storage_bytes_max}})
         if self.clustered:
             await self._start_rpc()
         self.coordinator.advertise(self._node_info(http_url, grpc_address))
