@@ -91,6 +91,8 @@ from logbroker.replication.manager import ReplicationManager
 from logbroker.rpc_service import SERVICE, node_service, rpc_security
 from logbroker.state_metrics import GroupQueueCollector
 from logbroker.storage_health import free_bytes, total_bytes
+from logbroker.storage_usage import RECOUNT_S as STORAGE_RECOUNT_S
+from logbroker.storage_usage import StorageUsage
 from logbroker.supervisor import run_supervised
 from segments.batch import HEADER_SIZE, NO_PRODUCER_ID, NO_SEQUENCE, encode_batch, parse_header
 from segments.config import LogConfig
@@ -145,6 +147,8 @@ class Node:
                                    check_managed=self._check_queue_managed)
         self.metrics.registry.register(GroupQueueCollector(lambda: self._groups, self.queues))
         self._background: set[asyncio.Task[None]] = set()
+        self.storage = StorageUsage(self)
+        self._storage_task: asyncio.Task[None] | None = None
         self._growing = asyncio.Lock()
         self._stopped = False
 
@@ -290,6 +294,8 @@ class Node:
         self._maintenance = asyncio.create_task(run_supervised(
             "maintenance", self.replicas.maintain, self.config.maintenance_interval_ms / 1000,
             on_failure=self.metrics.count_background_failure))
+        self._storage_task = asyncio.create_task(run_supervised(
+            "storage_usage", self.storage.tick, STORAGE_RECOUNT_S, on_failure=self.metrics.count_background_failure))
 
     async def open_hosted(self, meta: TopicMetadata, partitions: list[int]) -> None:
         """Open the logs of ``meta``'s partitions that this cluster node hosts."""
@@ -365,7 +371,8 @@ class Node:
         except (ForbiddenError, UnknownTopicError) as exc:
             raise DeadLetterRefusedError(f"the owner of the queue {queue!r} may no longer write to its dead-letter "
                                          f"topic {topic!r}", reason="forbidden") from exc
-        await self.produce_records(topic, records, "all")  # a dead letter survives a failover
+        # A dead letter survives a failover; its bytes were the owner's already (no storage check).
+        await self.produce_records(topic, records, "all", check_storage=False)
 
     @property
     def groups(self) -> GroupCoordinator:
@@ -414,7 +421,8 @@ class Node:
         if self.clustered:
             with contextlib.suppress(*ANY_ERROR):
                 await self.replication.drain(DRAIN_S)
-        for task in (self._sync_task, self._replication_task, self._maintenance, self._group_ticker):
+        for task in (self._sync_task, self._replication_task, self._maintenance, self._group_ticker,
+                     self._storage_task):
             if task is not None:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
@@ -758,9 +766,11 @@ class Node:
     # ---- produce -------------------------------------------------------------------------------
 
     async def produce_records(self, topic: str, records: list[IncomingRecord], acks: str,
-                              idempotency_key: str | None = None) -> list[dict[str, int]]:
+                              idempotency_key: str | None = None, *, check_storage: bool = True
+                              ) -> list[dict[str, int]]:
         """Append records (grouped into one batch per partition); offsets in request order.
-        Partitions another node leads are forwarded to it as built batches.
+        Partitions another node leads are forwarded to it as built batches. The topic owner's
+        storage quota is checked here, where the write enters (``logbroker.storage_usage``).
 
         Every batch is built and checked against its partition's size limit, and every
         partition's leader is known, before the first append, so a request that fails on input
@@ -789,6 +799,8 @@ class Node:
                 self._check_leadership(topic, partition, acks)
                 self._earlier_write(topic, self.replicas.get(topic, partition), batch)  # a conflict: nothing stored
             batches.append((partition, indexes, batch, leader))
+        if check_storage:
+            await self.storage.check(topic, sum(len(b) for _, _, b, _ in batches))
         offsets: list[dict[str, int]] = [{}] * len(records)
         commits = []
         forwards = []
@@ -844,6 +856,7 @@ class Node:
         self._check_serving()
         _check_acks(acks)
         _check_writable(topic)
+        await self.storage.check(topic, len(batch))
         leader = self._leader(topic, partition)
         if leader is not None:
             base = await self._forward_batch(leader, topic, partition, batch, acks)
@@ -881,6 +894,7 @@ class Node:
             assert replica.dedup is not None  # built by the lookup
             replica.dedup.record(earlier, info.base_offset, info.last_offset, time.time_ns() // 1_000_000)
         self._appended(topic, replica.partition)
+        self.storage.appended(topic, len(batch))
         self._count_in(topic, len(batch), records if records is not None else info.last_offset - info.base_offset + 1)
         return info
 
