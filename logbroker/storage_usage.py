@@ -29,8 +29,9 @@ from logbroker.storage_quota import StorageLedger, check_storage
 if TYPE_CHECKING:
     from logbroker.node import Node
 
-RECOUNT_S: Final = 1.0
+RECOUNT_S: Final = 2.0
 PEERS_POLL_S: Final = 2.0
+LIMITS_CACHED_MAX: Final = 100_000  # users whose resolved storage limit is kept (dropped all at once past it)
 PEER_DEADLINE_S: Final = 2.0
 PEER_STALE_S: Final = 15.0
 RPC_METHOD: Final = "StorageByPayer"
@@ -42,6 +43,8 @@ class StorageUsage:
         self._clock = clock
         self.ledger = StorageLedger(peer_stale_s=PEER_STALE_S)
         self._polled_s = -math.inf
+        # user -> (their record, the node's limits, the limit they resolve to): valid while both are the same objects
+        self._limits: dict[str, tuple[object, object, int]] = {}
 
     def payer_of(self, topic: str) -> str | None:
         """Who pays for what is written to ``topic`` (its owner; None for internal and ownerless topics)."""
@@ -63,13 +66,22 @@ class StorageUsage:
             check_storage(payer, topic, limit, self.ledger.used(payer, self._clock()), incoming_bytes)
 
     async def limit_of(self, user: str) -> int:
-        """``user``'s ``storage_bytes_max`` (0: unlimited, as for admins)."""
-        auth = self._node.auth
+        """``user``'s ``storage_bytes_max`` (0: unlimited, as for admins). Resolved once per stored
+        user record (records are immutable: a change of role or quotas is a new one)."""
+        defaults = self._node.auth.limits
         record = await self._node.coordinator.find_user(user)
+        cached = self._limits.get(user)
+        if cached is not None and cached[0] is record and cached[1] is defaults:
+            return cached[2]
         if record is not None and record.role == "admin":
-            return 0
-        limits = auth.limits.override(record.quotas) if record is not None and record.quotas else auth.limits
-        return limits.storage_bytes_max
+            limit = 0
+        else:
+            limit = (defaults.override(record.quotas) if record is not None and record.quotas else defaults
+                     ).storage_bytes_max
+        if len(self._limits) >= LIMITS_CACHED_MAX:
+            self._limits.clear()
+        self._limits[user] = (record, defaults, limit)
+        return limit
 
     async def describe(self, user: str) -> dict[str, int]:
         """What ``GET /v1/users/{name}`` shows: the bytes ``user`` stores and their limit (0: none)."""
@@ -93,17 +105,18 @@ class StorageUsage:
     def recount(self, payers: dict[str, str]) -> None:
         """Sum the led partitions' sizes per payer (no await: appends cannot slip in between)."""
         sums: dict[str, int] = {}
+        clustered, me = self._node.clustered, self._node.config.node_id
+        cached_partition = self._node.coordinator.cached_partition
         for replica in self._node.replicas.all():
             payer = payers.get(replica.topic)
-            if payer is not None and self._leads(replica.topic, replica.partition):
-                sums[payer] = sums.get(payer, 0) + replica.log.size_bytes
+            if payer is None:
+                continue
+            if clustered:
+                state = cached_partition(replica.topic, replica.partition)
+                if state is None or state.leader != me:
+                    continue
+            sums[payer] = sums.get(payer, 0) + replica.log.size_bytes
         self.ledger.recounted(sums)
-
-    def _leads(self, topic: str, partition: int) -> bool:
-        if not self._node.clustered:
-            return True
-        state = self._node.coordinator.cached_partition(topic, partition)
-        return state is not None and state.leader == self._node.config.node_id
 
     async def _poll_peers(self) -> None:
         peers = self._node.peers
