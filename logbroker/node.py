@@ -800,7 +800,7 @@ class Node:
                 self._earlier_write(topic, self.replicas.get(topic, partition), batch)  # a conflict: nothing stored
             batches.append((partition, indexes, batch, leader))
         if check_storage:
-            await self.storage.check(topic, sum(len(b) for _, _, b, _ in batches))
+            await self._check_storage(topic, [(partition, batch, leader) for partition, _, batch, leader in batches])
         offsets: list[dict[str, int]] = [{}] * len(records)
         commits = []
         forwards = []
@@ -856,12 +856,27 @@ class Node:
         self._check_serving()
         _check_acks(acks)
         _check_writable(topic)
-        await self.storage.check(topic, len(batch))
         leader = self._leader(topic, partition)
+        await self._check_storage(topic, [(partition, batch, leader)])
         if leader is not None:
             base = await self._forward_batch(leader, topic, partition, batch, acks)
             return [{"partition": partition, "offset": base}]
         return await self._append_here(topic, partition, batch, acks)
+
+    async def _check_storage(self, topic: str, batches: list[tuple[int, bytes, int | None]]) -> None:
+        """Refuse, before anything is stored or forwarded, batches that would take the topic's
+        owner past their storage quota (``logbroker.storage_usage``). A batch this node's partition
+        stored before (an idempotent retry, answered from the de-duplication window) costs nothing,
+        so a retry of a write that was stored is answered as the first one was."""
+        limited = await self.storage.limited(topic)
+        if limited is None:
+            return
+        incoming = sum(len(batch) for partition, batch, leader in batches
+                       if leader is not None or not self._stored_before(topic, partition, batch))
+        self.storage.check(topic, limited, incoming)
+
+    def _stored_before(self, topic: str, partition: int, batch: bytes) -> bool:
+        return isinstance(self._earlier_write(topic, self.replicas.get(topic, partition), batch), Appended)
 
     async def produce_local_batch(self, topic: str, partition: int, batch: bytes, acks: str) -> list[dict[str, int]]:
         """Append a batch to a partition this node leads (a forwarded produce lands here)."""

@@ -53,16 +53,20 @@ class StorageUsage:
             return None
         return meta.owner
 
-    async def check(self, topic: str, incoming_bytes: int) -> None:
-        """Refuse a write of ``incoming_bytes`` to ``topic`` past its owner's ``storage_bytes_max``
-        (``StorageQuotaExceededError``); admins' topics, ownerless ones and a node with auth off
-        are not limited."""
-        auth = self._node.auth
-        payer = self.payer_of(topic) if auth.enabled else None
+    async def limited(self, topic: str) -> tuple[str, int] | None:
+        """The payer of ``topic`` and their ``storage_bytes_max`` when writes to it are limited;
+        None for admins' topics, ownerless ones, and on a node with auth off."""
+        payer = self.payer_of(topic) if self._node.auth.enabled else None
         if payer is None:
-            return
+            return None
         limit = await self.limit_of(payer)
-        if limit:
+        return (payer, limit) if limit else None
+
+    def check(self, topic: str, limited: tuple[str, int], incoming_bytes: int) -> None:
+        """Refuse (``StorageQuotaExceededError``) a write of ``incoming_bytes`` to ``topic`` that
+        would take its payer past their limit (``limited``, as ``limited`` gave it)."""
+        payer, limit = limited
+        if incoming_bytes:
             check_storage(payer, topic, limit, self.ledger.used(payer, self._clock()), incoming_bytes)
 
     async def limit_of(self, user: str) -> int:

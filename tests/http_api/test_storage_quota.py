@@ -136,3 +136,24 @@ def test_a_user_sees_only_their_own_storage(http, admin):
     dan = user(http, admin, "dan")
     assert http.call("GET", "/v1/users/ann", headers=dan).status == 403
     assert http.json("GET", "/v1/users/dan", headers=dan)["storage"] == {"used_bytes": 0, "limit_bytes": LIMIT}
+
+
+def test_a_retry_of_a_stored_write_is_answered_as_the_first_near_the_limit(node, http, admin):
+    eve = user(http, admin, "eve", {"storage_bytes_max": 30_000})
+    http.json("POST", "/v1/topics", 201, body={"name": "eve.t"}, headers=eve)
+    assert produce(http, eve, "eve.t").status == 200  # ~10 KB stored: room for one more such write, not two
+    keyed = {**eve, "Idempotency-Key": "eve-order-1"}
+    first = produce(http, keyed, "eve.t")
+    assert first.status == 200
+    again = produce(http, keyed, "eve.t")
+    assert again.status == 200 and again.json() == first.json(), again.data[:300]
+    assert_exceeded(produce(http, eve, "eve.t"), "eve", 30_000)
+    batch = encode_batch([ProducerRecord(value=b"b" * 100)], producer_id=4242, producer_epoch=0, base_sequence=0)
+    used = http.json("GET", "/v1/users/eve", headers=eve)["storage"]["used_bytes"]
+    http.json("PUT", "/v1/users/eve/quotas", body={"storage_bytes_max": used + len(batch) + 10}, headers=admin)
+    raw = {"raw": batch, "content_type": "application/vnd.logbroker.batch", "headers": eve}
+    stored = http.call("POST", "/v1/topics/eve.t/records?partition=0", **raw)
+    assert stored.status == 200, stored.data[:300]
+    retried = http.call("POST", "/v1/topics/eve.t/records?partition=0", **raw)
+    assert retried.status == 200 and retried.json() == stored.json(), retried.data[:300]
+    assert latest(http, admin, "eve.t") == 3
