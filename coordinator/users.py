@@ -30,8 +30,9 @@ PERMISSIONS: Final = ("read", "write")
 GROUP_PERMISSIONS: Final = ("read",)
 USER_NAME_PATTERN: Final = re.compile(r"[A-Za-z0-9._@-]{1,64}")
 QUOTA_KEYS: Final = ("produce_bytes_per_s", "fetch_bytes_per_s", "connections_max", "topics_max",
-                     "partitions_max", "streams_max", "long_polls_max", "groups_max", "group_members_max")
-QUOTA_MAX: Final = 1 << 40
+                     "partitions_max", "streams_max", "long_polls_max", "groups_max", "group_members_max",
+                     "storage_bytes_max")
+QUOTA_MAX: Final = 1 << 53  # byte limits beyond a TiB, and still exact as a JSON number in a browser
 LEGACY_ID_PREFIX: Final = "legacy-"
 Acl = Mapping[str, frozenset[str]]
 

@@ -32,6 +32,8 @@ GRPC_BY_HTTP: Final[dict[int, grpc.StatusCode]] = {
     507: grpc.StatusCode.RESOURCE_EXHAUSTED,
 }
 EXISTS_CODES: Final = frozenset({"topic_exists", "user_exists"})
+# A quota that waiting does not refill: over HTTP 403 (not retriable), in gRPC's words a resource exhausted.
+EXHAUSTED_CODES: Final = frozenset({"storage_quota_exceeded"})
 CODE_KEY: Final = "x-logbroker-error-code"
 RETRY_KEY: Final = "retry-after-ms"
 DETAILS_KEY: Final = "grpc-status-details-bin"
@@ -41,6 +43,8 @@ ERROR_DOMAIN: Final = "logbroker"
 def status_of(code: str) -> grpc.StatusCode:
     if code in EXISTS_CODES:
         return grpc.StatusCode.ALREADY_EXISTS
+    if code in EXHAUSTED_CODES:
+        return grpc.StatusCode.RESOURCE_EXHAUSTED
     return GRPC_BY_HTTP.get(STATUS_BY_CODE.get(code, 500), grpc.StatusCode.INTERNAL)
 
 

@@ -86,22 +86,25 @@ class BrokerService:
         return caller
 
     async def Publish(self, request: Any, context: Any, caller: Caller) -> Any:
+        charged: tuple[Principal, QuotaLimits] | None = None
         try:
             topic = validate_name(request.topic, internal=True)
             principal, limits = await self._authorized(caller, topic, "write")
             auth = self.node.auth
             if auth.enabled:
                 auth.check_quota(principal, "produce", limits)
+                charged = (principal, limits)
             acks = request.acks or "1"
             if acks not in ACKS:
                 raise InvalidRequestError(f"acks must be 0, 1 or all, not {acks[:20]!r}")
             records = incoming_records(request.records)
             offsets = await self.node.produce_records(topic, records, acks, request.idempotency_key or None,
                                                      writer=principal.name)
-            if auth.enabled:
-                auth.quotas.charge(principal.name, "produce", limits, request.ByteSize())
         except ANY_ERROR as exc:
             await abort_for(context, exc)
+        finally:  # stored or refused, the message was received and decoded: charged either way
+            if charged is not None:
+                self.node.auth.quotas.charge(charged[0].name, "produce", charged[1], request.ByteSize())
         response = pb.PublishResponse()
         add = response.positions.add
         for position in offsets:

@@ -4,7 +4,8 @@ It reads the access a route declared in the route table (``http_api.routing``), 
 checks permissions by hand: the caller's ``Principal`` is put on the request (``principal_of``)
 for handlers that need it (ownership of what they create, self-or-admin checks). Quotas are
 checked before the handler and charged after it with the bytes really moved: the request body
-for produce, the response body for fetch.
+for produce (whatever was read of it, also when the request is refused: validation has its cost),
+the response body for fetch.
 
 ``/metrics`` (access ``metrics``) is open only on a node with ``metrics_public`` (or auth off):
 otherwise a scraper sends ``Authorization: Bearer <metrics_token>`` (the node's static scrape
@@ -59,9 +60,13 @@ async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamR
     if entry.quota is None:
         return await handler(request)
     auth.check_quota(principal, entry.quota, limits)
+    if entry.quota == "produce":
+        try:
+            return await handler(request)
+        finally:  # refused or not, the body was read: a large invalid one is not free
+            auth.quotas.charge(principal.name, "produce", limits, request.content.total_bytes)
     response = await handler(request)
-    size = len(await request.read()) if entry.quota == "produce" else (response.content_length or 0)
-    auth.quotas.charge(principal.name, entry.quota, limits, size)
+    auth.quotas.charge(principal.name, entry.quota, limits, response.content_length or 0)
     return response
 
 

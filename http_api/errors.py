@@ -28,6 +28,7 @@ STATUS_BY_CODE: Final[dict[str, int]] = {
     "invalid_topic": 400,
     "unauthenticated": 401,
     "forbidden": 403,
+    "storage_quota_exceeded": 403,
     "not_found": 404,
     "unknown_topic": 404,
     "unknown_partition": 404,

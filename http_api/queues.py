@@ -36,7 +36,8 @@ SETTLE_RESPONSES = {"200": "How many were settled, and the receipts that matched
 @route("POST", QUEUE_PATH + "/messages", "Send messages to a queue (the produce body)", access="write",
        quota="produce", body=PRODUCE_BODY,
        query=(("acks", "string", "0, 1 (default) or all"),),
-       responses={"200": "Offsets", "400": "Invalid", "404": "Unknown queue", "409": "Not a queue"})
+       responses={"200": "Offsets", "400": "Invalid", "403": "Not allowed, or past the queue owner's "
+                  "storage_bytes_max (storage_quota_exceeded)", "404": "Unknown queue", "409": "Not a queue"})
 async def send(request: web.Request) -> web.Response:
     node = request.app[NODE]
     name = path_topic(request)

@@ -55,8 +55,9 @@ PRODUCE_BODY = {"type": "object", "properties": {"records": {"type": "array", "i
        access="write", quota="produce",
        query=(("acks", "string", "0, 1 (default) or all"),
               ("partition", "integer", "required with application/vnd.logbroker.batch")),
-       body=PRODUCE_BODY, responses={"200": "Offsets", "400": "Invalid", "404": "Unknown topic", "413": "Too large",
-                                     "415": "Unsupported content type"})
+       body=PRODUCE_BODY, responses={"200": "Offsets", "400": "Invalid", "403": "Not allowed, or past the topic "
+                                     "owner's storage_bytes_max (storage_quota_exceeded)", "404": "Unknown topic",
+                                     "413": "Too large", "415": "Unsupported content type"})
 async def produce(request: web.Request) -> web.Response:
     node = request.app[NODE]
     topic = path_topic(request)

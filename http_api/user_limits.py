@@ -22,20 +22,18 @@ from http_api.auth import limits_of, principal_of
 from http_api.keys import NODE, STREAMS
 from logbroker.auth.usage import check_limit
 from logbroker.errors import ANY_ERROR, NotAvailableError
+from logbroker.ownership import creation_cost, growth_cost, holdings
 
 DISCONNECT_POLL_S: Final = 0.5
 PACE_PIECE_S: Final = 0.25
 PACE_PIECE_BYTES_MIN: Final = 1024
-INTERNAL_PREFIX: Final = "__"
 Opener = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 async def _owned(request: web.Request) -> tuple[int, int]:
-    """The topics (queues included) and partitions the caller owns, internal topics left out."""
-    name = principal_of(request).name
-    owned = [t for t in await request.app[NODE].coordinator.list_topics()
-             if t.owner == name and not t.name.startswith(INTERNAL_PREFIX)]
-    return len(owned), sum(t.partitions for t in owned)
+    """The topics (queues included) the caller owns, internal topics left out, and the partitions
+    charged to them: their topics' and their queues' state partitions (``logbroker.ownership``)."""
+    return holdings(principal_of(request).name, await request.app[NODE].coordinator.list_topics())
 
 
 def _asked_partitions(body: object) -> int:
@@ -47,25 +45,27 @@ def _asked_partitions(body: object) -> int:
 @contextlib.asynccontextmanager
 async def creating_topic(request: web.Request, body: object) -> AsyncIterator[None]:
     """Around creating a topic or queue: refuse when it would take the caller past ``topics_max``
-    or ``partitions_max``. A queue costs two topics and one more partition: its dead-letter
-    topic (one partition) is created with it and owned by the same user."""
+    or ``partitions_max``. A queue costs two topics and twice its partitions and one more: its
+    state log has a partition per queue partition, and its dead-letter topic (one partition) is
+    created with it and owned by the same user."""
     principal, limits = principal_of(request), limits_of(request)
     if principal.is_admin or not (limits.topics_max or limits.partitions_max):
         yield
         return
-    dead_letter = isinstance(body, dict) and body.get("kind") == "queue"
+    kind = body.get("kind") if isinstance(body, dict) else None
     async with request.app[NODE].auth.usage.creating(principal.name):
         topics, partitions = await _owned(request)
-        check_limit(principal, limits, "topics_max", topics, 2 if dead_letter else 1)
+        check_limit(principal, limits, "topics_max", topics, 2 if kind == "queue" else 1)
         check_limit(principal, limits, "partitions_max", partitions,
-                    _asked_partitions(body) + (1 if dead_letter else 0))
+                    creation_cost(kind, _asked_partitions(body), new_dead_letter=True))
         yield
 
 
 @contextlib.asynccontextmanager
 async def adding_partitions(request: web.Request, topic: str, body: object) -> AsyncIterator[None]:
-    """Around growing ``topic``: refuse when its new partitions take its owner-caller past
-    ``partitions_max`` (growth is charged to the caller, who manages the topic)."""
+    """Around growing ``topic``: refuse when its new partitions (a queue's state partitions too)
+    take its owner-caller past ``partitions_max`` (growth is charged to the caller, who manages
+    the topic)."""
     principal, limits = principal_of(request), limits_of(request)
     if principal.is_admin or not limits.partitions_max:
         yield
@@ -73,12 +73,12 @@ async def adding_partitions(request: web.Request, topic: str, body: object) -> A
     async with request.app[NODE].auth.usage.creating(principal.name):
         _, partitions = await _owned(request)
         try:
-            current = (await request.app[NODE].coordinator.get_topic(topic)).partitions
+            current = await request.app[NODE].coordinator.get_topic(topic)
         except ANY_ERROR:
-            current = 0  # the node answers for an unknown topic
-        more = _asked_partitions(body) - current if current else 0
-        if more > 0:
-            check_limit(principal, limits, "partitions_max", partitions, more)
+            current = None  # the node answers for an unknown topic
+        more = _asked_partitions(body) - current.partitions if current is not None else 0
+        if current is not None and more > 0:
+            check_limit(principal, limits, "partitions_max", partitions, growth_cost(current.kind, more))
         yield
 
 

@@ -15,7 +15,8 @@ from logbroker.errors import InvalidRequestError
 
 QUOTAS_BODY: dict[str, Any] = {"type": "object", "description": "produce_bytes_per_s, fetch_bytes_per_s, "
                                "connections_max, topics_max, partitions_max, streams_max, long_polls_max, "
-                               "groups_max, group_members_max (0: unlimited); override the node's defaults"}
+                               "groups_max, group_members_max, storage_bytes_max (0: unlimited); override the "
+                               "node's defaults"}
 USER_BODY = {"type": "object", "required": ["username", "password"], "properties": {
     "username": {"type": "string", "pattern": "^[A-Za-z0-9._@-]{1,64}$"},
     "password": {"type": "string", "minLength": 8},
@@ -42,16 +43,22 @@ async def create_user(request: web.Request) -> web.Response:
     return web.json_response(await request.app[NODE].auth.create_user(await read_json(request)), status=201)
 
 
-@route("GET", "/v1/users", "List users (admin)", access="admin")
+@route("GET", "/v1/users", "List users (admin), each with the bytes they store and their storage limit",
+       access="admin")
 async def list_users(request: web.Request) -> web.Response:
-    users = await request.app[NODE].coordinator.list_users()
-    return web.json_response({"users": [u.public() for u in users]})
+    node = request.app[NODE]
+    users = await node.coordinator.list_users()
+    return web.json_response({"users": [{**u.public(), "storage": await node.storage.describe(u.name)}
+                                        for u in users]})
 
 
-@route("GET", "/v1/users/{name}", "One user (that user or an admin)", access="self",
-       responses={"200": "OK", "403": "Not allowed", "404": "Unknown user"})
+@route("GET", "/v1/users/{name}", "One user (that user or an admin), with the bytes stored in what they own "
+       "(storage.used_bytes, cluster-wide, seconds stale at most) and their limit (storage.limit_bytes, 0: none)",
+       access="self", responses={"200": "OK", "403": "Not allowed", "404": "Unknown user"})
 async def get_user(request: web.Request) -> web.Response:
-    return web.json_response((await request.app[NODE].auth.user(request.match_info["name"])).public())
+    node = request.app[NODE]
+    user = await node.auth.user(request.match_info["name"])
+    return web.json_response({**user.public(), "storage": await node.storage.describe(user.name)})
 
 
 @route("DELETE", "/v1/users/{name}", "Delete a user (admin); refused while they own topics unless reassign_to",

@@ -23,7 +23,10 @@ LEASE_TTL_MS_MIN: Final = 2_000
 LEASE_TTL_MS_MAX: Final = 300_000
 QUOTA_FIELDS: Final = ("quota_produce_bytes_per_s", "quota_fetch_bytes_per_s", "quota_connections_max",
                        "quota_topics_max", "quota_partitions_max", "quota_streams_max", "quota_long_polls_max",
-                       "quota_groups_max", "quota_group_members_max")
+                       "quota_groups_max", "quota_group_members_max", "quota_storage_bytes_max")
+# Per-user defaults that may be ``QUOTA_AUTO``: a share of what the node has (``logbroker.auth.shares``).
+QUOTA_AUTO: Final = -1
+AUTO_QUOTA_FIELDS: Final = ("quota_partitions_max", "quota_storage_bytes_max")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -73,11 +76,12 @@ class NodeConfig:
     quota_fetch_bytes_per_s: int = 0
     quota_connections_max: int = 0
     quota_topics_max: int = 1_000
-    quota_partitions_max: int = 4_000
+    quota_partitions_max: int = QUOTA_AUTO  # -1: a share of the node's partition budget
     quota_streams_max: int = 100
     quota_long_polls_max: int = 1_000
     quota_groups_max: int = 1_000
     quota_group_members_max: int = 1_000
+    quota_storage_bytes_max: int = QUOTA_AUTO  # -1: a share of the data directory's file system
     tls_cert_file: str = ""
     tls_key_file: str = ""
     tls_client_ca_file: str = ""
@@ -117,7 +121,9 @@ class NodeConfig:
                "grpc_calls_reserved must be in [0, grpc_calls_max): calls not yet authenticated need a slot")
         _check(self.token_ttl_s > 0, "token_ttl_s must be positive")
         for name in QUOTA_FIELDS:
-            _check(getattr(self, name) >= 0, f"{name} must not be negative (0: unlimited)")
+            auto = name in AUTO_QUOTA_FIELDS and getattr(self, name) == QUOTA_AUTO
+            _check(auto or getattr(self, name) >= 0, f"{name} must not be negative (0: unlimited)"
+                   + (f", or {QUOTA_AUTO} for the node's share" if name in AUTO_QUOTA_FIELDS else ""))
         _check(self.metrics_public in ("true", "false"), f"metrics_public must be true or false, not "
                f"{self.metrics_public!r}")
         _check(not self.metrics_token or len(self.metrics_token) >= METRICS_TOKEN_CHARS_MIN,

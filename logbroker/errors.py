@@ -150,6 +150,14 @@ class TooManyRequestsError(BrokerError):
         self.retry_after_s = retry_after_s
 
 
+class StorageQuotaExceededError(BrokerError):
+    """A write would take the owner of its topic past their ``storage_bytes_max``; nothing was
+    stored. Not retriable: waiting frees nothing unless retention runs, and a client retrying it
+    would only spin (the owner frees space or an admin raises the limit)."""
+
+    code = "storage_quota_exceeded"
+
+
 class TooManyConnectionsError(BrokerError):
     """The node holds ``connections_max`` connections; a new one is refused before any request."""
 
@@ -255,6 +263,7 @@ __all__ = [
     "RequestTimeoutError",
     "StaleGenerationError",
     "StorageError",
+    "StorageQuotaExceededError",
     "TooManyConnectionsError",
     "TooManyRequestsError",
     "TopicExistsError",

@@ -43,7 +43,7 @@ from coordinator.models import (
 )
 from internal_rpc.frames import MESSAGE_BYTES_MAX
 from internal_rpc.server import RpcServer
-from logbroker.auth.bootstrap import build_auth
+from logbroker.auth.bootstrap import build_auth, node_limits
 from logbroker.auth.groups import GroupAccess
 from logbroker.auth.permissions import Principal
 from logbroker.cluster_groups import ClusterTopics, offsets_log
@@ -83,7 +83,9 @@ from logbroker.replica_manager import Replica, ReplicaManager
 from logbroker.replication.manager import ReplicationManager
 from logbroker.rpc_service import SERVICE, node_service, rpc_security
 from logbroker.state_metrics import GroupQueueCollector
-from logbroker.storage_health import free_bytes
+from logbroker.storage_health import free_bytes, total_bytes
+from logbroker.storage_usage import RECOUNT_S as STORAGE_RECOUNT_S
+from logbroker.storage_usage import StorageUsage
 from logbroker.supervisor import run_supervised
 from segments.batch import HEADER_SIZE, NO_PRODUCER_ID, NO_SEQUENCE, encode_batch, parse_header
 from segments.config import LogConfig
@@ -117,7 +119,8 @@ class Node:
         self.replicas = ReplicaManager(config.data_dir, flush_threads=config.flush_threads,
                                        waiters_max=config.long_poll_waiters_max, fsync=fsync)
         self.metrics = Metrics(self.replicas.all, self.replicas.health, self.replicas.handles)
-        self.auth = build_auth(config, self.coordinator)
+        self.descriptors = DescriptorPlan(PARTITIONS_MIN * 4)
+        self.auth = build_auth(config, self.coordinator, node_partitions_max=self.descriptors.partitions_max)
         self.group_access = GroupAccess(self.coordinator, self.auth.enabled)
         self.rpc: RpcServer | None = None
         self.rpc_address = ""
@@ -137,9 +140,10 @@ class Node:
                                    check_managed=self._check_queue_managed)
         self.metrics.registry.register(GroupQueueCollector(lambda: self._groups, self.queues))
         self._background: set[asyncio.Task[None]] = set()
+        self.storage = StorageUsage(self)
+        self._storage_task: asyncio.Task[None] | None = None
         self._growing = asyncio.Lock()
         self._stopped = False
-        self.descriptors = DescriptorPlan(PARTITIONS_MIN * 4)
 
     # ---- lifecycle ---------------------------------------------------------------------------
 
@@ -154,6 +158,10 @@ class Node:
         self.descriptors = DescriptorPlan(raise_open_files_limit())
         self.replicas.handles.segments_max = self.descriptors.sealed_segments_max
         self.replicas.load_checkpoints()
+        self.auth.limits = node_limits(self.config, node_partitions_max=self.descriptors.partitions_max,
+                                       disk_bytes=total_bytes(self.config.data_dir))
+        log.info("per-user defaults", extra={"fields": {"partitions_max": self.auth.limits.partitions_max,
+                                                        "storage_bytes_max": self.auth.limits.storage_bytes_max}})
         if self.clustered:
             await self._start_rpc()
         self.coordinator.advertise(self._node_info(http_url, grpc_address))
@@ -279,6 +287,8 @@ class Node:
         self._maintenance = asyncio.create_task(run_supervised(
             "maintenance", self.replicas.maintain, self.config.maintenance_interval_ms / 1000,
             on_failure=self.metrics.count_background_failure))
+        self._storage_task = asyncio.create_task(run_supervised(
+            "storage_usage", self.storage.tick, STORAGE_RECOUNT_S, on_failure=self.metrics.count_background_failure))
 
     async def open_hosted(self, meta: TopicMetadata, partitions: list[int]) -> None:
         """Open the logs of ``meta``'s partitions that this cluster node hosts."""
@@ -354,7 +364,8 @@ class Node:
         except (ForbiddenError, UnknownTopicError) as exc:
             raise DeadLetterRefusedError(f"the owner of the queue {queue!r} may no longer write to its dead-letter "
                                          f"topic {topic!r}", reason="forbidden") from exc
-        await self.produce_records(topic, records, "all")  # a dead letter survives a failover
+        # A dead letter survives a failover; its bytes were the owner's already (no storage check).
+        await self.produce_records(topic, records, "all", check_storage=False)
 
     @property
     def groups(self) -> GroupCoordinator:
@@ -403,7 +414,8 @@ class Node:
         if self.clustered:
             with contextlib.suppress(*ANY_ERROR):
                 await self.replication.drain(DRAIN_S)
-        for task in (self._sync_task, self._replication_task, self._maintenance, self._group_ticker):
+        for task in (self._sync_task, self._replication_task, self._maintenance, self._group_ticker,
+                     self._storage_task):
             if task is not None:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
@@ -747,11 +759,13 @@ class Node:
     # ---- produce -------------------------------------------------------------------------------
 
     async def produce_records(self, topic: str, records: list[IncomingRecord], acks: str,
-                              idempotency_key: str | None = None, *, writer: str | None = None) -> list[dict[str, int]]:
+                              idempotency_key: str | None = None, *, writer: str | None = None,
+                              check_storage: bool = True) -> list[dict[str, int]]:
         """Append records (grouped into one batch per partition); offsets in request order.
         Partitions another node leads are forwarded to it as built batches. An
         ``idempotency_key`` is the ``writer``'s (the authenticated user): the same key of two
-        users names two writes (``producer_ids.key_identity``).
+        users names two writes (``producer_ids.key_identity``). The topic owner's storage quota
+        is checked here, where the write enters (``logbroker.storage_usage``).
 
         Every batch is built and checked against its partition's size limit, and every
         partition's leader is known, before the first append, so a request that fails on input
@@ -781,6 +795,8 @@ class Node:
                 self._check_leadership(topic, partition, acks)
                 self._earlier_write(topic, self.replicas.get(topic, partition), batch)  # a conflict: nothing stored
             batches.append((partition, indexes, batch, leader))
+        if check_storage:
+            await self._check_storage(topic, [(partition, batch, leader) for partition, _, batch, leader in batches])
         offsets: list[dict[str, int]] = [{}] * len(records)
         commits = []
         forwards = []
@@ -837,10 +853,26 @@ class Node:
         _check_acks(acks)
         _check_writable(topic)
         leader = self._leader(topic, partition)
+        await self._check_storage(topic, [(partition, batch, leader)])
         if leader is not None:
             base = await self._forward_batch(leader, topic, partition, batch, acks)
             return [{"partition": partition, "offset": base}]
         return await self._append_here(topic, partition, batch, acks)
+
+    async def _check_storage(self, topic: str, batches: list[tuple[int, bytes, int | None]]) -> None:
+        """Refuse, before anything is stored or forwarded, batches that would take the topic's
+        owner past their storage quota (``logbroker.storage_usage``). A batch this node's partition
+        stored before (an idempotent retry, answered from the de-duplication window) costs nothing,
+        so a retry of a write that was stored is answered as the first one was."""
+        limited = await self.storage.limited(topic)
+        if limited is None:
+            return
+        incoming = sum(len(batch) for partition, batch, leader in batches
+                       if leader is not None or not self._stored_before(topic, partition, batch))
+        self.storage.check(topic, limited, incoming)
+
+    def _stored_before(self, topic: str, partition: int, batch: bytes) -> bool:
+        return isinstance(self._earlier_write(topic, self.replicas.get(topic, partition), batch), Appended)
 
     async def produce_local_batch(self, topic: str, partition: int, batch: bytes, acks: str) -> list[dict[str, int]]:
         """Append a batch to a partition this node leads (a forwarded produce lands here)."""
@@ -873,6 +905,7 @@ class Node:
             assert replica.dedup is not None  # built by the lookup
             replica.dedup.record(earlier, info.base_offset, info.last_offset, time.time_ns() // 1_000_000)
         self._appended(topic, replica.partition)
+        self.storage.appended(topic, len(batch))
         self._count_in(topic, len(batch), records if records is not None else info.last_offset - info.base_offset + 1)
         return info
 

@@ -17,6 +17,7 @@ from internal_rpc.security import TlsFiles
 from internal_rpc.server import Method
 from logbroker.config import NodeConfig
 from logbroker.errors import InvalidRequestError
+from logbroker.storage_usage import RPC_METHOD as STORAGE_RPC_METHOD
 
 if TYPE_CHECKING:
     from logbroker.node import Node
@@ -60,7 +61,8 @@ def _partitions(request: dict[str, Any]) -> list[int]:
 
 def node_service(node: Node) -> dict[str, Method]:
     """The calls one node makes on another: forwarded produce, fetch and offsets (served only by
-    the partition's leader, never forwarded again), and partition figures for describe."""
+    the partition's leader, never forwarded again), partition figures for describe, and the
+    bytes stored per payer in the partitions this node leads (the storage quota's sums)."""
 
     async def ping(request: dict[str, Any]) -> dict[str, Any]:
         return {"node_id": node.config.node_id}
@@ -109,5 +111,9 @@ def node_service(node: Node) -> dict[str, Method]:
         except ValueError as exc:
             raise InvalidRequestError(f"bad shipment: {exc}") from exc
 
+    async def storage_by_payer(request: dict[str, Any]) -> dict[str, Any]:
+        return node.storage.answer()
+
     return {"Ping": ping, "Replicate": replicate, "Produce": produce, "Fetch": fetch, "ListOffset": list_offset,
-            "PartitionFigures": partition_figures, "Freeze": freeze, "Thaw": thaw}
+            "PartitionFigures": partition_figures, "Freeze": freeze, "Thaw": thaw,
+            STORAGE_RPC_METHOD: storage_by_payer}

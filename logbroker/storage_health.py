@@ -55,3 +55,12 @@ def free_bytes(path: str) -> int | None:
     except OSError:
         return None
     return stat.f_bavail * stat.f_frsize
+
+
+def total_bytes(path: str) -> int | None:
+    """The size of the filesystem of ``path`` (None when unknown)."""
+    try:
+        stat = os.statvfs(path)
+    except OSError:
+        return None
+    return stat.f_blocks * stat.f_frsize

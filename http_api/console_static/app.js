@@ -2,7 +2,7 @@
 // and may return a function that stops what it started (timers, live streams) when the user
 // leaves it.
 import { api, login, logout, session } from "./api.js";
-import { h, mount, toast } from "./dom.js";
+import { fmtStorage, h, mount, toast } from "./dom.js";
 import { clusterView } from "./view-cluster.js";
 import { topicsView, topicView } from "./view-topics.js";
 import { browserView } from "./view-browser.js";
@@ -10,7 +10,7 @@ import { groupsView, groupView } from "./view-groups.js";
 import { usersView } from "./view-users.js";
 
 const main = document.getElementById("main");
-const ctx = { role: "user", user: "" };
+const ctx = { role: "user", user: "", storage: null };
 let stop = null;
 
 const ROUTES = [
@@ -45,6 +45,7 @@ async function route() {
   if (!session()) { showChrome(false); loginView(); return; }
   const hash = location.hash || "#/cluster";
   for (const a of document.querySelectorAll("#nav a")) a.classList.toggle("active", hash.startsWith(a.getAttribute("href")));
+  refreshWho();
   for (const [pattern, view] of ROUTES) {
     const match = hash.match(pattern);
     if (match) {
@@ -65,6 +66,16 @@ function showChrome(on) {
   document.getElementById("logout").hidden = !on;
   document.getElementById("nav-users").hidden = !(on && ctx.role === "admin");
   document.getElementById("who").textContent = on ? `${ctx.user} (${ctx.role})` : "";
+  document.getElementById("who-storage").textContent = on && ctx.storage ? `stores ${fmtStorage(ctx.storage)}` : "";
+}
+
+// The user's own storage in the header, read again on every page change (cheap: held in memory).
+async function refreshWho() {
+  try {
+    const me = await api("GET", `/v1/users/${encodeURIComponent(ctx.user)}`);
+    ctx.storage = me.storage || null;
+    document.getElementById("who-storage").textContent = ctx.storage ? `stores ${fmtStorage(ctx.storage)}` : "";
+  } catch { /* the header keeps what it showed */ }
 }
 
 async function start() {
@@ -72,7 +83,9 @@ async function start() {
   if (!s) { route(); return; }
   ctx.user = s.user;
   try {
-    ctx.role = (await api("GET", `/v1/users/${encodeURIComponent(s.user)}`)).role || "user";
+    const me = await api("GET", `/v1/users/${encodeURIComponent(s.user)}`);
+    ctx.role = me.role || "user";
+    ctx.storage = me.storage || null;
   } catch {
     ctx.role = "user";
   }

@@ -59,6 +59,12 @@ export function fmtBytes(n) {
   return `${i ? n.toFixed(1) : n} ${units[i]}`;
 }
 
+// A user's storage as GET /v1/users/{name} gives it: the bytes stored and the limit (0: none).
+export function fmtStorage(storage) {
+  if (!storage) return "–";
+  return `${fmtBytes(storage.used_bytes)} of ${storage.limit_bytes ? fmtBytes(storage.limit_bytes) : "no limit"}`;
+}
+
 export function fmtTime(ms) {
   return ms === null || ms === undefined ? "–" : new Date(ms).toISOString().replace("T", " ").replace("Z", "");
 }

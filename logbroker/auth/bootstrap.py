@@ -16,6 +16,7 @@ from coordinator.base import Coordinator
 from logbroker.auth.keys import KeyRing
 from logbroker.auth.quotas import QuotaLimits
 from logbroker.auth.service import AuthService
+from logbroker.auth.shares import resolve_shares
 from logbroker.auth.tokens import Tokens
 from logbroker.config import QUOTA_FIELDS, NodeConfig
 from segments.checkpoint import write_atomic
@@ -50,8 +51,16 @@ def _local_secret(data_dir: str) -> bytes:
     return secret
 
 
-def build_auth(config: NodeConfig, coordinator: Coordinator) -> AuthService:
-    limits = QuotaLimits(**{name.removeprefix("quota_"): getattr(config, name) for name in QUOTA_FIELDS})
+def node_limits(config: NodeConfig, *, node_partitions_max: int, disk_bytes: int | None) -> QuotaLimits:
+    """The node's default per-user limits: the configured ones, ``QUOTA_AUTO`` ones as the node's
+    share (``logbroker.auth.shares``)."""
+    configured = QuotaLimits(**{name.removeprefix("quota_"): getattr(config, name) for name in QUOTA_FIELDS})
+    return resolve_shares(configured, node_partitions_max=node_partitions_max, disk_bytes=disk_bytes)
+
+
+def build_auth(config: NodeConfig, coordinator: Coordinator, *, node_partitions_max: int) -> AuthService:
+    """The node's auth; its default limits are resolved again once the node knows its budgets."""
+    limits = node_limits(config, node_partitions_max=node_partitions_max, disk_bytes=None)
 
     def make_tokens() -> Tokens:
         return Tokens(key_ring(config), ttl_s=config.token_ttl_s)

@@ -48,7 +48,8 @@ class TokenBucket:
 class QuotaLimits:
     """Bytes per second, concurrent connections, and what a user may hold at once (0: unlimited
     for each): topics and queues owned, their partitions, open push streams, waiting long-polls,
-    consumer groups owned and group members. The holding limits do not apply to admins."""
+    consumer groups owned, group members and the bytes stored in what they own. The holding
+    limits do not apply to admins."""
 
     produce_bytes_per_s: int = 0
     fetch_bytes_per_s: int = 0
@@ -59,6 +60,7 @@ class QuotaLimits:
     long_polls_max: int = 0
     groups_max: int = 0
     group_members_max: int = 0
+    storage_bytes_max: int = 0
 
     def override(self, per_user: Mapping[str, int]) -> QuotaLimits:
         return dataclasses.replace(self, **{k: v for k, v in per_user.items() if hasattr(self, k)})

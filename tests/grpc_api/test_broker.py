@@ -272,6 +272,15 @@ def test_over_quota_is_resource_exhausted_with_retry_info_and_stores_nothing(nod
     assert described["partitions"][0]["latest_offset"] == 1
 
 
+def test_a_refused_publish_is_charged_for_what_it_sent(node, http, admin_token):
+    token = user_with_quotas(http, bearer(admin_token), "grpc.refused", {"produce_bytes_per_s": 50_000})
+    http.json("POST", "/v1/topics", 201, body={"name": "grpc.refused.lane"}, headers=bearer(token))
+    invalid = pb.PublishRequest(topic="grpc.refused.lane", acks="bogus", records=[pb.Record(value=b"x" * 150_000)])
+    assert code_of(publish(node.grpc_address, invalid, auth(token))) == grpc.StatusCode.INVALID_ARGUMENT
+    small = pb.PublishRequest(topic="grpc.refused.lane", records=[pb.Record(value=b"small")])
+    assert code_of(publish(node.grpc_address, small, auth(token))) == grpc.StatusCode.RESOURCE_EXHAUSTED
+
+
 def test_a_refusal_that_is_not_retriable_has_error_info_and_no_retry_info(node, admin_token):
     with pytest.raises(grpc.aio.AioRpcError) as refused:
         run(publish(node.grpc_address, pb.PublishRequest(topic="grpc.nowhere", records=[pb.Record(value=b"x")]),

@@ -273,3 +273,43 @@ def test_a_queues_state_users_and_grants_and_a_browse_by_time(node, page, http, 
     page.click("#browse button[type=submit]")
     page.wait_for_function("() => document.querySelectorAll('#records tr').length === 1")
     assert page.text_content("#records tr pre.value") == "new"
+
+
+def fmt_bytes(n: int) -> str:
+    """The console's ``fmtBytes``."""
+    units, i, value = ["B", "KiB", "MiB", "GiB", "TiB"], 0, float(n)
+    while value >= 1024 and i < len(units) - 1:
+        value, i = value / 1024, i + 1
+    return f"{value:.1f} {units[i]}" if i else f"{n} {units[0]}"
+
+
+def test_storage_used_and_limits_are_shown_and_an_admin_sets_a_limit(node, page, http, admin):
+    mib = 1024 * 1024
+    http.json("POST", "/v1/users", 201, headers=admin, body={
+        "username": "console-dora", "password": "dora-password",
+        "quotas": {"storage_bytes_max": 3 * mib, "produce_bytes_per_s": 10 * mib}})
+    dora = bearer(login(http, "console-dora", "dora-password"))
+    http.json("POST", "/v1/topics", 201, body={"name": "console.dora", "partitions": 1}, headers=dora)
+    http.json("POST", "/v1/topics/console.dora/records", body={"records": [{"value": "d" * 3000}]}, headers=dora)
+    used = http.json("GET", "/v1/users/console-dora", headers=dora)["storage"]["used_bytes"]
+    assert used > 3000
+    log_in(page, node.url, "console-dora", "dora-password")
+    page.wait_for_function("(text) => document.querySelector('#who-storage').textContent === text",
+                           arg=f"stores {fmt_bytes(used)} of 3.0 MiB")
+    page.goto(f"{node.url}/console#/users")
+    page.wait_for_selector(f"#my-storage:text-is('You store {fmt_bytes(used)} of 3.0 MiB.')")
+    shot(page, "storage-user")
+    page.evaluate("sessionStorage.clear()")
+    log_in(page, node.url, ADMIN, ADMIN_PASSWORD)
+    page.goto(f"{node.url}/console#/users")
+    cell = page.wait_for_selector(".storage[data-user='console-dora']")
+    assert cell.text_content() == f"{fmt_bytes(used)} of 3.0 MiB"
+    page.click("tr:has(td:text-is('console-dora')) button:text-is('Topics and grants')")
+    page.wait_for_selector(f"#holdings-storage:text-is('Stores {fmt_bytes(used)} of 3.0 MiB')")
+    assert page.input_value("#storage-limit input[name=limit_mib]") == "3"
+    page.fill("#storage-limit input[name=limit_mib]", "5")
+    page.click("#storage-limit button[type=submit]")
+    page.wait_for_selector(f"#holdings-storage:text-is('Stores {fmt_bytes(used)} of 5.0 MiB')")
+    quotas = http.json("GET", "/v1/users/console-dora", headers=admin)["quotas"]
+    assert quotas == {"storage_bytes_max": 5 * mib, "produce_bytes_per_s": 10 * mib}, "other limits kept"
+    shot(page, "storage-admin")

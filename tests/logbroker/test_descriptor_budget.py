@@ -15,8 +15,8 @@ LIMIT = 400
 class LimitedNode(NodeProcess):
     """A node process whose descriptor limit (soft and hard) is ``LIMIT``."""
 
-    def __init__(self, data_dir: str) -> None:
-        super().__init__(data_dir)
+    def __init__(self, data_dir: str, *extra: str) -> None:
+        super().__init__(data_dir, *extra)
         setup = (f"import resource, runpy, sys; resource.setrlimit(resource.RLIMIT_NOFILE, ({LIMIT}, {LIMIT})); "
                  "sys.argv = ['logbroker'] + sys.argv[1:]; runpy.run_module('logbroker', run_name='__main__')")
         assert self.args[:3] == [sys.executable, "-m", "logbroker"]
