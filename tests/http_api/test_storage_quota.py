@@ -148,7 +148,9 @@ def test_a_retry_of_a_stored_write_is_answered_as_the_first_near_the_limit(node,
     again = produce(http, keyed, "eve.t")
     assert again.status == 200 and again.json() == first.json(), again.data[:300]
     assert_exceeded(produce(http, eve, "eve.t"), "eve", 30_000)
-    batch = encode_batch([ProducerRecord(value=b"b" * 100)], producer_id=4242, producer_epoch=0, base_sequence=0)
+    issued = http.json("POST", "/v1/producers", headers=eve)
+    batch = encode_batch([ProducerRecord(value=b"b" * 100)], producer_id=issued["producer_id"],
+                         producer_epoch=issued["producer_epoch"], base_sequence=0)
     used = http.json("GET", "/v1/users/eve", headers=eve)["storage"]["used_bytes"]
     http.json("PUT", "/v1/users/eve/quotas", body={"storage_bytes_max": used + len(batch) + 10}, headers=admin)
     raw = {"raw": batch, "content_type": "application/vnd.logbroker.batch", "headers": eve}
