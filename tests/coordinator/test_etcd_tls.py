@@ -1,0 +1,126 @@
+"""The etcd coordinator against a real etcd serving TLS with ``--client-cert-auth`` (DESIGN §5,
+decisions 0225 and 0226): with the client certificate it works; a client without one, or without
+TLS, is refused by etcd; a user record written straight into etcd by a client holding valid etcd
+credentials but not the cluster's secret is not a user to the coordinator; a half-configured TLS
+set is refused before anything connects."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import time
+from collections.abc import AsyncIterator, Iterator
+
+import grpc
+import pytest
+import pytest_asyncio
+from aetcd import rpc
+
+from coordinator.errors import CoordinatorError, CoordinatorUnavailableError
+from coordinator.etcd import EtcdCoordinator
+from coordinator.etcd_client import EtcdAccess, EtcdClient, op_put, parse_etcd_url
+from coordinator.etcd_keys import encode
+from coordinator.models import NodeInfo
+from coordinator.users import UserRecord
+from logbroker.auth.passwords import hash_password
+from tests.support.etcd import EtcdServer, running_etcd
+
+SECRET = "a-cluster-token-for-the-seal-tests"
+TTL_MS = 2_000
+_clusters = itertools.count()
+
+
+@pytest.fixture(scope="module")
+def tls_etcd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EtcdServer]:
+    root = tmp_path_factory.mktemp("tls-etcd")
+    with running_etcd(str(root / "etcd"), certs_dir=str(root / "certs")) as server:
+        yield server
+
+
+def access(server: EtcdServer) -> EtcdAccess:
+    assert server.certs is not None
+    return EtcdAccess(server.certs["ca"], server.certs["client_cert"], server.certs["client_key"])
+
+
+@pytest_asyncio.fixture(loop_scope="function")
+async def coordinator(tls_etcd: EtcdServer) -> AsyncIterator[EtcdCoordinator]:
+    made = EtcdCoordinator.from_url(tls_etcd.url, f"tls{next(_clusters)}-{time.monotonic_ns()}",
+                                    NodeInfo(1, "http://n1", "n1:1"), TTL_MS, access=access(tls_etcd),
+                                    seal_secret=SECRET)
+    await made.start()
+    yield made
+    await made.close()
+
+
+@pytest.mark.asyncio
+async def test_a_node_with_the_client_certificate_works_over_tls(tls_etcd, coordinator):
+    assert tls_etcd.url.startswith("etcds://")
+    await coordinator.create_user(UserRecord("alice", "user", "h", 1))
+    assert (await coordinator.find_user("alice")) is not None
+    assert [n.node_id for n in await coordinator.nodes()] == [1]
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("how", ["no client certificate", "no TLS"])
+async def test_a_client_without_a_certificate_is_refused_by_etcd(tls_etcd, how):
+    assert tls_etcd.certs is not None
+    if how == "no TLS":
+        channel = grpc.aio.insecure_channel(tls_etcd.endpoint)
+    else:
+        with open(tls_etcd.certs["ca"], "rb") as f:
+            channel = grpc.aio.secure_channel(tls_etcd.endpoint, grpc.ssl_channel_credentials(f.read()))
+    try:
+        with pytest.raises(grpc.aio.AioRpcError):
+            await rpc.KVStub(channel).Range(rpc.RangeRequest(key=b"/logbroker/", range_end=b"/logbroker0"),
+                                            timeout=3.0)
+    finally:
+        await channel.close()
+
+
+@pytest.mark.asyncio
+async def test_a_coordinator_without_tls_cannot_start_against_it(tls_etcd):
+    plain = EtcdCoordinator(parse_etcd_url(f"etcd://{tls_etcd.endpoint}"), "plain", NodeInfo(1, "", ""), TTL_MS)
+    with pytest.raises(CoordinatorUnavailableError):
+        await plain.start()
+
+
+@pytest.mark.asyncio
+async def test_an_admin_written_straight_into_etcd_is_no_user(tls_etcd, coordinator):
+    """A client with valid etcd credentials but not the cluster's secret writes an admin user (and
+    copies a real admin's sealed record under its own name): the coordinator sees neither."""
+    await coordinator.create_user(UserRecord("root", "admin", hash_password("root-password-1"), 1))
+    prefix = coordinator._prefix
+    client = EtcdClient([tls_etcd.endpoint], access=access(tls_etcd))
+    try:
+        forged = UserRecord("mallory", "admin", hash_password("mallory-password"), 2)
+        _, kvs = await client.range_prefix(f"{prefix}users/root".encode())
+        copied = bytes(kvs[0].value).replace(b'"name":"root"', b'"name":"eve"')
+        before = coordinator.rejected_records
+        resp = await client.txn([], [op_put(f"{prefix}users/mallory".encode(), encode(forged.to_json())),
+                                     op_put(f"{prefix}users/eve".encode(), copied)])
+        await coordinator._feed.visible(int(resp.header.revision))  # type: ignore[union-attr]
+    finally:
+        await client.close()
+    assert await coordinator.find_user("mallory") is None and await coordinator.find_user("eve") is None
+    assert [u.name for u in await coordinator.list_users()] == ["root"]
+    assert coordinator.rejected_records == before + 2
+    # The name stays usable: a node's own create replaces the record it cannot verify.
+    await coordinator.create_user(UserRecord("mallory", "user", "h", 3))
+    found = await coordinator.find_user("mallory")
+    assert found is not None and found.role == "user"
+
+
+@pytest.mark.parametrize("files", [("ca",), ("ca", "cert"), ("cert", "key"), ("key",)])
+def test_a_half_configured_tls_set_is_refused(tmp_path, files):
+    given = {name: os.path.join(tmp_path, name) for name in files}
+    with pytest.raises(CoordinatorError, match="half configured"):
+        EtcdAccess(given.get("ca", ""), given.get("cert", ""), given.get("key", ""))
+
+
+def test_etcds_needs_the_files_and_a_user_needs_tls(tls_etcd):
+    with pytest.raises(CoordinatorError, match="asks for TLS"):
+        EtcdAccess.for_url("etcds://127.0.0.1:2379")
+    with pytest.raises(CoordinatorError, match="needs TLS"):
+        EtcdAccess.for_url("etcd://127.0.0.1:2379", user="node", password="p")
+    files = access(tls_etcd)
+    assert EtcdAccess.for_url(f"etcd://{tls_etcd.endpoint}", files.ca_file, files.cert_file, files.key_file).tls
