@@ -60,15 +60,17 @@ from coordinator.etcd_keys import (
     PartitionRecord,
     acl_key,
     cluster_prefix,
+    decode,
     encode,
     group_key,
     leader_key,
     lock_key,
+    parse_key,
     partition_key,
     topic_key,
     user_key,
 )
-from coordinator.etcd_seal import RecordSeal
+from coordinator.etcd_seal import SEAL_FIELD, RecordSeal
 from coordinator.etcd_session import EtcdSession
 from coordinator.models import (
     ClusterNode,
@@ -99,10 +101,12 @@ DEFAULT_REPLICATION_FACTOR: Final = 2
 class EtcdCoordinator(Coordinator):
     def __init__(self, endpoints: Sequence[str], cluster: str, node: NodeInfo, lease_ttl_ms: int, *,
                  clock: Callable[[], float] = time.monotonic, access: EtcdAccess | None = None,
-                 seal_secret: str | None = None) -> None:
+                 seal_secret: str | None = None, adopt_unsealed: bool = False) -> None:
         """``access``: TLS and etcd user (default: plaintext, no user); ``seal_secret``: the
         cluster's shared secret the access-granting records are sealed with (``etcd_seal``; None:
-        nothing sealed or checked, development only)."""
+        nothing sealed or checked, development only); ``adopt_unsealed``: seal, once at start,
+        the records stored before seals existed (the operator vouches for etcd's contents)."""
+        self._adopt_unsealed = adopt_unsealed
         self._endpoints = list(endpoints)
         self._prefix = cluster_prefix(cluster)
         self._node = node
@@ -119,9 +123,11 @@ class EtcdCoordinator(Coordinator):
 
     @classmethod
     def from_url(cls, url: str, cluster: str, node: NodeInfo, lease_ttl_ms: int, *,
-                 access: EtcdAccess | None = None, seal_secret: str | None = None) -> EtcdCoordinator:
+                 access: EtcdAccess | None = None, seal_secret: str | None = None,
+                 adopt_unsealed: bool = False) -> EtcdCoordinator:
         """From a ``--coordinator`` value such as ``etcds://127.0.0.1:2379,127.0.0.1:22379``."""
-        return cls(parse_etcd_url(url), cluster, node, lease_ttl_ms, access=access, seal_secret=seal_secret)
+        return cls(parse_etcd_url(url), cluster, node, lease_ttl_ms, access=access, seal_secret=seal_secret,
+                   adopt_unsealed=adopt_unsealed)
 
     @property
     def rejected_records(self) -> int:
@@ -176,9 +182,32 @@ class EtcdCoordinator(Coordinator):
             await self._session.open(first=True)
             await self._feed.start()
             self._session.start()
+            if self._adopt_unsealed and self._seal.enabled:
+                await self._adopt()
         except BaseException:
             await self.close()
             raise
+
+    async def _adopt(self) -> None:
+        """Seal every record of a sealed kind that carries no seal yet (each put guarded by the
+        mod revision it was read at, on the lease it was on)."""
+        _, kvs = await self._etcd.range_prefix(self._prefix.encode())
+        adopted = 0
+        for kv in kvs:
+            key = bytes(kv.key)
+            relative = key.decode()[len(self._prefix):]
+            if parse_key(relative) is None or not RecordSeal.sealed(relative):
+                continue
+            try:
+                value = decode(bytes(kv.value))
+            except ValueError:
+                continue
+            if SEAL_FIELD in value:
+                continue
+            resp = await self._txn([cmp_mod(key, int(kv.mod_revision))],
+                                   [op_put(key, self._seal.seal(relative, value), int(kv.lease))])
+            adopted += bool(resp.succeeded)
+        log.warning("sealed %d record(s) stored in etcd without a seal (adopt_unsealed)", adopted)
 
     async def _connect(self) -> None:
         deadline = self._clock() + CONNECT_TIMEOUT_S

@@ -90,6 +90,7 @@ class NodeConfig:
     etcd_key_file: str = ""
     etcd_user: str = ""
     etcd_password: str = dataclasses.field(default="", repr=False)
+    etcd_adopt_unsealed: str = "false"
     metrics_token: str = ""
     metrics_public: str = "false"
 
@@ -142,6 +143,8 @@ class NodeConfig:
                "cross a plain channel")
         _check(bool(self.etcd_user) == bool(self.etcd_password),
                "etcd_user and its password (the environment variable LOGBROKER_ETCD_PASSWORD) go together")
+        _check(self.etcd_adopt_unsealed in ("true", "false"),
+               f"etcd_adopt_unsealed must be true or false, not {self.etcd_adopt_unsealed!r}")
         _check(not (self.admin_password and self.admin_password_file),
                "admin_password and admin_password_file are two sources of one password: give one")
 

@@ -49,7 +49,8 @@ def etcd_coordinator(config: NodeConfig, info: NodeInfo) -> Coordinator:
     if not config.cluster_token:
         log.warning(UNSEALED_WARNING)
     return EtcdCoordinator.from_url(config.coordinator, config.cluster_name, info, config.lease_ttl_ms,
-                                    access=access, seal_secret=config.cluster_token or None)
+                                    access=access, seal_secret=config.cluster_token or None,
+                                    adopt_unsealed=config.etcd_adopt_unsealed == "true")
 
 
 class _RejectedRecords(Collector):

@@ -124,3 +124,24 @@ def test_etcds_needs_the_files_and_a_user_needs_tls(tls_etcd):
         EtcdAccess.for_url("etcd://127.0.0.1:2379", user="node", password="p")
     files = access(tls_etcd)
     assert EtcdAccess.for_url(f"etcd://{tls_etcd.endpoint}", files.ca_file, files.cert_file, files.key_file).tls
+
+
+@pytest.mark.asyncio
+async def test_records_from_before_seals_are_ignored_until_a_node_adopts_them(tls_etcd):
+    cluster = f"adopt-{time.monotonic_ns()}"
+    client = EtcdClient([tls_etcd.endpoint], access=access(tls_etcd))
+    try:
+        old = UserRecord("old-admin", "admin", "h", 1)
+        await client.txn([], [op_put(f"/logbroker/{cluster}/users/old-admin".encode(), encode(old.to_json()))])
+    finally:
+        await client.close()
+    made = []
+    for node_id, adopt in ((1, False), (2, True), (3, False)):
+        coordinator = EtcdCoordinator.from_url(tls_etcd.url, cluster, NodeInfo(node_id, "", ""), TTL_MS,
+                                               access=access(tls_etcd), seal_secret=SECRET, adopt_unsealed=adopt)
+        await coordinator.start()
+        made.append(coordinator)
+        found = await coordinator.find_user("old-admin")
+        assert (found is not None) == (node_id > 1), node_id
+    for coordinator in made:
+        await coordinator.close()
