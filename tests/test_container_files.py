@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
 from typing import Any
 
 import yaml
@@ -143,3 +144,20 @@ def test_the_consoles_files_are_package_data_so_the_image_serves_them():
     assert "index.html" in shipped and "app.js" in shipped
     for name in shipped:
         assert any(fnmatch.fnmatch(f"console_static/{name}", p) for p in patterns), name
+
+
+def test_make_run_gives_the_admin_password_through_the_environment_not_the_command_line(tmp_path):
+    """``make run`` with a stand-in for Python that reports its arguments and environment: the
+    node's command line names no password (every local user reads ``/proc/<pid>/cmdline``)."""
+    fake = tmp_path / "python"
+    fake.write_text('#!/bin/sh\necho "ARGS $*"\necho "ENV $LOGBROKER_ADMIN_PASSWORD"\n')
+    fake.chmod(0o755)
+    venv = tmp_path / "venv"
+    venv.mkdir()
+    (venv / ".installed").touch()
+    done = subprocess.run(["make", "--no-print-directory", "-o", str(venv / ".installed"), "run", f"VENV={venv}",
+                           f"PY={fake}"], cwd=ROOT, capture_output=True, text=True, timeout=60, check=True)
+    args = [line for line in done.stdout.splitlines() if line.startswith("ARGS ")]
+    assert len(args) == 1 and "logbroker serve" in args[0] and "--admin-user admin" in args[0]
+    assert "password" not in args[0]
+    assert "ENV dev-admin-password" in done.stdout.splitlines()
