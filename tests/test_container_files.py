@@ -72,9 +72,16 @@ def test_cluster_compose_file_has_etcd_three_nodes_and_nginx():
     compose = _compose("docker-compose.yml")
     services = compose["services"]
     assert set(services) == {"etcd", *NODES, "nginx"}
-    etcd = " ".join(services["etcd"]["command"])
+    etcd = services["etcd"]["command"]
     assert services["etcd"]["image"].startswith("quay.io/coreos/etcd:v3.5.")
-    assert "--listen-client-urls=http://0.0.0.0:2379" in etcd and "--advertise-client-urls=http://etcd:2379" in etcd
+    # etcd serves TLS only and lets in only clients with a certificate of its CA (decision 0226).
+    assert "--listen-client-urls=https://0.0.0.0:2379" in etcd and "--advertise-client-urls=https://etcd:2379" in etcd
+    assert not [a for a in etcd if "client-urls=http:" in a]
+    assert {"--client-cert-auth", "--trusted-ca-file=/certs/etcd-ca.pem", "--cert-file=/certs/etcd-server.pem",
+            "--key-file=/certs/etcd-server.key"} <= set(etcd)
+    assert "./deploy/certs:/certs:ro" in services["etcd"]["volumes"]
+    health = services["etcd"]["healthcheck"]["test"]
+    assert "--endpoints=https://127.0.0.1:2379" in health and "--cert=/certs/etcd-client.pem" in health
     assert any(v.endswith(":/etcd-data") for v in services["etcd"]["volumes"]) and "--data-dir=/etcd-data" in etcd
     configs = {}
     for name in NODES:
@@ -83,7 +90,9 @@ def test_cluster_compose_file_has_etcd_three_nodes_and_nginx():
         assert service["build"] == "." and set(environment) <= SETTINGS
         assert service["depends_on"]["etcd"]["condition"] == "service_healthy"
         config = _node_config(environment)
-        assert config.coordinator == "etcd://etcd:2379" and config.auth == "on"
+        assert config.coordinator == "etcds://etcd:2379" and config.auth == "on"
+        assert (config.etcd_ca_file, config.etcd_cert_file, config.etcd_key_file) == \
+            ("/certs/etcd-ca.pem", "/certs/etcd-client.pem", "/certs/etcd-client.key")
         assert config.advertised_host == name
         assert rpc_security(config)[0], "the node would not serve the internal RPC"
         assert config.rpc_tls_cert_file == f"/certs/node-{config.node_id}.pem"
