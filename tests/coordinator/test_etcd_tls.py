@@ -145,3 +145,45 @@ async def test_records_from_before_seals_are_ignored_until_a_node_adopts_them(tl
         assert (found is not None) == (node_id > 1), node_id
     for coordinator in made:
         await coordinator.close()
+
+
+async def enable_etcd_auth(server: EtcdServer, user: str, password: str) -> None:
+    """etcd's own auth on: ``root`` (required), and ``user`` with read-write on /logbroker/ only."""
+    assert server.certs is not None
+    with open(server.certs["ca"], "rb") as ca, open(server.certs["client_key"], "rb") as key, \
+            open(server.certs["client_cert"], "rb") as cert:
+        credentials = grpc.ssl_channel_credentials(ca.read(), key.read(), cert.read())
+    async with grpc.aio.secure_channel(server.endpoint, credentials) as channel:
+        auth = rpc.AuthStub(channel)
+        await auth.RoleAdd(rpc.AuthRoleAddRequest(name="root"))
+        await auth.UserAdd(rpc.AuthUserAddRequest(name="root", password="root-password-for-etcd"))
+        await auth.UserGrantRole(rpc.AuthUserGrantRoleRequest(user="root", role="root"))
+        await auth.RoleAdd(rpc.AuthRoleAddRequest(name="logbroker"))
+        await auth.RoleGrantPermission(rpc.AuthRoleGrantPermissionRequest(
+            name="logbroker", perm=rpc.Permission(permType=2, key=b"/logbroker/", range_end=b"/logbroker0")))
+        await auth.UserAdd(rpc.AuthUserAddRequest(name=user, password=password))
+        await auth.UserGrantRole(rpc.AuthUserGrantRoleRequest(user=user, role="logbroker"))
+        await auth.AuthEnable(rpc.AuthEnableRequest())
+
+
+@pytest.mark.asyncio
+async def test_etcd_user_auth_over_tls(tmp_path):
+    """With etcd's user auth on, a node with the user and password works; a wrong password is
+    refused by etcd."""
+    with running_etcd(str(tmp_path / "etcd"), certs_dir=str(tmp_path / "certs")) as server:
+        await enable_etcd_auth(server, "lb-node", "lb-node-password")
+        files = access(server)
+        good = EtcdAccess(files.ca_file, files.cert_file, files.key_file, "lb-node", "lb-node-password")
+        coordinator = EtcdCoordinator.from_url(server.url, "authed", NodeInfo(1, "", ""), TTL_MS, access=good,
+                                               seal_secret=SECRET)
+        await coordinator.start()
+        try:
+            await coordinator.create_user(UserRecord("alice", "user", "h", 1))
+            assert (await coordinator.find_user("alice")) is not None
+        finally:
+            await coordinator.close()
+        bad = EtcdAccess(files.ca_file, files.cert_file, files.key_file, "lb-node", "wrong-password")
+        refused = EtcdCoordinator.from_url(server.url, "authed", NodeInfo(2, "", ""), TTL_MS, access=bad,
+                                           seal_secret=SECRET)
+        with pytest.raises(CoordinatorUnavailableError):
+            await refused.start()
