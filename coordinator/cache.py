@@ -43,6 +43,7 @@ class MetadataCache:
         self.revision = 0
         self._seal = seal or RecordSeal(None, "")
         self.rejected_records = 0
+        self.unsealed: set[str] = set()  # keys of a sealed kind stored with no seal at all
         self._entries: dict[str, Entry] = {}
         self._topics: dict[str, TopicMetadata] = {}
         self._partitions: dict[tuple[str, int], PartitionRecord] = {}
@@ -96,11 +97,14 @@ class MetadataCache:
         """Keep the decoded view of ``key`` in step with its entry (an undecodable value reads as
         absent)."""
         value: Any = None
+        self.unsealed.discard(key.relative())
         if entry is not None:
             try:
                 value = _DECODERS[key.kind](key, self._seal.open(key.relative(), entry.value))
             except SealError as exc:
                 self.rejected_records += 1
+                if exc.missing:
+                    self.unsealed.add(key.relative())
                 log.warning("ignoring metadata key %s: %s (not written by a node holding the cluster's key)",
                             key.relative(), exc)
             except (ValueError, KeyError, TypeError, CoordinatorError) as exc:

@@ -184,9 +184,20 @@ class EtcdCoordinator(Coordinator):
             self._session.start()
             if self._adopt_unsealed and self._seal.enabled:
                 await self._adopt()
+            self._check_no_legacy_topics()
         except BaseException:
             await self.close()
             raise
+
+    def _check_no_legacy_topics(self) -> None:
+        """Refuse to start over topics stored without a seal (a cluster from before seals): they
+        would read as absent, and a node removes the data of partitions it does not know."""
+        legacy = sorted(k for k in self._cache.unsealed if k.startswith("topics/"))
+        if legacy:
+            raise CoordinatorError(
+                f"etcd holds {len(legacy)} topic record(s) without a seal ({', '.join(legacy[:5])}): stored before "
+                "records were sealed, or written by something without the cluster's key. If they are the "
+                "cluster's own, start one node once with --etcd-adopt-unsealed true to seal them (decision 0225)")
 
     async def _adopt(self) -> None:
         """Seal every record of a sealed kind that carries no seal yet (each put guarded by the

@@ -32,7 +32,12 @@ KEY_CONTEXT: Final = b"logbroker etcd record seal v1"
 
 
 class SealError(CoordinatorError):
-    """A record of a sealed kind whose seal is missing or does not verify."""
+    """A record of a sealed kind whose seal is missing (``missing``: stored before seals, or
+    forged) or does not verify."""
+
+    def __init__(self, message: str, *, missing: bool) -> None:
+        super().__init__(message)
+        self.missing = missing
 
 
 def _canonical(value: Mapping[str, Any]) -> bytes:
@@ -74,7 +79,7 @@ class RecordSeal:
         if self._key is None or not self.sealed(relative_key):
             return value
         if not isinstance(mac, str):
-            raise SealError(f"{relative_key} carries no seal")
+            raise SealError(f"{relative_key} carries no seal", missing=True)
         if not hmac.compare_digest(mac, self._mac(relative_key, value)):
-            raise SealError(f"{relative_key} has a seal that does not verify")
+            raise SealError(f"{relative_key} has a seal that does not verify", missing=False)
         return value

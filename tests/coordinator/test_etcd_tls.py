@@ -19,8 +19,8 @@ from aetcd import rpc
 from coordinator.errors import CoordinatorError, CoordinatorUnavailableError
 from coordinator.etcd import EtcdCoordinator
 from coordinator.etcd_client import EtcdAccess, EtcdClient, op_put, parse_etcd_url
-from coordinator.etcd_keys import encode
-from coordinator.models import NodeInfo
+from coordinator.etcd_keys import PartitionRecord, encode
+from coordinator.models import NodeInfo, TopicMetadata
 from coordinator.users import UserRecord
 from logbroker.auth.passwords import hash_password
 from tests.support.etcd import EtcdServer, running_etcd
@@ -127,24 +127,36 @@ def test_etcds_needs_the_files_and_a_user_needs_tls(tls_etcd):
 
 
 @pytest.mark.asyncio
-async def test_records_from_before_seals_are_ignored_until_a_node_adopts_them(tls_etcd):
+async def test_records_from_before_seals_stop_a_start_until_a_node_adopts_them(tls_etcd):
+    """A user and a topic stored before seals: a node refuses to start over such topics (it would
+    drop their data as unknown), one node adopts them, and every node then sees both."""
     cluster = f"adopt-{time.monotonic_ns()}"
+    prefix = f"/logbroker/{cluster}/"
+    old_topic = TopicMetadata("old-topic", "tid", 1, 1, "topic", {}, "old-admin", 1)
     client = EtcdClient([tls_etcd.endpoint], access=access(tls_etcd))
     try:
-        old = UserRecord("old-admin", "admin", "h", 1)
-        await client.txn([], [op_put(f"/logbroker/{cluster}/users/old-admin".encode(), encode(old.to_json()))])
+        await client.txn([], [
+            op_put(f"{prefix}users/old-admin".encode(), encode(UserRecord("old-admin", "admin", "h", 1).to_json())),
+            op_put(f"{prefix}topics/old-topic".encode(), encode(old_topic.to_json())),
+            op_put(f"{prefix}partitions/old-topic/0".encode(), PartitionRecord("tid", (1,), (1,), 0).encode())])
     finally:
         await client.close()
-    made = []
-    for node_id, adopt in ((1, False), (2, True), (3, False)):
-        coordinator = EtcdCoordinator.from_url(tls_etcd.url, cluster, NodeInfo(node_id, "", ""), TTL_MS,
-                                               access=access(tls_etcd), seal_secret=SECRET, adopt_unsealed=adopt)
-        await coordinator.start()
-        made.append(coordinator)
-        found = await coordinator.find_user("old-admin")
-        assert (found is not None) == (node_id > 1), node_id
-    for coordinator in made:
-        await coordinator.close()
+
+    def coordinator(node_id: int, adopt: bool) -> EtcdCoordinator:
+        return EtcdCoordinator.from_url(tls_etcd.url, cluster, NodeInfo(node_id, "", ""), TTL_MS,
+                                        access=access(tls_etcd), seal_secret=SECRET, adopt_unsealed=adopt)
+
+    with pytest.raises(CoordinatorError, match="--etcd-adopt-unsealed true"):
+        await coordinator(1, False).start()
+    made = [coordinator(2, True), coordinator(3, False)]
+    try:
+        for started in made:
+            await started.start()
+            assert (await started.find_user("old-admin")) is not None
+            assert (await started.get_topic("old-topic")).owner == "old-admin"
+    finally:
+        for started in made:
+            await started.close()
 
 
 async def enable_etcd_auth(server: EtcdServer, user: str, password: str) -> None:
