@@ -5,9 +5,10 @@ It holds every key under the cluster prefix as of one etcd ``revision``, fed by 
 path's lookups without a round trip. Invariants: ``revision`` never goes back; a topic exists
 only once its ``topics/`` key does (its partitions are written first); a partition record whose
 ``topic_id`` is not its topic's current one is stale and ignored. A value this version cannot
-decode is skipped (kept as raw bytes for guards) rather than failing the whole cache, and so is a
-record of a sealed kind whose seal does not verify (``etcd_seal``, decision 0225): it reads as
-absent, is logged and counted in ``rejected_records``.
+decode is skipped (kept as raw bytes for guards) rather than failing the whole cache. A put of a
+sealed kind whose seal does not verify (``etcd_seal``, decision 0225) is ignored: the key keeps
+its last verified value (absent when it never had one), and the put is logged and counted in
+``rejected_records``; the raw entry is kept, so a node's next guarded write replaces it.
 """
 
 from __future__ import annotations
@@ -101,12 +102,13 @@ class MetadataCache:
         if entry is not None:
             try:
                 value = _DECODERS[key.kind](key, self._seal.open(key.relative(), entry.value))
-            except SealError as exc:
+            except SealError as exc:  # the write is ignored: the last verified value, if any, stays
                 self.rejected_records += 1
                 if exc.missing:
                     self.unsealed.add(key.relative())
                 log.warning("ignoring metadata key %s: %s (not written by a node holding the cluster's key)",
                             key.relative(), exc)
+                return
             except (ValueError, KeyError, TypeError, CoordinatorError) as exc:
                 log.warning("skipping undecodable metadata key %s: %s", key.relative(), exc)
         target: dict[Any, Any]

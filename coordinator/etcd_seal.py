@@ -11,8 +11,8 @@ leadership (``partitions``, ``leaders``) and the leased ``locks`` are not sealed
 by value in guards, and a forged one denies service but grants no access.
 
 Invariant: with a key, ``open`` returns a sealed kind's record only when its seal verifies
-(``SealError`` otherwise); without a key (a development cluster with no cluster token) nothing is
-sealed and nothing is checked.
+(``SealError`` otherwise: the cache then ignores the put); without a key (a development cluster
+with no cluster token) nothing is sealed and nothing is checked.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """Real nodes on a real etcd that serves TLS with ``--client-cert-auth`` (DESIGN §5, decisions
 0225 and 0226): the nodes, holding etcd's client certificate, work end to end; a client holding
-valid etcd credentials but not the cluster's secret writes an admin user and a grant straight
-into etcd, and no node lets either in (each node logs and counts the records it ignored); a node
-given a plain ``etcd://`` URL says in its log that etcd is reached without TLS."""
+valid etcd credentials but not the cluster's secret writes an admin user, a grant and a new owner
+of a topic straight into etcd, and no node lets any of them in (each node logs and counts the
+records it ignored); a node given a plain ``etcd://`` URL says in its log that etcd is reached
+without TLS."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from collections.abc import Iterator
 import pytest
 
 from coordinator.etcd_client import EtcdAccess, EtcdClient, op_put
-from coordinator.etcd_keys import acl_key, cluster_prefix, encode, user_key
+from coordinator.etcd_keys import acl_key, cluster_prefix, encode, topic_key, user_key
 from coordinator.users import UserRecord
 from logbroker.auth.passwords import hash_password
 from logbroker.etcd_settings import PLAINTEXT_WARNING
@@ -73,7 +74,7 @@ def test_nodes_with_the_client_certificate_work_end_to_end(cluster: Cluster, tok
         assert not [line for line in node.stderr_lines if PLAINTEXT_WARNING in line]
 
 
-def test_an_admin_and_a_grant_written_straight_into_etcd_let_no_one_in(cluster: Cluster, token: dict[str, str]):
+def test_an_admin_a_grant_and_an_owner_written_into_etcd_let_no_one_in(cluster: Cluster, token: dict[str, str]):
     cluster.http(1).json("POST", "/v1/users", expect=201, headers=token,
                          body={"username": "carol", "password": "carol-password-1", "role": "user"})
     cluster.http(1).json("POST", "/v1/topics", expect=201, headers=token,
@@ -81,10 +82,15 @@ def test_an_admin_and_a_grant_written_straight_into_etcd_let_no_one_in(cluster: 
     carol = bearer(wait_until(lambda: login(cluster.http(2), "carol", "carol-password-1")))
     before = {n: rejected(cluster, n) for n in NODES}
     mallory = UserRecord("mallory", "admin", hash_password(FORGED_PASSWORD), 1)
+    vault = cluster.http(1).json("GET", "/v1/topics/vault", headers=token)
+    owned_by_carol = {"name": "vault", "topic_id": vault["topic_id"], "partitions": 1, "replication_factor": 2,
+                      "kind": "topic", "config": {}, "owner": "carol", "created_ms": 1}
     write_into_etcd(cluster, {user_key("mallory").relative(): encode(mallory.to_json()),
-                              acl_key("vault").relative(): encode({"carol": ["read", "write"]})})
+                              acl_key("vault").relative(): encode({"carol": ["read", "write"]}),
+                              topic_key("vault").relative(): encode(owned_by_carol)})
     for via in NODES:
-        wait_until(lambda v=via: rejected(cluster, v) >= before[v] + 2)
+        wait_until(lambda v=via: rejected(cluster, v) >= before[v] + 3)
+        assert cluster.http(via).json("GET", "/v1/topics/vault", headers=token)["topic_id"] == vault["topic_id"]
         refused = cluster.http(via).call("POST", "/v1/auth/token",
                                          body={"username": "mallory", "password": FORGED_PASSWORD})
         assert refused.status == 401

@@ -1,6 +1,7 @@
 """Seals on etcd records (decision 0225): a sealed record opens only under the key it was sealed
-for, unchanged and with the cluster's secret; the cache reads one that does not verify as absent
-and counts it; kinds that are not sealed pass as they are."""
+for, unchanged and with the cluster's secret; the cache ignores a put that does not verify (the
+key keeps its last verified value, or stays absent) and counts it; kinds that are not sealed pass
+as they are."""
 
 from __future__ import annotations
 
@@ -63,12 +64,15 @@ def test_any_sealed_value_round_trips_and_any_change_is_caught(value, key):
         SEAL.open(key, encode({**value, "extra": 1}) if value else encode({"extra": 1}))
 
 
-def test_the_cache_reads_a_record_that_does_not_verify_as_absent_and_counts_it():
+def test_the_cache_ignores_a_put_that_does_not_verify_and_counts_it():
     cache = MetadataCache(SEAL)
     good = SEAL.seal("users/alice", user("alice").to_json())
     forged = encode(user("mallory", "admin").to_json())
     cache.reset([Entry("users/alice", good, 1, 1), Entry("users/mallory", forged, 2, 2)], 2)
     assert [u.name for u in cache.users()] == ["alice"] and cache.rejected_records == 1
     cache.apply([("users/alice", Entry("users/alice", good.replace(b'"role":"user"', b'"role":"admin"'), 1, 3))], 3)
-    assert cache.user("alice") is None and cache.rejected_records == 2
+    assert cache.user("alice") == user("alice") and cache.rejected_records == 2  # the forged put is ignored
+    assert cache.mod_revision(user_key("alice")) == 3  # a guarded write of a node replaces it
+    cache.apply([("users/alice", None)], 4)
+    assert cache.user("alice") is None  # a delete needs no seal
     assert cache.entry(user_key("mallory")) is not None  # kept raw: a guard can still replace it
