@@ -1,7 +1,7 @@
 """The processes of a chaos run: one etcd and N ``logbroker serve`` nodes, set up as a deployment
 is (auth on, one shared signing key, the internal RPC over mutual TLS with a cluster token, etcd
-over TLS with client-certificate auth, the admin's password in the environment), each
-in its network namespace when a ``Network`` is given, else on loopback. Any of them can be killed
+over TLS with client-certificate auth, the admin's password and the cluster token in the
+environment), each in its network namespace when a ``Network`` is given, else on loopback. Any of them can be killed
 (SIGKILL), paused (SIGSTOP/SIGCONT) and started again on the same data dir and ports; every
 process is reaped by PID. Node output goes to ``<root>/logs/node-N.log`` (kept as evidence)."""
 
@@ -92,11 +92,11 @@ class ChaosCluster:
         return self
 
     def start_node(self, node_id: int) -> None:
-        env = {"LOGBROKER_ADMIN_PASSWORD": PASSWORD,
+        env = {"LOGBROKER_ADMIN_PASSWORD": PASSWORD, "LOGBROKER_CLUSTER_TOKEN": CLUSTER_TOKEN,
                **(self.slow_disks.env(f"node-{node_id}") if self.slow_disks is not None else {})}
         node = Node(self.data_dir(node_id), "--auth", "on", "--admin-user", ADMIN,
                     "--jwt-secret", JWT_SECRET, "--jwt-key-id", "chaos",
-                    *cluster_args(self.etcd.url, self.certs, node_id, cluster_token=CLUSTER_TOKEN,
+                    *cluster_args(self.etcd.url, self.certs, node_id, cluster_token=None,
                                   lease_ttl_ms=LEASE_TTL_MS), *self.etcd.node_flags(),
                     node_id=node_id, ports=self.ports[node_id], log_path=os.path.join(self.logs, f"node-{node_id}.log"),
                     network=self.network, env=env)
