@@ -62,6 +62,8 @@ DEV_ADMIN := admin
 DEV_PASSWORD := dev-admin-password
 TOKEN_CURL := curl -s -XPOST $(RUN_URL)/v1/auth/token -H 'Content-Type: application/json' -d '{\"username\":\"$(DEV_ADMIN)\",\"password\":\"$(DEV_PASSWORD)\"}'
 
+# The admin's password reaches the node through its environment: a command line is public (/proc/*/cmdline).
+run: export LOGBROKER_ADMIN_PASSWORD := $(DEV_PASSWORD)
 run: $(STAMP)
 	@echo "LogBroker: one node, embedded coordinator, data in ./.data/node-1"
 	@echo "  URL:    $(RUN_URL)   (OpenAPI: $(RUN_URL)/v1/openapi.json)"
@@ -75,10 +77,11 @@ run: $(STAMP)
 	@echo "  metrics: curl -s $(RUN_URL)/metrics -H \"Authorization: Bearer \$$TOKEN\"   (an admin's token; a scraper: --metrics-token, or --metrics-public true)"
 	@echo "  CLI:    export LOGBROKER_USER=$(DEV_ADMIN) LOGBROKER_PASSWORD=$(DEV_PASSWORD); .venv/bin/logbroker topic list"
 	$(PY) -m logbroker serve --node-id 1 --http-host 127.0.0.1 --http-port 8080 --grpc-port 9092 --coordinator local --auth on \
-		--admin-user $(DEV_ADMIN) --admin-password $(DEV_PASSWORD)
+		--admin-user $(DEV_ADMIN)
 
-# A real etcd and three nodes on loopback (auth on, mutual TLS between nodes, one shared signing key),
-# data in ./.data/cluster (kept across runs); Ctrl-C stops them all. Ports: see logbroker/dev_cluster.py.
+# A real etcd and three nodes on loopback (auth on, mutual TLS between nodes, one shared signing key,
+# etcd over TLS with client certificates), data in ./.data/cluster (kept across runs); Ctrl-C stops
+# them all. Ports: see logbroker/dev_cluster.py.
 cluster: $(STAMP) system-deps
 	$(PY) -m logbroker.dev_cluster
 

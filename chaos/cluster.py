@@ -1,6 +1,7 @@
 """The processes of a chaos run: one etcd and N ``logbroker serve`` nodes, set up as a deployment
-is (auth on, one shared signing key, the internal RPC over mutual TLS with a cluster token), each
-in its network namespace when a ``Network`` is given, else on loopback. Any of them can be killed
+is (auth on, one shared signing key, the internal RPC over mutual TLS with a cluster token, etcd
+over TLS with client-certificate auth, the admin's password and the cluster token in the
+environment), each in its network namespace when a ``Network`` is given, else on loopback. Any of them can be killed
 (SIGKILL), paused (SIGSTOP/SIGCONT) and started again on the same data dir and ports; every
 process is reaped by PID. Node output goes to ``<root>/logs/node-N.log`` (kept as evidence)."""
 
@@ -13,7 +14,7 @@ from typing import Final
 
 from chaos.network import ETCD, Network
 from chaos.slow_disk import SlowDisks
-from logbroker.certs import generate
+from logbroker.certs import generate, generate_etcd
 from logbroker.etcd_process import EtcdServer, free_port
 from logbroker.launcher import NodeProcess, cluster_args
 
@@ -33,8 +34,8 @@ class NamespacedEtcd(EtcdServer):
     """etcd in its namespace, listening on the namespace's address (fixed ports: the namespace
     has nothing else)."""
 
-    def __init__(self, data_dir: str, network: Network) -> None:
-        super().__init__(data_dir, name="etcd-chaos")
+    def __init__(self, data_dir: str, network: Network, certs_dir: str) -> None:
+        super().__init__(data_dir, name="etcd-chaos", certs_dir=certs_dir)
         self.network = network
         self.host = network.address[ETCD]
         self.client_port, self.peer_port = ETCD_CLIENT_PORT, ETCD_PEER_PORT
@@ -70,8 +71,9 @@ class ChaosCluster:
         os.makedirs(self.logs, exist_ok=True)
         hosts = [] if network is None else [network.address[f"node-{n}"] for n in self.node_ids]
         generate(self.certs, self.node_ids, hosts)
-        self.etcd: EtcdServer = (EtcdServer(os.path.join(root, "etcd")) if network is None
-                                 else NamespacedEtcd(os.path.join(root, "etcd"), network))
+        generate_etcd(self.certs, [] if network is None else [network.address[ETCD]])
+        self.etcd: EtcdServer = (EtcdServer(os.path.join(root, "etcd"), certs_dir=self.certs) if network is None
+                                 else NamespacedEtcd(os.path.join(root, "etcd"), network, self.certs))
         self.nodes: dict[int, Node] = {}
         # Fixed per node, so that a restarted node is where the clients' bootstrap list says: its
         # namespace's own ports, or free loopback ports chosen once.
@@ -90,13 +92,14 @@ class ChaosCluster:
         return self
 
     def start_node(self, node_id: int) -> None:
-        node = Node(self.data_dir(node_id), "--auth", "on", "--admin-user", ADMIN, "--admin-password", PASSWORD,
+        env = {"LOGBROKER_ADMIN_PASSWORD": PASSWORD, "LOGBROKER_CLUSTER_TOKEN": CLUSTER_TOKEN,
+               **(self.slow_disks.env(f"node-{node_id}") if self.slow_disks is not None else {})}
+        node = Node(self.data_dir(node_id), "--auth", "on", "--admin-user", ADMIN,
                     "--jwt-secret", JWT_SECRET, "--jwt-key-id", "chaos",
-                    *cluster_args(self.etcd.url, self.certs, node_id, cluster_token=CLUSTER_TOKEN,
-                                  lease_ttl_ms=LEASE_TTL_MS),
+                    *cluster_args(self.etcd.url, self.certs, node_id, cluster_token=None,
+                                  lease_ttl_ms=LEASE_TTL_MS), *self.etcd.node_flags(),
                     node_id=node_id, ports=self.ports[node_id], log_path=os.path.join(self.logs, f"node-{node_id}.log"),
-                    network=self.network,
-                    env=self.slow_disks.env(f"node-{node_id}") if self.slow_disks is not None else None)
+                    network=self.network, env=env)
         self.nodes[node_id] = node
         node.start()
         self.urls[node_id] = node.url

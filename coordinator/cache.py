@@ -5,7 +5,10 @@ It holds every key under the cluster prefix as of one etcd ``revision``, fed by 
 path's lookups without a round trip. Invariants: ``revision`` never goes back; a topic exists
 only once its ``topics/`` key does (its partitions are written first); a partition record whose
 ``topic_id`` is not its topic's current one is stale and ignored. A value this version cannot
-decode is skipped (kept as raw bytes for guards) rather than failing the whole cache.
+decode is skipped (kept as raw bytes for guards) rather than failing the whole cache. A put of a
+sealed kind whose seal does not verify (``etcd_seal``, decision 0225) is ignored: the key keeps
+its last verified value (absent when it never had one), and the put is logged and counted in
+``rejected_records``; the raw entry is kept, so a node's next guarded write replaces it.
 """
 
 from __future__ import annotations
@@ -16,7 +19,8 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
 from coordinator.errors import CoordinatorError
-from coordinator.etcd_keys import NODE_KINDS, TOPIC_KINDS, Key, LeaderRecord, PartitionRecord, decode, parse_key
+from coordinator.etcd_keys import NODE_KINDS, TOPIC_KINDS, Key, LeaderRecord, PartitionRecord, parse_key
+from coordinator.etcd_seal import RecordSeal, SealError
 from coordinator.models import MetadataChange, NodeInfo, PartitionState, TopicMetadata
 from coordinator.users import Acl, GroupRecord, UserRecord, acl_from_json
 
@@ -36,8 +40,11 @@ class Entry:
 
 
 class MetadataCache:
-    def __init__(self) -> None:
+    def __init__(self, seal: RecordSeal | None = None) -> None:
         self.revision = 0
+        self._seal = seal or RecordSeal(None, "")
+        self.rejected_records = 0
+        self.unsealed: set[str] = set()  # keys of a sealed kind stored with no seal at all
         self._entries: dict[str, Entry] = {}
         self._topics: dict[str, TopicMetadata] = {}
         self._partitions: dict[tuple[str, int], PartitionRecord] = {}
@@ -91,9 +98,17 @@ class MetadataCache:
         """Keep the decoded view of ``key`` in step with its entry (an undecodable value reads as
         absent)."""
         value: Any = None
+        self.unsealed.discard(key.relative())
         if entry is not None:
             try:
-                value = _DECODERS[key.kind](key, entry.value)
+                value = _DECODERS[key.kind](key, self._seal.open(key.relative(), entry.value))
+            except SealError as exc:  # the write is ignored: the last verified value, if any, stays
+                self.rejected_records += 1
+                if exc.missing:
+                    self.unsealed.add(key.relative())
+                log.warning("ignoring metadata key %s: %s (not written by a node holding the cluster's key)",
+                            key.relative(), exc)
+                return
             except (ValueError, KeyError, TypeError, CoordinatorError) as exc:
                 log.warning("skipping undecodable metadata key %s: %s", key.relative(), exc)
         target: dict[Any, Any]
@@ -201,14 +216,14 @@ class MetadataCache:
         return [self._groups[n] for n in sorted(self._groups)]
 
 
-_DECODERS: Final[dict[str, Callable[[Key, bytes], object]]] = {
-    "topics": lambda k, raw: TopicMetadata.from_json(decode(raw)),
-    "partitions": lambda k, raw: PartitionRecord.decode(raw),
-    "leaders": lambda k, raw: LeaderRecord.decode(raw),
-    "nodes": lambda k, raw: NodeInfo.from_json(decode(raw)),
-    "members": lambda k, raw: NodeInfo.from_json(decode(raw)),
-    "users": lambda k, raw: UserRecord.from_json(decode(raw)),
-    "acls": lambda k, raw: acl_from_json(decode(raw)),
-    "groups": lambda k, raw: GroupRecord.from_json(k.name, decode(raw)),
-    "locks": lambda k, raw: None,
+_DECODERS: Final[dict[str, Callable[[Key, dict[str, Any]], object]]] = {
+    "topics": lambda k, v: TopicMetadata.from_json(v),
+    "partitions": lambda k, v: PartitionRecord.from_value(v),
+    "leaders": lambda k, v: LeaderRecord.from_value(v),
+    "nodes": lambda k, v: NodeInfo.from_json(v),
+    "members": lambda k, v: NodeInfo.from_json(v),
+    "users": lambda k, v: UserRecord.from_json(v),
+    "acls": lambda k, v: acl_from_json(v),
+    "groups": lambda k, v: GroupRecord.from_json(k.name, v),
+    "locks": lambda k, v: None,
 }

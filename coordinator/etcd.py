@@ -22,7 +22,7 @@ import logging
 import math
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, Final, final
 
 from coordinator.base import Coordinator
@@ -40,6 +40,9 @@ from coordinator.errors import (
     UserOwnsTopicsError,
 )
 from coordinator.etcd_client import (
+    TLS_URL_SCHEME,
+    URL_SCHEME,
+    EtcdAccess,
     EtcdClient,
     cmp_create,
     cmp_exists,
@@ -57,14 +60,17 @@ from coordinator.etcd_keys import (
     PartitionRecord,
     acl_key,
     cluster_prefix,
+    decode,
     encode,
     group_key,
     leader_key,
     lock_key,
+    parse_key,
     partition_key,
     topic_key,
     user_key,
 )
+from coordinator.etcd_seal import SEAL_FIELD, RecordSeal
 from coordinator.etcd_session import EtcdSession
 from coordinator.models import (
     ClusterNode,
@@ -94,15 +100,21 @@ DEFAULT_REPLICATION_FACTOR: Final = 2
 @final
 class EtcdCoordinator(Coordinator):
     def __init__(self, endpoints: Sequence[str], cluster: str, node: NodeInfo, lease_ttl_ms: int, *,
-                 clock: Callable[[], float] = time.monotonic,
-                 client_factory: Callable[[Sequence[str]], EtcdClient] = EtcdClient) -> None:
+                 clock: Callable[[], float] = time.monotonic, access: EtcdAccess | None = None,
+                 seal_secret: str | None = None, adopt_unsealed: bool = False) -> None:
+        """``access``: TLS and etcd user (default: plaintext, no user); ``seal_secret``: the
+        cluster's shared secret the access-granting records are sealed with (``etcd_seal``; None:
+        nothing sealed or checked, development only); ``adopt_unsealed``: seal, once at start,
+        the records stored before seals existed (the operator vouches for etcd's contents)."""
+        self._adopt_unsealed = adopt_unsealed
         self._endpoints = list(endpoints)
         self._prefix = cluster_prefix(cluster)
         self._node = node
         self._ttl_s = max(1, math.ceil(lease_ttl_ms / 1000))
         self._clock = clock
-        self._client_factory = client_factory
-        self._cache = MetadataCache()
+        self._access = access or EtcdAccess()
+        self._seal = RecordSeal(seal_secret, self._prefix)
+        self._cache = MetadataCache(self._seal)
         self._client: EtcdClient | None = None
         self._session: EtcdSession | None = None
         self._feed: MetadataFeed | None = None
@@ -110,9 +122,20 @@ class EtcdCoordinator(Coordinator):
         self._closed = False
 
     @classmethod
-    def from_url(cls, url: str, cluster: str, node: NodeInfo, lease_ttl_ms: int) -> EtcdCoordinator:
-        """From a ``--coordinator`` value such as ``etcd://127.0.0.1:2379,127.0.0.1:22379``."""
-        return cls(parse_etcd_url(url), cluster, node, lease_ttl_ms)
+    def from_url(cls, url: str, cluster: str, node: NodeInfo, lease_ttl_ms: int, *,
+                 access: EtcdAccess | None = None, seal_secret: str | None = None,
+                 adopt_unsealed: bool = False) -> EtcdCoordinator:
+        """From a ``--coordinator`` value such as ``etcds://127.0.0.1:2379,127.0.0.1:22379``."""
+        return cls(parse_etcd_url(url), cluster, node, lease_ttl_ms, access=access, seal_secret=seal_secret,
+                   adopt_unsealed=adopt_unsealed)
+
+    @property
+    def rejected_records(self) -> int:
+        """Records ignored because their seal did not verify (since start)."""
+        return self._cache.rejected_records
+
+    def _sealed(self, key: Key, value: Mapping[str, Any]) -> bytes:
+        return self._seal.seal(key.relative(), value)
 
     # ---- keys ----------------------------------------------------------------------------------
 
@@ -131,7 +154,7 @@ class EtcdCoordinator(Coordinator):
 
     @property
     def _url(self) -> str:
-        return "etcd://" + ",".join(self._endpoints)
+        return (TLS_URL_SCHEME if self._access.tls else URL_SCHEME) + ",".join(self._endpoints)
 
     # ---- lifecycle -----------------------------------------------------------------------------
 
@@ -147,21 +170,55 @@ class EtcdCoordinator(Coordinator):
         """Connect (bounded: ``CoordinatorUnavailableError`` naming the URL when etcd does not
         answer within ``CONNECT_TIMEOUT_S``), register this node on a new lease, load the cache
         and start the watch and keepalive loops."""
-        client = self._client = self._client_factory(self._endpoints)
+        client = self._client = EtcdClient(self._endpoints, access=self._access)
         name = f"node {self.node_id}"
         self._feed = MetadataFeed(client, self._prefix, self._cache, self._clock, name)
         for listener in self._listeners:
             self._feed.on_change(listener)
         self._session = EtcdSession(client, self._prefix, self._node, self._ttl_s, self._clock,
-                                    lambda: self._notify(MetadataChange(session_lost=True)))
+                                    lambda: self._notify(MetadataChange(session_lost=True)), self._seal)
         try:
             await self._connect()
             await self._session.open(first=True)
             await self._feed.start()
             self._session.start()
+            if self._adopt_unsealed and self._seal.enabled:
+                await self._adopt()
+            self._check_no_legacy_topics()
         except BaseException:
             await self.close()
             raise
+
+    def _check_no_legacy_topics(self) -> None:
+        """Refuse to start over topics stored without a seal (a cluster from before seals): they
+        would read as absent, and a node removes the data of partitions it does not know."""
+        legacy = sorted(k for k in self._cache.unsealed if k.startswith("topics/"))
+        if legacy:
+            raise CoordinatorError(
+                f"etcd holds {len(legacy)} topic record(s) without a seal ({', '.join(legacy[:5])}): stored before "
+                "records were sealed, or written by something without the cluster's key. If they are the "
+                "cluster's own, start one node once with --etcd-adopt-unsealed true to seal them (decision 0225)")
+
+    async def _adopt(self) -> None:
+        """Seal every record of a sealed kind that carries no seal yet (each put guarded by the
+        mod revision it was read at, on the lease it was on)."""
+        _, kvs = await self._etcd.range_prefix(self._prefix.encode())
+        adopted = 0
+        for kv in kvs:
+            key = bytes(kv.key)
+            relative = key.decode()[len(self._prefix):]
+            if parse_key(relative) is None or not RecordSeal.sealed(relative):
+                continue
+            try:
+                value = decode(bytes(kv.value))
+            except ValueError:
+                continue
+            if SEAL_FIELD in value:
+                continue
+            resp = await self._txn([cmp_mod(key, int(kv.mod_revision))],
+                                   [op_put(key, self._seal.seal(relative, value), int(kv.lease))])
+            adopted += bool(resp.succeeded)
+        log.warning("sealed %d record(s) stored in etcd without a seal (adopt_unsealed)", adopted)
 
     async def _connect(self) -> None:
         deadline = self._clock() + CONNECT_TIMEOUT_S
@@ -296,7 +353,7 @@ class EtcdCoordinator(Coordinator):
         name = meta.name
         topic, lock = self._k(topic_key(name)), self._k(lock_key(name))
         puts = [op_put(self._k(partition_key(name, p)), r.encode()) for p, r in records]
-        put_topic = op_put(topic, encode(meta.to_json()))
+        put_topic = op_put(topic, self._sealed(topic_key(name), meta.to_json()))
         if len(puts) + 1 <= TXN_OPS_MAX:
             resp = await self._txn([guard, cmp_create(lock, 0)], [*puts, put_topic])
             if not resp.succeeded and self._cache.entry(lock_key(name)) is not None:
@@ -493,7 +550,10 @@ class EtcdCoordinator(Coordinator):
 
     async def create_user(self, user: UserRecord) -> None:
         key = self._k(user_key(user.name))
-        resp = await self._txn([cmp_create(key, 0)], [op_put(key, encode(user.to_json()))])
+        value = self._sealed(user_key(user.name), user.to_json())
+        # A record there that does not verify reads as absent here, and may be replaced.
+        resp = await self._txn([cmp_mod(key, self._cache.mod_revision(user_key(user.name)))
+                                if self._cache.user(user.name) is None else cmp_create(key, 0)], [op_put(key, value)])
         if not resp.succeeded:
             raise UserExistsError(f"user {user.name!r} already exists")
 
@@ -505,7 +565,7 @@ class EtcdCoordinator(Coordinator):
 
     async def update_user(self, user: UserRecord) -> None:
         key = self._k(user_key(user.name))
-        resp = await self._txn([cmp_exists(key)], [op_put(key, encode(user.to_json()))])
+        resp = await self._txn([cmp_exists(key)], [op_put(key, self._sealed(user_key(user.name), user.to_json()))])
         if not resp.succeeded:
             raise UnknownUserError(f"unknown user {user.name!r}")
 
@@ -528,16 +588,17 @@ class EtcdCoordinator(Coordinator):
             writes: list[tuple[Key, bytes | None]] = []
             for topic in owned:
                 meta = self._topic(topic)
-                writes.append((topic_key(topic), encode(TopicMetadata(
+                writes.append((topic_key(topic), self._sealed(topic_key(topic), TopicMetadata(
                     meta.name, meta.topic_id, meta.partitions, meta.replication_factor, meta.kind, meta.config,
                     heir, meta.created_ms).to_json())))
             for topic, acl in sorted(self._cache.acls().items()):
                 if name in acl:
                     rest = {u: p for u, p in acl.items() if u != name}
-                    writes.append((acl_key(topic), encode(acl_to_json(rest)) if rest else None))
+                    writes.append((acl_key(topic), self._sealed(acl_key(topic), acl_to_json(rest)) if rest else None))
             for group in self._cache.groups():
                 if group.owner == name or name in group.acl:
-                    writes.append((group_key(group.name), encode(group_without_user(group, name, heir).to_json())))
+                    rest_group = group_without_user(group, name, heir)
+                    writes.append((group_key(group.name), self._sealed(group_key(group.name), rest_group.to_json())))
             if await self._write_chunks(writes, heir):
                 moved.update(owned)
                 ukey = user_key(name)
@@ -575,7 +636,7 @@ class EtcdCoordinator(Coordinator):
             if permissions:
                 acl[user] = permissions
             akey = acl_key(topic)
-            op = op_put(self._k(akey), encode(acl_to_json(acl))) if acl else op_delete(self._k(akey))
+            op = op_put(self._k(akey), self._sealed(akey, acl_to_json(acl))) if acl else op_delete(self._k(akey))
             resp = await self._txn([cmp_exists(self._k(topic_key(topic))), cmp_exists(self._k(user_key(user))),
                                     cmp_mod(self._k(akey), self._cache.mod_revision(akey))], [op])
             if resp.succeeded:
@@ -592,7 +653,7 @@ class EtcdCoordinator(Coordinator):
             tkey = topic_key(topic)
             resp = await self._txn([cmp_mod(self._k(tkey), self._cache.mod_revision(tkey)),
                                     cmp_exists(self._k(user_key(owner)))],
-                                   [op_put(self._k(tkey), encode(owned.to_json()))])
+                                   [op_put(self._k(tkey), self._sealed(tkey, owned.to_json()))])
             if resp.succeeded:
                 return owned
         raise self._contended(f"setting the owner of {topic!r}")
@@ -612,7 +673,7 @@ class EtcdCoordinator(Coordinator):
                 return found
             record = GroupRecord(name, owner, {}, time.time_ns() // 1_000_000)
             key = self._k(group_key(name))
-            resp = await self._txn([cmp_create(key, 0)], [op_put(key, encode(record.to_json()))])
+            resp = await self._txn([cmp_create(key, 0)], [op_put(key, self._sealed(group_key(name), record.to_json()))])
             if resp.succeeded:
                 return record
         raise self._contended(f"claiming group {name!r}")
@@ -631,7 +692,7 @@ class EtcdCoordinator(Coordinator):
             gkey = group_key(name)
             resp = await self._txn([cmp_mod(self._k(gkey), self._cache.mod_revision(gkey)),
                                     cmp_exists(self._k(user_key(user)))],
-                                   [op_put(self._k(gkey), encode(record.to_json()))])
+                                   [op_put(self._k(gkey), self._sealed(gkey, record.to_json()))])
             if resp.succeeded:
                 return record
         raise self._contended(f"setting the ACL of group {name!r}")

@@ -5,12 +5,21 @@ over one ``grpc.aio`` channel of our own, so every call carries its own deadline
 coordinator sees each transaction's revision. Every failure to reach etcd (an RPC error, a
 deadline) is a ``CoordinatorUnavailableError`` naming the endpoints. The channel reconnects by
 itself with a short, bounded backoff (etcd restarts are seconds, not minutes).
+
+Security (DESIGN §5, decision 0226): ``etcds://`` (or TLS files given with ``etcd://``) makes the
+channel TLS, verifying etcd's certificate against ``ca_file`` and presenting ``cert_file`` as the
+client certificate etcd's ``--client-cert-auth`` asks for. With ``user``, every call also carries
+an etcd auth token: fetched with the password on a separate channel the first time a call needs
+it, and again after etcd says it is no longer valid (user auth needs TLS: a password never
+crosses a plain channel).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 import socket
+import threading
 from collections.abc import Sequence
 from typing import Any, Final
 
@@ -21,6 +30,8 @@ from coordinator.errors import CoordinatorError, CoordinatorUnavailableError
 from coordinator.etcd_keys import prefix_range_end
 
 URL_SCHEME: Final = "etcd://"
+TLS_URL_SCHEME: Final = "etcds://"
+AUTH_TIMEOUT_S: Final = 5.0
 CALL_TIMEOUT_S: Final = 5.0
 RANGE_PAGE: Final = 2000
 MESSAGE_BYTES_MAX: Final = 64 * 1024 * 1024
@@ -38,11 +49,20 @@ VERSION, CREATE, MOD, VALUE = 0, 1, 2, 3
 EVENT_PUT, EVENT_DELETE = 0, 1
 
 
+def url_scheme(url: str) -> str:
+    """``etcd://`` or ``etcds://`` (TLS), the scheme ``url`` starts with (``CoordinatorError``
+    for any other)."""
+    for scheme in (TLS_URL_SCHEME, URL_SCHEME):
+        if url.startswith(scheme):
+            return scheme
+    raise CoordinatorError(f"an etcd coordinator URL starts with {URL_SCHEME} or {TLS_URL_SCHEME}: {url!r}")
+
+
 def parse_etcd_url(url: str) -> list[str]:
-    """``etcd://h:p,h2:p2`` -> ``["h:p", "h2:p2"]`` (``CoordinatorError`` when malformed)."""
-    if not url.startswith(URL_SCHEME):
-        raise CoordinatorError(f"an etcd coordinator URL starts with {URL_SCHEME}: {url!r}")
-    endpoints = [e.strip() for e in url[len(URL_SCHEME):].split(",") if e.strip()]
+    """``etcd://h:p,h2:p2`` (or ``etcds://``) -> ``["h:p", "h2:p2"]`` (``CoordinatorError`` when
+    malformed)."""
+    scheme = url_scheme(url)
+    endpoints = [e.strip() for e in url[len(scheme):].split(",") if e.strip()]
     for endpoint in endpoints:
         host, _, port = endpoint.rpartition(":")
         if not host or not port.isdigit() or not 0 < int(port) < 65536:
@@ -50,6 +70,86 @@ def parse_etcd_url(url: str) -> list[str]:
     if not endpoints:
         raise CoordinatorError(f"no etcd endpoint in {url!r}")
     return endpoints
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class EtcdAccess:
+    """How a node reaches etcd: TLS files (all three, or none: plaintext) and an optional etcd user."""
+
+    ca_file: str = ""
+    cert_file: str = ""
+    key_file: str = ""
+    user: str = ""
+    password: str = dataclasses.field(default="", repr=False)
+
+    def __post_init__(self) -> None:
+        files = (self.ca_file, self.cert_file, self.key_file)
+        if any(files) and not all(files):
+            missing = [n for n, v in zip(("etcd_ca_file", "etcd_cert_file", "etcd_key_file"), files, strict=True)
+                       if not v]
+            raise CoordinatorError(f"etcd TLS is half configured: {', '.join(missing)} missing (etcd_ca_file, "
+                                   "etcd_cert_file and etcd_key_file go together)")
+        if self.user and not self.tls:
+            raise CoordinatorError("etcd_user needs TLS to etcd (etcd_ca_file, etcd_cert_file, etcd_key_file): "
+                                   "the password must not cross a plain channel")
+        if bool(self.user) != bool(self.password):
+            raise CoordinatorError("etcd_user and its password (LOGBROKER_ETCD_PASSWORD) go together")
+
+    @property
+    def tls(self) -> bool:
+        return bool(self.ca_file)
+
+    @classmethod
+    def for_url(cls, url: str, ca_file: str = "", cert_file: str = "", key_file: str = "", user: str = "",
+                password: str = "") -> EtcdAccess:
+        """The access for ``url``: ``etcds://`` requires the TLS files; ``etcd://`` with them is TLS too."""
+        access = cls(ca_file, cert_file, key_file, user, password)
+        if url_scheme(url) == TLS_URL_SCHEME and not access.tls:
+            raise CoordinatorError(f"{url} asks for TLS: give etcd_ca_file, etcd_cert_file and etcd_key_file")
+        return access
+
+    def credentials(self) -> grpc.ChannelCredentials:
+        """The channel's TLS credentials (files read once, here)."""
+        def read(path: str) -> bytes:
+            try:
+                with open(path, "rb") as f:
+                    return f.read()
+            except OSError as exc:
+                raise CoordinatorError(f"cannot read an etcd TLS file: {exc}") from exc
+        return grpc.ssl_channel_credentials(read(self.ca_file), read(self.key_file), read(self.cert_file))
+
+
+def _is_auth_error(exc: BaseException) -> bool:
+    return isinstance(exc, grpc.aio.AioRpcError) and (
+        exc.code() == grpc.StatusCode.UNAUTHENTICATED or "auth token" in (exc.details() or ""))
+
+
+class _TokenPlugin(grpc.AuthMetadataPlugin):  # type: ignore[misc]
+    """Adds etcd's auth token to every call; fetches one (blocking, on gRPC's own thread, bounded)
+    when there is none. A separate channel without this plugin asks for it."""
+
+    def __init__(self, target: str, access: EtcdAccess, options: Sequence[tuple[str, Any]]) -> None:
+        self._target, self._access, self._options = target, access, options
+        self._lock = threading.Lock()
+        self.token = ""
+
+    def _authenticate(self) -> str:
+        with grpc.secure_channel(self._target, self._access.credentials(), options=self._options) as channel:
+            resp = rpc.AuthStub(channel).Authenticate(
+                rpc.AuthenticateRequest(name=self._access.user, password=self._access.password),
+                timeout=AUTH_TIMEOUT_S)
+        return str(resp.token)
+
+    def __call__(self, context: grpc.AuthMetadataContext, callback: grpc.AuthMetadataPluginCallback) -> None:
+        try:
+            with self._lock:
+                if not self.token:
+                    self.token = self._authenticate()
+                token = self.token
+        except grpc.RpcError as exc:
+            callback((), exc)
+            return
+        callback((("token", token),), None)
 
 
 def grpc_target(endpoints: Sequence[str]) -> str:
@@ -103,16 +203,37 @@ def op_get(key: bytes) -> Any:
 
 
 class EtcdClient:
-    def __init__(self, endpoints: Sequence[str], *, timeout_s: float = CALL_TIMEOUT_S) -> None:
+    def __init__(self, endpoints: Sequence[str], *, timeout_s: float = CALL_TIMEOUT_S,
+                 access: EtcdAccess | None = None) -> None:
         self.endpoints = list(endpoints)
         self._timeout = timeout_s
-        self._channel = grpc.aio.insecure_channel(grpc_target(self.endpoints), options=CHANNEL_OPTIONS)
+        self.access = access or EtcdAccess()
+        self._token: _TokenPlugin | None = None
+        target = grpc_target(self.endpoints)
+        if not self.access.tls:
+            self._channel = grpc.aio.insecure_channel(target, options=CHANNEL_OPTIONS)
+        else:
+            # Several endpoints are dialled by address; their certificates name the first host.
+            options = (*CHANNEL_OPTIONS, ("grpc.ssl_target_name_override", self.endpoints[0].rpartition(":")[0])) \
+                if len(self.endpoints) > 1 else CHANNEL_OPTIONS
+            credentials = self.access.credentials()
+            if self.access.user:
+                self._token = _TokenPlugin(target, self.access, options)
+                credentials = grpc.composite_channel_credentials(credentials,
+                                                                 grpc.metadata_call_credentials(self._token))
+            self._channel = grpc.aio.secure_channel(target, credentials, options=options)
         self._kv = rpc.KVStub(self._channel)
         self._lease = rpc.LeaseStub(self._channel)
         self._watch = rpc.WatchStub(self._channel)
         self._maintenance = rpc.MaintenanceStub(self._channel)
 
+    def note_failure(self, exc: BaseException) -> None:
+        """After a failed call: an auth token etcd refused is fetched again by the next call."""
+        if self._token is not None and _is_auth_error(exc):
+            self._token.token = ""
+
     def _unavailable(self, what: str, exc: BaseException) -> CoordinatorUnavailableError:
+        self.note_failure(exc)
         detail = exc.details() if isinstance(exc, grpc.aio.AioRpcError) else repr(exc)
         return CoordinatorUnavailableError(f"etcd at {','.join(self.endpoints)}: {what} failed: {detail}")
 

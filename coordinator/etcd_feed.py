@@ -99,6 +99,7 @@ class MetadataFeed:
                 while await self._receive(call):
                     backoff = WATCH_BACKOFF_MIN_S
             except (grpc.RpcError, CoordinatorUnavailableError) as exc:
+                self._client.note_failure(exc)
                 log.info("etcd watch of %s interrupted (%s); resuming from revision %d in %.2f s",
                          self._name, exc, self._cache.revision + 1, backoff)
                 await asyncio.sleep(backoff)

@@ -131,7 +131,10 @@ class PartitionRecord:
 
     @classmethod
     def decode(cls, raw: bytes) -> PartitionRecord:
-        value = decode(raw)
+        return cls.from_value(decode(raw))
+
+    @classmethod
+    def from_value(cls, value: Mapping[str, Any]) -> PartitionRecord:
         return cls(str(value["topic_id"]), tuple(int(r) for r in value["replicas"]),
                    tuple(int(r) for r in value["isr"]), int(value["leader_epoch"]))
 
@@ -148,5 +151,8 @@ class LeaderRecord:
 
     @classmethod
     def decode(cls, raw: bytes) -> LeaderRecord:
-        value = decode(raw)
+        return cls.from_value(decode(raw))
+
+    @classmethod
+    def from_value(cls, value: Mapping[str, Any]) -> LeaderRecord:
         return cls(int(value["node"]), int(value["epoch"]))

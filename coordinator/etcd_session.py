@@ -20,7 +20,8 @@ from typing import Final, final
 
 from coordinator.errors import CoordinatorError, CoordinatorUnavailableError
 from coordinator.etcd_client import EtcdClient, cmp_create, op_get, op_put
-from coordinator.etcd_keys import encode, member_key, node_key
+from coordinator.etcd_keys import member_key, node_key
+from coordinator.etcd_seal import RecordSeal
 from coordinator.models import NodeInfo
 
 log = logging.getLogger(__name__)
@@ -37,7 +38,7 @@ REVOKE_TIMEOUT_S: Final = 2.0
 @final
 class EtcdSession:
     def __init__(self, client: EtcdClient, prefix: str, node: NodeInfo, ttl_s: int, clock: Callable[[], float],
-                 on_lost: Callable[[], None]) -> None:
+                 on_lost: Callable[[], None], seal: RecordSeal | None = None) -> None:
         self._client = client
         self._prefix = prefix
         self._node = node
@@ -45,6 +46,7 @@ class EtcdSession:
         self._granted_ttl_s = ttl_s
         self._clock = clock
         self._on_lost = on_lost
+        self._seal = seal or RecordSeal(None, prefix)
         self.lease: int | None = None
         self._valid_until = -math.inf
         self._expiry: asyncio.TimerHandle | None = None
@@ -55,7 +57,7 @@ class EtcdSession:
 
     @property
     def url(self) -> str:
-        return "etcd://" + ",".join(self._client.endpoints)
+        return ("etcds://" if self._client.access.tls else "etcd://") + ",".join(self._client.endpoints)
 
     def alive(self) -> bool:
         return self.lease is not None and self._clock() < self._valid_until
@@ -82,7 +84,8 @@ class EtcdSession:
         for up to one TTL (a crashed predecessor's lease lapses), then refused."""
         node_id = self._node.node_id
         node = self._key(node_key(node_id).relative())
-        value = encode(self._node.to_json())
+        value = self._seal.seal(node_key(node_id).relative(), self._node.to_json())
+        member_value = self._seal.seal(member_key(node_id).relative(), self._node.to_json())
         deadline = self._clock() + self._ttl_s + REGISTER_GRACE_S
         while True:
             sent = self._clock()
@@ -90,7 +93,7 @@ class EtcdSession:
             try:
                 resp = await self._client.txn(
                     [cmp_create(node, 0)],
-                    [op_put(node, value, lease), op_put(self._key(member_key(node_id).relative()), value)],
+                    [op_put(node, value, lease), op_put(self._key(member_key(node_id).relative()), member_value)],
                     [op_get(node)])
             except BaseException:
                 await self._revoke_quietly(lease)

@@ -2,7 +2,9 @@
 
 Every field of ``NodeConfig`` is a ``--flag`` (underscores become dashes), an environment variable
 ``LOGBROKER_<FIELD>`` and a key of the TOML file given by ``--config``. Values are checked once
-here; the rest of the node reads the frozen result. Units are in the names.
+here; the rest of the node reads the frozen result. Units are in the names. Secrets that must
+never show in a process list (``/proc/<pid>/cmdline``) have no flag (``ENV_ONLY``); the first
+admin's password may also come from a file (``admin_password_file``).
 """
 
 from __future__ import annotations
@@ -17,6 +19,9 @@ from typing import Any, Final, Literal
 from logbroker.errors import InvalidRequestError
 
 ENV_PREFIX: Final = "LOGBROKER_"
+ETCD_URL_SCHEMES: Final = ("etcd://", "etcds://")
+# No --flag: a command line is readable by every local user.
+ENV_ONLY: Final = frozenset({"etcd_password"})
 AuthMode = Literal["on", "off"]
 METRICS_TOKEN_CHARS_MIN: Final = 16
 LEASE_TTL_MS_MIN: Final = 2_000
@@ -53,6 +58,7 @@ class NodeConfig:
     auth: str = "on"
     admin_user: str = "admin"
     admin_password: str = ""
+    admin_password_file: str = ""
     log_level: str = "info"
     request_body_bytes_max: int = 16 * 1024 * 1024
     fetch_bytes_max: int = 16 * 1024 * 1024
@@ -89,6 +95,12 @@ class NodeConfig:
     rpc_tls_cert_file: str = ""
     rpc_tls_key_file: str = ""
     cluster_token: str = ""
+    etcd_ca_file: str = ""
+    etcd_cert_file: str = ""
+    etcd_key_file: str = ""
+    etcd_user: str = ""
+    etcd_password: str = dataclasses.field(default="", repr=False)
+    etcd_adopt_unsealed: str = "false"
     metrics_token: str = ""
     metrics_public: str = "false"
 
@@ -99,8 +111,9 @@ class NodeConfig:
         _check(all(0 <= port <= 65535 for port in (self.http_port, self.rpc_port, self.grpc_port)),
                "ports must be in [0, 65535]")
         _check(self.auth in ("on", "off"), f"auth must be on or off, not {self.auth!r}")
-        _check(self.coordinator == "local" or self.coordinator.startswith("etcd://"),
-               f"coordinator must be local or etcd://host:port[,...], not {self.coordinator!r}")
+        _check(self.coordinator == "local" or self.coordinator.startswith(ETCD_URL_SCHEMES),
+               f"coordinator must be local, etcd://host:port[,...] or etcds://host:port[,...] (TLS), not "
+               f"{self.coordinator!r}")
         _check(re.fullmatch(r"[A-Za-z0-9._-]{1,100}", self.cluster_name) is not None,
                f"cluster_name must match [A-Za-z0-9._-]{{1,100}}, not {self.cluster_name!r}")
         _check(LEASE_TTL_MS_MIN <= self.lease_ttl_ms <= LEASE_TTL_MS_MAX,
@@ -133,6 +146,27 @@ class NodeConfig:
                "tls_client_ca_file (clients must show a certificate) needs tls_cert_file (HTTPS)")
         rpc_tls = (self.rpc_tls_ca_file, self.rpc_tls_cert_file, self.rpc_tls_key_file)
         _check(all(rpc_tls) or not any(rpc_tls), "rpc_tls_ca_file, rpc_tls_cert_file and rpc_tls_key_file go together")
+        self._check_etcd()
+
+    def _check_etcd(self) -> None:
+        etcd_tls = (self.etcd_ca_file, self.etcd_cert_file, self.etcd_key_file)
+        _check(all(etcd_tls) or not any(etcd_tls), "etcd TLS is half configured: etcd_ca_file, etcd_cert_file and "
+               "etcd_key_file go together (etcd's --client-cert-auth asks for the client certificate)")
+        _check(not self.coordinator.startswith("etcds://") or all(etcd_tls),
+               "an etcds:// coordinator (TLS) needs etcd_ca_file, etcd_cert_file and etcd_key_file")
+        _check(not self.etcd_user or all(etcd_tls),
+               "etcd_user needs TLS to etcd (etcd_ca_file, etcd_cert_file, etcd_key_file): the password must not "
+               "cross a plain channel")
+        _check(bool(self.etcd_user) == bool(self.etcd_password),
+               "etcd_user and its password (the environment variable LOGBROKER_ETCD_PASSWORD) go together")
+        _check(self.etcd_adopt_unsealed in ("true", "false"),
+               f"etcd_adopt_unsealed must be true or false, not {self.etcd_adopt_unsealed!r}")
+        _check(not (self.admin_password and self.admin_password_file),
+               "admin_password and admin_password_file are two sources of one password: give one")
+
+    @property
+    def etcd_tls(self) -> bool:
+        return bool(self.etcd_ca_file)
 
     @property
     def http_scheme(self) -> str:
@@ -165,7 +199,21 @@ def resolve(flags: Mapping[str, Any], env: Mapping[str, str], file_path: str | N
         if raw is not None:
             values[name] = raw
     values.update({k: v for k, v in flags.items() if v is not None})
+    if values.get("admin_password_file") and not values.get("admin_password"):
+        values["admin_password"] = read_secret_file(str(values["admin_password_file"]), "admin_password_file")
+        values["admin_password_file"] = ""
     return NodeConfig(**{name: _coerce(name, value) for name, value in values.items()})
+
+
+def read_secret_file(path: str, name: str) -> str:
+    """A secret kept in a file (its first line, without the line end)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            value = f.readline().rstrip("\r\n")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InvalidRequestError(f"configuration: {name} {path}: {exc}") from exc
+    _check(bool(value), f"{name} {path} is empty")
+    return value
 
 
 def _coerce(name: str, value: Any) -> Any:

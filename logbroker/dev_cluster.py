@@ -2,10 +2,13 @@
 
 The work dir (``CLUSTER_DIR``, default ``./.data/cluster``) is reused across runs, so topics and
 records survive a restart: ``etcd/`` (etcd's data), ``node-<id>/`` (each node's data dir),
-``certs/`` (a development CA and node certificates for the internal RPC's mutual TLS, made once by
-``logbroker certs``' code), ``secrets/`` (the cluster token and the shared JWT signing key, made
-once, mode 0600, given to the nodes through their environment, not their command line) and
-``logs/`` (one file per process). Ports are fixed so the printed URLs stay valid from run to run
+``certs/`` (a development CA and node certificates for the internal RPC's mutual TLS, and etcd's
+own CA with its server and the nodes' client certificate, made once by ``logbroker certs``' code),
+``secrets/`` (the cluster token and the shared JWT signing key, made once, mode 0600) and
+``logs/`` (one file per process). etcd serves its clients over TLS only and requires the client
+certificate (``--client-cert-auth``); the nodes reach it at ``etcds://``. Secrets and the admin's
+password go to the nodes through their environment, never their command line (which every local
+user can read in ``/proc/<pid>/cmdline``). Ports are fixed so the printed URLs stay valid from run to run
 (etcd 2379/2380, HTTP 8081-8083, RPC 9091-9093, gRPC 9094-9096), overridable by
 ``CLUSTER_ETCD_CLIENT_PORT``, ``CLUSTER_ETCD_PEER_PORT``, ``CLUSTER_HTTP_PORTS``,
 ``CLUSTER_RPC_PORTS`` and ``CLUSTER_GRPC_PORTS`` (comma-separated, one per node); a port that is
@@ -28,6 +31,7 @@ import secrets
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -37,7 +41,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import IO, Final
 
 from coordinator.models import validate_rack
-from logbroker.certs import CA_CERT, CA_KEY, generate
+from logbroker.certs import CA_CERT, CA_KEY, etcd_files, generate, generate_etcd
 from logbroker.launcher import NodeProcess
 from segments.errors import InvalidArgumentError
 
@@ -72,7 +76,11 @@ class ClusterPlan:
 
     @property
     def etcd_url(self) -> str:
-        return f"etcd://{HOST}:{self.etcd_client_port}"
+        return f"etcds://{HOST}:{self.etcd_client_port}"
+
+    @property
+    def etcd_certs(self) -> dict[str, str]:
+        return etcd_files(self.certs_dir)
 
     @property
     def certs_dir(self) -> str:
@@ -153,10 +161,14 @@ def plan_from_env(env: Mapping[str, str]) -> ClusterPlan:
 
 
 def etcd_args(plan: ClusterPlan, binary: str) -> list[str]:
-    """One etcd member on loopback with its data under the work dir."""
-    client, peer = f"http://{HOST}:{plan.etcd_client_port}", f"http://{HOST}:{plan.etcd_peer_port}"
+    """One etcd member on loopback with its data under the work dir, serving its clients over TLS
+    to those holding a certificate of its CA."""
+    client, peer = f"https://{HOST}:{plan.etcd_client_port}", f"http://{HOST}:{plan.etcd_peer_port}"
+    certs = plan.etcd_certs
     return [binary, "--name", "logbroker-dev", "--data-dir", os.path.join(plan.work_dir, "etcd"),
             "--listen-client-urls", client, "--advertise-client-urls", client,
+            "--client-cert-auth", "--trusted-ca-file", certs["ca"],
+            "--cert-file", certs["server_cert"], "--key-file", certs["server_key"],
             "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
             "--initial-cluster", f"logbroker-dev={peer}", "--initial-cluster-state", "new",
             "--log-level", "warn", "--logger", "zap"]
@@ -165,20 +177,23 @@ def etcd_args(plan: ClusterPlan, binary: str) -> list[str]:
 def node_process(plan: ClusterPlan, node_id: int, keys: Secrets, base_env: Mapping[str, str],
                  cwd: str | None = None) -> NodeProcess:
     """Node ``node_id``'s process, not started: its own ports and data dir, the shared etcd, auth,
-    admin, RPC certificates and (through the environment) the shared secrets."""
+    admin, RPC and etcd certificates and (through the environment) the admin's password and the
+    shared secrets."""
     index = NODE_IDS.index(node_id)
-    certs = plan.certs_dir
+    certs, etcd = plan.certs_dir, plan.etcd_certs
     extra: tuple[str, ...] = (
         "--http-host", HOST, "--http-port", str(plan.http_ports[index]),
         "--rpc-port", str(plan.rpc_ports[index]), "--grpc-port", str(plan.grpc_ports[index]),
         "--coordinator", plan.etcd_url,
-        "--auth", "on", "--admin-user", ADMIN_USER, "--admin-password", ADMIN_PASSWORD,
+        "--etcd-ca-file", etcd["ca"], "--etcd-cert-file", etcd["client_cert"], "--etcd-key-file", etcd["client_key"],
+        "--auth", "on", "--admin-user", ADMIN_USER,
         "--rpc-tls-ca-file", os.path.join(certs, CA_CERT),
         "--rpc-tls-cert-file", os.path.join(certs, f"node-{node_id}.pem"),
         "--rpc-tls-key-file", os.path.join(certs, f"node-{node_id}.key"))
     if plan.racks:
         extra += ("--rack", plan.racks[index])
-    env = {**base_env, "LOGBROKER_CLUSTER_TOKEN": keys.cluster_token, "LOGBROKER_JWT_SECRET": keys.jwt_secret}
+    env = {**base_env, "LOGBROKER_CLUSTER_TOKEN": keys.cluster_token, "LOGBROKER_JWT_SECRET": keys.jwt_secret,
+           "LOGBROKER_ADMIN_PASSWORD": ADMIN_PASSWORD}
     return NodeProcess(plan.data_dir(node_id), *extra, node_id=node_id, cwd=cwd, env=env,
                        log_path=os.path.join(plan.logs_dir, f"node-{node_id}.log"), own_process_group=True)
 
@@ -221,6 +236,8 @@ def prepare(plan: ClusterPlan) -> Secrets:
                if not all(os.path.exists(os.path.join(certs, f"node-{n}.{ext}")) for ext in ("pem", "key"))]
     if missing or not all(os.path.exists(os.path.join(certs, name)) for name in (CA_CERT, CA_KEY)):
         generate(certs, missing or list(NODE_IDS))
+    if not all(os.path.exists(path) for path in plan.etcd_certs.values()):
+        generate_etcd(certs)
     return Secrets(cluster_token=_secret(os.path.join(plan.secrets_dir, "cluster-token")),
                    jwt_secret=_secret(os.path.join(plan.secrets_dir, "jwt-secret")))
 
@@ -228,10 +245,11 @@ def prepare(plan: ClusterPlan) -> Secrets:
 class EtcdProcess:
     """The cluster's etcd, logging to a file, stopped by PID (SIGTERM, SIGKILL after a bound)."""
 
-    def __init__(self, args: Sequence[str], log_path: str, client_port: int) -> None:
+    def __init__(self, args: Sequence[str], log_path: str, client_port: int, certs: Mapping[str, str]) -> None:
         self.args = list(args)
         self.log_path = log_path
         self.client_port = client_port
+        self.certs = certs
         self.proc: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
 
@@ -253,7 +271,10 @@ class EtcdProcess:
 
     def _healthy(self) -> bool:
         try:
-            with urllib.request.urlopen(f"http://{HOST}:{self.client_port}/health", timeout=1.0) as resp:
+            context = ssl.create_default_context(cafile=self.certs["ca"])
+            context.load_cert_chain(self.certs["client_cert"], self.certs["client_key"])
+            with urllib.request.urlopen(f"https://{HOST}:{self.client_port}/health", timeout=1.0,
+                                        context=context) as resp:
                 return bool(json.loads(resp.read()).get("health") == "true")
         except (urllib.error.URLError, OSError, ValueError):
             return False
@@ -305,7 +326,10 @@ def banner(plan: ClusterPlan, nodes: Sequence[NodeProcess], etcd_pid: int) -> st
     racks = dict(zip(NODE_IDS, plan.racks, strict=False))
     lines += [f"  node {n.node_id}: {n.url}   gRPC {n.grpc_address}"
               + (f"   rack {racks[n.node_id]}" if n.node_id in racks else "") + f"   (pid {n.pid})" for n in nodes]
-    lines += [f"  admin:  {ADMIN_USER} / {ADMIN_PASSWORD}   (development credentials; auth is on; any node answers)",
+    etcd = plan.etcd_certs
+    lines += [f"  etcd:   TLS, client certificates only: etcdctl --endpoints https://{HOST}:{plan.etcd_client_port} "
+              f"--cacert {etcd['ca']} --cert {etcd['client_cert']} --key {etcd['client_key']} get --prefix /logbroker/",
+              f"  admin:  {ADMIN_USER} / {ADMIN_PASSWORD}   (development credentials; auth is on; any node answers)",
               f"  token:  export TOKEN=$(curl -s -XPOST {first}/v1/auth/token {json_type} -d '{login}' | "
               "python3 -c 'import json,sys; print(json.load(sys.stdin)[\"access_token\"])')",
               f"  try:    curl -s -XPOST {first}/v1/topics {auth} {json_type} "
@@ -342,7 +366,8 @@ def run(plan: ClusterPlan, env: Mapping[str, str]) -> int:
         raise ClusterError("no etcd on PATH (Debian: apt-get install etcd-server; `make cluster` does it)")
     check_ports_free(plan)
     keys = prepare(plan)
-    etcd = EtcdProcess(etcd_args(plan, binary), os.path.join(plan.logs_dir, "etcd.log"), plan.etcd_client_port)
+    etcd = EtcdProcess(etcd_args(plan, binary), os.path.join(plan.logs_dir, "etcd.log"), plan.etcd_client_port,
+                       plan.etcd_certs)
     nodes: list[NodeProcess] = []
     code = 0
     with _stop_signals():

@@ -4,7 +4,12 @@ on the same ports and data dir, and it is always reaped by PID, also when starti
 
 A free port is only probed, not held: another process (any outgoing connection takes an ephemeral
 port) may bind it before etcd does. A first start that finds a port taken picks new ones, at most
-``PORT_ATTEMPTS`` times (``start_on_free_ports``); a restart keeps its ports, as its clients expect."""
+``PORT_ATTEMPTS`` times (``start_on_free_ports``); a restart keeps its ports, as its clients expect.
+
+Given a ``certs_dir``, etcd serves its clients over TLS only and requires a client certificate
+(``--client-cert-auth``), with the etcd CA and certificates ``logbroker certs`` makes
+(``generate_etcd``, made there when missing); ``url`` is then ``etcds://`` and ``node_flags()``
+the flags that let a node in."""
 
 from __future__ import annotations
 
@@ -13,12 +18,15 @@ import os
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from typing import IO
+
+from logbroker.certs import etcd_files, generate_etcd
 
 HEALTH_TIMEOUT_S = 20.0
 STOP_TIMEOUT_S = 10.0
@@ -47,7 +55,7 @@ class PortTakenError(RuntimeError):
 class EtcdServer:
     """One etcd member. ``url`` is what an ``EtcdCoordinator`` is given (``etcd://127.0.0.1:PORT``)."""
 
-    def __init__(self, data_dir: str, *, name: str = "etcd-local") -> None:
+    def __init__(self, data_dir: str, *, name: str = "etcd-local", certs_dir: str | None = None) -> None:
         binary = etcd_binary()
         if binary is None:
             raise RuntimeError("no etcd binary (/usr/bin/etcd or etcd on PATH)")
@@ -58,6 +66,13 @@ class EtcdServer:
         self.peer_port = free_port()
         self.proc: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
+        self.certs = etcd_files(certs_dir) if certs_dir is not None else None
+        if certs_dir is not None and not all(os.path.exists(p) for p in etcd_files(certs_dir).values()):
+            generate_etcd(certs_dir)
+
+    @property
+    def tls(self) -> bool:
+        return self.certs is not None
 
     @property
     def endpoint(self) -> str:
@@ -65,16 +80,33 @@ class EtcdServer:
 
     @property
     def url(self) -> str:
-        return f"etcd://{self.endpoint}"
+        return f"etcds://{self.endpoint}" if self.tls else f"etcd://{self.endpoint}"
+
+    def node_flags(self) -> tuple[str, ...]:
+        """The ``logbroker serve`` flags of a node that reaches this etcd (none without TLS)."""
+        if self.certs is None:
+            return ()
+        return ("--etcd-ca-file", self.certs["ca"], "--etcd-cert-file", self.certs["client_cert"],
+                "--etcd-key-file", self.certs["client_key"])
 
     def _args(self) -> list[str]:
-        client = f"http://127.0.0.1:{self.client_port}"
+        client = f"{'https' if self.tls else 'http'}://127.0.0.1:{self.client_port}"
         peer = f"http://127.0.0.1:{self.peer_port}"
+        tls = [] if self.certs is None else [
+            "--client-cert-auth", "--trusted-ca-file", self.certs["ca"],
+            "--cert-file", self.certs["server_cert"], "--key-file", self.certs["server_key"]]
         return [self.binary, "--name", self.name, "--data-dir", os.path.join(self.data_dir, "member-data"),
-                "--listen-client-urls", client, "--advertise-client-urls", client,
+                "--listen-client-urls", client, "--advertise-client-urls", client, *tls,
                 "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
                 "--initial-cluster", f"{self.name}={peer}", "--initial-cluster-state", "new",
                 "--log-level", "warn", "--logger", "zap"]
+
+    def _health_context(self) -> ssl.SSLContext | None:
+        if self.certs is None:
+            return None
+        context = ssl.create_default_context(cafile=self.certs["ca"])
+        context.load_cert_chain(self.certs["client_cert"], self.certs["client_key"])
+        return context
 
     def start(self) -> EtcdServer:
         """Start (or start again) and wait until ``/health`` answers; killed on failure."""
@@ -99,7 +131,9 @@ class EtcdServer:
                 failure = PortTakenError if PORT_TAKEN in self._log_tail() else RuntimeError
                 raise failure(f"etcd exited with {self.proc.returncode}; see {self.data_dir}/etcd.log")
             try:
-                with urllib.request.urlopen(f"http://{self.endpoint}/health", timeout=1.0) as resp:
+                scheme = "https" if self.tls else "http"
+                with urllib.request.urlopen(f"{scheme}://{self.endpoint}/health", timeout=1.0,
+                                            context=self._health_context()) as resp:
                     if b'"true"' in resp.read():
                         return
             except (urllib.error.URLError, OSError):
@@ -150,9 +184,10 @@ class EtcdServer:
 
 
 @contextlib.contextmanager
-def running_etcd(data_dir: str) -> Iterator[EtcdServer]:
-    """An ``EtcdServer`` started for the block and stopped (reaped) after it, also on failure."""
-    server = EtcdServer(data_dir)
+def running_etcd(data_dir: str, *, certs_dir: str | None = None) -> Iterator[EtcdServer]:
+    """An ``EtcdServer`` started for the block and stopped (reaped) after it, also on failure
+    (over TLS with client-certificate auth given a ``certs_dir``)."""
+    server = EtcdServer(data_dir, certs_dir=certs_dir)
     try:
         yield server.start_on_free_ports()
     finally:

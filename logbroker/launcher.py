@@ -26,12 +26,14 @@ STDERR_LINES_MAX: Final = 10_000
 LOG_TAIL_BYTES: Final = 4_096
 
 
-def cluster_args(coordinator_url: str, certs_dir: str, node_id: int, *, cluster_token: str,
+def cluster_args(coordinator_url: str, certs_dir: str, node_id: int, *, cluster_token: str | None,
                  lease_ttl_ms: int) -> tuple[str, ...]:
     """The flags that make a node a member of the cluster at ``coordinator_url``: the internal RPC
     with mutual TLS (``certs_dir`` as ``logbroker certs`` writes it, node ``node_id``'s certificate)
-    and the shared cluster token."""
-    return ("--coordinator", coordinator_url, "--lease-ttl-ms", str(lease_ttl_ms), "--cluster-token", cluster_token,
+    and the shared cluster token (None: the caller gives it through the environment,
+    ``LOGBROKER_CLUSTER_TOKEN``, which keeps it out of the process list)."""
+    token = () if cluster_token is None else ("--cluster-token", cluster_token)
+    return ("--coordinator", coordinator_url, "--lease-ttl-ms", str(lease_ttl_ms), *token,
             "--rpc-tls-ca-file", os.path.join(certs_dir, "ca.pem"),
             "--rpc-tls-cert-file", os.path.join(certs_dir, f"node-{node_id}.pem"),
             "--rpc-tls-key-file", os.path.join(certs_dir, f"node-{node_id}.key"))

@@ -69,6 +69,7 @@ from logbroker.errors import (
     UnknownGroupError,
     UnknownPartitionError,
 )
+from logbroker.etcd_settings import etcd_coordinator, register_etcd_metrics
 from logbroker.groups.coordinator import OFFSETS_PARTITIONS, OFFSETS_TOPIC, GroupCoordinator
 from logbroker.internal_log import INTERNAL_LOG_CONFIG, ensure_internal_topic
 from logbroker.metrics import Metrics
@@ -119,6 +120,7 @@ class Node:
         self.replicas = ReplicaManager(config.data_dir, flush_threads=config.flush_threads,
                                        waiters_max=config.long_poll_waiters_max, fsync=fsync)
         self.metrics = Metrics(self.replicas.all, self.replicas.health, self.replicas.handles)
+        register_etcd_metrics(self.metrics.registry, self.coordinator)
         self.descriptors = DescriptorPlan(PARTITIONS_MIN * 4)
         self.auth = build_auth(config, self.coordinator, node_partitions_max=self.descriptors.partitions_max)
         self.group_access = GroupAccess(self.coordinator, self.auth.enabled)
@@ -1249,13 +1251,11 @@ class Node:
 
 
 def make_coordinator(config: NodeConfig, http_url: str = "") -> Coordinator:
-    """The embedded coordinator, or etcd's for ``etcd://host:port[,host:port...]``."""
+    """The embedded coordinator, or etcd's for ``etcd://`` / ``etcds://host:port[,host:port...]``."""
     info = NodeInfo(config.node_id, http_url, f"{config.http_host}:{config.rpc_port}", config.rack or None)
     if config.coordinator == "local":
         return LocalCoordinator(config.data_dir, info)
-    from coordinator.etcd import EtcdCoordinator  # the etcd client is loaded by cluster nodes only
-
-    return EtcdCoordinator.from_url(config.coordinator, config.cluster_name, info, config.lease_ttl_ms)
+    return etcd_coordinator(config, info)
 
 
 def _check_acks(acks: str) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
 from typing import Any
 
 import yaml
@@ -71,9 +72,16 @@ def test_cluster_compose_file_has_etcd_three_nodes_and_nginx():
     compose = _compose("docker-compose.yml")
     services = compose["services"]
     assert set(services) == {"etcd", *NODES, "nginx"}
-    etcd = " ".join(services["etcd"]["command"])
+    etcd = services["etcd"]["command"]
     assert services["etcd"]["image"].startswith("quay.io/coreos/etcd:v3.5.")
-    assert "--listen-client-urls=http://0.0.0.0:2379" in etcd and "--advertise-client-urls=http://etcd:2379" in etcd
+    # etcd serves TLS only and lets in only clients with a certificate of its CA (decision 0226).
+    assert "--listen-client-urls=https://0.0.0.0:2379" in etcd and "--advertise-client-urls=https://etcd:2379" in etcd
+    assert not [a for a in etcd if "client-urls=http:" in a]
+    assert {"--client-cert-auth", "--trusted-ca-file=/certs/etcd-ca.pem", "--cert-file=/certs/etcd-server.pem",
+            "--key-file=/certs/etcd-server.key"} <= set(etcd)
+    assert "./deploy/certs:/certs:ro" in services["etcd"]["volumes"]
+    health = services["etcd"]["healthcheck"]["test"]
+    assert "--endpoints=https://127.0.0.1:2379" in health and "--cert=/certs/etcd-client.pem" in health
     assert any(v.endswith(":/etcd-data") for v in services["etcd"]["volumes"]) and "--data-dir=/etcd-data" in etcd
     configs = {}
     for name in NODES:
@@ -82,7 +90,9 @@ def test_cluster_compose_file_has_etcd_three_nodes_and_nginx():
         assert service["build"] == "." and set(environment) <= SETTINGS
         assert service["depends_on"]["etcd"]["condition"] == "service_healthy"
         config = _node_config(environment)
-        assert config.coordinator == "etcd://etcd:2379" and config.auth == "on"
+        assert config.coordinator == "etcds://etcd:2379" and config.auth == "on"
+        assert (config.etcd_ca_file, config.etcd_cert_file, config.etcd_key_file) == \
+            ("/certs/etcd-ca.pem", "/certs/etcd-client.pem", "/certs/etcd-client.key")
         assert config.advertised_host == name
         assert rpc_security(config)[0], "the node would not serve the internal RPC"
         assert config.rpc_tls_cert_file == f"/certs/node-{config.node_id}.pem"
@@ -143,3 +153,20 @@ def test_the_consoles_files_are_package_data_so_the_image_serves_them():
     assert "index.html" in shipped and "app.js" in shipped
     for name in shipped:
         assert any(fnmatch.fnmatch(f"console_static/{name}", p) for p in patterns), name
+
+
+def test_make_run_gives_the_admin_password_through_the_environment_not_the_command_line(tmp_path):
+    """``make run`` with a stand-in for Python that reports its arguments and environment: the
+    node's command line names no password (every local user reads ``/proc/<pid>/cmdline``)."""
+    fake = tmp_path / "python"
+    fake.write_text('#!/bin/sh\necho "ARGS $*"\necho "ENV $LOGBROKER_ADMIN_PASSWORD"\n')
+    fake.chmod(0o755)
+    venv = tmp_path / "venv"
+    venv.mkdir()
+    (venv / ".installed").touch()
+    done = subprocess.run(["make", "--no-print-directory", "-o", str(venv / ".installed"), "run", f"VENV={venv}",
+                           f"PY={fake}"], cwd=ROOT, capture_output=True, text=True, timeout=60, check=True)
+    args = [line for line in done.stdout.splitlines() if line.startswith("ARGS ")]
+    assert len(args) == 1 and "logbroker serve" in args[0] and "--admin-user admin" in args[0]
+    assert "password" not in args[0]
+    assert "ENV dev-admin-password" in done.stdout.splitlines()

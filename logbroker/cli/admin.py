@@ -49,12 +49,16 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     owner.add_argument("topic")
     owner.add_argument("owner")
 
-    certs_parser = sub.add_parser("certs", help="make a development CA and node certificates",
+    certs_parser = sub.add_parser("certs", help="make development CAs, node and etcd certificates",
                                   description="Write ca.pem/ca.key and node-<id>.pem/.key (server and client "
-                                  "auth) for HTTPS and the internal RPC's mutual TLS.")
+                                  "auth) for HTTPS and the internal RPC's mutual TLS, and etcd-ca.pem/.key, "
+                                  "etcd-server.pem/.key (etcd's --cert-file) and etcd-client.pem/.key (what "
+                                  "nodes present to etcd's --client-cert-auth).")
     certs_parser.add_argument("--out", default="./certs", help="output directory (default ./certs)")
     certs_parser.add_argument("--nodes", default="1", help="comma-separated node ids (default 1)")
     certs_parser.add_argument("--host", action="append", default=[], help="extra host name or IP (repeatable)")
+    certs_parser.add_argument("--etcd-host", action="append", default=[],
+                              help="extra host name or IP of etcd's server certificate (repeatable)")
 
 
 def credentials(args: argparse.Namespace) -> dict[str, Any]:
@@ -125,12 +129,12 @@ async def _user(client: Client, args: argparse.Namespace) -> None:
 
 
 def certs(args: argparse.Namespace) -> int:
-    from logbroker.certs import generate
+    from logbroker.certs import generate, generate_etcd
 
     try:
         node_ids = [int(n) for n in args.nodes.split(",") if n.strip()]
     except ValueError as exc:
         raise InvalidRequestError(f"--nodes takes comma-separated integers, not {args.nodes!r}") from exc
-    for path in generate(args.out, node_ids, args.host):
+    for path in [*generate(args.out, node_ids, args.host), *generate_etcd(args.out, args.etcd_host)]:
         print(path)
     return 0

@@ -30,7 +30,7 @@ from logbroker.client import (
     LogBrokerError,
     Producer,
 )
-from logbroker.config import NodeConfig, field_names, resolve
+from logbroker.config import ENV_ONLY, NodeConfig, field_names, resolve
 from logbroker.errors import InvalidRequestError
 
 URL_ENV: Final = "LOGBROKER_URL"
@@ -46,6 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--config", help="TOML file with any of the keys below")
     defaults = NodeConfig()
     for name in field_names():
+        if name in ENV_ONLY:
+            continue
         serve.add_argument("--" + name.replace("_", "-"), dest=name, default=None,
                            help=f"default: {getattr(defaults, name) if name != 'data_dir' else './.data/node-<id>'}")
 
@@ -124,7 +126,7 @@ def _serve(args: argparse.Namespace) -> int:
     from http_api.server import serve
     from logbroker import logs
 
-    flags = {name: getattr(args, name) for name in field_names()}
+    flags = {name: getattr(args, name) for name in field_names() if name not in ENV_ONLY}
     try:
         config = resolve(flags, os.environ, args.config)
         logs.configure(config.log_level)

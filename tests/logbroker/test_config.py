@@ -90,3 +90,44 @@ def test_cluster_settings_are_checked():
                 {"cluster_name": "a/b"}, {"cluster_name": ""}, {"rack": "r" * 101}):
         with pytest.raises(InvalidRequestError):
             NodeConfig(**bad)  # type: ignore[arg-type]
+
+
+def test_etcd_tls_and_user_settings(tmp_path):
+    base = {"coordinator": "etcds://etcd:2379", "auth": "off"}
+    files = {"etcd_ca_file": "/c/etcd-ca.pem", "etcd_cert_file": "/c/etcd-client.pem",
+             "etcd_key_file": "/c/etcd-client.key"}
+    config = resolve({**base, **files}, {"LOGBROKER_ETCD_USER": "node", "LOGBROKER_ETCD_PASSWORD": "s3cr3t-etcd"},
+                     None)
+    assert config.etcd_tls and (config.etcd_user, config.etcd_password) == ("node", "s3cr3t-etcd")
+    assert "s3cr3t-etcd" not in repr(config)
+    assert resolve({"coordinator": "etcd://etcd:2379", "auth": "off", **files}, {}, None).etcd_tls
+    for name in files:  # a half-configured TLS set, whichever file is missing
+        with pytest.raises(InvalidRequestError, match="half configured"):
+            resolve({**base, **{k: v for k, v in files.items() if k != name}}, {}, None)
+    with pytest.raises(InvalidRequestError, match="etcds://"):
+        resolve(base, {}, None)
+    with pytest.raises(InvalidRequestError, match="needs TLS"):
+        resolve({"coordinator": "etcd://etcd:2379", "auth": "off", "etcd_user": "node"},
+                {"LOGBROKER_ETCD_PASSWORD": "p"}, None)
+    with pytest.raises(InvalidRequestError, match="LOGBROKER_ETCD_PASSWORD"):
+        resolve({**base, **files, "etcd_user": "node"}, {}, None)
+
+
+def test_secrets_have_no_flag_and_the_admin_password_may_come_from_a_file(tmp_path):
+    from logbroker.cli.command import build_parser
+
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["serve", "--etcd-password", "p"])
+    secret = tmp_path / "admin-password"
+    secret.write_text("from-a-file\n")
+    parsed = vars(build_parser().parse_args(["serve", "--admin-password-file", str(secret)]))
+    config = resolve({k: v for k, v in parsed.items() if k not in ("command", "config")}, {}, None)
+    assert config.admin_password == "from-a-file"
+    assert resolve({}, {"LOGBROKER_ADMIN_PASSWORD": "from-the-env"}, None).admin_password == "from-the-env"
+    with pytest.raises(InvalidRequestError, match="one password"):
+        resolve({"admin_password_file": str(secret)}, {"LOGBROKER_ADMIN_PASSWORD": "x"}, None)
+    for bad in (tmp_path / "absent", tmp_path / "empty"):
+        if bad.name == "empty":
+            bad.write_text("")
+        with pytest.raises(InvalidRequestError, match="admin_password_file"):
+            resolve({"admin_password_file": str(bad)}, {}, None)

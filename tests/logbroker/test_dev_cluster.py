@@ -9,10 +9,13 @@ import os
 import re
 import signal
 import socket
+import ssl
 import stat
 import subprocess
 import sys
 import threading
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
@@ -65,13 +68,17 @@ def test_each_node_has_its_own_ports_id_and_data_dir_and_the_shared_settings():
     assert [c.rpc_tls_cert_file for c in configs] == [f"/w/certs/node-{n}.pem" for n in NODE_IDS]
     assert [c.rpc_tls_key_file for c in configs] == [f"/w/certs/node-{n}.key" for n in NODE_IDS]
     for config in configs:
-        assert config.coordinator == "etcd://127.0.0.1:2379" and config.http_host == "127.0.0.1"
+        assert config.coordinator == "etcds://127.0.0.1:2379" and config.http_host == "127.0.0.1"
+        assert (config.etcd_ca_file, config.etcd_cert_file, config.etcd_key_file) == \
+            ("/w/certs/etcd-ca.pem", "/w/certs/etcd-client.pem", "/w/certs/etcd-client.key")
         assert config.auth == "on" and (config.admin_user, config.admin_password) == (ADMIN_USER, ADMIN_PASSWORD)
         assert (config.cluster_token, config.jwt_secret) == (KEYS.cluster_token, KEYS.jwt_secret)
         assert config.rpc_tls_ca_file == "/w/certs/ca.pem"
         assert rpc_security(config)[0]
     for node_id in NODE_IDS:  # the secrets go through the environment, never the command line
-        assert not {KEYS.cluster_token, KEYS.jwt_secret} & set(node_process(plan, node_id, KEYS, {}).args)
+        args = node_process(plan, node_id, KEYS, {}).args
+        assert not {KEYS.cluster_token, KEYS.jwt_secret, ADMIN_PASSWORD} & set(args)
+        assert not [a for a in args if "password" in a]
 
 
 def test_overrides_move_every_port_and_etcd_follows():
@@ -80,9 +87,10 @@ def test_overrides_move_every_port_and_etcd_follows():
                           "CLUSTER_GRPC_PORTS": "7201,7202,7203"})
     assert [node_config(plan, n).http_port for n in NODE_IDS] == [7001, 7002, 7003]
     assert [node_config(plan, n).grpc_port for n in NODE_IDS] == [7201, 7202, 7203]
-    assert {node_config(plan, n).coordinator for n in NODE_IDS} == {"etcd://127.0.0.1:3379"}
+    assert {node_config(plan, n).coordinator for n in NODE_IDS} == {"etcds://127.0.0.1:3379"}
     args = etcd_args(plan, "/usr/bin/etcd")
-    assert args[args.index("--listen-client-urls") + 1] == "http://127.0.0.1:3379"
+    assert args[args.index("--listen-client-urls") + 1] == "https://127.0.0.1:3379"
+    assert args[args.index("--advertise-client-urls") + 1] == "https://127.0.0.1:3379"
     assert args[args.index("--listen-peer-urls") + 1] == "http://127.0.0.1:3380"
     assert args[args.index("--data-dir") + 1] == "/x/etcd"
 
@@ -115,11 +123,21 @@ def test_a_taken_port_is_named():
             check_ports_free(plan)
 
 
+def test_etcd_serves_tls_to_client_certificates_only():
+    plan = plan_from_env({"CLUSTER_DIR": "/w"})
+    args = etcd_args(plan, "/usr/bin/etcd")
+    assert "--client-cert-auth" in args
+    assert args[args.index("--trusted-ca-file") + 1] == "/w/certs/etcd-ca.pem"
+    assert args[args.index("--cert-file") + 1] == "/w/certs/etcd-server.pem"
+    assert args[args.index("--key-file") + 1] == "/w/certs/etcd-server.key"
+
+
 def test_certificates_and_secrets_are_made_once_and_kept_private(tmp_path):
     plan = ClusterPlan(work_dir=str(tmp_path / "c"))
     first = prepare(plan)
     files = {name: os.stat(os.path.join(plan.certs_dir, name)).st_mtime_ns
-             for name in ("ca.pem", *(f"node-{n}.{e}" for n in NODE_IDS for e in ("pem", "key")))}
+             for name in ("ca.pem", *(f"node-{n}.{e}" for n in NODE_IDS for e in ("pem", "key")),
+                          *(f"etcd-{w}.{e}" for w in ("ca", "server", "client") for e in ("pem", "key")))}
     assert prepare(plan) == first and len(first.jwt_secret) >= 32 and first.jwt_secret != first.cluster_token
     assert {name: os.stat(os.path.join(plan.certs_dir, name)).st_mtime_ns for name in files} == files
     for name in ("cluster-token", "jwt-secret"):
@@ -130,6 +148,7 @@ class Supervisor:
     """``python -m logbroker.dev_cluster`` with its stdout collected by a thread."""
 
     def __init__(self, env: dict[str, str]) -> None:
+        self.env = env
         self.proc = subprocess.Popen([sys.executable, "-m", "logbroker.dev_cluster"], cwd=ROOT, env=env,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.out: list[str] = []
@@ -198,6 +217,19 @@ def running_script(tmp_path: Any) -> Iterator[tuple[Supervisor, list[str], dict[
 
 def test_make_cluster_brings_up_three_nodes_and_sigint_stops_every_process(tmp_path):
     with running_script(tmp_path) as (supervisor, urls, pids):
+        for name, pid in pids.items():  # the admin's password and the secrets are in no process list
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmdline = f.read()
+            assert ADMIN_PASSWORD.encode() not in cmdline and b"password" not in cmdline, name
+            for secret in ("cluster-token", "jwt-secret"):
+                with open(tmp_path / "cluster" / "secrets" / secret, "rb") as f:
+                    assert f.read().strip() not in cmdline, (name, secret)
+        etcd_port = int(supervisor.env["CLUSTER_ETCD_CLIENT_PORT"])
+        no_client_cert = ssl.create_default_context(cafile=str(tmp_path / "cluster" / "certs" / "etcd-ca.pem"))
+        for url, context in ((f"http://127.0.0.1:{etcd_port}/v3/kv/range", None),
+                             (f"https://127.0.0.1:{etcd_port}/v3/kv/range", no_client_cert)):
+            with pytest.raises((urllib.error.URLError, OSError)):  # etcd lets no one in without its certificate
+                urllib.request.urlopen(urllib.request.Request(url, data=b'{"key":"AA=="}'), timeout=5, context=context)
         token = bearer(login(Http(urls[0]), ADMIN_USER, ADMIN_PASSWORD))  # issued by node 1, used on all
         for url in urls:
             def alive(url: str = url) -> bool:

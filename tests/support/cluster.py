@@ -1,6 +1,7 @@
 """A real cluster for tests: one etcd (``tests.support.etcd``) and N ``logbroker serve``
 processes on loopback with free ports, auth on, mutual TLS and a cluster token on the internal
-RPC, one shared signing key. Every process is stopped by PID, also when a test fails."""
+RPC, one shared signing key; ``etcd_tls`` puts etcd behind TLS with client-certificate auth and
+gives the nodes its client certificate. Every process is stopped by PID, also when a test fails."""
 
 from __future__ import annotations
 
@@ -51,7 +52,7 @@ class Cluster:
 
     def node_args(self, node_id: int) -> tuple[str, ...]:
         return (*AUTH_ARGS, *cluster_args(self.etcd.url, self.certs, node_id, cluster_token=CLUSTER_TOKEN,
-                                          lease_ttl_ms=LEASE_TTL_MS), *self.extra,
+                                          lease_ttl_ms=LEASE_TTL_MS), *self.etcd.node_flags(), *self.extra,
                 *(("--rack", self.racks[node_id]) if node_id in self.racks else ()))
 
     def start(self, node_id: int) -> NodeProcess:
@@ -70,8 +71,9 @@ class Cluster:
 
 @contextmanager
 def running_cluster(root: str, size: int = 3, *, extra: tuple[str, ...] = (),
-                    racks: dict[int, str] | None = None) -> Iterator[Cluster]:
-    with running_etcd(os.path.join(root, "etcd")) as etcd:
+                    racks: dict[int, str] | None = None, etcd_tls: bool = False) -> Iterator[Cluster]:
+    with running_etcd(os.path.join(root, "etcd"), certs_dir=os.path.join(root, "etcd-certs") if etcd_tls else None
+                      ) as etcd:
         cluster = Cluster(root, etcd, extra=extra, racks=racks)
         try:
             for node_id in range(1, size + 1):
