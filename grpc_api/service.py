@@ -11,6 +11,9 @@ fetch of ``FETCH_BYTES`` in memory). Access is checked again at least every
 ``access_recheck_ms``. With a ``group``, the caller becomes a member of that consumer group
 through the node's own HTTP API (join, the member's push stream, commits, leave), which already
 routes group calls to the node coordinating the group on a cluster.
+
+A stored batch whose records cannot be decoded is passed over (the records around it are sent) and
+reported in the node's log and metrics (decision 0220): a ``Record`` stream has no place to say so.
 """
 
 from __future__ import annotations
@@ -36,7 +39,8 @@ from logbroker.auth.quotas import QuotaLimits
 from logbroker.errors import ANY_ERROR, InvalidRequestError, NotAvailableError
 from logbroker.groups.requests import group_name
 from logbroker.node import Node
-from logbroker.records import iter_fetched_records
+from logbroker.records import Skipped, iter_fetched_records
+from logbroker.unreadable import report_skipped
 
 pb, pb_grpc = stubs.load()
 FETCH_BYTES: Final = 1024 * 1024
@@ -170,7 +174,11 @@ class BrokerService(pb_grpc.BrokerServicer):  # type: ignore[misc,name-defined]
                     continue
                 if auth.enabled:
                     auth.quotas.charge(principal.name, "fetch", limits, len(result.data))
-                batch = record_messages(pb.Record, topic, partition, iter_fetched_records(bytes(result.data), offset))
+                skipped: list[Skipped] = []
+                batch = record_messages(pb.Record, topic, partition,
+                                        iter_fetched_records(bytes(result.data), offset, skipped))
+                if skipped:  # stored records that cannot be decoded: the ones around them go on (decision 0220)
+                    report_skipped(node.metrics.count_skipped, topic, partition, skipped, "grpc")
                 offset = result.next_offset
                 if batch:
                     yield batch
@@ -244,6 +252,8 @@ class BrokerService(pb_grpc.BrokerServicer):  # type: ignore[misc,name-defined]
                             pending[(event["topic"], event["partition"])] = event["offset"] + 1
                             if time.monotonic() - committed_at >= COMMIT_EVERY_S:
                                 await commit()
+                        elif kind == "skipped":  # reported by the stream; the group moves past it
+                            pending[(event["topic"], event["partition"])] = event["next_offset"]
                         elif kind == "error":
                             raise _Refused(event)
         finally:

@@ -24,6 +24,7 @@ STATUS_BY_CODE: Final[dict[str, int]] = {
     "invalid_request": 400,
     "invalid_argument": 400,
     "invalid_batch": 400,
+    "invalid_timestamp": 400,
     "corrupt_batch": 400,
     "invalid_topic": 400,
     "unauthenticated": 401,

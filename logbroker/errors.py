@@ -39,6 +39,13 @@ class InvalidRequestError(BrokerError):
     code = "invalid_request"
 
 
+class InvalidTimestampError(BrokerError):
+    """A produced record's timestamp lies outside the window its topic accepts around the broker's
+    clock (``timestamp_after_max_ms``, ``timestamp_before_max_ms``; decision 0221)."""
+
+    code = "invalid_timestamp"
+
+
 class UnsupportedMediaTypeError(BrokerError):
     code = "unsupported_media_type"
 
@@ -228,6 +235,7 @@ __all__ = [
     "InvalidArgumentError",
     "InvalidBatchError",
     "InvalidRequestError",
+    "InvalidTimestampError",
     "InvalidTopicError",
     "NoLeaderError",
     "NotAQueueError",

@@ -92,6 +92,7 @@ from logbroker.rpc_service import SERVICE, node_service, rpc_security
 from logbroker.state_metrics import GroupQueueCollector
 from logbroker.storage_health import free_bytes
 from logbroker.supervisor import run_supervised
+from logbroker.timestamps import TimestampWindow
 from segments.batch import HEADER_SIZE, NO_PRODUCER_ID, NO_SEQUENCE, encode_batch, parse_header
 from segments.config import LogConfig
 from segments.errors import TooManyOpenFilesError
@@ -361,7 +362,8 @@ class Node:
         except (ForbiddenError, UnknownTopicError) as exc:
             raise DeadLetterRefusedError(f"the owner of the queue {queue!r} may no longer write to its dead-letter "
                                          f"topic {topic!r}", reason="forbidden") from exc
-        await self.produce_records(topic, records, "all")  # a dead letter survives a failover
+        # A dead letter survives a failover, and keeps the timestamp its topic once accepted.
+        await self.produce_records(topic, records, "all", timestamp_window=False)
 
     @property
     def groups(self) -> GroupCoordinator:
@@ -754,7 +756,8 @@ class Node:
     # ---- produce -------------------------------------------------------------------------------
 
     async def produce_records(self, topic: str, records: list[IncomingRecord], acks: str,
-                              idempotency_key: str | None = None) -> list[dict[str, int]]:
+                              idempotency_key: str | None = None, *,
+                              timestamp_window: bool = True) -> list[dict[str, int]]:
         """Append records (grouped into one batch per partition); offsets in request order.
         Partitions another node leads are forwarded to it as built batches.
 
@@ -764,6 +767,8 @@ class Node:
         self._check_serving()
         _check_acks(acks)
         _check_writable(topic)
+        if timestamp_window:  # records stamped too far from this node's clock are refused (decision 0221)
+            self._timestamp_window(topic).check_all((r.record.timestamp for r in records), time.time_ns() // 1_000_000)
         if idempotency_key is None:
             producer_id, producer_epoch, sequence = NO_PRODUCER_ID, -1, NO_SEQUENCE
             groups = group_by_partition(records, self._partition_count(topic), next(self._round_robin))
@@ -897,6 +902,15 @@ class Node:
                 f"this idempotency key (or producer sequence) was used for {first.records} record(s) on partition "
                 f"{replica.partition}, not {count}; nothing was stored", partition=replica.partition)
         return first
+
+    def check_timestamps(self, topic: str, low: int, high: int) -> None:
+        """Refuse (``invalid_timestamp``) records stamped ``low`` to ``high`` that lie outside the
+        window ``topic`` accepts around this node's clock (decision 0221)."""
+        self._timestamp_window(topic).check(low, high, time.time_ns() // 1_000_000)
+
+    def _timestamp_window(self, topic: str) -> TimestampWindow:
+        meta = self.coordinator.cached_topic(topic)
+        return TimestampWindow.of({} if meta is None else meta.config)
 
     def _dedup_window_ms(self, topic: str) -> int:
         meta = self.coordinator.cached_topic(topic)

@@ -46,9 +46,9 @@ def batch_around(section: bytes, *, count: int, codec: Codec = Codec.NONE) -> by
 @pytest.mark.parametrize("codec", list(Codec))
 def test_batches_within_the_bounds_pass(codec: Codec) -> None:
     batch = encode_batch([ProducerRecord(b"v", b"k", [("h", b"x")]), ProducerRecord(None)], codec=codec)
-    assert check_batch(batch).record_count == 2
+    assert check_batch(batch).header.record_count == 2
     full = batch_around(empty_rows(BATCH_RECORDS_MAX), count=BATCH_RECORDS_MAX, codec=codec)
-    assert check_batch(full).record_count == BATCH_RECORDS_MAX
+    assert check_batch(full).header.record_count == BATCH_RECORDS_MAX
 
 
 def test_a_zstd_batch_of_a_million_empty_records_is_too_large() -> None:
@@ -83,7 +83,7 @@ def test_a_section_that_decompresses_past_the_bound_is_too_large_and_costs_littl
 @pytest.mark.parametrize("codec", COMPRESSED)
 def test_a_section_just_under_the_bound_passes(codec: Codec) -> None:
     value = bytes(BATCH_RECORDS_BYTES_MAX - 64)
-    assert check_batch(encode_values([value], codec=codec)).record_count == 1
+    assert check_batch(encode_values([value], codec=codec)).header.record_count == 1
 
 
 def test_an_uncompressed_section_past_the_bound_is_too_large() -> None:
@@ -148,4 +148,4 @@ def test_a_header_named_like_the_brokers_own_is_refused(codec: Codec, name: str)
 def test_the_prefix_in_a_value_or_a_longer_name_is_not_a_reserved_header(codec: Codec) -> None:
     batch = encode_batch([ProducerRecord(b"x-logbroker-queue", b"X-LOGBROKER-", [("my-x-logbroker-queue", b"x")])],
                          codec=codec)
-    assert check_batch(batch).record_count == 1
+    assert check_batch(batch).header.record_count == 1
