@@ -188,8 +188,10 @@ class QueueManager:
             await self._wait(queue, remaining_ms)
         await asyncio.gather(*durable)
         messages: list[dict[str, Any]] = []
+        settled: list[Awaitable[None]] = []
         for partition, token, offsets in leased:
-            messages.extend(self._render(queue, partition, token, offsets, binary))
+            messages.extend(self._render(queue, partition, token, offsets, binary, settled))
+        await asyncio.gather(*settled)
         return messages
 
     def _acquire(self, queue: Queue, wanted: int,
@@ -230,17 +232,19 @@ class QueueManager:
         await asyncio.gather(*pending, return_exceptions=True)
 
     def _render(self, queue: Queue, partition: int, token: int, offsets: list[int],
-                binary: bool) -> list[dict[str, Any]]:
+                binary: bool, settled: list[Awaitable[None]]) -> list[dict[str, Any]]:
+        """The messages of ``offsets``; what it settles on the way (messages gone or unreadable)
+        is recorded, and the events' durability appended to ``settled``."""
         found, unreadable = self._records(queue, partition, offsets)
         share = queue.shares[partition]
         if unreadable:
-            self._withhold_unreadable(queue, partition, unreadable)
+            settled.append(self._withhold_unreadable(queue, partition, unreadable))
             offsets = [o for o in offsets if o not in unreadable]
         log_start = self._replicas.get(queue.name, partition).log.log_start_offset
         gone = [o for o in offsets if o not in found and o < log_start]
         for offset in gone:  # removed by retention before it was received: nothing to deliver
             if share.ack(offset, token):
-                self._record(queue, partition, ack_event([offset]))
+                settled.append(self._record(queue, partition, ack_event([offset])))
         unread = [o for o in offsets if o not in found and o >= log_start]
         if unread:  # not expected; the lease runs out and the message is delivered again
             log.error("leased messages could not be read", extra={"fields": {
@@ -278,20 +282,20 @@ class QueueManager:
                 unreadable[offset] = batch.unreadable
         return out, unreadable
 
-    def _withhold_unreadable(self, queue: Queue, partition: int, unreadable: dict[int, str]) -> None:
+    def _withhold_unreadable(self, queue: Queue, partition: int, unreadable: dict[int, str]) -> Awaitable[None]:
         """Finish messages no delivery can carry (their stored records cannot be decoded) as
-        withheld dead letters, so that the queue moves past them."""
+        withheld dead letters, so that the queue moves past them; the event's durability."""
         share = queue.shares[partition]
         offsets = sorted(o for o in unreadable if o in share.entries)
         if not offsets:
-            return
+            return asyncio.sleep(0)
         for offset in offsets:
             share.dead_lettered(offset)
-        self._record(queue, partition, dead_event(offsets, UNREADABLE))
         self._on_withheld(queue.name, UNREADABLE, len(offsets))
         log.warning("skipped queue messages whose stored records cannot be decoded", extra={"fields": {
             "queue": queue.name, "partition": partition, "offsets": offsets[:10], "messages": len(offsets),
             "reason": unreadable[offsets[0]][:200]}})
+        return self._record(queue, partition, dead_event(offsets, UNREADABLE))
 
     def _load(self, key: tuple[str, int], data: memoryview, read_from: int, last_offset: int) -> DecodedBatch | None:
         """Decode the batches of ``data`` (read from ``read_from``) up to the one holding
@@ -354,7 +358,7 @@ class QueueManager:
             return
         found, unreadable = self._records(queue, partition, offsets)
         if unreadable:
-            self._withhold_unreadable(queue, partition, unreadable)
+            await self._withhold_unreadable(queue, partition, unreadable)
             offsets = [o for o in offsets if o not in unreadable]
         log_start = self._replicas.get(queue.name, partition).log.log_start_offset
         unread = [o for o in offsets if o not in found and o >= log_start]
