@@ -10,6 +10,9 @@ comment line every ``keepalive`` interval. The number of open streams is bounded
 beyond it) and per user (429), a gone client frees its slot at once, and the bytes sent are
 charged to the caller's fetch quota (``http_api.user_limits``).
 
+A stored batch whose records cannot be decoded (decision 0220) becomes a ``skipped`` event in its
+place (``first_offset``, ``next_offset``, ``reason``; id: its last offset) and the stream goes on.
+
 Access is checked again before every delivery and at least every ``access_recheck_ms`` (a node
 setting, 5 s by default) while a stream idles: a caller whose token no longer stands or who lost
 read on a topic gets an ``error`` event with the problem body (401 or 403) and the stream ends
