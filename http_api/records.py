@@ -96,7 +96,9 @@ async def checked_batch(request: web.Request, batch: bytes) -> CheckedBatch:
               ("wait_ms", "integer", "wait this long for data at the end of the log"),
               ENCODING_QUERY,
               RACK_QUERY),
-       responses={"200": "Records (JSON) or raw batches (Accept: application/vnd.logbroker.batch)",
+       responses={"200": "Records (JSON: records, next_offset, high_watermark, and skipped: stored batches whose "
+                         "records cannot be decoded, passed over) or raw batches (Accept: "
+                         "application/vnd.logbroker.batch)",
                   "404": "Unknown topic or partition", "416": "Offset out of range"})
 async def fetch(request: web.Request) -> web.StreamResponse:
     node = request.app[NODE]
