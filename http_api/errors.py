@@ -54,7 +54,6 @@ STATUS_BY_CODE: Final[dict[str, int]] = {
     "unsupported_media_type": 415,
     "offset_out_of_range": 416,
     "too_many_requests": 429,
-    "unreadable_records": 500,
     "not_available": 503,
     "too_many_connections": 503,
     "log_closed": 503,

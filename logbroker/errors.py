@@ -62,13 +62,6 @@ class NotFoundError(BrokerError):
     code = "not_found"
 
 
-class UnreadableRecordsError(BrokerError):
-    """Stored records cannot be decoded: a producer sent a prebuilt batch whose checksum is right
-    but whose records section is not (the broker does not decode batches on append)."""
-
-    code = "unreadable_records"
-
-
 class NotAvailableError(BrokerError):
     """The node cannot serve this now (starting, stopping, a bounded queue is full)."""
 
@@ -257,6 +250,5 @@ __all__ = [
     "UnknownMemberError",
     "UnknownPartitionError",
     "UnknownTopicError",
-    "UnreadableRecordsError",
     "UnsupportedMediaTypeError",
 ]
