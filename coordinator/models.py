@@ -35,6 +35,13 @@ QUEUE_CONFIG_KEYS: Final = frozenset({"max_deliveries", "dead_letter_topic", "vi
 # Read by the broker (replication rules, produce de-duplication), not by the storage engine.
 REPLICATION_CONFIG_KEYS: Final = frozenset({"min_insync_replicas", "dedup_window_ms"})
 DEDUP_WINDOW_MS_MAX: Final = 86_400_000
+# How far a record's timestamp may lie after (before) the broker's clock at produce, in ms; -1 is
+# no bound (decision 0221: Kafka's message.timestamp.after.max.ms and .before.max.ms, same defaults).
+TIMESTAMP_AFTER_KEY: Final = "timestamp_after_max_ms"
+TIMESTAMP_BEFORE_KEY: Final = "timestamp_before_max_ms"
+TIMESTAMP_AFTER_MS_DEFAULT: Final = 3_600_000
+TIMESTAMP_BEFORE_MS_DEFAULT: Final = -1
+TIMESTAMP_WINDOW_KEYS: Final = frozenset({TIMESTAMP_AFTER_KEY, TIMESTAMP_BEFORE_KEY})
 DEAD_LETTER_SUFFIX: Final = ".dlq"
 MAX_DELIVERIES_DEFAULT: Final = 5
 VISIBILITY_TIMEOUT_MS_DEFAULT: Final = 30_000
@@ -164,7 +171,19 @@ class TopicSpec:
                                     f"support {USER_CLEANUP_POLICY!r} (retention by retention_ms and retention_bytes)")
         spec.queue_settings()
         spec.check_min_insync()
+        spec.check_timestamp_window()
         return spec
+
+    def check_timestamp_window(self) -> None:
+        """``timestamp_after_max_ms`` and ``timestamp_before_max_ms`` are whole numbers of
+        milliseconds from 0 to ``DURATION_MS_MAX``, or -1 for no bound."""
+        for key in sorted(TIMESTAMP_WINDOW_KEYS):
+            value = self.config.get(key)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                      or not -1 <= value <= DURATION_MS_MAX):
+                raise InvalidTopicError(f"config.{key} must be an integer in [0, {DURATION_MS_MAX}], or -1 for no "
+                                        f"bound, not {value!r}", field=f"config.{key}", minimum=-1,
+                                        maximum=DURATION_MS_MAX)
 
     def check_min_insync(self) -> None:
         """``min_insync_replicas`` is a whole number from 1 to the replication factor;
@@ -186,7 +205,8 @@ class TopicSpec:
     def log_config(self, base: LogConfig) -> LogConfig:
         """The storage config of this topic over the node's defaults."""
         storage = {k: v for k, v in self.config.items()
-                   if k not in QUEUE_CONFIG_KEYS and k not in REPLICATION_CONFIG_KEYS}
+                   if k not in QUEUE_CONFIG_KEYS and k not in REPLICATION_CONFIG_KEYS
+                   and k not in TIMESTAMP_WINDOW_KEYS}
         try:
             return LogConfig.from_mapping(storage, base)
         except InvalidArgumentError as exc:

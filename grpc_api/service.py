@@ -13,6 +13,9 @@ fetch of ``FETCH_BYTES`` in memory). Access is checked again at least every
 through the node's own HTTP API (join, the member's push stream, commits, leave), which already
 routes group calls to the node coordinating the group on a cluster; each user's calls go through
 a client of their own (``grpc_api.group_clients``), so no user's subscriptions wait on another's.
+
+A stored batch whose records cannot be decoded is passed over (the records around it are sent) and
+reported in the node's log and metrics (decision 0220): a ``Record`` stream has no place to say so.
 """
 
 from __future__ import annotations
@@ -41,7 +44,8 @@ from logbroker.auth.quotas import QuotaLimits
 from logbroker.errors import ANY_ERROR, InvalidRequestError, NotAvailableError
 from logbroker.groups.requests import group_name
 from logbroker.node import Node
-from logbroker.records import iter_fetched_records
+from logbroker.records import Skipped, iter_fetched_records
+from logbroker.unreadable import report_skipped
 
 pb, pb_grpc = stubs.load()
 FETCH_BYTES: Final = 1024 * 1024
@@ -185,7 +189,11 @@ class BrokerService:
                     continue
                 if auth.enabled:
                     auth.quotas.charge(principal.name, "fetch", limits, len(result.data))
-                batch = record_messages(pb.Record, topic, partition, iter_fetched_records(bytes(result.data), offset))
+                skipped: list[Skipped] = []
+                batch = record_messages(pb.Record, topic, partition,
+                                        iter_fetched_records(bytes(result.data), offset, skipped))
+                if skipped:  # stored records that cannot be decoded: the ones around them go on (decision 0220)
+                    report_skipped(node.metrics.count_skipped, topic, partition, skipped, "grpc")
                 offset = result.next_offset
                 if batch:
                     yield batch
@@ -274,6 +282,8 @@ class BrokerService:
                             pending[(event["topic"], event["partition"])] = event["offset"] + 1
                             if time.monotonic() - committed_at >= COMMIT_EVERY_S:
                                 await commit()
+                        elif kind == "skipped":  # reported by the stream; the group moves past it
+                            pending[(event["topic"], event["partition"])] = event["next_offset"]
                         elif kind == "error":
                             raise _Refused(event)
         finally:

@@ -1,5 +1,6 @@
-"""A small pool of threads for the HTTP layer's CPU-heavy work on records: checking a compressed
-batch at produce, decoding and rendering records for JSON fetches and push streams.
+"""A small pool of threads for the HTTP layer's CPU-heavy work on records: checking a compressed or
+large batch at produce (decompressing it and decoding its rows), decoding and rendering records
+for JSON fetches and push streams.
 
 On the event loop, decoding a large batch stops every other request for as long as it takes; in
 the pool the loop keeps its turn (a thread running Python gives up the GIL every few milliseconds,

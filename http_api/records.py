@@ -27,11 +27,11 @@ from http_api.params import (
 from http_api.routing import route
 from http_api.sendfile import send_slice
 from http_api.user_limits import long_poll
-from logbroker.batch_limits import check_batch, is_costly
+from logbroker.batch_limits import CheckedBatch, check_batch, is_costly
 from logbroker.errors import UnsupportedMediaTypeError
 from logbroker.producer_ids import check_writer, issue
-from logbroker.records import parse_body, render_records, take_records
-from segments.batch import BatchHeader
+from logbroker.records import Skipped, parse_body, render_records, take_records
+from logbroker.unreadable import report_skipped
 from segments.log import LogRead
 
 RECORD_PATH = "/v1/topics/{name}/partitions/{partition}"
@@ -66,7 +66,9 @@ async def produce(request: web.Request) -> web.Response:
     if content_type == BATCH:
         partition = query_int(request, "partition")
         batch = await request.read()
-        check_writer(await checked_batch(request, batch), principal_of(request).name)
+        checked = await checked_batch(request, batch)
+        check_writer(checked.header, principal_of(request).name)
+        node.check_timestamps(topic, checked.timestamp_min, checked.timestamp_max)
         offsets = await node.produce_batch(topic, partition, batch, acks)
         leader = node.leader_elsewhere(topic, partition)
         if leader is not None:
@@ -92,12 +94,13 @@ async def init_producer(request: web.Request) -> web.Response:
     return web.json_response({"producer_id": issued.producer_id, "producer_epoch": issued.producer_epoch})
 
 
-async def checked_batch(request: web.Request, batch: bytes) -> BatchHeader:
-    """Hold a prebuilt batch to the bounds of ``check_batch``: in the decode pool when it is
-    compressed (decompressing is the cost) or large (searching it for reserved headers), on the loop
-    otherwise."""
+async def checked_batch(request: web.Request, batch: bytes) -> CheckedBatch:
+    """Hold a prebuilt batch to ``check_batch`` (bounds, and every record row as readers decode
+    it): in the decode pool when it is compressed (decompressing is the cost) or large (decoding
+    its rows), on the loop otherwise."""
     if is_costly(batch):
-        return await request.app[DECODER].run(check_batch, batch)
+        checked: CheckedBatch = await request.app[DECODER].run(check_batch, batch)
+        return checked
     return check_batch(batch)
 
 
@@ -108,7 +111,9 @@ async def checked_batch(request: web.Request, batch: bytes) -> BatchHeader:
               ("wait_ms", "integer", "wait this long for data at the end of the log"),
               ENCODING_QUERY,
               RACK_QUERY),
-       responses={"200": "Records (JSON) or raw batches (Accept: application/vnd.logbroker.batch)",
+       responses={"200": "Records (JSON: records, next_offset, high_watermark, and skipped: stored batches whose "
+                         "records cannot be decoded, passed over) or raw batches (Accept: "
+                         "application/vnd.logbroker.batch)",
                   "404": "Unknown topic or partition", "416": "Offset out of range"})
 async def fetch(request: web.Request) -> web.StreamResponse:
     node = request.app[NODE]
@@ -140,16 +145,21 @@ async def fetch(request: web.Request) -> web.StreamResponse:
         result, hwm = await node.fetch(topic, partition, offset, max_bytes, wait_ms, client_rack=rack)
     if wait_ms:
         await recheck_access(request)
-    text = await request.app[DECODER].run(_json_answer, result, offset, max_records, force_base64, hwm)
+    text, skipped = await request.app[DECODER].run(_json_answer, result, offset, max_records, force_base64, hwm)
+    if skipped:
+        report_skipped(node.metrics.count_skipped, topic, partition, skipped, "fetch")
     return web.Response(text=text, content_type=JSON)
 
 
-def _json_answer(result: LogRead, offset: int, max_records: int, force_base64: bool, hwm: int) -> str:
-    """The JSON fetch answer (run in the decode pool: decoding and rendering are the costly part)."""
-    records, stopped_at = take_records(result.data, offset, max_records)
+def _json_answer(result: LogRead, offset: int, max_records: int, force_base64: bool,
+                 hwm: int) -> tuple[str, list[Skipped]]:
+    """The JSON fetch answer and what it skipped (run in the decode pool: decoding and rendering
+    are the costly part). ``skipped`` lists the stored batches whose records cannot be decoded
+    that the answer passed over (decision 0220); ``next_offset`` is past them."""
+    records, stopped_at, skipped = take_records(result.data, offset, max_records)
     return json.dumps({"records": render_records(records, force_base64=force_base64),
                        "next_offset": result.next_offset if stopped_at is None else stopped_at,
-                       "high_watermark": hwm})
+                       "high_watermark": hwm, "skipped": [s.to_json() for s in skipped]}), skipped
 
 
 @route("GET", RECORD_PATH + "/offsets", "The earliest, latest or first offset at a timestamp", access="read",

@@ -10,6 +10,9 @@ comment line every ``keepalive`` interval. The number of open streams is bounded
 beyond it) and per user (429), a gone client frees its slot at once, and the bytes sent are
 charged to the caller's fetch quota (``http_api.user_limits``).
 
+A stored batch whose records cannot be decoded (decision 0220) becomes a ``skipped`` event in its
+place (``first_offset``, ``next_offset``, ``reason``; id: its last offset) and the stream goes on.
+
 Access is checked again before every delivery and at least every ``access_recheck_ms`` (a node
 setting, 5 s by default) while a stream idles: a caller whose token no longer stands or who lost
 read on a topic gets an ``error`` event with the problem body (401 or 403) and the stream ends
@@ -18,7 +21,6 @@ read on a topic gets an ``error`` event with the problem body (401 or 403) and t
 
 from __future__ import annotations
 
-import itertools
 import json
 import time
 from collections.abc import Iterator
@@ -46,7 +48,8 @@ from http_api.routing import route
 from http_api.user_limits import paced_write, stream_slot
 from logbroker.errors import ANY_ERROR, AuthenticationError, ForbiddenError, InvalidRequestError
 from logbroker.groups.requests import group_name, member_id
-from logbroker.records import iter_fetched_records, render_records
+from logbroker.records import Skipped, iter_fetched_records, render_records
+from logbroker.unreadable import report_skipped
 from segments.log import LogRead
 
 STREAM_READ_BYTES: Final = 256 * 1024
@@ -64,26 +67,42 @@ def _event(kind: str, data: Any, event_id: str | None = None) -> bytes:
 
 
 def _record_events(result: LogRead, offset: int, topic: str | None, partition: int,
-                   force_base64: bool) -> Iterator[bytes]:
+                   force_base64: bool, skipped: list[Skipped]) -> Iterator[bytes]:
     """SSE ``record`` events of the records at or after ``offset`` in ``result`` (id: the offset),
-    ``EVENTS_PER_WRITE`` at a time, each piece decoded only when it is asked for."""
-    records = iter_fetched_records(result.data, offset)
-    while piece := list(itertools.islice(records, EVENTS_PER_WRITE)):
-        parts = []
-        for rendered in render_records(piece, force_base64=force_base64):
-            if topic is not None:
-                rendered.update(topic=topic, partition=partition)
-            parts.append(_event("record", rendered, str(rendered["offset"])))
+    ``EVENTS_PER_WRITE`` at a time, each piece decoded only when it is asked for. A stored batch
+    whose records cannot be decoded becomes a ``skipped`` event in its place (id: its last offset,
+    so a stream resumed after it goes on past it), and is appended to ``skipped``."""
+    records = iter_fetched_records(result.data, offset, skipped)
+    where = {} if topic is None else {"topic": topic, "partition": partition}
+    reported = 0
+    parts: list[bytes] = []
+    for record in records:
+        for skip in skipped[reported:]:
+            parts.append(_event("skipped", {**skip.to_json(), **where}, str(skip.next_offset - 1)))
+        reported = len(skipped)
+        rendered = render_records([record], force_base64=force_base64)[0]
+        rendered.update(where)
+        parts.append(_event("record", rendered, str(record.offset)))
+        if len(parts) >= EVENTS_PER_WRITE:
+            yield b"".join(parts)
+            parts = []
+    for skip in skipped[reported:]:
+        parts.append(_event("skipped", {**skip.to_json(), **where}, str(skip.next_offset - 1)))
+    if parts:
         yield b"".join(parts)
 
 
 async def _write_records(request: web.Request, response: web.StreamResponse, result: LogRead, offset: int,
-                         topic: str | None, partition: int, force_base64: bool) -> None:
+                         topic: str, partition: int, force_base64: bool, *, named: bool) -> None:
     """Write the events of ``result`` a piece at a time: each piece is decoded and rendered in the
-    decode pool, and the next one only once the socket has taken this one (back-pressure)."""
-    pieces = _record_events(result, offset, topic, partition, force_base64)
+    decode pool, and the next one only once the socket has taken this one (back-pressure). With
+    ``named`` each event names its topic and partition (a member's stream of several)."""
+    skipped: list[Skipped] = []
+    pieces = _record_events(result, offset, topic if named else None, partition, force_base64, skipped)
     while (piece := await request.app[DECODER].run(next, pieces, None)) is not None:
         await paced_write(request, response, piece)
+    if skipped:
+        report_skipped(request.app[NODE].metrics.count_skipped, topic, partition, skipped, "stream")
 
 
 async def _open(request: web.Request) -> web.StreamResponse:
@@ -127,7 +146,8 @@ async def stream_partition(request: web.Request) -> web.StreamResponse:
             while True:
                 await recheck_access(request)
                 if result.data:
-                    await _write_records(request, response, result, offset, None, partition, force_base64)
+                    await _write_records(request, response, result, offset, topic, partition, force_base64,
+                                         named=False)
                     offset = result.next_offset
                     written = time.monotonic()
                 elif (time.monotonic() - written) * 1000 >= keepalive_ms - 1:
@@ -217,7 +237,7 @@ async def _member_loop(request: web.Request, response: web.StreamResponse, group
         for (topic, p), offset in positions.items():
             result, _ = await node.fetch(topic, p, offset, STREAM_READ_BYTES, 0, client_rack=rack)
             if result.data:
-                await _write_records(request, response, result, offset, topic, p, force_base64)
+                await _write_records(request, response, result, offset, topic, p, force_base64, named=True)
                 positions[(topic, p)] = result.next_offset
                 sent = True
         if not sent:

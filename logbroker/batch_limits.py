@@ -1,48 +1,65 @@
-"""What one produced batch may hold, checked before it is stored (decision 0157).
+"""What one produced batch may hold, checked before it is stored (decisions 0157 and 0220).
 
 The broker stores prebuilt batches as they are and decodes them only when a reader asks, so the
 cost of a batch to its readers (a JSON fetch, a push stream, a queue receive) is what it decodes
 to, not the bytes it was sent as: 440 KB of zstd can hold 6.5 million empty records. A batch is
 refused when it holds more than ``BATCH_RECORDS_MAX`` records or its records section decompresses
-(bounded: at most one byte past the limit is ever produced) to more than
-``BATCH_RECORDS_BYTES_MAX``, and when its records section is not the array of ``record_count``
-records its header says. Batches the broker builds itself (JSON and msgpack produce, queue sends)
-are within the same bounds by construction: at most ``BATCH_RECORDS_MAX`` records per request,
-uncompressed, at most the topic's ``max_batch_bytes``, itself at most ``BATCH_RECORDS_BYTES_MAX``.
+(bounded: a compressed section is first drained a piece at a time, so at most
+``KEPT_BYTES_MAX`` are held before it is known to fit) to more than ``BATCH_RECORDS_BYTES_MAX``.
+Batches the broker builds itself (JSON and msgpack produce, queue sends) are within the same
+bounds by construction: at most ``BATCH_RECORDS_MAX`` records per request, uncompressed, at most
+the topic's ``max_batch_bytes``, itself at most ``BATCH_RECORDS_BYTES_MAX``.
 
-A batch whose records carry a header named like the broker's own (``x-logbroker-*``, in any case;
-decision 0173) is refused too. The (decompressed) records section is searched for the prefix as
-it is read, lowered a piece at a time; only a batch where it appears (in a name or a value) is
-decoded to look at its header names, within the bounds above.
+Every record row is then decoded and checked as every reader will decode it (decision 0220):
+``[offset_delta, timestamp_delta, key, value, headers]`` with the offset deltas ``0 .. n-1`` in
+order, integer timestamp deltas, key and value bin or nil, headers ``[name str, value bin]``
+pairs (``segments.batch.section_columns``); every record's timestamp within
+``[TIMESTAMP_MIN, TIMESTAMP_MAX]`` (a 64-bit integer in every client), and the header's
+``max_timestamp`` the largest of them (retention and the time index read only the header). A
+batch that passes is readable by every reader; one that does not would have stopped them all.
+
+A batch whose records carry a header named like the broker's own (``x-logbroker-*`` in any case,
+Unicode case folding; decision 0173) is refused too, by the same ``is_reserved_header`` that
+JSON, msgpack and gRPC produce use.
 
 Pure and synchronous; the HTTP layer runs it off the event loop for compressed or large batches.
 """
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Final, NamedTuple
 
-import msgpack
-
-from logbroker.records import RESERVED_HEADER_PREFIX, is_reserved_header
+from logbroker.records import RESERVED_HEADER_PREFIX, TIMESTAMP_MAX, TIMESTAMP_MIN, is_reserved_header
 from segments.batch import (
     BATCH_RECORDS_BYTES_MAX,
     BATCH_RECORDS_MAX,
     DEFAULT_RECORDS_BYTES_MAX,
     HEADER_SIZE,
+    TIMESTAMP_TYPE_LOG_APPEND,
     BatchHeader,
-    decode_columns,
+    RecordColumns,
     parse_header,
+    section_columns,
     validate_batch,
 )
-from segments.compression import Codec, SectionReader, open_section
+from segments.compression import Codec, SectionReader, decompress, open_section
 from segments.errors import InvalidBatchError, RecordsTooLargeError
 
-ARRAY_HEADER_BYTES_MAX: Final = 5  # msgpack array32: a type byte and a u32 length
 DRAIN_CHUNK_BYTES: Final = 1 << 20
-RESERVED: Final = RESERVED_HEADER_PREFIX.encode()
-# Above this many bytes an uncompressed batch is checked off the event loop as well (the search).
-LOOP_CHECK_BYTES_MAX: Final = 256 * 1024
+# A compressed section up to this size is kept from the draining pass and decoded from it; a larger
+# one is decompressed again once it is known to fit (so a bomb costs at most this much memory).
+KEPT_BYTES_MAX: Final = 1 << 20
+# Above this many bytes an uncompressed batch is checked off the event loop as well (decoding).
+LOOP_CHECK_BYTES_MAX: Final = 64 * 1024
+
+
+class CheckedBatch(NamedTuple):
+    """A batch that passed ``check_batch``: its header and the least and greatest timestamp of
+    its records (ms)."""
+
+    header: BatchHeader
+    timestamp_min: int
+    timestamp_max: int
 
 
 def is_compressed(batch: bytes | memoryview) -> bool:
@@ -56,9 +73,9 @@ def is_costly(batch: bytes | memoryview) -> bool:
     return len(batch) > LOOP_CHECK_BYTES_MAX or is_compressed(batch)
 
 
-def check_batch(batch: bytes | memoryview) -> BatchHeader:
-    """The header of ``batch`` if it is one valid batch within the bounds, else
-    ``InvalidBatchError`` (400) or ``RecordsTooLargeError`` (413)."""
+def check_batch(batch: bytes | memoryview) -> CheckedBatch:
+    """``batch`` checked as one valid batch within the bounds whose every record every reader can
+    decode, else ``InvalidBatchError`` (400) or ``RecordsTooLargeError`` (413)."""
     header = validate_batch(batch, size_bytes_max=DEFAULT_RECORDS_BYTES_MAX)
     if header.record_count > BATCH_RECORDS_MAX:
         raise RecordsTooLargeError(f"the batch holds {header.record_count} records; at most {BATCH_RECORDS_MAX} "
@@ -67,54 +84,54 @@ def check_batch(batch: bytes | memoryview) -> BatchHeader:
     if header.codec == Codec.NONE:
         if len(records) > BATCH_RECORDS_BYTES_MAX:
             raise _too_large()
-        head = bytes(records[:ARRAY_HEADER_BYTES_MAX])
-        mentioned = any(_mentions(records[i:i + DRAIN_CHUNK_BYTES + len(RESERVED) - 1])
-                        for i in range(0, len(records), DRAIN_CHUNK_BYTES))
+        section: bytes | memoryview = records
     else:
-        head, mentioned = _decompressed_head(open_section(header.codec, records, BATCH_RECORDS_BYTES_MAX))
-    count = _array_length(head)
-    if count != header.record_count:
-        raise InvalidBatchError(f"the header says {header.record_count} records but the records section is an "
-                                f"array of {count}")
-    if mentioned:
-        _check_header_names(batch)
-    return header
+        kept = _drained(open_section(header.codec, records, BATCH_RECORDS_BYTES_MAX))
+        section = kept if kept is not None else decompress(header.codec, records, BATCH_RECORDS_BYTES_MAX)
+    columns = section_columns(header, section)
+    if columns.has_headers:
+        check_header_names(columns)
+    low, high = _timestamps(header, columns)
+    return CheckedBatch(header, low, high)
 
 
-def _mentions(piece: bytes | memoryview) -> bool:
-    return RESERVED in bytes(piece).lower()
+def check_header_names(columns: RecordColumns) -> None:
+    """Refuse a header named like the broker's own in any record of ``columns``."""
+    names = {pair[0] for pairs in columns.headers for pair in pairs}  # each distinct name looked at once
+    for name in names:
+        if is_reserved_header(name):
+            raise InvalidBatchError(f"header names starting with {RESERVED_HEADER_PREFIX!r} are the broker's "
+                                    f"own, not {name[:80]!r}")
 
 
-def _check_header_names(batch: bytes | memoryview) -> None:
-    for pairs in decode_columns(batch, size_bytes_max=BATCH_RECORDS_BYTES_MAX).headers:
-        for name, _ in pairs:
-            if is_reserved_header(name):
-                raise InvalidBatchError(f"header names starting with {RESERVED_HEADER_PREFIX!r} are the broker's "
-                                        f"own, not {name[:80]!r}")
+def _timestamps(header: BatchHeader, columns: RecordColumns) -> tuple[int, int]:
+    if header.attributes & TIMESTAMP_TYPE_LOG_APPEND:
+        low = high = header.max_timestamp
+    else:
+        low, high = min(columns.timestamps), max(columns.timestamps)
+        if high != header.max_timestamp:
+            raise InvalidBatchError(f"the header's max_timestamp {header.max_timestamp} is not the greatest "
+                                    f"timestamp of its records ({high})")
+    if low < TIMESTAMP_MIN or high > TIMESTAMP_MAX or not TIMESTAMP_MIN <= header.first_timestamp <= TIMESTAMP_MAX:
+        raise InvalidBatchError(f"record timestamps must lie in [{TIMESTAMP_MIN}, {TIMESTAMP_MAX}] ms")
+    return low, high
 
 
-def _decompressed_head(section: SectionReader) -> tuple[bytes, bool]:
-    """The first bytes of a compressed section, after decompressing all of it (a piece at a time,
-    keeping only the last few bytes of each) to learn that it stays within the bound, and whether
-    the reserved header prefix appears in it."""
-    head = section.read(ARRAY_HEADER_BYTES_MAX)
-    tail, mentioned = head, False
+def _drained(section: SectionReader) -> bytes | None:
+    """Decompress a whole section a piece at a time to learn that it stays within the bound
+    (``RecordsTooLargeError`` past it); its bytes when they fit in ``KEPT_BYTES_MAX``, else None
+    (only the size is learnt: the caller decompresses it again)."""
+    kept: list[bytes] | None = []
+    size = 0
     while piece := section.read(DRAIN_CHUNK_BYTES):
-        mentioned = mentioned or _mentions(tail + piece)
-        tail = piece[-(len(RESERVED) - 1):]
-    return head, mentioned or _mentions(head)
+        size += len(piece)
+        if kept is not None:
+            kept.append(piece)
+            if size > KEPT_BYTES_MAX:
+                kept = None
+    return None if kept is None else b"".join(kept)
 
 
 def _too_large() -> RecordsTooLargeError:
     return RecordsTooLargeError(f"the records section is larger than {BATCH_RECORDS_BYTES_MAX} bytes once "
                                 f"decompressed", limit=BATCH_RECORDS_BYTES_MAX)
-
-
-def _array_length(head: bytes) -> int:
-    unpacker = msgpack.Unpacker()
-    unpacker.feed(head)
-    try:
-        count: int = unpacker.read_array_header()
-    except (ValueError, msgpack.OutOfData, msgpack.FormatError, msgpack.StackError) as exc:
-        raise InvalidBatchError("the records section is not a msgpack array") from exc
-    return count

@@ -39,6 +39,13 @@ class InvalidRequestError(BrokerError):
     code = "invalid_request"
 
 
+class InvalidTimestampError(BrokerError):
+    """A produced record's timestamp lies outside the window its topic accepts around the broker's
+    clock (``timestamp_after_max_ms``, ``timestamp_before_max_ms``; decision 0221)."""
+
+    code = "invalid_timestamp"
+
+
 class UnsupportedMediaTypeError(BrokerError):
     code = "unsupported_media_type"
 
@@ -53,13 +60,6 @@ class UnknownPartitionError(BrokerError):
 
 class NotFoundError(BrokerError):
     code = "not_found"
-
-
-class UnreadableRecordsError(BrokerError):
-    """Stored records cannot be decoded: a producer sent a prebuilt batch whose checksum is right
-    but whose records section is not (the broker does not decode batches on append)."""
-
-    code = "unreadable_records"
 
 
 class NotAvailableError(BrokerError):
@@ -249,6 +249,7 @@ __all__ = [
     "InvalidArgumentError",
     "InvalidBatchError",
     "InvalidRequestError",
+    "InvalidTimestampError",
     "InvalidTopicError",
     "NoLeaderError",
     "NotAQueueError",
@@ -271,6 +272,5 @@ __all__ = [
     "UnknownMemberError",
     "UnknownPartitionError",
     "UnknownTopicError",
-    "UnreadableRecordsError",
     "UnsupportedMediaTypeError",
 ]

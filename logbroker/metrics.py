@@ -85,6 +85,10 @@ class Metrics:
             "logbroker_dead_letters_withheld", "Dead messages kept out of a queue's dead-letter topic because it is "
             "gone or its owner may not write to it (they stay dead in the queue's state log)", ["queue", "reason"],
             registry=self.registry)
+        self.records_skipped = Counter(
+            "logbroker_unreadable_records_skipped", "Offsets of stored batches whose records cannot be decoded, "
+            "passed over by a reader (which delivered the records around them)", ["topic", "reader"],
+            registry=self.registry)
         self.registry.register(_PartitionCollector(replicas))
         self.registry.register(_StorageCollector(health or StorageHealth(), handles or SegmentHandles()))
 
@@ -96,6 +100,9 @@ class Metrics:
 
     def count_withheld_dead_letters(self, queue: str, reason: str, count: int) -> None:
         self.dead_letters_withheld.labels(queue, reason).inc(count)
+
+    def count_skipped(self, topic: str, reader: str, offsets: int) -> None:
+        self.records_skipped.labels(topic, reader).inc(offsets)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

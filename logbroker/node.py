@@ -88,6 +88,7 @@ from logbroker.storage_health import free_bytes, total_bytes
 from logbroker.storage_usage import RECOUNT_S as STORAGE_RECOUNT_S
 from logbroker.storage_usage import StorageUsage
 from logbroker.supervisor import run_supervised
+from logbroker.timestamps import TimestampWindow
 from segments.batch import HEADER_SIZE, NO_PRODUCER_ID, NO_SEQUENCE, encode_batch, parse_header
 from segments.config import LogConfig
 from segments.errors import TooManyOpenFilesError
@@ -366,8 +367,9 @@ class Node:
         except (ForbiddenError, UnknownTopicError) as exc:
             raise DeadLetterRefusedError(f"the owner of the queue {queue!r} may no longer write to its dead-letter "
                                          f"topic {topic!r}", reason="forbidden") from exc
-        # A dead letter survives a failover; its bytes were the owner's already (no storage check).
-        await self.produce_records(topic, records, "all", check_storage=False)
+        # A dead letter survives a failover; its bytes were the owner's already (no storage check),
+        # and it keeps the timestamp its topic once accepted.
+        await self.produce_records(topic, records, "all", check_storage=False, timestamp_window=False)
 
     @property
     def groups(self) -> GroupCoordinator:
@@ -762,7 +764,7 @@ class Node:
 
     async def produce_records(self, topic: str, records: list[IncomingRecord], acks: str,
                               idempotency_key: str | None = None, *, writer: str | None = None,
-                              check_storage: bool = True) -> list[dict[str, int]]:
+                              check_storage: bool = True, timestamp_window: bool = True) -> list[dict[str, int]]:
         """Append records (grouped into one batch per partition); offsets in request order.
         Partitions another node leads are forwarded to it as built batches. An
         ``idempotency_key`` is the ``writer``'s (the authenticated user): the same key of two
@@ -775,6 +777,8 @@ class Node:
         self._check_serving()
         _check_acks(acks)
         _check_writable(topic)
+        if timestamp_window:  # records stamped too far from this node's clock are refused (decision 0221)
+            self._timestamp_window(topic).check_all((r.record.timestamp for r in records), time.time_ns() // 1_000_000)
         if idempotency_key is None:
             producer_id, producer_epoch, sequence = NO_PRODUCER_ID, -1, NO_SEQUENCE
             groups = group_by_partition(records, self._partition_count(topic), next(self._round_robin))
@@ -928,6 +932,15 @@ class Node:
                 f"this idempotency key (or producer sequence) was used for {first.records} record(s) on partition "
                 f"{replica.partition}, not {count}; nothing was stored", partition=replica.partition)
         return first
+
+    def check_timestamps(self, topic: str, low: int, high: int) -> None:
+        """Refuse (``invalid_timestamp``) records stamped ``low`` to ``high`` that lie outside the
+        window ``topic`` accepts around this node's clock (decision 0221)."""
+        self._timestamp_window(topic).check(low, high, time.time_ns() // 1_000_000)
+
+    def _timestamp_window(self, topic: str) -> TimestampWindow:
+        meta = self.coordinator.cached_topic(topic)
+        return TimestampWindow.of({} if meta is None else meta.config)
 
     def _dedup_window_ms(self, topic: str) -> int:
         meta = self.coordinator.cached_topic(topic)

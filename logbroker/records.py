@@ -7,21 +7,29 @@ UTF-8 strings, or ``key_b64``/``value_b64``) or msgpack (bytes as bytes). Header
 bytes render as UTF-8 strings where they decode, else as base64 under ``*_b64`` keys.
 
 Header names starting with ``x-logbroker-`` (in any case) are the broker's own (a dead letter's
-origin): a produce or send that sets one is refused (decision 0173).
+origin): a produce or send that sets one is refused (decision 0173). "In any case" is Unicode case
+folding (``is_reserved_header``), the one comparison every produce path uses: ``x-logbro\u212aer-``
+(a Kelvin sign) is as reserved as ``X-LOGBROKER-``.
+
+A stored batch whose records cannot be decoded (a prebuilt batch accepted before its rows were
+checked at produce, decision 0220) never stops a reader: ``take_records`` and
+``iter_fetched_records`` skip it, return the records around it and say which offsets they skipped
+and why (``Skipped``); the caller reports them.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import itertools
 from collections.abc import Iterator, Sequence
 from typing import Any, Final, NamedTuple
 
 import xxhash
 
-from logbroker.errors import InvalidBatchError, InvalidRequestError, UnreadableRecordsError
-from segments.batch import BATCH_RECORDS_MAX, ProducerRecord, Record, decode_records, iter_batches
+from logbroker.errors import InvalidBatchError, InvalidRequestError
+from segments.batch import BATCH_RECORDS_MAX, BatchHeader, ProducerRecord, Record, decode_records, iter_batches
 from segments.record_reader import iter_records
 
 # A request becomes at most one batch per partition, so it is held to what one batch may hold.
@@ -31,6 +39,27 @@ RECORD_FIELDS: Final = frozenset({"key", "value", "key_b64", "value_b64", "heade
 TIMESTAMP_MIN: Final = -(2**62)
 TIMESTAMP_MAX: Final = 2**62
 RESERVED_HEADER_PREFIX: Final = "x-logbroker-"
+
+
+class Skipped(NamedTuple):
+    """Offsets ``[first_offset, next_offset)`` of a stored batch a reader passed over because its
+    records cannot be decoded (``reason``)."""
+
+    first_offset: int
+    next_offset: int
+    reason: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"first_offset": self.first_offset, "next_offset": self.next_offset, "reason": self.reason}
+
+
+class Taken(NamedTuple):
+    """What ``take_records`` took: the records, the offset to read next when it stopped before the
+    end of the fetched data (None: it took everything), and the ranges it skipped."""
+
+    records: list[Record]
+    stopped_at: int | None
+    skipped: list[Skipped]
 
 
 class IncomingRecord(NamedTuple):
@@ -128,7 +157,10 @@ def _headers(raw: object, index: int, binary: bool) -> list[tuple[str, bytes]]:
 
 
 def is_reserved_header(name: str) -> bool:
-    return name[:len(RESERVED_HEADER_PREFIX)].lower() == RESERVED_HEADER_PREFIX
+    """True when ``name`` starts with ``x-logbroker-`` once case-folded (Unicode: a Kelvin sign
+    folds to ``k``). Folding maps each character to one or more, so folding the first
+    ``len(prefix)`` characters decides it whatever the name's length."""
+    return name[:len(RESERVED_HEADER_PREFIX)].casefold().startswith(RESERVED_HEADER_PREFIX)
 
 
 def group_by_partition(records: Sequence[IncomingRecord], partitions: int,
@@ -145,41 +177,60 @@ def group_by_partition(records: Sequence[IncomingRecord], partitions: int,
     return groups
 
 
-def take_records(data: bytes | memoryview, from_offset: int, records_max: int) -> tuple[list[Record], int | None]:
-    """The first ``records_max`` records at or after ``from_offset`` in fetched batches, and the
-    offset to read next when it stopped before the end of ``data`` (None: it took everything).
+def take_records(data: bytes | memoryview, from_offset: int, records_max: int) -> Taken:
+    """The first ``records_max`` records at or after ``from_offset`` in fetched batches.
 
     A batch wanted whole is decoded at once (fastest); of a batch that holds more than is still
-    wanted, only the records taken are decoded. A batch that cannot be decoded ends the answer
-    before it, or is ``UnreadableRecordsError`` when it comes first."""
+    wanted, only the records taken are decoded. A batch that cannot be decoded gives the records
+    before its first bad one and is skipped from there to its end (``Taken.skipped``)."""
     records: list[Record] = []
+    skipped: list[Skipped] = []
     for position, header in iter_batches(data):
         batch = data[position:position + header.size_bytes]
         wanted = records_max - len(records)
-        try:
-            if header.record_count <= wanted:
-                taken = [r for r in decode_records(batch) if r.offset >= from_offset]
-            else:
-                taken = list(itertools.islice(iter_records(batch, from_offset=from_offset), wanted))
-        except InvalidBatchError as exc:
-            if records:
-                return records, header.base_offset
-            raise UnreadableRecordsError(
-                f"the batch at offsets [{header.base_offset}, {header.next_offset}) was accepted as a prebuilt "
-                f"batch but its records cannot be decoded ({exc}); fetch it raw or seek past it",
-                batch_base_offset=header.base_offset, batch_next_offset=header.next_offset) from exc
+        taken, skip = _readable(batch, header, from_offset, wanted)
         records.extend(taken)
+        if skip is not None:
+            skipped.append(skip)
         if len(records) >= records_max:
             del records[records_max:]
-            return records, records[-1].offset + 1
-    return records, None
+            return Taken(records, records[-1].offset + 1, skipped)
+    return Taken(records, None, skipped)
 
 
-def iter_fetched_records(data: bytes | memoryview, from_offset: int) -> Iterator[Record]:
+def _readable(batch: bytes | memoryview, header: BatchHeader, from_offset: int,
+              wanted: int) -> tuple[list[Record], Skipped | None]:
+    """Up to ``wanted`` records of one batch at or after ``from_offset``; when the batch cannot be
+    decoded, the records before its first bad one and the range skipped after them."""
+    try:
+        if header.record_count <= wanted:
+            return [r for r in decode_records(batch) if r.offset >= from_offset], None
+        return list(itertools.islice(iter_records(batch, from_offset=from_offset), wanted)), None
+    except InvalidBatchError as exc:
+        reason = str(exc)
+    salvaged: list[Record] = []
+    with contextlib.suppress(InvalidBatchError):
+        salvaged.extend(itertools.islice(iter_records(batch, from_offset=from_offset), wanted))
+    first = salvaged[-1].offset + 1 if salvaged else max(from_offset, header.base_offset)
+    if len(salvaged) == wanted or first >= header.next_offset:
+        return salvaged, None
+    return salvaged, Skipped(first, header.next_offset, reason)
+
+
+def iter_fetched_records(data: bytes | memoryview, from_offset: int, skipped: list[Skipped]) -> Iterator[Record]:
     """The records at or after ``from_offset`` in fetched batches, each decoded only when the
-    iteration reaches it (a push stream takes them a few at a time)."""
+    iteration reaches it (a push stream takes them a few at a time). A batch that cannot be
+    decoded ends at its first bad record: the rest of it is appended to ``skipped`` and the
+    iteration goes on with the next batch."""
     for position, header in iter_batches(data):
-        yield from iter_records(data[position:position + header.size_bytes], from_offset=from_offset)
+        next_offset = max(from_offset, header.base_offset)
+        try:
+            for record in iter_records(data[position:position + header.size_bytes], from_offset=from_offset):
+                next_offset = record.offset + 1
+                yield record
+        except InvalidBatchError as exc:
+            if next_offset < header.next_offset:
+                skipped.append(Skipped(next_offset, header.next_offset, str(exc)))
 
 
 def render_records(records: Sequence[Record], *, force_base64: bool) -> list[dict[str, Any]]:

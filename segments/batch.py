@@ -326,7 +326,13 @@ def decode_columns(
     0, 1, 2...) is recognised by a count, and only records that carry headers take a Python-level
     look. Consumers spend most of their time here, so each step is measured (``benchmarks``)."""
     header = validate_batch(buf, size_bytes_max=size_bytes_max)
-    section = decompress(header.codec, memoryview(buf)[HEADER_SIZE:], size_bytes_max)
+    return section_columns(header, decompress(header.codec, memoryview(buf)[HEADER_SIZE:], size_bytes_max))
+
+
+def section_columns(header: BatchHeader, section: bytes | memoryview) -> RecordColumns:
+    """Decode the (decompressed) records section of the batch whose header is ``header`` into
+    columns, checking every row as ``decode_columns`` does (for a caller that has validated the
+    header and decompressed the section already)."""
     try:
         rows = msgpack.unpackb(section, raw=False, use_list=False, strict_map_key=True)
     except (ValueError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError) as exc:

@@ -27,6 +27,9 @@ CLI = "logbroker.cli"
 # The pure record-batch codec: the binary media type of the HTTP API, built by producers and checked
 # by consumers. Nothing else of segments (files, indexes, logs, checkpoints) is the client's business.
 BATCH_CODEC = "segments.batch"
+# The same codec's record-at-a-time reader and its error: a consumer decodes the good records of a
+# batch up to a bad one, as the server's readers do (decision 0220).
+RECORD_READER = ("segments.record_reader.iter_records", "segments.errors.InvalidBatchError")
 SERVE_COMMAND = "logbroker.cli.command"
 NETWORK_LIBS = ("aiohttp", "grpc", "etcd3", "aetcd")
 
@@ -55,7 +58,7 @@ RULES = (
     # The server does not depend on the client library or the command line.
     Rule("logbroker", (CLIENT, CLI), outside=(CLIENT, CLI, "logbroker.__main__")),
     # What a user imports: itself, third-party libraries and the batch codec, nothing of the server.
-    Rule(CLIENT, PROJECT, allowed=(CLIENT, BATCH_CODEC)),
+    Rule(CLIENT, PROJECT, allowed=(CLIENT, BATCH_CODEC, *RECORD_READER)),
     # The HTTP layer reaches storage through logbroker: of segments it takes only the batch codec and
     # the two value types the node's fetch hands back unchanged (storage errors come re-exported by
     # logbroker.errors).

@@ -10,7 +10,7 @@ import each other by module, never through this one, so each imports on its own.
 """
 
 from logbroker.client.consumer import Consumer, OffsetReset
-from logbroker.client.consumer_batch import ConsumerBatch, ConsumerRecord
+from logbroker.client.consumer_batch import ConsumerBatch, ConsumerRecord, SkippedRecords
 from logbroker.client.core import (
            CA_FILE_ENV,
            CERT_FILE_ENV,
@@ -34,4 +34,4 @@ from logbroker.client.sync import SyncClient
 __all__ = ["CA_FILE_ENV", "CERT_FILE_ENV", "DEFAULT_URL", "KEY_FILE_ENV", "PASSWORD_ENV", "TOKEN_ENV", "USER_ENV",
            "Client", "CommitFailedError", "Consumer", "ConsumerBatch", "ConsumerRecord", "Event", "FetchedBatches",
            "GroupConsumer", "LogBrokerError", "OffsetReset", "Producer", "QueueConsumer", "QueueMessage",
-           "RecordMetadata", "RetryPolicy", "SyncClient", "UnreachableError", "key_partition"]
+           "RecordMetadata", "RetryPolicy", "SkippedRecords", "SyncClient", "UnreachableError", "key_partition"]

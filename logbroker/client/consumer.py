@@ -1,19 +1,25 @@
 """``Consumer``: reads assigned partitions from positions it keeps itself (manual assignment).
 
 It fetches raw batches and verifies their checksums before decoding them into columns
-(``logbroker.client.consumer_batch``). At most one fetch ahead per assigned partition.
+(``logbroker.client.consumer_batch``). At most one fetch ahead per assigned partition. Stored
+records that cannot be decoded are passed over, logged, and kept in ``Consumer.skipped`` (the
+latest ``SKIPPED_KEPT``), so one bad batch never stops a poll loop.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
+import logging
 from collections.abc import Iterable
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
-from logbroker.client.consumer_batch import ConsumerBatch, ConsumerRecord, decode_fetched
+from logbroker.client.consumer_batch import ConsumerBatch, ConsumerRecord, SkippedRecords, decode_fetched
 from logbroker.client.core import Client, FetchedBatches
 
+log = logging.getLogger(__name__)
 OffsetReset = Literal["earliest", "latest"]
+SKIPPED_KEPT: Final = 1000
 
 
 class Consumer:
@@ -37,6 +43,8 @@ class Consumer:
         self._positions: dict[tuple[str, int], int | None] = {}
         self._ahead: dict[tuple[str, int], tuple[int, asyncio.Task[FetchedBatches]]] = {}
         self._deferred_error: BaseException | None = None
+        # Stored records the polls passed over because they cannot be decoded, latest last.
+        self.skipped: collections.deque[SkippedRecords] = collections.deque(maxlen=SKIPPED_KEPT)
 
     async def __aenter__(self) -> Consumer:
         return self
@@ -118,6 +126,7 @@ class Consumer:
             if fetched is not None:
                 tp, next_offset, batch = fetched
                 self._positions[tp] = next_offset
+                self._skipped(batch.skipped)
                 if len(batch):
                     batches.append(batch)
         if error is not None:
@@ -150,6 +159,12 @@ class Consumer:
         except BaseException:
             self._drop_ahead([tp])
             raise
+
+    def _skipped(self, skipped: Iterable[SkippedRecords]) -> None:
+        for skip in skipped:
+            self.skipped.append(skip)
+            log.warning("skipped stored records that cannot be decoded: %s[%d] offsets [%d, %d): %s",
+                        skip.topic, skip.partition, skip.first_offset, skip.next_offset, skip.reason[:200])
 
     def _drop_ahead(self, partitions: Iterable[tuple[str, int]]) -> None:
         for tp in partitions:

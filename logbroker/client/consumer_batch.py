@@ -7,6 +7,10 @@ unpacking them together. So the batch keeps the columns ``segments.batch.decode_
 (offsets as a ``range`` when they have no gaps, one shared timestamp when the batch has one) and
 builds ``ConsumerRecord`` objects only when iterated. Invariant: the columns have equal lengths,
 offsets increase, and every record is at or after the offset the fetch asked for.
+
+A fetched batch whose records cannot be decoded (stored before the broker checked every row at
+produce) does not stop the consumer: the records before its first bad one are kept, the rest of it
+is left out and named in ``ConsumerBatch.skipped``, and the batches after it are decoded as usual.
 """
 
 from __future__ import annotations
@@ -18,7 +22,9 @@ import itertools
 from collections.abc import Iterable, Iterator, Sequence
 from typing import NamedTuple, TypeVar
 
-from segments.batch import RecordColumns, decode_columns, iter_batches
+from segments.batch import BatchHeader, RecordColumns, decode_columns, iter_batches
+from segments.errors import InvalidBatchError
+from segments.record_reader import iter_records
 
 
 class ConsumerRecord(NamedTuple):
@@ -38,6 +44,17 @@ _make_record = functools.partial(tuple.__new__, ConsumerRecord)
 T = TypeVar("T")
 
 
+class SkippedRecords(NamedTuple):
+    """Offsets ``[first_offset, next_offset)`` of a partition that a fetch passed over: a stored
+    batch whose records cannot be decoded (``reason``)."""
+
+    topic: str
+    partition: int
+    first_offset: int
+    next_offset: int
+    reason: str
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class ConsumerBatch:
     """The records one fetch returned for one partition, column by column (index ``i`` of every
@@ -51,6 +68,8 @@ class ConsumerBatch:
     values: Sequence[bytes | None]
     # Per record: () when it has no headers, else its (name, value) pairs.
     headers: Sequence[Sequence[tuple[str, bytes]]]
+    # Stored records the fetch passed over because they cannot be decoded.
+    skipped: tuple[SkippedRecords, ...] = ()
 
     def __len__(self) -> int:
         return len(self.offsets)
@@ -72,17 +91,46 @@ class ConsumerBatch:
 
 def decode_fetched(data: bytes | memoryview, topic: str, partition: int, from_offset: int) -> ConsumerBatch:
     """Verify and decode every batch in ``data`` (raw fetched batches of one partition) into one
-    ``ConsumerBatch`` holding the records at or after ``from_offset``."""
+    ``ConsumerBatch`` holding the records at or after ``from_offset``; a batch whose records cannot
+    be decoded gives the records before its first bad one, the rest goes to ``skipped``."""
     view = memoryview(data)
-    parts = [_from(decode_columns(view[position:position + header.size_bytes]), from_offset)
-             for position, header in iter_batches(view) if header.base_offset + header.last_offset_delta >= from_offset]
+    parts: list[RecordColumns] = []
+    skipped: list[SkippedRecords] = []
+    for position, header in iter_batches(view):
+        if header.base_offset + header.last_offset_delta < from_offset:
+            continue
+        batch = view[position:position + header.size_bytes]
+        try:
+            parts.append(_from(decode_columns(batch), from_offset))
+        except InvalidBatchError as exc:
+            part, first = _salvaged(batch, header, from_offset)
+            parts.append(part)
+            if first < header.next_offset:
+                skipped.append(SkippedRecords(topic, partition, first, header.next_offset, str(exc)))
     parts = [p for p in parts if len(p.offsets)]
     if len(parts) == 1:
         only = parts[0]
-        return ConsumerBatch(topic, partition, only.offsets, only.timestamps, only.keys, only.values, only.headers)
+        return ConsumerBatch(topic, partition, only.offsets, only.timestamps, only.keys, only.values, only.headers,
+                             tuple(skipped))
     return ConsumerBatch(topic, partition, _joined_offsets(parts),
                          _joined(p.timestamps for p in parts), _joined(p.keys for p in parts),
-                         _joined(p.values for p in parts), _joined(p.headers for p in parts))
+                         _joined(p.values for p in parts), _joined(p.headers for p in parts), tuple(skipped))
+
+
+def _salvaged(batch: memoryview, header: BatchHeader, from_offset: int) -> tuple[RecordColumns, int]:
+    """The records of an undecodable batch before its first bad one, as columns, and the first
+    offset left out."""
+    records = []
+    try:
+        for record in iter_records(batch, from_offset=from_offset):
+            records.append(record)
+    except InvalidBatchError:
+        pass
+    first = records[-1].offset + 1 if records else max(from_offset, header.base_offset)
+    headers = tuple(tuple(r.headers) for r in records)
+    return RecordColumns([r.offset for r in records], [r.timestamp for r in records],
+                         tuple(r.key for r in records), tuple(r.value for r in records), headers,
+                         any(headers)), first
 
 
 def _from(columns: RecordColumns, from_offset: int) -> RecordColumns:

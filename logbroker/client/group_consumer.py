@@ -12,6 +12,7 @@ is at-least-once, and within one generation no partition is consumed by two memb
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 import time
@@ -19,7 +20,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Final
 
 from logbroker.client.consumer import Consumer, OffsetReset
-from logbroker.client.consumer_batch import ConsumerBatch, ConsumerRecord
+from logbroker.client.consumer_batch import ConsumerBatch, ConsumerRecord, SkippedRecords
 from logbroker.client.core import Client
 from logbroker.client.errors import LogBrokerError
 
@@ -123,6 +124,11 @@ class GroupConsumer:
             next_, self._next = self._next, None
             if next_ is not None and next_[0] > self.generation:
                 await self._apply(*next_)
+
+    @property
+    def skipped(self) -> collections.deque[SkippedRecords]:
+        """Stored records the polls passed over because they cannot be decoded (``Consumer.skipped``)."""
+        return self._consumer.skipped
 
     async def poll(self, *, timeout_ms: int | None = None) -> list[ConsumerRecord]:
         """Records of the assigned partitions (waits up to ``timeout_ms`` when there are none).

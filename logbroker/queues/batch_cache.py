@@ -36,15 +36,19 @@ class DecodedBatch:
     next_offset: int
     records: dict[int, Record]  # by offset
     size_bytes: int  # estimated memory
+    # Why the offsets of [base_offset, next_offset) missing from ``records`` cannot be read (a
+    # stored batch whose records cannot be decoded: only those before its first bad one are here).
+    unreadable: str | None = None
 
 
-def decoded(base_offset: int, next_offset: int, records: Sequence[Record]) -> DecodedBatch:
+def decoded(base_offset: int, next_offset: int, records: Sequence[Record], *,
+            unreadable: str | None = None) -> DecodedBatch:
     """A batch's records ready for the cache, with their estimated size."""
     data_bytes = sum(map(len, filter(None, map(_KEY, records)))) + sum(map(len, filter(None, map(_VALUE, records))))
     header_bytes = sum(len(name) + len(value) for headers in filter(None, map(_HEADERS, records))
                        for name, value in headers)
     size = data_bytes + header_bytes + RECORD_OVERHEAD_BYTES * len(records)
-    return DecodedBatch(base_offset, next_offset, {r.offset: r for r in records}, size)
+    return DecodedBatch(base_offset, next_offset, {r.offset: r for r in records}, size, unreadable)
 
 
 class BatchCache:

@@ -16,11 +16,18 @@ callback refuses (``DeadLetterRefusedError``) when that topic is gone or the que
 longer write to it, and the messages are then withheld: done in the state log with the reason
 (``D`` event), counted (``on_withheld``), logged, and never written anywhere. Headers named like
 the broker's own (``x-logbroker-*``) are taken off a record before its origin is stamped on it.
+
+A stored batch whose records cannot be decoded (accepted before produce checked every row,
+decision 0220) costs a queue only those records: the ones before its first bad record and every
+other batch are delivered as usual, and its undecodable messages are finished as withheld dead
+letters (reason ``unreadable``: a ``D`` event, counted and logged) the first time a receive or the
+dead-letter sweep meets them, since no delivery could ever carry them.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import itertools
 import logging
@@ -39,7 +46,7 @@ from logbroker.queues.share_state import PartitionShare, ack_event, dead_event, 
 from logbroker.records import IncomingRecord, is_reserved_header, render_records
 from logbroker.replica_manager import Replica, ReplicaManager
 from segments.batch import BATCH_RECORDS_MAX, ProducerRecord, Record, decode_records, iter_batches
-from segments.errors import StorageError
+from segments.errors import InvalidBatchError, StorageError
 from segments.record_reader import iter_records
 
 log = logging.getLogger(__name__)
@@ -49,6 +56,7 @@ READ_BYTES: Final = 1 << 20
 WAIT_SLICE_MS_MIN: Final = 5
 SNAPSHOT_WAIT_S: Final = 10.0
 DEAD_LETTER_RETRY_S: Final = 1.0
+UNREADABLE: Final = "unreadable"  # why messages of an undecodable stored batch are withheld
 # (queue, dead-letter topic, the id it is bound to, records): append them or raise DeadLetterRefusedError.
 Produce = Callable[[str, str, str | None, list[IncomingRecord]], Awaitable[Any]]
 Withheld = Callable[[str, str, int], None]
@@ -180,8 +188,10 @@ class QueueManager:
             await self._wait(queue, remaining_ms)
         await asyncio.gather(*durable)
         messages: list[dict[str, Any]] = []
+        settled: list[Awaitable[None]] = []
         for partition, token, offsets in leased:
-            messages.extend(self._render(queue, partition, token, offsets, binary))
+            messages.extend(self._render(queue, partition, token, offsets, binary, settled))
+        await asyncio.gather(*settled)
         return messages
 
     def _acquire(self, queue: Queue, wanted: int,
@@ -222,15 +232,20 @@ class QueueManager:
         await asyncio.gather(*pending, return_exceptions=True)
 
     def _render(self, queue: Queue, partition: int, token: int, offsets: list[int],
-                binary: bool) -> list[dict[str, Any]]:
-        found = self._records(queue, partition, offsets)
+                binary: bool, settled: list[Awaitable[None]]) -> list[dict[str, Any]]:
+        """The messages of ``offsets``; what it settles on the way (messages gone or unreadable)
+        is recorded, and the events' durability appended to ``settled``."""
+        found, unreadable = self._records(queue, partition, offsets)
         share = queue.shares[partition]
+        if unreadable:
+            settled.append(self._withhold_unreadable(queue, partition, unreadable))
+            offsets = [o for o in offsets if o not in unreadable]
         log_start = self._replicas.get(queue.name, partition).log.log_start_offset
         gone = [o for o in offsets if o not in found and o < log_start]
         now = self._clock_ms()
         for offset in gone:  # removed by retention before it was received: nothing to deliver
             if share.ack(offset, token, now):
-                self._record(queue, partition, ack_event([offset]))
+                settled.append(self._record(queue, partition, ack_event([offset])))
         unread = [o for o in offsets if o not in found and o >= log_start]
         if unread:  # not expected; the lease runs out and the message is delivered again
             log.error("leased messages could not be read", extra={"fields": {
@@ -247,11 +262,14 @@ class QueueManager:
             message["delivery_count"] = 0 if entry is None else entry.count
         return messages
 
-    def _records(self, queue: Queue, partition: int, offsets: list[int]) -> dict[int, Record]:
-        """The records at ``offsets`` (sorted), from the cache or the log (missing: left out)."""
+    def _records(self, queue: Queue, partition: int,
+                 offsets: list[int]) -> tuple[dict[int, Record], dict[int, str]]:
+        """The records at ``offsets`` (sorted), from the cache or the log (missing: left out), and
+        the offsets among them that lie in a stored batch whose records cannot be decoded (why)."""
         replica = self._replicas.get(queue.name, partition)
         key = (queue.meta.topic_id, partition)
         out: dict[int, Record] = {}
+        unreadable: dict[int, str] = {}
         batch: DecodedBatch | None = None  # the last one used: it may be too large to be cached
         for offset in offsets:
             if batch is None or not batch.base_offset <= offset < batch.next_offset:
@@ -261,7 +279,24 @@ class QueueManager:
                 batch = self._load(key, data, offset, offsets[-1])
             if batch is not None and offset in batch.records:
                 out[offset] = batch.records[offset]
-        return out
+            elif batch is not None and batch.unreadable is not None and batch.base_offset <= offset < batch.next_offset:
+                unreadable[offset] = batch.unreadable
+        return out, unreadable
+
+    def _withhold_unreadable(self, queue: Queue, partition: int, unreadable: dict[int, str]) -> Awaitable[None]:
+        """Finish messages no delivery can carry (their stored records cannot be decoded) as
+        withheld dead letters, so that the queue moves past them; the event's durability."""
+        share = queue.shares[partition]
+        offsets = sorted(o for o in unreadable if o in share.entries)
+        if not offsets:
+            return asyncio.sleep(0)
+        for offset in offsets:
+            share.dead_lettered(offset)
+        self._on_withheld(queue.name, UNREADABLE, len(offsets))
+        log.warning("skipped queue messages whose stored records cannot be decoded", extra={"fields": {
+            "queue": queue.name, "partition": partition, "offsets": offsets[:10], "messages": len(offsets),
+            "reason": unreadable[offsets[0]][:200]}})
+        return self._record(queue, partition, dead_event(offsets, UNREADABLE))
 
     def _load(self, key: tuple[str, int], data: memoryview, read_from: int, last_offset: int) -> DecodedBatch | None:
         """Decode the batches of ``data`` (read from ``read_from``) up to the one holding
@@ -276,7 +311,7 @@ class QueueManager:
                 return first or _part(view, max(header.base_offset, read_from), min(last_offset, header.last_offset))
             batch = self.batches.find(key, header.base_offset)
             if batch is None:
-                batch = decoded(header.base_offset, header.next_offset, decode_records(view))
+                batch = _decoded(view, header.base_offset, header.next_offset)
                 self.batches.add(key, batch)
             first = first or batch
         return first
@@ -330,7 +365,10 @@ class QueueManager:
         offsets = share.take_dead()
         if not offsets:
             return
-        found = self._records(queue, partition, offsets)
+        found, unreadable = self._records(queue, partition, offsets)
+        if unreadable:
+            await self._withhold_unreadable(queue, partition, unreadable)
+            offsets = [o for o in offsets if o not in unreadable]
         log_start = self._replicas.get(queue.name, partition).log.log_start_offset
         unread = [o for o in offsets if o not in found and o >= log_start]
         if unread:  # not expected: keep them for the next sweep rather than drop them
@@ -397,9 +435,26 @@ def _client_headers(record: Record) -> list[tuple[str, bytes]]:
     return [(name, value) for name, value in record.headers if not is_reserved_header(name)]
 
 
+def _decoded(view: memoryview, base_offset: int, next_offset: int) -> DecodedBatch:
+    """A stored batch's records; when they cannot all be decoded, those before the first bad one
+    and the reason for the rest."""
+    try:
+        return decoded(base_offset, next_offset, decode_records(view))
+    except InvalidBatchError as exc:
+        reason = str(exc)
+    records: list[Record] = []
+    with contextlib.suppress(InvalidBatchError):
+        records.extend(iter_records(view))
+    return decoded(base_offset, next_offset, records, unreadable=reason)
+
+
 def _part(view: memoryview, first: int, last: int) -> DecodedBatch:
     """Records ``first`` to ``last`` (both in the batch) of a batch of more records than one batch
     may now hold (not cached: the next call asks for other offsets; what it costs is skipping to
     ``first``)."""
-    records = itertools.takewhile(lambda r: r.offset <= last, iter_records(view, from_offset=first))
-    return decoded(first, last + 1, list(records))
+    records: list[Record] = []
+    try:
+        records.extend(itertools.takewhile(lambda r: r.offset <= last, iter_records(view, from_offset=first)))
+    except InvalidBatchError as exc:
+        return decoded(first, last + 1, records, unreadable=str(exc))
+    return decoded(first, last + 1, records)

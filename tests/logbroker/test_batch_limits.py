@@ -46,9 +46,9 @@ def batch_around(section: bytes, *, count: int, codec: Codec = Codec.NONE) -> by
 @pytest.mark.parametrize("codec", list(Codec))
 def test_batches_within_the_bounds_pass(codec: Codec) -> None:
     batch = encode_batch([ProducerRecord(b"v", b"k", [("h", b"x")]), ProducerRecord(None)], codec=codec)
-    assert check_batch(batch).record_count == 2
+    assert check_batch(batch).header.record_count == 2
     full = batch_around(empty_rows(BATCH_RECORDS_MAX), count=BATCH_RECORDS_MAX, codec=codec)
-    assert check_batch(full).record_count == BATCH_RECORDS_MAX
+    assert check_batch(full).header.record_count == BATCH_RECORDS_MAX
 
 
 def test_a_zstd_batch_of_a_million_empty_records_is_too_large() -> None:
@@ -83,7 +83,7 @@ def test_a_section_that_decompresses_past_the_bound_is_too_large_and_costs_littl
 @pytest.mark.parametrize("codec", COMPRESSED)
 def test_a_section_just_under_the_bound_passes(codec: Codec) -> None:
     value = bytes(BATCH_RECORDS_BYTES_MAX - 64)
-    assert check_batch(encode_values([value], codec=codec)).record_count == 1
+    assert check_batch(encode_values([value], codec=codec)).header.record_count == 1
 
 
 def test_an_uncompressed_section_past_the_bound_is_too_large() -> None:
@@ -148,4 +148,67 @@ def test_a_header_named_like_the_brokers_own_is_refused(codec: Codec, name: str)
 def test_the_prefix_in_a_value_or_a_longer_name_is_not_a_reserved_header(codec: Codec) -> None:
     batch = encode_batch([ProducerRecord(b"x-logbroker-queue", b"X-LOGBROKER-", [("my-x-logbroker-queue", b"x")])],
                          codec=codec)
-    assert check_batch(batch).record_count == 1
+    assert check_batch(batch).header.record_count == 1
+
+
+def rows_batch(rows: list, *, codec: Codec = Codec.NONE, first_ts: int = 0, max_ts: int = 0,
+               attributes: int = 0) -> bytes:
+    """A checksummed batch around ``rows`` with the given header timestamps."""
+    packed = compress(codec, msgpack.packb(rows, use_bin_type=True))
+    count = len(rows)
+    body = struct.pack("<HIqqqhiI", int(codec) | attributes, count - 1, first_ts, max_ts, -1, -1, -1, count)
+    checksum = xxhash.xxh3_64_intdigest(body + packed)
+    prefix = struct.pack("<QII", 0, HEADER_SIZE - LENGTH_PREFIX_SIZE + len(packed), 0)
+    return prefix + b"\x01" + struct.pack("<Q", checksum) + body + packed
+
+
+GOOD = [0, 0, None, b"v", []]
+
+
+@pytest.mark.parametrize("codec", list(Codec))
+@pytest.mark.parametrize(("bad", "why"), [
+    ([1, 0, 7, b"v", []], "an integer key"),
+    ([1, 0, None, "text", []], "a str value"),
+    ([0, 0, None, b"v", []], "offset deltas 0, 0"),
+    ([2, 0, None, b"v", []], "offset deltas 0, 2"),
+    ([1, 0.0, None, b"v", []], "a float timestamp delta"),
+    ([1, False, None, b"v", []], "a bool timestamp delta"),
+    ([1, 0, None, b"v"], "four fields"),
+    ([1, 0, None, b"v", [], None], "six fields"),
+    ([1, 0, None, b"v", [["h"]]], "a header without a value"),
+    ([1, 0, None, b"v", [[b"h", b"x"]]], "a bytes header name"),
+    ([1, 0, None, b"v", {"h": b"x"}], "headers as a map"),
+])
+def test_every_row_is_checked_as_readers_decode_it(codec: Codec, bad: list, why: str) -> None:
+    """Decision 0220: a batch any reader would fail on is refused at produce."""
+    assert check_batch(rows_batch([GOOD, [1, 0, None, b"v", []]], codec=codec)).header.record_count == 2
+    with pytest.raises(InvalidBatchError) as caught:
+        check_batch(rows_batch([GOOD, bad], codec=codec))
+    assert caught.value.code == "invalid_batch", why
+
+
+def test_timestamps_are_what_readers_and_retention_rely_on() -> None:
+    checked = check_batch(rows_batch([[0, 5, None, b"a", []], [1, -3, None, b"b", []]], first_ts=100, max_ts=105))
+    assert (checked.timestamp_min, checked.timestamp_max) == (97, 105)
+    with pytest.raises(InvalidBatchError, match="max_timestamp"):  # the header must say the greatest
+        check_batch(rows_batch([[0, 5, None, b"a", []]], first_ts=100, max_ts=100))
+    with pytest.raises(InvalidBatchError, match="timestamps must lie"):  # past what clients hold (int64 sums)
+        check_batch(rows_batch([[0, 1, None, b"a", []]], first_ts=2**62, max_ts=2**62 + 1))
+    appended = check_batch(rows_batch([[0, 99, None, b"a", []]], first_ts=1, max_ts=7, attributes=1 << 3))
+    assert (appended.timestamp_min, appended.timestamp_max) == (7, 7)  # log-append: the header's time
+
+
+@pytest.mark.parametrize("codec", list(Codec))
+def test_a_kelvin_sign_in_a_reserved_header_name_is_refused_too(codec: Codec) -> None:
+    batch = encode_batch([ProducerRecord(b"v", None, [("x-logbro\u212aer-queue", b"forged")])], codec=codec)
+    with pytest.raises(InvalidBatchError, match="broker's own"):
+        check_batch(batch)
+
+
+@pytest.mark.parametrize("codec", COMPRESSED)
+def test_a_compressed_section_over_the_kept_size_is_decompressed_again_and_checked(codec: Codec) -> None:
+    values = [bytes([i % 251]) * 1000 for i in range(3000)]  # 3 MB decompressed, past KEPT_BYTES_MAX
+    assert check_batch(encode_values(values, codec=codec)).header.record_count == 3000
+    bad = rows_batch([*([i, 0, None, b"v" * 1000, []] for i in range(2999)), [2999, 0, 1, b"v", []]], codec=codec)
+    with pytest.raises(InvalidBatchError):
+        check_batch(bad)
