@@ -271,6 +271,25 @@ def _served_from(node: NodeProcess, source: str) -> tuple[int, dict[str, str], b
         return _response(sock)
 
 
+def test_half_heads_from_one_address_up_to_the_node_bound_leave_other_addresses_served(tmp_path):
+    """The attack as it came: one address opens as many half-sent heads as the node's bound allows.
+    Only its share (a tenth of the bound by default) is held; another address is served."""
+    limit = 20
+    with NodeProcess(str(tmp_path / "flooded"), "--connections-max", str(limit), "--header-timeout-ms",
+                     "30000") as node:
+        flood = [_connect_from(node, "127.0.0.2") for _ in range(limit)]
+        try:
+            for sock in flood:
+                sock.sendall(HALF_HEAD)
+            status, _, answer = _served_from(node, "127.0.0.4")
+            assert status == 200, (status, answer)
+            closed = _wait_closed(flood, 1.0)
+            assert len(flood) - len(closed) == limit // 10, "the address holds more than its share"
+        finally:
+            for sock in flood:
+                sock.close()
+
+
 def test_one_address_holding_its_share_of_half_heads_leaves_others_served(tmp_path):
     """An address filling its share with half-sent heads gets 429 for one more, while another
     address (and a trusted proxy's, which has no share of its own) is still served; the node-wide
