@@ -8,6 +8,7 @@ from typing import Any
 from aiohttp import web
 
 from http_api.auth import principal_of
+from http_api.identity import client_address
 from http_api.keys import NODE
 from http_api.params import path_topic, read_json
 from http_api.routing import route
@@ -31,9 +32,10 @@ ACL_BODY = {"type": "object", "required": ["user", "permissions"], "properties":
        body={"type": "object", "required": ["username", "password"],
              "properties": {"username": {"type": "string"}, "password": {"type": "string"}}},
        responses={"200": "{access_token, token_type, expires_in}", "401": "Wrong username or password",
-                  "429": "Too many failed logins for this username or from this address (Retry-After)"})
+                  "429": "Too many failed logins for this username, or for it from this address "
+                  "(Retry-After)"})
 async def issue_token(request: web.Request) -> web.Response:
-    return web.json_response(await request.app[NODE].auth.login(await read_json(request), request.remote or ""))
+    return web.json_response(await request.app[NODE].auth.login(await read_json(request), client_address(request)))
 
 
 @route("POST", "/v1/users", "Create a user (admin)", access="admin", body=USER_BODY,

@@ -15,6 +15,7 @@ client 2**64 shares). An IPv4 address mapped into IPv6 counts as the IPv4 addres
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 from collections.abc import Iterable
 from typing import Final
@@ -101,3 +102,9 @@ class TrustedProxies:
             if not self.trusts(client):
                 return client
         return client
+
+
+@functools.lru_cache(maxsize=4)
+def trusted_proxies(setting: str) -> TrustedProxies:
+    """``TrustedProxies`` of a ``trusted_proxies`` setting, parsed once (a node has one setting)."""
+    return TrustedProxies.parse(setting)
