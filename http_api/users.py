@@ -65,13 +65,19 @@ async def delete_user(request: web.Request) -> web.Response:
     return web.json_response({"deleted": name, "reassigned_topics": moved})
 
 
-@route("PUT", "/v1/users/{name}/password", "Change a password (that user or an admin)", access="self",
-       body={"type": "object", "required": ["password"], "properties": {"password": {"type": "string"}}},
-       responses={"204": "Changed", "400": "Invalid", "403": "Not allowed", "404": "Unknown user"})
+@route("PUT", "/v1/users/{name}/password",
+       "Change a password: your own (with your current password; a few tries a minute) or, as an admin, "
+       "another user's", access="self",
+       body={"type": "object", "required": ["password"], "properties": {
+           "password": {"type": "string", "minLength": 8, "description": "the new password"},
+           "current_password": {"type": "string", "description": "required to change your own password"}}},
+       responses={"204": "Changed; the user's earlier tokens are refused",
+                  "400": "Invalid (current_password missing when changing your own)",
+                  "403": "Not allowed, or current_password is wrong", "404": "Unknown user",
+                  "429": "Too many password changes of this user (Retry-After)"})
 async def change_password(request: web.Request) -> web.Response:
-    body = await read_json(request)
-    password = body.get("password") if isinstance(body, dict) else None
-    await request.app[NODE].auth.change_password(request.match_info["name"], password)
+    await request.app[NODE].auth.change_password(principal_of(request), request.match_info["name"],
+                                                 await read_json(request))
     return web.Response(status=204)
 
 
