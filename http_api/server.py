@@ -22,6 +22,7 @@ from http_api.app import build_app
 from http_api.listener import ConnectionCollector, GuardedSite
 from http_api.protocol import ProblemAppRunner
 from http_api.tls import server_context
+from logbroker.auth.hashing import HashLaneCollector
 from logbroker.config import NodeConfig
 from logbroker.node import Node
 
@@ -55,6 +56,7 @@ async def serve(config: NodeConfig, *, ready_stream: TextIO | None = None) -> No
     site = GuardedSite(runner, config, ssl_context=server_context(config),
                        sock=sock)
     node.metrics.registry.register(ConnectionCollector(site.guard.count))
+    node.metrics.registry.register(HashLaneCollector(node.auth.hashing))
     try:
         await site.start()
         await grpc_server.start(node, url)

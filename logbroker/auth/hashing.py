@@ -24,9 +24,12 @@ import asyncio
 import contextlib
 import dataclasses
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Final, Literal, TypeVar
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
 
 from logbroker.errors import TooManyRequestsError
 
@@ -115,3 +118,21 @@ def _call_soon(loop: asyncio.AbstractEventLoop, callback: Callable[[Lane], None]
     """From a hashing thread: run ``callback`` on the loop, unless the loop is gone (shutdown)."""
     with contextlib.suppress(RuntimeError):
         loop.call_soon_threadsafe(callback, lane)
+
+
+class HashLaneCollector(Collector):
+    """The lanes' figures at scrape time: jobs waiting and running per lane, and jobs run."""
+
+    def __init__(self, lanes: HashLanes) -> None:
+        self._lanes = lanes
+
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        waiting = GaugeMetricFamily("logbroker_password_hashes_waiting", "Password hashes waiting for a thread",
+                                    labels=["lane"])
+        running = GaugeMetricFamily("logbroker_password_hashes_running", "Password hashes running", labels=["lane"])
+        ran = CounterMetricFamily("logbroker_password_hashes", "Password hashes run", labels=["lane"])
+        for lane in LANES_BY_PRIORITY:
+            waiting.add_metric([lane], self._lanes.waiting(lane))
+            running.add_metric([lane], self._lanes.running[lane])
+            ran.add_metric([lane], self._lanes.ran[lane])
+        yield from (waiting, running, ran)
