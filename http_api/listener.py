@@ -50,7 +50,7 @@ from http_api.connections import (
     refusal_error,
 )
 from logbroker.config import NodeConfig
-from logbroker.proxies import TrustedProxies, share_key
+from logbroker.proxies import TrustedProxies, parse_address, share_key
 
 REFUSED_LINGER_S: Final = 2.0
 REFUSED_LINGERING_MAX: Final = 256
@@ -79,6 +79,7 @@ class ConnectionGuard:
         self.count = ConnectionCount(connections_max, per_address_max)
         self.header_timeout_s = header_timeout_s
         self.trusted = trusted if trusted is not None else TrustedProxies()
+        self.exempt: frozenset[str] = frozenset()  # share keys of the cluster's other nodes (http_api.peers)
         self.ssl_context = ssl_context
         self.handshake_timeout_s = handshake_timeout_s
         self.refusals: dict[Refusal, bytes] = {kind: refusal(refusal_error(kind, self.count))
@@ -117,11 +118,16 @@ class ConnectionGuard:
         return _Guarded(self)
 
     def admit(self, transport: asyncio.Transport) -> tuple[Refusal | None, str | None]:
-        """Count a connection just accepted: which bound refuses it, and the share key it holds
-        (None: a trusted proxy's, or an address-less socket's)."""
-        peer = transport.get_extra_info("peername")
-        address = peer[0] if isinstance(peer, tuple) and peer else None
-        key = None if address is None or self.trusted.trusts(address) else share_key(address)
+        """Count a connection just accepted: which bound refuses it, and the share key it holds.
+        None, no share of its own: a trusted proxy, another node of the cluster, this host (the
+        connection comes from the address it reached: this node's own clients, such as the gRPC
+        API's), or a socket without an address."""
+        address = _address(transport.get_extra_info("peername"))
+        if address is None or self.trusted.trusts(address) or address == _address(transport.get_extra_info("sockname")):
+            return self.count.admit(None), None
+        key = share_key(address)
+        if key in self.exempt:
+            return self.count.admit(None), None
         return self.count.admit(key), key
 
     def admitted(self, handler: RequestHandler, guarded: _Guarded) -> None:
@@ -159,6 +165,14 @@ class ConnectionGuard:
             transport.close()
         for task in list(self._handshakes):
             task.cancel()
+
+
+def _address(name: object) -> str | None:
+    """The IP address of a socket name (``peername``/``sockname``), IPv4-mapped IPv6 unmapped."""
+    if not isinstance(name, tuple) or not name or not isinstance(name[0], str):
+        return None
+    parsed = parse_address(name[0])
+    return str(parsed) if parsed is not None else name[0]
 
 
 class _Guarded(asyncio.Protocol):

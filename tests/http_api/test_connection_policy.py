@@ -4,6 +4,7 @@ events with explicit times."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
@@ -175,3 +176,36 @@ def test_clock_invariants_over_any_event_history(events):
         if deadline is not None:
             assert deadline >= last_ready + T, "never less than the bound after the server is ready"
             assert deadline <= now + T
+
+
+class _Transport:
+    def __init__(self, peer: str, local: str = "10.0.0.1") -> None:
+        self.names = {"peername": (peer, 40000), "sockname": (local, 8080)}
+
+    def get_extra_info(self, name: str) -> object:
+        return self.names.get(name)
+
+
+def test_the_guard_gives_no_share_to_trusted_proxies_cluster_nodes_or_this_host():
+    from aiohttp import web
+
+    from http_api.listener import ConnectionGuard
+    from logbroker.proxies import TrustedProxies
+
+    async def handler(request: web.BaseRequest) -> web.StreamResponse:
+        return web.Response()
+
+    async def make() -> ConnectionGuard:
+        return ConnectionGuard(web.Server(handler), connections_max=100, header_timeout_s=1.0, per_address_max=1,
+                               trusted=TrustedProxies.parse("192.168.0.0/16"))
+
+    guard = asyncio.run(make())
+    guard.exempt = frozenset({"10.0.0.2"})
+    assert guard.admit(_Transport("203.0.113.5")) == (None, "203.0.113.5")
+    assert guard.admit(_Transport("203.0.113.5")) == ("address", "203.0.113.5")
+    assert guard.admit(_Transport("::ffff:203.0.113.6")) == (None, "203.0.113.6")
+    for peer in ("192.168.7.7", "10.0.0.2", "10.0.0.1", "::ffff:10.0.0.1"):
+        assert guard.admit(_Transport(peer)) == (None, None), peer
+        assert guard.admit(_Transport(peer)) == (None, None), peer
+    assert guard.admit(_Transport("2001:db8::1", local="2001:db8::9")) == (None, "2001:db8::/64")
+    assert guard.admit(_Transport("2001:db8::2", local="2001:db8::9")) == ("address", "2001:db8::/64")
