@@ -53,6 +53,7 @@ log = logging.getLogger(__name__)
 LOGIN_RETRY_AFTER_S: Final = 1.0
 BEARER: Final = "bearer "
 PASSWORD_BODY_FIELDS: Final = frozenset({"password", "current_password"})
+SENT_PASSWORD_CHARS_MAX: Final = 4096  # longer is refused before hashing (stored ones are shorter still)
 
 
 class AuthService:
@@ -132,7 +133,7 @@ class AuthService:
         lane: Lane = "own" if own else "trusted"
         if own:
             current = body.get("current_password")
-            if not isinstance(current, str) or len(current) > 4096:
+            if not isinstance(current, str) or len(current) > SENT_PASSWORD_CHARS_MAX:
                 raise InvalidRequestError("changing your own password needs current_password (a string)")
             self.password_changes.take(user.name)
             if not await self.hashing.run(lane, check_password, current, user.password_hash):
@@ -172,7 +173,7 @@ class AuthService:
             raise InvalidRequestError("authentication is off on this node: no token is needed")
         tokens = self._started_tokens()
         name, password = body.get("username"), body.get("password")
-        if not isinstance(name, str) or not isinstance(password, str) or len(password) > 4096:
+        if not isinstance(name, str) or not isinstance(password, str) or len(password) > SENT_PASSWORD_CHARS_MAX:
             raise InvalidRequestError("username and password must be strings")
         trusted = self.login_throttle.begin(name[:64], address)
         ok: bool | None = None
