@@ -343,7 +343,10 @@ def test_tls_handshakes_never_started_or_never_finished_count_from_accept_and_cl
         stalled = [_connect_from(node, "127.0.0.2") for _ in range(share)]
         stalled[0].sendall(b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03")  # the start of a ClientHello
         try:
-            time.sleep(0.1)
+            deadline = time.monotonic() + CLOSE_SLACK_S
+            while _https_metric(node, context, "logbroker_http_connections_open") < share + 1:  # + this scrape
+                assert time.monotonic() < deadline, "the stalled connections were not counted"
+                time.sleep(0.01)
             with _connect_from(node, "127.0.0.2") as extra:
                 assert extra in _wait_closed([extra], handshake_s / 2), "one more from the address was accepted"
             other = httpclient.HTTPSConnection("127.0.0.1", _port(node), context=context, timeout=CLOSE_SLACK_S,
@@ -357,10 +360,17 @@ def test_tls_handshakes_never_started_or_never_finished_count_from_accept_and_cl
         finally:
             for sock in stalled:
                 sock.close()
-        served = httpclient.HTTPSConnection("127.0.0.1", _port(node), context=context, timeout=CLOSE_SLACK_S,
-                                            source_address=("127.0.0.2", 0))
-        served.request("GET", "/metrics")
-        text = served.getresponse().read().decode()
-        served.close()
-        match = re.search(r"^logbroker_http_tls_handshake_timeouts_total (\S+)$", text, re.MULTILINE)
-        assert match and float(match.group(1)) >= share, "the timeouts were not counted"
+        assert _https_metric(node, context, "logbroker_http_tls_handshake_timeouts_total", "127.0.0.2") >= share
+
+
+def _https_metric(node: NodeProcess, context: ssl.SSLContext, name: str, source: str = "127.0.0.1") -> float:
+    connection = httpclient.HTTPSConnection("127.0.0.1", _port(node), context=context, timeout=CLOSE_SLACK_S,
+                                            source_address=(source, 0))
+    try:
+        connection.request("GET", "/metrics")
+        text = connection.getresponse().read().decode()
+    finally:
+        connection.close()
+    match = re.search(rf"^{name} (\S+)$", text, re.MULTILINE)
+    assert match, f"{name} not in /metrics"
+    return float(match.group(1))
