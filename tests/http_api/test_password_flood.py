@@ -76,3 +76,30 @@ def test_a_login_is_answered_ahead_of_a_flood_of_password_changes(node):
     done = statuses.count(204)
     assert done >= len(statuses) // 2, statuses
     assert before <= len(statuses) // 4, f"the login waited for {before} of {len(statuses)} password changes"
+
+
+def test_concurrent_changes_of_one_account_past_its_budget_get_429_before_hashing(node):
+    from logbroker.auth.password_changes import BURST
+
+    http = Http(node.url)
+    admin_token = login(http, ADMIN, ADMIN_PASSWORD)
+    http.json("POST", "/v1/users", 201, body={"username": "hasty", "password": PASSWORD}, headers=bearer(admin_token))
+    token = login(http, "hasty", PASSWORD)
+
+    async def burst() -> list[tuple[int, str | None]]:
+        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0),
+                                         timeout=aiohttp.ClientTimeout(total=WAIT_S)) as session:
+            async def change(i: int) -> tuple[int, str | None]:
+                body = {"password": f"hasty-password-{i}", "current_password": PASSWORD}
+                async with session.put(f"{node.url}/v1/users/hasty/password", json=body,
+                                       headers=bearer(token)) as reply:
+                    return reply.status, reply.headers.get("Retry-After")
+            return list(await asyncio.gather(*(change(i) for i in range(40))))
+
+    replies = asyncio.run(burst())
+    statuses = [status for status, _ in replies]
+    assert set(statuses) <= {204, 403, 429, 401}, statuses  # 401: sent after a change revoked the token
+    assert statuses.count(204) + statuses.count(403) <= BURST, statuses
+    refused = [retry for status, retry in replies if status == 429]
+    assert len(refused) >= len(replies) - BURST - statuses.count(401), statuses
+    assert all(retry is not None and 1 <= int(retry) <= 60 for retry in refused)
