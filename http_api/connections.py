@@ -1,9 +1,13 @@
 """Slow and half-open HTTP clients: the rules, apart from any socket or clock (pure).
 
-``ConnectionCount`` keeps the node-wide bound: a connection is counted from the moment the
-listener hands it over until it is lost, at most ``limit`` at once; one more is refused (answered
-``refusal``: 503 ``too_many_connections``, ``Connection: close``) and never reaches aiohttp, so
-unauthenticated peers cannot use up the node's file descriptors.
+``ConnectionCount`` keeps the node-wide bound and each address's share of it (decision 0235): a
+connection is counted from the moment the listener accepts it (under TLS, before its handshake)
+until it is lost, at most ``limit`` at once and at most ``per_address`` from one address
+(``logbroker.proxies.share_key``: an IPv4 address or an IPv6 /64); trusted proxies have no share
+of their own, only the node-wide bound. One more is refused (answered ``refusal``: 503
+``too_many_connections`` at the node's bound, 429 ``too_many_requests`` at the address's share,
+``Connection: close``) and never reaches aiohttp, so unauthenticated peers cannot use up the
+node's file descriptors, nor one address every other client's connections.
 
 ``HeadClock`` says when a connection's next request head (request line and headers) must be
 complete, like nginx's ``client_header_timeout``: within ``timeout_s`` of accepting the connection
@@ -26,13 +30,15 @@ for a head after the last answer).
 from __future__ import annotations
 
 import json
-from typing import Final
+from typing import Final, Literal
 
 from http_api.errors import problem_for
 from logbroker.descriptors import CONNECTIONS_SHARE_DIVISOR
-from logbroker.errors import TooManyConnectionsError
+from logbroker.errors import BrokerError, TooManyConnectionsError, TooManyRequestsError
 
 REFUSAL_RETRY_AFTER_S: Final = 1
+PER_ADDRESS_SHARE_DIVISOR: Final = 10
+Refusal = Literal["node", "address"]
 
 
 def connections_cap(configured: int, descriptor_limit: int | None) -> int:
@@ -45,29 +51,58 @@ def connections_cap(configured: int, descriptor_limit: int | None) -> int:
     return max(1, min(configured, descriptor_limit // CONNECTIONS_SHARE_DIVISOR))
 
 
+def per_address_cap(configured: int, cap: int) -> int:
+    """One address's share of the node's bound ``cap``: ``connections_per_address_max`` (0: a
+    tenth of ``cap``), never more than ``cap``, at least one."""
+    assert configured >= 0 and cap > 0, (configured, cap)
+    share = configured if configured > 0 else cap // PER_ADDRESS_SHARE_DIVISOR
+    return max(1, min(cap, share))
+
+
 class ConnectionCount:
-    """Open connections against ``limit``, and what the bounds did (counters for metrics)."""
+    """Open connections against ``limit`` and, per share key, ``per_address``; what the bounds did
+    (counters for metrics). Keys with no connection open are forgotten, so the table holds at
+    most ``limit`` entries."""
 
-    __slots__ = ("header_timeouts", "limit", "open", "refused")
+    __slots__ = ("by_address", "handshake_timeouts", "header_timeouts", "limit", "open", "per_address", "refused",
+                 "refused_per_address")
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, per_address: int | None = None) -> None:
         assert limit > 0, limit
         self.limit = limit
+        self.per_address = limit if per_address is None else per_address
+        assert 0 < self.per_address <= limit, (self.per_address, limit)
         self.open = 0
+        self.by_address: dict[str, int] = {}
         self.refused = 0
+        self.refused_per_address = 0
         self.header_timeouts = 0
+        self.handshake_timeouts = 0
 
-    def admit(self) -> bool:
-        """Count one more connection; False (and counted as refused) when ``limit`` are open."""
+    def admit(self, key: str | None = None) -> Refusal | None:
+        """Count one more connection from share key ``key`` (None: a trusted proxy, no share of its
+        own); which bound refuses it (counted) when ``limit`` are open or ``key`` holds
+        ``per_address``."""
         if self.open >= self.limit:
             self.refused += 1
-            return False
+            return "node"
+        if key is not None:
+            held = self.by_address.get(key, 0)
+            if held >= self.per_address:
+                self.refused_per_address += 1
+                return "address"
+            self.by_address[key] = held + 1
         self.open += 1
-        return True
+        return None
 
-    def release(self) -> None:
+    def release(self, key: str | None = None) -> None:
         assert self.open > 0, "released a connection that was not admitted"
         self.open -= 1
+        if key is not None:
+            left = self.by_address.pop(key) - 1
+            assert left >= 0, key
+            if left:
+                self.by_address[key] = left
 
 
 class HeadClock:
@@ -119,13 +154,20 @@ class HeadClock:
         return deadline is not None and now >= deadline
 
 
-def refusal(limit: int) -> bytes:
-    """The whole answer to a connection over the bound: a minimal HTTP/1.1 503 problem."""
-    response = problem_for(TooManyConnectionsError(
-        f"the node has {limit} connections open (connections_max); try again later",
-        retry_after_s=REFUSAL_RETRY_AFTER_S))
+def refusal_error(kind: Refusal, count: ConnectionCount) -> BrokerError:
+    if kind == "node":
+        return TooManyConnectionsError(f"the node has {count.limit} connections open (connections_max); "
+                                       "try again later", retry_after_s=REFUSAL_RETRY_AFTER_S)
+    return TooManyRequestsError(f"{count.per_address} connections are open from this address "
+                                "(connections_per_address_max); close some or try again later",
+                                retry_after_s=REFUSAL_RETRY_AFTER_S)
+
+
+def refusal(error: BrokerError) -> bytes:
+    """The whole answer to a connection over a bound: a minimal HTTP/1.1 problem (503 or 429)."""
+    response = problem_for(error)
     body = response.body
-    assert isinstance(body, bytes) and json.loads(body)["code"] == TooManyConnectionsError.code
+    assert isinstance(body, bytes) and json.loads(body)["code"] == error.code
     head = (f"HTTP/1.1 {response.status} {response.reason}\r\n"
             f"Content-Type: {response.content_type}\r\n"
             f"Content-Length: {len(body)}\r\n"

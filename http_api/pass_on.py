@@ -18,6 +18,7 @@ from aiohttp import web
 
 from coordinator.models import NodeInfo
 from http_api.errors import Handler
+from http_api.identity import FORWARDED_FOR, client_address
 from http_api.keys import FORWARDER, NODE
 from http_api.tls import node_client_context
 from logbroker.cluster_groups import OFFSETS_TOPIC, group_node
@@ -70,8 +71,9 @@ async def _pass_on(request: web.Request, base_url: str) -> web.StreamResponse:
         raise RequestTimeoutError("the request body did not arrive in time") from exc
     headers = {k: v for k, v in request.headers.items() if k.lower() not in HOP_HEADERS | {"x-forwarded-for"}}
     headers[FORWARDED] = str(node.config.node_id)
-    if request.remote:
-        headers["X-Forwarded-For"] = request.remote
+    address = client_address(request)
+    if address:
+        headers[FORWARDED_FOR] = address
     session = request.app[FORWARDER]
     try:
         upstream = await session.request(request.method, base_url.rstrip("/") + request.path_qs, headers=headers,

@@ -20,8 +20,10 @@ from typing import Final, TextIO
 from grpc_api.server import GrpcServer
 from http_api.app import build_app
 from http_api.listener import ConnectionCollector, GuardedSite
+from http_api.peers import watch_peers
 from http_api.protocol import ProblemAppRunner
 from http_api.tls import server_context
+from logbroker.auth.hashing import HashLaneCollector
 from logbroker.config import NodeConfig
 from logbroker.node import Node
 
@@ -55,8 +57,11 @@ async def serve(config: NodeConfig, *, ready_stream: TextIO | None = None) -> No
     site = GuardedSite(runner, config, ssl_context=server_context(config),
                        sock=sock)
     node.metrics.registry.register(ConnectionCollector(site.guard.count))
+    node.metrics.registry.register(HashLaneCollector(node.auth.hashing))
+    peers: asyncio.Task[None] | None = None
     try:
         await site.start()
+        peers = asyncio.get_running_loop().create_task(watch_peers(node, site.guard)) if node.clustered else None
         await grpc_server.start(node, url)
         stream = ready_stream or sys.stdout
         print(f"logbroker ready http={url} grpc={grpc_address} node={config.node_id}", file=stream, flush=True)
@@ -70,6 +75,8 @@ async def serve(config: NodeConfig, *, ready_stream: TextIO | None = None) -> No
         log.info("stopping")
     finally:
         node.ready = False
+        if peers is not None:
+            peers.cancel()
         for replica in node.replicas.all():
             replica.wake_all()
         await grpc_server.stop()

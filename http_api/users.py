@@ -8,6 +8,7 @@ from typing import Any
 from aiohttp import web
 
 from http_api.auth import principal_of
+from http_api.identity import client_address
 from http_api.keys import NODE
 from http_api.params import path_topic, read_json
 from http_api.routing import route
@@ -32,9 +33,10 @@ ACL_BODY = {"type": "object", "required": ["user", "permissions"], "properties":
        body={"type": "object", "required": ["username", "password"],
              "properties": {"username": {"type": "string"}, "password": {"type": "string"}}},
        responses={"200": "{access_token, token_type, expires_in}", "401": "Wrong username or password",
-                  "429": "Too many failed logins for this username or from this address (Retry-After)"})
+                  "429": "Too many failed logins for this username, or for it from this address "
+                  "(Retry-After)"})
 async def issue_token(request: web.Request) -> web.Response:
-    return web.json_response(await request.app[NODE].auth.login(await read_json(request), request.remote or ""))
+    return web.json_response(await request.app[NODE].auth.login(await read_json(request), client_address(request)))
 
 
 @route("POST", "/v1/users", "Create a user (admin)", access="admin", body=USER_BODY,
@@ -70,13 +72,19 @@ async def delete_user(request: web.Request) -> web.Response:
     return web.json_response({"deleted": name, "reassigned_topics": moved})
 
 
-@route("PUT", "/v1/users/{name}/password", "Change a password (that user or an admin)", access="self",
-       body={"type": "object", "required": ["password"], "properties": {"password": {"type": "string"}}},
-       responses={"204": "Changed", "400": "Invalid", "403": "Not allowed", "404": "Unknown user"})
+@route("PUT", "/v1/users/{name}/password",
+       "Change a password: your own (with your current password; a few tries a minute) or, as an admin, "
+       "another user's", access="self",
+       body={"type": "object", "required": ["password"], "properties": {
+           "password": {"type": "string", "minLength": 8, "description": "the new password"},
+           "current_password": {"type": "string", "description": "required to change your own password"}}},
+       responses={"204": "Changed; the user's earlier tokens are refused",
+                  "400": "Invalid (current_password missing when changing your own)",
+                  "403": "Not allowed, or current_password is wrong", "404": "Unknown user",
+                  "429": "Too many password changes of this user (Retry-After)"})
 async def change_password(request: web.Request) -> web.Response:
-    body = await read_json(request)
-    password = body.get("password") if isinstance(body, dict) else None
-    await request.app[NODE].auth.change_password(request.match_info["name"], password)
+    await request.app[NODE].auth.change_password(principal_of(request), request.match_info["name"],
+                                                 await read_json(request))
     return web.Response(status=204)
 
 

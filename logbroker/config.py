@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from typing import Any, Final, Literal
 
 from logbroker.errors import InvalidRequestError
+from logbroker.proxies import parse_networks
 
 ENV_PREFIX: Final = "LOGBROKER_"
 ETCD_URL_SCHEMES: Final = ("etcd://", "etcds://")
@@ -70,7 +71,10 @@ class NodeConfig:
     maintenance_interval_ms: int = 1_000
     shutdown_grace_ms: int = 10_000
     connections_max: int = 10_000
+    connections_per_address_max: int = 0  # 0: a tenth of the node's bound (decision 0235)
+    trusted_proxies: str = ""  # comma-separated CIDRs whose X-Forwarded-For is believed
     header_timeout_ms: int = 30_000
+    tls_handshake_timeout_ms: int = 5_000
     body_timeout_ms: int = 60_000
     keepalive_timeout_ms: int = 75_000
     access_recheck_ms: int = 5_000
@@ -125,7 +129,8 @@ class NodeConfig:
         _check(self.log_level in ("debug", "info", "warning", "error"), f"bad log_level {self.log_level!r}")
         for name in ("request_body_bytes_max", "fetch_bytes_max", "fetch_records_max", "fetch_wait_ms_max",
                      "long_poll_waiters_max", "flush_threads", "maintenance_interval_ms", "shutdown_grace_ms",
-                     "connections_max", "header_timeout_ms", "body_timeout_ms", "keepalive_timeout_ms",
+                     "connections_max", "header_timeout_ms", "tls_handshake_timeout_ms", "body_timeout_ms",
+                     "keepalive_timeout_ms",
                      "topic_segment_bytes_min", "access_recheck_ms", "replica_lag_ms", "replication_timeout_ms",
                      "grpc_calls_max", "grpc_calls_per_connection_max", "grpc_calls_per_address_max",
                      "grpc_calls_per_user_max", "grpc_request_timeout_ms"):
@@ -133,6 +138,12 @@ class NodeConfig:
         _check(0 <= self.grpc_calls_reserved < self.grpc_calls_max,
                "grpc_calls_reserved must be in [0, grpc_calls_max): calls not yet authenticated need a slot")
         _check(self.token_ttl_s > 0, "token_ttl_s must be positive")
+        _check(self.connections_per_address_max >= 0,
+               "connections_per_address_max must not be negative (0: a tenth of the node's bound)")
+        try:
+            parse_networks(self.trusted_proxies)
+        except ValueError as exc:
+            raise InvalidRequestError(f"configuration: trusted_proxies: {exc}") from None
         for name in QUOTA_FIELDS:
             auto = name in AUTO_QUOTA_FIELDS and getattr(self, name) == QUOTA_AUTO
             _check(auto or getattr(self, name) >= 0, f"{name} must not be negative (0: unlimited)"

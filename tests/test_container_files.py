@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 
 from logbroker.config import ENV_PREFIX, NodeConfig, field_names, resolve
+from logbroker.proxies import TrustedProxies
 from logbroker.rpc_service import rpc_security
 from tests.conftest import ROOT
 from tests.test_layering import PACKAGES
@@ -108,6 +109,9 @@ def test_cluster_compose_file_has_etcd_three_nodes_and_nginx():
     assert "./deploy/nginx.conf:/etc/nginx/nginx.conf:ro" in nginx["volumes"]
     assert set(nginx["depends_on"]) == set(NODES)
     assert any(port.endswith(":8080") for port in nginx["ports"])
+    nginx_address = nginx["networks"]["default"]["ipv4_address"]
+    for name in NODES:  # nginx's clients are not one client to the nodes (decision 0235)
+        assert TrustedProxies.parse(_node_config(services[name]["environment"]).trusted_proxies).trusts(nginx_address)
     assert any(port.endswith(":9092") for port in nginx["ports"])
 
 

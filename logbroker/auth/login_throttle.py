@@ -1,18 +1,20 @@
-"""Login throttling (decision 0180): failed logins slow down guessing, and do not starve real logins.
+"""Login throttling (decisions 0180, 0238): failed logins slow down guessing, and do not starve real logins.
 
-Failures are counted per username, per source address and per (username, address) pair. Past a
-few free failures, each further failure blocks that key for ``BACKOFF_BASE_S * 2**n`` (at most
-``BACKOFF_MAX_S``); a key's count is forgotten ``FORGET_S`` after its last failure. A blocked
-attempt is refused (429 with ``Retry-After``) before its password is hashed, so a flood of wrong
-passwords costs no hashing past the free failures, and at most ``IN_FLIGHT_MAX`` attempts per
-address and per username (per pair for a trusted pair) are hashed at once; the rest are refused
-at once too, so a burst cannot slip past the count before its failures are known.
+Failures are counted per username and per (username, address) pair, never per address alone:
+everyone behind one proxy or NAT shares an address, and one person's failures there must not lock
+out the others (the address is the client's, read from ``X-Forwarded-For`` only behind a trusted
+proxy, ``logbroker.proxies``). Past a few free failures, each further failure blocks that key for
+``BACKOFF_BASE_S * 2**n`` (at most ``BACKOFF_MAX_S``); a key's count is forgotten ``FORGET_S``
+after its last failure. A blocked attempt is refused (429 with ``Retry-After``) before its
+password is hashed, so a flood of wrong passwords costs no hashing past the free failures, and at
+most ``IN_FLIGHT_MAX`` attempts per address and per username (per pair for a trusted pair) are
+hashed at once; the rest are refused at once too (a bound on concurrency, not a lockout), so a
+burst cannot slip past the count before its failures are known.
 
 A pair that logged in successfully is *trusted* for ``TRUST_S``: its attempts ignore the
-username and address keys, which others' failures raise, and only their own pair key applies. So
-a user who logged in before from an address is not locked out by someone guessing their name
-elsewhere, nor by a neighbour on the same address guessing other names; a first login from an
-address is subject to all three keys. ``AuthService`` hashes trusted attempts in a lane of their
+username key, which others' failures raise, and only their own pair key applies. So a user who
+logged in before from an address is not locked out by someone guessing their name elsewhere; a
+first login from an address is subject to both keys. ``AuthService`` hashes trusted attempts in a lane of their
 own. Everything is in memory (bounded by ``KEYS_MAX`` and ``TRUSTED_MAX``; the least recently
 touched entries go first) and starts empty at a restart. Time comes from the caller's clock.
 """
@@ -25,7 +27,7 @@ from typing import Final
 
 from logbroker.errors import TooManyRequestsError
 
-FREE_FAILURES: Final = {"user": 5, "address": 20, "pair": 3}
+FREE_FAILURES: Final = {"user": 5, "pair": 3}
 IN_FLIGHT_MAX: Final = {"user": 2, "address": 4, "pair": 8}
 BACKOFF_BASE_S: Final = 0.25
 BACKOFF_MAX_S: Final = 60.0
@@ -58,7 +60,7 @@ class LoginThrottle:
         admitted attempt must be followed by ``end``."""
         now = self._clock()
         trusted = self._trusted.get((user, address), -math.inf) > now - TRUST_S
-        keys = [("pair", user, address)] if trusted else [("pair", user, address), ("user", user), ("address", address)]
+        keys = [("pair", user, address)] if trusted else [("pair", user, address), ("user", user)]
         for key in keys:
             entry = self._failures.get(key)
             if entry is not None and entry.blocked_until > now:
@@ -88,7 +90,7 @@ class LoginThrottle:
             if len(self._trusted) > TRUSTED_MAX:
                 del self._trusted[next(iter(self._trusted))]
         elif ok is False:
-            failed: tuple[Key, ...] = (("pair", user, address), ("user", user), ("address", address))
+            failed: tuple[Key, ...] = (("pair", user, address), ("user", user))
             for key in failed:
                 self._fail(key, now)
 

@@ -7,19 +7,19 @@ subject must still be a stored user with the token's user id and credential vers
 role applies (so deleting, recreating or demoting a user, a password change and an admin's
 revocation take effect at once, not when their tokens expire; decision 0174). All of it is read
 from the coordinator's memory: no disk I/O per request. Password hashing runs in a small thread pool
-off the event loop, with a bound on logins waiting for it; logins not from a trusted (user,
-address) pair use at most one of its threads and are throttled (``login_throttle``).
+off the event loop, in lanes (``hashing``): logins not from a trusted (user, address) pair use at
+most one of its threads and are throttled (``login_throttle``); users changing their own password
+use at most one, must send their current password and are budgeted (``password_changes``), so
+neither kind of flood delays other people's logins.
 """
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import logging
 import math
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Final
 
 from coordinator.base import Coordinator
@@ -33,7 +33,9 @@ from coordinator.users import (
     validate_role,
     validate_user_name,
 )
+from logbroker.auth.hashing import HashLanes, Lane
 from logbroker.auth.login_throttle import LoginThrottle
+from logbroker.auth.password_changes import PasswordChanges
 from logbroker.auth.passwords import DUMMY_HASH, check_password, hash_password, validate_password
 from logbroker.auth.permissions import ANONYMOUS_ADMIN, Action, Principal, allowed
 from logbroker.auth.quotas import ConnectionCounter, QuotaKind, QuotaLimits, Quotas
@@ -48,12 +50,10 @@ from logbroker.errors import (
 )
 
 log = logging.getLogger(__name__)
-HASH_THREADS: Final = 2
-LOGINS_WAITING_MAX: Final = 64
 LOGIN_RETRY_AFTER_S: Final = 1.0
-UNTRUSTED_HASHING: Final = HASH_THREADS - 1
-UNTRUSTED_WAITING_MAX: Final = 32
 BEARER: Final = "bearer "
+PASSWORD_BODY_FIELDS: Final = frozenset({"password", "current_password"})
+SENT_PASSWORD_CHARS_MAX: Final = 4096  # longer is refused before hashing (stored ones are shorter still)
 
 
 class AuthService:
@@ -67,12 +67,9 @@ class AuthService:
         self.quotas = Quotas(clock)
         self.connections = ConnectionCounter()
         self.usage = Usage()
-        self._hashing = ThreadPoolExecutor(max_workers=HASH_THREADS, thread_name_prefix="logbroker-scrypt")
-        self._logins = asyncio.Semaphore(LOGINS_WAITING_MAX)
-        self._waiting = 0
+        self.hashing = HashLanes()
         self.login_throttle = LoginThrottle(clock)
-        self._untrusted = asyncio.Semaphore(UNTRUSTED_HASHING)
-        self._untrusted_waiting = 0
+        self.password_changes = PasswordChanges(clock)
 
     @property
     def enabled(self) -> bool:
@@ -88,29 +85,7 @@ class AuthService:
         return self.tokens
 
     def close(self) -> None:
-        self._hashing.shutdown(wait=False, cancel_futures=True)
-
-    async def _hash_untrusted(self, fn: Callable[..., Any], *args: Any) -> Any:
-        """Hash for a login from a pair not trusted yet: at most ``UNTRUSTED_HASHING`` of these
-        run at once, so trusted logins and user administration always find a hashing thread."""
-        if self._untrusted_waiting >= UNTRUSTED_WAITING_MAX:
-            raise TooManyRequestsError("too many logins at once", retry_after_s=LOGIN_RETRY_AFTER_S)
-        self._untrusted_waiting += 1
-        try:
-            async with self._untrusted:
-                return await self._hash(fn, *args)
-        finally:
-            self._untrusted_waiting -= 1
-
-    async def _hash(self, fn: Callable[..., Any], *args: Any) -> Any:
-        if self._waiting >= LOGINS_WAITING_MAX:
-            raise TooManyRequestsError("too many logins at once", retry_after_s=LOGIN_RETRY_AFTER_S)
-        self._waiting += 1
-        try:
-            async with self._logins:
-                return await asyncio.get_running_loop().run_in_executor(self._hashing, fn, *args)
-        finally:
-            self._waiting -= 1
+        self.hashing.close()
 
     # ---- users ---------------------------------------------------------------------------------
 
@@ -132,7 +107,7 @@ class AuthService:
         role = validate_role(body.get("role", "user"))
         password = validate_password(body.get("password"))
         quotas = validate_quotas(body.get("quotas", {}))
-        password_hash = await self._hash(hash_password, password)
+        password_hash = await self.hashing.run("trusted", hash_password, password)
         user = UserRecord(name, role, password_hash, time.time_ns() // 1_000_000, quotas)
         await self.coordinator.create_user(user)
         return user.public()
@@ -143,10 +118,31 @@ class AuthService:
             raise UnknownUserError(f"unknown user {name!r}")
         return user
 
-    async def change_password(self, name: str, password: object) -> None:
+    async def change_password(self, caller: Principal, name: str, body: object) -> None:
+        """Set ``name``'s password from ``body``. A user changing their own (an admin too) must send
+        the current one (``current_password``; a token alone is not enough: 403 when wrong) and is
+        budgeted (``password_changes``); an admin resetting someone else's needs neither."""
+        if not isinstance(body, dict):
+            raise InvalidRequestError("the request body must be a JSON object")
+        unknown = set(body) - PASSWORD_BODY_FIELDS
+        if unknown:
+            raise InvalidRequestError(f"unknown fields: {sorted(unknown)}")
+        password = validate_password(body.get("password"))
         user = await self.user(name)
-        password_hash = await self._hash(hash_password, validate_password(password))
-        await self.coordinator.update_user(user.with_new_credentials(password_hash))
+        own = self.enabled and user.name == caller.name
+        lane: Lane = "own" if own else "trusted"
+        if own:
+            current = body.get("current_password")
+            if not isinstance(current, str) or len(current) > SENT_PASSWORD_CHARS_MAX:
+                raise InvalidRequestError("changing your own password needs current_password (a string)")
+            self.password_changes.take(user.name)
+            if not await self.hashing.run(lane, check_password, current, user.password_hash):
+                raise ForbiddenError("current_password is not the user's current password")
+        password_hash = await self.hashing.run(lane, hash_password, password)
+        latest = await self.user(name)  # as it is now: an admin may have revoked its tokens meanwhile
+        if latest.user_id != user.user_id:
+            raise UnknownUserError(f"the user {name!r} was deleted meanwhile")
+        await self.coordinator.update_user(latest.with_new_credentials(password_hash))
 
     async def revoke_tokens(self, name: str) -> dict[str, Any]:
         """Refuse every token issued to ``name`` so far (their next request gets 401)."""
@@ -177,14 +173,15 @@ class AuthService:
             raise InvalidRequestError("authentication is off on this node: no token is needed")
         tokens = self._started_tokens()
         name, password = body.get("username"), body.get("password")
-        if not isinstance(name, str) or not isinstance(password, str) or len(password) > 4096:
+        if not isinstance(name, str) or not isinstance(password, str) or len(password) > SENT_PASSWORD_CHARS_MAX:
             raise InvalidRequestError("username and password must be strings")
         trusted = self.login_throttle.begin(name[:64], address)
         ok: bool | None = None
         try:
             user = await self.coordinator.find_user(name) if len(name) <= 64 else None
-            hashing = self._hash if trusted else self._hash_untrusted
-            matched = await hashing(check_password, password, user.password_hash if user else DUMMY_HASH)
+            lane: Lane = "trusted" if trusted else "untrusted"
+            stored = user.password_hash if user else DUMMY_HASH
+            matched = await self.hashing.run(lane, check_password, password, stored)
             ok = bool(matched) and user is not None
         finally:
             self.login_throttle.end(name[:64], address, trusted, ok)

@@ -4,7 +4,9 @@
 Credentials for every client command come from ``--user``/``--password`` or ``--token``, else
 from ``LOGBROKER_USER``/``LOGBROKER_PASSWORD`` or ``LOGBROKER_TOKEN``. A new user's password is
 read from ``--new-password``, else prompted for on a terminal, else read as one line of stdin,
-so it need not appear in the process list.
+so it need not appear in the process list. Changing your own password (``user passwd`` with your
+own name) also sends your current one: ``--current-password``, else the ``--password`` you log in
+with, else prompted for on a terminal; an admin resetting another user's password needs none.
 """
 
 from __future__ import annotations
@@ -12,10 +14,12 @@ from __future__ import annotations
 import argparse
 import getpass
 import json
+import os
 import sys
 from typing import Any
 
 from logbroker.client import Client
+from logbroker.client.core import PASSWORD_ENV, USER_ENV
 from logbroker.errors import InvalidRequestError
 
 
@@ -37,6 +41,8 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     passwd = actions.add_parser("passwd", help="change a password", parents=[common])
     passwd.add_argument("name")
     passwd.add_argument("--new-password", default=None, help="default: prompt, or one line of stdin")
+    passwd.add_argument("--current-password", default=None,
+                        help="your current password, to change your own (default: --password, or a prompt)")
 
     acl = sub.add_parser("acl", help="grant access to a topic or queue", description="grant access")
     acl_actions = acl.add_subparsers(dest="action", required=True)
@@ -77,6 +83,21 @@ def _new_password(args: argparse.Namespace) -> str:
     if sys.stdin.isatty():
         return getpass.getpass(f"password for {args.name}: ")
     return sys.stdin.readline().rstrip("\r\n")
+
+
+def _current_password(args: argparse.Namespace) -> str | None:
+    """The caller's current password when they change their own, else None (an admin's reset)."""
+    if args.current_password:
+        return str(args.current_password)
+    user = args.user or os.environ.get(USER_ENV)
+    if user != args.name:
+        return None
+    password = args.password or os.environ.get(PASSWORD_ENV)
+    if password:
+        return str(password)
+    if sys.stdin.isatty():
+        return getpass.getpass(f"current password of {args.name}: ")
+    return None
 
 
 def _print(args: argparse.Namespace, data: Any, human: str) -> None:
@@ -124,7 +145,8 @@ async def _user(client: Client, args: argparse.Namespace) -> None:
         lines += [f"granted {','.join(g['permissions'])} on {g['topic']}" for g in owned["grants"]]
         _print(args, owned, "\n".join(lines))
     else:
-        await client.change_password(args.name, _new_password(args))
+        current = _current_password(args)
+        await client.change_password(args.name, _new_password(args), current_password=current)
         _print(args, {"changed": args.name}, f"changed the password of {args.name}")
 
 

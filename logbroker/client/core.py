@@ -350,8 +350,13 @@ class Client(GroupQueueCalls):
         result: dict[str, Any] = await self._json("DELETE", f"/v1/users/{username}", params=params)
         return result
 
-    async def change_password(self, username: str, password: str) -> None:
-        await self.request("PUT", f"/v1/users/{username}/password", json_body={"password": password})
+    async def change_password(self, username: str, password: str, *, current_password: str | None = None) -> None:
+        """Set ``username``'s password. Changing your own needs your ``current_password`` (a token
+        alone is not enough); an admin resetting another user's does not."""
+        body = {"password": password}
+        if current_password is not None:
+            body["current_password"] = current_password
+        await self.request("PUT", f"/v1/users/{username}/password", json_body=body)
 
     async def user_topics(self, username: str) -> dict[str, Any]:
         result: dict[str, Any] = await self._json("GET", f"/v1/users/{username}/topics")

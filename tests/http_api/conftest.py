@@ -27,17 +27,20 @@ class Reply(NamedTuple):
 
 
 class Http:
-    def __init__(self, url: str, *, tls: ssl.SSLContext | None = None) -> None:
-        """An ``https://`` url is called over TLS with ``tls`` (default: the system's CAs)."""
+    def __init__(self, url: str, *, tls: ssl.SSLContext | None = None, source: str | None = None) -> None:
+        """An ``https://`` url is called over TLS with ``tls`` (default: the system's CAs);
+        ``source``: the local address to call from (any of 127/8 on loopback)."""
         parsed = urllib.parse.urlsplit(url)
         self.secure = parsed.scheme == "https"
         self.host, self.port = parsed.hostname or "127.0.0.1", parsed.port or (443 if self.secure else 80)
         self.tls = tls
+        self.source = (source, 0) if source else None
 
     def connect(self) -> httpclient.HTTPConnection:
         if self.secure:
-            return httpclient.HTTPSConnection(self.host, self.port, timeout=TIMEOUT_S, context=self.tls)
-        return httpclient.HTTPConnection(self.host, self.port, timeout=TIMEOUT_S)
+            return httpclient.HTTPSConnection(self.host, self.port, timeout=TIMEOUT_S, context=self.tls,
+                                              source_address=self.source)
+        return httpclient.HTTPConnection(self.host, self.port, timeout=TIMEOUT_S, source_address=self.source)
 
     def call(self, method: str, path: str, *, body: Any = None, raw: bytes | None = None,
              content_type: str | None = None, headers: dict[str, str] | None = None) -> Reply:

@@ -208,11 +208,50 @@ def test_admin_can_reassign_a_topic(http, admin):
 
 def test_password_change(http, admin):
     judy = make_user(http, admin, "judy")
-    assert judy.call("PUT", "/v1/users/judy/password", body={"password": "short"}).status == 400
+    assert judy.call("PUT", "/v1/users/judy/password", body={"password": "short", "current_password": PASSWORD}
+                     ).status == 400
     assert judy.call("PUT", f"/v1/users/{ADMIN}/password", body={"password": "new-password-1"}).status == 403
-    assert judy.call("PUT", "/v1/users/judy/password", body={"password": "new-password-1"}).status == 204
+    assert judy.call("PUT", "/v1/users/judy/password",
+                     body={"password": "new-password-1", "current_password": PASSWORD}).status == 204
     assert http.call("POST", "/v1/auth/token", body={"username": "judy", "password": PASSWORD}).status == 401
     login(http, "judy", "new-password-1")
+
+
+def test_changing_ones_own_password_needs_the_current_one_and_a_token_alone_is_not_enough(http, admin):
+    kate = make_user(http, admin, "kate")  # someone holding kate's token, not her password
+    missing = kate.call("PUT", "/v1/users/kate/password", body={"password": "taken-over-1"})
+    assert missing.status == 400 and "current_password" in missing.json()["detail"]
+    wrong = kate.call("PUT", "/v1/users/kate/password", body={"password": "taken-over-1",
+                                                             "current_password": "a-guess-at-it"})
+    assert wrong.status == 403 and wrong.json()["code"] == "forbidden"
+    assert kate.call("GET", "/v1/users/kate").status == 200, "a refused change revokes nothing"
+    assert login(http, "kate", PASSWORD), "and changes nothing"
+    assert kate.call("PUT", "/v1/users/kate/password", body={"password": "taken-over-1", "current_password": PASSWORD,
+                                                            "role": "admin"}).status == 400
+    own_admin = admin.call("PUT", f"/v1/users/{ADMIN}/password", body={"password": "another-admin-password"})
+    assert own_admin.status == 400, "an admin changing their own password needs it too"
+    reset = admin.call("PUT", "/v1/users/kate/password", body={"password": "reset-by-admin-1"})
+    assert reset.status == 204, "an admin resetting another user's password needs no current one"
+    assert login(http, "kate", "reset-by-admin-1")
+
+
+def test_password_changes_of_one_user_are_budgeted(http, admin):
+    from logbroker.auth.password_changes import BURST
+
+    leo = make_user(http, admin, "leo")
+    current = PASSWORD
+    for i in range(BURST):
+        new = f"leos-password-{i}"
+        assert leo.call("PUT", "/v1/users/leo/password", body={"password": new, "current_password": current}
+                        ).status == 204
+        current = new
+        leo = As(http, login(http, "leo", current))
+    refused = leo.call("PUT", "/v1/users/leo/password", body={"password": "one-too-many", "current_password": current})
+    assert refused.status == 429 and refused.json()["code"] == "too_many_requests"
+    assert 1 <= int(refused.headers["retry-after"]) <= 60
+    assert login(http, "leo", current), "the refused change changed nothing"
+    assert admin.call("PUT", "/v1/users/leo/password", body={"password": "reset-by-admin-2"}).status == 204, \
+        "an admin's reset is not budgeted with the user's own changes"
 
 
 # ---- token attacks ----------------------------------------------------------------------------

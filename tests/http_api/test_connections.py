@@ -203,7 +203,8 @@ def test_a_push_stream_outlives_the_head_bound(bounded, api):
 
 def test_connections_past_the_bound_get_503_and_are_accepted_again_later(tmp_path):
     limit = 4
-    with NodeProcess(str(tmp_path / "capped"), "--connections-max", str(limit)) as node:
+    with NodeProcess(str(tmp_path / "capped"), "--connections-max", str(limit), "--connections-per-address-max",
+                     str(limit)) as node:
         held = [httpclient.HTTPConnection("127.0.0.1", _port(node), timeout=CLOSE_SLACK_S) for _ in range(limit)]
         try:
             for connection in held:
@@ -257,3 +258,119 @@ def test_tls_half_heads_and_missing_handshakes_close_within_the_bound(tmp_path):
         finally:
             half.close()
             no_handshake.close()
+
+
+def _connect_from(node: NodeProcess, source: str) -> socket.socket:
+    """A connection to the node from loopback address ``source`` (all of 127/8 is local on Linux)."""
+    return socket.create_connection(("127.0.0.1", _port(node)), timeout=CLOSE_SLACK_S, source_address=(source, 0))
+
+
+def _served_from(node: NodeProcess, source: str) -> tuple[int, dict[str, str], bytes]:
+    with _connect_from(node, source) as sock:
+        sock.sendall(FULL_HEAD)
+        return _response(sock)
+
+
+def test_half_heads_from_one_address_up_to_the_node_bound_leave_other_addresses_served(tmp_path):
+    """The attack as it came: one address opens as many half-sent heads as the node's bound allows.
+    Only its share (a tenth of the bound by default) is held; another address is served."""
+    limit = 20
+    with NodeProcess(str(tmp_path / "flooded"), "--connections-max", str(limit), "--header-timeout-ms",
+                     "30000") as node:
+        flood = [_connect_from(node, "127.0.0.2") for _ in range(limit)]
+        try:
+            for sock in flood:
+                sock.sendall(HALF_HEAD)
+            status, _, answer = _served_from(node, "127.0.0.4")
+            assert status == 200, (status, answer)
+            closed = _wait_closed(flood, 1.0)
+            assert len(flood) - len(closed) == limit // 10, "the address holds more than its share"
+        finally:
+            for sock in flood:
+                sock.close()
+
+
+def test_one_address_holding_its_share_of_half_heads_leaves_others_served(tmp_path):
+    """An address filling its share with half-sent heads gets 429 for one more, while another
+    address (and a trusted proxy's, which has no share of its own) is still served; the node-wide
+    bound (20 here) is not reached by one address."""
+    share = 5
+    with NodeProcess(str(tmp_path / "shared"), "--connections-max", "20", "--connections-per-address-max",
+                     str(share), "--trusted-proxies", "127.0.0.3/32", "--header-timeout-ms", "30000") as node:
+        held = [_connect_from(node, "127.0.0.2") for _ in range(share)]
+        try:
+            for sock in held:
+                sock.sendall(HALF_HEAD)
+            status, headers, answer = _served_from(node, "127.0.0.2")
+            assert status == 429 and headers["connection"] == "close" and int(headers["retry-after"]) >= 1
+            problem = json.loads(answer)
+            assert problem["code"] == "too_many_requests" and "connections_per_address_max" in problem["detail"]
+            assert _served_from(node, "127.0.0.4")[0] == 200, "another address is served"
+            proxied = [_connect_from(node, "127.0.0.3") for _ in range(share + 2)]
+            try:
+                for sock in proxied:
+                    sock.sendall(HALF_HEAD)
+                assert _served_from(node, "127.0.0.3")[0] == 200, "a trusted proxy is past the share"
+            finally:
+                for sock in proxied:
+                    sock.close()
+            api = Http(node.url)
+            assert _metric(api, "logbroker_http_connections_per_address_max") == share
+            assert _metric(api, "logbroker_http_connections_refused_per_address_total") >= 1
+            assert _metric(api, "logbroker_http_connections_refused_total") == 0
+        finally:
+            for sock in held:
+                sock.close()
+        deadline = time.monotonic() + CLOSE_SLACK_S
+        while (status := _served_from(node, "127.0.0.2")[0]) != 200 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert status == 200, "the address is served again once its connections closed"
+
+
+def test_tls_handshakes_never_started_or_never_finished_count_from_accept_and_close_soon(tmp_path):
+    """Under TLS a connection holds its address's share from accept, before any handshake: silent
+    and half-sent handshakes are closed after ``tls_handshake_timeout_ms`` (far shorter than the
+    head bound here), one more from that address is closed at once, another address is served."""
+    handshake_s, share = 0.5, 3
+    certs = tmp_path / "certs"
+    made = subprocess.run([sys.executable, "-m", "logbroker", "certs", "--out", str(certs), "--nodes", "1"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert made.returncode == 0, made.stderr
+    with NodeProcess(str(tmp_path / "tls"), "--tls-cert-file", str(certs / "node-1.pem"), "--tls-key-file",
+                     str(certs / "node-1.key"), "--header-timeout-ms", "30000", "--tls-handshake-timeout-ms",
+                     str(int(handshake_s * 1000)), "--connections-per-address-max", str(share)) as node:
+        context = ssl.create_default_context(cafile=str(certs / "ca.pem"))
+        stalled = [_connect_from(node, "127.0.0.2") for _ in range(share)]
+        stalled[0].sendall(b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03")  # the start of a ClientHello
+        try:
+            deadline = time.monotonic() + CLOSE_SLACK_S
+            while _https_metric(node, context, "logbroker_http_connections_open") < share + 1:  # + this scrape
+                assert time.monotonic() < deadline, "the stalled connections were not counted"
+                time.sleep(0.01)
+            with _connect_from(node, "127.0.0.2") as extra:
+                assert extra in _wait_closed([extra], handshake_s / 2), "one more from the address was accepted"
+            other = httpclient.HTTPSConnection("127.0.0.1", _port(node), context=context, timeout=CLOSE_SLACK_S,
+                                               source_address=("127.0.0.4", 0))
+            other.request("GET", "/healthz")
+            assert other.getresponse().status == 200, "another address is served"
+            other.close()
+            closed = _wait_closed(stalled, CLOSE_SLACK_S)
+            assert len(closed) == share, "a stalled handshake was left open"
+            assert max(closed.values()) < handshake_s + 2.0, closed
+        finally:
+            for sock in stalled:
+                sock.close()
+        assert _https_metric(node, context, "logbroker_http_tls_handshake_timeouts_total", "127.0.0.2") >= share
+
+
+def _https_metric(node: NodeProcess, context: ssl.SSLContext, name: str, source: str = "127.0.0.1") -> float:
+    connection = httpclient.HTTPSConnection("127.0.0.1", _port(node), context=context, timeout=CLOSE_SLACK_S,
+                                            source_address=(source, 0))
+    try:
+        connection.request("GET", "/metrics")
+        text = connection.getresponse().read().decode()
+    finally:
+        connection.close()
+    match = re.search(rf"^{name} (\S+)$", text, re.MULTILINE)
+    assert match, f"{name} not in /metrics"
+    return float(match.group(1))

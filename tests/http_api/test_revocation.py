@@ -74,7 +74,8 @@ def _token_detail(user: As) -> tuple[int, str]:
 def test_a_password_change_refuses_older_tokens_and_a_fresh_one_works(http, admin):
     user = make_user(http, admin, "rv.pw")
     assert user.call("GET", "/v1/topics").status == 200
-    user.json("PUT", "/v1/users/rv.pw/password", 204, body={"password": "another-password-1"})
+    user.json("PUT", "/v1/users/rv.pw/password", 204, body={"password": "another-password-1",
+                                                             "current_password": PASSWORD})
     status, detail = _token_detail(user)
     assert status == 401 and "revoked" in detail, detail
     assert http.call("POST", "/v1/auth/token", body={"username": "rv.pw", "password": PASSWORD}).status == 401

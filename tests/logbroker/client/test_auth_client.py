@@ -128,3 +128,26 @@ async def test_client_logs_in_through_the_first_bootstrap_url_that_answers(node)
         await client.create_topic("client.auth.boot", partitions=1)
         assert await client.produce_batch("client.auth.boot", 0, encode_values([b"v"])) == 0
         assert await client.list_offset("client.auth.boot", 0) == 1
+
+
+def test_cli_and_client_change_a_password_with_the_current_one(node):
+    admin = {"LOGBROKER_USER": ADMIN, "LOGBROKER_PASSWORD": ADMIN_PASSWORD}
+    assert cli(node, "user", "create", "cli.pam", "--new-password", "pam-password-1", **admin).returncode == 0
+    pam = ("--user", "cli.pam", "--password", "pam-password-1")
+    changed = cli(node, "user", "passwd", "cli.pam", "--new-password", "pam-password-2", *pam)
+    assert changed.returncode == 0, changed.stderr  # the login password is the current one
+    token = cli(node, "token", "--user", "cli.pam", "--password", "pam-password-2").stdout.strip()
+    alone = cli(node, "user", "passwd", "cli.pam", "--new-password", "pam-password-3", "--token", token)
+    assert alone.returncode == 1 and "current_password" in alone.stderr, "a token alone is not enough"
+    wrong = cli(node, "user", "passwd", "cli.pam", "--new-password", "pam-password-3", "--token", token,
+                "--current-password", "not-pams-password")
+    assert wrong.returncode == 1 and "403" in wrong.stderr
+    reset = cli(node, "user", "passwd", "cli.pam", "--new-password", "pam-password-4", **admin)
+    assert reset.returncode == 0, reset.stderr  # an admin's reset of another user
+
+    async def own_change() -> None:
+        async with Client(node.url, username="cli.pam", password="pam-password-4") as client:
+            await client.change_password("cli.pam", "pam-password-5", current_password="pam-password-4")
+
+    asyncio.run(own_change())
+    assert cli(node, "token", "--user", "cli.pam", "--password", "pam-password-5").returncode == 0
