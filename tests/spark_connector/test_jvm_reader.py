@@ -28,6 +28,7 @@ from tests.spark_connector.conftest import (
     require_segments_jar,
     wait_for_checkpoint,
 )
+from tests.support.poison import RowUncheckedNode
 
 TOPIC = "jvm-orders"
 PARTITIONS = 4
@@ -238,21 +239,24 @@ def test_a_flipped_byte_in_a_segment_is_an_error_naming_the_file_and_position(sp
                   .collect()) == list(range(20))
 
 
-def test_a_batch_whose_records_are_not_valid_msgpack_is_an_error_not_rows(spark, node, tmp_path):
-    """The broker checks checksums, not records: a producer can store a batch whose records section
-    is not what the format says; the reader refuses it with the file and position."""
+def test_a_batch_whose_records_are_not_valid_msgpack_is_an_error_not_rows(spark, tmp_path):
+    """A batch whose records section is not what the format says (produce refuses one since
+    decision 0220; a node before that stored it, so its files may hold one): the reader refuses
+    it with the file and position."""
     from segments.batch import _assemble
 
-    create_topic(node, "jvm-junk", 1)
     good = encode_batch([ProducerRecord(b"fine")])
     junk = _assemble(b"\x92\x95\x00\x00\xc0\xc4\x02ok\x90", count=2, first_ts=1, max_ts=1, base_offset=0,
                      leader_epoch=0, codec=Codec.NONE, producer=(-1, -1, -1))  # the second record is missing
-    asyncio.run(_produce_topic(node.url, "jvm-junk", [good, junk]))
-    wait_for_checkpoint(node, "jvm-junk")
-    with pytest.raises(Exception, match=r"jvm-junk-0/0+\.log: corrupt batch at position \d+ \(base offset 1\): "
-                                         r"records section is not valid msgpack"):
-        _read(spark, JVM, node.data_dir, topic="jvm-junk").collect()
-    assert _read(spark, JVM, node.data_dir, topic="jvm-junk", endingOffsets='{"jvm-junk": {"0": 1}}').count() == 1
+    with RowUncheckedNode(str(tmp_path / "unchecked")) as node:
+        create_topic(node, "jvm-junk", 1)
+        asyncio.run(_produce_topic(node.url, "jvm-junk", [good, junk]))
+        wait_for_checkpoint(node, "jvm-junk")
+        with pytest.raises(Exception, match=r"jvm-junk-0/0+\.log: corrupt batch at position \d+ \(base offset 1\): "
+                                             r"records section is not valid msgpack"):
+            _read(spark, JVM, node.data_dir, topic="jvm-junk").collect()
+        assert _read(spark, JVM, node.data_dir, topic="jvm-junk",
+                     endingOffsets='{"jvm-junk": {"0": 1}}').count() == 1
 
 
 async def _produce_topic(url: str, topic: str, batches: list[bytes]) -> None:
