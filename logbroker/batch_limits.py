@@ -13,7 +13,10 @@ the topic's ``max_batch_bytes``, itself at most ``BATCH_RECORDS_BYTES_MAX``.
 Every record row is then decoded and checked as every reader will decode it (decision 0220):
 ``[offset_delta, timestamp_delta, key, value, headers]`` with the offset deltas ``0 .. n-1`` in
 order, integer timestamp deltas, key and value bin or nil, headers ``[name str, value bin]``
-pairs (``segments.batch.section_columns``); every record's timestamp within
+pairs, the rules ``segments.batch.section_columns`` holds readers to. The rows are decoded and
+typed in one pass in C by msgspec against that schema (decision 0246: three times cheaper than
+decoding with msgpack and checking column by column, which cost produce a third of its
+throughput); every record's timestamp within
 ``[TIMESTAMP_MIN, TIMESTAMP_MAX]`` (a 64-bit integer in every client), and the header's
 ``max_timestamp`` the largest of them (retention and the time index read only the header). A
 batch that passes is readable by every reader; one that does not would have stopped them all.
@@ -27,7 +30,11 @@ Pure and synchronous; the HTTP layer runs it off the event loop for compressed o
 
 from __future__ import annotations
 
-from typing import Final, NamedTuple
+import operator
+from collections.abc import Iterable
+from typing import Any, Final, NamedTuple
+
+import msgspec
 
 from logbroker.records import RESERVED_HEADER_PREFIX, TIMESTAMP_MAX, TIMESTAMP_MIN, is_reserved_header
 from segments.batch import (
@@ -37,9 +44,8 @@ from segments.batch import (
     HEADER_SIZE,
     TIMESTAMP_TYPE_LOG_APPEND,
     BatchHeader,
-    RecordColumns,
+    dense_deltas,
     parse_header,
-    section_columns,
     validate_batch,
 )
 from segments.compression import Codec, SectionReader, decompress, open_section
@@ -50,7 +56,11 @@ DRAIN_CHUNK_BYTES: Final = 1 << 20
 # one is decompressed again once it is known to fit (so a bomb costs at most this much memory).
 KEPT_BYTES_MAX: Final = 1 << 20
 # Above this many bytes an uncompressed batch is checked off the event loop as well (decoding).
-LOOP_CHECK_BYTES_MAX: Final = 64 * 1024
+LOOP_CHECK_BYTES_MAX: Final = 256 * 1024
+# The rows as every reader decodes them: exact types (a msgpack str is not bin, a bool not an int).
+_ROWS: Final = msgspec.msgpack.Decoder(tuple[tuple[int, int, bytes | None, bytes | None,
+                                                  tuple[tuple[str, bytes], ...]], ...])
+_OFFSET_DELTA, _TIMESTAMP_DELTA, _HEADERS = operator.itemgetter(0), operator.itemgetter(1), operator.itemgetter(4)
 
 
 class CheckedBatch(NamedTuple):
@@ -88,27 +98,46 @@ def check_batch(batch: bytes | memoryview) -> CheckedBatch:
     else:
         kept = _drained(open_section(header.codec, records, BATCH_RECORDS_BYTES_MAX))
         section = kept if kept is not None else decompress(header.codec, records, BATCH_RECORDS_BYTES_MAX)
-    columns = section_columns(header, section)
-    if columns.has_headers:
-        check_header_names(columns)
-    low, high = _timestamps(header, columns)
+    rows = _rows(header, section)
+    headers = tuple(map(_HEADERS, rows))
+    if headers.count(()) != len(headers):
+        check_header_names(headers)
+    low, high = _timestamps(header, rows)
     return CheckedBatch(header, low, high)
 
 
-def check_header_names(columns: RecordColumns) -> None:
-    """Refuse a header named like the broker's own in any record of ``columns``."""
-    names = {pair[0] for pairs in columns.headers for pair in pairs}  # each distinct name looked at once
+def _rows(header: BatchHeader, section: bytes | memoryview) -> tuple[tuple[Any, ...], ...]:
+    try:
+        rows: tuple[tuple[Any, ...], ...] = _ROWS.decode(section)
+    except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+        raise InvalidBatchError(f"the records are not [offset_delta int, timestamp_delta int, key bin|nil, "
+                                f"value bin|nil, headers [[name str, value bin]...]] rows: {exc}") from exc
+    if len(rows) != header.record_count:
+        raise InvalidBatchError(f"the header says {header.record_count} records but the records section holds "
+                                f"{len(rows)}")
+    if tuple(map(_OFFSET_DELTA, rows)) != dense_deltas(len(rows)):
+        raise InvalidBatchError("record offset deltas must be 0, 1, 2 ... in order")
+    return rows
+
+
+def check_header_names(headers: Iterable[Iterable[tuple[str, bytes]]]) -> None:
+    """Refuse a header named like the broker's own in any record's ``headers``."""
+    names = {pair[0] for pairs in headers for pair in pairs}  # each distinct name looked at once
     for name in names:
         if is_reserved_header(name):
             raise InvalidBatchError(f"header names starting with {RESERVED_HEADER_PREFIX!r} are the broker's "
                                     f"own, not {name[:80]!r}")
 
 
-def _timestamps(header: BatchHeader, columns: RecordColumns) -> tuple[int, int]:
+def _timestamps(header: BatchHeader, rows: tuple[tuple[Any, ...], ...]) -> tuple[int, int]:
     if header.attributes & TIMESTAMP_TYPE_LOG_APPEND:
         low = high = header.max_timestamp
     else:
-        low, high = min(columns.timestamps), max(columns.timestamps)
+        deltas = tuple(map(_TIMESTAMP_DELTA, rows))
+        if deltas.count(0) == len(deltas):  # one timestamp for the batch, as most clients send
+            low = high = header.first_timestamp
+        else:
+            low, high = header.first_timestamp + min(deltas), header.first_timestamp + max(deltas)
         if high != header.max_timestamp:
             raise InvalidBatchError(f"the header's max_timestamp {header.max_timestamp} is not the greatest "
                                     f"timestamp of its records ({high})")

@@ -389,7 +389,7 @@ def _all_bytes_or_none(column: tuple[object, ...]) -> bool:
     return column.count(None) == len(column) or set(map(type, column)) <= _BYTES_OR_NONE
 
 
-def _dense_deltas(count: int) -> tuple[int, ...]:
+def dense_deltas(count: int) -> tuple[int, ...]:
     """``(0, 1, ..., count - 1)``: the deltas of a batch without gaps; kept for usual sizes only,
     so that a producer's huge batches cannot pin memory in whoever decodes them."""
     return _small_dense_deltas(count) if count <= DENSE_DELTAS_CACHED_MAX else tuple(range(count))
@@ -403,7 +403,7 @@ def _small_dense_deltas(count: int) -> tuple[int, ...]:
 def _offsets(base: int, deltas: tuple[int, ...], last_delta: int) -> Sequence[int]:
     if not _all_ints(deltas):
         raise InvalidBatchError("record offset deltas must be increasing integers within the batch")
-    if deltas == _dense_deltas(len(deltas)):
+    if deltas == dense_deltas(len(deltas)):
         return range(base, base + len(deltas))
     if any(b <= a for a, b in itertools.pairwise(deltas)) \
             or deltas[0] < 0 or deltas[-1] > last_delta:
