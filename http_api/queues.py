@@ -98,6 +98,6 @@ async def nack(request: web.Request) -> web.Response:
 
 
 @route("GET", QUEUE_PATH, "A queue's delivery state per partition", access="describe",
-       responses={"200": "OK", "404": "Unknown queue"})
+       responses={"200": "OK", "404": "Unknown queue", "409": "Not a queue"})
 async def describe(request: web.Request) -> web.Response:
     return web.json_response(request.app[NODE].queues.describe(path_topic(request)))
