@@ -13,7 +13,7 @@ from aiohttp import web
 from http_api.auth import principal_of, recheck_access
 from http_api.keys import NODE
 from http_api.params import JSON, MSGPACK, decode_msgpack, path_topic, read_json
-from http_api.records import IDEMPOTENCY_KEY, PRODUCE_BODY
+from http_api.records import IDEMPOTENCY_HEADER, IDEMPOTENCY_KEY, PRODUCE_BODY
 from http_api.routing import route
 from http_api.user_limits import long_poll
 from logbroker.errors import UnsupportedMediaTypeError
@@ -35,7 +35,7 @@ SETTLE_RESPONSES = {"200": "How many were settled, and the receipts that matched
 
 @route("POST", QUEUE_PATH + "/messages", "Send messages to a queue (the produce body)", access="write",
        quota="produce", body=PRODUCE_BODY,
-       query=(("acks", "string", "0, 1 (default) or all"),),
+       query=(("acks", "string", "0, 1 (default) or all"),), headers=(IDEMPOTENCY_HEADER,),
        responses={"200": "Offsets", "400": "Invalid", "404": "Unknown queue", "409": "Not a queue"})
 async def send(request: web.Request) -> web.Response:
     node = request.app[NODE]

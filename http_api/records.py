@@ -43,6 +43,8 @@ HIGH_WATERMARK = "X-LogBroker-High-Watermark"
 LEADER = "X-LogBroker-Leader"
 # Stored once within the topic's dedup_window_ms (DESIGN §4); a prebuilt batch uses its producer id.
 IDEMPOTENCY_KEY = "Idempotency-Key"
+IDEMPOTENCY_HEADER = (IDEMPOTENCY_KEY, "string", "stores the write once within the topic's dedup_window_ms; a key "
+                                                 "belongs to the caller (a retry with it answers the first offsets)")
 _PRODUCER_RNG = random.SystemRandom()
 PRODUCE_BODY = {"type": "object", "properties": {"records": {"type": "array", "items": {
     "type": "object", "properties": {
@@ -55,6 +57,7 @@ PRODUCE_BODY = {"type": "object", "properties": {"records": {"type": "array", "i
        access="write", quota="produce",
        query=(("acks", "string", "0, 1 (default) or all"),
               ("partition", "integer", "required with application/vnd.logbroker.batch")),
+       headers=(IDEMPOTENCY_HEADER,),
        body=PRODUCE_BODY, responses={"200": "Offsets", "400": "Invalid", "404": "Unknown topic", "413": "Too large",
                                      "415": "Unsupported content type"})
 async def produce(request: web.Request) -> web.Response:

@@ -50,10 +50,12 @@ ROUTE_BY_HANDLER: dict[Handler, Route] = {}
 
 
 def route(method: str, path: str, summary: str, *, access: Access, quota: QuotaKind | None = None,
-          query: tuple[tuple[str, str, str], ...] = (), body: dict[str, Any] | None = None,
+          query: tuple[tuple[str, str, str], ...] = (), headers: tuple[tuple[str, str, str], ...] = (),
+          body: dict[str, Any] | None = None,
           responses: dict[str, str] | None = None, documented: bool = True) -> Callable[[Handler], Handler]:
-    """Register a handler. ``query`` is ``(name, type, description)`` triples; path parameters are
-    taken from ``{name}`` segments of ``path``."""
+    """Register a handler. ``query`` and ``headers`` are ``(name, type, description)`` triples of
+    the query parameters and request headers it reads; path parameters are taken from ``{name}``
+    segments of ``path``."""
     if (access in TOPIC_ACCESS or access == "self") and "{name}" not in path:
         raise AssertionError(f"{method} {path}: access {access!r} needs a {{name}} path segment")
     if access in GROUP_ACCESS and "{group}" not in path:
@@ -65,8 +67,8 @@ def route(method: str, path: str, summary: str, *, access: Access, quota: QuotaK
              "schema": {"type": "integer" if seg == "{partition}" else "string"}}
             for seg in path.split("/") if seg.startswith("{")
         ]
-        params += [{"name": n, "in": "query", "required": False, "schema": {"type": t}, "description": d}
-                   for n, t, d in query]
+        params += [{"name": n, "in": where, "required": False, "schema": {"type": t}, "description": d}
+                   for where, given in (("query", query), ("header", headers)) for n, t, d in given]
         entry = Route(method, path, handler, summary, access, quota, tuple(params), body,
                       responses or {"200": "OK"}, documented)
         ROUTES.append(entry)

@@ -108,6 +108,7 @@ def _start_offset(request: web.Request) -> int | None:
        query=(("offset", "integer", "first offset (default: the end); Last-Event-ID resumes after an id"),
               ("keepalive_ms", "integer", "idle comment interval (default 5000)"),
               RACK_QUERY, ENCODING_QUERY),
+       headers=((LAST_EVENT_ID, "integer", "the id of the last event received: resume after it (instead of offset)"),),
        responses={"200": "text/event-stream", "404": "Unknown topic or partition", "416": "Offset out of range",
                   "503": "Too many open streams"})
 async def stream_partition(request: web.Request) -> web.StreamResponse:
