@@ -31,6 +31,12 @@ REQUEST_TIMEOUT_S: Final = 10.0
 STREAM_READ_S: Final = 1.5
 ADMIN_TOKEN: dict[str, str] = {}  # the Authorization header of every call, set once the node is up (for the checks)
 TOPIC, QUEUE, USER, GROUP = "fuzz-topic", "fuzz-queue", "fuzz-user", "fuzz-group"
+# Stands for the member id the node gave the admin's join in ``resources`` (known only then): a case
+# that names it is sent with the real id, so heartbeats, commits and the member stream get past 404.
+MEMBER: Final = "fuzz-member"
+# Schemathesis's coverage phase (its boundary cases) names every path parameter "0", whatever the
+# dictionaries say: a topic and a group of that name let those cases reach the handlers too.
+COVERAGE_NAME: Final = "0"
 # Calls that would end the fuzzing admin's own session (its tokens revoked, its account gone): aimed
 # at the admin they are sent for USER instead, or every later case would only see 401.
 ENDS_OWN_SESSION: Final = {("PUT", "/v1/users/{name}/password"), ("POST", "/v1/users/{name}/revoke-tokens"),
@@ -52,10 +58,13 @@ schema = schemathesis.openapi.from_dict(openapi_document(), config=schemathesis.
     "operations": [{"include-path-regex": "/stream$", "request-timeout": STREAM_READ_S, "max-stream-events": 3}],
     # Half the names are ones that exist, so cases get past "unknown topic" into the handlers.
     "dictionaries": {"names": {"values": [TOPIC, QUEUE, USER]}, "topics": {"values": [TOPIC, QUEUE]},
-                     "groups": {"values": [GROUP]}, "partitions": {"values": [0, 1]}},
+                     "groups": {"values": [GROUP]}, "members": {"values": [MEMBER]},
+                     "partitions": {"values": [0, 1]}},
     "parameters": {"path.name": {"dictionary": "names", "probability": 0.5},
                    "path.group": {"dictionary": "groups", "probability": 0.5},
                    "path.partition": {"dictionary": "partitions", "probability": 0.5},
+                   "path.member": {"dictionary": "members", "probability": 0.5},
+                   "body.member_id": {"dictionary": "members", "probability": 0.5},
                    "body.topic": {"dictionary": "topics", "probability": 0.5},
                    "body.topics[*]": {"dictionary": "topics", "probability": 0.5},
                    "body.user": {"dictionary": "names", "probability": 0.5}},
@@ -75,15 +84,17 @@ def admin_headers(node: launcher.NodeProcess) -> dict[str, str]:
 
 
 @pytest.fixture
-def resources(node: launcher.NodeProcess, admin_headers: dict[str, str]) -> None:
+def resources(node: launcher.NodeProcess, admin_headers: dict[str, str]) -> str:
     """Before each operation is fuzzed: the topics earlier operations created are gone, and the
-    named topic, queue, user and group exist (a fuzzed DELETE may have removed them)."""
+    named topic, queue, user and group exist (a fuzzed DELETE may have removed them). Returns the
+    admin's member id in the group."""
     http = Http(node.url)
-    kept = {TOPIC, QUEUE}
+    kept = {TOPIC, QUEUE, COVERAGE_NAME}
     for topic in http.json("GET", "/v1/topics", headers=admin_headers)["topics"]:
         if topic["name"] not in kept and not (topic["name"].startswith(QUEUE) and topic["name"].endswith(".dlq")):
             assert http.call("DELETE", f"/v1/topics/{topic['name']}", headers=admin_headers).status in (204, 404)
     for body, path in (({"name": TOPIC, "partitions": 2}, f"/v1/topics/{TOPIC}/records"),
+                       ({"name": COVERAGE_NAME, "partitions": 2}, f"/v1/topics/{COVERAGE_NAME}/records"),
                        ({"name": QUEUE, "partitions": 2, "kind": "queue"}, f"/v1/queues/{QUEUE}/messages")):
         created = http.call("POST", "/v1/topics", body=body, headers=admin_headers)
         assert created.status in (201, 409), created
@@ -93,8 +104,11 @@ def resources(node: launcher.NodeProcess, admin_headers: dict[str, str]) -> None
     user = http.call("POST", "/v1/users", body={"username": USER, "password": "a-password-for-fuzzing"},
                      headers=admin_headers)
     assert user.status in (201, 409), user
+    assert http.call("POST", f"/v1/groups/{COVERAGE_NAME}/members", body={"topics": [COVERAGE_NAME]},
+                     headers=admin_headers).status == 200
     joined = http.call("POST", f"/v1/groups/{GROUP}/members", body={"topics": [TOPIC]}, headers=admin_headers)
     assert joined.status == 200, joined
+    return str(joined.json()["member_id"])
 
 
 def no_server_error(ctx: Any, response: schemathesis.Response, case: schemathesis.Case[Any]) -> bool | None:
@@ -137,7 +151,11 @@ def test_the_node_serves_the_fuzzed_document(node: launcher.NodeProcess) -> None
 @schema.parametrize()
 @settings(suppress_health_check=[HealthCheck.function_scoped_fixture])  # `resources` runs once per operation
 def test_no_operation_answers_5xx_and_errors_are_problems(case: schemathesis.Case[Any], node: launcher.NodeProcess,
-                                                          admin_headers: dict[str, str], resources: None) -> None:
+                                                          admin_headers: dict[str, str], resources: str) -> None:
     if (case.method.upper(), case.path) in ENDS_OWN_SESSION and case.path_parameters == {"name": ADMIN}:
         case.path_parameters = {"name": USER}
+    if case.path_parameters and case.path_parameters.get("member") == MEMBER:
+        case.path_parameters = {**case.path_parameters, "member": resources}
+    if isinstance(case.body, dict) and case.body.get("member_id") == MEMBER:
+        case.body = {**case.body, "member_id": resources}
     case.call_and_validate(base_url=node.url, headers=admin_headers, checks=CHECKS)
