@@ -17,7 +17,13 @@ from http_api.records import IDEMPOTENCY_HEADER, IDEMPOTENCY_KEY, PRODUCE_BODY
 from http_api.routing import route
 from http_api.user_limits import long_poll
 from logbroker.errors import UnsupportedMediaTypeError
-from logbroker.queues.requests import parse_receipts, parse_receive
+from logbroker.queues.requests import (
+    NACK_DELAY_MS_MAX,
+    RECEIPT,
+    RECEIPTS_PER_REQUEST_MAX,
+    parse_receipts,
+    parse_receive,
+)
 from logbroker.records import parse_body
 
 QUEUE_PATH = "/v1/queues/{name}"
@@ -26,8 +32,10 @@ RECEIVE_BODY = {"type": "object", "properties": {
     "visibility_timeout_ms": {"type": "integer", "description": "default: the queue's visibility_timeout_ms"},
     "wait_ms": {"type": "integer", "default": 0, "description": "wait this long for a message"}}}
 RECEIPTS_BODY = {"type": "object", "required": ["receipts"], "properties": {
-    "receipts": {"type": "array", "items": {"type": "string"}},
-    "delay_ms": {"type": "integer", "description": "nack only: redeliver after this delay"}}}
+    "receipts": {"type": "array", "minItems": 1, "maxItems": RECEIPTS_PER_REQUEST_MAX, "uniqueItems": True,
+                 "items": {"type": "string", "pattern": f"^{RECEIPT.pattern}$"}},
+    "delay_ms": {"type": "integer", "minimum": 0, "maximum": NACK_DELAY_MS_MAX,
+                 "description": "nack only: redeliver after this delay"}}}
 SETTLE_RESPONSES = {"200": "How many were settled, and the receipts that matched no current lease",
                     "400": "Malformed body or receipt (nothing settled)", "404": "Unknown queue",
                     "409": "Not a queue"}
