@@ -32,8 +32,8 @@ RECEIVE_BODY = {"type": "object", "properties": {
     "visibility_timeout_ms": {"type": "integer", "description": "default: the queue's visibility_timeout_ms"},
     "wait_ms": {"type": "integer", "default": 0, "description": "wait this long for a message"}}}
 RECEIPTS_BODY = {"type": "object", "required": ["receipts"], "properties": {
-    "receipts": {"type": "array", "minItems": 1, "maxItems": RECEIPTS_PER_REQUEST_MAX, "uniqueItems": True,
-                 "items": {"type": "string", "pattern": f"^{RECEIPT.pattern}$"}},
+    "receipts": {"type": "array", "minItems": 1, "items": {"type": "string", "pattern": f"^{RECEIPT.pattern}$"},
+                 "description": f"at most {RECEIPTS_PER_REQUEST_MAX}, each once"},
     "delay_ms": {"type": "integer", "minimum": 0, "maximum": NACK_DELAY_MS_MAX,
                  "description": "nack only: redeliver after this delay"}}}
 SETTLE_RESPONSES = {"200": "How many were settled, and the receipts that matched no current lease",
