@@ -142,6 +142,7 @@ async def stream_partition(request: web.Request) -> web.StreamResponse:
         except ANY_ERROR as exc:  # the node stops, the topic goes, a batch cannot be decoded, ...
             await _end(response, str(exc))
         return response
+    return response  # the client went away (stream_slot ended the block): the stream it had is the answer
 
 
 async def _refuse(response: web.StreamResponse, exc: Exception) -> None:
@@ -190,6 +191,7 @@ async def stream_member(request: web.Request) -> web.StreamResponse:
         except ANY_ERROR as exc:  # removed from the group, no longer allowed, the node stops, ...
             await _end(response, str(exc))
         return response
+    return response  # the client went away (stream_slot ended the block): the stream it had is the answer
 
 
 async def _member_loop(request: web.Request, response: web.StreamResponse, group: str, member: str, reset: str,

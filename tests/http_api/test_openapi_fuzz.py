@@ -9,6 +9,7 @@ deterministic (a fixed seed, derandomized, no example database), so a failure re
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from typing import Any, Final
 
@@ -141,6 +142,8 @@ def session_alive(ctx: Any, response: schemathesis.Response, case: schemathesis.
         assert response.status_code != 401, response.text[:300]
 
 
+COUNTED: Final = re.compile(
+    r'^logbroker_http_requests_total\{method="([A-Z]+)",route="([^"]*)",status="(\d+)"\} (\S+)$', re.MULTILINE)
 CHECKS: Final = [no_server_error, errors_are_problems, session_alive, status_code_conformance]
 
 
@@ -159,3 +162,16 @@ def test_no_operation_answers_5xx_and_errors_are_problems(case: schemathesis.Cas
     if isinstance(case.body, dict) and case.body.get("member_id") == MEMBER:
         case.body = {**case.body, "member_id": resources}
     case.call_and_validate(base_url=node.url, headers=admin_headers, checks=CHECKS)
+
+
+def test_the_node_counted_no_server_error(node: launcher.NodeProcess, admin_headers: dict[str, str]) -> None:
+    """After the run (this test comes after it in the module), by the node's own count: no request
+    ended in a 5xx, not even one whose client had gone (a stream closed by its reader), beyond the
+    partition budget's 503 where partitions are created."""
+    metrics = Http(node.url).call("GET", "/metrics", headers=admin_headers)
+    assert metrics.status == 200
+    counted = COUNTED.findall(metrics.data.decode())
+    assert len(counted) > 40, "few requests were counted: the run did not happen"
+    for method, route, status, count in counted:
+        if int(status) >= 500 and float(count) > 0:
+            assert status == "503" and (method, route) in PARTITION_BUDGET, (method, route, status, count)
