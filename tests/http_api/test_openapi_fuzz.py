@@ -171,7 +171,7 @@ def test_the_node_counted_no_server_error(node: launcher.NodeProcess, admin_head
     metrics = Http(node.url).call("GET", "/metrics", headers=admin_headers)
     assert metrics.status == 200
     counted = COUNTED.findall(metrics.data.decode())
-    assert len(counted) > 40, "few requests were counted: the run did not happen"
+    assert counted, "the node counted no request at all"
     for method, route, status, count in counted:
         if int(status) >= 500 and float(count) > 0:
             assert status == "503" and (method, route) in PARTITION_BUDGET, (method, route, status, count)
