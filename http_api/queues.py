@@ -13,11 +13,17 @@ from aiohttp import web
 from http_api.auth import principal_of, recheck_access
 from http_api.keys import NODE
 from http_api.params import JSON, MSGPACK, decode_msgpack, path_topic, read_json
-from http_api.records import IDEMPOTENCY_KEY, PRODUCE_BODY
+from http_api.records import IDEMPOTENCY_HEADER, IDEMPOTENCY_KEY, PRODUCE_BODY
 from http_api.routing import route
 from http_api.user_limits import long_poll
 from logbroker.errors import UnsupportedMediaTypeError
-from logbroker.queues.requests import parse_receipts, parse_receive
+from logbroker.queues.requests import (
+    NACK_DELAY_MS_MAX,
+    RECEIPT,
+    RECEIPTS_PER_REQUEST_MAX,
+    parse_receipts,
+    parse_receive,
+)
 from logbroker.records import parse_body
 
 QUEUE_PATH = "/v1/queues/{name}"
@@ -26,8 +32,10 @@ RECEIVE_BODY = {"type": "object", "properties": {
     "visibility_timeout_ms": {"type": "integer", "description": "default: the queue's visibility_timeout_ms"},
     "wait_ms": {"type": "integer", "default": 0, "description": "wait this long for a message"}}}
 RECEIPTS_BODY = {"type": "object", "required": ["receipts"], "properties": {
-    "receipts": {"type": "array", "items": {"type": "string"}},
-    "delay_ms": {"type": "integer", "description": "nack only: redeliver after this delay"}}}
+    "receipts": {"type": "array", "minItems": 1, "items": {"type": "string", "pattern": f"^{RECEIPT.pattern}$"},
+                 "description": f"at most {RECEIPTS_PER_REQUEST_MAX}, each once"},
+    "delay_ms": {"type": "integer", "minimum": 0, "maximum": NACK_DELAY_MS_MAX,
+                 "description": "nack only: redeliver after this delay"}}}
 SETTLE_RESPONSES = {"200": "How many were settled, and the receipts that matched no current lease",
                     "400": "Malformed body or receipt (nothing settled)", "404": "Unknown queue",
                     "409": "Not a queue"}
@@ -35,7 +43,7 @@ SETTLE_RESPONSES = {"200": "How many were settled, and the receipts that matched
 
 @route("POST", QUEUE_PATH + "/messages", "Send messages to a queue (the produce body)", access="write",
        quota="produce", body=PRODUCE_BODY,
-       query=(("acks", "string", "0, 1 (default) or all"),),
+       query=(("acks", "string", "0, 1 (default) or all"),), headers=(IDEMPOTENCY_HEADER,),
        responses={"200": "Offsets", "400": "Invalid", "403": "Not allowed, or past the queue owner's "
                   "storage_bytes_max (storage_quota_exceeded)", "404": "Unknown queue", "409": "Not a queue"})
 async def send(request: web.Request) -> web.Response:
@@ -99,6 +107,6 @@ async def nack(request: web.Request) -> web.Response:
 
 
 @route("GET", QUEUE_PATH, "A queue's delivery state per partition", access="describe",
-       responses={"200": "OK", "404": "Unknown queue"})
+       responses={"200": "OK", "404": "Unknown queue", "409": "Not a queue"})
 async def describe(request: web.Request) -> web.Response:
     return web.json_response(request.app[NODE].queues.describe(path_topic(request)))

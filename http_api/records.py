@@ -30,7 +30,14 @@ from http_api.user_limits import long_poll
 from logbroker.batch_limits import CheckedBatch, check_batch, is_costly
 from logbroker.errors import UnsupportedMediaTypeError
 from logbroker.producer_ids import check_writer, issue
-from logbroker.records import Skipped, parse_body, render_records, take_records
+from logbroker.records import (
+    HEADERS_PER_RECORD_MAX,
+    RECORDS_PER_REQUEST_MAX,
+    Skipped,
+    parse_body,
+    render_records,
+    take_records,
+)
 from logbroker.unreadable import report_skipped
 from segments.log import LogRead
 
@@ -43,18 +50,23 @@ HIGH_WATERMARK = "X-LogBroker-High-Watermark"
 LEADER = "X-LogBroker-Leader"
 # Stored once within the topic's dedup_window_ms (DESIGN §4); a prebuilt batch uses its producer id.
 IDEMPOTENCY_KEY = "Idempotency-Key"
+IDEMPOTENCY_HEADER = (IDEMPOTENCY_KEY, "string", "stores the write once within the topic's dedup_window_ms; a key "
+                                                 "belongs to the caller (a retry with it answers the first offsets)")
 _PRODUCER_RNG = random.SystemRandom()
-PRODUCE_BODY = {"type": "object", "properties": {"records": {"type": "array", "items": {
-    "type": "object", "properties": {
-        "key": {"type": "string"}, "key_b64": {"type": "string"}, "value": {"type": "string"},
-        "value_b64": {"type": "string"}, "partition": {"type": "integer"}, "timestamp": {"type": "integer"},
-        "headers": {"type": "array", "items": {"type": "object"}}}}}}}
+PRODUCE_BODY = {"type": "object", "required": ["records"], "additionalProperties": False, "properties": {"records": {
+    "type": "array", "minItems": 1, "maxItems": RECORDS_PER_REQUEST_MAX, "items": {
+        "type": "object", "additionalProperties": False, "properties": {
+            "key": {"type": "string"}, "key_b64": {"type": "string", "format": "byte"}, "value": {"type": "string"},
+            "value_b64": {"type": "string", "format": "byte"}, "partition": {"type": "integer", "minimum": 0},
+            "timestamp": {"type": "integer"},
+            "headers": {"type": "array", "maxItems": HEADERS_PER_RECORD_MAX, "items": {"type": "object"}}}}}}}
 
 
 @route("POST", "/v1/topics/{name}/records", "Produce records (JSON, msgpack or one prebuilt batch)",
        access="write", quota="produce",
        query=(("acks", "string", "0, 1 (default) or all"),
               ("partition", "integer", "required with application/vnd.logbroker.batch")),
+       headers=(IDEMPOTENCY_HEADER,),
        body=PRODUCE_BODY, responses={"200": "Offsets", "400": "Invalid", "403": "Not allowed, or past the topic "
                                      "owner's storage_bytes_max (storage_quota_exceeded)", "404": "Unknown topic",
                                      "413": "Too large", "415": "Unsupported content type"})
@@ -106,11 +118,11 @@ async def checked_batch(request: web.Request, batch: bytes) -> CheckedBatch:
 
 @route("GET", RECORD_PATH + "/records", "Fetch records from an offset (long-poll with wait_ms)",
        access="read", quota="fetch",
-       query=(("offset", "integer", "first offset to read (required)"),
+       query=(("offset", "integer", "first offset to read"),
               ("max_records", "integer", "JSON only"), ("max_bytes", "integer", "default 1 MiB"),
               ("wait_ms", "integer", "wait this long for data at the end of the log"),
               ENCODING_QUERY,
-              RACK_QUERY),
+              RACK_QUERY), required=("offset",),
        responses={"200": "Records (JSON: records, next_offset, high_watermark, and skipped: stored batches whose "
                          "records cannot be decoded, passed over) or raw batches (Accept: "
                          "application/vnd.logbroker.batch)",

@@ -127,6 +127,7 @@ def _start_offset(request: web.Request) -> int | None:
        query=(("offset", "integer", "first offset (default: the end); Last-Event-ID resumes after an id"),
               ("keepalive_ms", "integer", "idle comment interval (default 5000)"),
               RACK_QUERY, ENCODING_QUERY),
+       headers=((LAST_EVENT_ID, "integer", "the id of the last event received: resume after it (instead of offset)"),),
        responses={"200": "text/event-stream", "404": "Unknown topic or partition", "416": "Offset out of range",
                   "503": "Too many open streams"})
 async def stream_partition(request: web.Request) -> web.StreamResponse:
@@ -161,6 +162,7 @@ async def stream_partition(request: web.Request) -> web.StreamResponse:
         except ANY_ERROR as exc:  # the node stops, the topic goes, a batch cannot be decoded, ...
             await _end(response, str(exc))
         return response
+    return response  # the client went away (stream_slot ended the block): the stream it had is the answer
 
 
 async def _refuse(response: web.StreamResponse, exc: Exception) -> None:
@@ -209,6 +211,7 @@ async def stream_member(request: web.Request) -> web.StreamResponse:
         except ANY_ERROR as exc:  # removed from the group, no longer allowed, the node stops, ...
             await _end(response, str(exc))
         return response
+    return response  # the client went away (stream_slot ended the block): the stream it had is the answer
 
 
 async def _member_loop(request: web.Request, response: web.StreamResponse, group: str, member: str, reset: str,

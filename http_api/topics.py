@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from coordinator.models import PARTITIONS_MAX
 from http_api.auth import principal_of
 from http_api.keys import NODE
 from http_api.params import path_topic, read_json
@@ -11,11 +12,13 @@ from http_api.routing import route
 from http_api.user_limits import adding_partitions, creating_topic
 from logbroker.errors import InvalidRequestError
 
+PARTITION_BUDGET_FULL = "The node holds as many partitions as its descriptor limit allows (delete topics)"
+
 TOPIC_BODY = {
     "type": "object", "required": ["name"],
     "properties": {
         "name": {"type": "string", "pattern": "^[A-Za-z0-9._-]{1,200}$"},
-        "partitions": {"type": "integer", "minimum": 1, "default": 1},
+        "partitions": {"type": "integer", "minimum": 1, "maximum": PARTITIONS_MAX, "default": 1},
         "replication_factor": {"type": "integer", "minimum": 1},
         "kind": {"type": "string", "enum": ["topic", "queue"], "default": "topic"},
         "config": {"type": "object", "description": "segment_bytes, segment_ms, retention_ms, retention_bytes, "
@@ -27,7 +30,8 @@ TOPIC_BODY = {
 
 @route("POST", "/v1/topics", "Create a topic or queue; the caller becomes its owner", access="user",
        body=TOPIC_BODY, responses={"201": "Created", "400": "Invalid", "409": "Exists",
-                                   "429": "Past the caller's topics_max or partitions_max"})
+                                   "429": "Past the caller's topics_max or partitions_max",
+                                   "503": PARTITION_BUDGET_FULL})
 async def create_topic(request: web.Request) -> web.Response:
     body = await read_json(request)
     node = request.app[NODE]
@@ -62,8 +66,10 @@ async def delete_topic(request: web.Request) -> web.Response:
 
 @route("POST", "/v1/topics/{name}/partitions", "Add partitions to a topic or queue (consumer groups rebalance)",
        access="manage", body={"type": "object", "required": ["partitions"],
-                              "properties": {"partitions": {"type": "integer", "description": "the new count"}}},
-       responses={"200": "The topic", "400": "Not more than now, or an internal topic", "404": "Unknown topic"})
+                              "properties": {"partitions": {"type": "integer", "maximum": PARTITIONS_MAX,
+                                                             "description": "the new count"}}},
+       responses={"200": "The topic", "400": "Not more than now, or an internal topic", "404": "Unknown topic",
+                  "429": "Past the caller's partitions_max", "503": PARTITION_BUDGET_FULL})
 async def add_partitions(request: web.Request) -> web.Response:
     body, topic = await read_json(request), path_topic(request)
     async with adding_partitions(request, topic, body):

@@ -194,3 +194,35 @@ def test_streams_end_with_an_end_event_when_their_source_goes(http, node, topics
     ended, left = asyncio.run(main())
     assert "doomed" in json.loads(ended[0].data)["reason"]
     assert "join again" in json.loads(left[0].data)["reason"]
+
+
+def request_count(http, route: str, status: int) -> float:
+    """``logbroker_http_requests_total`` for one route and status, from the node's /metrics."""
+    line = f'logbroker_http_requests_total{{method="GET",route="{route}",status="{status}"}} '
+    text = http.call("GET", "/metrics").data.decode()
+    return sum(float(row[len(line):]) for row in text.splitlines() if row.startswith(line))
+
+
+@pytest.mark.parametrize("kind", ["partition", "member"])
+def test_a_stream_its_client_closes_is_counted_a_200_not_a_500(http, node, topics, kind):
+    """A client that goes away ends its stream quietly: the handler still answers with the response
+    it started, so the node neither logs nor counts a server error for it."""
+    if kind == "partition":
+        route, path = "/v1/topics/{name}/partitions/{partition}/stream", "/v1/topics/live/partitions/1/stream"
+    else:
+        member = http.json("POST", "/v1/groups/sg-gone/members", body={"topics": ["live"], "session_timeout_ms": 5000})
+        route = "/v1/groups/{group}/members/{member}/stream"
+        path = f"/v1/groups/sg-gone/members/{member['member_id']}/stream"
+    served, failed = request_count(http, route, 200), request_count(http, route, 500)
+    sock = socket.create_connection(("127.0.0.1", int(node.url.rsplit(":", 1)[1])))
+    try:
+        sock.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        assert sock.recv(4096).startswith(b"HTTP/1.1 200")
+    finally:
+        sock.close()
+    deadline = time.monotonic() + 10
+    while request_count(http, route, 200) == served and request_count(http, route, 500) == failed:
+        assert time.monotonic() < deadline, "the closed stream never ended"
+        time.sleep(0.05)
+    assert request_count(http, route, 500) == failed, "a client going away was counted a server error"
+    assert request_count(http, route, 200) == served + 1
