@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -73,17 +74,22 @@ def test_json_fetch_answers_the_records_around_it_and_names_what_it_skipped(http
     assert f'logbroker_unreadable_records_skipped_total{{reader="fetch",topic="{topic}"}}' in metrics
 
 
+async def _through_offset_6(events: Any) -> list:
+    """A push stream's record, skipped and end events up to the record at offset 6 (the last)."""
+    got = []
+    async with asyncio.timeout(DEADLINE_S):
+        async for event in events:
+            if event.kind in ("record", "skipped", "end"):
+                got.append(event)
+            if event.kind == "end" or (event.kind == "record" and json.loads(event.data)["offset"] == 6):
+                break
+    return got
+
+
 def test_the_push_stream_sends_a_skipped_event_in_its_place_and_goes_on(node, topic):
     async def main() -> list:
         async with Client(node.url) as client, client.stream(topic, 0, offset=0, keepalive_ms=50) as events:
-            got = []
-            async with asyncio.timeout(DEADLINE_S):
-                async for event in events:
-                    if event.kind in ("record", "skipped", "end"):
-                        got.append(event)
-                    if event.kind == "end" or (event.kind == "record" and json.loads(event.data)["offset"] == 6):
-                        return got
-        return got
+            return await _through_offset_6(events)
 
     events = asyncio.run(main())
     assert [(e.kind, e.id) for e in events] == [("record", "0"), ("record", "1"), ("record", "2"),
@@ -97,14 +103,7 @@ def test_a_group_members_push_stream_goes_on_past_it(http, node, topic):
         async with Client(node.url) as client:
             joined = await client.join_group("poison-stream", [topic])
             async with client.stream_member("poison-stream", joined["member_id"]) as events:
-                got = []
-                async with asyncio.timeout(DEADLINE_S):
-                    async for event in events:
-                        if event.kind in ("record", "skipped", "end"):
-                            got.append(event)
-                        if event.kind == "end" or (event.kind == "record" and json.loads(event.data)["offset"] == 6):
-                            return got
-            return got
+                return await _through_offset_6(events)
 
     events = asyncio.run(main())
     assert [e.kind for e in events] == ["record"] * 3 + ["skipped"] + ["record"] * 2
