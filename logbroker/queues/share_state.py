@@ -120,6 +120,8 @@ class PartitionShare:
                 continue
             while self.next_offset <= offset:
                 self.entries[self.next_offset] = Entry()
+                if self.next_offset != offset:  # a gap: no recorded lease took it (one was lost unrecorded)
+                    heapq.heappush(self._ready, self.next_offset)
                 self.next_offset += 1
             entry = self.entries.get(offset)
             if entry is None:

@@ -61,6 +61,19 @@ def test_a_receipt_whose_lease_ran_out_settles_nothing_even_before_anyone_else_r
     assert not share.lease_expired(1, 7, now_ms=150), "now another receiver's: the old receipt is just stale"
 
 
+def test_an_offset_no_recorded_lease_took_is_delivered_after_a_replay():
+    """A receive whose lease event never became durable (its leader lost its session) leaves no
+    trace in the log; the next lease recorded skips past that offset. Rebuilt from the log, the
+    offset must still be delivered (a chaos run lost an acknowledged queue message here)."""
+    rebuilt = PartitionShare(max_deliveries=3)
+    for event in (lease_event(1, 1_000, [0]), ack_event([0]), lease_event(2, 2_000, [2]), ack_event([2])):
+        rebuilt.apply(event)
+    rebuilt.after_replay(now_ms=3_000)
+    assert rebuilt.acquire(3_000, 10, 100, high_watermark=3, token=3) == [1]
+    assert rebuilt.acquire(3_050, 10, 100, high_watermark=3, token=4) == [], "leased once"
+    assert rebuilt.ack(1, 3, now_ms=3_050) and rebuilt.done_below == 3
+
+
 class ShareMachine(RuleBasedStateMachine):
     """Random receives, acks, nacks, clock steps and restarts (replay of the recorded events)."""
 
