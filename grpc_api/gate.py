@@ -73,10 +73,8 @@ class CallGate:
             try:
                 caller = await self._authenticate(context, ticket)
                 request = await self._request(context, ticket)
-                responses = behavior(request, context, caller)
-                async with contextlib.aclosing(responses):
-                    async for response in responses:
-                        yield response
+                async for response in _relayed(behavior(request, context, caller)):
+                    yield response
             finally:
                 self.budget.release(ticket)
         return handle
@@ -92,11 +90,9 @@ class CallGate:
             async def requests() -> AsyncIterator[Any]:
                 while (message := await self._read(context)) is not grpc.aio.EOF:
                     yield message
-            responses = behavior(requests(), context)
             try:
-                async with contextlib.aclosing(responses):
-                    async for response in responses:
-                        yield response
+                async for response in _relayed(behavior(requests(), context)):
+                    yield response
             finally:
                 self.budget.release(ticket)
         return handle
@@ -145,3 +141,10 @@ def authorization_of(context: Any) -> str | None:
         if key == "authorization" and isinstance(value, str):
             return value
     return None
+
+
+async def _relayed(responses: AsyncGenerator[Any, None]) -> AsyncIterator[Any]:
+    """The responses of a handler's generator, which is closed however the call ends."""
+    async with contextlib.aclosing(responses):
+        async for response in responses:
+            yield response
