@@ -33,7 +33,8 @@ class Peers:
         self._token = cluster_token
         self._clients: dict[int, RpcClient] = {}
         self._retired: list[RpcClient] = []  # channels to old addresses, closed later
-        self._silent_until: dict[int, float] = {}  # node -> monotonic time until which it counts as unreachable
+        # node -> (monotonic time until which it counts as unreachable, the start of the run that went silent)
+        self._silent_until: dict[int, tuple[float, int]] = {}
         self._streams: dict[tuple[int, str], tuple[RpcClient, RpcStream]] = {}
         self._closed = False
 
@@ -69,7 +70,7 @@ class Peers:
             if exc.answered:
                 self._silent_until.pop(node_id, None)
                 raise RemoteError(exc.code, exc.detail, retriable=exc.retriable, **exc.extra) from exc
-            self._silent_until[node_id] = time.monotonic() + SILENT_S
+            self._went_silent(node_id)
             if not idempotent and exc.status in MAYBE_DELIVERED:
                 raise ForwardOutcomeUnknownError(f"node {node_id} did not answer in time ({exc.status.name.lower()}): "
                                                  "the write may or may not be stored", node=node_id) from exc
@@ -97,16 +98,23 @@ class Peers:
         except RpcCallError as exc:
             if exc.answered:
                 raise RemoteError(exc.code, exc.detail, retriable=exc.retriable, **exc.extra) from exc
-            self._silent_until[node_id] = time.monotonic() + SILENT_S
+            self._went_silent(node_id)
             raise NoLeaderError(f"node {node_id} did not answer ({exc.status.name.lower()})", node=node_id) from exc
+
+    def _went_silent(self, node_id: int) -> None:
+        info = self._coordinator.cached_node(node_id)
+        self._silent_until[node_id] = (time.monotonic() + SILENT_S, info.started_ms if info is not None else 0)
 
     def unreachable(self, node_id: int) -> bool:
         """True for ``SILENT_S`` after a call to ``node_id`` went unanswered (reads then go to a
-        replica at once instead of waiting out another deadline)."""
-        until = self._silent_until.get(node_id)
-        if until is None:
+        replica at once instead of waiting out another deadline), unless the node has registered
+        again since: a restarted node is called at once, its last run's silence is not held against it."""
+        silent = self._silent_until.get(node_id)
+        if silent is None:
             return False
-        if time.monotonic() >= until:
+        until, started_ms = silent
+        info = self._coordinator.cached_node(node_id)
+        if time.monotonic() >= until or (info is not None and info.started_ms != started_ms):
             del self._silent_until[node_id]
             return False
         return True

@@ -221,7 +221,7 @@ def test_a_topic_deleted_while_a_node_was_down_leaves_nothing_for_its_successor(
     wait_until(lambda: alive_nodes(cluster, 1, token)[3] is False, timeout_s=LEASE_TTL_MS / 1000 + 5)
     assert cluster.http(1).call("DELETE", "/v1/topics/reborn", headers=token).status == 204
     cluster.start(3)
-    wait_until(lambda: alive_nodes(cluster, 1, token) == {1: True, 2: True, 3: True})
+    wait_until(lambda: all(alive_nodes(cluster, v, token) == {1: True, 2: True, 3: True} for v in (1, 2)))
     assert not any(name.startswith("reborn-") for name in os.listdir(cluster.nodes[3].data_dir))
     again = cluster.http(1).json("POST", "/v1/topics", expect=201, headers=token,
                                  body={"name": "reborn", "partitions": 3, "replication_factor": 1})
