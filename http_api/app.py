@@ -11,8 +11,8 @@ frozen by aiohttp when it starts serving; resources (the sendfile and decode thr
 from __future__ import annotations
 
 import logging
+import os
 import time
-import uuid
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Final
@@ -39,7 +39,7 @@ REQUEST_ID_HEADER: Final = "X-Request-Id"
 
 @web.middleware
 async def observe_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    rid = request.headers.get(REQUEST_ID_HEADER) or uuid.uuid4().hex[:16]
+    rid = request.headers.get(REQUEST_ID_HEADER) or os.urandom(8).hex()
     token = request_id.set(rid)
     started = time.perf_counter()
     status = 500

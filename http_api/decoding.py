@@ -36,7 +36,11 @@ class DecodePool:
         self._waiting_max = waiting_max
         self._waiting = 0
 
-    async def run(self, fn: Callable[..., T], *args: object) -> T:
+    async def run(self, fn: Callable[..., T], *args: object, inline: bool = False) -> T:
+        """``fn(*args)`` on a pool thread; on the calling loop itself when ``inline`` (work small
+        enough that a thread hop would cost the loop more than the work)."""
+        if inline:
+            return fn(*args)
         if self._waiting >= self._waiting_max:
             raise NotAvailableError(f"{self._waiting} decodes are already waiting; retry later")
         self._waiting += 1

@@ -7,7 +7,6 @@ its traceback and answered 500 without details.
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 from collections.abc import Awaitable, Callable
@@ -15,6 +14,7 @@ from typing import Any, Final
 
 from aiohttp import web
 
+from http_api.json_codec import encode
 from logbroker.errors import ANY_ERROR, OffsetOutOfRangeError
 
 log = logging.getLogger(__name__)
@@ -87,7 +87,7 @@ TITLES: Final = {400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404:
 def problem(status: int, detail: str, *, code: str, retriable: bool = False, **extra: Any) -> web.Response:
     body = {"type": f"https://logbroker.dev/errors/{code}", "title": TITLES.get(status, "Error"),
             "status": status, "detail": detail, "code": code, "retriable": retriable, **extra}
-    response = web.Response(status=status, body=json.dumps(body).encode(), content_type=PROBLEM_TYPE)
+    response = web.Response(status=status, body=encode(body), content_type=PROBLEM_TYPE)
     if status == 401:
         response.headers["WWW-Authenticate"] = 'Bearer realm="logbroker"'
     if status == 408:  # the rest of a late body cannot be told from a next request: close after answering

@@ -11,6 +11,7 @@ from aiohttp import web
 
 from http_api.auth import limits_of, principal_of
 from http_api.identity import caller, group_caller, require_read
+from http_api.json_codec import json_response
 from http_api.keys import NODE
 from http_api.params import query_int, read_json
 from http_api.routing import route
@@ -65,7 +66,7 @@ async def list_groups(request: web.Request) -> web.Response:
     body: dict[str, Any] = {"groups": node.groups.summaries(names)}
     if next_after is not None:
         body["next_after"] = next_after
-    return web.json_response(body)
+    return json_response(body)
 
 
 @route("GET", GROUP_PATH, "Describe a group: members, assignment, committed offsets and lag (owner and admins; "
@@ -75,7 +76,7 @@ async def describe_group(request: web.Request) -> web.Response:
     node, name, principal = request.app[NODE], _group(request), principal_of(request)
     view = node.groups.describe(name)
     if node.group_access.is_manager(principal, await node.coordinator.get_group(name)):
-        return web.json_response(view)
+        return json_response(view)
 
     async def readable(topic: str) -> bool:
         try:
@@ -84,7 +85,7 @@ async def describe_group(request: web.Request) -> web.Response:
             return False
         return True
 
-    return web.json_response(await restricted_view(view, principal.name, readable))
+    return json_response(await restricted_view(view, principal.name, readable))
 
 
 @route("DELETE", GROUP_PATH, "Delete an empty group and its committed offsets (owner or admin)",
@@ -98,7 +99,7 @@ async def delete_group(request: web.Request) -> web.Response:
 @route("GET", GROUP_PATH + "/acl", "The owner and grants of a group (owner or admin)", access="group_manage",
        responses={"200": "{group, owner, acl}", "403": "Not allowed"})
 async def get_group_acl(request: web.Request) -> web.Response:
-    return web.json_response(await request.app[NODE].group_access.describe_acl(_group(request)))
+    return json_response(await request.app[NODE].group_access.describe_acl(_group(request)))
 
 
 @route("PUT", GROUP_PATH + "/acl", "Grant or revoke a user's read permission on a group (owner or admin)",
@@ -106,7 +107,7 @@ async def get_group_acl(request: web.Request) -> web.Response:
        responses={"200": "{group, owner, acl}", "400": "Invalid", "403": "Not allowed",
                   "404": "Unknown user, or a group nobody has joined yet"})
 async def set_group_acl(request: web.Request) -> web.Response:
-    return web.json_response(await request.app[NODE].group_access.set_acl(_group(request), await read_json(request)))
+    return json_response(await request.app[NODE].group_access.set_acl(_group(request), await read_json(request)))
 
 
 @route("POST", GROUP_PATH + "/members", "Join a group (starts a new generation); the first join claims the group",
@@ -122,7 +123,7 @@ async def join_group(request: web.Request) -> web.Response:
     if not node.groups.has_member(name, join.member_id):  # a new member counts against the caller's limit
         check_member_limit(principal, limits_of(request), node.groups.members_of(principal.name))
     await node.group_access.claim(principal, name, limits_of(request))
-    return web.json_response(await node.groups.join(name, join, caller(request), group_caller(request)))
+    return json_response(await node.groups.join(name, join, caller(request), group_caller(request)))
 
 
 @route("POST", GROUP_PATH + "/members/{member}/heartbeat", "Heartbeat: the current generation and assignment",
@@ -130,7 +131,7 @@ async def join_group(request: web.Request) -> web.Response:
        responses={"200": "generation, assignment", "404": "Unknown group or member (join again)"})
 async def heartbeat(request: web.Request) -> web.Response:
     name, member = _group(request), member_id(request.match_info["member"])
-    return web.json_response(await request.app[NODE].groups.heartbeat(name, member, group_caller(request)))
+    return json_response(await request.app[NODE].groups.heartbeat(name, member, group_caller(request)))
 
 
 @route("DELETE", GROUP_PATH + "/members/{member}", "Leave a group (starts a new generation)", access="group_read",
@@ -149,7 +150,7 @@ async def commit_offsets(request: web.Request) -> web.Response:
     name = _group(request)
     commit = parse_commit(await read_json(request))
     await require_read(request, (t for t, _, _ in commit.offsets))
-    return web.json_response(await request.app[NODE].groups.commit(name, commit, group_caller(request)))
+    return json_response(await request.app[NODE].groups.commit(name, commit, group_caller(request)))
 
 
 @route("POST", GROUP_PATH + "/offsets/reset", "Reset a group's offsets for a topic (the group must have no members)",
@@ -159,4 +160,4 @@ async def commit_offsets(request: web.Request) -> web.Response:
 async def reset_offsets(request: web.Request) -> web.Response:
     name = _group(request)
     reset = parse_reset(await read_json(request))
-    return web.json_response(await request.app[NODE].groups.reset(name, reset, caller(request)))
+    return json_response(await request.app[NODE].groups.reset(name, reset, caller(request)))

@@ -6,6 +6,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from http_api.auth import principal_of, scrape_allowed
+from http_api.json_codec import json_response
 from http_api.keys import NODE
 from http_api.openapi import openapi_document
 from http_api.params import read_json
@@ -17,7 +18,7 @@ DECOMMISSION_BODY = {"type": "object", "required": ["node_id"], "properties": {"
 
 @route("GET", "/healthz", "Liveness: the process answers", access="public")
 async def healthz(request: web.Request) -> web.Response:
-    return web.json_response({"status": "ok"})
+    return json_response({"status": "ok"})
 
 
 @route("GET", "/readyz", "Readiness: logs are open, the node serves, its disk takes writes and no partition "
@@ -31,8 +32,8 @@ async def readyz(request: web.Request) -> web.Response:
     ready = node.ready and session and not storage["full"] and not storage["offline_partitions"]
     status = 200 if ready else 503
     if not await _sees_details(request):
-        return web.json_response({"ready": ready}, status=status)
-    return web.json_response({"ready": ready, "serving": node.ready, "coordinator": {"session_alive": session},
+        return json_response({"ready": ready}, status=status)
+    return json_response({"ready": ready, "serving": node.ready, "coordinator": {"session_alive": session},
                               "storage": storage}, status=status)
 
 
@@ -57,7 +58,7 @@ async def metrics(request: web.Request) -> web.Response:
 
 @route("GET", "/v1/cluster", "Nodes, liveness, partition placement and leaders", access="user")
 async def cluster(request: web.Request) -> web.Response:
-    return web.json_response(await request.app[NODE].cluster(principal_of(request)))
+    return json_response(await request.app[NODE].cluster(principal_of(request)))
 
 
 @route("POST", "/v1/cluster/rebalance", "Spread the topics' partitions evenly over the live nodes (admin): "
@@ -65,7 +66,7 @@ async def cluster(request: web.Request) -> web.Response:
        responses={"200": "The moves made", "403": "Not an admin", "409": "Not a cluster: nothing to rebalance",
                   "503": "A move failed"})
 async def rebalance(request: web.Request) -> web.Response:
-    return web.json_response(await request.app[NODE].rebalance(None))
+    return json_response(await request.app[NODE].rebalance(None))
 
 
 @route("POST", "/v1/cluster/decommission", "Move every partition off one node (admin), e.g. before "
@@ -77,9 +78,9 @@ async def decommission(request: web.Request) -> web.Response:
     node_id = body.get("node_id") if isinstance(body, dict) else None
     if isinstance(node_id, bool) or not isinstance(node_id, int) or node_id < 0 or set(body) != {"node_id"}:
         raise InvalidRequestError('the body must be {"node_id": <a node id>}')
-    return web.json_response(await request.app[NODE].rebalance(node_id))
+    return json_response(await request.app[NODE].rebalance(node_id))
 
 
 @route("GET", "/v1/openapi.json", "This document", access="public")
 async def openapi(request: web.Request) -> web.Response:
-    return web.json_response(openapi_document())
+    return json_response(openapi_document())

@@ -2,10 +2,9 @@
 Every failure is a typed error (400 / 415 / 413), never an exception from a parser.
 
 Text is checked here, at the boundary, once: JSON bodies must be UTF-8 and hold no lone surrogate
-(``json.loads`` turns ``"\\ud800"`` into a string that cannot be encoded again, so it would fail
-deep inside a handler), and integers in paths, queries and headers are ASCII digits only
-(``str.isdigit`` and ``int`` also take other scripts' digits, and superscript one, U+00B9, passes
-the first but not the second)."""
+(a string with one cannot be encoded again, so it would fail deep inside a handler), and integers
+in paths, queries and headers are ASCII digits only (``str.isdigit`` and ``int`` also take other
+scripts' digits, and superscript one, U+00B9, passes the first but not the second)."""
 
 from __future__ import annotations
 
@@ -17,9 +16,10 @@ import msgpack
 from aiohttp import web
 
 from coordinator.models import validate_name, validate_rack
+from http_api import json_codec
+from http_api.json_codec import JSON as JSON
 from logbroker.errors import InvalidRequestError, UnsupportedMediaTypeError
 
-JSON: Final = "application/json"
 MSGPACK: Final = "application/x-msgpack"
 BATCH: Final = "application/vnd.logbroker.batch"
 INT64_MAX: Final = 2**63 - 1
@@ -90,17 +90,25 @@ async def read_json(request: web.Request) -> Any:
 def load_json(raw: bytes) -> Any:
     """Decode a JSON body: UTF-8 (a BOM is skipped), and no string or key with a lone surrogate."""
     try:
-        text = raw.decode("utf-8-sig")
+        return json_codec.decode(raw)
     except UnicodeDecodeError as exc:
         raise InvalidRequestError(f"the body is not UTF-8: {exc.reason} at byte {exc.start}") from exc
+    except ValueError as exc:
+        text = raw.decode("utf-8-sig", errors="replace")
+        if SURROGATE_ESCAPE.search(text) and _lone_surrogate(text):
+            raise InvalidRequestError("the body holds a lone UTF-16 surrogate (\\ud800-\\udfff escaped alone), "
+                                      "which is not text") from exc
+        raise InvalidRequestError(f"the body is not valid JSON: {exc}") from exc
+
+
+def _lone_surrogate(text: str) -> bool:
+    """Whether ``text``, otherwise valid JSON, fails only for a lone surrogate (the decoder's own
+    message for one is about truncated input)."""
     try:
         value = json.loads(text)
-    except (ValueError, RecursionError) as exc:
-        raise InvalidRequestError(f"the body is not valid JSON: {exc}") from exc
-    if SURROGATE_ESCAPE.search(text) and not _encodable(value):
-        raise InvalidRequestError("the body holds a lone UTF-16 surrogate (\\ud800-\\udfff escaped alone), "
-                                  "which is not text")
-    return value
+    except (ValueError, RecursionError):
+        return False
+    return not _encodable(value)
 
 
 def _encodable(value: Any) -> bool:

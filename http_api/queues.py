@@ -11,6 +11,7 @@ import msgpack
 from aiohttp import web
 
 from http_api.auth import principal_of, recheck_access
+from http_api.json_codec import json_response
 from http_api.keys import NODE
 from http_api.params import JSON, MSGPACK, decode_msgpack, path_topic, read_json
 from http_api.records import IDEMPOTENCY_HEADER, IDEMPOTENCY_KEY, PRODUCE_BODY
@@ -58,7 +59,7 @@ async def send(request: web.Request) -> web.Response:
         raise UnsupportedMediaTypeError(f"expected {JSON} or {MSGPACK}, got {request.content_type!r}")
     offsets = await node.produce_records(name, records, request.query.get("acks", "1"),
                                          request.headers.get(IDEMPOTENCY_KEY), writer=principal_of(request).name)
-    return web.json_response({"offsets": offsets})
+    return json_response({"offsets": offsets})
 
 
 @route("POST", QUEUE_PATH + "/receive", "Receive messages, each leased for the visibility timeout "
@@ -77,7 +78,7 @@ async def receive(request: web.Request) -> web.Response:
         await recheck_access(request)  # comes back when the visibility timeout runs out (decision 0175)
     if binary:
         return web.Response(body=msgpack.packb({"messages": messages}, use_bin_type=True), content_type=MSGPACK)
-    return web.json_response({"messages": messages})
+    return json_response({"messages": messages})
 
 
 async def _read_body(request: web.Request) -> Any:
@@ -93,7 +94,7 @@ async def ack(request: web.Request) -> web.Response:
     node = request.app[NODE]
     name = path_topic(request)
     receipts, _ = parse_receipts(await _read_body(request), nack=False)
-    return web.json_response(await node.queues.ack(name, receipts))
+    return json_response(await node.queues.ack(name, receipts))
 
 
 @route("POST", QUEUE_PATH + "/nack", "Give messages back (redelivered after delay_ms)", access="read",
@@ -103,10 +104,10 @@ async def nack(request: web.Request) -> web.Response:
     node = request.app[NODE]
     name = path_topic(request)
     receipts, delay_ms = parse_receipts(await _read_body(request), nack=True)
-    return web.json_response(await node.queues.nack(name, receipts, delay_ms))
+    return json_response(await node.queues.nack(name, receipts, delay_ms))
 
 
 @route("GET", QUEUE_PATH, "A queue's delivery state per partition", access="describe",
        responses={"200": "OK", "404": "Unknown queue", "409": "Not a queue"})
 async def describe(request: web.Request) -> web.Response:
-    return web.json_response(request.app[NODE].queues.describe(path_topic(request)))
+    return json_response(request.app[NODE].queues.describe(path_topic(request)))

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import random
 
 from aiohttp import web
 
 from http_api.auth import principal_of, recheck_access
 from http_api.decoding import DECODER
+from http_api.json_codec import encode, json_response
 from http_api.keys import NODE, SENDFILE
 from http_api.params import (
     BATCH,
@@ -27,7 +27,7 @@ from http_api.params import (
 from http_api.routing import route
 from http_api.sendfile import send_slice
 from http_api.user_limits import long_poll
-from logbroker.batch_limits import CheckedBatch, check_batch, is_costly
+from logbroker.batch_limits import CheckedBatch, check_batch, is_costly, is_costly_read
 from logbroker.errors import UnsupportedMediaTypeError
 from logbroker.producer_ids import check_writer, issue
 from logbroker.records import (
@@ -84,7 +84,7 @@ async def produce(request: web.Request) -> web.Response:
         offsets = await node.produce_batch(topic, partition, batch, acks)
         leader = node.leader_elsewhere(topic, partition)
         if leader is not None:
-            return web.json_response({"offsets": offsets}, headers={LEADER: str(leader)})
+            return json_response({"offsets": offsets}, headers={LEADER: str(leader)})
     elif content_type == JSON:
         records = parse_body(await read_json(request), binary=False)
         offsets = await node.produce_records(topic, records, acks, request.headers.get(IDEMPOTENCY_KEY),
@@ -95,7 +95,7 @@ async def produce(request: web.Request) -> web.Response:
                                              writer=principal_of(request).name)
     else:
         raise UnsupportedMediaTypeError(f"expected {JSON}, {MSGPACK} or {BATCH}, got {content_type!r}")
-    return web.json_response({"offsets": offsets})
+    return json_response({"offsets": offsets})
 
 
 @route("POST", "/v1/producers", "A producer identity for idempotent prebuilt batches (Kafka's InitProducerId): "
@@ -103,7 +103,7 @@ async def produce(request: web.Request) -> web.Response:
        access="user", responses={"200": "{producer_id, producer_epoch}"})
 async def init_producer(request: web.Request) -> web.Response:
     issued = issue(principal_of(request).name, _PRODUCER_RNG)
-    return web.json_response({"producer_id": issued.producer_id, "producer_epoch": issued.producer_epoch})
+    return json_response({"producer_id": issued.producer_id, "producer_epoch": issued.producer_epoch})
 
 
 async def checked_batch(request: web.Request, batch: bytes) -> CheckedBatch:
@@ -157,21 +157,22 @@ async def fetch(request: web.Request) -> web.StreamResponse:
         result, hwm = await node.fetch(topic, partition, offset, max_bytes, wait_ms, client_rack=rack)
     if wait_ms:
         await recheck_access(request)
-    text, skipped = await request.app[DECODER].run(_json_answer, result, offset, max_records, force_base64, hwm)
+    body, skipped = await request.app[DECODER].run(_json_answer, result, offset, max_records, force_base64, hwm,
+                                                   inline=not is_costly_read(result.data))
     if skipped:
         report_skipped(node.metrics.count_skipped, topic, partition, skipped, "fetch")
-    return web.Response(text=text, content_type=JSON)
+    return web.Response(body=body, content_type=JSON, charset="utf-8")
 
 
 def _json_answer(result: LogRead, offset: int, max_records: int, force_base64: bool,
-                 hwm: int) -> tuple[str, list[Skipped]]:
+                 hwm: int) -> tuple[bytes, list[Skipped]]:
     """The JSON fetch answer and what it skipped (run in the decode pool: decoding and rendering
     are the costly part). ``skipped`` lists the stored batches whose records cannot be decoded
     that the answer passed over (decision 0220); ``next_offset`` is past them."""
     records, stopped_at, skipped = take_records(result.data, offset, max_records)
-    return json.dumps({"records": render_records(records, force_base64=force_base64),
-                       "next_offset": result.next_offset if stopped_at is None else stopped_at,
-                       "high_watermark": hwm, "skipped": [s.to_json() for s in skipped]}), skipped
+    return encode({"records": render_records(records, force_base64=force_base64),
+                   "next_offset": result.next_offset if stopped_at is None else stopped_at,
+                   "high_watermark": hwm, "skipped": [s.to_json() for s in skipped]}), skipped
 
 
 @route("GET", RECORD_PATH + "/offsets", "The earliest, latest or first offset at a timestamp", access="read",
@@ -179,4 +180,4 @@ def _json_answer(result: LogRead, offset: int, max_records: int, force_base64: b
 async def list_offsets(request: web.Request) -> web.Response:
     node = request.app[NODE]
     at = request.query.get("at", "latest")
-    return web.json_response(await node.list_offset(path_topic(request), path_partition(request), at))
+    return json_response(await node.list_offset(path_topic(request), path_partition(request), at))

@@ -32,6 +32,7 @@ from http_api.auth import recheck_access
 from http_api.decoding import DECODER
 from http_api.errors import problem_for
 from http_api.identity import group_caller, require_read
+from http_api.json_codec import encode
 from http_api.keys import NODE
 from http_api.params import (
     ENCODING_QUERY,
@@ -46,6 +47,7 @@ from http_api.params import (
 )
 from http_api.routing import route
 from http_api.user_limits import paced_write, stream_slot
+from logbroker.batch_limits import is_costly_read
 from logbroker.errors import ANY_ERROR, AuthenticationError, ForbiddenError, InvalidRequestError
 from logbroker.groups.requests import group_name, member_id
 from logbroker.records import Skipped, iter_fetched_records, render_records
@@ -62,8 +64,8 @@ REVOKED: Final = (AuthenticationError, ForbiddenError)
 
 
 def _event(kind: str, data: Any, event_id: str | None = None) -> bytes:
-    head = f"id: {event_id}\n" if event_id is not None else ""
-    return f"{head}event: {kind}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n".encode()
+    head = f"id: {event_id}\nevent: {kind}\ndata: " if event_id is not None else f"event: {kind}\ndata: "
+    return b"".join((head.encode(), encode(data), b"\n\n"))
 
 
 def _record_events(result: LogRead, offset: int, topic: str | None, partition: int,
@@ -99,7 +101,8 @@ async def _write_records(request: web.Request, response: web.StreamResponse, res
     ``named`` each event names its topic and partition (a member's stream of several)."""
     skipped: list[Skipped] = []
     pieces = _record_events(result, offset, topic if named else None, partition, force_base64, skipped)
-    while (piece := await request.app[DECODER].run(next, pieces, None)) is not None:
+    inline = not is_costly_read(result.data)
+    while (piece := await request.app[DECODER].run(next, pieces, None, inline=inline)) is not None:
         await paced_write(request, response, piece)
     if skipped:
         report_skipped(request.app[NODE].metrics.count_skipped, topic, partition, skipped, "stream")

@@ -6,6 +6,7 @@ from aiohttp import web
 
 from coordinator.models import PARTITIONS_MAX
 from http_api.auth import principal_of
+from http_api.json_codec import json_response
 from http_api.keys import NODE
 from http_api.params import path_topic, read_json
 from http_api.routing import route
@@ -38,7 +39,7 @@ async def create_topic(request: web.Request) -> web.Response:
     owner = principal_of(request).name if node.auth.enabled else None
     async with creating_topic(request, body):
         described = await node.create_topic(body, owner=owner)
-    return web.json_response(described, status=201)
+    return json_response(described, status=201)
 
 
 @route("GET", "/v1/topics", "List the topics and queues the caller may see", access="user",
@@ -48,13 +49,13 @@ async def list_topics(request: web.Request) -> web.Response:
     if internal not in ("true", "false"):
         raise InvalidRequestError("internal must be true or false")
     topics = await request.app[NODE].list_topics(principal_of(request), internal=internal == "true")
-    return web.json_response({"topics": topics})
+    return json_response({"topics": topics})
 
 
 @route("GET", "/v1/topics/{name}", "Describe a topic: partitions, leaders, offsets, config", access="describe",
        responses={"200": "OK", "403": "Not allowed", "404": "Unknown topic"})
 async def describe_topic(request: web.Request) -> web.Response:
-    return web.json_response(await request.app[NODE].describe_topic(path_topic(request)))
+    return json_response(await request.app[NODE].describe_topic(path_topic(request)))
 
 
 @route("DELETE", "/v1/topics/{name}", "Delete a topic and its data (owner or admin)", access="manage",
@@ -73,4 +74,4 @@ async def delete_topic(request: web.Request) -> web.Response:
 async def add_partitions(request: web.Request) -> web.Response:
     body, topic = await read_json(request), path_topic(request)
     async with adding_partitions(request, topic, body):
-        return web.json_response(await request.app[NODE].add_partitions(topic, body))
+        return json_response(await request.app[NODE].add_partitions(topic, body))

@@ -9,6 +9,7 @@ from aiohttp import web
 
 from http_api.auth import principal_of
 from http_api.identity import client_address
+from http_api.json_codec import json_response
 from http_api.keys import NODE
 from http_api.params import path_topic, read_json
 from http_api.routing import route
@@ -36,13 +37,13 @@ ACL_BODY = {"type": "object", "required": ["user", "permissions"], "properties":
                   "429": "Too many failed logins for this username, or for it from this address "
                   "(Retry-After)"})
 async def issue_token(request: web.Request) -> web.Response:
-    return web.json_response(await request.app[NODE].auth.login(await read_json(request), client_address(request)))
+    return json_response(await request.app[NODE].auth.login(await read_json(request), client_address(request)))
 
 
 @route("POST", "/v1/users", "Create a user (admin)", access="admin", body=USER_BODY,
        responses={"201": "Created", "400": "Invalid", "403": "Not an admin", "409": "Exists"})
 async def create_user(request: web.Request) -> web.Response:
-    return web.json_response(await request.app[NODE].auth.create_user(await read_json(request)), status=201)
+    return json_response(await request.app[NODE].auth.create_user(await read_json(request)), status=201)
 
 
 @route("GET", "/v1/users", "List users (admin), each with the bytes they store and their storage limit",
@@ -50,7 +51,7 @@ async def create_user(request: web.Request) -> web.Response:
 async def list_users(request: web.Request) -> web.Response:
     node = request.app[NODE]
     users = await node.coordinator.list_users()
-    return web.json_response({"users": [{**u.public(), "storage": await node.storage.describe(u.name)}
+    return json_response({"users": [{**u.public(), "storage": await node.storage.describe(u.name)}
                                         for u in users]})
 
 
@@ -60,7 +61,7 @@ async def list_users(request: web.Request) -> web.Response:
 async def get_user(request: web.Request) -> web.Response:
     node = request.app[NODE]
     user = await node.auth.user(request.match_info["name"])
-    return web.json_response({**user.public(), "storage": await node.storage.describe(user.name)})
+    return json_response({**user.public(), "storage": await node.storage.describe(user.name)})
 
 
 @route("DELETE", "/v1/users/{name}", "Delete a user (admin); refused while they own topics unless reassign_to",
@@ -69,7 +70,7 @@ async def get_user(request: web.Request) -> web.Response:
 async def delete_user(request: web.Request) -> web.Response:
     name = request.match_info["name"]
     moved = await request.app[NODE].auth.delete_user(principal_of(request), name, request.query.get("reassign_to"))
-    return web.json_response({"deleted": name, "reassigned_topics": moved})
+    return json_response({"deleted": name, "reassigned_topics": moved})
 
 
 @route("PUT", "/v1/users/{name}/password",
@@ -92,19 +93,19 @@ async def change_password(request: web.Request) -> web.Response:
        body=QUOTAS_BODY, responses={"200": "The user", "400": "Invalid", "404": "Unknown"})
 async def set_quotas(request: web.Request) -> web.Response:
     auth = request.app[NODE].auth
-    return web.json_response(await auth.set_quotas(request.match_info["name"], await read_json(request)))
+    return json_response(await auth.set_quotas(request.match_info["name"], await read_json(request)))
 
 
 @route("GET", "/v1/users/{name}/topics", "What a user owns and is granted (that user or an admin)", access="self",
        responses={"200": "{user, topics, grants}", "403": "Not allowed", "404": "Unknown user"})
 async def user_topics(request: web.Request) -> web.Response:
-    return web.json_response(await request.app[NODE].auth.topics_of(request.match_info["name"]))
+    return json_response(await request.app[NODE].auth.topics_of(request.match_info["name"]))
 
 
 @route("GET", "/v1/topics/{name}/acl", "The owner and grants of a topic (owner or admin)", access="manage",
        responses={"200": "{topic, owner, acl}", "403": "Not allowed", "404": "Unknown topic"})
 async def get_acl(request: web.Request) -> web.Response:
-    return web.json_response(await request.app[NODE].auth.describe_acl(path_topic(request)))
+    return json_response(await request.app[NODE].auth.describe_acl(path_topic(request)))
 
 
 @route("PUT", "/v1/topics/{name}/acl", "Grant or revoke a user's read/write permissions (owner or admin)",
@@ -112,7 +113,7 @@ async def get_acl(request: web.Request) -> web.Response:
        responses={"200": "{topic, owner, acl}", "400": "Invalid", "403": "Not allowed", "404": "Unknown"})
 async def set_acl(request: web.Request) -> web.Response:
     auth = request.app[NODE].auth
-    return web.json_response(await auth.set_acl(path_topic(request), await read_json(request)))
+    return json_response(await auth.set_acl(path_topic(request), await read_json(request)))
 
 
 @route("PUT", "/v1/topics/{name}/owner", "Give a topic to another user (admin)", access="admin",
@@ -126,10 +127,10 @@ async def set_owner(request: web.Request) -> web.Response:
         raise InvalidRequestError("the body must be {\"owner\": user name}")
     topic = path_topic(request)
     await node.coordinator.set_owner(topic, owner)
-    return web.json_response(await node.auth.describe_acl(topic))
+    return json_response(await node.auth.describe_acl(topic))
 
 
 @route("POST", "/v1/users/{name}/revoke-tokens", "Refuse every token issued to a user so far (admin)",
        access="admin", responses={"200": "{user, credential_version}", "403": "Not an admin", "404": "Unknown user"})
 async def revoke_tokens(request: web.Request) -> web.Response:
-    return web.json_response(await request.app[NODE].auth.revoke_tokens(request.match_info["name"]))
+    return json_response(await request.app[NODE].auth.revoke_tokens(request.match_info["name"]))

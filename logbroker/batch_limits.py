@@ -57,6 +57,10 @@ DRAIN_CHUNK_BYTES: Final = 1 << 20
 KEPT_BYTES_MAX: Final = 1 << 20
 # Above this many bytes an uncompressed batch is checked off the event loop as well (decoding).
 LOOP_CHECK_BYTES_MAX: Final = 256 * 1024
+# Fetched batches up to this many bytes, none compressed, are decoded and rendered on the event loop
+# (about a hundred small records, well under a millisecond): handing them to a thread costs the
+# loop more, as that thread must take the GIL from a busy loop (decision 0251).
+READ_INLINE_BYTES_MAX: Final = 16 * 1024
 # The rows as every reader decodes them: exact types (a msgpack str is not bin, a bool not an int).
 _ROWS: Final = msgspec.msgpack.Decoder(tuple[tuple[int, int, bytes | None, bytes | None,
                                                   tuple[tuple[str, bytes], ...]], ...])
@@ -81,6 +85,22 @@ def is_compressed(batch: bytes | memoryview) -> bool:
 def is_costly(batch: bytes | memoryview) -> bool:
     """True when checking ``batch`` is worth moving off the event loop: it is compressed, or large."""
     return len(batch) > LOOP_CHECK_BYTES_MAX or is_compressed(batch)
+
+
+def is_costly_read(data: bytes | memoryview) -> bool:
+    """True when decoding and rendering fetched batches is worth moving off the event loop: they
+    are more than ``READ_INLINE_BYTES_MAX`` bytes, or one of them is compressed (a few compressed
+    bytes can stand for a hundred thousand records). Reads headers only; a header that is not
+    whole ends the walk (the decoder reports it)."""
+    if len(data) > READ_INLINE_BYTES_MAX:
+        return True
+    position = 0
+    while len(data) - position >= HEADER_SIZE:
+        header = parse_header(data, position)
+        if header.codec != Codec.NONE:
+            return True
+        position += header.size_bytes
+    return False
 
 
 def check_batch(batch: bytes | memoryview) -> CheckedBatch:

@@ -129,7 +129,7 @@ def test_keep_alive_idles_freely_but_a_half_next_head_is_closed(bounded, api):
     connection = httpclient.HTTPConnection("127.0.0.1", _port(bounded), timeout=CLOSE_SLACK_S)
     try:
         connection.request("GET", "/healthz")
-        assert connection.getresponse().read() == b'{"status": "ok"}'
+        assert json.loads(connection.getresponse().read()) == {"status": "ok"}
         assert connection.sock is not None
         assert _still_open_after(connection.sock, PAST_THE_BOUND_S), "an idle keep-alive connection was closed"
         connection.request("GET", "/healthz")
@@ -209,7 +209,7 @@ def test_connections_past_the_bound_get_503_and_are_accepted_again_later(tmp_pat
         try:
             for connection in held:
                 connection.request("GET", "/healthz")
-                assert connection.getresponse().read() == b'{"status": "ok"}'
+                assert json.loads(connection.getresponse().read()) == {"status": "ok"}
             with _connect(node) as extra:
                 extra.sendall(FULL_HEAD)
                 status, headers, answer = _response(extra)
