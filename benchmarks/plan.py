@@ -20,6 +20,7 @@ class Plan:
     idle_memory_hold_s: float                     # held this long before RSS settles (a wait-and-repoll cycle)
     idle_memory_window_s: float                   # RSS counts as settled when steady this long
     queue_records: tuple[tuple[int, int], ...]
+    publish_round_trips: int = 2000                # one-at-a-time publishes per size and repetition (latency)
 
     def count(self, table: tuple[tuple[int, int], ...], size: int) -> int:
         return dict(table)[size]
@@ -32,4 +33,4 @@ FULL = Plan(reps=3, records=((100, 500_000), (1024, 200_000)), latency_rates=(10
 QUICK = Plan(reps=3, records=((100, 30_000), (1024, 10_000)), latency_rates=(1000, 5000, 20_000),
              latency_seconds=0.3, idle_consumers=50, idle_records=((100, 10_000), (1024, 5_000)),
              idle_window_s=0.5, idle_memory_consumers=200, idle_memory_hold_s=1.0,
-             idle_memory_window_s=1.0, queue_records=((100, 3_000), (1024, 3_000)))
+             idle_memory_window_s=1.0, queue_records=((100, 3_000), (1024, 3_000)), publish_round_trips=300)

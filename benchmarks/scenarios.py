@@ -72,7 +72,7 @@ def points(scenario: str, plan: Plan) -> list[tuple[Any, ...]]:
     if scenario in ("consume", "queue"):
         return [(size,) for size in SIZES]
     if scenario == "latency":
-        return [(rate, size) for rate in plan.latency_rates for size in SIZES]
+        return [(rate, size) for rate in plan.latency_rates for size in SIZES] + [("publish", size) for size in SIZES]
     if scenario == "idle":
         return [(plan.idle_consumers,)]
     raise ValueError(f"unknown scenario {scenario!r}")
@@ -81,6 +81,8 @@ def points(scenario: str, plan: Plan) -> list[tuple[Any, ...]]:
 def label(scenario: str, point: tuple[Any, ...]) -> str:
     if scenario == "produce":
         return f"produce {point[0]} B{' fsync' if point[1] else ''}"
+    if scenario == "latency" and point[0] == "publish":
+        return f"latency: one publish at a time, {point[1]} B"
     if scenario == "latency":
         return f"latency {point[0]}/s {point[1]} B"
     if scenario == "idle":
@@ -176,7 +178,25 @@ async def paced_send(driver: Driver, log: str, size: int, rate: int, total: int)
     return time.perf_counter() - started
 
 
+async def _publish_round_trips(ctx: Context, size: int, rep: int) -> None:
+    """One record published at a time, each acknowledged before the next: the round trip an
+    application pays per event (``publish_{size}b_*_ms``)."""
+    log = ctx.name("publish", f"{size}b", f"r{rep}")
+    await ctx.driver.create_log(log)
+    pad = os.urandom(size)
+    took: list[float] = []
+    for _ in range(ctx.plan.publish_round_trips):
+        started = time.perf_counter()
+        await ctx.driver.publish_one(log, pad)
+        took.append((time.perf_counter() - started) * 1000)
+    for name, value in latency_figures(f"publish_{size}b", took).items():
+        ctx.out.add(name, value)
+
+
 async def _latency(ctx: Context, point: tuple[Any, ...], rep: int) -> None:
+    if point[0] == "publish":
+        await _publish_round_trips(ctx, point[1], rep)
+        return
     rate, size = point
     assert ctx.worker is not None, "the latency scenario needs a worker process"
     seconds = ctx.plan.latency_seconds

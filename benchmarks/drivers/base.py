@@ -74,6 +74,11 @@ class Driver(abc.ABC):
         """A topic / stream of one partition (with ``fsync``: acknowledged writes are fsync'd)."""
 
     @abc.abstractmethod
+    async def publish_one(self, log: str, payload: bytes) -> None:
+        """Publish one record the way an application publishing an event at a time would, and
+        return once it is acknowledged (a round trip: nothing pipelined, nothing batched)."""
+
+    @abc.abstractmethod
     async def produce(self, log: str, payload: bytes, count: int, *, fsync: bool = False) -> int:
         """Append ``count`` copies of ``payload`` with the best pipelining; return once every one
         is acknowledged. Returns the number acknowledged."""

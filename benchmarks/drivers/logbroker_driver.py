@@ -70,6 +70,7 @@ class LogBrokerDriver(Driver):
             "produce": f"prebuilt batches of {BATCH_RECORDS} records, {IN_FLIGHT} requests in flight",
             "consume": f"Consumer.poll_batches (raw-batch fetch, max_bytes {FETCH_BYTES}, one fetch ahead, "
                        "checksums verified, every record decoded into columns, every value touched)",
+            "publish": "one record per JSON produce (value_b64), acks=1, awaited before the next",
             "tail": f"push stream (SSE, Client.stream, keep-alive {TAIL_WAIT_MS} ms), the records pushed as "
                     f"they are appended; paced sends as one batch per tick, {IN_FLIGHT} in flight",
             "idle": f"one HTTP connection per consumer, long-poll fetch wait_ms {IDLE_WAIT_MS}",
@@ -123,6 +124,9 @@ class LogBrokerDriver(Driver):
         finally:
             await consumer.close()
         return got
+
+    async def publish_one(self, log: str, payload: bytes) -> None:
+        await self.client.produce(log, [{"value_b64": base64.b64encode(payload).decode(), "partition": 0}], acks="1")
 
     async def send_now(self, log: str, payloads: list[bytes]) -> None:
         await self._send_slots.acquire()

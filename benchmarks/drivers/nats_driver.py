@@ -54,6 +54,7 @@ class NatsDriver(Driver):
                           "appended to the stream file",
             "produce": f"js.publish_async, at most {PUBLISH_WINDOW} un-acked publishes",
             "consume": f"durable pull consumer, fetch({FETCH_BATCH}), AckPolicy.ALL, one ack per batch",
+            "publish": "JetStream publish: one message, its PubAck awaited before the next",
             "tail": "ordered push consumer from DeliverPolicy.NEW; paced sends with publish_async",
             "idle": f"one connection and one durable pull consumer per consumer, fetch(1, timeout="
                     f"{IDLE_FETCH_TIMEOUT_S:g} s) in a loop",
@@ -97,6 +98,9 @@ class NatsDriver(Driver):
                 await msgs[-1].ack()
         self.defer(sub.unsubscribe())
         return got
+
+    async def publish_one(self, log: str, payload: bytes) -> None:
+        await self._js.publish(log, payload, timeout=OP_TIMEOUT_S)
 
     async def send_now(self, log: str, payloads: list[bytes]) -> None:
         for payload in payloads:

@@ -61,6 +61,7 @@ class RabbitMQDriver(Driver):
             "produce": f"send_batch of {BATCH} raw messages, at most {CONFIRM_WINDOW} unconfirmed, every confirm "
                        "awaited",
             "consume": "subscribe from OffsetType.FIRST with rstream's default credit (10 chunks)",
+            "publish": "Producer.send_wait: one message sent and its confirm awaited before the next",
             "tail": "subscribe at OffsetType.NEXT; paced sends with send_batch of the due messages",
             "idle": "one connection and one stream subscription at OffsetType.NEXT per consumer",
             "queue": f"aio-pika, publish with confirms ({QUEUE_PUBLISH_WINDOW} in flight), consume with "
@@ -94,6 +95,9 @@ class RabbitMQDriver(Driver):
                                                 on_publish_confirm=self._on_confirm)
             await self._wait_confirms(lambda: self._confirmed - start_confirmed >= count)
         return self._confirmed - start_confirmed
+
+    async def publish_one(self, log: str, payload: bytes) -> None:
+        await self._producer.send_wait(log, payload, timeout=int(OP_TIMEOUT_S))
 
     async def _subscribe(self, log: str, offset: OffsetType, on_message: Callable[[bytes], None]) -> Any:
         consumer = Consumer(self.endpoint.host, self.endpoint.port, username=USER, password=PASSWORD)

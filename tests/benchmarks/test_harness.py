@@ -31,7 +31,8 @@ def test_every_system_goes_first_in_turn():
 
 def test_points_cover_sizes_rates_and_fsync():
     assert points("produce", plan.FULL) == [(100, False), (100, True), (1024, False), (1024, True)]
-    assert len(points("latency", plan.FULL)) == 6
+    assert len(points("latency", plan.FULL)) == 6 + 2  # rates x sizes, then one publish at a time per size
+    assert points("latency", plan.FULL)[-2:] == [("publish", 100), ("publish", 1024)]
     with pytest.raises(ValueError):
         points("nothing", plan.FULL)
 
