@@ -10,6 +10,9 @@ Invariants the rules keep:
 - the high watermark is the least log end over the ISR *as committed in the coordinator*; a
   follower dropped from the ISR still counts until the coordinator has the smaller ISR, so the
   high watermark never passes a record some in-sync replica lacks;
+- a follower that stalls a waiting ``acks=all`` write leaves the ISR only while the rest of it
+  (the leader included) holds that write and numbers at least ``min_insync_replicas``: leaving
+  releases the write at once, and the ISR never shrinks under the minimum this way;
 - a follower rejoins only once it holds everything below the high watermark and everything the
   current leader epoch wrote before it (it can serve as leader without losing an acknowledged
   record);
@@ -56,6 +59,34 @@ def out_of_sync(isr: Sequence[int], leader_id: int, followers: Mapping[int, Foll
     """The ISR members to drop: dead (their lease lapsed) or not caught up for ``lag_ms``."""
     return [node for node in isr if node != leader_id and (
         node not in alive or node not in followers or now_ms - followers[node].caught_up_ms > lag_ms)]
+
+
+def stalling(isr: Sequence[int], leader_id: int, leader_end: int, followers: Mapping[int, FollowerProgress],
+             waiting: tuple[int, int] | None, now_ms: int, stall_ms: int, min_insync: int) -> list[int]:
+    """The ISR followers to drop because they hold back an ``acks=all`` write: ``waiting`` is
+    ``(end, since_ms)`` of the oldest write waiting for the high watermark (None: none waits).
+
+    Once it has waited ``stall_ms``, every follower whose log end is below its end (or not known)
+    is dropped, provided the leader holds the write and the members that hold it, with the
+    leader, are at least ``min_insync`` (else dropping would not release it: the slower rules of
+    ``out_of_sync`` apply). A live follower that is merely slow leaves as well: the write has
+    already waited longer than any healthy round trip."""
+    if waiting is None:
+        return []
+    end, since_ms = waiting
+    if now_ms - since_ms < stall_ms or leader_end < end:
+        return []
+    behind = []
+    holding = 1  # the leader
+    for node in isr:
+        if node == leader_id:
+            continue
+        progress = followers.get(node)
+        if progress is not None and progress.log_end is not None and progress.log_end >= end:
+            holding += 1
+        else:
+            behind.append(node)
+    return behind if holding >= min_insync else []
 
 
 def ready_to_join(replicas: Sequence[int], isr: Collection[int], followers: Mapping[int, FollowerProgress],

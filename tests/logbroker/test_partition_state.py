@@ -1,6 +1,6 @@
-"""The replication rules alone (``logbroker.partition_state``): high watermark, ISR shrink and
-join, truncation by leader epochs (checked against a model of divergent logs), failback, and
-``min_insync_replicas``."""
+"""The replication rules alone (``logbroker.partition_state``): high watermark, ISR shrink (dead,
+lagging, or stalling a waiting ``acks=all`` write) and join, truncation by leader epochs (checked
+against a model of divergent logs), failback, and ``min_insync_replicas``."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from logbroker.partition_state import (
     preferred_ready,
     rack_replica,
     ready_to_join,
+    stalling,
     truncation_point,
 )
 
@@ -40,6 +41,60 @@ def test_dead_or_lagging_followers_leave_the_isr_never_the_leader():
     assert out_of_sync((1, 2, 3), 1, followers, alive={1, 2}, now_ms=10_000, lag_ms=10_000) == [3]
     assert out_of_sync((1, 2, 3), 1, followers, alive={1, 2, 3}, now_ms=10_000, lag_ms=10_000) == []
     assert out_of_sync((1,), 1, {}, alive=set(), now_ms=10_000, lag_ms=1) == []
+
+
+def test_a_follower_stalling_a_waiting_write_leaves_once_it_waited_the_stall_time():
+    followers = {2: FollowerProgress(log_end=10), 3: FollowerProgress(log_end=4)}
+    waiting = (8, 1_000)  # a write ending at 8 waits since t=1000
+    assert stalling((1, 2, 3), 1, 10, followers, waiting, now_ms=1_499, stall_ms=500, min_insync=2) == []
+    assert stalling((1, 2, 3), 1, 10, followers, waiting, now_ms=1_500, stall_ms=500, min_insync=2) == [3]
+    assert stalling((1, 2, 3), 1, 10, followers, None, now_ms=9_999, stall_ms=500, min_insync=2) == []
+    # a follower whose log end is not known (its shipment failed: crashed, refused) stalls it too
+    unknown = {2: FollowerProgress(log_end=10), 3: FollowerProgress()}
+    assert stalling((1, 2, 3), 1, 10, unknown, waiting, now_ms=2_000, stall_ms=500, min_insync=2) == [3]
+    assert stalling((1, 2, 3), 1, 10, {2: FollowerProgress(log_end=10)}, waiting, 2_000, 500, 2) == [3]
+
+
+def test_a_stall_never_shrinks_the_isr_below_min_insync_or_without_releasing_the_write():
+    both_behind = {2: FollowerProgress(log_end=4), 3: FollowerProgress(log_end=5)}
+    # the leader cut off from both followers: dropping them would only refuse writes, not release them
+    assert stalling((1, 2, 3), 1, 10, both_behind, (8, 0), now_ms=9_000, stall_ms=500, min_insync=2) == []
+    # replication factor 2, min_insync_replicas 2: the follower stays (writes wait, then the lease decides)
+    assert stalling((1, 2), 1, 10, both_behind, (8, 0), now_ms=9_000, stall_ms=500, min_insync=2) == []
+    # ... and with min_insync_replicas 1 the leader alone may acknowledge, as the topic allows
+    assert stalling((1, 2), 1, 10, both_behind, (8, 0), now_ms=9_000, stall_ms=500, min_insync=1) == [2]
+    # the leader itself does not hold the write yet (its own disk is slow): no follower is to blame
+    held = {2: FollowerProgress(log_end=10), 3: FollowerProgress(log_end=4)}
+    assert stalling((1, 2, 3), 1, 7, held, (8, 0), now_ms=9_000, stall_ms=500, min_insync=2) == []
+    # a follower already out of the ISR is no member to drop
+    assert stalling((1, 2), 1, 10, held, (8, 0), now_ms=9_000, stall_ms=500, min_insync=2) == []
+
+
+_progress = st.one_of(st.none(), st.builds(FollowerProgress, log_end=st.one_of(st.none(), st.integers(0, 20))))
+
+
+@given(isr_followers=st.sets(st.integers(2, 6), max_size=5),
+       progress=st.dictionaries(st.integers(2, 6), _progress, max_size=5),
+       leader_end=st.integers(0, 20), end=st.integers(1, 20), since=st.integers(0, 1_000),
+       now=st.integers(0, 2_000), stall=st.integers(1, 1_000), min_insync=st.integers(1, 6))
+def test_a_stall_drop_releases_the_write_with_min_insync_kept(isr_followers: set[int],
+                                                               progress: dict[int, FollowerProgress | None],
+                                                               leader_end: int, end: int, since: int, now: int,
+                                                               stall: int, min_insync: int):
+    isr = (1, *sorted(isr_followers))
+    followers = {n: p for n, p in progress.items() if p is not None}
+    dropped = stalling(isr, 1, leader_end, followers, (end, since), now, stall, min_insync)
+    assert 1 not in dropped and set(dropped) <= set(isr)
+    if not dropped:
+        return
+    assert now - since >= stall
+    remaining = tuple(n for n in isr if n not in dropped)
+    assert len(remaining) >= min_insync
+    # with the smaller ISR the high watermark covers the write: it is released, by every remaining member
+    assert high_watermark(1, leader_end, remaining, followers) >= end
+    # and no follower that holds the write is dropped
+    assert all(followers.get(n) is None or followers[n].log_end is None or followers[n].log_end < end
+               for n in dropped)
 
 
 def test_a_follower_joins_once_it_holds_the_high_watermark_and_the_epoch_start():
