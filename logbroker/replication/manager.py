@@ -9,12 +9,12 @@ epoch. A follower needs no state of its own here: its leader syncs it (truncatio
 
 ``tick`` (every ``TICK_S``) applies the ISR rules of ``partition_state`` with this node's clock:
 a follower that is dead or lags more than ``replica_lag_ms`` leaves the ISR, and so does one that
-holds back an ``acks=all`` write waiting longer than ``replica_stall_ms`` while enough other
-members hold it (a crashed, paused or cut-off follower stops writes for about that long, not for
-its lease); one that has caught up joins it, each change a guarded coordinator transaction at
-this leader's epoch; and once the
-preferred replica is back in sync with the whole log, this node stops taking writes for the
-partition and resigns, so that the preferred replica is elected (failback).
+lacks an ``acks=all`` write waiting longer than ``replica_stall_ms`` and has answered nothing
+meanwhile, while ``min_insync_replicas`` members remain (a crashed, paused or cut-off follower
+stops writes for about that long, not for its lease); one that has caught up joins it, each
+change a guarded coordinator transaction at this leader's epoch; and once the preferred replica
+is back in sync with the whole log, this node stops taking writes for the partition and resigns,
+so that the preferred replica is elected (failback).
 """
 
 from __future__ import annotations
@@ -234,8 +234,8 @@ class ReplicationManager:
                 if progress.log_end is not None and progress.log_end >= end:
                     progress.caught_up_ms = at
             drop = out_of_sync(leadership.isr, self._me, leadership.followers, alive, at, lag_ms)
-            stalled = stalling(leadership.isr, self._me, leadership.replica.local_end, leadership.followers,
-                               leadership.oldest_waiting(), at, stall_ms, leadership.min_insync)
+            stalled = stalling(leadership.isr, self._me, leadership.followers, leadership.oldest_waiting(), at,
+                               stall_ms, leadership.min_insync)
             drop += [n for n in stalled if n not in drop]
             join = ready_to_join(leadership.replicas, leadership.isr, leadership.followers, alive,
                                  leadership.replica.high_watermark, leadership.epoch_start)

@@ -86,8 +86,8 @@ async def test_a_follower_stalling_the_oldest_waiting_write_leaves_and_the_write
     lead.recompute()
     assert not waiting.done()
     since = oldest[1]
-    assert stalling(lead.isr, 1, replica.local_end, lead.followers, oldest, since + 499, 500, 2) == []
-    assert stalling(lead.isr, 1, replica.local_end, lead.followers, oldest, since + 500, 500, 2) == [3]
+    assert stalling(lead.isr, 1, lead.followers, oldest, since + 499, 500, 2) == []
+    assert stalling(lead.isr, 1, lead.followers, oldest, since + 500, 500, 2) == [3]
     lead.recompute()
     assert not waiting.done(), "a member leaving counts until the coordinator holds the smaller ISR"
     lead.update(_state((1, 2)), 2)
