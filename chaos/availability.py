@@ -2,15 +2,14 @@
 whole seconds of the fault window that saw an acknowledged write, and, per kind of fault, the
 longest time a partition went without one.
 
-A gap (two consecutive acknowledged writes of a partition, or the window's edges) belongs to the
-fault in force or most recently healed when it began, or that began within ``LEAD_S`` after it
-(the last ack before an outage comes a little before the fault that caused it): faults come one
-at a time with quiet between them, so each gap is charged to exactly one fault (``none`` before
-the first). The
-faulted node's role for that partition at the fault's start (from the ``leader`` events the
-watcher recorded) is kept with it: ``leader`` (failover is expected to take a moment),
-``follower`` (writes should not stop), ``etcd`` (the coordinator itself), ``no_leader`` (the
-partition had none just then).
+A gap (two consecutive acknowledged writes of a partition, or the window's edges) is charged to
+the fault whose time overlaps it most, a fault's time running from its start until the next
+fault begins (``none`` before the first): faults come one at a time with quiet between them, so
+an outage that outlives its fault (a restart, a failback, a rejoin) is still its own, and a gap
+whose last ack came just before a fault is that fault's. The faulted node's role for that
+partition at the fault's start (from the ``leader`` events the watcher recorded) is kept with
+it: ``leader`` (failover is expected to take a moment), ``follower`` (writes should not stop),
+``etcd`` (the coordinator itself), ``no_leader`` (the partition had none just then).
 """
 
 from __future__ import annotations
@@ -26,7 +25,6 @@ from chaos.history import Event
 NO_FAULT: Final = "none"
 ROLES: Final = ("leader", "follower", "etcd", "no_leader")
 # Faults that also cut the other nodes (from etcd): no fault of the target alone, whatever its role.
-LEAD_S: Final = 0.25
 SPLITS: Final = frozenset({"halves"})
 
 
@@ -124,17 +122,19 @@ def role(target: str, leader: int) -> str:
 
 def charged_gaps(acks: Mapping[int, Sequence[float]], faults: Sequence[Fault],
                  leaders: Mapping[int, Sequence[tuple[float, int]]], start: float, end: float) -> list[Gap]:
-    """Every gap of every partition in ``[start, end]``, charged to the fault in force or most
-    recently healed when it began (or beginning within ``LEAD_S`` after)."""
+    """Every gap of every partition in ``[start, end]``, charged to the fault whose time (from
+    its start until the next fault's) overlaps it most."""
     starts = [f.start for f in faults]
     charged = []
     for partition, times in sorted(acks.items()):
         for begun, ended in gaps(times, start, end):
-            i = bisect.bisect_right(starts, begun + LEAD_S)
-            if i == 0:
+            first = bisect.bisect_right(starts, begun)  # faults[first - 1] is in force when the gap begins
+            cuts = [begun, *starts[first:bisect.bisect_left(starts, ended)], ended]
+            _, index = max((b - a, first - 1 + i) for i, (a, b) in enumerate(itertools.pairwise(cuts)))
+            if index < 0:
                 charged.append(Gap(partition, begun, ended, NO_FAULT, "", ""))
                 continue
-            fault = faults[i - 1]
+            fault = faults[index]
             leader = leader_at(leaders.get(partition, ()), fault.start)
             charged.append(Gap(partition, begun, ended, fault.kind, fault.target, role(fault.target, leader)))
     return charged
