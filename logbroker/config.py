@@ -54,7 +54,7 @@ class NodeConfig:
     rack: str = ""
     lease_ttl_ms: int = 3_000
     replica_lag_ms: int = 10_000
-    replica_stall_ms: int = 500  # a follower holding back an acks=all write this long leaves the ISR
+    replica_stall_ms: int = 500  # a follower lacking a waiting acks=all write, silent this long, leaves the ISR
     replication_timeout_ms: int = 30_000
     advertised_host: str = ""
     auth: str = "on"
