@@ -14,6 +14,7 @@ import os
 from collections.abc import Mapping
 from typing import Any, Final
 
+from chaos.availability import report as availability_report
 from chaos.checker import Result, check
 from chaos.cluster import ADMIN, PASSWORD, ChaosCluster
 from chaos.history import History, say
@@ -175,13 +176,16 @@ def run(options: Options) -> Outcome:
         if network is not None:
             network.close()
     replicas = replica_copies(cluster)
-    result = check(history.snapshot(), log, replicas, partitions=range(options.partitions),
-                   window=(facts["faults_from"], facts["faults_to"]), queue_drained=facts["queue_drained"])
+    window = (facts["faults_from"], facts["faults_to"])
+    result = check(history.snapshot(), log, replicas, partitions=range(options.partitions), window=window,
+                   queue_drained=facts["queue_drained"])
+    availability = availability_report(history.snapshot(), TOPIC, range(options.partitions), window)
     exercised = sorted(f for f in facts["faults"] if f in NETWORK_FAULTS)
     data_changes = sum(n for key, n in result.leader_changes.items() if key.startswith(TOPIC + "/"))
     summary = {**result.summary(), "leader_changes_data_topic": data_changes, "duration_s": options.duration_s,
                "seed": options.seed,
                "fault_window_s": [facts["faults_from"], facts["faults_to"]], "faults": facts["faults"],
+               "availability": availability,
                "partition_faults": (f"exercised: {', '.join(exercised)}" if exercised
                                     else skipped or "none drawn"),
                "disk_faults": (disk_faults if slow_disks is None or "slow_disk" in facts["faults"]
@@ -203,10 +207,27 @@ def format_summary(summary: Mapping[str, Any]) -> str:
              f"  partition faults: {summary['partition_faults']}",
              f"  disk faults: {summary.get('disk_faults', '-')}",
              f"  longest unavailability per partition (s): {summary['longest_unavailability_s']}",
+             *format_availability(summary.get("availability")),
              f"  group commits acked {summary['commits_acked']}; queue sent {summary['queue_sent_acked']}, "
              f"acked {summary['queue_acked']}, drained {summary['queue_drained']}",
              f"  anomalies {summary['anomalies']}"]
     return "\n".join(lines)
+
+
+def format_availability(availability: Mapping[str, Any] | None) -> list[str]:
+    """The availability lines of the printed summary (none for a summary without it)."""
+    if not availability:
+        return []
+    shares = ", ".join(f"{p}: {share:.1%}" for p, share in availability["seconds_with_ack"].items())
+    by_role = availability["worst_ack_gap_by_role_s"]
+    worst = ", ".join(
+        f"{kind} {gap:.2f}" + (f" ({', '.join(f'{r} {g:.2f}' for r, g in by_role[kind].items())})"
+                               if len(by_role.get(kind, {})) > 1 else "")
+        for kind, gap in availability["worst_ack_gap_s"].items())
+    return [f"  availability: seconds with an ack per partition {shares}",
+            f"  worst ack gap per fault kind (s; by the faulted node's role for the partition): {worst}",
+            f"  worst ack gap where the faulted node only followed the partition: "
+            f"{availability['worst_ack_gap_follower_faults_s']:.2f} s"]
 
 
 def write_results(outcome: Outcome, out_dir: str) -> dict[str, str]:

@@ -9,7 +9,9 @@
   ``observe_group`` reading the committed offsets back once a second;
 - ``queue_send`` / ``queue_receive``: unique messages sent with an ``Idempotency-Key``
   (``acks=all``), received with a visibility timeout and acknowledged;
-- ``watch``: the cluster's leaders and epochs (``GET /v1/cluster``) four times a second.
+- ``watch``: the cluster's leaders and epochs (``GET /v1/cluster``) four times a second, asked of
+  every node at once (a bounded wait each) and the newest view of each partition kept, so that
+  a paused or cut-off node does not leave the record stale while the others have moved on.
 
 Errors are recorded, never raised: a client keeps going through every fault.
 """
@@ -31,6 +33,7 @@ RETRY: Final = RetryPolicy(attempts=12, backoff_s=0.05, backoff_max_s=1.0, retry
 VISIBILITY_TIMEOUT_MS: Final = 3_000
 GROUP: Final = "chaos-group"
 WATCH_INTERVAL_S: Final = 0.25
+WATCH_CALL_S: Final = 1.0
 
 
 def client(urls: Sequence[str], token: str | None = None) -> Client:
@@ -216,20 +219,33 @@ class Workload:
         return False
 
     async def watch(self, name: str) -> None:
-        async with client(self.urls, self.token) as c:
+        async with contextlib.AsyncExitStack() as stack:
+            clients = [await stack.enter_async_context(client([url], self.token)) for url in self.urls]
             while not self.stop.is_set():
-                try:
-                    view = await c.cluster()
-                except Exception as exc:
-                    self.history.add("cluster", "info", name, error=_error(exc))
-                    await asyncio.sleep(WATCH_INTERVAL_S)
-                    continue
-                for topic in view["topics"]:
-                    for p in topic["partitions"]:
-                        key = f"{topic['name']}/{p['partition']}"
-                        now = (int(p["leader"]), int(p["leader_epoch"]))
-                        if self.leaders.get(key) != now:
-                            self.leaders[key] = now
-                            self.history.add("leader", "ok", name, partition=key, leader=now[0], epoch=now[1],
-                                             isr=p.get("in_sync_replicas"))
+                answers = await asyncio.gather(*(asyncio.wait_for(c.cluster(), WATCH_CALL_S) for c in clients),
+                                               return_exceptions=True)
+                views = [a for a in answers if isinstance(a, dict)]
+                if not views:
+                    error = next((a for a in answers if isinstance(a, BaseException)), None)
+                    self.history.add("cluster", "info", name, error=_error(error) if error else "none")
+                for key, (leader, epoch, isr) in sorted(newest(views).items()):
+                    if self.leaders.get(key) != (leader, epoch):
+                        self.leaders[key] = (leader, epoch)
+                        self.history.add("leader", "ok", name, partition=key, leader=leader, epoch=epoch, isr=isr)
                 await asyncio.sleep(WATCH_INTERVAL_S)
+
+
+def newest(views: Sequence[dict[str, Any]]) -> dict[str, tuple[int, int, list[int] | None]]:
+    """Per ``topic/partition``, ``(leader, epoch, in-sync replicas)`` from the newest of several
+    nodes' ``GET /v1/cluster`` answers: the highest epoch, and at one epoch "no leader" (the
+    leader's key went with its lease) over the leader a node has not yet seen go."""
+    best: dict[str, tuple[int, int, list[int] | None]] = {}
+    for view in views:
+        for topic in view.get("topics", []):
+            for p in topic["partitions"]:
+                key = f"{topic['name']}/{p['partition']}"
+                seen = (int(p["leader"]), int(p["leader_epoch"]), p.get("in_sync_replicas"))
+                held = best.get(key)
+                if held is None or (seen[1], seen[0] < 0) > (held[1], held[0] < 0):
+                    best[key] = seen
+    return best

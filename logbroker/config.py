@@ -54,6 +54,7 @@ class NodeConfig:
     rack: str = ""
     lease_ttl_ms: int = 3_000
     replica_lag_ms: int = 10_000
+    replica_stall_ms: int = 500  # a follower lacking a waiting acks=all write, silent this long, leaves the ISR
     replication_timeout_ms: int = 30_000
     advertised_host: str = ""
     auth: str = "on"
@@ -131,7 +132,8 @@ class NodeConfig:
                      "long_poll_waiters_max", "flush_threads", "maintenance_interval_ms", "shutdown_grace_ms",
                      "connections_max", "header_timeout_ms", "tls_handshake_timeout_ms", "body_timeout_ms",
                      "keepalive_timeout_ms",
-                     "topic_segment_bytes_min", "access_recheck_ms", "replica_lag_ms", "replication_timeout_ms",
+                     "topic_segment_bytes_min", "access_recheck_ms", "replica_lag_ms", "replica_stall_ms",
+                     "replication_timeout_ms",
                      "grpc_calls_max", "grpc_calls_per_connection_max", "grpc_calls_per_address_max",
                      "grpc_calls_per_user_max", "grpc_request_timeout_ms"):
             _check(getattr(self, name) > 0, f"{name} must be positive")

@@ -10,6 +10,9 @@ Invariants the rules keep:
 - the high watermark is the least log end over the ISR *as committed in the coordinator*; a
   follower dropped from the ISR still counts until the coordinator has the smaller ISR, so the
   high watermark never passes a record some in-sync replica lacks;
+- a follower that stalls a waiting ``acks=all`` write (it lacks the write and has answered
+  nothing for ``stall_ms``) leaves the ISR only while at least ``min_insync_replicas`` members
+  remain: the ISR never shrinks under the minimum this way;
 - a follower rejoins only once it holds everything below the high watermark and everything the
   current leader epoch wrote before it (it can serve as leader without losing an acknowledged
   record);
@@ -34,6 +37,7 @@ class FollowerProgress:
     log_end: int | None = None
     caught_up_ms: int = 0  # the last time the follower held everything the leader held
     high_watermark_sent: int = UNKNOWN
+    answered_ms: int = 0  # the last time it answered a shipment with its log end
 
 
 def high_watermark(leader_id: int, leader_end: int, isr: Collection[int],
@@ -58,6 +62,33 @@ def out_of_sync(isr: Sequence[int], leader_id: int, followers: Mapping[int, Foll
         node not in alive or node not in followers or now_ms - followers[node].caught_up_ms > lag_ms)]
 
 
+def stalling(isr: Sequence[int], leader_id: int, followers: Mapping[int, FollowerProgress],
+             waiting: tuple[int, int] | None, now_ms: int, stall_ms: int, min_insync: int) -> list[int]:
+    """The ISR followers to drop because they stall an ``acks=all`` write: ``waiting`` is
+    ``(end, since_ms)`` of the oldest write waiting for the high watermark (None: none waits).
+
+    A follower stalls it when its log end is below the write's end (or not known) and it has
+    answered no shipment for ``stall_ms``, counted from the later of its last answer and the
+    write's arrival: crashed, paused or cut off, not slow but answering (only the
+    ``replica_lag_ms`` rule of ``out_of_sync`` judges that). The stalling followers are dropped
+    only when at least ``min_insync`` members (the leader included) remain: otherwise dropping
+    them would refuse the write rather than release it, and an ISR left smaller than needed
+    would only narrow the next election; the slower rules apply then."""
+    if waiting is None:
+        return []
+    end, since_ms = waiting
+    if now_ms - since_ms < stall_ms:
+        return []
+    stalled = []
+    for node in isr:
+        progress = followers.get(node)
+        if node == leader_id or (progress is not None and progress.log_end is not None and progress.log_end >= end):
+            continue
+        if progress is None or now_ms - max(progress.answered_ms, since_ms) >= stall_ms:
+            stalled.append(node)
+    return stalled if len(isr) - len(stalled) >= min_insync else []
+
+
 def ready_to_join(replicas: Sequence[int], isr: Collection[int], followers: Mapping[int, FollowerProgress],
                   alive: Collection[int], high_watermark_now: int, epoch_start: int) -> list[int]:
     """The replicas outside the ISR that may join it: alive, and holding everything below both
@@ -77,6 +108,7 @@ def caught_up(progress: FollowerProgress, shipped_to: int, leader_end_when_sent:
     """Record a follower's answer: it now ends at ``shipped_to``; it is caught up if that reaches
     the leader's log end at the time the shipment left."""
     progress.log_end = shipped_to
+    progress.answered_ms = max(progress.answered_ms, now_ms)
     if shipped_to >= leader_end_when_sent:
         progress.caught_up_ms = now_ms
 

@@ -48,6 +48,9 @@ REFRESH_MARGIN_S: Final = 30.0
 DIRECT_READ_BYTES_MIN: Final = 256 * 1024
 DIRECT_READ_BYTES_MAX: Final = 256 * 1024 * 1024
 CONNECT_TIMEOUT_S: Final = 10.0
+# A metadata read not answered this soon is asked of the next node as well (first answer wins): a
+# paused or cut-off node accepts connections and answers nothing, and every call waits on the read.
+METADATA_HEDGE_S: Final = 0.25
 T = TypeVar("T")
 
 
@@ -228,22 +231,40 @@ class Client(GroupQueueCalls):
                 self._metadata.set_topic(topic, parse_leaders(body), time.monotonic(), parse_in_sync(body))
 
     async def _metadata_get(self, path: str) -> Any:
-        for url in self._metadata.candidates(time.monotonic()):
-            try:
-                _, _, body = await self._authorized(url, "GET", path, params=None, json_body=None, data=None,
-                                                    headers=None)
-            except LogBrokerError as exc:
-                if 0 < exc.status < 500:
-                    return None  # the same answer everywhere (no such topic, not allowed)
-                if exc.status == 0:
-                    self._metadata.mark_down(url, time.monotonic())
-                continue
-            self._metadata.mark_up(url)
-            try:
-                return json.loads(body)
-            except ValueError:
-                return None
-        return None
+        """``path`` read from the candidates, best first: the next is asked once the ones asked
+        have failed or have not answered within ``METADATA_HEDGE_S``; the first answer wins and
+        the other reads are cancelled. None when every one failed."""
+        waiting = list(self._metadata.candidates(time.monotonic()))
+        asked: dict[asyncio.Task[tuple[int, dict[str, str], bytes]], str] = {}
+        try:
+            while waiting or asked:
+                if waiting:
+                    url = waiting.pop(0)
+                    task = asyncio.ensure_future(self._authorized(url, "GET", path, params=None, json_body=None,
+                                                                  data=None, headers=None))
+                    task.add_done_callback(_retrieved)
+                    asked[task] = url
+                done, _ = await asyncio.wait(asked, timeout=METADATA_HEDGE_S if waiting else None,
+                                             return_when=asyncio.FIRST_COMPLETED)
+                for task in done:
+                    url = asked.pop(task)
+                    try:
+                        _, _, body = task.result()
+                    except LogBrokerError as exc:
+                        if 0 < exc.status < 500:
+                            return None  # the same answer everywhere (no such topic, not allowed)
+                        if exc.status == 0:
+                            self._metadata.mark_down(url, time.monotonic())
+                        continue
+                    self._metadata.mark_up(url)
+                    try:
+                        return json.loads(body)
+                    except ValueError:
+                        return None
+            return None
+        finally:
+            for task in asked:
+                task.cancel()
 
     async def _authorized(self, url: str, method: str, path: str, *, params: dict[str, Any] | None,
                           json_body: Any, data: bytes | None,
@@ -406,6 +427,12 @@ class Client(GroupQueueCalls):
             "GET", f"/v1/topics/{topic}/partitions/{partition}/records", params=params,
             headers={"Accept": BATCH_TYPE}, partition=(topic, partition), near=True)
         return FetchedBatches(body, int(headers["X-LogBroker-Next-Offset"]), int(headers["X-LogBroker-High-Watermark"]))
+
+
+def _retrieved(task: asyncio.Task[Any]) -> None:
+    """Mark a read's outcome seen (a hedged read that lost the race may fail unheard)."""
+    if not task.cancelled():
+        task.exception()
 
 
 async def _read_body(response: aiohttp.ClientResponse) -> bytes:

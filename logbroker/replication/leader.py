@@ -7,7 +7,8 @@ The rules are ``logbroker.partition_state``'s; this class applies them to a ``Re
   acknowledges nothing its successor may lack;
 - an ``acks=all`` write is released once the high watermark passes it with at least
   ``min_insync_replicas`` in the ISR; it fails with ``not_leader`` when the leadership ends
-  first, with ``replication_timeout`` when the wait outlasts its bound;
+  first, with ``replication_timeout`` when the wait outlasts its bound; the oldest one waiting
+  (``oldest_waiting``) tells the ISR upkeep which followers stall writes;
 - ``isr`` is the coordinator's; a follower joining counts towards the high watermark at once (it
   holds everything already), one leaving only once the coordinator has the smaller ISR.
 
@@ -52,7 +53,7 @@ class Leadership:
         self.handing_over = False
         self.closed = False
         self._fenced = fenced
-        self._acks: list[tuple[int, asyncio.Future[None]]] = []
+        self._acks: list[tuple[int, asyncio.Future[None], int]] = []  # end, waiter, since (ms)
 
     @property
     def key(self) -> tuple[str, int]:
@@ -104,11 +105,11 @@ class Leadership:
             return
         hwm = self.replica.high_watermark
         waiting = []
-        for end, future in self._acks:
+        for end, future, since in self._acks:
             if future.done():
                 continue
             if end > hwm:
-                waiting.append((end, future))
+                waiting.append((end, future, since))
             elif len(self.isr) < self.min_insync:  # the ISR the coordinator holds
                 future.set_exception(NotEnoughReplicasError(
                     f"the ISR shrank below min_insync_replicas={self.min_insync} while the write waited; it is "
@@ -127,7 +128,7 @@ class Leadership:
             raise NotLeaderError(f"node {self.me} no longer leads partition {self.replica.partition} of "
                                  f"{self.replica.topic!r}; the write's outcome is not known here")
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._acks.append((end, future))
+        self._acks.append((end, future, now_ms()))
         try:
             async with asyncio.timeout(timeout_s):
                 await future
@@ -139,6 +140,13 @@ class Leadership:
             if not future.done():
                 future.cancel()
 
+    def oldest_waiting(self) -> tuple[int, int] | None:
+        """``(end, since_ms)`` of the ``acks=all`` write that has waited longest, None when none waits."""
+        for end, future, since in self._acks:
+            if not future.done():
+                return end, since
+        return None
+
     def close(self, reason: str) -> None:
         """The leadership ended (another node leads, or the partition left this node): every
         waiting ``acks=all`` write fails with ``not_leader``."""
@@ -146,7 +154,7 @@ class Leadership:
         self.replica.leader_hook = None
         self.replica.ack_wait = None
         acks, self._acks = self._acks, []
-        for _, future in acks:
+        for _, future, _ in acks:
             if not future.done():
                 future.set_exception(NotLeaderError(
                     f"node {self.me} stopped leading partition {self.replica.partition} of {self.replica.topic!r} "

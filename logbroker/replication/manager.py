@@ -8,10 +8,13 @@ leader at an epoch it does not lead yet, and ends it when the cache names anothe
 epoch. A follower needs no state of its own here: its leader syncs it (truncation) and ships to it.
 
 ``tick`` (every ``TICK_S``) applies the ISR rules of ``partition_state`` with this node's clock:
-a follower that is dead or lags more than ``replica_lag_ms`` leaves the ISR, one that has caught
-up joins it, each change a guarded coordinator transaction at this leader's epoch; and once the
-preferred replica is back in sync with the whole log, this node stops taking writes for the
-partition and resigns, so that the preferred replica is elected (failback).
+a follower that is dead or lags more than ``replica_lag_ms`` leaves the ISR, and so does one that
+lacks an ``acks=all`` write waiting longer than ``replica_stall_ms`` and has answered nothing
+meanwhile, while ``min_insync_replicas`` members remain (a crashed, paused or cut-off follower
+stops writes for about that long, not for its lease); one that has caught up joins it, each
+change a guarded coordinator transaction at this leader's epoch; and once the preferred replica
+is back in sync with the whole log, this node stops taking writes for the partition and resigns,
+so that the preferred replica is elected (failback).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Final
 from coordinator.errors import CoordinatorError, StaleEpochError
 from coordinator.models import PartitionState
 from logbroker.errors import NotLeaderError
-from logbroker.partition_state import min_insync_replicas, out_of_sync, preferred_ready, ready_to_join
+from logbroker.partition_state import min_insync_replicas, out_of_sync, preferred_ready, ready_to_join, stalling
 from logbroker.replica_manager import Replica
 from logbroker.replication.follower import FollowerSide, parse_entries
 from logbroker.replication.leader import Leadership, now_ms
@@ -220,6 +223,7 @@ class ReplicationManager:
         await asyncio.sleep(TICK_S)
         coordinator = self._node.coordinator
         lag_ms = self._node.config.replica_lag_ms
+        stall_ms = self._node.config.replica_stall_ms
         at = now_ms()
         for leadership in list(self.leaderships.values()):
             if leadership.closed or leadership.isr_changing or leadership.handing_over:
@@ -230,6 +234,9 @@ class ReplicationManager:
                 if progress.log_end is not None and progress.log_end >= end:
                     progress.caught_up_ms = at
             drop = out_of_sync(leadership.isr, self._me, leadership.followers, alive, at, lag_ms)
+            stalled = stalling(leadership.isr, self._me, leadership.followers, leadership.oldest_waiting(), at,
+                               stall_ms, leadership.min_insync)
+            drop += [n for n in stalled if n not in drop]
             join = ready_to_join(leadership.replicas, leadership.isr, leadership.followers, alive,
                                  leadership.replica.high_watermark, leadership.epoch_start)
             if drop or join:

@@ -33,6 +33,7 @@ def test_a_bounded_chaos_run_loses_and_duplicates_nothing(tmp_path):
     assert sum(summary["faults"].values()) >= 10, summary["faults"]
     assert set(PROCESS_FAULTS) <= set(summary["faults"]), summary["faults"]
     assert summary["settled_at_end"] and not summary["workload_errors"] and not summary["workload_stuck"]
+    assert set(summary["availability"]["seconds_with_ack"]) == {"0", "1", "2"}, summary["availability"]
     assert summary["queue_drained"] and summary["commits_acked"] > 0 and summary["queue_acked"] > 0
     if summary["disk_faults"].startswith("SKIPPED"):
         print(f"WARNING: this run did not exercise slow disks: {summary['disk_faults']}")

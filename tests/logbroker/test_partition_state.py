@@ -1,6 +1,6 @@
-"""The replication rules alone (``logbroker.partition_state``): high watermark, ISR shrink and
-join, truncation by leader epochs (checked against a model of divergent logs), failback, and
-``min_insync_replicas``."""
+"""The replication rules alone (``logbroker.partition_state``): high watermark, ISR shrink (dead,
+lagging, or stalling a waiting ``acks=all`` write) and join, truncation by leader epochs (checked
+against a model of divergent logs), failback, and ``min_insync_replicas``."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from logbroker.partition_state import (
     preferred_ready,
     rack_replica,
     ready_to_join,
+    stalling,
     truncation_point,
 )
 
@@ -40,6 +41,71 @@ def test_dead_or_lagging_followers_leave_the_isr_never_the_leader():
     assert out_of_sync((1, 2, 3), 1, followers, alive={1, 2}, now_ms=10_000, lag_ms=10_000) == [3]
     assert out_of_sync((1, 2, 3), 1, followers, alive={1, 2, 3}, now_ms=10_000, lag_ms=10_000) == []
     assert out_of_sync((1,), 1, {}, alive=set(), now_ms=10_000, lag_ms=1) == []
+
+
+def test_a_silent_follower_lacking_a_waiting_write_leaves_once_it_waited_the_stall_time():
+    followers = {2: FollowerProgress(log_end=10), 3: FollowerProgress(log_end=4, answered_ms=900)}
+    waiting = (8, 1_000)  # a write ending at 8 waits since t=1000
+    assert stalling((1, 2, 3), 1, followers, waiting, now_ms=1_499, stall_ms=500, min_insync=2) == []
+    assert stalling((1, 2, 3), 1, followers, waiting, now_ms=1_500, stall_ms=500, min_insync=2) == [3]
+    assert stalling((1, 2, 3), 1, followers, None, now_ms=9_999, stall_ms=500, min_insync=2) == []
+    # a follower whose log end is not known (its shipment failed: crashed, refused) stalls it too
+    unknown = {2: FollowerProgress(log_end=10), 3: FollowerProgress()}
+    assert stalling((1, 2, 3), 1, unknown, waiting, now_ms=2_000, stall_ms=500, min_insync=2) == [3]
+    assert stalling((1, 2, 3), 1, {2: FollowerProgress(log_end=10)}, waiting, 2_000, 500, 2) == [3]
+
+
+def test_a_follower_that_is_slow_but_answering_stays():
+    # it answered at 1400, after the write arrived: the stall time counts from its answer
+    followers = {2: FollowerProgress(log_end=10), 3: FollowerProgress(log_end=6, answered_ms=1_400)}
+    assert stalling((1, 2, 3), 1, followers, (8, 1_000), now_ms=1_899, stall_ms=500, min_insync=2) == []
+    assert stalling((1, 2, 3), 1, followers, (8, 1_000), now_ms=1_900, stall_ms=500, min_insync=2) == [3]
+    answered = FollowerProgress(log_end=0)
+    caught_up(answered, 6, leader_end_when_sent=10, now_ms=1_400)
+    assert answered.answered_ms == 1_400 and answered.caught_up_ms == 0
+
+
+def test_a_stall_never_shrinks_the_isr_below_min_insync():
+    both_behind = {2: FollowerProgress(log_end=4), 3: FollowerProgress(log_end=5)}
+    # the leader cut off from both followers: dropping them would only refuse writes, not release them
+    assert stalling((1, 2, 3), 1, both_behind, (8, 0), now_ms=9_000, stall_ms=500, min_insync=2) == []
+    # replication factor 2, min_insync_replicas 2: the follower stays (writes wait, then the lease decides)
+    assert stalling((1, 2), 1, both_behind, (8, 0), now_ms=9_000, stall_ms=500, min_insync=2) == []
+    # ... and with min_insync_replicas 1 the leader alone may acknowledge, as the topic allows
+    assert stalling((1, 2), 1, both_behind, (8, 0), now_ms=9_000, stall_ms=500, min_insync=1) == [2]
+    # a silent follower leaves even while another, answering one still lacks the write
+    mixed = {2: FollowerProgress(log_end=6, answered_ms=8_900), 3: FollowerProgress(log_end=4)}
+    assert stalling((1, 2, 3), 1, mixed, (8, 0), now_ms=9_000, stall_ms=500, min_insync=2) == [3]
+    # a follower already out of the ISR is no member to drop
+    held = {2: FollowerProgress(log_end=10), 3: FollowerProgress(log_end=4)}
+    assert stalling((1, 2), 1, held, (8, 0), now_ms=9_000, stall_ms=500, min_insync=2) == []
+
+
+_progress = st.one_of(st.none(), st.builds(FollowerProgress, log_end=st.one_of(st.none(), st.integers(0, 20)),
+                                           answered_ms=st.integers(0, 2_000)))
+
+
+@given(isr_followers=st.sets(st.integers(2, 6), max_size=5),
+       progress=st.dictionaries(st.integers(2, 6), _progress, max_size=5),
+       end=st.integers(1, 20), since=st.integers(0, 1_000), now=st.integers(0, 2_000), stall=st.integers(1, 1_000),
+       min_insync=st.integers(1, 6))
+def test_a_stall_drops_only_silent_followers_lacking_the_write_and_keeps_min_insync(
+        isr_followers: set[int], progress: dict[int, FollowerProgress | None], end: int, since: int, now: int,
+        stall: int, min_insync: int):
+    isr = (1, *sorted(isr_followers))
+    followers = {n: p for n, p in progress.items() if p is not None}
+    dropped = stalling(isr, 1, followers, (end, since), now, stall, min_insync)
+    assert 1 not in dropped and set(dropped) <= set(isr) and len(set(dropped)) == len(dropped)
+    if not dropped:
+        return
+    assert now - since >= stall and len(isr) - len(dropped) >= min_insync
+    for node in dropped:
+        p = followers.get(node)
+        assert p is None or p.log_end is None or p.log_end < end, "a follower holding the write was dropped"
+        assert p is None or now - max(p.answered_ms, since) >= stall, "an answering follower was dropped"
+    # the members left, with the leader's end, would release the write once each holds it
+    kept = {n: FollowerProgress(log_end=end) for n in isr if n not in dropped and n != 1}
+    assert high_watermark(1, end, tuple(n for n in isr if n not in dropped), kept) >= end
 
 
 def test_a_follower_joins_once_it_holds_the_high_watermark_and_the_epoch_start():

@@ -14,6 +14,7 @@ import pytest
 
 from coordinator.models import PartitionState
 from logbroker.errors import NotEnoughReplicasError, NotLeaderError, ReplicationTimeoutError
+from logbroker.partition_state import stalling
 from logbroker.replica_manager import Replica, WaiterBudget
 from logbroker.replication.follower import FollowerSide, parse_entries
 from logbroker.replication.leader import Leadership
@@ -65,6 +66,33 @@ async def test_acks_all_waits_for_every_in_sync_replica(tmp_path, pool):
     lead.recompute()
     await asyncio.wait_for(waiting, 1)
     assert replica.high_watermark == 2
+    replica.log.close()
+
+
+@pytest.mark.asyncio
+async def test_a_follower_stalling_the_oldest_waiting_write_leaves_and_the_write_is_released(tmp_path, pool):
+    replica = _replica(str(tmp_path / "t-0"), pool)
+    lead = Leadership(replica, _state((1, 2, 3)), 1, min_insync=2, fenced=lambda: False)
+    replica.leader_hook = lambda _r: lead.recompute()
+    replica.epoch = 1
+    info = replica.append(batch_of([b"a", b"b"]))
+    await replica.commit(info)
+    assert lead.oldest_waiting() is None
+    waiting = asyncio.ensure_future(lead.wait_committed(info.log_end_offset, 5))
+    await asyncio.sleep(0)
+    oldest = lead.oldest_waiting()
+    assert oldest is not None and oldest[0] == 2
+    lead.followers[2].log_end = 2  # follower 3 answers nothing (crashed, paused, cut off)
+    lead.recompute()
+    assert not waiting.done()
+    since = oldest[1]
+    assert stalling(lead.isr, 1, lead.followers, oldest, since + 499, 500, 2) == []
+    assert stalling(lead.isr, 1, lead.followers, oldest, since + 500, 500, 2) == [3]
+    lead.recompute()
+    assert not waiting.done(), "a member leaving counts until the coordinator holds the smaller ISR"
+    lead.update(_state((1, 2)), 2)
+    await asyncio.wait_for(waiting, 1)
+    assert replica.high_watermark == 2 and lead.oldest_waiting() is None
     replica.log.close()
 
 

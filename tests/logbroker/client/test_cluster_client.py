@@ -51,6 +51,22 @@ async def test_a_dead_first_bootstrap_url_is_passed_over(node):
 
 
 @pytest.mark.asyncio
+async def test_a_metadata_read_does_not_wait_alone_for_a_node_that_never_answers(node):
+    """A paused or cut-off node accepts the connection and answers nothing: the next node is
+    asked as well, so writes go on while it is silent (the client's timeout is a minute)."""
+    async with Client(node.url) as admin:
+        await admin.create_topic("cc.silent", partitions=1)
+    async with FakeNode(node.url) as silent:
+        silent.hang("/v1/cluster")
+        silent.hang("/v1/topics/cc.silent")
+        async with Client([silent.url, node.url], timeout_s=60.0) as client:
+            assert await asyncio.wait_for(client.produce_batch("cc.silent", 0, encode_values([b"v"])), 30.0) == 0
+            assert await asyncio.wait_for(client.list_offset("cc.silent", 0), 30.0) == 1
+        assert silent.count("GET", "/v1/cluster") >= 1, "the first bootstrap URL is still asked first"
+        assert silent.count("POST", "/records") == 0
+
+
+@pytest.mark.asyncio
 async def test_no_reachable_node_fails_with_a_bounded_number_of_tries():
     async with Client([closed_port_url(), closed_port_url()], retry=FAST) as client:
         with pytest.raises(UnreachableError) as err:

@@ -1,0 +1,118 @@
+"""A follower's trouble does not hold ``acks=all`` writes for its lease (DESIGN §6, decision 0265):
+on a real cluster whose leases last ``LEASE_TTL_MS``, a follower that is paused (SIGSTOP) or
+killed leaves the ISR while etcd still lists it alive, and a write is acknowledged by the leader
+and the other follower meanwhile; the follower rejoins once it has caught up, and every replica
+then holds the same records. With ``min_insync_replicas`` equal to the replication factor the
+stalled follower stays in the ISR (a shrink would leave too few): the write is not acknowledged,
+and once the lease takes the follower out it is refused, as is the next one, with nothing stored."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from collections.abc import Iterator
+from typing import Any, Final
+
+import pytest
+
+from tests.cluster.test_replication import (
+    HEAL_S,
+    alive_nodes,
+    all_in_sync,
+    create,
+    heal,
+    identical_replicas,
+    kill,
+    partition,
+    produce,
+)
+from tests.support.cluster import Cluster, running_cluster, wait_until
+
+# Long enough that a follower's lease cannot lapse while the tests look: anything the ISR does
+# before it is the stall rule's doing, not the lease's.
+LEASE_TTL_MS: Final = 8_000
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    with running_cluster(str(tmp_path_factory.mktemp("isr-stall")),
+                         extra=("--lease-ttl-ms", str(LEASE_TTL_MS))) as running:
+        yield running
+
+
+def _leader_and_follower(placed: dict[str, Any]) -> tuple[int, int]:
+    leader = int(placed["leader"])
+    return leader, next(n for n in placed["replicas"] if n != leader)
+
+
+def _left_while_alive(cluster: Cluster, token: dict[str, str], topic: str, leader: int, follower: int) -> None:
+    """The leader's ISR no longer has ``follower``, while etcd still holds its lease."""
+    state = wait_until(lambda: (s := partition(cluster, leader, topic, 0, token))
+                       and follower not in s["in_sync_replicas"] and s, timeout_s=LEASE_TTL_MS / 1000)
+    assert state["leader"] == leader and len(state["in_sync_replicas"]) == 2, state
+    assert alive_nodes(cluster, leader, token)[follower], "the follower's lease had lapsed: no stall rule shown"
+
+
+def test_a_paused_follower_leaves_the_isr_within_its_lease_and_acks_all_goes_on(cluster: Cluster,
+                                                                                 token: dict[str, str]):
+    heal(cluster, token)
+    leader, follower = _leader_and_follower(create(cluster, token, "stall-paused", 1, 3)[0])
+    assert produce(cluster, leader, token, "stall-paused", 0, "before", "all").status == 200
+    os.kill(cluster.nodes[follower].pid, signal.SIGSTOP)
+    try:
+        reply = produce(cluster, leader, token, "stall-paused", 0, "during", "all")
+        assert reply.status == 200, (reply.status, reply.data[:300])
+        _left_while_alive(cluster, token, "stall-paused", leader, follower)
+    finally:
+        os.kill(cluster.nodes[follower].pid, signal.SIGCONT)
+    wait_until(lambda: all_in_sync(cluster, leader, "stall-paused", token), timeout_s=HEAL_S)
+    assert produce(cluster, leader, token, "stall-paused", 0, "after", "all").status == 200
+    records = identical_replicas(cluster, token, "stall-paused", 0)
+    assert [v for _, v in records] == ["before", "during", "after"]
+
+
+def test_a_killed_follower_leaves_the_isr_within_its_lease_and_rejoins_once_restarted(cluster: Cluster,
+                                                                                      token: dict[str, str]):
+    heal(cluster, token)
+    leader, follower = _leader_and_follower(create(cluster, token, "stall-killed", 1, 3)[0])
+    assert produce(cluster, leader, token, "stall-killed", 0, "before", "all").status == 200
+    kill(cluster, follower)
+    reply = produce(cluster, leader, token, "stall-killed", 0, "during", "all")
+    assert reply.status == 200, (reply.status, reply.data[:300])
+    _left_while_alive(cluster, token, "stall-killed", leader, follower)
+    cluster.start(follower)
+    wait_until(lambda: all_in_sync(cluster, leader, "stall-killed", token), timeout_s=HEAL_S)
+    assert produce(cluster, leader, token, "stall-killed", 0, "after", "all").status == 200
+    records = identical_replicas(cluster, token, "stall-killed", 0)
+    assert [v for _, v in records] == ["before", "during", "after"]
+
+
+def test_a_stall_never_takes_the_isr_below_min_insync_and_such_writes_are_refused(cluster: Cluster,
+                                                                                  token: dict[str, str]):
+    heal(cluster, token)
+    placed = create(cluster, token, "stall-strict", 1, 3, {"min_insync_replicas": 3})[0]
+    leader, follower = _leader_and_follower(placed)
+    assert produce(cluster, leader, token, "stall-strict", 0, "before", "all").status == 200
+    replies: list[Any] = []
+    os.kill(cluster.nodes[follower].pid, signal.SIGSTOP)
+    try:
+        writer = threading.Thread(target=lambda: replies.append(
+            produce(cluster, leader, token, "stall-strict", 0, "waits", "all")))
+        writer.start()
+        wait_until(lambda: not alive_nodes(cluster, leader, token)[follower], timeout_s=LEASE_TTL_MS / 1000 + 15)
+        writer.join(timeout=60)
+        assert replies, "the waiting write got no answer"
+        state = partition(cluster, leader, "stall-strict", 0, token)
+        assert follower not in state["in_sync_replicas"], "only the lapsed lease takes the follower out"
+        refused = replies[0]
+        assert refused.status == 503 and refused.json()["code"] == "not_enough_replicas", (refused.status,
+                                                                                            refused.data[:300])
+        reply = produce(cluster, leader, token, "stall-strict", 0, "refused", "all")
+        assert reply.status == 503 and reply.json()["code"] == "not_enough_replicas", (reply.status, reply.data)
+        after = partition(cluster, leader, "stall-strict", 0, token)
+        assert after["log_end_offset"] == state["log_end_offset"], "a refused write was stored"
+    finally:
+        os.kill(cluster.nodes[follower].pid, signal.SIGCONT)
+    wait_until(lambda: all_in_sync(cluster, leader, "stall-strict", token), timeout_s=HEAL_S)
+    assert produce(cluster, leader, token, "stall-strict", 0, "again", "all").status == 200
