@@ -16,6 +16,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
+from benchmarks.collector import collector_paused
 from benchmarks.drivers.base import Driver, stamped
 from benchmarks.plan import SIZES, Plan
 from benchmarks.procstat import CpuMeter
@@ -185,10 +186,11 @@ async def _publish_round_trips(ctx: Context, size: int, rep: int) -> None:
     await ctx.driver.create_log(log)
     pad = os.urandom(size)
     took: list[float] = []
-    for _ in range(ctx.plan.publish_round_trips):
-        started = time.perf_counter()
-        await ctx.driver.publish_one(log, pad)
-        took.append((time.perf_counter() - started) * 1000)
+    with collector_paused():
+        for _ in range(ctx.plan.publish_round_trips):
+            started = time.perf_counter()
+            await ctx.driver.publish_one(log, pad)
+            took.append((time.perf_counter() - started) * 1000)
     for name, value in latency_figures(f"publish_{size}b", took).items():
         ctx.out.add(name, value)
 
@@ -207,7 +209,8 @@ async def _latency(ctx: Context, point: tuple[Any, ...], rep: int) -> None:
                             timeout_s=WORKER_READY_TIMEOUT_S)
     cpu = ctx.cpu
     cpu.start()
-    elapsed = await paced_send(ctx.driver, log, size, rate, total)
+    with collector_paused():
+        elapsed = await paced_send(ctx.driver, log, size, rate, total)
     _wall, server, _client = cpu.stop()
     samples: list[float] = await asyncio.to_thread(ctx.worker.result, seconds + 2 * LATENCY_GRACE_S)
     if len(samples) < total:

@@ -18,6 +18,7 @@ import traceback
 from multiprocessing.connection import Connection
 from typing import Any, Final
 
+from benchmarks.collector import collector_paused
 from benchmarks.procstat import raise_open_files_limit
 from benchmarks.servers import Endpoint
 
@@ -63,8 +64,9 @@ async def _one(driver: Any, conn: Connection, message: tuple[Any, ...]) -> Any:
     loop = asyncio.get_running_loop()
     if message[0] == "latencies":
         _, log, count, seconds = message
-        return await driver.receive_latencies(log, count, lambda: conn.send(("ready",)),
-                                              time.monotonic() + seconds)
+        with collector_paused():
+            return await driver.receive_latencies(log, count, lambda: conn.send(("ready",)),
+                                                  time.monotonic() + seconds)
     if message[0] == "idle":
         _, log, consumers = message
         raise_open_files_limit(consumers)
