@@ -205,6 +205,7 @@ async def _latency(ctx: Context, point: tuple[Any, ...], rep: int) -> None:
     log = ctx.name("latency", rate, f"{size}b", f"r{rep}")
     await ctx.driver.create_log(log)
     total = max(1, int(rate * seconds))
+    await ctx.driver.prepare_sends(log)
     await asyncio.to_thread(ctx.worker.begin, "latencies", log, total, seconds + LATENCY_GRACE_S,
                             timeout_s=WORKER_READY_TIMEOUT_S)
     cpu = ctx.cpu

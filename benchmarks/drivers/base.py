@@ -74,6 +74,10 @@ class Driver(abc.ABC):
         """A topic / stream of one partition (with ``fsync``: acknowledged writes are fsync'd)."""
 
     @abc.abstractmethod
+    async def prepare_sends(self, log: str) -> None:
+        """Open what paced sends to ``log`` use (a connection, a stream) before they are timed."""
+
+    @abc.abstractmethod
     async def publish_one(self, log: str, payload: bytes) -> None:
         """Publish one record the way an application publishing an event at a time would, and
         return once it is acknowledged (a round trip: nothing pipelined, nothing batched)."""

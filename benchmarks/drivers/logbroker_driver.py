@@ -5,7 +5,10 @@ is the client's ``Consumer`` reading columns (``poll_batches``): it fetches raw 
 node with ``sendfile``), verifies every checksum and decodes every record, with the next fetch
 already in flight while the current one is decoded, and the benchmark touches every value. The
 tail reader of the latency scenario follows the partition's push stream (SSE), as NATS and
-RabbitMQ stream consumers are pushed to, rather than paying a request per delivery.
+RabbitMQ stream consumers are pushed to, rather than paying a request per delivery; its paced
+sender writes each tick's batch to a produce stream (one WebSocket, answers read as they come),
+as NATS and RabbitMQ publishers write to their one connection, rather than paying a request per
+batch.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from typing import Any, Final
 import aiohttp
 
 from benchmarks.drivers.base import OP_TIMEOUT_S, Driver, latency_ms
-from logbroker.client import Client, Consumer, QueueConsumer
+from logbroker.client import Client, Consumer, ProduceStream, QueueConsumer
 from segments.batch import encode_values
 
 BATCH_RECORDS: Final = 1000
@@ -43,8 +46,8 @@ class LogBrokerDriver(Driver):
     def __init__(self, endpoint: Any) -> None:
         super().__init__(endpoint)
         self._client: Client | None = None
-        self._sends: set[asyncio.Task[None]] = set()
-        self._send_slots = asyncio.Semaphore(IN_FLIGHT)
+        self._streams: dict[str, ProduceStream] = {}
+        self._sent: list[asyncio.Future[int]] = []
 
     @property
     def client(self) -> Client:
@@ -72,7 +75,8 @@ class LogBrokerDriver(Driver):
                        "checksums verified, every record decoded into columns, every value touched)",
             "publish": "one record per JSON produce (value_b64), acks=1, awaited before the next",
             "tail": f"push stream (SSE, Client.stream, keep-alive {TAIL_WAIT_MS} ms), the records pushed as "
-                    f"they are appended; paced sends as one batch per tick, {IN_FLIGHT} in flight",
+                    "they are appended; paced sends as one prebuilt batch per tick on a produce stream "
+                    "(Client.produce_stream, a WebSocket, acks=1, answers awaited at the end)",
             "idle": f"one HTTP connection per consumer, long-poll fetch wait_ms {IDLE_WAIT_MS}",
             "queue": f"queue of 1 partition filled like produce; {QUEUE_RECEIVERS} QueueConsumers (msgpack), "
                      f"max_messages {QUEUE_RECEIVE_MAX}, wait_ms {QUEUE_WAIT_MS}, one ack call per receive",
@@ -128,22 +132,21 @@ class LogBrokerDriver(Driver):
     async def publish_one(self, log: str, payload: bytes) -> None:
         await self.client.produce(log, [{"value_b64": base64.b64encode(payload).decode(), "partition": 0}], acks="1")
 
-    async def send_now(self, log: str, payloads: list[bytes]) -> None:
-        await self._send_slots.acquire()
-        task = asyncio.create_task(self._send_one(log, encode_values(payloads)))
-        self._sends.add(task)
-        task.add_done_callback(self._sends.discard)
+    async def prepare_sends(self, log: str) -> None:
+        if log not in self._streams:
+            self._streams[log] = await self.client.produce_stream(log, 0, acks="1")
 
-    async def _send_one(self, log: str, batch: bytes) -> None:
-        try:
-            await self.client.produce_batch(log, 0, batch, acks="1")
-        finally:
-            self._send_slots.release()
+    async def send_now(self, log: str, payloads: list[bytes]) -> None:
+        await self.prepare_sends(log)
+        self._sent.append(await self._streams[log].send(encode_values(payloads)))
 
     async def flush_sends(self) -> None:
         async with asyncio.timeout(OP_TIMEOUT_S):
-            while self._sends:
-                await asyncio.gather(*list(self._sends))
+            sent, self._sent = self._sent, []
+            await asyncio.gather(*sent)
+            streams, self._streams = list(self._streams.values()), {}
+            for stream in streams:
+                await stream.close()
 
     async def receive_latencies(self, log: str, count: int, ready: Callable[[], None],
                                 deadline_s: float) -> list[float]:

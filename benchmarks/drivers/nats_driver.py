@@ -99,6 +99,9 @@ class NatsDriver(Driver):
         self.defer(sub.unsubscribe())
         return got
 
+    async def prepare_sends(self, log: str) -> None:
+        """Paced sends go on the connection ``connect`` made: nothing to open."""
+
     async def publish_one(self, log: str, payload: bytes) -> None:
         await self._js.publish(log, payload, timeout=OP_TIMEOUT_S)
 

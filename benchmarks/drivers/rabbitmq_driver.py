@@ -96,6 +96,9 @@ class RabbitMQDriver(Driver):
             await self._wait_confirms(lambda: self._confirmed - start_confirmed >= count)
         return self._confirmed - start_confirmed
 
+    async def prepare_sends(self, log: str) -> None:
+        """Paced sends go on the connection ``connect`` made: nothing to open."""
+
     async def publish_one(self, log: str, payload: bytes) -> None:
         await self._producer.send_wait(log, payload, timeout=int(OP_TIMEOUT_S))
 

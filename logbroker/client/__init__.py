@@ -25,6 +25,7 @@ from logbroker.client.core import (
 from logbroker.client.errors import LogBrokerError, UnreachableError
 from logbroker.client.group_consumer import CommitFailedError, GroupConsumer
 from logbroker.client.partitioning import key_partition
+from logbroker.client.produce_stream import ProduceStream
 from logbroker.client.producer import Producer, RecordMetadata
 from logbroker.client.queue_consumer import QueueConsumer, QueueMessage
 from logbroker.client.routing import RetryPolicy
@@ -33,5 +34,6 @@ from logbroker.client.sync import SyncClient
 
 __all__ = ["CA_FILE_ENV", "CERT_FILE_ENV", "DEFAULT_URL", "KEY_FILE_ENV", "PASSWORD_ENV", "TOKEN_ENV", "USER_ENV",
            "Client", "CommitFailedError", "Consumer", "ConsumerBatch", "ConsumerRecord", "Event", "FetchedBatches",
-           "GroupConsumer", "LogBrokerError", "OffsetReset", "Producer", "QueueConsumer", "QueueMessage",
-           "RecordMetadata", "RetryPolicy", "SkippedRecords", "SyncClient", "UnreachableError", "key_partition"]
+           "GroupConsumer", "LogBrokerError", "OffsetReset", "ProduceStream", "Producer", "QueueConsumer",
+           "QueueMessage", "RecordMetadata", "RetryPolicy", "SkippedRecords", "SyncClient", "UnreachableError",
+           "key_partition"]

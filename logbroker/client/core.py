@@ -23,7 +23,7 @@ import aiohttp
 
 from logbroker.client.calls import GroupQueueCalls
 from logbroker.client.consumer_batch import decode_fetched
-from logbroker.client.errors import LogBrokerError, problem_error, transport_error
+from logbroker.client.errors import RETRIABLE_STATUSES, LogBrokerError, problem_error, transport_error
 from logbroker.client.metadata import (
     LEADER_HINT,
     METADATA_MAX_AGE_S,
@@ -33,6 +33,7 @@ from logbroker.client.metadata import (
     parse_leaders,
     parse_nodes,
 )
+from logbroker.client.produce_stream import IN_FLIGHT_MAX, ProduceStream
 from logbroker.client.routing import RetryPolicy, decide
 from segments.batch import Record
 
@@ -417,6 +418,23 @@ class Client(GroupQueueCalls):
         result = await self._json("POST", f"/v1/topics/{topic}/records", params={"acks": acks, "partition": partition},
                                   data=batch, headers={"Content-Type": BATCH_TYPE}, partition=(topic, partition))
         return int(result["offsets"][0]["offset"])
+
+    async def produce_stream(self, topic: str, partition: int, *, acks: str = "1",
+                             in_flight_max: int = IN_FLIGHT_MAX) -> ProduceStream:
+        """Open a produce stream (a WebSocket) to the partition's leader: prebuilt batches sent
+        one after another on one connection, each answered in order (``ProduceStream.send``).
+        A refused upgrade raises ``LogBrokerError`` with the node's status."""
+        url = await self._target((topic, partition))
+        path = f"/v1/topics/{topic}/partitions/{partition}/produce"
+        try:
+            socket = await self._http().ws_connect(url + path, params={"acks": acks},
+                                                   headers=await self._credentials.header() or None)
+        except aiohttp.WSServerHandshakeError as exc:
+            raise LogBrokerError(exc.status, "refused", f"{path} on {url}: {exc.message}",
+                                 retriable=exc.status in RETRIABLE_STATUSES) from exc
+        except (TimeoutError, aiohttp.ClientError) as exc:
+            raise transport_error(url, f"GET {path}", exc) from exc
+        return ProduceStream(socket, url, in_flight_max=in_flight_max)
 
     async def fetch_batches(self, topic: str, partition: int, offset: int, *, max_bytes: int = 1 << 20,
                             wait_ms: int = 0) -> FetchedBatches:

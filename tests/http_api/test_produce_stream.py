@@ -1,0 +1,196 @@
+"""Produce streams (decision 0254): prebuilt batches over one WebSocket, each answered in order,
+checked and charged as an HTTP produce is; through a real node with auth on."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import aiohttp
+import pytest
+
+from logbroker.client import Client, LogBrokerError
+from segments.batch import ProducerRecord, encode_batch, encode_values
+from tests.http_api.conftest import Http
+from tests.http_api.test_auth import As, make_user
+from tests.support.auth import ADMIN, ADMIN_PASSWORD, AUTH_ARGS, bearer, login
+from tests.support.nodes import NodeProcess
+
+BODY_MAX = 64 * 1024
+TIMEOUT_S = 30
+
+
+@pytest.fixture(scope="module")
+def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeProcess]:
+    with NodeProcess(str(tmp_path_factory.mktemp("produce-stream")), *AUTH_ARGS,
+                     "--request-body-bytes-max", str(BODY_MAX)) as process:
+        yield process
+
+
+@pytest.fixture(scope="module")
+def users(http: Http) -> tuple[As, As, As]:
+    admin = As(http, login(http, ADMIN, ADMIN_PASSWORD))
+    return admin, make_user(http, admin, "stream-owner"), make_user(http, admin, "stream-guest")
+
+
+def _topic(owner: As, name: str) -> None:
+    owner.json("POST", "/v1/topics", 201, body={"name": name, "partitions": 1})
+
+
+def _values(user: As, topic: str) -> list[str]:
+    answer = user.json("GET", f"/v1/topics/{topic}/partitions/0/records?offset=0")
+    return [r["value"] for r in answer["records"]]
+
+
+def _exchange(node: NodeProcess, token: str, topic: str, messages: list[bytes | str], *,
+              query: str = "") -> tuple[list[dict[str, Any]], int | None]:
+    """Send ``messages`` on a produce stream (bytes binary, str text), one at a time, reading the
+    answer to each until the node closes; the answers and the close code."""
+    async def run() -> tuple[list[dict[str, Any]], int | None]:
+        answers: list[dict[str, Any]] = []
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=TIMEOUT_S)) as session:
+            async with session.ws_connect(f"{node.url}/v1/topics/{topic}/partitions/0/produce{query}",
+                                          headers=bearer(token)) as socket:
+                for message in messages:
+                    if isinstance(message, bytes):
+                        await socket.send_bytes(message)
+                    else:
+                        await socket.send_str(message)
+                    reply = await socket.receive()
+                    if reply.type != aiohttp.WSMsgType.TEXT:
+                        break
+                    answers.append(json.loads(reply.data))
+                await socket.close()
+                return answers, socket.close_code
+    return asyncio.run(run())
+
+
+def _upgrade_status(node: NodeProcess, path: str, token: str | None) -> int:
+    async def run() -> int:
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=TIMEOUT_S)) as session:
+            try:
+                async with session.ws_connect(node.url + path, headers=bearer(token) if token else None):
+                    return 101
+            except aiohttp.WSServerHandshakeError as exc:
+                return exc.status
+    return asyncio.run(run())
+
+
+def test_batches_are_appended_and_answered_in_order(node: NodeProcess, users: tuple[As, As, As]):
+    _, owner, _ = users
+    _topic(owner, "ws-order")
+    batches = [encode_values([f"m{i}-{j}".encode() for j in range(i + 1)]) for i in range(4)]
+    answers, code = _exchange(node, owner.token, "ws-order", [*batches], query="?acks=all")
+    assert [a["seq"] for a in answers] == [1, 2, 3, 4]
+    assert [a["offset"] for a in answers] == [0, 1, 3, 6]
+    assert [a["count"] for a in answers] == [1, 2, 3, 4]
+    assert code == aiohttp.WSCloseCode.OK
+    assert _values(owner, "ws-order") == [f"m{i}-{j}" for i in range(4) for j in range(i + 1)]
+
+
+def test_a_bad_batch_is_answered_with_its_problem_stores_nothing_and_the_stream_goes_on(
+        node: NodeProcess, users: tuple[As, As, As]):
+    _, owner, _ = users
+    _topic(owner, "ws-bad")
+    good = encode_values([b"good"])
+    corrupt = bytearray(encode_values([b"bad"]))
+    corrupt[-1] ^= 0xFF
+    answers, _ = _exchange(node, owner.token, "ws-bad", [good, bytes(corrupt), b"\x00" * 10, good])
+    assert [("error" in a, a["seq"]) for a in answers] == [(False, 1), (True, 2), (True, 3), (False, 4)]
+    assert answers[1]["error"]["status"] == 400 and answers[2]["error"]["status"] == 400
+    assert answers[3]["offset"] == 1
+    assert _values(owner, "ws-bad") == ["good", "good"]
+
+
+def test_a_batch_under_another_writers_producer_id_is_refused(node: NodeProcess, users: tuple[As, As, As]):
+    _, owner, _ = users
+    _topic(owner, "ws-writer")
+    foreign = encode_batch([ProducerRecord(None, b"spoofed")], producer_id=12345, producer_epoch=0, base_sequence=0)
+    answers, _ = _exchange(node, owner.token, "ws-writer", [foreign])
+    assert answers[0]["error"]["status"] == 403
+    assert _values(owner, "ws-writer") == []
+
+
+def test_a_text_message_or_one_past_the_body_bound_closes_the_stream(node: NodeProcess, users: tuple[As, As, As]):
+    _, owner, _ = users
+    _topic(owner, "ws-close")
+    answers, code = _exchange(node, owner.token, "ws-close", ['{"records": []}'])
+    assert answers == [] and code == aiohttp.WSCloseCode.UNSUPPORTED_DATA
+    answers, code = _exchange(node, owner.token, "ws-close", [encode_values([b"x" * (BODY_MAX + 1)])])
+    assert answers == [] and code == aiohttp.WSCloseCode.MESSAGE_TOO_BIG
+    assert _values(owner, "ws-close") == []
+
+
+def test_the_upgrade_is_authenticated_authorized_and_checked(node: NodeProcess, http: Http,
+                                                              users: tuple[As, As, As]):
+    admin, owner, guest = users
+    _topic(owner, "ws-door")
+    path = "/v1/topics/ws-door/partitions/0/produce"
+    assert _upgrade_status(node, path, None) == 401
+    assert _upgrade_status(node, path, guest.token) == 403
+    assert _upgrade_status(node, "/v1/topics/ws-none/partitions/0/produce", owner.token) == 403  # unknown: as ever
+    assert _upgrade_status(node, "/v1/topics/ws-none/partitions/0/produce", admin.token) == 404
+    assert _upgrade_status(node, "/v1/topics/ws-door/partitions/7/produce", owner.token) == 404
+    assert _upgrade_status(node, path + "?acks=2", owner.token) == 400
+    plain = owner.call("GET", path)  # not an upgrade: a problem, not a half-open socket
+    assert plain.status == 400 and plain.headers["content-type"] == "application/problem+json"
+
+
+def test_losing_write_ends_the_stream_before_the_next_batch(node: NodeProcess, users: tuple[As, As, As]):
+    _, owner, guest = users
+    _topic(owner, "ws-revoke")
+    owner.json("PUT", "/v1/topics/ws-revoke/acl", body={"user": "stream-guest", "permissions": ["read", "write"]})
+
+    async def run() -> tuple[list[dict[str, Any]], int | None]:
+        answers = []
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=TIMEOUT_S)) as session:
+            async with session.ws_connect(f"{node.url}/v1/topics/ws-revoke/partitions/0/produce",
+                                          headers=bearer(guest.token)) as socket:
+                await socket.send_bytes(encode_values([b"allowed"]))
+                answers.append(json.loads((await socket.receive()).data))
+                await asyncio.to_thread(owner.json, "PUT", "/v1/topics/ws-revoke/acl",
+                                        body={"user": "stream-guest", "permissions": ["read"]})
+                await socket.send_bytes(encode_values([b"after-revoke"]))
+                answers.append(json.loads((await socket.receive()).data))
+                closing = await socket.receive()
+                assert closing.type in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED)
+                return answers, socket.close_code
+
+    answers, code = asyncio.run(run())
+    assert "offset" in answers[0] and answers[1]["error"]["status"] == 403
+    assert code == aiohttp.WSCloseCode.POLICY_VIOLATION
+    assert _values(owner, "ws-revoke") == ["allowed"]
+
+
+def test_the_client_sends_batches_and_gets_offsets_and_errors(node: NodeProcess, users: tuple[As, As, As]):
+    _, owner, _ = users
+    _topic(owner, "ws-client")
+
+    async def run() -> tuple[list[int], LogBrokerError]:
+        async with Client(node.url, token=owner.token) as client:
+            async with await client.produce_stream("ws-client", 0, in_flight_max=2) as stream:
+                sent = [await stream.send(encode_values([f"c{i}".encode()])) for i in range(5)]
+                bad = await stream.send(b"\x01" * 70)
+                offsets = [await answer for answer in sent]
+                with pytest.raises(LogBrokerError) as refused:
+                    await bad
+                return offsets, refused.value
+
+    offsets, refused = asyncio.run(run())
+    assert offsets == [0, 1, 2, 3, 4]
+    assert refused.status == 400
+    assert _values(owner, "ws-client") == [f"c{i}" for i in range(5)]
+
+
+def test_the_client_is_told_when_the_node_refuses_the_stream(node: NodeProcess, users: tuple[As, As, As]):
+    _, _, guest = users
+
+    async def run() -> LogBrokerError:
+        async with Client(node.url, token=guest.token) as client:
+            with pytest.raises(LogBrokerError) as refused:
+                await client.produce_stream("ws-client", 0)
+            return refused.value
+
+    assert asyncio.run(run()).status == 403
