@@ -50,20 +50,20 @@ def _exchange(node: NodeProcess, token: str, topic: str, messages: list[bytes | 
     answer to each until the node closes; the answers and the close code."""
     async def run() -> tuple[list[dict[str, Any]], int | None]:
         answers: list[dict[str, Any]] = []
-        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=TIMEOUT_S)) as session:
-            async with session.ws_connect(f"{node.url}/v1/topics/{topic}/partitions/0/produce{query}",
-                                          headers=bearer(token)) as socket:
-                for message in messages:
-                    if isinstance(message, bytes):
-                        await socket.send_bytes(message)
-                    else:
-                        await socket.send_str(message)
-                    reply = await socket.receive()
-                    if reply.type != aiohttp.WSMsgType.TEXT:
-                        break
-                    answers.append(json.loads(reply.data))
-                await socket.close()
-                return answers, socket.close_code
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=TIMEOUT_S)) as session, \
+                session.ws_connect(f"{node.url}/v1/topics/{topic}/partitions/0/produce{query}",
+                                   headers=bearer(token)) as socket:
+            for message in messages:
+                if isinstance(message, bytes):
+                    await socket.send_bytes(message)
+                else:
+                    await socket.send_str(message)
+                reply = await socket.receive()
+                if reply.type != aiohttp.WSMsgType.TEXT:
+                    break
+                answers.append(json.loads(reply.data))
+            await socket.close()
+            return answers, socket.close_code
     return asyncio.run(run())
 
 
@@ -145,18 +145,18 @@ def test_losing_write_ends_the_stream_before_the_next_batch(node: NodeProcess, u
 
     async def run() -> tuple[list[dict[str, Any]], int | None]:
         answers = []
-        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=TIMEOUT_S)) as session:
-            async with session.ws_connect(f"{node.url}/v1/topics/ws-revoke/partitions/0/produce",
-                                          headers=bearer(guest.token)) as socket:
-                await socket.send_bytes(encode_values([b"allowed"]))
-                answers.append(json.loads((await socket.receive()).data))
-                await asyncio.to_thread(owner.json, "PUT", "/v1/topics/ws-revoke/acl",
-                                        body={"user": "stream-guest", "permissions": ["read"]})
-                await socket.send_bytes(encode_values([b"after-revoke"]))
-                answers.append(json.loads((await socket.receive()).data))
-                closing = await socket.receive()
-                assert closing.type in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED)
-                return answers, socket.close_code
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=TIMEOUT_S)) as session, \
+                session.ws_connect(f"{node.url}/v1/topics/ws-revoke/partitions/0/produce",
+                                   headers=bearer(guest.token)) as socket:
+            await socket.send_bytes(encode_values([b"allowed"]))
+            answers.append(json.loads((await socket.receive()).data))
+            await asyncio.to_thread(owner.json, "PUT", "/v1/topics/ws-revoke/acl",
+                                    body={"user": "stream-guest", "permissions": ["read"]})
+            await socket.send_bytes(encode_values([b"after-revoke"]))
+            answers.append(json.loads((await socket.receive()).data))
+            closing = await socket.receive()
+            assert closing.type in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED)
+            return answers, socket.close_code
 
     answers, code = asyncio.run(run())
     assert "offset" in answers[0] and answers[1]["error"]["status"] == 403
@@ -169,14 +169,14 @@ def test_the_client_sends_batches_and_gets_offsets_and_errors(node: NodeProcess,
     _topic(owner, "ws-client")
 
     async def run() -> tuple[list[int], LogBrokerError]:
-        async with Client(node.url, token=owner.token) as client:
-            async with await client.produce_stream("ws-client", 0, in_flight_max=2) as stream:
-                sent = [await stream.send(encode_values([f"c{i}".encode()])) for i in range(5)]
-                bad = await stream.send(b"\x01" * 70)
-                offsets = [await answer for answer in sent]
-                with pytest.raises(LogBrokerError) as refused:
-                    await bad
-                return offsets, refused.value
+        async with Client(node.url, token=owner.token) as client, \
+                await client.produce_stream("ws-client", 0, in_flight_max=2) as stream:
+            sent = [await stream.send(encode_values([f"c{i}".encode()])) for i in range(5)]
+            bad = await stream.send(b"\x01" * 70)
+            offsets = [await answer for answer in sent]
+            with pytest.raises(LogBrokerError) as refused:
+                await bad
+            return offsets, refused.value
 
     offsets, refused = asyncio.run(run())
     assert offsets == [0, 1, 2, 3, 4]
