@@ -66,8 +66,10 @@ class Shipper:
     async def _run(self) -> None:
         backoff = BACKOFF_MIN_S
         while True:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), IDLE_S)
+            if not self._wake.is_set():  # under load it is set already: no timer, no task
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(IDLE_S):
+                        await self._wake.wait()
             self._wake.clear()
             try:
                 more = await self.ship_once()
