@@ -143,15 +143,15 @@ class Shipper:
         entry["start"] = progress.log_end
         if progress.log_end < partition_log.log_end_offset:
             try:
-                read = partition_log.read(progress.log_end, max_bytes)
+                first, data = leadership.shipment(progress.log_end, max_bytes)
             except StorageError as exc:  # this partition only (deleted, offline): the others go on
                 log.debug("nothing shipped", extra={"fields": {"topic": replica.topic, "error": str(exc)}})
                 progress.log_end = None
                 return None
-            if read.first_offset != progress.log_end and read.data:
+            if first != progress.log_end and data:
                 progress.log_end = None  # not a batch boundary here: sync again
                 return None
-            entry["data"] = bytes(read.data)
+            entry["data"] = data
             return entry
         if progress.high_watermark_sent < replica.high_watermark:
             return entry
