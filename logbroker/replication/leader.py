@@ -47,6 +47,10 @@ class Leadership:
         self.joining: tuple[int, ...] = ()  # decided to join; counted before the coordinator has them
         self.min_insync = min_insync
         self.epoch_start = replica.log.log_end_offset
+        # The last read for a shipment: (start, byte bound, log end then, first offset, bytes),
+        # and how many more followers may take it.
+        self._last_read: tuple[int, int, int, int, bytes] | None = None
+        self._readers_left = 0
         start = now_ms()
         self.followers = {n: FollowerProgress(caught_up_ms=start) for n in state.replicas if n != me}
         self.isr_changing = False
@@ -54,10 +58,6 @@ class Leadership:
         self.closed = False
         self._fenced = fenced
         self._acks: list[tuple[int, asyncio.Future[None]]] = []
-        # The last read for a shipment: (start, byte bound, log end then, first offset, bytes),
-        # and how many more followers may take it.
-        self._last_read: tuple[int, int, int, int, bytes] | None = None
-        self._readers_left = 0
 
     @property
     def key(self) -> tuple[str, int]:
