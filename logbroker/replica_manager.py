@@ -176,11 +176,13 @@ class Replica:
             self.wake_all()
             raise
 
-    def append_copied(self, batch: bytes | memoryview) -> AppendInfo:
-        """Append a batch copied from another replica as it is (its offsets and epoch kept;
-        it must start at this log's end). Readers see it once ``advance`` says so."""
+    def append_copied(self, batches: bytes | memoryview) -> AppendInfo | None:
+        """Append batches copied from another replica, back to back, as they are (offsets and
+        epochs kept; the first must start at this log's end; one write per segment and epoch).
+        On an error the batches before the failing one stay. Readers see them once ``advance``
+        says so."""
         with self._write_faults():
-            info = self.log.append_replica(batch, flush=False)
+            info = self.log.append_replicas(batches, flush=False)
         if self.log.flush_due():
             self._commit.flush_in_background()
         return info

@@ -168,6 +168,9 @@ class MmapIndex:
     def is_full(self) -> bool:
         return self.entries >= self._capacity
 
+    def free_entries(self) -> int:
+        return self._capacity - self.entries
+
     def last(self) -> tuple[int, int] | None:
         return self._last
 
@@ -248,6 +251,9 @@ class _IndexFile:
 
     def is_full(self) -> bool:
         return self._index.is_full()
+
+    def free_entries(self) -> int:
+        return self._index.free_entries()
 
     def last(self) -> tuple[int, int] | None:
         return self._index.last()

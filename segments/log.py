@@ -30,7 +30,16 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import NamedTuple, final
 
-from segments.batch import PREFIX_SIZE, U32_MAX, BatchHeader, now_ms, patched_prefix, validate_batch
+from segments.batch import (
+    HEADER_SIZE,
+    PREFIX_SIZE,
+    U32_MAX,
+    BatchHeader,
+    now_ms,
+    parse_header,
+    patched_prefix,
+    validate_batch,
+)
 from segments.checkpoint import LEADER_EPOCH_FILE, TMP_SUFFIX, read_epochs, write_atomic, write_epochs
 from segments.config import LogConfig
 from segments.epochs import LeaderEpochCache
@@ -38,6 +47,7 @@ from segments.errors import (
     BatchTooLargeError,
     CorruptCheckpointError,
     InvalidArgumentError,
+    InvalidBatchError,
     LogClosedError,
     LogOfflineError,
     NonSequentialAppendError,
@@ -356,6 +366,56 @@ class PartitionLog:
             if flush:
                 self._apply_flush_policy_locked()
             return AppendInfo(header.base_offset, header.last_offset, header.next_offset)
+
+    def append_replicas(self, batches: bytes | memoryview, *, flush: bool = True) -> AppendInfo | None:
+        """Append whole batches copied from a leader, back to back in ``batches`` (each keeps its
+        offsets and epoch; the first starts exactly at the log end), as ``append_replica`` would
+        one after another, but with one write per run of batches that go to one segment at one
+        epoch. A batch that cannot be appended (torn, invalid, out of order, of an older epoch)
+        raises as ``append_replica`` does; the batches before it stay appended. Returns where
+        the appended batches went (None when ``batches`` is empty)."""
+        view = memoryview(batches)
+        if view.format != "B" or view.ndim != 1:
+            view = view.cast("B")
+        total = view.nbytes
+        if total == 0:
+            return None
+        size_max = self.config.max_batch_bytes
+        with self._lock:
+            self._check_open_locked()
+            first = expected = self.log_end_offset
+            with self._write_errors_locked():
+                segment: LogSegment | None = None
+                run: list[tuple[BatchHeader, int]] = []
+                start = position = 0
+                try:
+                    while position < total:
+                        if total - position < HEADER_SIZE:
+                            raise InvalidBatchError(f"a torn batch of {total - position} bytes at the end")
+                        end = position + parse_header(view, position).size_bytes
+                        if end > total or end <= position:
+                            raise InvalidBatchError(f"a torn batch at position {position}")
+                        header = validate_batch(view[position:end], size_bytes_max=size_max, position=position)
+                        if header.base_offset != expected:
+                            raise NonSequentialAppendError(header.base_offset, expected)
+                        if not (run and segment is not None and header.leader_epoch == run[0][0].leader_epoch
+                                and segment.fits_after(header, expected, position - start, len(run))):
+                            if run:
+                                pending, run = run, []
+                                assert segment is not None
+                                segment.append_run(view[start:position], pending)
+                            self._assign_epoch_locked(header.leader_epoch, expected)
+                            segment = self._active_for_locked(header, expected)
+                            start = position
+                        run.append((header, expected))
+                        expected = header.next_offset
+                        position = end
+                finally:
+                    if run and segment is not None:
+                        segment.append_run(view[start:position], run)
+            if flush:
+                self._apply_flush_policy_locked()
+            return AppendInfo(first, expected - 1, expected) if expected > first else None
 
     @contextlib.contextmanager
     def _write_errors_locked(self) -> Iterator[None]:

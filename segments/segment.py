@@ -269,6 +269,37 @@ class LogSegment:
             or header[8] - self.rolling_timestamp >= self.config.segment_ms
         )
 
+    def fits_after(self, header: BatchHeader, base_offset: int, pending_bytes: int, pending_batches: int) -> bool:
+        """True when a batch can follow ``pending_batches`` batches (``pending_bytes``) that are
+        headed for this segment and not written yet, none of them making it roll: what
+        ``should_roll`` would say once they are written, counting one index entry per batch."""
+        return (
+            self.size_bytes > 0
+            and not self._indexes_full
+            and self.size_bytes + pending_bytes + header[1] + LENGTH_PREFIX_SIZE <= self.config.segment_bytes
+            and self._offset_index.free_entries() > pending_batches
+            and self._time_index.free_entries() > pending_batches
+            and base_offset + header[6] - self.base_offset <= U32_MAX
+            and header[8] - self.rolling_timestamp < self.config.segment_ms
+        )
+
+    def append_run(self, run: memoryview, batches: list[tuple[BatchHeader, int]]) -> None:
+        """Append whole batches stored as they are (a follower's copies), back to back in
+        ``run``, with one write; ``batches`` are their headers and base offsets, in order. On a
+        failed write nothing of the run stays (as ``append``)."""
+        position = self.size_bytes
+        assert batches and batches[0][1] >= self.next_offset
+        try:
+            written = os.write(self.fd, run)
+            if written != len(run):
+                _finish_short_write(self.fd, b"", run, written)
+        except OSError as exc:
+            self._cut_back(position, exc)
+            raise
+        for header, base_offset in batches:
+            self._index_batch(position, base_offset, header)
+            position += header[1] + LENGTH_PREFIX_SIZE
+
     def append(self, prefix: bytes, body: memoryview, header: BatchHeader, base_offset: int) -> int:
         """Append one batch at ``base_offset`` whose first 16 bytes are replaced by ``prefix``
         (the patched offset and epoch); return its position."""

@@ -25,7 +25,6 @@ from typing import Any, Final
 
 from logbroker.partition_state import truncation_point
 from logbroker.replica_manager import Replica
-from segments.batch import iter_batches
 from segments.errors import InvalidBatchError, NonSequentialAppendError, StaleLeaderEpochError
 
 log = logging.getLogger(__name__)
@@ -124,10 +123,8 @@ class FollowerSide:
         elif entry.start != partition_log.log_end_offset:
             return {"error": "mismatch", "log_end": partition_log.log_end_offset}, None
         elif entry.data:
-            view = memoryview(entry.data)
             try:
-                for position, header in iter_batches(view, size_bytes_max=partition_log.config.max_batch_bytes):
-                    replica.append_copied(view[position:position + header.size_bytes])
+                replica.append_copied(entry.data)
             except (InvalidBatchError, NonSequentialAppendError, StaleLeaderEpochError) as exc:
                 # A torn or foreign batch: keep what landed, ask again from there.
                 log.warning("shipment refused", extra={"fields": {"topic": entry.topic, "partition": entry.partition,

@@ -28,6 +28,7 @@ from logbroker.partition_state import UNKNOWN, FollowerProgress, high_watermark
 from logbroker.replica_manager import Replica
 
 ACK_WAITERS_MAX: Final = 100_000  # per partition
+SHARED_READ_BYTES_MAX: Final = 256 * 1024  # a read kept for the other followers, per partition
 
 
 def now_ms() -> int:
@@ -47,6 +48,10 @@ class Leadership:
         self.joining: tuple[int, ...] = ()  # decided to join; counted before the coordinator has them
         self.min_insync = min_insync
         self.epoch_start = replica.log.log_end_offset
+        # The last read for a shipment: (start, byte bound, log end then, first offset, bytes),
+        # and how many more followers may take it.
+        self._last_read: tuple[int, int, int, int, bytes] | None = None
+        self._readers_left = 0
         start = now_ms()
         self.followers = {n: FollowerProgress(caught_up_ms=start) for n in state.replicas if n != me}
         self.isr_changing = False
@@ -73,6 +78,25 @@ class Leadership:
         for node in [n for n in self.followers if n not in state.replicas]:
             del self.followers[node]
         self.recompute()
+
+    def shipment(self, start: int, max_bytes: int) -> tuple[int, bytes]:
+        """Whole batches from ``start`` for a follower (first offset, bytes). Followers that ask
+        for the same range while the log has not grown share one read (a leader's log only
+        grows while it leads, so equal bounds mean equal bytes); the shared copy is kept until
+        the others took it, and only when small (``SHARED_READ_BYTES_MAX``)."""
+        end = self.replica.log.log_end_offset
+        last = self._last_read
+        if last is not None and last[0] == start and last[1] == max_bytes and last[2] == end:
+            self._readers_left -= 1
+            if self._readers_left <= 0:
+                self._last_read = None
+            return last[3], last[4]
+        read = self.replica.log.read(start, max_bytes)
+        data = bytes(read.data)
+        self._readers_left = len(self.followers) - 1
+        shared = self._readers_left > 0 and len(data) <= SHARED_READ_BYTES_MAX
+        self._last_read = (start, max_bytes, end, read.first_offset, data) if shared else None
+        return read.first_offset, data
 
     def check_writable(self, acks: str) -> None:
         """Before an append: refuse what this leadership cannot acknowledge now (nothing stored)."""

@@ -66,8 +66,10 @@ class Shipper:
     async def _run(self) -> None:
         backoff = BACKOFF_MIN_S
         while True:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), IDLE_S)
+            if not self._wake.is_set():  # under load it is set already: no timer, no task
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(IDLE_S):
+                        await self._wake.wait()
             self._wake.clear()
             try:
                 more = await self.ship_once()
@@ -141,15 +143,15 @@ class Shipper:
         entry["start"] = progress.log_end
         if progress.log_end < partition_log.log_end_offset:
             try:
-                read = partition_log.read(progress.log_end, max_bytes)
+                first, data = leadership.shipment(progress.log_end, max_bytes)
             except StorageError as exc:  # this partition only (deleted, offline): the others go on
                 log.debug("nothing shipped", extra={"fields": {"topic": replica.topic, "error": str(exc)}})
                 progress.log_end = None
                 return None
-            if read.first_offset != progress.log_end and read.data:
+            if first != progress.log_end and data:
                 progress.log_end = None  # not a batch boundary here: sync again
                 return None
-            entry["data"] = bytes(read.data)
+            entry["data"] = data
             return entry
         if progress.high_watermark_sent < replica.high_watermark:
             return entry
