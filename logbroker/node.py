@@ -203,7 +203,8 @@ class Node:
         """A cluster node: its partitions follow the coordinator's metadata (``ClusterSync``);
         ready once a first pass opened them and the coordinator holds a live session."""
         _, tls, token = rpc_security(self.config)
-        self.peers = Peers(self.coordinator, tls=tls, cluster_token=token, on_silent=self.crash_watch.suspect)
+        self.peers = Peers(self.coordinator, tls=tls, cluster_token=token, node_id=self.config.node_id,
+                           on_silent=self.crash_watch.suspect)
         self.coordinator.on_crash_witness(self.crash_watch.suspect)
         self.coordinator.on_change(self.sync.notice)
         await self.sync.sync_once()

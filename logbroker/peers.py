@@ -29,10 +29,12 @@ MAYBE_DELIVERED: Final = frozenset({Status.DEADLINE_EXCEEDED, Status.CANCELLED, 
 
 class Peers:
     def __init__(self, coordinator: Coordinator, *, tls: TlsFiles | None, cluster_token: str | None,
-                 on_silent: Callable[[int], None] | None = None) -> None:
-        """``on_silent``: called with a node's id when a call to it went unanswered (it may have
-        crashed: ``logbroker.crash_watch`` looks)."""
+                 node_id: int | None = None, on_silent: Callable[[int], None] | None = None) -> None:
+        """``node_id``: this node's, named to the others when connecting; ``on_silent``: called
+        with a node's id when a call to it went unanswered (it may have crashed:
+        ``logbroker.crash_watch`` looks)."""
         self._coordinator = coordinator
+        self._node_id = node_id
         self._on_silent = on_silent
         self._tls = tls
         self._token = cluster_token
@@ -55,7 +57,7 @@ class Peers:
             client = None
         if client is None:
             client = RpcClient(info.rpc_address, tls=self._tls, cluster_token=self._token,
-                               node_id=self._coordinator.node_id)
+                               node_id=self._node_id)
             self._clients[node_id] = client
         return client
 
