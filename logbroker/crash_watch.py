@@ -10,8 +10,9 @@ partitions are elected elsewhere at once. A peer that is only unreachable (parti
 behind a dropping firewall) never refuses, so it keeps its session until its lease lapses.
 
 Bounds: one look at a time per peer, looks of one peer at least ``PROBE_SPACING_S`` apart (hints
-that come meanwhile are folded into one more look), each probe within ``PROBE_TIMEOUT_S``, and
-only registered peers are looked at.
+that come meanwhile are folded into one more look), each probe within ``PROBE_TIMEOUT_S``, only
+registered peers are looked at, and a session is witnessed once (a node with a broken route does
+not keep writing to etcd, nor keep the others probing).
 """
 
 from __future__ import annotations
@@ -73,6 +74,7 @@ class CrashWatch:
         self._wanted: set[int] = set()
         self._tasks: dict[int, asyncio.Task[None]] = {}
         self._last_look: dict[int, float] = {}
+        self._witnessed: dict[int, int] = {}  # node -> the lease of its session this node witnessed
         self._closed = False
         self.ended: list[int] = []  # the peers whose sessions this node ended (for the log and tests)
 
@@ -107,6 +109,8 @@ class CrashWatch:
         session = self._coordinator.node_session(node_id)
         if session is None:
             return
+        if self._witnessed.get(node_id) == session.lease:
+            return  # said once: a process that was gone stays gone, and the last witness to come ends it
         targets = addresses(session.info)
         outcomes = list(await asyncio.gather(*(self._probe(host, port) for host, port in targets)))
         if not crashed(outcomes):
@@ -114,6 +118,7 @@ class CrashWatch:
         witnesses = await self._coordinator.witness_crash(session)
         if witnesses is None:
             return
+        self._witnessed[node_id] = session.lease
         registered = len(await self._coordinator.nodes())
         log.warning("node %d refuses connections on every address it registered (%s); witnesses so far: %s",
                     node_id, ", ".join(f"{h}:{p}" for h, p in targets), sorted(witnesses))
