@@ -205,7 +205,7 @@ class Node:
         _, tls, token = rpc_security(self.config)
         self.peers = Peers(self.coordinator, tls=tls, cluster_token=token, node_id=self.config.node_id,
                            on_silent=self.crash_watch.suspect)
-        self.coordinator.on_crash_witness(self.crash_watch.suspect)
+        self.coordinator.on_crash_witness(self.crash_watch.departed)
         self.coordinator.on_change(self.sync.notice)
         await self.sync.sync_once()
         await self.replicas.remove_strays()
@@ -395,7 +395,7 @@ class Node:
         if not serve:
             return
         self.rpc = RpcServer(self.config.http_host, self.config.rpc_port, {SERVICE: node_service(self)},
-                             tls=tls, cluster_token=token, on_peer_gone=self.crash_watch.suspect)
+                             tls=tls, cluster_token=token, on_peer_gone=self.crash_watch.departed)
         port = await self.rpc.start()
         self.rpc_address = f"{self.config.http_host}:{port}"
         log.info("internal RPC serving", extra={"fields": {"rpc": self.rpc_address, "tls": tls is not None}})

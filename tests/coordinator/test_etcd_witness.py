@@ -16,7 +16,7 @@ from coordinator.etcd import EtcdCoordinator
 from coordinator.etcd_client import parse_etcd_url
 from coordinator.models import NodeInfo
 from logbroker.crash_evidence import Probe
-from logbroker.crash_watch import CrashWatch
+from logbroker.crash_watch import LOOKS_ON_EVIDENCE, CrashWatch
 from tests.support.etcd import EtcdServer
 
 LONG_TTL_MS = 60_000  # nothing here may be explained by a lease lapsing
@@ -106,14 +106,15 @@ async def test_a_lone_faulty_observer_cannot_evict_a_healthy_node(make):
     heard: list[int] = []
     b.on_crash_witness(heard.append)
     other = CrashWatch(b, probe=healthy_probe)
-    b.on_crash_witness(other.suspect)
+    b.on_crash_witness(other.departed)
     try:
         faulty.suspect(3)
         await eventually(lambda: heard == [3], "node 2 heard of node 1's witness")
-        await eventually(lambda: len(healthy_looks) == 3, "node 2 looked at node 3's three addresses itself")
+        looks = 3 * LOOKS_ON_EVIDENCE
+        await eventually(lambda: len(healthy_looks) == looks, "node 2 looked at node 3's three addresses itself")
         faulty.suspect(3)  # the broken route keeps failing calls: the witness is not written again
         await asyncio.sleep(0.5)
-        assert heard == [3] and len(healthy_looks) == 3
+        assert heard == [3] and len(healthy_looks) == looks
         assert faulty.ended == [] and other.ended == []
         assert c.session_alive() and a.cached_node(3) is not None and b.cached_node(3) is not None
     finally:
@@ -127,11 +128,35 @@ async def test_a_witness_is_confirmed_by_another_node_and_the_session_ends(make)
     await eventually(lambda: all(x.cached_node(n) for x in (a, b) for n in (1, 2, 3)), "three nodes")
     await c.close(revoke=False)
     first, second = CrashWatch(a, probe=probing(Probe.REFUSED)), CrashWatch(b, probe=probing(Probe.REFUSED))
-    b.on_crash_witness(second.suspect)
+    b.on_crash_witness(second.departed)
     try:
         first.suspect(3)
         await eventually(lambda: a.cached_node(3) is None and b.cached_node(3) is None, "node 3's session ended")
         assert second.ended == [3], "the confirming witness ends it"
+    finally:
+        await first.close()
+        await second.close()
+
+
+@pytest.mark.asyncio
+async def test_a_departed_node_is_looked_at_again_while_its_sockets_close(make):
+    a, b, c = await make(1), await make(2), await make(3)
+    await eventually(lambda: all(x.cached_node(n) for x in (a, b) for n in (1, 2, 3)), "three nodes")
+    await c.close(revoke=False)
+    probes = 0
+
+    async def closing(host: str, port: int) -> Probe:
+        """The first look still finds the ports open (the process is being torn down)."""
+        nonlocal probes
+        probes += 1
+        return Probe.ACCEPTED if probes <= 3 else Probe.REFUSED
+
+    first, second = CrashWatch(a, probe=closing), CrashWatch(b, probe=closing)
+    try:
+        first.departed(3)  # both saw node 3's connection end, and looked too early
+        second.departed(3)
+        await eventually(lambda: a.cached_node(3) is None and b.cached_node(3) is None, "node 3's session ended")
+        assert probes > 3
     finally:
         await first.close()
         await second.close()
