@@ -19,11 +19,12 @@ is sent again at the next tick. Then:
 
 Where the time goes, from what this process observes: an etcd watch of the cluster's keys
 (``benchmarks.etcd_events``; lease expiry is the deletion of ``leaders/<topic>/0`` with the dead
-node's lease, an election the put of a new epoch, an ISR change the put of ``partitions/...``, a
-failback's resignation the leader's own deletion of that key), ``GET /v1/cluster`` polled every
-``POLL_S`` on a surviving node (when the nodes show the new leader), and the producer's HTTP
-requests (aiohttp trace hooks on the client's session, with each answer's status and
-Retry-After). All on one monotonic clock (``time.perf_counter``).
+node's lease, whether the lease lapsed or the other nodes ended the dead node's session on
+evidence of its crash, decision 0260; an election the put of a new epoch, an ISR change the put of
+``partitions/...``, a failback's resignation the leader's own deletion of that key), ``GET
+/v1/cluster`` polled every ``POLL_S`` on a surviving node (when the nodes show the new leader),
+and the producer's HTTP requests (aiohttp trace hooks on the client's session, with each answer's
+status and Retry-After). All on one monotonic clock (``time.perf_counter``).
 
 - ``failover_ms`` = ``lease_expiry`` (kill -> key deleted) + ``election`` (-> new epoch put) +
   ``election_to_first_ack``, which is ``client_backoff`` (no request in flight: the client
@@ -535,9 +536,10 @@ def run(*, quick: bool, out_dir: str, work_dir: str | None, ttls_ms: tuple[int, 
                   "at the next tick",
         "cluster": "etcd + 3 nodes on loopback, auth on, internal RPC over mutual TLS; the killed node is the "
                    "partition's leader and preferred replica (SIGKILL), started again on its data dir",
-        "timeline": "etcd watch of the cluster keys (lease expiry = leaders/<topic>/0 deleted, election = put at "
-                    "epoch+1, ISR = partitions/<topic>/0 put), GET /v1/cluster polled on a surviving node, the "
-                    "client's HTTP requests (aiohttp trace hooks)",
+        "timeline": "etcd watch of the cluster keys (lease expiry = leaders/<topic>/0 deleted: the lease lapsed or "
+                    "the session was ended on crash evidence; election = put at epoch+1, ISR = partitions/<topic>/0 "
+                    "put), GET /v1/cluster polled on a surviving node, the client's HTTP requests (aiohttp trace "
+                    "hooks)",
         "repetitions": notes,
     }
     document = make_document("failover", system="logbroker", version=version("logbroker"), started_at=started,

@@ -63,8 +63,9 @@ class Node(NodeProcess):
 
 class ChaosCluster:
     def __init__(self, root: str, size: int = 3, *, network: Network | None = None,
-                 slow_disks: SlowDisks | None = None) -> None:
+                 slow_disks: SlowDisks | None = None, lease_ttl_ms: int = LEASE_TTL_MS) -> None:
         self.root, self.size, self.network, self.slow_disks = root, size, network, slow_disks
+        self.lease_ttl_ms = lease_ttl_ms
         self.node_ids = list(range(1, size + 1))
         self.certs = os.path.join(root, "certs")
         self.logs = os.path.join(root, "logs")
@@ -97,7 +98,7 @@ class ChaosCluster:
         node = Node(self.data_dir(node_id), "--auth", "on", "--admin-user", ADMIN,
                     "--jwt-secret", JWT_SECRET, "--jwt-key-id", "chaos",
                     *cluster_args(self.etcd.url, self.certs, node_id, cluster_token=None,
-                                  lease_ttl_ms=LEASE_TTL_MS), *self.etcd.node_flags(),
+                                  lease_ttl_ms=self.lease_ttl_ms), *self.etcd.node_flags(),
                     node_id=node_id, ports=self.ports[node_id], log_path=os.path.join(self.logs, f"node-{node_id}.log"),
                     network=self.network, env=env)
         self.nodes[node_id] = node

@@ -13,7 +13,15 @@ import math
 from collections.abc import Callable
 
 from coordinator.errors import InvalidTopicError
-from coordinator.models import ClusterNode, MetadataChange, NodeInfo, PartitionState, TopicMetadata, TopicSpec
+from coordinator.models import (
+    ClusterNode,
+    MetadataChange,
+    NodeInfo,
+    NodeSession,
+    PartitionState,
+    TopicMetadata,
+    TopicSpec,
+)
 from coordinator.users import Acl, GroupRecord, UserRecord
 
 
@@ -102,6 +110,25 @@ class Coordinator(abc.ABC):
 
     def cached_node(self, node_id: int) -> NodeInfo | None:
         """A live node's addresses from the cache (None when it is not alive)."""
+        return None
+
+    def node_session(self, node_id: int) -> NodeSession | None:
+        """The current registration of live node ``node_id`` (None: not alive, or no sessions here)."""
+        return None
+
+    async def witness_crash(self, session: NodeSession) -> frozenset[int] | None:
+        """Record that this node found every address of ``session`` refusing connections
+        (decision 0260); the distinct witnesses of that session so far, or None when the
+        registration changed meanwhile (nothing recorded)."""
+        return None
+
+    async def end_session(self, session: NodeSession) -> bool:
+        """End another node's session at once (its leaderships with it), on the witnesses'
+        evidence that its process is gone; False when that could not be done."""
+        return False
+
+    def on_crash_witness(self, listener: Callable[[int], None]) -> None:
+        """Call ``listener`` with the node id whenever another node records a crash witness."""
         return None
 
     async def cluster_nodes(self) -> list[ClusterNode]:

@@ -65,6 +65,7 @@ from coordinator.etcd_keys import (
     group_key,
     leader_key,
     lock_key,
+    node_key,
     parse_key,
     partition_key,
     topic_key,
@@ -72,10 +73,13 @@ from coordinator.etcd_keys import (
 )
 from coordinator.etcd_seal import SEAL_FIELD, RecordSeal
 from coordinator.etcd_session import EtcdSession
+from coordinator.etcd_witness import KIND as WITNESS_KIND
+from coordinator.etcd_witness import bear_witness, end_session, parse_witness
 from coordinator.models import (
     ClusterNode,
     MetadataChange,
     NodeInfo,
+    NodeSession,
     PartitionState,
     TopicMetadata,
     TopicSpec,
@@ -119,6 +123,7 @@ class EtcdCoordinator(Coordinator):
         self._session: EtcdSession | None = None
         self._feed: MetadataFeed | None = None
         self._listeners: list[Callable[[MetadataChange], None]] = []
+        self._witness_listeners: list[Callable[[int], None]] = []
         self._closed = False
 
     @classmethod
@@ -175,6 +180,7 @@ class EtcdCoordinator(Coordinator):
         self._feed = MetadataFeed(client, self._prefix, self._cache, self._clock, name)
         for listener in self._listeners:
             self._feed.on_change(listener)
+        self._feed.on_put(WITNESS_KIND + "/", self._witnessed)
         self._session = EtcdSession(client, self._prefix, self._node, self._ttl_s, self._clock,
                                     lambda: self._notify(MetadataChange(session_lost=True)), self._seal)
         try:
@@ -420,6 +426,31 @@ class EtcdCoordinator(Coordinator):
 
     def cached_node(self, node_id: int) -> NodeInfo | None:
         return self._cache.node(node_id)
+
+    # ---- crash witnesses (decision 0260) --------------------------------------------------------
+
+    def node_session(self, node_id: int) -> NodeSession | None:
+        info, entry = self._cache.node(node_id), self._cache.entry(node_key(node_id))
+        if info is None or entry is None or not entry.lease:
+            return None
+        return NodeSession(info, entry.lease, entry.mod_revision)
+
+    async def witness_crash(self, session: NodeSession) -> frozenset[int] | None:
+        return await bear_witness(self._etcd, self._prefix, self._k(node_key(session.info.node_id)), session,
+                                  self.node_id)
+
+    async def end_session(self, session: NodeSession) -> bool:
+        return await end_session(self._etcd, session)
+
+    def on_crash_witness(self, listener: Callable[[int], None]) -> None:
+        self._witness_listeners.append(listener)
+
+    def _witnessed(self, relative: str) -> None:
+        parsed = parse_witness(relative)
+        if parsed is None or parsed[2] == self.node_id:
+            return
+        for listener in list(self._witness_listeners):
+            listener(parsed[0])
 
     # ---- leadership ----------------------------------------------------------------------------
 

@@ -44,6 +44,7 @@ class MetadataFeed:
         self._clock = clock
         self._name = name
         self._listeners: list[Callable[[MetadataChange], None]] = []
+        self._put_listeners: list[tuple[str, Callable[[str], None]]] = []
         self._task: asyncio.Task[None] | None = None
         self._call: Any = None
         self._write_lock = asyncio.Lock()
@@ -53,6 +54,20 @@ class MetadataFeed:
 
     def on_change(self, listener: Callable[[MetadataChange], None]) -> None:
         self._listeners.append(listener)
+
+    def on_put(self, relative_prefix: str, listener: Callable[[str], None]) -> None:
+        """Call ``listener`` with the relative key of every put under ``relative_prefix`` the
+        watch delivers (keys the cache does not decode, such as crash witnesses)."""
+        self._put_listeners.append((relative_prefix, listener))
+
+    def _notify_puts(self, keys: list[str]) -> None:
+        for relative_prefix, listener in self._put_listeners:
+            for key in keys:
+                if key.startswith(relative_prefix):
+                    try:
+                        listener(key)
+                    except Exception:
+                        log.exception("a put listener failed on %s", key)
 
     def notify(self, change: MetadataChange) -> None:
         if not (change.topics or change.nodes or change.session_lost):
@@ -131,6 +146,7 @@ class MetadataFeed:
             change = self._cache.apply(changes, max(int(ev.kv.mod_revision) for ev in resp.events))
             self._advance()
             self.notify(change)
+            self._notify_puts([key for key, entry in changes if entry is not None])
         else:  # a progress notification: every event up to this revision has been sent
             self._cache.advance(int(resp.header.revision))
             self._advance()

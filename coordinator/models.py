@@ -299,6 +299,16 @@ class NodeInfo:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class NodeSession:
+    """One registration of a live node (decision 0260): its addresses, the lease that carries it,
+    and the revision of ``nodes/<id>`` it was read at (evidence about it counts for it alone)."""
+
+    info: NodeInfo
+    lease: int
+    mod_revision: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class ClusterNode:
     """A node the cluster knows, and whether its session lease is live now."""
 

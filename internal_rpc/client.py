@@ -93,12 +93,15 @@ class _Connection:
 
 class RpcClient:
     def __init__(self, address: str, *, tls: TlsFiles | None, cluster_token: str | None,
-                 deadline_s: float = DEADLINE_S, server_name: str | None = None) -> None:
+                 deadline_s: float = DEADLINE_S, server_name: str | None = None, node_id: int | None = None) -> None:
+        """``node_id``: the calling node's id, named in the hello (the other node then knows whose
+        connection it is when it ends; a hint only, never evidence of anything)."""
         host, _, port = address.rpartition(":")
         self._host, self._port = host.strip("[]"), int(port)
         self._ssl: ssl.SSLContext | None = tls.client_context() if tls is not None else None
         self._server_name = server_name or self._host
         self._token = cluster_token
+        self._node_id = node_id
         self._deadline_s = deadline_s
         self.address = address
         self._connection: _Connection | None = None
@@ -113,7 +116,10 @@ class RpcClient:
                     self._host, self._port, ssl=self._ssl, server_hostname=self._server_name if self._ssl else None)
                 keep_alive(writer)
                 try:
-                    write_frame(writer, {"hello": 1, "token": self._token})
+                    hello_frame: dict[str, Any] = {"hello": 1, "token": self._token}
+                    if self._node_id is not None:
+                        hello_frame["node"] = self._node_id
+                    write_frame(writer, hello_frame)
                     await writer.drain()
                     hello = await read_frame(reader)
                 except BaseException:

@@ -82,6 +82,7 @@ class _Connection:
         self._slots = asyncio.Semaphore(IN_FLIGHT_MAX)
         self._tasks: set[asyncio.Task[None]] = set()
         self._streams: dict[int, tuple[asyncio.Lock, set[asyncio.Task[None]]]] = {}
+        self.peer: int | None = None  # the node id the caller named in its hello
 
     async def serve(self) -> None:
         try:
@@ -117,6 +118,9 @@ class _Connection:
             with contextlib.suppress(ConnectionError, OSError):
                 await self._writer.drain()
             return False
+        peer = hello.get("node")
+        if isinstance(peer, int) and not isinstance(peer, bool):
+            self.peer = peer
         write_frame(self._writer, {"hello": 1})
         return True
 
@@ -184,12 +188,17 @@ class _Connection:
 
 class RpcServer:
     def __init__(self, host: str, port: int, services: Mapping[str, Mapping[str, Method]], *,
-                 tls: TlsFiles | None, cluster_token: str | None) -> None:
-        """``tls`` None serves plaintext (development only); ``cluster_token`` None checks none."""
+                 tls: TlsFiles | None, cluster_token: str | None,
+                 on_peer_gone: Callable[[int], None] | None = None) -> None:
+        """``tls`` None serves plaintext (development only); ``cluster_token`` None checks none.
+        ``on_peer_gone``: called with the node id a caller named in its hello when its
+        connection ends while this server runs (the caller may have crashed: its kernel closed
+        the connection)."""
         self._host = host
         self._port = port
         self._tls = tls
         self.cluster_token = cluster_token
+        self._on_peer_gone = on_peer_gone
         self.methods: dict[str, Method] = {f"{service}/{name}": method for service, methods in services.items()
                                            for name, method in methods.items()}
         self._server: asyncio.Server | None = None
@@ -207,6 +216,11 @@ class RpcServer:
             await connection.serve()
         finally:
             self._connections.pop(connection, None)
+            if connection.peer is not None and self._on_peer_gone is not None and not self._closed:
+                try:
+                    self._on_peer_gone(connection.peer)
+                except Exception:
+                    log.exception("internal RPC: the peer-gone callback failed")
 
     async def start(self) -> int:
         context = self._tls.server_context() if self._tls is not None else None

@@ -49,6 +49,7 @@ from logbroker.auth.permissions import Principal
 from logbroker.cluster_groups import ClusterTopics, offsets_log
 from logbroker.cluster_sync import ClusterSync
 from logbroker.config import NodeConfig
+from logbroker.crash_watch import CrashWatch
 from logbroker.dedup import WINDOW_KEY, WINDOW_MS_DEFAULT, Appended, identity
 from logbroker.descriptors import PARTITIONS_MIN, DescriptorPlan, raise_open_files_limit
 from logbroker.errors import (
@@ -128,6 +129,7 @@ class Node:
         self.rpc: RpcServer | None = None
         self.rpc_address = ""
         self.peers: Peers | None = None
+        self.crash_watch = CrashWatch(self.coordinator)
         self.sync = ClusterSync(self)
         self.replication = ReplicationManager(self)
         self.moves = PartitionMover(self)
@@ -201,7 +203,9 @@ class Node:
         """A cluster node: its partitions follow the coordinator's metadata (``ClusterSync``);
         ready once a first pass opened them and the coordinator holds a live session."""
         _, tls, token = rpc_security(self.config)
-        self.peers = Peers(self.coordinator, tls=tls, cluster_token=token)
+        self.peers = Peers(self.coordinator, tls=tls, cluster_token=token, node_id=self.config.node_id,
+                           on_silent=self.crash_watch.suspect)
+        self.coordinator.on_crash_witness(self.crash_watch.departed)
         self.coordinator.on_change(self.sync.notice)
         await self.sync.sync_once()
         await self.replicas.remove_strays()
@@ -391,7 +395,7 @@ class Node:
         if not serve:
             return
         self.rpc = RpcServer(self.config.http_host, self.config.rpc_port, {SERVICE: node_service(self)},
-                             tls=tls, cluster_token=token)
+                             tls=tls, cluster_token=token, on_peer_gone=self.crash_watch.departed)
         port = await self.rpc.start()
         self.rpc_address = f"{self.config.http_host}:{port}"
         log.info("internal RPC serving", extra={"fields": {"rpc": self.rpc_address, "tls": tls is not None}})
@@ -431,6 +435,7 @@ class Node:
             await self.rpc.close()
         if self.peers is not None:
             await self.peers.close()
+        await self.crash_watch.close()
         if self._background:
             await asyncio.wait(self._background, timeout=self.config.shutdown_grace_ms / 1000)
         await self.queues.wait_snapshots(self.config.shutdown_grace_ms / 1000)

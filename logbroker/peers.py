@@ -10,6 +10,7 @@ is a retriable ``NoLeaderError``.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any, Final
 
 from coordinator.base import Coordinator
@@ -27,8 +28,14 @@ MAYBE_DELIVERED: Final = frozenset({Status.DEADLINE_EXCEEDED, Status.CANCELLED, 
 
 
 class Peers:
-    def __init__(self, coordinator: Coordinator, *, tls: TlsFiles | None, cluster_token: str | None) -> None:
+    def __init__(self, coordinator: Coordinator, *, tls: TlsFiles | None, cluster_token: str | None,
+                 node_id: int | None = None, on_silent: Callable[[int], None] | None = None) -> None:
+        """``node_id``: this node's, named to the others when connecting; ``on_silent``: called
+        with a node's id when a call to it went unanswered (it may have crashed:
+        ``logbroker.crash_watch`` looks)."""
         self._coordinator = coordinator
+        self._node_id = node_id
+        self._on_silent = on_silent
         self._tls = tls
         self._token = cluster_token
         self._clients: dict[int, RpcClient] = {}
@@ -49,7 +56,8 @@ class Peers:
             self._retired.append(client)
             client = None
         if client is None:
-            client = RpcClient(info.rpc_address, tls=self._tls, cluster_token=self._token)
+            client = RpcClient(info.rpc_address, tls=self._tls, cluster_token=self._token,
+                               node_id=self._node_id)
             self._clients[node_id] = client
         return client
 
@@ -104,6 +112,8 @@ class Peers:
     def _went_silent(self, node_id: int) -> None:
         info = self._coordinator.cached_node(node_id)
         self._silent_until[node_id] = (time.monotonic() + SILENT_S, info.started_ms if info is not None else 0)
+        if self._on_silent is not None:
+            self._on_silent(node_id)
 
     def unreachable(self, node_id: int) -> bool:
         """True for ``SILENT_S`` after a call to ``node_id`` went unanswered (reads then go to a

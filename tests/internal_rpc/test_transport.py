@@ -195,3 +195,27 @@ async def test_a_connect_that_failed_after_its_caller_gave_up_is_not_the_next_ca
             assert (await client.call("S", "Echo", {"n": 2}, deadline_s=5))["n"] == 2
         finally:
             await server.close()
+
+
+async def test_a_callers_node_id_is_reported_when_its_connection_ends():
+    gone: list[int] = []
+    server = RpcServer("127.0.0.1", 0, {"S": {"Echo": Handlers().echo}}, tls=None, cluster_token=TOKEN,
+                       on_peer_gone=gone.append)
+    await server.start()
+    held = RpcClient(f"127.0.0.1:{server.port}", tls=None, cluster_token=TOKEN, node_id=8)
+    try:
+        await held.call("S", "Echo", {"n": 0})
+        async with RpcClient(f"127.0.0.1:{server.port}", tls=None, cluster_token=TOKEN, node_id=7) as named:
+            await named.call("S", "Echo", {"n": 1})
+        async with RpcClient(f"127.0.0.1:{server.port}", tls=None, cluster_token=TOKEN) as anonymous:
+            await anonymous.call("S", "Echo", {"n": 2})
+        for _ in range(100):
+            if gone:
+                break
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.05)
+        assert gone == [7], "only a caller that named itself is reported, once"
+    finally:
+        await server.close()
+        await held.close()
+    assert gone == [7], "a connection the server itself ends is not reported"
