@@ -3,12 +3,14 @@
 #   - an etcd server (Debian's etcd-server) when `etcd` is not on PATH;
 #   - a Java development kit (for Spark, and javac for the JVM segment reader) when `java` or
 #     `javac` is not on PATH;
-#   - Chromium (the console's browser tests drive it headless) when `chromium` is not on PATH.
+#   - Chromium (the console's browser tests drive it headless) when `chromium` is not on PATH;
+#   - nftables (the fault tests reject a peer's traffic inside a network namespace) when `nft` is not.
 # Runs apt-get as root (or through sudo). Quick when nothing is missing.
 set -euo pipefail
 missing=()
 command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+command -v nft >/dev/null 2>&1 || [ -x /usr/sbin/nft ] || missing+=(nftables)
 if ! command -v java >/dev/null 2>&1 || ! command -v javac >/dev/null 2>&1; then
     missing+=(openjdk-17-jdk-headless)
 fi
@@ -44,5 +46,6 @@ if [[ " ${missing[*]} " == *" etcd-server "* ]]; then
 fi
 command -v etcd >/dev/null 2>&1 || { echo "etcd is still not on PATH after installing etcd-server" >&2; exit 1; }
 command -v chromium >/dev/null 2>&1 || { echo "chromium is still not on PATH after installing ${missing[*]}" >&2; exit 1; }
+command -v nft >/dev/null 2>&1 || [ -x /usr/sbin/nft ] || { echo "nft is still missing after installing ${missing[*]}" >&2; exit 1; }
 command -v javac >/dev/null 2>&1 || { echo "javac is still not on PATH after installing ${missing[*]}" >&2; exit 1; }
 check_java
