@@ -59,7 +59,7 @@ TEMP_PREFIX: Final = "logbroker-bench-guard-"
 WORKTREE_PREFIX: Final = "bench-guard-"
 JAR: Final = os.path.join("spark_connector", "jvm", "build", "logbroker-spark-segments.jar")
 BUILD_JAR: Final = os.path.join("scripts", "build-jvm.sh")
-DEFAULT_REPEAT: Final = 5
+DEFAULT_REPEAT: Final = 8              # 8 pairs: the interval drops the most extreme pair on each side
 GIT_TIMEOUT_S: Final = 120.0
 PROBE_TIMEOUT_S: Final = 120.0
 BUILD_TIMEOUT_S: Final = 600.0
@@ -87,6 +87,7 @@ class RunOutcome:
     figures: dict[str, float] | None = None
     error: str | None = None
     log: str = ""
+    load: float = 0.0               # the machine's 1-minute load average as the run ended
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -101,6 +102,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"comma-separated subset of {','.join(SCENARIOS)} (default: all)")
     parser.add_argument("--out", default=None,
                         help="directory for guard.json and every run's results (default: a new temp dir)")
+    parser.add_argument("--nice", type=int, default=0,
+                        help="run both sides at this niceness (e.g. -10, as root, on a machine busy with other "
+                        "work; default 0: the gate's own)")
 
 
 # ---- git and the trees ----------------------------------------------------------------------
@@ -213,14 +217,15 @@ def build_jar(tree: Tree) -> str | None:
     return None
 
 
-def run_once(tree: Tree, scenario: Scenario, run_dir: str, scratch: str) -> RunOutcome:
+def run_once(tree: Tree, scenario: Scenario, run_dir: str, scratch: str, nice: int = 0) -> RunOutcome:
     """One quick run of ``scenario`` in ``tree``'s own code; its result file and log in ``run_dir``.
     The run gets a process group of its own, so that an interrupted run is stopped as a whole:
     SIGINT first (the harness stops its servers), SIGKILL to the group after ``STOP_GRACE_S``."""
     os.makedirs(run_dir, exist_ok=True)
     log_path = os.path.join(run_dir, "run.log")
     work = tempfile.mkdtemp(prefix="run-", dir=scratch)       # servers that keep data in the cwd keep it here
-    argv = [sys.executable, "-m", "benchmarks", *scenario.argv, "--out", run_dir]
+    argv = [*(["nice", "-n", str(nice)] if nice else []), sys.executable, "-m", "benchmarks", *scenario.argv,
+            "--out", run_dir]
     started = time.monotonic()
     try:
         with open(log_path, "w", encoding="utf-8") as log:
@@ -236,16 +241,18 @@ def run_once(tree: Tree, scenario: Scenario, run_dir: str, scratch: str) -> RunO
     finally:
         shutil.rmtree(work, ignore_errors=True)
     seconds = time.monotonic() - started
+    load = os.getloadavg()[0]
     if code != 0:
         why = f"timed out after {scenario.timeout_s:.0f} s" if code is None else f"exit status {code}"
-        return RunOutcome(seconds, error=f"{why}; log: {log_path}\n{tail(log_path)}", log=log_path)
+        return RunOutcome(seconds, error=f"{why}; log: {log_path}\n{tail(log_path)}", log=log_path, load=load)
     try:
         with open(os.path.join(run_dir, scenario.result_file), encoding="utf-8") as f:
             document = json.load(f)
         figures = {k: float(v) for k, v in document["figures"].items()}
     except (OSError, ValueError, KeyError, TypeError) as e:
-        return RunOutcome(seconds, error=f"no readable {scenario.result_file}: {e}; log: {log_path}", log=log_path)
-    return RunOutcome(seconds, figures=figures, log=log_path)
+        return RunOutcome(seconds, error=f"no readable {scenario.result_file}: {e}; log: {log_path}", log=log_path,
+                          load=load)
+    return RunOutcome(seconds, figures=figures, log=log_path, load=load)
 
 
 def stop_group(proc: subprocess.Popen[Any]) -> None:
@@ -256,6 +263,15 @@ def stop_group(proc: subprocess.Popen[Any]) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
+
+
+def load_note(low: float, high: float, cpus: int) -> str:
+    """The machine's load over the runs, and a warning when other work could hide a difference."""
+    note = f"load average {low:.1f}-{high:.1f} on {cpus} cores"
+    if high > cpus:
+        note += ("; the machine was busy with other work: a regression can hide in its noise (an 'ok' row is "
+                 "weaker evidence; see --nice)")
+    return note
 
 
 def tail(path: str) -> str:
@@ -309,7 +325,7 @@ def row_document(row: Row) -> dict[str, Any]:
 # ---- the gate -------------------------------------------------------------------------------
 
 def measure(trees: dict[Side, Tree], scenarios: Sequence[str], repeat: int, out_dir: str, scratch: str,
-            ) -> tuple[dict[str, str | None], dict[str, dict[Side, list[RunOutcome | None]]]]:
+            nice: int = 0) -> tuple[dict[str, str | None], dict[str, dict[Side, list[RunOutcome | None]]]]:
     for tree in trees.values():
         check_imports(tree)
     reasons: dict[str, str | None] = {}
@@ -325,16 +341,16 @@ def measure(trees: dict[Side, Tree], scenarios: Sequence[str], repeat: int, out_
     for number, step in enumerate(steps, 1):
         for side in step.sides:
             run_dir = os.path.join(out_dir, "runs", f"pair{step.rep + 1}-{step.scenario}-{side}")
-            outcome = run_once(trees[side], SCENARIOS[step.scenario], run_dir, scratch)
+            outcome = run_once(trees[side], SCENARIOS[step.scenario], run_dir, scratch, nice)
             runs[step.scenario][side][step.rep] = outcome
             status = "ok" if outcome.error is None else f"FAILED ({outcome.error.splitlines()[0]})"
             say(f"{number}/{len(steps)} pair {step.rep + 1}/{repeat} {step.scenario} {side}: "
-                f"{outcome.seconds:.0f} s, {status}")
+                f"{outcome.seconds:.0f} s, load average {outcome.load:.1f}, {status}")
     return reasons, runs
 
 
 def guard(*, baseline: str, candidate: str | None, scenarios: Sequence[str], repeat: int,
-          out_dir: str | None) -> int:
+          out_dir: str | None, nice: int = 0) -> int:
     out = out_dir or tempfile.mkdtemp(prefix=TEMP_PREFIX + "out-")
     os.makedirs(out, exist_ok=True)
     started = datetime.datetime.now(datetime.UTC)
@@ -350,11 +366,14 @@ def guard(*, baseline: str, candidate: str | None, scenarios: Sequence[str], rep
                          f"{repeat} interleaved pairs per scenario ({', '.join(scenarios)}); runs in {out}"]
                 for line in title:
                     say(line)
-                reasons, runs = measure(trees, scenarios, repeat, out, scratch)
+                reasons, runs = measure(trees, scenarios, repeat, out, scratch, nice)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     rows = [row for name in scenarios for row in rows_for(SCENARIOS[name], reasons[name], runs[name])]
     verdict = "fail" if failed(rows) else "pass"
+    loads = [r.load for n in scenarios for side in SIDES for r in runs[n][side] if r is not None]
+    if loads:
+        title.append(load_note(min(loads), max(loads), os.cpu_count() or 1))
     table = render(rows, title)
     print(table)
     print(f"verdict: {verdict.upper()}")
@@ -380,7 +399,7 @@ def main(args: argparse.Namespace) -> int:
         if args.repeat < 1:
             raise ValueError(f"--repeat must be at least 1, got {args.repeat}")
         return guard(baseline=args.baseline, candidate=args.candidate, scenarios=scenarios, repeat=args.repeat,
-                     out_dir=args.out)
+                     out_dir=args.out, nice=args.nice)
     except (GuardError, ValueError) as e:
         print(f"guard: {e}", file=sys.stderr)
         return 2
