@@ -59,12 +59,13 @@ bench-node: $(STAMP) $(JVM_JAR)
 
 # The regression gate (decision 0255): main's tip (or BASELINE=<ref>) in a temporary worktree against
 # this working tree (or CANDIDATE=<ref>), the quick scenarios interleaved and repeated; exits 1 when
-# the working tree is worse beyond the measured noise. SCENARIOS=latency,produce narrows it, REPEAT=7
-# adds pairs. Not a CI step: run it before you stop a change that touches a request path.
+# the working tree is worse beyond the measured noise. SCENARIOS=latency,produce narrows it, REPEAT=
+# sets the pairs (8), NICE=-10 raises the runs' priority on a busy machine (root). Not a CI step:
+# run it before you stop a change that touches a request path.
 BASELINE ?= main
 bench-guard: $(STAMP) $(JVM_JAR)
 	$(PY) -m benchmarks guard --baseline $(BASELINE) $(if $(CANDIDATE),--candidate $(CANDIDATE),) \
-		$(if $(SCENARIOS),--scenarios $(SCENARIOS),) $(if $(REPEAT),--repeat $(REPEAT),)
+		$(if $(SCENARIOS),--scenarios $(SCENARIOS),) $(if $(REPEAT),--repeat $(REPEAT),) $(if $(NICE),--nice $(NICE),)
 
 RUN_URL := http://127.0.0.1:8080
 DEV_ADMIN := admin
