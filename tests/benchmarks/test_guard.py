@@ -112,3 +112,10 @@ def test_the_gate_runs_a_commit_against_itself_end_to_end(monkeypatch, tmp_path)
     assert row["verdict"] == "inconclusive" and row["pairs"] == 1 and row["baseline_median"] > 0
     assert os.path.exists(tmp_path / "runs" / "pair1-produce-baseline" / "produce.logbroker.json")
     assert temporary_worktrees() == before
+
+
+def test_the_load_note_warns_when_the_machine_was_busier_than_its_cores():
+    assert guard.load_note(0.4, 1.6, 2) == "load average 0.4-1.6 on 2 cores"
+    busy = guard.load_note(3.0, 7.2, 2)
+    assert busy.startswith("load average 3.0-7.2 on 2 cores; the machine was busy")
+    assert "--nice" in busy
