@@ -363,7 +363,8 @@ def guard(*, baseline: str, candidate: str | None, scenarios: Sequence[str], rep
                     trees["candidate"] = working_tree()
                 title = [f"baseline:  {trees['baseline'].description}",
                          f"candidate: {trees['candidate'].description}",
-                         f"{repeat} interleaved pairs per scenario ({', '.join(scenarios)}); runs in {out}"]
+                         f"{repeat} interleaved pairs per scenario ({', '.join(scenarios)})"
+                         + (f", runs at niceness {nice}" if nice else "") + f"; runs in {out}"]
                 for line in title:
                     say(line)
                 reasons, runs = measure(trees, scenarios, repeat, out, scratch, nice)
@@ -378,7 +379,7 @@ def guard(*, baseline: str, candidate: str | None, scenarios: Sequence[str], rep
     print(table)
     print(f"verdict: {verdict.upper()}")
     document = {"started_at": started.isoformat(timespec="seconds"), "verdict": verdict, "repeat": repeat,
-                "scenarios": list(scenarios),
+                "nice": nice, "scenarios": list(scenarios),
                 "sides": {side: dataclasses.asdict(tree) for side, tree in trees.items()},
                 "skipped": {n: r for n, r in reasons.items() if r},
                 "runs": [{"pair": i + 1, "scenario": n, "side": side, **dataclasses.asdict(r)}
