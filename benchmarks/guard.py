@@ -404,3 +404,6 @@ def main(args: argparse.Namespace) -> int:
     except (GuardError, ValueError) as e:
         print(f"guard: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("guard: interrupted; the temporary worktrees are removed", file=sys.stderr)
+        return 130
