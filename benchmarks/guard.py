@@ -136,7 +136,7 @@ def working_tree() -> Tree:
 
 @contextlib.contextmanager
 def checked_out(refs: dict[Side, str], scratch: str) -> Iterator[dict[Side, Tree]]:
-    """A detached temporary worktree per ref, removed (and pruned) on the way out, however it is left."""
+    """A detached temporary worktree per ref, removed on the way out, however it is left."""
     created: list[str] = []
     try:
         trees = {}
@@ -148,12 +148,12 @@ def checked_out(refs: dict[Side, str], scratch: str) -> Iterator[dict[Side, Tree
             trees[side] = Tree(side, path, commit, f"{ref} = {describe(commit)}")
         yield trees
     finally:
-        for path in created:
-            subprocess.run(["git", "-C", ROOT, "worktree", "remove", "--force", path], capture_output=True,
-                           timeout=GIT_TIMEOUT_S)
+        for path in created:     # only the gate's own worktrees; others' entries are not touched
+            done = subprocess.run(["git", "-C", ROOT, "worktree", "remove", "--force", path], capture_output=True,
+                                  text=True, timeout=GIT_TIMEOUT_S)
+            if done.returncode != 0:
+                say(f"could not remove the worktree {path}: {done.stderr.strip()}")
             shutil.rmtree(path, ignore_errors=True)
-        if created:
-            subprocess.run(["git", "-C", ROOT, "worktree", "prune"], capture_output=True, timeout=GIT_TIMEOUT_S)
 
 
 @contextlib.contextmanager
