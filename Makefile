@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 QUICK ?=
 
-.PHONY: test lint bench bench-deps bench-node run cluster chaos system-deps clean spark-example jvm
+.PHONY: test lint bench bench-deps bench-node bench-guard run cluster chaos system-deps clean spark-example jvm
 
 $(STAMP): setup.cfg pyproject.toml
 	scripts/bootstrap-venv.sh
@@ -56,6 +56,16 @@ bench-node: $(STAMP) $(JVM_JAR)
 	$(PY) -m benchmarks queue $(if $(QUICK),--quick,)
 	$(PY) -m benchmarks spark $(if $(QUICK),--quick,)
 	$(PY) -m benchmarks cluster $(if $(QUICK),--quick,)
+
+# The regression gate (decision 0255): main's tip (or BASELINE=<ref>) in a temporary worktree against
+# this working tree (or CANDIDATE=<ref>), the quick scenarios interleaved and repeated; exits 1 when
+# the working tree is worse beyond the measured noise. SCENARIOS=latency,produce narrows it, REPEAT=
+# sets the pairs (8), NICE=-10 raises the runs' priority on a busy machine (root). Not a CI step:
+# run it before you stop a change that touches a request path.
+BASELINE ?= main
+bench-guard: $(STAMP) $(JVM_JAR)
+	$(PY) -m benchmarks guard --baseline $(BASELINE) $(if $(CANDIDATE),--candidate $(CANDIDATE),) \
+		$(if $(SCENARIOS),--scenarios $(SCENARIOS),) $(if $(REPEAT),--repeat $(REPEAT),) $(if $(NICE),--nice $(NICE),)
 
 RUN_URL := http://127.0.0.1:8080
 DEV_ADMIN := admin

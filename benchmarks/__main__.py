@@ -6,7 +6,8 @@ three-server NATS and RabbitMQ clusters; ``failover`` kills a partition's leader
 on three nodes on etcd and times the failover and the failback; ``log``, ``node`` and the others
 of ``LOGBROKER_ONLY`` are LogBroker's own benchmarks (``cluster``: three nodes on etcd);
 ``report`` rebuilds REPORT.md and the plots from the result files in ``--out``, each scenario from
-its latest run.
+its latest run; ``guard`` is the regression gate (``benchmarks.guard``): a baseline commit against
+the working tree, quick scenarios interleaved and repeated, non-zero when the working tree is worse.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from benchmarks import (
     group_scale_bench,
     groups_bench,
     grpc_bench,
+    guard,
     log_bench,
     node_bench,
     queue_bench,
@@ -111,6 +113,10 @@ def main(argv: list[str] | None = None) -> int:
                       "to back)")
     rep = sub.add_parser("report", help="rebuild REPORT.md and plots from each scenario's latest run")
     rep.add_argument("--out", default=DEFAULT_OUT_DIR)
+    gate = sub.add_parser("guard", help="the regression gate: a baseline commit (default main) against the working "
+                          "tree, the quick scenarios interleaved and repeated; exits 1 when the working tree is worse "
+                          "beyond the measured noise")
+    guard.add_arguments(gate)
     for name, help_text, quick_text in LOGBROKER_ONLY:
         p = sub.add_parser(name, help=help_text)
         p.add_argument("--quick", action="store_true", help=quick_text)
@@ -131,6 +137,8 @@ def main(argv: list[str] | None = None) -> int:
             quick=args.quick, out_dir=args.out, work_dir=args.work_dir, systems=systems,
             command="python -m benchmarks " + " ".join(sys.argv[1:] if argv is None else argv))
         return 1 if replication_bench.failed(documents) else 0
+    if args.scenario == "guard":
+        return guard.main(args)
     if args.scenario == "failover":
         command = "python -m benchmarks " + " ".join(sys.argv[1:] if argv is None else argv)
         failover_bench.run(quick=args.quick, out_dir=args.out, work_dir=args.work_dir, ttls_ms=args.ttls_ms,

@@ -1,0 +1,168 @@
+"""The benchmark figures the README quotes come from the committed result files in
+``benchmarks/results`` (the files REPORT.md is built from), within the rounding of the quote.
+
+The peer table must be exactly what ``benchmarks.report.summary`` makes of those files (after a
+new ``make bench``, paste the block this test prints); every other quoted figure is declared
+below with where it comes from, and a quote that is no longer found in the README fails, so a
+figure cannot drift away from its file unnoticed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pytest
+
+from benchmarks import report, results
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+README = os.path.join(ROOT, "README.md")
+PEERS = {"rabbitmq": "RabbitMQ", "nats": "NATS"}
+NUMBER = r"([0-9][0-9,]*(?:\.[0-9]+)?[kM]?)"
+X = "\u00d7"         # the README's multiplication sign
+TO = "\u2013"        # and its en dash in ranges
+
+
+def readme() -> str:
+    with open(README, encoding="utf-8") as f:
+        return f.read()
+
+
+def latest() -> list[dict[str, Any]]:
+    return results.read_latest(results.DEFAULT_OUT_DIR)
+
+
+def result(name: str) -> dict[str, float]:
+    with open(os.path.join(results.DEFAULT_OUT_DIR, name), encoding="utf-8") as f:
+        figures: dict[str, float] = json.load(f)["figures"]
+        return figures
+
+
+def target(figure: str) -> Callable[[], float]:
+    def ratio() -> float:
+        [found] = [t for t in report.targets(latest()) if t.figure == figure]
+        assert found.ratio is not None, f"no ratio for {figure} in the committed results"
+        return found.ratio
+    return ratio
+
+
+def best_peer(figure: str) -> Callable[[], str]:
+    def peer() -> str:
+        [found] = [t for t in report.targets(latest()) if t.figure == figure]
+        assert found.best_peer is not None
+        return PEERS[found.best_peer]
+    return peer
+
+
+def figure(file: str, name: str) -> Callable[[], float]:
+    return lambda: result(file)[name]
+
+
+def value_of(quoted: str) -> tuple[float, float]:
+    """A quoted number and the half-unit of its last digit (``17.5M``: 17.5e6, 0.05e6)."""
+    scale = {"k": 1e3, "M": 1e6}.get(quoted[-1], 1.0)
+    digits = quoted.rstrip("kM").replace(",", "")
+    decimals = len(digits.partition(".")[2])
+    return float(digits) * scale, 0.5 * 10 ** -decimals * scale
+
+
+# (where the quote is, its pattern with one group per figure, where each figure comes from)
+QUOTES: Sequence[tuple[str, str, Sequence[Callable[[], float | str]]]] = (
+    ("status table", r"produce " + NUMBER + X + r", consume " + NUMBER + X + r" the best peer; p99 at 5,000/s " + NUMBER
+     + X + r" (NATS|RabbitMQ)", (target("produce_100b_records_per_s"), target("consume_100b_records_per_s"),
+                     target("latency_5000_100b_p99_ms"), best_peer("latency_5000_100b_p99_ms"))),
+    ("status table", r"direct batch reads through the JVM reader are " + NUMBER + X + r" \(" + NUMBER + TO + NUMBER
+     + r"\) the HTTP read", (figure("spark.json", "jvm_direct_over_http"),
+                             figure("spark.json", "jvm_direct_over_http_min"),
+                             figure("spark.json", "jvm_direct_over_http_max"))),
+    ("targets", r"produce at 100 B is \*\*" + NUMBER + X + r"\*\* the best peer \((NATS|RabbitMQ)",
+     (target("produce_100b_records_per_s"), best_peer("produce_100b_records_per_s"))),
+    ("targets", r"consume at 100 B is \*\*" + NUMBER + X + r"\*\* (NATS|RabbitMQ)",
+     (target("consume_100b_records_per_s"), best_peer("consume_100b_records_per_s"))),
+    ("targets", r"p99 at 5,000 records/s is \*\*" + NUMBER + X + r"\*\*\s+(NATS|RabbitMQ) at 100 B and " + NUMBER
+     + X + r" the best peer at 1 KiB", (target("latency_5000_100b_p99_ms"), best_peer("latency_5000_100b_p99_ms"),
+                                     target("latency_5000_1024b_p99_ms"))),
+    ("LogBroker alone", r"JVM reader \(`logbroker-segments`\) \| " + NUMBER + r" records/s \(" + NUMBER + TO
+     + NUMBER + r"\); JVM direct / HTTP \*\*" + NUMBER + r" \(" + NUMBER + TO + NUMBER + r"\)\*\*",
+     (figure("spark.json", "jvm_direct_records_per_s"), figure("spark.json", "jvm_direct_records_per_s_min"),
+      figure("spark.json", "jvm_direct_records_per_s_max"), figure("spark.json", "jvm_direct_over_http"),
+      figure("spark.json", "jvm_direct_over_http_min"), figure("spark.json", "jvm_direct_over_http_max"))),
+    ("LogBroker alone", r"`os.write` loop of the same bytes \| ratio " + NUMBER + r" \(" + NUMBER + TO + NUMBER,
+     (figure("log.json", "append_ratio"), figure("log.json", "append_ratio_min"),
+      figure("log.json", "append_ratio_max"))),
+    ("LogBroker alone", r"`pread` loop of the same bytes \| ratio " + NUMBER + r" \(" + NUMBER + TO + NUMBER,
+     (figure("log.json", "read_ratio"), figure("log.json", "read_ratio_min"), figure("log.json", "read_ratio_max"))),
+    ("LogBroker alone", r"4 partitions \(Python client\) \| " + NUMBER + r" records/s \(" + NUMBER + TO + NUMBER,
+     (figure("node.json", "produce_records_per_s"), figure("node.json", "produce_records_per_s_min"),
+      figure("node.json", "produce_records_per_s_max"))),
+    ("LogBroker alone", r"every record decoded \| " + NUMBER + r" records/s \(" + NUMBER + TO + NUMBER,
+     (figure("node.json", "consume_records_per_s"), figure("node.json", "consume_records_per_s_min"),
+      figure("node.json", "consume_records_per_s_max"))),
+    ("LogBroker alone", r"one process\), p50 / p99 / p99.9 \| " + NUMBER + " / " + NUMBER + " / " + NUMBER + " ms",
+     (figure("node.json", "latency_p50_ms"), figure("node.json", "latency_p99_ms"),
+      figure("node.json", "latency_p999_ms"))),
+    ("LogBroker alone", r"commit after every poll \| " + NUMBER + r" records/s \(" + NUMBER + TO + NUMBER,
+     (figure("groups.json", "consume_records_per_s"), figure("groups.json", "consume_records_per_s_min"),
+      figure("groups.json", "consume_records_per_s_max"))),
+    ("LogBroker alone", r"batches of 100, 4 partitions \| " + NUMBER + r" messages/s \(" + NUMBER + TO + NUMBER,
+     (figure("queue.json", "messages_per_s"), figure("queue.json", "messages_per_s_min"),
+      figure("queue.json", "messages_per_s_max"))),
+    ("LogBroker alone", r"produce batches of 1000 / of 10, raw consume \| " + NUMBER + " / " + NUMBER + " / "
+     + NUMBER, (figure("auth.json", "produce_batch1000_records_per_s_ratio"),
+                figure("auth.json", "produce_batch10_records_per_s_ratio"),
+                figure("auth.json", "consume_raw_records_per_s_ratio"))),
+    ("LogBroker alone", r"2 replicas " + NUMBER + r" records/s, 3 replicas " + NUMBER + r" = " + NUMBER + " / "
+     + NUMBER + r" of a lone node at `acks=1` \(" + NUMBER,
+     (figure("replication.logbroker.json", "produce_r2_records_per_s"),
+      figure("replication.logbroker.json", "produce_r3_records_per_s"),
+      figure("replication.logbroker.json", "produce_r2_over_single_throughput_ratio"),
+      figure("replication.logbroker.json", "produce_r3_over_single_throughput_ratio"),
+      figure("replication.logbroker.json", "produce_single_records_per_s"))),
+)
+
+
+def test_the_peer_table_is_the_summary_of_the_committed_results():
+    block = "\n".join(report.summary(latest()))
+    assert block in readme(), f"the README's peer table should read, from benchmarks/results:\n{block}"
+
+
+def test_the_runs_the_readme_names_are_the_runs_of_the_committed_results():
+    text = readme()
+    match = re.search(r"Latest runs \(([^)]*)\)", text)
+    assert match, "the README names the runs its peer table comes from: 'Latest runs (scenario, ...: `run`; ...)'"
+    named: dict[str, str] = {}
+    for part in match.group(1).split(";"):
+        scenarios, _, run = part.partition(":")
+        run_id = run.strip().strip("`")
+        for scenario in scenarios.split(","):
+            named[scenario.strip()] = run_id
+    in_table = {scenario for _label, scenario, _figure in report.SUMMARY}
+    committed = {d["scenario"]: d["params"]["run_id"] for d in latest() if d["scenario"] in in_table}
+    assert named == committed
+
+
+@pytest.mark.parametrize(("where", "pattern", "sources"), QUOTES, ids=[f"{w}: {p[:40]}" for w, p, _ in QUOTES])
+def test_each_quoted_figure_is_its_result_file_rounded(where, pattern, sources):
+    found = re.findall(pattern, readme())
+    assert len(found) == 1, f"{where}: the quote /{pattern}/ is in the README {len(found)} times, not once"
+    groups = found[0] if isinstance(found[0], tuple) else (found[0],)
+    assert len(groups) == len(sources)
+    for quoted, source in zip(groups, sources, strict=True):
+        expected = source()
+        if isinstance(expected, str):
+            assert quoted == expected, f"{where}: the README says {quoted}, the results say {expected}"
+            continue
+        value, half = value_of(quoted)
+        assert abs(value - expected) <= half * 1.0001, \
+            f"{where}: the README quotes {quoted}, the committed results say {expected:.4g}"
+
+
+def test_a_quote_is_checked_to_the_rounding_it_shows():
+    assert value_of("0.56") == (0.56, pytest.approx(0.005))
+    assert value_of("17.5M") == (17.5e6, pytest.approx(0.05e6))
+    assert value_of("1,615,800") == (1615800.0, 0.5)
+    assert value_of("118k") == (118e3, 500.0)
