@@ -166,8 +166,8 @@ async def fetch(request: web.Request) -> web.StreamResponse:
 
 def _json_answer(result: LogRead, offset: int, max_records: int, force_base64: bool,
                  hwm: int) -> tuple[bytes, list[Skipped]]:
-    """The JSON fetch answer and what it skipped (run in the decode pool: decoding and rendering
-    are the costly part). ``skipped`` lists the stored batches whose records cannot be decoded
+    """The JSON fetch answer and what it skipped (run in the decode pool unless the read is small:
+    decoding and rendering are the costly part). ``skipped`` lists the stored batches whose records cannot be decoded
     that the answer passed over (decision 0220); ``next_offset`` is past them."""
     records, stopped_at, skipped = take_records(result.data, offset, max_records)
     return encode({"records": render_records(records, force_base64=force_base64),

@@ -5,7 +5,8 @@ Back-pressure: the handler reads at most ``STREAM_READ_BYTES`` of log at a time 
 again until ``response.write`` has handed the previous chunk to the socket (aiohttp waits for the
 transport to drain above its high-water mark), so a slow client costs the node one chunk, not an
 unbounded buffer. A chunk is decoded and written ``EVENTS_PER_WRITE`` records at a time, off the
-event loop: a few compressed bytes can stand for a hundred thousand records. Idle streams get a
+event loop when it is large or compressed (a few compressed bytes can stand for a hundred thousand
+records), on it when it is small (decision 0251: the hop cost more than the work). Idle streams get a
 comment line every ``keepalive`` interval. The number of open streams is bounded per node (503
 beyond it) and per user (429), a gone client frees its slot at once, and the bytes sent are
 charged to the caller's fetch quota (``http_api.user_limits``).
@@ -96,8 +97,9 @@ def _record_events(result: LogRead, offset: int, topic: str | None, partition: i
 
 async def _write_records(request: web.Request, response: web.StreamResponse, result: LogRead, offset: int,
                          topic: str, partition: int, force_base64: bool, *, named: bool) -> None:
-    """Write the events of ``result`` a piece at a time: each piece is decoded and rendered in the
-    decode pool, and the next one only once the socket has taken this one (back-pressure). With
+    """Write the events of ``result`` a piece at a time: each piece is decoded and rendered (in the
+    decode pool unless the read is small, ``is_costly_read``), and the next one only once the
+    socket has taken this one (back-pressure). With
     ``named`` each event names its topic and partition (a member's stream of several)."""
     skipped: list[Skipped] = []
     pieces = _record_events(result, offset, topic if named else None, partition, force_base64, skipped)
