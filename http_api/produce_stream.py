@@ -35,11 +35,10 @@ from http_api.errors import problem_for
 from http_api.json_codec import decode, encode
 from http_api.keys import NODE
 from http_api.params import path_partition, path_topic
-from http_api.records import checked_batch
+from http_api.records import append_prebuilt
 from http_api.routing import route
 from http_api.user_limits import stream_slot
 from logbroker.errors import ANY_ERROR, AuthenticationError, ForbiddenError, InvalidRequestError
-from logbroker.producer_ids import check_writer
 
 ACKS: Final = ("0", "1", "all")
 HEARTBEAT_S: Final = 30.0
@@ -95,16 +94,13 @@ async def _serve(request: web.Request, socket: web.WebSocketResponse, topic: str
 async def _append(request: web.Request, topic: str, partition: int, acks: str, seq: int, batch: bytes) -> bytes:
     """One message: paced by the caller's produce quota, checked as an HTTP produce is, appended;
     the answer to send back. Refused or not, its bytes are charged (a large invalid one is not free)."""
-    node, auth = request.app[NODE], request.app[NODE].auth
+    auth = request.app[NODE].auth
     principal, limits = principal_of(request), limits_of(request)
     if auth.enabled:
         while (delay := auth.quotas.delay_s(principal.name, "produce", limits)) > 0:
             await asyncio.sleep(delay)
     try:
-        checked = await checked_batch(request, batch)
-        check_writer(checked.header, principal.name)
-        node.check_timestamps(topic, checked.timestamp_min, checked.timestamp_max)
-        offsets = await node.produce_batch(topic, partition, batch, acks)
+        offsets, checked = await append_prebuilt(request, topic, partition, batch, acks)
     except ANY_ERROR as exc:
         return _error(seq, exc)
     finally:

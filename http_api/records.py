@@ -77,11 +77,7 @@ async def produce(request: web.Request) -> web.Response:
     content_type = request.content_type
     if content_type == BATCH:
         partition = query_int(request, "partition")
-        batch = await request.read()
-        checked = await checked_batch(request, batch)
-        check_writer(checked.header, principal_of(request).name)
-        node.check_timestamps(topic, checked.timestamp_min, checked.timestamp_max)
-        offsets = await node.produce_batch(topic, partition, batch, acks)
+        offsets, _ = await append_prebuilt(request, topic, partition, await request.read(), acks)
         leader = node.leader_elsewhere(topic, partition)
         if leader is not None:
             return json_response({"offsets": offsets}, headers={LEADER: str(leader)})
@@ -104,6 +100,17 @@ async def produce(request: web.Request) -> web.Response:
 async def init_producer(request: web.Request) -> web.Response:
     issued = issue(principal_of(request).name, _PRODUCER_RNG)
     return json_response({"producer_id": issued.producer_id, "producer_epoch": issued.producer_epoch})
+
+
+async def append_prebuilt(request: web.Request, topic: str, partition: int, batch: bytes,
+                          acks: str) -> tuple[list[dict[str, int]], CheckedBatch]:
+    """One prebuilt batch from the caller, checked (bounds and rows, the producer id's owner, the
+    topic's timestamp window) and appended: the offsets and the checked header. The one path for
+    an HTTP produce of a batch and a produce stream's message."""
+    checked = await checked_batch(request, batch)
+    check_writer(checked.header, principal_of(request).name)
+    request.app[NODE].check_timestamps(topic, checked.timestamp_min, checked.timestamp_max)
+    return await request.app[NODE].produce_batch(topic, partition, batch, acks), checked
 
 
 async def checked_batch(request: web.Request, batch: bytes) -> CheckedBatch:
