@@ -16,10 +16,11 @@ import getpass
 import json
 import os
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 from logbroker.client import Client
-from logbroker.client.core import PASSWORD_ENV, USER_ENV
+from logbroker.client.core import PASSWORD_ENV, TOKEN_ENV, USER_ENV
 from logbroker.errors import InvalidRequestError
 
 
@@ -68,13 +69,27 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
 
 
 def credentials(args: argparse.Namespace) -> dict[str, Any]:
-    """``Client`` keyword arguments from the common flags (None lets the client read the env)."""
+    """``Client`` keyword arguments: each flag, else its environment variable; a lone user or password is an error."""
     out: dict[str, Any] = {"ca_file": args.ca_file, "cert_file": args.cert_file, "key_file": args.key_file}
-    if args.token or args.user or args.password:
-        if args.token and (args.user or args.password):
-            raise InvalidRequestError("give --token or --user/--password, not both")
-        out.update(token=args.token, username=args.user, password=args.password)
+    if args.token and (args.user or args.password):
+        raise InvalidRequestError("give --token or --user/--password, not both")
+    token = args.token or (None if args.user or args.password else os.environ.get(TOKEN_ENV) or None)
+    if token:
+        out.update(token=token)
+    elif args.user or args.password or os.environ.get(USER_ENV) or os.environ.get(PASSWORD_ENV):
+        username, password = login_pair(args, os.environ)
+        out.update(username=username, password=password)
     return out
+
+
+def login_pair(args: argparse.Namespace, env: Mapping[str, str]) -> tuple[str, str]:
+    """The user name and password to log in with: each flag, else its environment variable."""
+    user = args.user or env.get(USER_ENV) or None
+    password = args.password or env.get(PASSWORD_ENV) or None
+    if user is None or password is None:
+        missing = " and ".join(name for name, value in (("--user", user), ("--password", password)) if value is None)
+        raise InvalidRequestError(f"logging in needs {missing} (or {USER_ENV}/{PASSWORD_ENV})")
+    return user, password
 
 
 def _new_password(args: argparse.Namespace) -> str:
@@ -106,9 +121,8 @@ def _print(args: argparse.Namespace, data: Any, human: str) -> None:
 
 async def run(client: Client, args: argparse.Namespace) -> int:
     if args.command == "token":
-        if args.user is None and args.password is None:
-            raise InvalidRequestError("token needs --user and --password (or LOGBROKER_USER/LOGBROKER_PASSWORD)")
-        answer = await client.login(args.user, args.password)
+        user, password = login_pair(args, os.environ)
+        answer = await client.login(user, password)
         _print(args, answer, answer["access_token"])
     elif args.command == "user":
         await _user(client, args)

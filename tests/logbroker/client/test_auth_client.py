@@ -71,6 +71,23 @@ def test_client_reads_credentials_from_the_environment(node, monkeypatch):
         assert "client.auth" in [t["name"] for t in client.list_topics()]
 
 
+def test_cli_token_takes_the_credentials_its_help_names(node):
+    from_env = cli(node, "token", LOGBROKER_USER=ADMIN, LOGBROKER_PASSWORD=ADMIN_PASSWORD)
+    assert from_env.returncode == 0, from_env.stderr
+    assert cli(node, "topic", "list", "--token", from_env.stdout.strip()).returncode == 0
+    mixed = cli(node, "token", "--user", ADMIN, LOGBROKER_PASSWORD=ADMIN_PASSWORD)
+    assert mixed.returncode == 0 and mixed.stdout.count(".") == 2, mixed.stderr
+    no_password = cli(node, "token", LOGBROKER_USER=ADMIN)
+    assert no_password.returncode == 1
+    assert "--password" in no_password.stderr and "--user" not in no_password.stderr.split("(")[0]
+    wrong = cli(node, "token", LOGBROKER_USER=ADMIN, LOGBROKER_PASSWORD="not-the-password")
+    assert wrong.returncode == 1 and "401" in wrong.stderr
+    listed = cli(node, "topic", "list", "--password", ADMIN_PASSWORD, LOGBROKER_USER=ADMIN)
+    assert listed.returncode == 0, listed.stderr
+    lone = cli(node, "topic", "list", "--user", ADMIN)
+    assert lone.returncode == 1 and "Traceback" not in lone.stderr and "--password" in lone.stderr
+
+
 def test_cli_users_grants_and_tokens(node):
     admin = {"LOGBROKER_USER": ADMIN, "LOGBROKER_PASSWORD": ADMIN_PASSWORD}
     created = cli(node, "user", "create", "cli.kim", stdin="kim-password\n", **admin)
