@@ -25,6 +25,7 @@ from http_api.protocol import ProblemAppRunner
 from http_api.tls import server_context
 from logbroker.auth.hashing import HashLaneCollector
 from logbroker.config import NodeConfig
+from logbroker.data_dir_lock import DataDirLock
 from logbroker.node import Node
 
 log = logging.getLogger("logbroker.server")
@@ -32,6 +33,12 @@ LISTEN_BACKLOG: Final = 1024
 
 
 async def serve(config: NodeConfig, *, ready_stream: TextIO | None = None) -> None:
+    """Run one node until SIGTERM or SIGINT, holding its data directory's lock throughout."""
+    with DataDirLock(config.data_dir):
+        await _serve_node(config, ready_stream)
+
+
+async def _serve_node(config: NodeConfig, ready_stream: TextIO | None) -> None:
     node = Node(config)
     # Bound before the node starts, so that a cluster node advertises its real port; connections
     # wait in the backlog until the site starts accepting.

@@ -125,13 +125,14 @@ def _serve(args: argparse.Namespace) -> int:
     from coordinator.errors import CoordinatorUnavailableError
     from http_api.server import serve
     from logbroker import logs
+    from logbroker.data_dir_lock import DataDirInUseError
 
     flags = {name: getattr(args, name) for name in field_names() if name not in ENV_ONLY}
     try:
         config = resolve(flags, os.environ, args.config)
         logs.configure(config.log_level)
         uvloop.run(serve(config))
-    except InvalidRequestError as exc:
+    except (InvalidRequestError, DataDirInUseError) as exc:
         print(f"logbroker: {exc}", file=sys.stderr)
         return 2
     except CoordinatorUnavailableError as exc:
