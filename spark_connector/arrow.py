@@ -12,20 +12,21 @@ a ``map<string,binary>``: a header name repeated within one record keeps its las
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Final, NamedTuple
 
 import numpy as np
 import pyarrow as pa
 
-from segments.batch import decode_columns
-from segments.errors import InvalidBatchError
+from segments.batch import decode_columns, parse_header
+from segments.errors import CorruptBatchError, InvalidBatchError
 from spark_connector import fastdecode
 from spark_connector.schema import arrow_schema
 
 ROWS_PER_BATCH_DEFAULT: Final = 10_000
 BYTES_PER_BATCH_DEFAULT: Final = 64 << 20
 US_PER_MS: Final = 1000
+Unreadable = Callable[[int, int, str], None]
 
 
 class Chunk(NamedTuple):
@@ -42,8 +43,13 @@ class ArrowBuilder:
     """Accumulates one partition's records for ``[start, end)`` and cuts Arrow batches."""
 
     def __init__(self, topic: str, partition: int, start: int, end: int, *,
-                 rows_per_batch: int = ROWS_PER_BATCH_DEFAULT, bytes_per_batch: int = BYTES_PER_BATCH_DEFAULT) -> None:
+                 rows_per_batch: int = ROWS_PER_BATCH_DEFAULT, bytes_per_batch: int = BYTES_PER_BATCH_DEFAULT,
+                 on_unreadable: Unreadable | None = None) -> None:
+        """``on_unreadable(first, after, reason)`` is told of the in-range offsets of a stored batch
+        whose checksum holds but whose records cannot be decoded (stored before produce checked
+        rows); it raises or lets the builder pass over them. None: such a batch is an error."""
         self.topic, self.partition, self.start, self.end = topic, partition, start, end
+        self.on_unreadable = on_unreadable
         self.rows_per_batch, self.bytes_per_batch = rows_per_batch, bytes_per_batch
         self.next_offset = start  # every record below this was taken (or skipped as data loss)
         self.rows = 0
@@ -53,7 +59,19 @@ class ArrowBuilder:
 
     def add_batch(self, batch: bytes | memoryview) -> Iterator[pa.RecordBatch]:
         """Decode one raw batch (checksum verified again) and yield any full Arrow batches."""
-        chunk = to_chunk(batch)
+        try:
+            chunk = to_chunk(batch)
+        except CorruptBatchError:
+            raise
+        except InvalidBatchError as exc:
+            if self.on_unreadable is None:
+                raise
+            header = parse_header(batch)
+            first, after = max(self.next_offset, header.base_offset), min(header.next_offset, self.end)
+            if first < after:
+                self.on_unreadable(first, after, str(exc))
+            self.next_offset = max(self.next_offset, after)
+            return
         offsets = chunk.offsets
         if offsets[-1] < self.start or offsets[0] >= self.end:
             return

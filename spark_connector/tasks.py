@@ -1,9 +1,10 @@
 """What one Spark task reads: a partition's offsets ``[start, end)``, from segment files or over HTTP.
 
 Invariant: a task yields each record with ``start <= offset < end`` exactly once, in offset order,
-or fails; records it cannot find are data loss (raised, or skipped with a warning when
-failOnDataLoss is false), never silently missing. ``end`` was capped at the high watermark when
-the task was planned, so records past it (appended but not committed) are never read.
+or fails; records it cannot find, or whose stored batch cannot be decoded, are data loss (raised,
+or skipped with a warning when failOnDataLoss is false), never silently missing. ``end`` was
+capped at the high watermark when the task was planned, so records past it (appended but not
+committed) are never read.
 
 The direct path reads segment files through ``segments.reader.SegmentReader``: read-only, every
 checksum verified, a torn batch at the tail of the last segment (an append in progress) taken as
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Final
 
 import pyarrow as pa
@@ -61,9 +62,17 @@ def lost(task: ReadTask, first: int, after: int, why: str) -> None:
     log.warning("%s; skipped (failOnDataLoss=false)", message)
 
 
+def _unreadable(task: ReadTask) -> Callable[[int, int, str], None]:
+    """A stored batch whose records cannot be decoded is data loss to a reader, as in every other
+    reader of the broker: an error, or passed over with a warning when loss is tolerated."""
+    def report(first: int, after: int, reason: str) -> None:
+        lost(task, first, after, f"their batch's records cannot be decoded: {reason}")
+    return report
+
+
 def _read_direct(task: ReadTask) -> Iterator[pa.RecordBatch]:
     reader = SegmentReader(task.directory)
-    builder = ArrowBuilder(task.topic, task.partition, task.start, task.end)
+    builder = ArrowBuilder(task.topic, task.partition, task.start, task.end, on_unreadable=_unreadable(task))
     start = task.start
     earliest = reader.log_start_offset()
     if start < earliest:
@@ -85,7 +94,7 @@ def _read_direct(task: ReadTask) -> Iterator[pa.RecordBatch]:
 
 
 def _read_http(task: ReadTask) -> Iterator[pa.RecordBatch]:
-    builder = ArrowBuilder(task.topic, task.partition, task.start, task.end)
+    builder = ArrowBuilder(task.topic, task.partition, task.start, task.end, on_unreadable=_unreadable(task))
     location = task.location
     with client_for(location) as client:
         offset = task.start

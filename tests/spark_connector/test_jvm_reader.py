@@ -239,24 +239,36 @@ def test_a_flipped_byte_in_a_segment_is_an_error_naming_the_file_and_position(sp
                   .collect()) == list(range(20))
 
 
-def test_a_batch_whose_records_are_not_valid_msgpack_is_an_error_not_rows(spark, tmp_path):
-    """A batch whose records section is not what the format says (produce refuses one since
-    decision 0220; a node before that stored it, so its files may hold one): the reader refuses
-    it with the file and position."""
+@pytest.mark.parametrize("source", ["jvm", "python-direct", "python-http"])
+def test_a_stored_batch_whose_records_cannot_be_decoded_is_data_loss_in_every_reader(spark, tmp_path, source):
+    """A batch whose checksum holds but whose records section is not what the format says (produce
+    refuses one since decision 0220; a node before that stored it, so its files may hold one): as
+    for every other reader, it is data loss: an error naming its offsets and failOnDataLoss, or,
+    with failOnDataLoss=false, passed over while the records around it are read."""
     from segments.batch import _assemble
 
-    good = encode_batch([ProducerRecord(b"fine")])
     junk = _assemble(b"\x92\x95\x00\x00\xc0\xc4\x02ok\x90", count=2, first_ts=1, max_ts=1, base_offset=0,
                      leader_epoch=0, codec=Codec.NONE, producer=(-1, -1, -1))  # the second record is missing
+    batches = [encode_batch([ProducerRecord(b"before")]), junk, encode_batch([ProducerRecord(b"after")])]
     with RowUncheckedNode(str(tmp_path / "unchecked")) as node:
-        create_topic(node, "jvm-junk", 1)
-        asyncio.run(_produce_topic(node.url, "jvm-junk", [good, junk]))
-        wait_for_checkpoint(node, "jvm-junk")
-        with pytest.raises(Exception, match=r"jvm-junk-0/0+\.log: corrupt batch at position \d+ \(base offset 1\): "
-                                             r"records section is not valid msgpack"):
-            _read(spark, JVM, node.data_dir, topic="jvm-junk").collect()
-        assert _read(spark, JVM, node.data_dir, topic="jvm-junk",
-                     endingOffsets='{"jvm-junk": {"0": 1}}').count() == 1
+        create_topic(node, "junk", 1)
+        asyncio.run(_produce_topic(node.url, "junk", batches))
+        wait_for_checkpoint(node, "junk")
+
+        def read(**options: str) -> Any:
+            if source == "python-http":
+                reader = spark.read.format("logbroker").option("topic", "junk").option("url", node.url)
+                for name, value in options.items():
+                    reader = reader.option(name, value)
+                return reader.load()
+            return _read(spark, JVM if source == "jvm" else "logbroker", node.data_dir, topic="junk", **options)
+
+        with pytest.raises(Exception, match=r"offsets 1\.\.2 cannot be read \(their batch's records cannot be "
+                                            r"decoded: .*records section .*failOnDataLoss=false"):
+            read().collect()
+        rows = read(failOnDataLoss="false").collect()
+        assert [(r["offset"], bytes(r["value"])) for r in rows] == [(0, b"before"), (3, b"after")]
+        assert read(endingOffsets='{"junk": {"0": 1}}').count() == 1
 
 
 async def _produce_topic(url: str, topic: str, batches: list[bytes]) -> None:

@@ -8,9 +8,10 @@ import org.slf4j.LoggerFactory;
  * {@code spark_connector.tasks._read_direct} reads them (no Spark here).
  *
  * <p>Invariant: each record with {@code start <= offset < end} is handed out exactly once, in offset
- * order, or the read fails; records it cannot find are data loss ({@link DataLossException}, or a
- * warning when failOnDataLoss is false), never silently missing. {@code end} was capped at the high
- * watermark when the task was planned, so records past it are never read.
+ * order, or the read fails; records it cannot find, or whose stored batch cannot be decoded, are data
+ * loss ({@link DataLossException}, or a warning when failOnDataLoss is false), never silently
+ * missing. {@code end} was capped at the high watermark when the task was planned, so records past
+ * it are never read.
  */
 public final class RangeReader implements AutoCloseable {
     private static final Logger LOG = LoggerFactory.getLogger(RangeReader.class);
@@ -85,8 +86,15 @@ public final class RangeReader implements AutoCloseable {
                 byte[] section = BatchFormat.recordsSection(cursor.buffer, cursor.position, h, scratch, range);
                 columns.parse(section, range[0], range[1], h);
             } catch (CorruptDataException e) {
-                throw new CorruptDataException(cursor.file + ": corrupt batch at position " + cursor.filePositionOfBatch
-                        + " (base offset " + h.baseOffset() + "): " + e.getMessage(), e);
+                // The cursor verified the checksum: the batch was stored as sent, before produce checked rows.
+                long first = Math.max(nextOffset, h.baseOffset());
+                long after = Math.min(h.nextOffset(), end);
+                if (first < after) {
+                    lost(first, after, "their batch's records cannot be decoded: " + cursor.file + " position "
+                            + cursor.filePositionOfBatch + ": " + e.getMessage());
+                }
+                nextOffset = Math.max(nextOffset, after);
+                continue;
             }
             long[] offsets = columns.offsets;
             int lo = 0;
