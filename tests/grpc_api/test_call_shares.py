@@ -196,3 +196,47 @@ def test_with_auth_off_half_open_calls_hold_one_address_share_until_the_deadline
                 return held, await wait_until_open(connections, 0, REQUEST_TIMEOUT_MS / 1000 + 5)
 
         assert asyncio.run(scenario()) == (PER_ADDRESS, 0)
+
+
+def test_one_connection_holds_at_most_its_share_and_the_rest_of_its_calls_are_refused_at_once(node, tokens):
+    """Twice the per-connection bound of a user's half-open calls on one HTTP/2 connection: the
+    bound's worth are held (until the deadline), the others refused at once; others are served."""
+    async def scenario() -> tuple[int, list[float]]:
+        host, port = node.grpc_address.rsplit(":", 1)
+        async with HalfOpenConnection(host, int(port), "127.0.0.6") as connection:
+            for _ in range(2 * PER_CONNECTION):
+                await connection.open_call(PUBLISH, f"Bearer {tokens['mallory']}")
+            held = await wait_until_open([connection], PER_CONNECTION, AT_ONCE_S)
+            await served(node, tokens["admin"])
+            refused = sorted(connection.ended[s] - connection.opened[s] for s in connection.ended)
+            return held, refused
+
+    held, refused = asyncio.run(scenario())
+    assert held == PER_CONNECTION
+    assert len(refused) >= PER_CONNECTION and all(t < AT_ONCE_S for t in refused[:PER_CONNECTION])
+
+
+def test_with_auth_off_unproven_calls_from_many_addresses_never_take_the_reserved_slots(tmp_path):
+    """Half-open calls from three addresses, each within its address share, together more than the
+    node's unreserved slots: they hold exactly those, never the reserved ones (kept for calls that
+    have proven themselves), the surplus is refused at once, and every slot is free again after the
+    request deadline. (With auth off nothing proves a new call before its request, so a new caller
+    waits out that deadline: with auth on, a token proves it at once, as the tests above show.)"""
+    with NodeProcess(str(tmp_path), "--grpc-calls-max", str(CALLS_MAX), "--grpc-calls-reserved", str(RESERVED),
+                     "--grpc-calls-per-connection-max", str(PER_CONNECTION),
+                     "--grpc-calls-per-address-max", str(PER_ADDRESS),
+                     "--grpc-request-timeout-ms", str(REQUEST_TIMEOUT_MS)) as open_node:
+        Http(open_node.url).json("POST", "/v1/topics", 201, body={"name": TOPIC, "partitions": 1})
+        assert 3 * PER_ADDRESS > CALLS_MAX - RESERVED
+
+        async def scenario() -> tuple[int, int]:
+            async with half_open(open_node, "127.0.0.7", PER_ADDRESS, None) as first, \
+                    half_open(open_node, "127.0.0.8", PER_ADDRESS, None) as second, \
+                    half_open(open_node, "127.0.0.9", PER_ADDRESS, None) as third:
+                flood = first + second + third
+                held = await wait_until_open(flood, CALLS_MAX - RESERVED, AT_ONCE_S)
+                after_deadline = await wait_until_open(flood, 0, REQUEST_TIMEOUT_MS / 1000 + 5)
+                await served(open_node, "")
+                return held, after_deadline
+
+        assert asyncio.run(scenario()) == (CALLS_MAX - RESERVED, 0)
