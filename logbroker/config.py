@@ -68,6 +68,7 @@ class NodeConfig:
     fetch_wait_ms_max: int = 30_000
     topic_segment_bytes_min: int = 1024 * 1024
     long_poll_waiters_max: int = 10_000
+    dedup_entries_max: int = 100_000  # idempotent writes remembered per partition (the fullest writer's go first)
     flush_threads: int = 2
     maintenance_interval_ms: int = 1_000
     shutdown_grace_ms: int = 10_000
@@ -129,9 +130,9 @@ class NodeConfig:
                "token one node issues is accepted by every node")
         _check(self.log_level in ("debug", "info", "warning", "error"), f"bad log_level {self.log_level!r}")
         for name in ("request_body_bytes_max", "fetch_bytes_max", "fetch_records_max", "fetch_wait_ms_max",
-                     "long_poll_waiters_max", "flush_threads", "maintenance_interval_ms", "shutdown_grace_ms",
-                     "connections_max", "header_timeout_ms", "tls_handshake_timeout_ms", "body_timeout_ms",
-                     "keepalive_timeout_ms",
+                     "long_poll_waiters_max", "dedup_entries_max", "flush_threads", "maintenance_interval_ms",
+                     "shutdown_grace_ms", "connections_max", "header_timeout_ms", "tls_handshake_timeout_ms",
+                     "body_timeout_ms", "keepalive_timeout_ms",
                      "topic_segment_bytes_min", "access_recheck_ms", "replica_lag_ms", "replica_stall_ms",
                      "replication_timeout_ms",
                      "grpc_calls_max", "grpc_calls_per_connection_max", "grpc_calls_per_address_max",

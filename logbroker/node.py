@@ -928,7 +928,7 @@ class Node:
         if found is None:
             return None
         now = time.time_ns() // 1_000_000
-        first = replica.dedup_window(self._dedup_window_ms(topic), now).find(found, now)
+        first = replica.dedup_window(self._dedup_window_ms(topic), now, self.config.dedup_entries_max).find(found, now)
         if first is None:
             return found
         count = parse_header(batch).record_count

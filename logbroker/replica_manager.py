@@ -36,7 +36,7 @@ from typing import Any, Final, final
 
 from coordinator.errors import UnknownTopicError
 from coordinator.models import TopicMetadata
-from logbroker.dedup import DedupWindow
+from logbroker.dedup import ENTRIES_MAX, DedupWindow
 from logbroker.errors import NotAvailableError, NotLeaderError, UnknownPartitionError
 from logbroker.storage_health import StorageHealth, free_bytes
 from segments.batch import HEADER_SIZE, BatchHeader, parse_header
@@ -187,12 +187,13 @@ class Replica:
             self._commit.flush_in_background()
         return info
 
-    def dedup_window(self, window_ms: int, now_ms: int) -> DedupWindow:
+    def dedup_window(self, window_ms: int, now_ms: int, entries_max: int = ENTRIES_MAX) -> DedupWindow:
         """The partition's de-duplication window, rebuilt from the tail of the log (at most
         ``DEDUP_SCAN_BYTES_MAX`` of it) the first time it is needed after an open, a truncation
         or a change of leader."""
         if self.dedup is None or self.dedup.window_ms != window_ms:
-            self.dedup = DedupWindow.from_headers(self._headers_since(now_ms - window_ms), window_ms, now_ms)
+            self.dedup = DedupWindow.from_headers(self._headers_since(now_ms - window_ms), window_ms, now_ms,
+                                                  entries_max)
         return self.dedup
 
     def _headers_since(self, timestamp_ms: int) -> Iterator[BatchHeader]:

@@ -21,11 +21,13 @@ from tests.support.auth import ADMIN, ADMIN_PASSWORD, AUTH_ARGS, login
 from tests.support.nodes import NodeProcess
 
 BATCH = "application/vnd.logbroker.batch"
+DEDUP_ENTRIES_MAX = 16  # idempotent writes a partition remembers: small, so a flood is quick to send
 
 
 @pytest.fixture(scope="module")
 def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeProcess]:
-    with NodeProcess(str(tmp_path_factory.mktemp("writers")), *AUTH_ARGS) as process:
+    with NodeProcess(str(tmp_path_factory.mktemp("writers")), *AUTH_ARGS,
+                     "--dedup-entries-max", str(DEDUP_ENTRIES_MAX)) as process:
         yield process
 
 
@@ -132,3 +134,17 @@ def test_the_python_producer_writes_under_an_identity_issued_to_its_user(node: N
     pid_b, offset_b = asyncio.run(send("writer-b"))
     assert (offset_a, offset_b) == (0, 1)
     assert (writer_of(pid_a), writer_of(pid_b)) == (writer_tag("writer-a"), writer_tag("writer-b")), "issued ids"
+
+
+def test_another_writers_flood_of_keys_never_evicts_a_writers_entry(users: tuple[As, As]):
+    """user-b sends many more keyed writes than the partition remembers: its own oldest entries go,
+    user-a's one entry stays, so user-a's retry still answers its first write and stores nothing."""
+    a, b = users
+    _shared_topic(a, b, "flooded-keys")
+    first = _keyed(a, "flooded-keys", ["a-once"], "payment-1")
+    for n in range(4 * DEDUP_ENTRIES_MAX):
+        _keyed(b, "flooded-keys", [f"b-{n}"], f"flood-{n}")
+    assert _keyed(a, "flooded-keys", ["a-once"], "payment-1") == first
+    assert _values(a, "flooded-keys").count("a-once") == 1
+    _keyed(b, "flooded-keys", ["b-0"], "flood-0")
+    assert _values(a, "flooded-keys").count("b-0") == 2, "user-b's oldest keys were the ones forgotten"
