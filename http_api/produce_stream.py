@@ -6,13 +6,19 @@ for the small batches of a live producer. A produce stream pays them once, at th
 is authenticated, authorized for ``write`` and quota-checked like any produce), then carries each
 prebuilt batch (``application/vnd.logbroker.batch``, one per binary message) to the partition.
 
-Every message gets one text message back, in the order sent: ``{"seq", "offset", "count"}``
-(``seq`` numbers the messages from 1; ``offset`` is the batch's base offset) or ``{"seq",
-"error"}`` with the same problem body an HTTP produce would have answered (nothing of that batch
-is stored, and the stream goes on). Batches are checked and appended exactly as an HTTP produce of
-one prebuilt batch: bounds and rows (``check_batch``), the producer id's owner, the topic's
-timestamp window, the owner's storage quota, ``acks``. Messages are taken one at a time: the next
-is read once the previous one is answered, so order is kept and a stream holds one batch.
+Every message gets one answer, in the order sent: ``{"seq", "offset", "count"}`` (``seq`` numbers
+the messages from 1; ``offset`` is the batch's base offset) or ``{"seq", "error"}`` with the same
+problem body an HTTP produce would have answered (nothing of that batch is stored, and the stream
+goes on). Answers ready together go out as one text message, a JSON array of them in order (one
+write for many, decision 0296); a lone answer is the object itself. Batches are checked and
+appended exactly as an HTTP produce of one prebuilt batch: bounds and rows (``check_batch``), the
+producer id's owner, the topic's timestamp window, the owner's storage quota, ``acks``.
+
+Pipelined, in order: a message is appended only once the one before it is (so offsets follow the
+order sent), but its answer's wait (the fsync of ``flush=always``, the ISR of ``acks=all``)
+overlaps the next messages' appends. At most ``IN_FLIGHT_MAX`` messages wait for their answers,
+and a message over ``PIPELINED_BYTES_MAX`` is answered before the next is read, so a stream holds
+at most ``IN_FLIGHT_MAX`` small batches or one large one.
 
 Bounds and shares: a message is at most ``request_body_bytes_max`` (larger: the node closes the
 stream, code 1009); a stream takes one of the node's stream slots and one of the caller's
@@ -26,24 +32,31 @@ closed (code 1008). A message that is not binary closes the stream (code 1003).
 from __future__ import annotations
 
 import asyncio
+import functools
+import logging
+from collections.abc import Callable
 from typing import Any, Final
 
 from aiohttp import WSCloseCode, WSMsgType, web
 
 from http_api.auth import limits_of, principal_of, recheck_access
-from http_api.errors import problem_for
+from http_api.errors import problem, problem_for
 from http_api.json_codec import decode, encode
 from http_api.keys import NODE
 from http_api.params import path_partition, path_topic
+from http_api.produce_answers import AnswerQueue
 from http_api.records import append_prebuilt
 from http_api.routing import route
 from http_api.user_limits import stream_slot
 from logbroker.errors import ANY_ERROR, AuthenticationError, ForbiddenError, InvalidRequestError
 
+log = logging.getLogger(__name__)
 ACKS: Final = ("0", "1", "all")
 HEARTBEAT_S: Final = 30.0
 REVOKED: Final = (AuthenticationError, ForbiddenError)
 CLOSE_REASON_BYTES_MAX: Final = 120
+IN_FLIGHT_MAX: Final = 64  # messages of one stream waiting for their answers
+PIPELINED_BYTES_MAX: Final = 64 * 1024  # a larger message is answered before the next is read
 
 
 @route("GET", "/v1/topics/{name}/partitions/{partition}/produce",
@@ -75,9 +88,21 @@ async def produce_stream(request: web.Request) -> web.StreamResponse:
 
 
 async def _serve(request: web.Request, socket: web.WebSocketResponse, topic: str, partition: int, acks: str) -> None:
+    answers = AnswerQueue(IN_FLIGHT_MAX)
+    writer = asyncio.create_task(_write_answers(socket, answers))
+    try:
+        await _read_messages(request, socket, answers, topic, partition, acks)
+    finally:
+        answers.close()
+        await writer
+
+
+async def _read_messages(request: web.Request, socket: web.WebSocketResponse, answers: AnswerQueue,
+                         topic: str, partition: int, acks: str) -> None:
     seq = 0
     async for message in socket:
         if message.type != WSMsgType.BINARY:
+            await answers.drained()
             await socket.close(code=WSCloseCode.UNSUPPORTED_DATA,
                                message=b"a produce stream carries one prebuilt batch per binary message")
             return
@@ -85,13 +110,36 @@ async def _serve(request: web.Request, socket: web.WebSocketResponse, topic: str
         try:
             await recheck_access(request)
         except REVOKED as exc:
-            await socket.send_frame(_error(seq, exc), WSMsgType.TEXT)
+            await answers.put(_answered(_error(seq, exc)))
+            await answers.drained()
             await socket.close(code=WSCloseCode.POLICY_VIOLATION, message=str(exc).encode()[:CLOSE_REASON_BYTES_MAX])
             return
-        await socket.send_frame(await _append(request, topic, partition, acks, seq, message.data), WSMsgType.TEXT)
+        appended = asyncio.get_running_loop().create_future()
+        task = asyncio.create_task(_append(request, topic, partition, acks, seq, message.data,
+                                           functools.partial(_resolve, appended)))
+        task.add_done_callback(functools.partial(_settled, appended))
+        await answers.put(task)
+        if len(message.data) > PIPELINED_BYTES_MAX:
+            await task
+        else:
+            await appended
 
 
-async def _append(request: web.Request, topic: str, partition: int, acks: str, seq: int, batch: bytes) -> bytes:
+async def _write_answers(socket: web.WebSocketResponse, answers: AnswerQueue) -> None:
+    """Send answers in order, those ready together as one message; once the socket fails, the
+    remaining ones are awaited (their appends finish) and dropped."""
+    while (ready := await answers.ready()) is not None:
+        if socket.closed:
+            continue
+        frame = ready[0] if len(ready) == 1 else b"[" + b",".join(ready) + b"]"
+        try:
+            await socket.send_frame(frame, WSMsgType.TEXT)
+        except (ConnectionError, RuntimeError):
+            continue
+
+
+async def _append(request: web.Request, topic: str, partition: int, acks: str, seq: int, batch: bytes,
+                  on_appended: Callable[[], None]) -> bytes:
     """One message: paced by the caller's produce quota, checked as an HTTP produce is, appended;
     the answer to send back. Refused or not, its bytes are charged (a large invalid one is not free)."""
     auth = request.app[NODE].auth
@@ -100,17 +148,39 @@ async def _append(request: web.Request, topic: str, partition: int, acks: str, s
         while (delay := auth.quotas.delay_s(principal.name, "produce", limits)) > 0:
             await asyncio.sleep(delay)
     try:
-        offsets, checked = await append_prebuilt(request, topic, partition, batch, acks)
+        offsets, checked = await append_prebuilt(request, topic, partition, batch, acks, on_appended=on_appended)
     except ANY_ERROR as exc:
         return _error(seq, exc)
+    except Exception:
+        log.exception("unhandled error in a produce stream's message", extra={"fields": {"topic": topic}})
+        return _answer_of(seq, problem(500, "internal error", code="internal"))
     finally:
         if auth.enabled:
             auth.quotas.charge(principal.name, "produce", limits, len(batch))
     return encode({"seq": seq, "offset": offsets[0]["offset"], "count": checked.header.record_count})
 
 
+def _resolve(appended: asyncio.Future[None]) -> None:
+    if not appended.done():
+        appended.set_result(None)
+
+
+def _settled(appended: asyncio.Future[None], _task: asyncio.Task[bytes]) -> None:
+    _resolve(appended)
+
+
+def _answered(answer: bytes) -> asyncio.Future[bytes]:
+    done: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+    done.set_result(answer)
+    return done
+
+
 def _error(seq: int, exc: Exception) -> bytes:
-    body = problem_for(exc).body
+    return _answer_of(seq, problem_for(exc))
+
+
+def _answer_of(seq: int, response: web.Response) -> bytes:
+    body = response.body
     assert isinstance(body, bytes)
-    problem: Any = decode(body)
-    return encode({"seq": seq, "error": problem})
+    details: Any = decode(body)
+    return encode({"seq": seq, "error": details})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 
 from aiohttp import web
 
@@ -102,15 +103,17 @@ async def init_producer(request: web.Request) -> web.Response:
     return json_response({"producer_id": issued.producer_id, "producer_epoch": issued.producer_epoch})
 
 
-async def append_prebuilt(request: web.Request, topic: str, partition: int, batch: bytes,
-                          acks: str) -> tuple[list[dict[str, int]], CheckedBatch]:
+async def append_prebuilt(request: web.Request, topic: str, partition: int, batch: bytes, acks: str, *,
+                          on_appended: Callable[[], None] | None = None
+                          ) -> tuple[list[dict[str, int]], CheckedBatch]:
     """One prebuilt batch from the caller, checked (bounds and rows, the producer id's owner, the
     topic's timestamp window) and appended: the offsets and the checked header. The one path for
-    an HTTP produce of a batch and a produce stream's message."""
+    an HTTP produce of a batch and a produce stream's message (``on_appended``: see
+    ``Node.produce_batch``)."""
     checked = await checked_batch(request, batch)
     check_writer(checked.header, principal_of(request).name)
     request.app[NODE].check_timestamps(topic, checked.timestamp_min, checked.timestamp_max)
-    return await request.app[NODE].produce_batch(topic, partition, batch, acks), checked
+    return await request.app[NODE].produce_batch(topic, partition, batch, acks, on_appended=on_appended), checked
 
 
 async def checked_batch(request: web.Request, batch: bytes) -> CheckedBatch:

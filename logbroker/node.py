@@ -858,8 +858,12 @@ class Node:
             raise NotAvailableError(f"node {leader} answered a produce without an offset")
         return base
 
-    async def produce_batch(self, topic: str, partition: int, batch: bytes, acks: str) -> list[dict[str, int]]:
-        """Append one prebuilt batch as it is (the broker only validates and stamps it)."""
+    async def produce_batch(self, topic: str, partition: int, batch: bytes, acks: str, *,
+                            on_appended: Callable[[], None] | None = None) -> list[dict[str, int]]:
+        """Append one prebuilt batch as it is (the broker only validates and stamps it).
+        ``on_appended`` is called once this node has appended it, before the wait that ``acks``
+        asks for (never for a batch forwarded to the leader): a caller that appends in order may
+        start the next batch then."""
         self._check_serving()
         _check_acks(acks)
         _check_writable(topic)
@@ -868,7 +872,7 @@ class Node:
         if leader is not None:
             base = await self._forward_batch(leader, topic, partition, batch, acks)
             return [{"partition": partition, "offset": base}]
-        return await self._append_here(topic, partition, batch, acks)
+        return await self._append_here(topic, partition, batch, acks, on_appended)
 
     async def _check_storage(self, topic: str, batches: list[tuple[int, bytes, int | None]]) -> None:
         """Refuse, before anything is stored or forwarded, batches that would take the topic's
@@ -893,13 +897,16 @@ class Node:
         self.check_leads(topic, partition)
         return await self._append_here(topic, partition, batch, acks)
 
-    async def _append_here(self, topic: str, partition: int, batch: bytes, acks: str) -> list[dict[str, int]]:
+    async def _append_here(self, topic: str, partition: int, batch: bytes, acks: str,
+                           on_appended: Callable[[], None] | None = None) -> list[dict[str, int]]:
         self._check_fence()
         self.moves.check_writable(topic, partition)
         if self.clustered:
             self._check_leadership(topic, partition, acks)
         replica = self.replicas.get(topic, partition)
         info = self._append_once(topic, replica, batch, None)
+        if on_appended is not None:
+            on_appended()
         await self._settle([replica.commit_replicated(info) if acks == "all" else replica.commit(info)], acks)
         return [{"partition": partition, "offset": info.base_offset}]
 

@@ -1,5 +1,6 @@
 """The client side of a produce stream (``GET .../partitions/{p}/produce``, a WebSocket): prebuilt
-batches sent one after another on one connection, each acknowledged in order by the node.
+batches sent one after another on one connection, each acknowledged in order by the node (the
+node sends answers that are ready together as one message, a JSON array of them).
 
 ``send`` returns once the batch is written to the socket, with a future of its base offset (or of
 the ``LogBrokerError`` the node answered for it: nothing of that batch was stored). At most
@@ -65,10 +66,16 @@ class ProduceStream:
     async def _read(self) -> None:
         try:
             async for message in self._socket:
-                if message.type != aiohttp.WSMsgType.TEXT or not self._waiting:
+                if message.type != aiohttp.WSMsgType.TEXT:
                     break
-                self._answer(self._waiting.popleft(), json.loads(message.data))
-                self._room.release()
+                answers = json.loads(message.data)
+                for answer in answers if isinstance(answers, list) else [answers]:
+                    if not self._waiting:
+                        break
+                    self._answer(self._waiting.popleft(), answer)
+                    self._room.release()
+                if not self._waiting and self._socket.closed:
+                    break
         except (ValueError, ConnectionError, aiohttp.ClientError):
             pass
         reason = self._socket.close_code

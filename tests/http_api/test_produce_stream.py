@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 from collections.abc import Iterator
 from typing import Any
 
 import aiohttp
 import pytest
+from aiohttp import web
 
 from logbroker.client import Client, LogBrokerError
+from logbroker.client.produce_stream import ProduceStream
 from segments.batch import ProducerRecord, encode_batch, encode_values
 from tests.http_api.conftest import Http
 from tests.http_api.test_auth import As, make_user
@@ -194,3 +197,77 @@ def test_the_client_is_told_when_the_node_refuses_the_stream(node: NodeProcess, 
             return refused.value
 
     assert asyncio.run(run()).status == 403
+
+
+def test_pipelined_batches_keep_their_order_and_every_one_is_answered(node: NodeProcess, users: tuple[As, As, As]):
+    """Hundreds of batches sent without waiting (a bad one among them), ``acks=all``: each is
+    answered once, in the order sent (answers ready together may share a message), and the
+    partition holds the good ones in that order."""
+    _, owner, _ = users
+    _topic(owner, "ws-pipelined")
+    count, bad_at = 300, 150
+    messages = [b"\x00" * 10 if i == bad_at else encode_values([f"p{i}".encode()]) for i in range(count)]
+
+    async def run() -> tuple[list[dict[str, Any]], int]:
+        answers: list[dict[str, Any]] = []
+        frames = 0
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=TIMEOUT_S)) as session, \
+                session.ws_connect(f"{node.url}/v1/topics/ws-pipelined/partitions/0/produce?acks=all",
+                                   headers=bearer(owner.token)) as socket:
+            for message in messages:
+                await socket.send_bytes(message)
+            while len(answers) < count:
+                reply = await socket.receive()
+                assert reply.type == aiohttp.WSMsgType.TEXT, reply
+                frames += 1
+                decoded = json.loads(reply.data)
+                answers.extend(decoded if isinstance(decoded, list) else [decoded])
+        return answers, frames
+
+    answers, frames = asyncio.run(run())
+    assert [a["seq"] for a in answers] == list(range(1, count + 1))
+    assert answers[bad_at]["error"]["status"] == 400
+    good = [a for i, a in enumerate(answers) if i != bad_at]
+    assert [a["offset"] for a in good] == list(range(count - 1))
+    assert 1 <= frames <= count
+    assert _values(owner, "ws-pipelined") == [f"p{i}" for i in range(count) if i != bad_at]
+
+
+def test_the_client_takes_answers_that_share_a_message():
+    """A node that answers several batches in one message (a JSON array): each send's future gets
+    its own answer, an error included."""
+    async def produce_stream_answering_in_pairs(request: web.Request) -> web.WebSocketResponse:
+        answering = web.WebSocketResponse()
+        await answering.prepare(request)
+        pending: list[int] = []
+        async for _batch in answering:
+            pending.append(len(pending) + 1)
+            if len(pending) % 2 == 0:
+                first, second = pending[-2:]
+                await answering.send_str(json.dumps([
+                    {"seq": first, "offset": 10 * first, "count": 1},
+                    {"seq": second, "error": {"status": 400, "code": "invalid_batch", "detail": "no"}}]))
+        return answering
+
+    async def run() -> tuple[list[int], list[int]]:
+        app = web.Application()
+        app.router.add_get("/v1/topics/t/partitions/0/produce", produce_stream_answering_in_pairs)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        listener = socket.create_server(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{listener.getsockname()[1]}"
+        await web.SockSite(runner, listener).start()
+        try:
+            async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=TIMEOUT_S)) as session:
+                connection = await session.ws_connect(url + "/v1/topics/t/partitions/0/produce")
+                stream = ProduceStream(connection, url)
+                sent = [await stream.send(b"batch") for _ in range(4)]
+                results = await asyncio.gather(*sent, return_exceptions=True)
+                await stream.close()
+        finally:
+            await runner.cleanup()
+        return ([r for r in results if isinstance(r, int)],
+                [r.status for r in results if isinstance(r, LogBrokerError)])
+
+    offsets, errors = asyncio.run(run())
+    assert offsets == [10, 30] and errors == [400, 400]
