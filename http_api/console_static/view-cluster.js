@@ -1,13 +1,13 @@
 // Cluster: nodes, liveness, racks, the controller and coordinator, this node's health, partitions per
 // node. Every count is of what the logged-in user may see (the API counts it: GET /v1/cluster).
-import { api } from "./api.js";
+import { api, probe } from "./api.js";
 import { fmtBytes, h, mount, pill, table } from "./dom.js";
 
 export async function clusterView(main) {
   const render = async () => {
     const [cluster, ready] = await Promise.all([
       api("GET", "/v1/cluster"),
-      fetch("/readyz").then((r) => r.json()).catch(() => null),
+      probe("/readyz"),
     ]);
     const replicas = new Map();
     const leaders = new Map();

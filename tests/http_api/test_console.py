@@ -18,6 +18,7 @@ import pytest
 from tests.conftest import ROOT
 from tests.http_api.conftest import Http
 from tests.support.auth import ADMIN, ADMIN_PASSWORD, AUTH_ARGS, METRICS_TOKEN, bearer, login
+from tests.support.cluster import Cluster, running_cluster
 from tests.support.nodes import NodeProcess
 
 ARTIFACTS = os.path.join(ROOT, "test-artifacts", "console")
@@ -415,6 +416,33 @@ def test_the_cluster_page_shows_the_coordinator_and_counts_what_the_user_may_see
     assert page.text_content("[data-stat=internal] .n") == str(internal) and internal > 0
     assert page.text_content("[data-stat=coordinator] .n") == "embedded (no etcd)"
     assert page.query_selector("[data-stat=session]") is None
+    assert page.text_content("[data-stat=disk] .n") != "\u2013", "an admin is told the node's state"
+    shot(page, "cluster-admin")
+
+
+@pytest.fixture(scope="module")
+def etcd_cluster(tmp_path_factory) -> Iterator[Cluster]:
+    """A one-node cluster on a real etcd, started only for the test that asks for it."""
+    with running_cluster(str(tmp_path_factory.mktemp("console-etcd")), size=1) as running:
+        yield running
+
+
+def test_on_etcd_the_cluster_page_shows_the_nodes_session_to_an_admin_only(etcd_cluster, page):
+    url = etcd_cluster.nodes[1].url
+    http = etcd_cluster.http(1)
+    admin = bearer(login(http, ADMIN, ADMIN_PASSWORD))
+    http.json("POST", "/v1/users", 201, body={"username": "console-finn", "password": "finn-password"},
+              headers=admin)
+    log_in(page, url, ADMIN, ADMIN_PASSWORD)
+    page.wait_for_selector("[data-stat=session] .n")
+    assert page.text_content("[data-stat=coordinator] .n") == "etcd"
+    assert page.text_content("[data-stat=session] .n") == "alive"
+    shot(page, "cluster-etcd")
+    page.evaluate("sessionStorage.clear()")
+    log_in(page, url, "console-finn", "finn-password")
+    page.wait_for_selector("[data-stat=coordinator] .n")
+    assert page.text_content("[data-stat=coordinator] .n") == "etcd"
+    assert page.query_selector("[data-stat=session]") is None, "a node's session is for operators"
 
 
 def test_a_browser_at_the_root_lands_on_the_console_with_its_icon(node, page):
