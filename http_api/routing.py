@@ -49,7 +49,7 @@ class Route:
     request_body: dict[str, Any] | None = None
     responses: dict[str, str] = dataclasses.field(default_factory=dict)
     documented: bool = True  # False: a page for people (the console), kept out of the OpenAPI document
-    tag: str = "service"
+    tag: str = dataclasses.field(kw_only=True)  # its section of the API (one of ``TAGS``)
 
 
 # The sections of the API, in the order the explorer lists them: logging in first, since every
@@ -130,7 +130,7 @@ def route(method: str, path: str, summary: str, *, access: Access, quota: QuotaK
         params += [{"name": n, "in": where, "required": n in required and where == "query", "schema": {"type": t},
                     "description": d} for where, given in (("query", query), ("header", headers)) for n, t, d in given]
         entry = Route(method, path, handler, summary, access, quota, tuple(params), body,
-                      responses or {"200": "OK"}, documented, section)
+                      responses or {"200": "OK"}, documented, tag=section)
         ROUTES.append(entry)
         ROUTE_BY_HANDLER[handler] = entry
         return handler
