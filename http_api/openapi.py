@@ -4,13 +4,15 @@ An operation lists its own answers (the route's ``responses``) and the refusals 
 shape can give, whatever it does: bad input where it takes any, no or a revoked token where one is
 needed, a refused grant where one is checked, an unknown name where the path has one, and a body
 that is too large or not JSON where it reads one. A client (or a fuzzer checking status codes
-against the document) then meets no status the document does not name."""
+against the document) then meets no status the document does not name. Each operation carries its
+route's tag, and the document lists the tags in use in the route table's order (``TAGS``: logging
+in first), which is the order the explorer shows them in."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from http_api.routing import ROUTES, Route
+from http_api.routing import ROUTES, TAGS, Route
 
 PROBLEM_SCHEMA = {"type": "object", "properties": {
     "type": {"type": "string"}, "title": {"type": "string"}, "status": {"type": "integer"},
@@ -39,10 +41,10 @@ def refusals(r: Route) -> dict[str, str]:
 
 def openapi_document() -> dict[str, Any]:
     paths: dict[str, dict[str, Any]] = {}
-    for r in ROUTES:
-        if not r.documented:
-            continue
+    documented = [r for r in ROUTES if r.documented]
+    for r in documented:
         operation: dict[str, Any] = {
+            "tags": [r.tag],
             "summary": r.summary,
             "operationId": r.handler.__name__,
             "parameters": list(r.parameters),
@@ -61,6 +63,8 @@ def openapi_document() -> dict[str, Any]:
     return {
         "openapi": "3.0.3",
         "info": {"title": "LogBroker HTTP API", "version": "1"},
+        "tags": [{"name": name, "description": text} for name, text in TAGS
+                 if any(r.tag == name for r in documented)],
         "paths": paths,
         "components": {"schemas": {"Problem": PROBLEM_SCHEMA},
                        "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer", "bearerFormat": "JWT"}}},

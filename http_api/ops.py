@@ -12,6 +12,7 @@ from http_api.openapi import openapi_document
 from http_api.params import read_json
 from http_api.routing import route
 from logbroker.errors import BrokerError, InvalidRequestError
+from logbroker.node import Node
 
 DECOMMISSION_BODY = {"type": "object", "required": ["node_id"], "properties": {"node_id": {"type": "integer"}}}
 
@@ -23,7 +24,8 @@ async def healthz(request: web.Request) -> web.Response:
 
 @route("GET", "/readyz", "Readiness: logs are open, the node serves, its disk takes writes and no partition "
        "is offline, and a cluster node's coordinator session is live. Anyone gets the bare status; the scrape "
-       "credential or an admin's token also gets why (``storage`` names offline partitions)", access="public",
+       "credential or an admin's token also gets why (``storage`` names offline partitions; ``coordinator`` "
+       "is local, or etcd with this node's session)", access="public",
        responses={"200": "Ready", "503": "Not ready: starting, stopping, a full disk or an offline partition"})
 async def readyz(request: web.Request) -> web.Response:
     node = request.app[NODE]
@@ -33,8 +35,16 @@ async def readyz(request: web.Request) -> web.Response:
     status = 200 if ready else 503
     if not await _sees_details(request):
         return json_response({"ready": ready}, status=status)
-    return json_response({"ready": ready, "serving": node.ready, "coordinator": {"session_alive": session},
-                              "storage": storage}, status=status)
+    return json_response({"ready": ready, "serving": node.ready, "coordinator": coordinator_state(node),
+                          "storage": storage}, status=status)
+
+
+def coordinator_state(node: Node) -> dict[str, object]:
+    """What coordinates this node, and (etcd only: a single node's own coordinator holds no session
+    and cannot lose one) whether its session is live."""
+    if node.coordinator_kind == "local":
+        return {"kind": "local"}
+    return {"kind": node.coordinator_kind, "session_alive": node.coordinator.session_alive()}
 
 
 async def _sees_details(request: web.Request) -> bool:
@@ -56,7 +66,9 @@ async def metrics(request: web.Request) -> web.Response:
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 
-@route("GET", "/v1/cluster", "Nodes, liveness, partition placement and leaders", access="user")
+@route("GET", "/v1/cluster", "Nodes, liveness, the coordinator (local or etcd), the placement and leaders of "
+       "the partitions the caller may see, and counts of those (topics and partitions as GET /v1/topics lists "
+       "them, the internal ones apart)", access="user")
 async def cluster(request: web.Request) -> web.Response:
     return json_response(await request.app[NODE].cluster(principal_of(request)))
 

@@ -8,6 +8,9 @@ Access levels: ``public`` (no token), ``user`` (any authenticated user), ``admin
 the group actions ``group_describe``, ``group_read``, ``group_manage`` on the consumer group named by
 ``{group}`` (see ``logbroker.auth.groups``), and ``metrics`` (the scrape credential, or public when
 the node says so). ``quota`` names the byte-rate quota a route is charged to.
+
+Every route also has one tag (the section of the API explorer it is listed under), taken from its
+path by ``TAG_PATHS`` unless it names one; a route whose tag is not in ``TAGS`` cannot be registered.
 """
 
 from __future__ import annotations
@@ -46,6 +49,40 @@ class Route:
     request_body: dict[str, Any] | None = None
     responses: dict[str, str] = dataclasses.field(default_factory=dict)
     documented: bool = True  # False: a page for people (the console), kept out of the OpenAPI document
+    tag: str = dataclasses.field(kw_only=True)  # its section of the API (one of ``TAGS``)
+
+
+# The sections of the API, in the order the explorer lists them: logging in first, since every
+# other call needs its token.
+TAGS: Final[tuple[tuple[str, str], ...]] = (
+    ("auth", "Logging in: a username and password give a bearer token (send it as "
+             "`Authorization: Bearer <token>`; in this explorer, paste it under Authorize)"),
+    ("topics", "Topics and queues: create, list, describe, add partitions, delete; owners and grants"),
+    ("records", "Produce and fetch records, find offsets, idempotent producers, live streams"),
+    ("groups", "Consumer groups: join, heartbeat, leave, commit and reset offsets, lag, grants"),
+    ("queues", "Queues: send, receive (leased), acknowledge and give back messages"),
+    ("users", "Users, passwords, quotas and storage, what each owns and is granted"),
+    ("cluster", "Nodes, liveness, partition placement and leaders; rebalance and decommission"),
+    ("service", "This node: health, readiness, metrics, the entry points and this document"),
+)
+TAG_NAMES: Final = frozenset(name for name, _ in TAGS)
+# A route's tag by the start of its path (whole segments), first match wins: a partition's
+# records and streams before the topic they belong to.
+TAG_PATHS: Final[tuple[tuple[str, str], ...]] = (
+    ("/v1/auth", "auth"), ("/v1/producers", "records"), ("/v1/topics/{name}/records", "records"),
+    ("/v1/topics/{name}/partitions/{partition}", "records"), ("/v1/topics", "topics"),
+    ("/v1/groups", "groups"), ("/v1/queues", "queues"), ("/v1/users", "users"), ("/v1/cluster", "cluster"),
+    ("/v1/openapi.json", "service"), ("/healthz", "service"), ("/readyz", "service"), ("/metrics", "service"),
+    ("/", "service"), ("/favicon.ico", "service"), ("/console", "service"), ("/docs", "service"),
+)
+
+
+def tag_of(path: str) -> str | None:
+    """The tag ``TAG_PATHS`` gives ``path``, or None when no entry covers it."""
+    for start, tag in TAG_PATHS:
+        if path == start or (start != "/" and path.startswith(start + "/")):
+            return tag
+    return None
 
 
 # What a path segment accepts (anything else is a 400): topic, queue and group names, user names
@@ -71,14 +108,19 @@ ROUTE_BY_HANDLER: dict[Handler, Route] = {}
 def route(method: str, path: str, summary: str, *, access: Access, quota: QuotaKind | None = None,
           query: tuple[tuple[str, str, str], ...] = (), required: tuple[str, ...] = (),
           headers: tuple[tuple[str, str, str], ...] = (), body: dict[str, Any] | None = None,
-          responses: dict[str, str] | None = None, documented: bool = True) -> Callable[[Handler], Handler]:
+          responses: dict[str, str] | None = None, documented: bool = True,
+          tag: str | None = None) -> Callable[[Handler], Handler]:
     """Register a handler. ``query`` and ``headers`` are ``(name, type, description)`` triples of
     the query parameters and request headers it reads (``required``: the query parameters it
-    refuses to go without); path parameters are taken from ``{name}`` segments of ``path``."""
+    refuses to go without); path parameters are taken from ``{name}`` segments of ``path``.
+    ``tag``: its section of the API (default: the one its path gives, see ``TAG_PATHS``)."""
     if (access in TOPIC_ACCESS or access == "self") and "{name}" not in path:
         raise AssertionError(f"{method} {path}: access {access!r} needs a {{name}} path segment")
     if access in GROUP_ACCESS and "{group}" not in path:
         raise AssertionError(f"{method} {path}: access {access!r} needs a {{group}} path segment")
+    section = tag if tag is not None else tag_of(path)
+    if section is None or section not in TAG_NAMES:
+        raise AssertionError(f"{method} {path}: tag {section!r} is not one of {sorted(TAG_NAMES)} (name one)")
 
     def register(handler: Handler) -> Handler:
         params: list[dict[str, Any]] = [
@@ -88,7 +130,7 @@ def route(method: str, path: str, summary: str, *, access: Access, quota: QuotaK
         params += [{"name": n, "in": where, "required": n in required and where == "query", "schema": {"type": t},
                     "description": d} for where, given in (("query", query), ("header", headers)) for n, t, d in given]
         entry = Route(method, path, handler, summary, access, quota, tuple(params), body,
-                      responses or {"200": "OK"}, documented)
+                      responses or {"200": "OK"}, documented, tag=section)
         ROUTES.append(entry)
         ROUTE_BY_HANDLER[handler] = entry
         return handler

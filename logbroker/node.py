@@ -156,6 +156,12 @@ class Node:
     def clustered(self) -> bool:
         return self.coordinator.is_cluster
 
+    @property
+    def coordinator_kind(self) -> Literal["local", "etcd"]:
+        """``local``: this node alone, its metadata in its data directory (no session to lose);
+        ``etcd``: a cluster's, held by a lease-backed session."""
+        return "etcd" if self.clustered else "local"
+
     async def start(self, http_url: str = "", grpc_address: str = "") -> None:
         """Open the node. ``http_url`` (and ``grpc_address``, the public gRPC API's) is where
         clients reach this node (the listeners bind first, so a cluster node can advertise its
@@ -1257,16 +1263,24 @@ class Node:
         return figures
 
     async def cluster(self, principal: Principal) -> dict[str, Any]:
-        """Nodes (``alive`` from their leases), and the placement of the topics ``principal`` may see."""
+        """Nodes (``alive`` from their leases), what coordinates them, and the placement of the
+        topics ``principal`` may see. ``counts`` counts only those: ``topics`` and ``partitions``
+        what ``GET /v1/topics`` lists to the same caller, ``internal_*`` the broker's own ``__``
+        topics among them (an admin's)."""
         nodes = await self.coordinator.cluster_nodes()
         topics = []
+        counts = dict.fromkeys(("topics", "partitions", "internal_topics", "internal_partitions"), 0)
         for meta in await self.auth.visible(principal, await self.coordinator.list_topics()):
             states = await self.coordinator.partition_states(meta.name)
             topics.append({"name": meta.name, "partitions": [
                 {"partition": s.partition, "leader": s.leader, "leader_epoch": s.leader_epoch,
                  "replicas": list(s.replicas), "in_sync_replicas": list(s.isr)} for s in states]})
+            kind = "internal_" if meta.name.startswith(INTERNAL_PREFIX) else ""
+            counts[f"{kind}topics"] += 1
+            counts[f"{kind}partitions"] += len(states)
         me = self.config.node_id
-        return {"cluster": self.config.cluster_name, "node_id": me,
+        return {"cluster": self.config.cluster_name, "node_id": me, "coordinator": self.coordinator_kind,
+                "counts": counts,
                 "nodes": [{"node_id": n.info.node_id, "http_url": n.info.http_url,
                            "rpc_address": self.rpc_address if n.info.node_id == me and not self.clustered
                            else n.info.rpc_address,

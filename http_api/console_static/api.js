@@ -52,6 +52,17 @@ export async function api(method, path, body) {
   return data;
 }
 
+// A probe's JSON answer whatever its status (/readyz answers 503 with why), as the logged-in user:
+// an operator is told more than anyone. Null when it cannot be read.
+export async function probe(path) {
+  try {
+    const response = await fetch(path, { headers: headers({}) });
+    return await response.json();
+  } catch {
+    return null;
+  }
+}
+
 // Server-Sent Events over fetch (EventSource cannot send an Authorization header): yields
 // {event, id, data} until the stream ends or `signal` aborts it.
 export async function* events(path, signal) {

@@ -50,6 +50,14 @@ def test_every_node_lists_the_three_nodes_alive(cluster: Cluster, token: dict[st
         assert urls == {i: cluster.nodes[i].url for i in (1, 2, 3)}
 
 
+def test_every_node_says_etcd_coordinates_it_and_reports_its_session(cluster: Cluster, token: dict[str, str]):
+    for via in (1, 2, 3):
+        assert cluster.http(via).json("GET", "/v1/cluster", headers=token)["coordinator"] == "etcd"
+        ready = cluster.http(via).json("GET", "/readyz", headers=token)
+        assert ready["coordinator"] == {"kind": "etcd", "session_alive": True}
+        assert cluster.http(via).json("GET", "/readyz") == {"ready": True}, "anyone else: the bare status"
+
+
 def test_an_unauthenticated_group_call_creates_nothing(cluster: Cluster, token: dict[str, str]):
     for path in ("/v1/groups", "/v1/groups/x/members"):
         reply = cluster.http(2).call("GET" if path == "/v1/groups" else "POST", path, body={"topics": ["t"]},

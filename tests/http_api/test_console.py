@@ -1,7 +1,8 @@
 """The web console and the API explorer, in a real Chromium (Debian's, driven by Playwright)
 against a real node: log in, create a topic, produce, browse, a live tail, a group's lag, a user
-refused what they may not read, record values that are markup shown as text and never run, and
-/docs calling the node with a token. Screenshots go to ``test-artifacts/console/``."""
+refused what they may not read, record values that are markup shown as text and never run, the
+cluster page's counts and coordinator, /docs in sections calling the node with a token, and a
+browser sent from / to the console. Screenshots go to ``test-artifacts/console/``."""
 
 from __future__ import annotations
 
@@ -16,10 +17,12 @@ import pytest
 
 from tests.conftest import ROOT
 from tests.http_api.conftest import Http
-from tests.support.auth import ADMIN, ADMIN_PASSWORD, AUTH_ARGS, bearer, login
+from tests.support.auth import ADMIN, ADMIN_PASSWORD, AUTH_ARGS, METRICS_TOKEN, bearer, login
+from tests.support.cluster import Cluster, running_cluster
 from tests.support.nodes import NodeProcess
 
 ARTIFACTS = os.path.join(ROOT, "test-artifacts", "console")
+BROWSER_ACCEPT = "text/html,application/xhtml+xml,application/xml;q=0.9,image/avif,image/webp,*/*;q=0.8"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 WAIT_MS = 15_000
@@ -103,6 +106,75 @@ def test_console_pages_are_public_with_a_strict_policy_and_the_data_is_not(http)
     assert http.call("GET", "/v1/topics")[0] == 401
     paths = http.json("GET", "/v1/openapi.json")["paths"]
     assert "/v1/topics" in paths and not any(p.startswith(("/console", "/docs")) for p in paths)
+
+
+def test_the_root_sends_a_browser_to_the_console_and_tells_a_client_where_things_are(http):
+    sent = http.call("GET", "/", headers={"Accept": BROWSER_ACCEPT})
+    assert sent.status == 302 and sent.headers["location"] == "/console"
+    assert sent.headers["vary"] == "Accept"
+    for accept in (None, "*/*", "application/json", "application/json, text/html;q=0.5"):
+        reply = http.call("GET", "/", headers={"Accept": accept} if accept else {})
+        assert reply.status == 200 and reply.headers["content-type"].startswith("application/json"), accept
+        assert reply.headers["vary"] == "Accept"
+        index = reply.json()
+        assert index["api"] == "/v1" and index["console"] == "/console" and index["docs"] == "/docs"
+        assert index["openapi"] == "/v1/openapi.json"
+    for path in (index["console"], index["docs"], index["openapi"], index["health"], index["ready"]):
+        assert http.call("GET", path).status == 200, path
+
+
+def test_the_favicon_is_served_without_a_token_and_both_pages_link_it(http):
+    icon = http.call("GET", "/favicon.ico")
+    assert icon.status == 200 and icon.headers["content-type"] == "image/vnd.microsoft.icon"
+    assert icon.data[:4] == b"\0\0\1\0", "an ICO file"
+    assert icon.headers["x-content-type-options"] == "nosniff"
+    for page in ("/console", "/docs"):
+        html = http.call("GET", page).data.decode()
+        assert '<link rel="icon" type="image/svg+xml" href="/console/favicon.svg">' in html, page
+    linked = http.call("GET", "/console/favicon.svg")
+    assert linked.status == 200 and linked.headers["content-type"] == "image/svg+xml"
+    assert linked.data.startswith(b"<svg ")
+
+
+def listed(http: Http, who: dict[str, str], internal: bool) -> list[dict[str, Any]]:
+    return http.json("GET", f"/v1/topics?internal={str(internal).lower()}", headers=who)["topics"]
+
+
+def test_cluster_counts_only_what_the_caller_may_see(http, admin):
+    http.json("POST", "/v1/users", 201, body={"username": "console-ivy", "password": "ivy-password"}, headers=admin)
+    ivy = bearer(login(http, "console-ivy", "ivy-password"))
+    http.json("POST", "/v1/topics", 201, body={"name": "console.hidden", "partitions": 5}, headers=admin)
+    http.json("POST", "/v1/topics", 201, body={"name": "console.shared", "partitions": 2}, headers=admin)
+    http.json("PUT", "/v1/topics/console.shared/acl", body={"user": "console-ivy", "permissions": ["read"]},
+              headers=admin)
+    http.json("POST", "/v1/topics", 201, body={"name": "console.ivy", "partitions": 3}, headers=ivy)
+    http.json("POST", "/v1/topics", 201, body={"name": "console.ivy-jobs", "partitions": 2, "kind": "queue"},
+              headers=ivy)
+    http.json("POST", "/v1/groups/console.ivy-readers/members", body={"topics": ["console.ivy"]}, headers=ivy)
+    seen = listed(http, ivy, internal=False)
+    assert {t["name"] for t in seen} >= {"console.shared", "console.ivy", "console.ivy-jobs"}
+    assert "console.hidden" not in {t["name"] for t in seen}
+    view = http.json("GET", "/v1/cluster", headers=ivy)
+    assert view["counts"] == {"topics": len(seen), "partitions": sum(t["partitions"] for t in seen),
+                              "internal_topics": 0, "internal_partitions": 0}
+    assert {t["name"] for t in view["topics"]} == {t["name"] for t in seen}
+    assert listed(http, ivy, internal=True) == seen, "no internal topic is the user's to see"
+    everything = listed(http, admin, internal=True)
+    internal = [t for t in everything if t["name"].startswith("__")]
+    assert {t["name"] for t in internal} >= {"__consumer_offsets"}
+    view = http.json("GET", "/v1/cluster", headers=admin)
+    users = listed(http, admin, internal=False)
+    assert view["counts"] == {"topics": len(users), "partitions": sum(t["partitions"] for t in users),
+                              "internal_topics": len(internal),
+                              "internal_partitions": sum(t["partitions"] for t in internal)}
+    assert sum(len(t["partitions"]) for t in view["topics"]) == sum(t["partitions"] for t in everything)
+
+
+def test_the_coordinator_is_reported_as_it_is(http, admin):
+    """A single node coordinates itself (no etcd): no etcd session is claimed, to anyone."""
+    assert http.json("GET", "/v1/cluster", headers=admin)["coordinator"] == "local"
+    for operator in (admin, bearer(METRICS_TOKEN)):
+        assert http.json("GET", "/readyz", headers=operator)["coordinator"] == {"kind": "local"}
 
 
 def test_no_markup_from_data_reaches_innerHTML():
@@ -227,7 +299,11 @@ def test_docs_explores_the_api_and_tries_it_out_with_a_token(node, page, http):
     page.fill(".auth-container input", token)
     page.click(".auth-container button.authorize")
     page.click("button.close-modal")
-    block = page.locator("#operations-default-list_topics")
+    page.locator(".opblock-tag-section > h3").first.wait_for()
+    sections = page.evaluate("() => [...document.querySelectorAll('.opblock-tag-section > h3')].map(h => h.id)")
+    assert sections == [f"operations-tag-{name}" for name in
+                        ("auth", "topics", "records", "groups", "queues", "users", "cluster", "service")]
+    block = page.locator("#operations-topics-list_topics")
     block.locator(".opblock-summary").click()
     block.locator("button.try-out__btn").click()
     block.locator("button.execute").click()
@@ -313,3 +389,65 @@ def test_storage_used_and_limits_are_shown_and_an_admin_sets_a_limit(node, page,
     quotas = http.json("GET", "/v1/users/console-dora", headers=admin)["quotas"]
     assert quotas == {"storage_bytes_max": 5 * mib, "produce_bytes_per_s": 10 * mib}, "other limits kept"
     shot(page, "storage-admin")
+
+
+def test_the_cluster_page_shows_the_coordinator_and_counts_what_the_user_may_see(node, page, http, admin):
+    http.json("POST", "/v1/users", 201, body={"username": "console-erin", "password": "erin-password"},
+              headers=admin)
+    erin = bearer(login(http, "console-erin", "erin-password"))
+    http.json("POST", "/v1/topics", 201, body={"name": "console.erin", "partitions": 3}, headers=erin)
+    http.json("POST", "/v1/topics", 201, body={"name": "console.not-erins", "partitions": 4}, headers=admin)
+    http.json("POST", "/v1/groups/console.erin-readers/members", body={"topics": ["console.erin"]}, headers=erin)
+    log_in(page, node.url, "console-erin", "erin-password")
+    page.wait_for_selector("[data-stat=partitions] .n")
+    assert page.text_content("[data-stat=partitions] .n") == "3"
+    assert page.text_content("[data-stat=topics] .n") == "1"
+    assert page.query_selector("[data-stat=internal]") is None
+    assert page.text_content("[data-stat=coordinator] .n") == "embedded (no etcd)"
+    assert page.query_selector("[data-stat=session]") is None and "etcd session" not in page.content()
+    shot(page, "cluster-user")
+    page.evaluate("sessionStorage.clear()")
+    log_in(page, node.url, ADMIN, ADMIN_PASSWORD)
+    page.wait_for_selector("[data-stat=internal] .n")
+    topics = listed(http, admin, internal=True)
+    users = sum(t["partitions"] for t in topics if not t["name"].startswith("__"))
+    internal = sum(t["partitions"] for t in topics if t["name"].startswith("__"))
+    assert page.text_content("[data-stat=partitions] .n") == str(users)
+    assert page.text_content("[data-stat=internal] .n") == str(internal) and internal > 0
+    assert page.text_content("[data-stat=coordinator] .n") == "embedded (no etcd)"
+    assert page.query_selector("[data-stat=session]") is None
+    assert page.text_content("[data-stat=disk] .n") != "\u2013", "an admin is told the node's state"
+    shot(page, "cluster-admin")
+
+
+@pytest.fixture(scope="module")
+def etcd_cluster(tmp_path_factory) -> Iterator[Cluster]:
+    """A one-node cluster on a real etcd, started only for the test that asks for it."""
+    with running_cluster(str(tmp_path_factory.mktemp("console-etcd")), size=1) as running:
+        yield running
+
+
+def test_on_etcd_the_cluster_page_shows_the_nodes_session_to_an_admin_only(etcd_cluster, page):
+    url = etcd_cluster.nodes[1].url
+    http = etcd_cluster.http(1)
+    admin = bearer(login(http, ADMIN, ADMIN_PASSWORD))
+    http.json("POST", "/v1/users", 201, body={"username": "console-finn", "password": "finn-password"},
+              headers=admin)
+    log_in(page, url, ADMIN, ADMIN_PASSWORD)
+    page.wait_for_selector("[data-stat=session] .n")
+    assert page.text_content("[data-stat=coordinator] .n") == "etcd"
+    assert page.text_content("[data-stat=session] .n") == "alive"
+    shot(page, "cluster-etcd")
+    page.evaluate("sessionStorage.clear()")
+    log_in(page, url, "console-finn", "finn-password")
+    page.wait_for_selector("[data-stat=coordinator] .n")
+    assert page.text_content("[data-stat=coordinator] .n") == "etcd"
+    assert page.query_selector("[data-stat=session]") is None, "a node's session is for operators"
+
+
+def test_a_browser_at_the_root_lands_on_the_console_with_its_icon(node, page):
+    page.goto(f"{node.url}/")
+    page.wait_for_selector("#login input[name=username]")
+    assert page.url == f"{node.url}/console"
+    icon = page.evaluate("() => document.querySelector('link[rel=icon]').href")
+    assert page.request.get(icon).headers["content-type"] == "image/svg+xml"

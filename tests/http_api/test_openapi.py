@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import pytest
+
 from http_api.app import build_app
-from http_api.routing import ROUTES
+from http_api.routing import ROUTES, route
+
+# The sections of the explorer, logging in first (every other call needs its token).
+KNOWN_TAGS = ("auth", "topics", "records", "groups", "queues", "users", "cluster", "service")
 
 
 def test_document_lists_every_route(http):
@@ -11,7 +16,8 @@ def test_document_lists_every_route(http):
     document = http.json("GET", "/v1/openapi.json")
     assert document["openapi"].startswith("3.")
     served = {(r.method.lower(), r.path) for r in ROUTES if r.documented}
-    assert {r.path for r in ROUTES if not r.documented} == {"/console", "/console/{asset}", "/docs", "/docs/{asset}"}
+    assert {r.path for r in ROUTES if not r.documented} == {"/console", "/console/{asset}", "/docs", "/docs/{asset}",
+                                                             "/favicon.ico"}
     described = {(method, path) for path, ops in document["paths"].items() for method in ops}
     assert served == described
     assert len(served) >= 10
@@ -34,10 +40,51 @@ def test_health_ready_metrics_cluster(http):
     assert ready["ready"] is True and ready["serving"] is True
     assert ready["storage"]["full"] is False and ready["storage"]["offline_partitions"] == []
     assert ready["storage"]["free_bytes"] > 0
+    assert ready["coordinator"] == {"kind": "local"}, "a single node's own coordinator has no session to report"
     metrics = http.call("GET", "/metrics")
     assert metrics.status == 200 and b"logbroker_http_requests_total" in metrics.data
     cluster = http.json("GET", "/v1/cluster")
     assert cluster["nodes"][0]["node_id"] == 1 and cluster["nodes"][0]["alive"] is True
+    assert cluster["coordinator"] == "local"
+
+
+def test_every_operation_has_one_known_tag_and_logging_in_comes_first(http):
+    document = http.json("GET", "/v1/openapi.json")
+    declared = [t["name"] for t in document["tags"]]
+    assert declared[0] == "auth" and set(declared) <= set(KNOWN_TAGS) and len(declared) == len(set(declared))
+    assert declared == [t for t in KNOWN_TAGS if t in declared], "in the documented order"
+    assert all(t["description"] for t in document["tags"])
+    used = {}
+    for path, operations in document["paths"].items():
+        for method, operation in operations.items():
+            assert len(operation.get("tags", [])) == 1, (method, path, operation.get("tags"))
+            assert operation["tags"][0] in declared, (method, path, operation["tags"])
+            used[(method, path)] = operation["tags"][0]
+    assert set(used.values()) == set(declared) == set(KNOWN_TAGS), "every section has operations"
+    assert used[("post", "/v1/auth/token")] == "auth"
+    assert used[("post", "/v1/topics")] == used[("post", "/v1/topics/{name}/partitions")] == "topics"
+    assert used[("put", "/v1/topics/{name}/acl")] == "topics"
+    assert used[("post", "/v1/topics/{name}/records")] == "records"
+    assert used[("get", "/v1/topics/{name}/partitions/{partition}/records")] == "records"
+    assert used[("get", "/v1/topics/{name}/partitions/{partition}/stream")] == "records"
+    assert used[("post", "/v1/producers")] == "records"
+    assert used[("get", "/v1/groups/{group}/members/{member}/stream")] == "groups"
+    assert used[("post", "/v1/queues/{name}/receive")] == "queues"
+    assert used[("get", "/v1/users")] == used[("put", "/v1/users/{name}/quotas")] == "users"
+    assert used[("get", "/v1/cluster")] == used[("post", "/v1/cluster/rebalance")] == "cluster"
+    assert used[("get", "/readyz")] == used[("get", "/")] == "service"
+
+
+def test_a_route_outside_every_section_cannot_be_registered():
+    async def handler(request):  # pragma: no cover - never registered
+        raise AssertionError
+
+    before = len(ROUTES)
+    with pytest.raises(AssertionError, match="tag"):
+        route("GET", "/v2/elsewhere", "Nowhere", access="user")(handler)
+    with pytest.raises(AssertionError, match="tag"):
+        route("GET", "/v1/topics", "Misfiled", access="user", tag="misc")(handler)
+    assert len(ROUTES) == before
 
 
 def test_every_operation_declares_the_refusals_of_its_shape(http):
