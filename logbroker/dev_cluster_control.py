@@ -175,7 +175,8 @@ def ask(work_dir: str, message: Request, timeout_s: float) -> dict[str, Any]:
         try:
             line = _read_line(conn, REPLY_BYTES_MAX)
         except TimeoutError:
-            raise ControlError(f"the launcher did not answer within {timeout_s:g} s") from None
+            raise ControlError(f"the launcher did not answer within {timeout_s:g} s (it answers once its nodes "
+                               "are up, one request at a time)") from None
         except ControlError:
             raise ControlError("the launcher stopped before it answered") from None
     return parse_reply(line)
@@ -192,10 +193,14 @@ class ControlServer:
     def open(self) -> ControlServer:
         """Listen; refuse when another launcher answers here, replace a socket one left behind."""
         if os.path.exists(self.path):
-            with contextlib.suppress(NotRunningError):
+            try:
                 ask(os.path.dirname(self.path), Request("status"), IO_TIMEOUT_S)
+            except NotRunningError:
+                os.unlink(self.path)
+            except ControlError:  # one listens, busy: a launcher all the same
+                raise ControlError(f"a `make cluster` is already running in {os.path.dirname(self.path)}") from None
+            else:
                 raise ControlError(f"a `make cluster` is already running in {os.path.dirname(self.path)}")
-            os.unlink(self.path)
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         previous = os.umask(0o177)
         try:

@@ -150,3 +150,14 @@ def test_a_work_dir_longer_than_a_socket_address(tmp_path):
     with serving(str(deep), []):
         assert ask(str(deep), Request("stop", 2), 5)["message"] == "stop 2"
     assert os.getcwd() == cwd
+
+
+def test_a_launcher_too_busy_to_answer_still_counts_as_running(tmp_path):
+    with socket.socket(socket.AF_UNIX) as busy:  # listens, never answers (as while it starts its nodes)
+        busy.bind(socket_path(str(tmp_path)))
+        busy.listen()
+        with pytest.raises(ControlError, match="did not answer within 1 s"):
+            ask(str(tmp_path), Request("status"), 1)
+        with pytest.raises(ControlError, match="already running"):
+            ControlServer(str(tmp_path), NODES).open()
+        assert os.path.exists(socket_path(str(tmp_path)))
