@@ -69,7 +69,9 @@ class NodeSlots:
             process.stop()
         process.kill()
         code = process.proc.returncode
-        how = "stopped (SIGTERM)" if graceful and code != -signal.SIGKILL else "killed (SIGKILL)"
+        how = "killed (SIGKILL)"
+        if graceful:
+            how = "stopped (SIGTERM)" if code != -signal.SIGKILL else "killed (SIGKILL) when SIGTERM did not stop it"
         return f"node {node_id} (pid {process.pid}) {how}, exit code {code}"
 
     def act(self, request: Request) -> str:
