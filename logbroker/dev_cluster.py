@@ -1,4 +1,5 @@
-"""``make cluster``: a real etcd and three ``logbroker serve`` nodes on loopback, stopped together.
+"""``make cluster``: a real etcd and three ``logbroker serve`` nodes on loopback, stopped together;
+one node can be stopped, killed and started again while the others serve.
 
 The work dir (``CLUSTER_DIR``, default ``./.data/cluster``) is reused across runs, so topics and
 records survive a restart: ``etcd/`` (etcd's data), ``node-<id>/`` (each node's data dir),
@@ -17,8 +18,11 @@ rack-aware placement and nearest-replica reads can be tried on one machine.
 
 The children run in process groups of their own, so a terminal's Ctrl-C reaches only this
 supervisor, which stops them in order: the nodes (SIGTERM, SIGKILL after a bound), then etcd, each
-by PID. It does the same on SIGTERM and when any child exits on its own (saying which). Every wait
-is bounded.
+by PID. It does the same on SIGTERM and when etcd exits. A node that exits leaves the others
+serving (the supervisor says which, once), so failover can be watched; ``logbroker dev-cluster
+status|stop N|kill N|start N`` asks the supervisor, through ``control.sock`` in the work dir
+(``dev_cluster_control``), to act on one node, and the supervisor owns a node started again like
+the first ones (``dev_cluster_nodes``). Every wait is bounded.
 """
 
 from __future__ import annotations
@@ -38,10 +42,12 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator, Mapping, Sequence
-from typing import IO, Final
+from typing import IO, Any, Final
 
 from coordinator.models import validate_rack
 from logbroker.certs import CA_CERT, CA_KEY, etcd_files, generate, generate_etcd
+from logbroker.dev_cluster_control import ControlError, ControlServer, Request
+from logbroker.dev_cluster_nodes import NodeSlots
 from logbroker.launcher import NodeProcess
 from segments.errors import InvalidArgumentError
 
@@ -134,6 +140,11 @@ def _rack(raw: str) -> bool:
         return False
 
 
+def work_dir_from_env(env: Mapping[str, str]) -> str:
+    """The cluster's work dir: ``CLUSTER_DIR``, else ``./.data/cluster``, made absolute."""
+    return os.path.abspath(env.get("CLUSTER_DIR") or DEFAULT_DIR)
+
+
 def plan_from_env(env: Mapping[str, str]) -> ClusterPlan:
     """The plan: defaults, overridden by the ``CLUSTER_*`` variables; every port distinct."""
     lists: dict[str, tuple[int, ...]] = {}
@@ -149,7 +160,7 @@ def plan_from_env(env: Mapping[str, str]) -> ClusterPlan:
         if len(racks) != len(NODE_IDS) or not all(_rack(r) for r in racks):
             raise ClusterError(f"CLUSTER_RACKS must name {len(NODE_IDS)} racks, one per node, not "
                                f"{env['CLUSTER_RACKS'][:200]!r}")
-    plan = ClusterPlan(work_dir=os.path.abspath(env.get("CLUSTER_DIR") or DEFAULT_DIR),
+    plan = ClusterPlan(work_dir=work_dir_from_env(env),
                        etcd_client_port=_port(env.get("CLUSTER_ETCD_CLIENT_PORT", "2379"), "CLUSTER_ETCD_CLIENT_PORT"),
                        etcd_peer_port=_port(env.get("CLUSTER_ETCD_PEER_PORT", "2380"), "CLUSTER_ETCD_PEER_PORT"),
                        http_ports=lists["CLUSTER_HTTP_PORTS"], rpc_ports=lists["CLUSTER_RPC_PORTS"],
@@ -340,6 +351,8 @@ def banner(plan: ClusterPlan, nodes: Sequence[NodeProcess], etcd_pid: int) -> st
               f"          curl -s {last}/v1/cluster {auth}",
               f"  CLI:    export LOGBROKER_URL={','.join(n.url for n in nodes)} "
               f"LOGBROKER_USER={ADMIN_USER} LOGBROKER_PASSWORD={ADMIN_PASSWORD}; .venv/bin/logbroker topic list",
+              "  one node: .venv/bin/logbroker dev-cluster status | stop N | kill N | start N   "
+              "(the others keep serving; CLUSTER_DIR names this cluster's work dir when it is not the default)",
               "Ctrl-C stops the nodes, then etcd."]
     return "\n".join(lines)
 
@@ -348,19 +361,20 @@ def _say(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def _dead_child(etcd: EtcdProcess, nodes: Sequence[NodeProcess]) -> str | None:
-    for node in nodes:
-        assert node.proc is not None
-        if node.proc.poll() is not None:
-            return f"node {node.node_id} (pid {node.pid}) exited with {node.proc.returncode}; see {node.log_path}"
-    assert etcd.proc is not None
-    if etcd.proc.poll() is not None:
-        return f"etcd (pid {etcd.pid}) exited with {etcd.proc.returncode}; see {etcd.log_path}"
-    return None
+def _answer(request: Request, nodes: NodeSlots, etcd: EtcdProcess, plan: ClusterPlan) -> dict[str, Any]:
+    """A control request done (``ControlError`` when it cannot be), with the cluster's state after it."""
+    message = ""
+    if request.node_id is not None:
+        message = nodes.act(request)
+        _say(f"{message} (logbroker dev-cluster {request.op} {request.node_id})")
+    return {"ok": True, "message": message,
+            "cluster": {"work_dir": plan.work_dir, "launcher_pid": os.getpid(),
+                        "etcd": {"pid": etcd.pid, "url": plan.etcd_url}, "nodes": nodes.status()}}
 
 
 def run(plan: ClusterPlan, env: Mapping[str, str]) -> int:
-    """Start etcd and the nodes, print the banner, wait for a signal or a dead child, stop all."""
+    """Start etcd and the nodes, print the banner, serve control requests and say which node died
+    until a signal or etcd's exit, then stop everything started."""
     binary = shutil.which("etcd", path=env.get("PATH"))
     if binary is None:
         raise ClusterError("no etcd on PATH (Debian: apt-get install etcd-server; `make cluster` does it)")
@@ -368,37 +382,37 @@ def run(plan: ClusterPlan, env: Mapping[str, str]) -> int:
     keys = prepare(plan)
     etcd = EtcdProcess(etcd_args(plan, binary), os.path.join(plan.logs_dir, "etcd.log"), plan.etcd_client_port,
                        plan.etcd_certs)
-    nodes: list[NodeProcess] = []
+    nodes = NodeSlots(lambda node_id: node_process(plan, node_id, keys, env),
+                      {node_id: plan.http_url(node_id) for node_id in NODE_IDS}, NODE_START_TIMEOUT_S)
+    control = ControlServer(plan.work_dir, NODE_IDS)
     code = 0
     with _stop_signals():
         try:
+            control.open()
             etcd.start()
             for node_id in NODE_IDS:
-                node = node_process(plan, node_id, keys, env)
-                nodes.append(node)
-                node.start(NODE_START_TIMEOUT_S)
-            print(banner(plan, nodes, etcd.pid), flush=True)
-            while (dead := _dead_child(etcd, nodes)) is None:
-                time.sleep(POLL_S)
-            _say(f"{dead}: stopping the cluster")
+                nodes.start(node_id)
+            print(banner(plan, nodes.processes(), etcd.pid), flush=True)
+            while etcd.proc is not None and etcd.proc.poll() is None:
+                for message in nodes.reap():
+                    _say(message)
+                control.serve_once(lambda request: _answer(request, nodes, etcd, plan), POLL_S)
+            _say(f"etcd (pid {etcd.pid}) exited with {etcd.proc.returncode if etcd.proc else None}; see "
+                 f"{etcd.log_path}: stopping the cluster")
             code = 1
         except _Stop as stop:
             _say(f"{stop}: stopping the cluster")
-        except (ClusterError, RuntimeError) as exc:
+        except (ClusterError, ControlError, RuntimeError) as exc:
             _say(f"{exc}\nstopping the cluster")
             code = 1
         finally:
             # A second Ctrl-C does not cut the shutdown short: every step below is bounded.
             signal.signal(signal.SIGINT, signal.SIG_IGN)
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
-            for node in nodes:  # all told at once, then each waited for (bounded) and reaped
-                if node.proc is not None and node.proc.poll() is None:
-                    node.proc.send_signal(signal.SIGTERM)
-            for node in nodes:
-                node.stop()
-                node.kill()
+            control.close()
+            nodes.stop_all()
             etcd.stop()
-    _say("stopped: " + ", ".join([f"node {n.node_id} (pid {n.pid})" for n in nodes if n.proc is not None]
+    _say("stopped: " + ", ".join([f"node {n.node_id} (pid {n.pid})" for n in nodes.processes() if n.proc is not None]
                                   + ([f"etcd (pid {etcd.pid})"] if etcd.proc is not None else [])))
     return code
 

@@ -17,6 +17,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from typing import IO, Final
 
 READY: Final = re.compile(r"^logbroker ready http=(\S+) grpc=(\S+) node=(\d+)$")
@@ -39,6 +40,16 @@ def cluster_args(coordinator_url: str, certs_dir: str, node_id: int, *, cluster_
             "--rpc-tls-key-file", os.path.join(certs_dir, f"node-{node_id}.key"))
 
 
+def serve_args(data_dir: str, node_id: int, extra: Sequence[str]) -> list[str]:
+    """``logbroker serve``'s flags: the node's id and data dir, the launcher's defaults (auth off,
+    loopback, any free port) and ``extra``. A default ``extra`` gives again is left out, so the
+    command line (what ``ps`` shows) names each of these flags once and reads as what runs."""
+    given = {arg.partition("=")[0] for arg in extra if arg.startswith("--")}
+    defaults = (("--node-id", str(node_id)), ("--data-dir", data_dir), ("--auth", "off"),
+                ("--http-host", "127.0.0.1"), ("--http-port", "0"), ("--rpc-port", "0"))
+    return [part for flag, value in defaults if flag not in given for part in (flag, value)] + list(extra)
+
+
 class NodeProcess:
     def __init__(self, data_dir: str, *extra: str, node_id: int = 1, cwd: str | None = None,
                  env: dict[str, str] | None = None, log_path: str | None = None,
@@ -48,9 +59,7 @@ class NodeProcess:
         that a terminal's Ctrl-C reaches only the parent, which stops its children in order."""
         self.data_dir = data_dir
         self.node_id = node_id
-        self.args = [sys.executable, "-m", "logbroker", "serve", "--auth", "off", "--http-host", "127.0.0.1",
-                     "--http-port", "0", "--rpc-port", "0", "--node-id", str(node_id), "--data-dir", data_dir,
-                     *extra]
+        self.args = [sys.executable, "-m", "logbroker", "serve", *serve_args(data_dir, node_id, extra)]
         self.cwd = cwd
         self.env = env
         self.log_path = log_path

@@ -15,7 +15,7 @@ from typing import Any, Final
 
 import uvloop
 
-from logbroker.cli import admin, groups
+from logbroker.cli import admin, dev_cluster, groups
 from logbroker.client import (
     CA_FILE_ENV,
     CERT_FILE_ENV,
@@ -103,6 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
     leave.add_argument("node_id", type=int)
     groups.add_commands(sub, common)
     admin.add_commands(sub, common)
+    dev_cluster.add_commands(sub)
     return parser
 
 
@@ -113,6 +114,8 @@ def main(argv: list[str] | None = None) -> int:
             return _serve(args)
         if args.command == "certs":
             return admin.certs(args)
+        if args.command == "dev-cluster":
+            return dev_cluster.run(args)
         return uvloop.run(_client_main(args))
     except (LogBrokerError, InvalidRequestError) as exc:
         print(f"logbroker: {exc}", file=sys.stderr)

@@ -1,10 +1,13 @@
 """``make cluster`` (``logbroker.dev_cluster``): the plan and each node's command line resolve to
-three distinct nodes sharing etcd, auth, certificates and secrets; the real script brings up etcd
-and three nodes that see each other alive, and one SIGINT stops every process it started."""
+three distinct nodes sharing etcd, auth, certificates and secrets, each flag named once; the real
+script brings up etcd and three nodes that see each other alive, and one SIGINT stops every process
+it started. ``logbroker dev-cluster`` kills a leader while the others keep taking writes, starts it
+again and it leads again; the SIGINT then stops the node started again too. etcd's exit stops all."""
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import signal
@@ -46,6 +49,7 @@ from tests.support.http import Http
 KEYS = Secrets(cluster_token="t" * 43, jwt_secret="j" * 43)
 BANNER_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 60.0
+CLI_TIMEOUT_S = 120.0
 
 
 def node_config(plan: ClusterPlan, node_id: int) -> NodeConfig:
@@ -79,6 +83,17 @@ def test_each_node_has_its_own_ports_id_and_data_dir_and_the_shared_settings():
         args = node_process(plan, node_id, KEYS, {}).args
         assert not {KEYS.cluster_token, KEYS.jwt_secret, ADMIN_PASSWORD} & set(args)
         assert not [a for a in args if "password" in a]
+
+
+def test_a_node_command_line_names_each_flag_once_and_reads_as_what_runs():
+    plan = plan_from_env({"CLUSTER_DIR": "/w", "CLUSTER_RACKS": "a,a,b"})
+    for node_id in NODE_IDS:
+        args = node_process(plan, node_id, KEYS, {}).args[4:]
+        flags = args[0::2]
+        assert all(flag.startswith("--") for flag in flags) and len(flags) == len(set(flags)), args
+        assert args[:4] == ["--node-id", str(node_id), "--data-dir", f"/w/node-{node_id}"]
+        assert args[args.index("--auth") + 1] == "on" and "off" not in args
+        assert args[args.index("--http-port") + 1] == str(8080 + node_id)
 
 
 def test_overrides_move_every_port_and_etcd_follows():
@@ -243,9 +258,102 @@ def test_make_cluster_brings_up_three_nodes_and_sigint_stops_every_process(tmp_p
         assert "SIGINT: stopping the cluster" in "".join(supervisor.err)
 
 
-def test_a_child_that_dies_stops_the_cluster_and_is_named(tmp_path):
+def dev_cluster(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    """``logbroker dev-cluster ARGS`` as a user runs it, against the cluster of ``env``."""
+    return subprocess.run([sys.executable, "-m", "logbroker", "dev-cluster", *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=CLI_TIMEOUT_S)
+
+
+def cluster_status(env: dict[str, str]) -> dict[str, Any]:
+    done = dev_cluster(env, "status", "--json")
+    assert done.returncode == 0, done.stderr
+    state: dict[str, Any] = json.loads(done.stdout)
+    return state
+
+
+def _partition(url: str, token: dict[str, str]) -> dict[str, Any]:
+    described = Http(url).json("GET", "/v1/topics/failover", headers=token)
+    partition: dict[str, Any] = described["partitions"][0]
+    return partition
+
+
+def _produce(url: str, token: dict[str, str], value: str) -> bool:
+    """One acks=all record to partition 0 through ``url``; safe to repeat (an idempotency key)."""
+    reply = Http(url).call("POST", "/v1/topics/failover/records?acks=all", headers={**token, "Idempotency-Key": value},
+                           body={"records": [{"value": value, "partition": 0}]})
+    return reply.status == 200
+
+
+def _values(url: str, token: dict[str, str]) -> list[str]:
+    fetched = Http(url).json("GET", "/v1/topics/failover/partitions/0/records?offset=0", headers=token)
+    return [r["value"] for r in fetched["records"]]
+
+
+def test_kill_a_leader_writes_go_on_start_it_it_leads_again_and_sigint_stops_it(tmp_path):
+    with running_script(tmp_path) as (supervisor, urls, pids):
+        env = supervisor.env
+        state = cluster_status(env)
+        assert {n["node_id"]: n["pid"] for n in state["nodes"]} == {n: pids[f"node {n}"] for n in NODE_IDS}
+        assert state["etcd"]["pid"] == pids["etcd"] and state["launcher_pid"] == supervisor.proc.pid
+        url_of = {n["node_id"]: n["http_url"] for n in state["nodes"]}
+        assert [url_of[n] for n in NODE_IDS] == urls
+        token = bearer(login(Http(urls[0]), ADMIN_USER, ADMIN_PASSWORD))
+        Http(urls[0]).json("POST", "/v1/topics", expect=201, headers=token,
+                           body={"name": "failover", "partitions": 3, "replication_factor": 3})
+        leader = wait_until(lambda: _partition(urls[0], token)["leader"] in NODE_IDS and
+                            _partition(urls[0], token)["leader"])
+        assert wait_until(lambda: _produce(urls[0], token, "before"))
+        others = [n for n in NODE_IDS if n != leader]
+        text = dev_cluster(env, "status").stdout
+        assert f"node {leader}  pid {pids[f'node {leader}']}" in text and "leads failover/0" in text
+
+        killed = dev_cluster(env, "kill", str(leader))
+        assert killed.returncode == 0, killed.stderr
+        assert killed.stdout == f"node {leader} (pid {pids[f'node {leader}']}) killed (SIGKILL), exit code -9\n"
+        assert not _alive(pids[f"node {leader}"]) and supervisor.proc.poll() is None
+        assert all(_alive(pids[f"node {n}"]) for n in others) and _alive(pids["etcd"])
+        via = url_of[others[0]]
+        assert wait_until(lambda: _produce(via, token, "during"), timeout_s=60)  # another node leads now
+        assert _partition(via, token)["leader"] in others
+        down = {n["node_id"]: n for n in cluster_status(env)["nodes"]}[leader]
+        assert (down["pid"], down["state"], down["exit_code"]) == (None, "down", -9)
+        assert f"node {leader}  down (exited with -9)" in dev_cluster(env, "status").stdout
+        for args, said in ((("kill", str(leader)), f"node {leader} is already down"),
+                           (("stop", str(leader)), f"node {leader} is already down"),
+                           (("start", str(others[0])), f"node {others[0]} is already running"),
+                           (("kill", "9"), "no node 9 in this cluster")):
+            refused = dev_cluster(env, *args)
+            assert refused.returncode == 1 and said in refused.stderr, (args, refused.stderr)
+        second = Supervisor({**env, "CLUSTER_HTTP_PORTS": ",".join(str(free_port()) for _ in NODE_IDS),
+                             "CLUSTER_RPC_PORTS": ",".join(str(free_port()) for _ in NODE_IDS),
+                             "CLUSTER_GRPC_PORTS": ",".join(str(free_port()) for _ in NODE_IDS),
+                             "CLUSTER_ETCD_CLIENT_PORT": str(free_port()), "CLUSTER_ETCD_PEER_PORT": str(free_port())})
+        assert second.proc.wait(timeout=STOP_TIMEOUT_S) == 1  # one launcher per work dir
+        assert "already running" in "".join(second.err)
+
+        started = dev_cluster(env, "start", str(leader))
+        assert started.returncode == 0, started.stderr
+        back = {n["node_id"]: n for n in cluster_status(env)["nodes"]}[leader]
+        assert back["pid"] not in (None, pids[f"node {leader}"]) and _alive(back["pid"])
+        assert started.stdout == f"node {leader} started (pid {back['pid']}), ready at {url_of[leader]}\n"
+        assert back["argv"] == state["nodes"][NODE_IDS.index(leader)]["argv"]  # the same command line
+        wait_until(lambda: _partition(url_of[leader], token)["leader"] == leader, timeout_s=90)  # failback
+        assert wait_until(lambda: _produce(url_of[leader], token, "after"))
+        assert _values(url_of[leader], token) == ["before", "during", "after"]
+
+        stopped = dev_cluster(env, "stop", str(others[1]))
+        assert stopped.returncode == 0 and "stopped (SIGTERM)" in stopped.stdout, stopped.stderr
+        assert not _alive(pids[f"node {others[1]}"])
+        supervisor.proc.send_signal(signal.SIGINT)
+        assert supervisor.proc.wait(timeout=STOP_TIMEOUT_S) == 0, "".join(supervisor.err)
+        assert not [pid for pid in (*pids.values(), back["pid"]) if _alive(pid)]
+        assert f"node {leader} (pid {back['pid']})" in "".join(supervisor.err).splitlines()[-1]  # "stopped: ..."
+        assert dev_cluster(env, "status").returncode == 1  # nothing answers any more
+
+
+def test_etcd_that_exits_stops_the_cluster_and_is_named(tmp_path):
     with running_script(tmp_path) as (supervisor, _, pids):
-        os.kill(pids["node 2"], signal.SIGKILL)
+        os.kill(pids["etcd"], signal.SIGKILL)
         assert supervisor.proc.wait(timeout=STOP_TIMEOUT_S) == 1
-        assert f"node 2 (pid {pids['node 2']}) exited with -9" in "".join(supervisor.err)
+        assert f"etcd (pid {pids['etcd']}) exited with -9" in "".join(supervisor.err)
         assert not [name for name, pid in pids.items() if _alive(pid)]
