@@ -96,6 +96,9 @@ def fetch_node(url: str, service_account_dir: str) -> dict[str, Any]:
             last = f"{exc.code} {exc.reason}"
             continue
         except (urllib.error.URLError, OSError) as exc:
+            if isinstance(getattr(exc, "reason", exc), ssl.SSLCertVerificationError):
+                raise ZoneError(f"GET {url}: the API server's certificate is not signed by the cluster's CA: "
+                                f"{exc}") from exc
             last = str(exc)
             continue
         if len(body) > RESPONSE_BYTES_MAX:
