@@ -66,7 +66,8 @@ def _get(docs: tuple[dict[str, Any], ...], kind: str, name: str) -> dict[str, An
 
 
 def _container(spec: dict[str, Any], name: str, init: bool = False) -> dict[str, Any]:
-    containers = [c for c in spec["initContainers" if init else "containers"] if c["name"] == name]
+    containers: list[dict[str, Any]] = [c for c in spec["initContainers" if init else "containers"]
+                                        if c["name"] == name]
     assert len(containers) == 1, name
     return containers[0]
 
@@ -129,9 +130,10 @@ def _readme_secrets() -> dict[str, set[str]]:
 
 def _readme_certs_command() -> list[str]:
     with open(README, encoding="utf-8") as f:
-        lines = [line for line in f if re.match(r"\S*logbroker certs ", line)]
+        text = f.read()
+    lines = [line for line in text.splitlines() if re.match(r"\S*logbroker certs ", line)]
     assert len(lines) == 1
-    namespace = re.search(r"^NS=(\S+)$", open(README, encoding="utf-8").read(), re.MULTILINE)
+    namespace = re.search(r"^NS=(\S+)$", text, re.MULTILINE)
     assert namespace is not None and namespace.group(1) == NAMESPACE
     return shlex.split(lines[0].replace("$NS", NAMESPACE))
 

@@ -154,6 +154,7 @@ def test_what_is_no_label_value_is_refused(zone):
 
 
 def test_an_answer_that_is_no_node_is_refused():
-    for answer in ({}, {"metadata": []}, {"metadata": {"labels": ["a"]}}):
+    answers: list[dict[str, Any]] = [{}, {"metadata": []}, {"metadata": {"labels": ["a"]}}]
+    for answer in answers:
         with pytest.raises(topology_zone.ZoneError):
             topology_zone.zone_of(answer)
