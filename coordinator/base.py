@@ -10,7 +10,8 @@ from __future__ import annotations
 import abc
 import contextlib
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from coordinator.errors import InvalidTopicError
 from coordinator.models import (
@@ -55,6 +56,13 @@ class Coordinator(abc.ABC):
         ``InvalidTopicError`` when it is not more than now). Coordinators that cannot do it yet
         say so with ``InvalidTopicError``."""
         raise InvalidTopicError("this coordinator cannot add partitions yet")
+
+    async def set_topic_config(self, name: str,
+                               update: Callable[[TopicMetadata], Mapping[str, Any]]) -> TopicMetadata:
+        """Replace a topic's config with ``update(current)`` in one guarded change (``update``
+        raises to refuse; it may run again on a newer ``current`` when the topic changed meanwhile).
+        Returns the topic as stored (raises ``UnknownTopicError``)."""
+        raise InvalidTopicError("this coordinator cannot change a topic's config")
 
     @abc.abstractmethod
     async def get_topic(self, name: str) -> TopicMetadata:

@@ -351,6 +351,20 @@ class EtcdCoordinator(Coordinator):
                 return grown
         raise self._contended(f"adding partitions to {name!r}")
 
+    async def set_topic_config(self, name: str,
+                               update: Callable[[TopicMetadata], Mapping[str, Any]]) -> TopicMetadata:
+        """One put of ``topics/<name>`` (sealed like every topic record), guarded by its mod
+        revision: the watch carries it to every node, which applies it to what it hosts."""
+        for _ in range(CONTENTION_RETRIES):
+            meta = self._topic(name)
+            changed = dataclasses.replace(meta, config=dict(update(meta)))
+            tkey = topic_key(name)
+            resp = await self._txn([cmp_mod(self._k(tkey), self._cache.mod_revision(tkey))],
+                                   [op_put(self._k(tkey), self._sealed(tkey, changed.to_json()))])
+            if resp.succeeded:
+                return changed
+        raise self._contended(f"changing the config of {name!r}")
+
     async def _write_topic(self, meta: TopicMetadata, records: list[tuple[int, PartitionRecord]], guard: Any, *,
                            creating: bool) -> bool:
         """Put ``records`` then ``topics/<name>`` if ``guard`` holds; False when it does not.

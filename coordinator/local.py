@@ -17,7 +17,7 @@ import json
 import os
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Final, final
 
 from coordinator.base import Coordinator
@@ -148,6 +148,15 @@ class LocalCoordinator(Coordinator):
             state = self._state
             self._commit_locked(dataclasses.replace(state, topics={**state.topics, name: grown}))
             return grown
+
+    async def set_topic_config(self, name: str,
+                               update: Callable[[TopicMetadata], Mapping[str, Any]]) -> TopicMetadata:
+        async with self._lock:
+            meta = self._topic(name)
+            changed = dataclasses.replace(meta, config=dict(update(meta)))
+            state = self._state
+            self._commit_locked(dataclasses.replace(state, topics={**state.topics, name: changed}))
+            return changed
 
     async def get_topic(self, name: str) -> TopicMetadata:
         return self._topic(name)

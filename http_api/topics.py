@@ -1,4 +1,4 @@
-"""Topic and queue administration: create, list, describe, delete."""
+"""Topic and queue administration: create, list, describe, delete, add partitions, change config."""
 
 from __future__ import annotations
 
@@ -75,3 +75,23 @@ async def add_partitions(request: web.Request) -> web.Response:
     body, topic = await read_json(request), path_topic(request)
     async with adding_partitions(request, topic, body):
         return json_response(await request.app[NODE].add_partitions(topic, body))
+
+
+CONFIG_CHANGE_BODY = {
+    "type": "object", "minProperties": 1,
+    "description": "The config keys to change and their new values (null: back to the default); the rules of "
+                   "topic creation apply. Fixed on a live topic: partitions (see /partitions), replication_factor, "
+                   "segment_index_bytes, dead_letter_topic; max_batch_bytes may only grow.",
+    "additionalProperties": True,
+    "example": {"retention_ms": 3600000, "min_insync_replicas": 2},
+}
+
+
+@route("PATCH", "/v1/topics/{name}/config", "Change a live topic's or queue's config (owner or admin)",
+       access="manage", body=CONFIG_CHANGE_BODY,
+       responses={"200": "The topic as described after the change", "400": "An unknown key, a value of the wrong "
+                  "type or out of bounds, or a key that cannot change live (the problem names it)",
+                  "403": "Not the owner or an admin", "404": "Unknown topic"})
+async def alter_topic_config(request: web.Request) -> web.Response:
+    body, topic = await read_json(request), path_topic(request)
+    return json_response(await request.app[NODE].alter_topic_config(topic, body))

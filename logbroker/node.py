@@ -41,6 +41,7 @@ from coordinator.models import (
     topic_config_bounds,
     validate_name,
 )
+from coordinator.topic_config import alter_config
 from internal_rpc.frames import MESSAGE_BYTES_MAX
 from internal_rpc.server import RpcServer
 from logbroker.auth.bootstrap import build_auth, node_limits
@@ -90,6 +91,7 @@ from logbroker.storage_usage import RECOUNT_S as STORAGE_RECOUNT_S
 from logbroker.storage_usage import StorageUsage
 from logbroker.supervisor import run_supervised
 from logbroker.timestamps import TimestampWindow
+from logbroker.topic_config_view import described_config
 from segments.batch import HEADER_SIZE, NO_PRODUCER_ID, NO_SEQUENCE, encode_batch, parse_header
 from segments.config import LogConfig
 from segments.errors import TooManyOpenFilesError
@@ -257,7 +259,9 @@ class Node:
             if meta.kind != "queue":
                 continue
             led = self._leads_queue(meta)
-            if led and not self.queues.has(meta.name):
+            if led and self.queues.has(meta.name):
+                self.queues.reconfigure(meta)
+            elif led and not self.queues.has(meta.name):
                 await self._open_queue(meta)
                 log.info("managing queue", extra={"fields": {"queue": meta.name}})
             elif not led and self.queues.has(meta.name):
@@ -304,8 +308,12 @@ class Node:
             "storage_usage", self.storage.tick, STORAGE_RECOUNT_S, on_failure=self.metrics.count_background_failure))
 
     async def open_hosted(self, meta: TopicMetadata, partitions: list[int]) -> None:
-        """Open the logs of ``meta``'s partitions that this cluster node hosts."""
-        await self.replicas.open_topic(meta, self.log_config(meta), partitions)
+        """Open the logs of ``meta``'s partitions that this cluster node hosts; those open already
+        take a changed config now (a user topic's: internal logs keep what they opened with)."""
+        config = self.log_config(meta)
+        if not meta.name.startswith(INTERNAL_PREFIX):
+            self.replicas.reconfigure(meta.name, config)
+        await self.replicas.open_topic(meta, config, partitions)
 
     def _queue_replicas(self, name: str) -> tuple[int, ...] | None:
         """The replica list every partition of a cluster's queue shares (its state log's too)."""
@@ -585,6 +593,31 @@ class Node:
                 self.queues.grow(meta, self.replicas.partitions(state_topic(meta)))
         return await self.describe_topic(name)
 
+    async def alter_topic_config(self, name: str, changes: object) -> dict[str, Any]:
+        """Change a topic's or queue's config live (``{key: value}``, null: back to the default;
+        ``coordinator.topic_config`` decides what may change). The change is stored first (etcd's
+        watch carries it to every replica's node), then applied to what this node holds."""
+        self._check_serving()
+        validate_name(name, internal=True)
+        if name.startswith(INTERNAL_PREFIX):
+            raise InvalidTopicError(f"{name!r} is internal: its config is the broker's")
+
+        def update(current: TopicMetadata) -> dict[str, Any]:
+            return alter_config(current, changes, base_config=self.base_log_config, bounds=self.config_bounds)
+
+        meta = await self.coordinator.set_topic_config(name, update)
+        log.info("topic config changed", extra={"fields": {"topic": name, "config": dict(meta.config)}})
+        self.replicas.reconfigure(name, self.log_config(meta))
+        if meta.kind == "queue":
+            self.queues.reconfigure(meta)
+        if self.clustered:
+            self.sync.notice(MetadataChange(topics=frozenset({name})))
+            for partition in self.local_partitions(name):
+                state = self.coordinator.cached_partition(name, partition)
+                if state is not None:
+                    self.replication.sync_partition(state)
+        return await self.describe_topic(name)
+
     async def _check_partition_budget(self, more: int) -> None:
         """Refuse, before anything is created, partitions beyond the node's descriptor budget: each
         keeps its active segment's file open (``logbroker.descriptors``)."""
@@ -671,9 +704,7 @@ class Node:
                 "replicas": list(state.replicas), "in_sync_replicas": list(state.isr),
                 **figures.get(state.partition, unknown),
             })
-        config = self.log_config(meta).to_mapping()
-        if meta.kind == "queue":
-            config.update(TopicSpec(meta.name, meta.partitions, None, meta.kind, meta.config).queue_settings())
+        config = described_config(meta, self.log_config(meta))
         return {**self._summary(meta), "partition_count": meta.partitions, "partitions": partitions,
                 "topic_id": meta.topic_id, "created_ms": meta.created_ms, "config": config}
 
@@ -1272,7 +1303,8 @@ class Node:
         counts = dict.fromkeys(("topics", "partitions", "internal_topics", "internal_partitions"), 0)
         for meta in await self.auth.visible(principal, await self.coordinator.list_topics()):
             states = await self.coordinator.partition_states(meta.name)
-            topics.append({"name": meta.name, "partitions": [
+            config = described_config(meta, self.log_config(meta))
+            topics.append({"name": meta.name, "config": config, "partitions": [
                 {"partition": s.partition, "leader": s.leader, "leader_epoch": s.leader_epoch,
                  "replicas": list(s.replicas), "in_sync_replicas": list(s.isr)} for s in states]})
             kind = "internal_" if meta.name.startswith(INTERNAL_PREFIX) else ""

@@ -380,6 +380,16 @@ class ReplicaManager:
             self._replicas[meta.name] = dict(sorted(replicas.items()))
             self._topic_changed(meta.name)
 
+    def reconfigure(self, topic: str, config: LogConfig) -> int:
+        """Give every open partition of ``topic`` whose config differs ``config`` from now on (a
+        changed topic config takes effect live, ``PartitionLog.reconfigure``); returns how many."""
+        changed = 0
+        for replica in self._replicas.get(topic, {}).values():
+            if replica.log.config != config:
+                replica.log.reconfigure(config)
+                changed += 1
+        return changed
+
     def hosts(self, topic: str, partition: int) -> bool:
         """True when this node has ``partition`` of ``topic`` open."""
         return partition in self._replicas.get(topic, {})

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import dataclasses
 import os
 import threading
 from collections.abc import Callable, Iterator
@@ -652,6 +653,19 @@ class PartitionLog:
                 if found is not None:
                     return found
             return None
+
+    # ---- configuration -------------------------------------------------------------------------
+
+    def reconfigure(self, config: LogConfig) -> None:
+        """Take ``config`` from now on: retention, flushing and the batch limit at once, the size
+        and age limits of the active segment from its next append. The segment index size is
+        kept (each index is sized when its segment opens), so ``segment_index_bytes`` takes
+        effect only when the log is opened again."""
+        with self._lock:
+            config = dataclasses.replace(config, segment_index_bytes=self.config.segment_index_bytes)
+            self.config = config
+            if self._segments:
+                self._segments[-1].config = config
 
     # ---- retention and truncation --------------------------------------------------------------
 

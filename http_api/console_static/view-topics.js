@@ -1,9 +1,13 @@
 // Topics and queues: the list (create, delete), and one topic: partitions with leader, replicas,
-// ISR, offsets and size; config; owner and grants; add partitions; produce a test message; a live
-// message-rate chart; for a queue, its delivery state and dead letters.
+// ISR, offsets and size; config (editable by the owner and admins); owner and grants; add
+// partitions; produce a test message; a live message-rate chart; for a queue, its delivery state
+// and dead letters.
 import { api } from "./api.js";
 import { LiveChart, Rate } from "./charts.js";
 import { field, fmtBytes, h, mount, pill, table, toast } from "./dom.js";
+
+// Config keys that cannot change on a live topic (PATCH /v1/topics/{name}/config refuses them).
+const FIXED_CONFIG = ["segment_index_bytes", "dead_letter_topic", "dead_letter_topic_id"];
 
 const link = (name) => h("a", { href: `#/topics/${encodeURIComponent(name)}` }, name);
 
@@ -67,7 +71,9 @@ export async function topicView(main, [name], ctx) {
     if (topic.kind === "queue") await drawQueue(queueBox, name);
   };
 
-  const config = table(["Setting", "Value"], Object.entries(topic.config || {}).map(([k, v]) => [k, String(v)]));
+  const config = h("div", {});
+  const drawConfig = () => mount(config, configTable(path, topic, canManage, (changed) => { topic = changed; drawConfig(); }));
+  drawConfig();
   const acl = h("div", {});
   if (canManage) drawAcl(acl, name).catch((err) => mount(acl, h("p", { class: "error" }, err.message)));
 
@@ -89,6 +95,36 @@ export async function topicView(main, [name], ctx) {
   await refresh();
   const timer = setInterval(() => refresh().catch(() => {}), 2000);
   return () => clearInterval(timer);
+}
+
+// The config as a table; for the owner and admins each changeable value is an input, and "Save"
+// sends only the keys whose text changed (digits as numbers), answering with the new config.
+function configTable(path, topic, canManage, saved) {
+  const entries = Object.entries(topic.config || {});
+  if (!canManage) return table(["Setting", "Value"], entries.map(([k, v]) => [k, String(v)]));
+  const inputs = new Map();
+  const error = h("span", { class: "error", id: "config-error" });
+  const rows = entries.map(([k, v]) => {
+    if (FIXED_CONFIG.includes(k)) return [k, String(v)];
+    const input = h("input", { name: k, "data-config": k, value: String(v), size: 16 });
+    inputs.set(k, [input, String(v)]);
+    return [k, input];
+  });
+  return h("form", { id: "topic-config", onsubmit: async (e) => {
+    e.preventDefault();
+    error.textContent = "";
+    const changes = {};
+    for (const [k, [input, was]] of inputs) {
+      const text = input.value.trim();
+      if (text !== was) changes[k] = /^-?[0-9]+$/.test(text) ? Number(text) : text;
+    }
+    if (!Object.keys(changes).length) { error.textContent = "Nothing changed."; return; }
+    try {
+      const changed = await api("PATCH", `${path}/config`, changes);
+      toast(`Saved ${Object.keys(changes).join(", ")}`);
+      saved(changed);
+    } catch (err) { error.textContent = err.message; }
+  } }, table(["Setting", "Value"], rows), h("button", { type: "submit" }, "Save config"), error);
 }
 
 function produceForm(name, topic, refresh) {

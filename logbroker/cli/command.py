@@ -1,4 +1,4 @@
-"""The ``logbroker`` command: ``serve``, ``topic create|list|describe|delete``, ``produce``,
+"""The ``logbroker`` command: ``serve``, ``topic create|list|describe|alter|delete``, ``produce``,
 ``consume``, ``group list|describe|reset-offsets`` and ``queue send|receive`` (``groups``), and
 (``admin``) ``token``, ``user``, ``acl`` and ``certs``. Human output by default, ``--json`` for
 scripts. This module is the composition entry point, so ``serve`` is the one place in
@@ -77,6 +77,11 @@ def build_parser() -> argparse.ArgumentParser:
     actions.add_parser("list", help="list topics", parents=[common])
     for action in ("describe", "delete"):
         actions.add_parser(action, help=f"{action} a topic", parents=[common]).add_argument("name")
+    alter = actions.add_parser("alter", help="change the config of a live topic or queue (owner or admin)",
+                               description="change the config of a live topic or queue (owner or admin); "
+                               "KEY= puts a key back to its default", parents=[common])
+    alter.add_argument("name")
+    alter.add_argument("changes", nargs="+", metavar="KEY=VALUE")
 
     produce = client_command("produce", "produce lines from stdin (key<TAB>value when a line has a tab)")
     produce.add_argument("topic")
@@ -174,6 +179,12 @@ async def _topic(client: Client, args: argparse.Namespace) -> int:
         lines += [f"  partition {p['partition']}: leader {p['leader']} epoch {p['leader_epoch']} "
                   f"offsets [{p['earliest_offset']}, {p['latest_offset']})"
                   for p in described["partitions"]]
+        lines += _config_lines(described["config"])
+        _print(args, described, "\n".join(lines))
+    elif args.action == "alter":
+        changes = dict(_key_value(item, "alter", empty_is_none=True) for item in args.changes)
+        described = await client.alter_topic_config(args.name, changes)
+        lines = [f"altered {args.name}", *_config_lines(described["config"])]
         _print(args, described, "\n".join(lines))
     else:
         await client.delete_topic(args.name)
@@ -210,11 +221,19 @@ async def _cluster(client: Client, args: argparse.Namespace) -> int:
     return 0
 
 
-def _key_value(item: str) -> tuple[str, Any]:
+def _key_value(item: str, what: str = "--config", *, empty_is_none: bool = False) -> tuple[str, Any]:
+    """``KEY=VALUE`` as a config entry: digits are a number, anything else text (``KEY=`` is None,
+    back to the default, with ``empty_is_none``)."""
     key, sep, value = item.partition("=")
-    if not sep:
-        raise InvalidRequestError(f"--config takes KEY=VALUE, not {item!r}")
-    return key, int(value) if value.lstrip("-").isdigit() else value
+    if not sep or not key:
+        raise InvalidRequestError(f"{what} takes KEY=VALUE, not {item!r}")
+    if empty_is_none and not value:
+        return key, None
+    return key, int(value) if value.lstrip("-").isascii() and value.lstrip("-").isdigit() else value
+
+
+def _config_lines(config: dict[str, Any]) -> list[str]:
+    return [f"  {key} = {config[key]}" for key in sorted(config)]
 
 
 async def _produce(client: Client, args: argparse.Namespace) -> int:

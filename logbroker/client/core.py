@@ -329,6 +329,13 @@ class Client(GroupQueueCalls):
         result: dict[str, Any] = await self._json("GET", f"/v1/topics/{name}")
         return result
 
+    async def alter_topic_config(self, name: str, changes: dict[str, Any]) -> dict[str, Any]:
+        """``PATCH /v1/topics/{name}/config``: change the given config keys of a live topic (None
+        puts a key back to its default; owner or admin). Returns the topic as described after."""
+        result: dict[str, Any] = await self._json("PATCH", f"/v1/topics/{name}/config", json_body=changes,
+                                                  idempotent=True)  # it sets values: sending it again is harmless
+        return result
+
     async def list_topics(self) -> list[dict[str, Any]]:
         result = await self._json("GET", "/v1/topics")
         return list(result["topics"])

@@ -133,6 +133,19 @@ class QueueManager:
             queue.shares.append(PartitionShare(queue.max_deliveries))
         queue.meta = meta
 
+    def reconfigure(self, meta: TopicMetadata) -> None:
+        """Take a managed queue's changed ``max_deliveries`` and ``visibility_timeout_ms`` from now
+        on: deliveries already counted keep their count, leases already given keep their deadline."""
+        queue = self._queues.get(meta.name)
+        if queue is None:
+            return
+        settings = TopicSpec(meta.name, meta.partitions, None, meta.kind, meta.config).queue_settings()
+        queue.meta = meta
+        queue.max_deliveries = settings["max_deliveries"]
+        queue.visibility_ms = settings["visibility_timeout_ms"]
+        for share in queue.shares:
+            share.max_deliveries = queue.max_deliveries
+
     def names(self) -> list[str]:
         return sorted(self._queues)
 

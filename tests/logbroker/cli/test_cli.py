@@ -41,8 +41,25 @@ def test_topic_produce_consume(node):
     assert missing.returncode == 1 and "404" in missing.stderr
 
 
+def test_topic_alter_changes_the_config_and_describe_shows_it(node):
+    assert cli(node, "topic", "create", "cli.alter", "--config", "retention_ms=60000").returncode == 0
+    altered = cli(node, "topic", "alter", "cli.alter", "retention_ms=3600000", "flush=always")
+    assert altered.returncode == 0, altered.stderr
+    assert "altered cli.alter" in altered.stdout and "retention_ms = 3600000" in altered.stdout
+    described = cli(node, "topic", "describe", "cli.alter")
+    assert "flush = always" in described.stdout and "retention_ms = 3600000" in described.stdout
+    as_json = json.loads(cli(node, "topic", "alter", "cli.alter", "flush=", "--json").stdout)
+    assert as_json["config"]["flush"] == "interval" and as_json["config"]["retention_ms"] == 3600000
+    refused = cli(node, "topic", "alter", "cli.alter", "partitions=4")
+    assert refused.returncode == 1 and "400" in refused.stderr and "partitions" in refused.stderr
+    malformed = cli(node, "topic", "alter", "cli.alter", "retention_ms")
+    assert malformed.returncode != 0 and "KEY=VALUE" in malformed.stderr
+    assert json.loads(cli(node, "topic", "describe", "cli.alter", "--json").stdout)["config"]["retention_ms"] == 3600000
+
+
 def test_help_on_every_command(node):
-    for args in (["--help"], ["serve", "--help"], ["topic", "create", "--help"], ["produce", "--help"],
+    for args in (["--help"], ["serve", "--help"], ["topic", "create", "--help"], ["topic", "alter", "--help"],
+                 ["produce", "--help"],
                  ["consume", "--help"]):
         result = cli(node, *args)
         assert result.returncode == 0 and "usage:" in result.stdout

@@ -32,6 +32,24 @@ async def test_admin_calls(node):
 
 
 @pytest.mark.asyncio
+async def test_alter_topic_config(node):
+    async with Client(node.url) as client:
+        await client.create_topic("c.alter", config={"retention_ms": 1000})
+        described = await client.alter_topic_config("c.alter", {"retention_ms": 60_000, "flush": "always"})
+        assert (described["config"]["retention_ms"], described["config"]["flush"]) == (60_000, "always")
+        assert (await client.describe_topic("c.alter"))["config"]["flush"] == "always"
+        assert (await client.alter_topic_config("c.alter", {"flush": None}))["config"]["flush"] == "interval"
+        with pytest.raises(LogBrokerError) as err:
+            await client.alter_topic_config("c.alter", {"partitions": 3})
+        assert err.value.status == 400 and err.value.code == "invalid_topic" and "partitions" in str(err.value)
+        with pytest.raises(LogBrokerError) as err:
+            await client.alter_topic_config("c.missing", {"retention_ms": 1})
+        assert err.value.status == 404
+    with SyncClient(node.url) as sync:
+        assert sync.alter_topic_config("c.alter", {"retention_ms": 5000})["config"]["retention_ms"] == 5000
+
+
+@pytest.mark.asyncio
 async def test_the_broker_puts_keyed_records_where_the_client_would(node):
     keys = [f"k{i}" for i in range(200)]
     async with Client(node.url) as client:

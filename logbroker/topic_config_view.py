@@ -1,0 +1,28 @@
+"""A topic's config as clients are shown it (pure): every key that decides its behaviour, with
+the value in force, defaults included, so describe, ``/v1/cluster`` and the console agree."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from coordinator.models import TIMESTAMP_AFTER_KEY, TIMESTAMP_BEFORE_KEY, TopicMetadata, TopicSpec
+from logbroker.dedup import WINDOW_KEY, WINDOW_MS_DEFAULT
+from logbroker.partition_state import MIN_INSYNC_KEY, min_insync_replicas
+from logbroker.timestamps import TimestampWindow
+from segments.config import LogConfig
+
+
+def described_config(meta: TopicMetadata, log_config: LogConfig) -> dict[str, Any]:
+    """The storage config in force (``log_config``), the replication and produce rules, and a
+    queue's delivery settings."""
+    config = log_config.to_mapping()
+    window = TimestampWindow.of(meta.config)
+    dedup = meta.config.get(WINDOW_KEY)
+    config.update({
+        MIN_INSYNC_KEY: min_insync_replicas(meta.config, meta.replication_factor),
+        WINDOW_KEY: dedup if isinstance(dedup, int) and not isinstance(dedup, bool) else WINDOW_MS_DEFAULT,
+        TIMESTAMP_AFTER_KEY: window.after_max_ms, TIMESTAMP_BEFORE_KEY: window.before_max_ms,
+    })
+    if meta.kind == "queue":
+        config.update(TopicSpec(meta.name, meta.partitions, None, meta.kind, meta.config).queue_settings())
+    return config
