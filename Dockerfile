@@ -21,11 +21,10 @@ COPY http_api ./http_api
 COPY grpc_api ./grpc_api
 COPY logbroker ./logbroker
 COPY spark_connector ./spark_connector
-COPY benchmarks ./benchmarks
-COPY chaos ./chaos
-# The public gRPC API's modules are generated from grpc_api/broker.proto (not committed).
+# The public gRPC API's modules are generated from grpc_api/broker.proto (not committed). The image
+# is a node: the package with its server extra, nothing of the benchmarks, chaos harness or tests.
 RUN pip install --no-cache-dir "grpcio-tools>=1.85,<1.86" && python -m grpc_api.stubs \
-    && pip install --no-cache-dir . \
+    && pip install --no-cache-dir ".[server]" \
     && useradd --system --uid 10001 --home-dir /data logbroker \
     && mkdir -p /data && chown logbroker /data
 

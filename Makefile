@@ -1,14 +1,28 @@
 # Every target does its own set-up; `make test` is quick when nothing is missing.
 VENV ?= .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed
 QUICK ?=
 
 .PHONY: test lint bench bench-deps bench-node bench-guard run cluster chaos system-deps clean spark-example jvm
+# The set-up steps install into one .venv: one at a time, in the order a target names them.
+.NOTPARALLEL:
 
-$(STAMP): setup.cfg pyproject.toml
-	scripts/bootstrap-venv.sh
-	touch $(STAMP)
+# Each target installs the extras it needs (decision 0279), one stamp per set: $(VENV)/.installed-A+B
+# installs ".[A,B]" and marks each of A and B as installed too, so `make run` after `make test`
+# installs nothing and `make test` after `make run` adds what the tests need.
+comma := ,
+BOOTSTRAP ?= scripts/bootstrap-venv.sh
+SERVER := $(VENV)/.installed-server
+SPARK := $(VENV)/.installed-spark
+TESTING := $(VENV)/.installed-server+spark+test
+BENCHING := $(VENV)/.installed-server+spark+bench
+LINTING := $(VENV)/.installed-server+spark+bench+test+dev
+CHAOS := $(VENV)/.installed-server+bench
+
+$(VENV)/.installed-%: setup.cfg pyproject.toml $(BOOTSTRAP)
+	VENV=$(VENV) $(BOOTSTRAP) $(subst +,$(comma),$*)
+	for extra in $(subst +, ,$*); do touch $(VENV)/.installed-$$extra; done
+	touch $@
 
 system-deps:
 	scripts/ensure-system-deps.sh
@@ -18,27 +32,21 @@ system-deps:
 JVM_JAR := spark_connector/jvm/build/logbroker-spark-segments.jar
 JVM_SOURCES := $(shell find spark_connector/jvm/src -type f 2>/dev/null)
 
-$(JVM_JAR): $(STAMP) $(JVM_SOURCES) scripts/build-jvm.sh | system-deps
+$(JVM_JAR): $(SPARK) $(JVM_SOURCES) scripts/build-jvm.sh | system-deps
 	scripts/build-jvm.sh $(PY) $@
 
 jvm: $(JVM_JAR)
 
-test: $(STAMP) system-deps $(JVM_JAR)
+test: $(TESTING) system-deps $(JVM_JAR)
 	$(PY) -m pytest
 
-lint: $(STAMP)
+lint: $(LINTING)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 
-BENCH_STAMP := $(VENV)/.bench-installed
-
-$(BENCH_STAMP): $(STAMP) setup.cfg
-	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check -e ".[test,dev,spark,bench]"
-	touch $(BENCH_STAMP)
-
 # The peer servers (nats-server, rabbitmq-server) from Debian's packages when missing, and the
 # peers' Python clients (the `bench` extra).
-bench-deps: $(BENCH_STAMP)
+bench-deps: $(BENCHING)
 	scripts/ensure-bench-deps.sh
 
 # The standard set against LogBroker, NATS JetStream and RabbitMQ; results, REPORT.md and plots
@@ -48,7 +56,7 @@ bench: bench-deps
 
 # LogBroker's own benchmarks (no peers): the log, one node, auth on/off, groups, queues, Spark, and
 # a three-node cluster on etcd (forwarding and metadata costs).
-bench-node: $(STAMP) $(JVM_JAR)
+bench-node: $(BENCHING) $(JVM_JAR)
 	$(PY) -m benchmarks log $(if $(QUICK),--quick,)
 	$(PY) -m benchmarks node $(if $(QUICK),--quick,)
 	$(PY) -m benchmarks auth $(if $(QUICK),--quick,)
@@ -63,7 +71,7 @@ bench-node: $(STAMP) $(JVM_JAR)
 # sets the pairs (8), NICE=-10 raises the runs' priority on a busy machine (root). Not a CI step:
 # run it before you stop a change that touches a request path.
 BASELINE ?= main
-bench-guard: $(STAMP) $(JVM_JAR)
+bench-guard: $(BENCHING) $(JVM_JAR)
 	$(PY) -m benchmarks guard --baseline $(BASELINE) $(if $(CANDIDATE),--candidate $(CANDIDATE),) \
 		$(if $(SCENARIOS),--scenarios $(SCENARIOS),) $(if $(REPEAT),--repeat $(REPEAT),) $(if $(NICE),--nice $(NICE),)
 
@@ -74,7 +82,7 @@ TOKEN_CURL := curl -s -XPOST $(RUN_URL)/v1/auth/token -H 'Content-Type: applicat
 
 # The admin's password reaches the node through its environment: a command line is public (/proc/*/cmdline).
 run: export LOGBROKER_ADMIN_PASSWORD := $(DEV_PASSWORD)
-run: $(STAMP)
+run: $(SERVER)
 	@echo "LogBroker: one node, embedded coordinator, data in ./.data/node-1"
 	@echo "  URL:    $(RUN_URL)   (OpenAPI: $(RUN_URL)/v1/openapi.json)"
 	@echo "  console: $(RUN_URL)/console   (log in as the admin below)   API explorer: $(RUN_URL)/docs"
@@ -92,7 +100,7 @@ run: $(STAMP)
 # A real etcd and three nodes on loopback (auth on, mutual TLS between nodes, one shared signing key,
 # etcd over TLS with client certificates), data in ./.data/cluster (kept across runs); Ctrl-C stops
 # them all. Ports: see logbroker/dev_cluster.py.
-cluster: $(STAMP) system-deps
+cluster: $(SERVER) system-deps
 	$(PY) -m logbroker.dev_cluster
 
 # A long chaos run (decision 0209): etcd and three nodes in network namespaces (partition faults are
@@ -100,11 +108,11 @@ cluster: $(STAMP) system-deps
 # group and a queue while a nemesis kills, pauses and cuts them off; the checker's summary, the
 # history (JSONL) and a plot in chaos/results/. Run as root for the namespaces. DURATION: 10m.
 DURATION ?= 10m
-chaos: $(STAMP) system-deps
+chaos: $(CHAOS) system-deps
 	$(PY) -m chaos --duration $(DURATION) --out chaos/results
 
 # The Spark example pipeline against `make run`'s broker (start that first, in another terminal).
-spark-example: $(STAMP) system-deps $(JVM_JAR)
+spark-example: $(SPARK) system-deps $(JVM_JAR)
 	$(PY) -m spark_connector.examples.events_per_minute --url $(RUN_URL) --seed 5000 --once \
 		--username $(DEV_ADMIN) --password $(DEV_PASSWORD)
 

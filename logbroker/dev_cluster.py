@@ -46,22 +46,26 @@ from typing import IO, Any, Final
 
 from coordinator.models import validate_rack
 from logbroker.certs import CA_CERT, CA_KEY, etcd_files, generate, generate_etcd
-from logbroker.dev_cluster_control import ControlError, ControlServer, Request
+from logbroker.dev_cluster_control import (
+    ADMIN_PASSWORD,
+    ADMIN_USER,
+    NODE_IDS,
+    NODE_START_TIMEOUT_S,
+    ControlError,
+    ControlServer,
+    Request,
+    work_dir_from_env,
+)
 from logbroker.dev_cluster_nodes import NodeSlots
 from logbroker.launcher import NodeProcess
 from segments.errors import InvalidArgumentError
 
-NODE_IDS: Final = (1, 2, 3)
-DEFAULT_DIR: Final = os.path.join(".", ".data", "cluster")
 DEFAULT_HTTP_PORTS: Final = (8081, 8082, 8083)
 DEFAULT_RPC_PORTS: Final = (9091, 9092, 9093)
 DEFAULT_GRPC_PORTS: Final = (9094, 9095, 9096)
 HOST: Final = "127.0.0.1"
-ADMIN_USER: Final = "admin"
-ADMIN_PASSWORD: Final = "dev-admin-password"
 SECRET_BYTES: Final = 32  # token_urlsafe(32): 43 characters, above jwt_secret's 32-byte floor
 ETCD_HEALTH_TIMEOUT_S: Final = 20.0
-NODE_START_TIMEOUT_S: Final = 60.0
 STOP_TIMEOUT_S: Final = 15.0
 POLL_S: Final = 0.2
 
@@ -138,11 +142,6 @@ def _rack(raw: str) -> bool:
         return validate_rack(raw) is not None
     except InvalidArgumentError:
         return False
-
-
-def work_dir_from_env(env: Mapping[str, str]) -> str:
-    """The cluster's work dir: ``CLUSTER_DIR``, else ``./.data/cluster``, made absolute."""
-    return os.path.abspath(env.get("CLUSTER_DIR") or DEFAULT_DIR)
 
 
 def plan_from_env(env: Mapping[str, str]) -> ClusterPlan:

@@ -25,6 +25,13 @@ import struct
 from collections.abc import Callable, Collection, Iterator, Mapping
 from typing import Any, Final
 
+# What the launcher and the command both know of a running cluster (this module needs only the
+# standard library, so the command works on a client-only install).
+NODE_IDS: Final = (1, 2, 3)
+DEFAULT_DIR: Final = os.path.join(".", ".data", "cluster")
+ADMIN_USER: Final = "admin"
+ADMIN_PASSWORD: Final = "dev-admin-password"
+NODE_START_TIMEOUT_S: Final = 60.0
 SOCKET_NAME: Final = "control.sock"
 OPS: Final = ("status", "stop", "kill", "start")
 NODE_OPS: Final = ("stop", "kill", "start")
@@ -34,6 +41,11 @@ IO_TIMEOUT_S: Final = 5.0  # the launcher's wait for a request, and a caller's f
 BACKLOG: Final = 8
 SUN_PATH_MAX: Final = 107  # bytes of a Unix socket address (108 with its NUL)
 _UCRED: Final = struct.Struct("3i")  # pid, uid, gid
+
+
+def work_dir_from_env(env: Mapping[str, str]) -> str:
+    """The cluster's work dir: ``CLUSTER_DIR``, else ``./.data/cluster``, made absolute."""
+    return os.path.abspath(env.get("CLUSTER_DIR") or DEFAULT_DIR)
 
 
 class ControlError(Exception):

@@ -17,6 +17,7 @@ from logbroker.config import ENV_PREFIX, NodeConfig, field_names, resolve
 from logbroker.proxies import TrustedProxies
 from logbroker.rpc_service import rpc_security
 from tests.conftest import ROOT
+from tests.support.distribution import SERVER_EXTRA, shipped_packages
 from tests.test_layering import PACKAGES
 
 SETTINGS = {ENV_PREFIX + name.upper() for name in field_names()}
@@ -36,9 +37,14 @@ def _compose(name: str) -> dict[str, Any]:
 
 
 def test_dockerfile_copies_every_package_and_sets_real_settings():
+    """The image is a node: every package the distribution ships, installed with the server extra,
+    and nothing of the benchmarks, the chaos harness or the tests."""
     dockerfile = _read("Dockerfile")
     copied = set(re.findall(r"^COPY (\w+) \./\1$", dockerfile, re.MULTILINE))
-    assert copied >= set(PACKAGES)
+    assert copied == set(shipped_packages()) and copied < set(PACKAGES)
+    assert not re.search(r"^COPY (\. |.*\b(benchmarks|chaos|tests)\b)", dockerfile, re.MULTILINE)
+    installs = re.findall(r"pip install --no-cache-dir (\S+)", dockerfile)
+    assert installs[-1] == f'".[{SERVER_EXTRA}]"', installs
     settings = set(re.findall(r"(LOGBROKER_[A-Z_]+)=", dockerfile))
     assert settings and settings <= SETTINGS
     assert 'ENTRYPOINT ["logbroker", "serve"]' in dockerfile and "EXPOSE 8080 9090" in dockerfile
@@ -167,9 +173,10 @@ def test_make_run_gives_the_admin_password_through_the_environment_not_the_comma
     fake.chmod(0o755)
     venv = tmp_path / "venv"
     venv.mkdir()
-    (venv / ".installed").touch()
-    done = subprocess.run(["make", "--no-print-directory", "-o", str(venv / ".installed"), "run", f"VENV={venv}",
-                           f"PY={fake}"], cwd=ROOT, capture_output=True, text=True, timeout=60, check=True)
+    stamp = venv / ".installed-server"
+    stamp.touch()
+    done = subprocess.run(["make", "--no-print-directory", "-o", str(stamp), "run", f"VENV={venv}", f"PY={fake}"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=60, check=True)
     args = [line for line in done.stdout.splitlines() if line.startswith("ARGS ")]
     assert len(args) == 1 and "logbroker serve" in args[0] and "--admin-user admin" in args[0]
     assert "password" not in args[0]

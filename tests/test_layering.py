@@ -7,7 +7,9 @@ is ``a.b``, ``from a.b import c`` is ``a.b.c`` (a submodule or a name of ``a.b``
 imports are resolved against the importing module. A rule forbids name prefixes to the modules of
 its scope, with exceptions; a prefix matches itself and every name under it. The table follows
 DESIGN §2; decisions 0006 (the CLI starts the HTTP server) and 0153 (what the client and
-``http_api`` may take from ``segments``) give the exceptions.
+``http_api`` may take from ``segments``) give the exceptions. Decision 0279 adds two: the client
+and the storage engine it stands on take no library of the ``server`` extra (the base install is
+the client alone), and no package the distribution ships imports one it does not ship.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import os
 from collections.abc import Iterable, Iterator, Mapping
 
 from tests.conftest import ROOT
+from tests.support.distribution import shipped_packages
 
 PACKAGES = ("segments", "coordinator", "internal_rpc", "http_api", "grpc_api", "logbroker", "spark_connector",
             "benchmarks", "chaos")
@@ -32,6 +35,11 @@ BATCH_CODEC = "segments.batch"
 RECORD_READER = ("segments.record_reader.iter_records", "segments.errors.InvalidBatchError")
 SERVE_COMMAND = "logbroker.cli.command"
 NETWORK_LIBS = ("aiohttp", "grpc", "etcd3", "aetcd")
+# What the `server` extra installs, by import name (a test of tests/test_distribution.py checks the
+# list against setup.cfg).
+SERVER_LIBS = ("msgspec", "uvloop", "jwt", "cryptography", "grpc", "grpc_tools", "grpc_reflection", "google",
+               "aetcd", "prometheus_client", "swagger_ui_bundle")
+SHIPPED = shipped_packages()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,6 +86,11 @@ RULES = (
     *(Rule(package, ("chaos",)) for package in ("coordinator", "internal_rpc", "logbroker", "http_api",
                                                   "grpc_api", "spark_connector", "benchmarks")),
     Rule("chaos", ("http_api", "spark_connector", "benchmarks", "tests")),
+    # The base install is the client (decision 0279): it and the storage engine under it need no
+    # library of the server extra; what the distribution ships needs nothing it leaves out.
+    Rule(CLIENT, SERVER_LIBS),
+    Rule("segments", SERVER_LIBS),
+    *(Rule(package, tuple(p for p in PROJECT if p not in SHIPPED)) for package in SHIPPED),
 )
 
 
@@ -188,6 +201,10 @@ def test_every_package_exists():
         assert os.path.isfile(os.path.join(ROOT, package, "__init__.py")), package
 
 
+def test_the_distribution_ships_the_broker_and_not_the_harnesses():
+    assert set(SHIPPED) == set(PACKAGES) - {"benchmarks", "chaos"}
+
+
 # ---- the checker itself ------------------------------------------------------------------------
 
 
@@ -220,6 +237,16 @@ def test_checker_keeps_http_api_off_segment_internals():
                 "from segments.errors import OffsetOutOfRangeError", "from segments.reader import SegmentReader",
                 "from logbroker.client import Client"):
         assert check("http_api.streams", bad), bad
+
+
+def test_checker_keeps_server_libraries_and_harnesses_out_of_what_a_client_installs():
+    assert check("logbroker.client.core", "import grpc") and check("logbroker.client.sse", "from jwt import decode")
+    assert check("segments.batch", "import msgspec") and check("logbroker.client", "import uvloop")
+    assert check("logbroker.client.core", "import aiohttp, lz4.frame, zstandard") == []
+    assert check("logbroker.node", "import grpc, msgspec") == []
+    for module in ("logbroker.node", "spark_connector.reader", "grpc_api.server", "coordinator.etcd"):
+        for bad in ("from benchmarks.stats import percentile", "import chaos.checker", "from tests import support"):
+            assert check(module, bad), (module, bad)
 
 
 def test_checker_keeps_the_serve_exception_to_one_module():

@@ -2,18 +2,22 @@
 ``consume``, ``group list|describe|reset-offsets`` and ``queue send|receive`` (``groups``), and
 (``admin``) ``token``, ``user``, ``acl`` and ``certs``. Human output by default, ``--json`` for
 scripts. This module is the composition entry point, so ``serve`` is the one place in
-``logbroker`` that imports the HTTP layer."""
+``logbroker`` that imports the HTTP layer.
+
+The client commands run on the base install (the client alone, decision 0279): ``serve`` and
+``certs`` import the server's dependencies only when they run, and say which extra to install when
+those are missing."""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import base64
 import json
 import os
 import sys
+from collections.abc import Coroutine
 from typing import Any, Final
-
-import uvloop
 
 from logbroker.cli import admin, dev_cluster, groups
 from logbroker.client import (
@@ -35,6 +39,10 @@ from logbroker.errors import InvalidRequestError
 
 URL_ENV: Final = "LOGBROKER_URL"
 PRODUCE_PROGRESS_EVERY: Final = 10_000
+SERVER_EXTRA_HINT: Final = "pip install 'logbroker[server]' (from a checkout: pip install -e '.[server]')"
+# The project's own packages: one of them missing is a broken install, not a missing extra.
+PROJECT_PACKAGES: Final = ("segments", "coordinator", "internal_rpc", "http_api", "grpc_api", "logbroker",
+                           "spark_connector")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -115,13 +123,11 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        if args.command == "serve":
-            return _serve(args)
-        if args.command == "certs":
-            return admin.certs(args)
+        if args.command in ("serve", "certs"):
+            return _server_command(args)
         if args.command == "dev-cluster":
             return dev_cluster.run(args)
-        return uvloop.run(_client_main(args))
+        return _run(_client_main(args))
     except (LogBrokerError, InvalidRequestError) as exc:
         print(f"logbroker: {exc}", file=sys.stderr)
         return 1
@@ -129,7 +135,29 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
+def _run(main: Coroutine[Any, Any, int]) -> int:
+    """On uvloop where the server extra installed it; the client needs nothing beyond asyncio."""
+    try:
+        import uvloop
+    except ModuleNotFoundError:
+        return asyncio.run(main)
+    return uvloop.run(main)
+
+
+def _server_command(args: argparse.Namespace) -> int:
+    try:
+        return _serve(args) if args.command == "serve" else admin.certs(args)
+    except ModuleNotFoundError as exc:
+        if exc.name is None or exc.name.split(".")[0] in PROJECT_PACKAGES:
+            raise
+        print(f"logbroker: `{args.command}` needs the server's dependencies, which this install does not have "
+              f"(no module named {exc.name!r}): {SERVER_EXTRA_HINT}", file=sys.stderr)
+        return 1
+
+
 def _serve(args: argparse.Namespace) -> int:
+    import uvloop
+
     from coordinator.errors import CoordinatorUnavailableError
     from http_api.server import serve
     from logbroker import logs

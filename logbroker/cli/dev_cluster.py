@@ -17,8 +17,16 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from logbroker.client import Client, LogBrokerError
-from logbroker.dev_cluster import ADMIN_PASSWORD, ADMIN_USER, NODE_IDS, NODE_START_TIMEOUT_S, work_dir_from_env
-from logbroker.dev_cluster_control import ControlError, ask, request
+from logbroker.dev_cluster_control import (
+    ADMIN_PASSWORD,
+    ADMIN_USER,
+    NODE_IDS,
+    NODE_START_TIMEOUT_S,
+    ControlError,
+    ask,
+    request,
+    work_dir_from_env,
+)
 from logbroker.launcher import STOP_TIMEOUT_S
 
 LEADERS_TIMEOUT_S: Final = 5.0
