@@ -52,7 +52,8 @@ SETTINGS: Final[tuple[tuple[str, tuple[tuple[str, str], ...]], ...]] = (
         ("etcd_cert_file", "TLS to etcd: the client certificate the node presents"),
         ("etcd_key_file", "TLS to etcd: its key"),
         ("etcd_user", "etcd's own user auth (needs TLS)"),
-        ("etcd_password", "its password: from the environment or the config file only (no flag: a command line is public)"),
+        ("etcd_password", "its password: from the environment or the config file only (no flag: a command line "
+                          "is public)"),
         ("etcd_adopt_unsealed", "`true` once, to seal the access records of an etcd that predates seals"),
     )),
     ("authentication", (
@@ -122,6 +123,11 @@ def described() -> list[str]:
     return [name for _group, rows in SETTINGS for name, _meaning in rows]
 
 
+def meaning(name: str) -> str:
+    """What the setting ``name`` is for ("" for one not described, which ``check`` refuses)."""
+    return next((text for _group, rows in SETTINGS for field, text in rows if field == name), "")
+
+
 def check() -> None:
     """Every setting described once, and nothing described that is not a setting."""
     names = described()
@@ -140,6 +146,8 @@ def default_text(name: str) -> str:
     value = getattr(NodeConfig(), name)
     if value == "":
         return "empty"
+    if isinstance(value, bool):
+        return f"`{str(value).lower()}`"
     if isinstance(value, int) and value >= MIB and value % MIB == 0:
         return f"{value // MIB} MiB"
     return f"{value}" if isinstance(value, int) else f"`{value}`"

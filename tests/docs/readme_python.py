@@ -32,7 +32,7 @@ def main() -> int:
             exec(code, namespace)
         except KeyboardInterrupt:
             answer["interrupted"] = True
-        except BaseException:  # noqa: BLE001 - SystemExit too: the answer says what happened
+        except BaseException:
             answer = {"ok": False, "error": traceback.format_exc(), "interrupted": False}
         sys.stdout.flush()
         sys.stderr.flush()

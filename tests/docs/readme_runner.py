@@ -127,16 +127,32 @@ class ReadmeRun:
         for name in os.listdir(root):
             if name not in NOT_LINKED:
                 os.symlink(os.path.join(root, name), os.path.join(self.work, name))
-        os.symlink(venv, os.path.join(self.work, ".venv"))
+        self._link_venv(venv)
         self.base_env = {k: v for k, v in os.environ.items() if not k.startswith("LOGBROKER_")}
         self.base_env.update(self.ports.env())
         # The blocks run this checkout's code (a person's clone has it installed in .venv, editable).
         self.base_env["PYTHONPATH"] = root
+        # The CLI's default URL is make run's documented one; with the port moved, name the node.
+        self.base_env["LOGBROKER_URL"] = f"http://127.0.0.1:{self.ports.run_http}"
         self._background: list[_Background] = []
         self._python: _Python | None = None
         self._section = ""
         self._state = ""
         self._counter = 0
+
+    def _link_venv(self, venv: str) -> None:
+        """``.venv``: the test's environment, entry by entry, with install stamps of its own. They
+        are new, so ``make`` sees the environment installed (it is: the tests run in it) and never
+        reinstalls the package into that environment from the scratch directory, which would point
+        its editable install at a directory about to be deleted."""
+        scratch = os.path.join(self.work, ".venv")
+        os.makedirs(scratch)
+        for name in os.listdir(venv):
+            if name.startswith("."):  # make's stamps (.installed, ...): made now, newer than any source
+                with open(os.path.join(scratch, name), "w", encoding="utf-8"):
+                    pass
+            else:
+                os.symlink(os.path.join(venv, name), os.path.join(scratch, name))
 
     def __enter__(self) -> ReadmeRun:
         return self
@@ -311,10 +327,8 @@ class ReadmeRun:
         self._stop_python()
         for background in reversed(self._background):
             _signal_group(background.proc, signal.SIGINT)  # a person's Ctrl-C in that terminal
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 background.proc.wait(timeout=STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                pass
             _stop_group(background.proc)
         self._background.clear()
         for pid in _working_in(self.work):
