@@ -88,3 +88,10 @@ def test_every_table_has_one_separator_under_its_header_and_even_columns(documen
                 problems.append(f"{document}:{table[0][0]}: rows of different widths")
             table = []
     assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("document", ["README.md", "SECURITY.md", "docs/architecture.md"])
+def test_the_user_documents_cite_only_what_the_repository_holds(document: str) -> None:
+    outside = [f"{document}:{number}: {line.strip()}" for number, line in prose_lines(document)
+               if re.search(r"DESIGN §|\.\./shared/|PEERS\.md", line)]
+    assert not outside, "cites a document the repository does not hold:\n" + "\n".join(outside)
