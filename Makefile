@@ -75,7 +75,10 @@ bench-guard: $(BENCHING) $(JVM_JAR)
 	$(PY) -m benchmarks guard --baseline $(BASELINE) $(if $(CANDIDATE),--candidate $(CANDIDATE),) \
 		$(if $(SCENARIOS),--scenarios $(SCENARIOS),) $(if $(REPEAT),--repeat $(REPEAT),) $(if $(NICE),--nice $(NICE),)
 
-RUN_URL := http://127.0.0.1:8080
+# Another port for `make run`: RUN_PORT=8090 RUN_GRPC_PORT=9192 make run (or as make arguments).
+RUN_PORT ?= 8080
+RUN_GRPC_PORT ?= 9092
+RUN_URL := http://127.0.0.1:$(RUN_PORT)
 DEV_ADMIN := admin
 DEV_PASSWORD := dev-admin-password
 TOKEN_CURL := curl -s -XPOST $(RUN_URL)/v1/auth/token -H 'Content-Type: application/json' -d '{\"username\":\"$(DEV_ADMIN)\",\"password\":\"$(DEV_PASSWORD)\"}'
@@ -86,7 +89,7 @@ run: $(SERVER)
 	@echo "LogBroker: one node, embedded coordinator, data in ./.data/node-1"
 	@echo "  URL:    $(RUN_URL)   (OpenAPI: $(RUN_URL)/v1/openapi.json)"
 	@echo "  console: $(RUN_URL)/console   (log in as the admin below)   API explorer: $(RUN_URL)/docs"
-	@echo "  gRPC:   127.0.0.1:9092   (logbroker.v1.Broker, reflection on; the same token as metadata 'authorization: Bearer ...')"
+	@echo "  gRPC:   127.0.0.1:$(RUN_GRPC_PORT)   (logbroker.v1.Broker, reflection on; the same token as metadata 'authorization: Bearer ...')"
 	@echo "  admin:  $(DEV_ADMIN) / $(DEV_PASSWORD)   (development credentials; auth is on)"
 	@echo "  token:  export TOKEN=\$$($(TOKEN_CURL) | python3 -c 'import json,sys; print(json.load(sys.stdin)[\"access_token\"])')"
 	@echo "  try:    curl -s -XPOST $(RUN_URL)/v1/topics -H \"Authorization: Bearer \$$TOKEN\" -H 'Content-Type: application/json' -d '{\"name\":\"demo\",\"partitions\":3}'"
@@ -94,7 +97,7 @@ run: $(SERVER)
 	@echo "          curl -s '$(RUN_URL)/v1/topics/demo/partitions/0/records?offset=0' -H \"Authorization: Bearer \$$TOKEN\""
 	@echo "  metrics: curl -s $(RUN_URL)/metrics -H \"Authorization: Bearer \$$TOKEN\"   (an admin's token; a scraper: --metrics-token, or --metrics-public true)"
 	@echo "  CLI:    export LOGBROKER_USER=$(DEV_ADMIN) LOGBROKER_PASSWORD=$(DEV_PASSWORD); .venv/bin/logbroker topic list"
-	$(PY) -m logbroker serve --node-id 1 --http-host 127.0.0.1 --http-port 8080 --grpc-port 9092 --coordinator local --auth on \
+	$(PY) -m logbroker serve --node-id 1 --http-host 127.0.0.1 --http-port $(RUN_PORT) --grpc-port $(RUN_GRPC_PORT) --coordinator local --auth on \
 		--admin-user $(DEV_ADMIN)
 
 # A real etcd and three nodes on loopback (auth on, mutual TLS between nodes, one shared signing key,

@@ -19,6 +19,7 @@ import sys
 from collections.abc import Coroutine
 from typing import Any, Final
 
+from logbroker import config_docs
 from logbroker.cli import admin, dev_cluster, groups
 from logbroker.client import (
     CA_FILE_ENV,
@@ -34,7 +35,7 @@ from logbroker.client import (
     LogBrokerError,
     Producer,
 )
-from logbroker.config import ENV_ONLY, NodeConfig, field_names, resolve
+from logbroker.config import ENV_ONLY, field_names, resolve
 from logbroker.errors import InvalidRequestError
 
 URL_ENV: Final = "LOGBROKER_URL"
@@ -52,12 +53,11 @@ def build_parser() -> argparse.ArgumentParser:
                            "environment variable LOGBROKER_<NAME> and a key of the --config TOML file "
                            "(flag > env > file > default).")
     serve.add_argument("--config", help="TOML file with any of the keys below")
-    defaults = NodeConfig()
     for name in field_names():
         if name in ENV_ONLY:
             continue
         serve.add_argument("--" + name.replace("_", "-"), dest=name, default=None,
-                           help=f"default: {getattr(defaults, name) if name != 'data_dir' else './.data/node-<id>'}")
+                           help=f"{config_docs.meaning(name)} (default: {config_docs.default_text(name)})")
 
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--url", default=os.environ.get(URL_ENV, DEFAULT_URL),

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -95,7 +96,8 @@ def readme_blocks(section: str) -> dict[str, str]:
     """The first ``sh`` and ``python`` code blocks of a README section, as written."""
     with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
         text = f.read()
-    body = text.split(f"\n## {section}\n", 1)[1].split("\n## ", 1)[0]
+    body = re.split(rf"\n##+ {re.escape(section)}\n", text, maxsplit=1)[1]
+    body = re.split(r"\n##{1,2} ", body, maxsplit=1)[0]
     blocks: dict[str, str] = {}
     for language in ("sh", "python"):
         blocks[language] = body.split(f"```{language}\n", 1)[1].split("```", 1)[0]
@@ -108,17 +110,17 @@ def test_the_readmes_grpc_example_runs_as_written(stock_client, node, http, admi
     python, _ = stock_client
     blocks = readme_blocks("gRPC")
     protoc = next(line for line in blocks["sh"].splitlines() if "grpc_tools.protoc" in line).split()
-    assert protoc[:3] == ["python", "-m", "grpc_tools.protoc"]
+    assert os.path.basename(protoc[0]) == "python" and protoc[1:3] == ["-m", "grpc_tools.protoc"]
     (tmp_path / "grpc_api").mkdir()
     shutil.copy(os.path.join(ROOT, "grpc_api", "broker.proto"), tmp_path / "grpc_api" / "broker.proto")
     generated = subprocess.run([python, *protoc[1:]], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert generated.returncode == 0, generated.stderr
     assert "127.0.0.1:9092" in blocks["python"]
-    example = f"token = {admin_token!r}\n" + blocks["python"].replace("127.0.0.1:9092", node.grpc_address)
+    example = blocks["python"].replace("127.0.0.1:9092", node.grpc_address)
     (tmp_path / "example.py").write_text(example)
     # As `make run` suggests creating it: three partitions, so the key picks one.
     http.json("POST", "/v1/topics", 201, body={"name": "demo", "partitions": 3}, headers=bearer(admin_token))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")} | {"TOKEN": admin_token}
     process = subprocess.Popen([python, "-s", "-u", "example.py"], cwd=tmp_path, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True, env=env)
     watchdog = threading.Timer(30, process.kill)  # an example that never prints ends the reads, not the run
