@@ -21,6 +21,7 @@ import contextlib
 import dataclasses
 import json
 import os
+import re
 import select
 import shutil
 import signal
@@ -147,12 +148,13 @@ class ReadmeRun:
         its editable install at a directory about to be deleted."""
         scratch = os.path.join(self.work, ".venv")
         os.makedirs(scratch)
+        stamps = {name for name in os.listdir(venv) if name.startswith(".")} | _makefile_stamps(self.root)
         for name in os.listdir(venv):
-            if name.startswith("."):  # make's stamps (.installed, ...): made now, newer than any source
-                with open(os.path.join(scratch, name), "w", encoding="utf-8"):
-                    pass
-            else:
+            if not name.startswith("."):
                 os.symlink(os.path.join(venv, name), os.path.join(scratch, name))
+        for name in stamps:  # every stamp a make target checks: made now, newer than any source
+            with open(os.path.join(scratch, name), "w", encoding="utf-8"):
+                pass
 
     def __enter__(self) -> ReadmeRun:
         return self
@@ -388,3 +390,10 @@ def _read(path: str, offset: int = 0) -> str:
 def _tail(path: str, offset: int = 0) -> str:
     text = _read(path, offset)
     return text if len(text) <= OUTPUT_TAIL_CHARS else "...\n" + text[-OUTPUT_TAIL_CHARS:]
+
+
+def _makefile_stamps(root: str) -> set[str]:
+    """The install stamps the Makefile's targets depend on (``.installed-<extras>``): all of them,
+    whatever this environment was installed by, so no block's ``make`` installs anything."""
+    with open(os.path.join(root, "Makefile"), encoding="utf-8") as makefile:
+        return set(re.findall(r"\.installed-[A-Za-z+]+", makefile.read()))
