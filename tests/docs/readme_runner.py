@@ -207,14 +207,20 @@ class ReadmeRun:
     def _log_path(self, block: Block) -> str:
         return os.path.join(self.logs, f"line-{block.line}.log")
 
-    def _run_shell(self, block: Block, code: str) -> Outcome:
+    def _spawn_shell(self, block: Block, code: str, *, state: bool) -> tuple[subprocess.Popen[bytes], str]:
+        """The block as a bash script in a session of its own, its output in its log; the process
+        and the log's path."""
         script = os.path.join(self.logs, f"line-{block.line}.sh")
         with open(script, "w", encoding="utf-8") as f:
-            f.write(self._script(code, state=True))
+            f.write(self._script(code, state=state))
         log_path = self._log_path(block)
         with open(log_path, "wb") as log:
             proc = subprocess.Popen(["bash", script], cwd=self.work, env=self.base_env, stdin=subprocess.DEVNULL,
                                     stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        return proc, log_path
+
+    def _run_shell(self, block: Block, code: str) -> Outcome:
+        proc, log_path = self._spawn_shell(block, code, state=True)
         limit = block.interrupt_after_s if block.mode == "interrupt" else BLOCK_TIMEOUT_S
         try:
             code_ = proc.wait(timeout=limit)
@@ -305,13 +311,7 @@ class ReadmeRun:
         os.close(python.replies)
 
     def _start_background(self, block: Block, code: str) -> Outcome:
-        script = os.path.join(self.logs, f"line-{block.line}.sh")
-        with open(script, "w", encoding="utf-8") as f:
-            f.write(self._script(code, state=False))
-        log_path = self._log_path(block)
-        with open(log_path, "wb") as log:
-            proc = subprocess.Popen(["bash", script], cwd=self.work, env=self.base_env, stdin=subprocess.DEVNULL,
-                                    stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        proc, log_path = self._spawn_shell(block, code, state=False)
         self._background.append(_Background(block, proc, log_path))
         deadline = time.monotonic() + READY_TIMEOUT_S
         while time.monotonic() < deadline:

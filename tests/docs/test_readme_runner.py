@@ -9,6 +9,7 @@ import time
 from tests.conftest import ROOT
 from tests.docs.readme_blocks import parse
 from tests.docs.readme_runner import ReadmeRun
+from tests.support.processes import alive
 
 DOC = """## One
 
@@ -72,13 +73,6 @@ raise RuntimeError("from the README")
 ```
 """
 
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 def test_blocks_share_a_section_fail_with_their_line_and_leave_nothing_running() -> None:

@@ -45,6 +45,7 @@ from tests.support.auth import bearer, login
 from tests.support.cluster import wait_until
 from tests.support.etcd import free_port
 from tests.support.http import Http
+from tests.support.processes import alive
 
 KEYS = Secrets(cluster_token="t" * 43, jwt_secret="j" * 43)
 BANNER_TIMEOUT_S = 120.0
@@ -186,13 +187,6 @@ class Supervisor:
         return found
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
 
 @contextlib.contextmanager
 def running_script(tmp_path: Any) -> Iterator[tuple[Supervisor, list[str], dict[str, int]]]:
@@ -212,7 +206,7 @@ def running_script(tmp_path: Any) -> Iterator[tuple[Supervisor, list[str], dict[
                    timeout_s=BANNER_TIMEOUT_S)
         assert supervisor.proc.poll() is None, "".join(supervisor.err)
         pids = supervisor.pids()
-        assert set(pids) == {"etcd", "node 1", "node 2", "node 3"} and all(_alive(p) for p in pids.values())
+        assert set(pids) == {"etcd", "node 1", "node 2", "node 3"} and all(alive(p) for p in pids.values())
         urls = [f"http://127.0.0.1:{port}" for port in http_ports]
         assert all(url in "".join(supervisor.out) for url in urls)
         assert all(f"gRPC 127.0.0.1:{port}" in "".join(supervisor.out) for port in grpc_ports)
@@ -254,7 +248,7 @@ def test_make_cluster_brings_up_three_nodes_and_sigint_stops_every_process(tmp_p
             wait_until(alive)
         supervisor.proc.send_signal(signal.SIGINT)
         assert supervisor.proc.wait(timeout=STOP_TIMEOUT_S) == 0, "".join(supervisor.err)
-        assert not [name for name, pid in pids.items() if _alive(pid)]
+        assert not [name for name, pid in pids.items() if alive(pid)]
         assert "SIGINT: stopping the cluster" in "".join(supervisor.err)
 
 
@@ -310,8 +304,8 @@ def test_kill_a_leader_writes_go_on_start_it_it_leads_again_and_sigint_stops_it(
         killed = dev_cluster(env, "kill", str(leader))
         assert killed.returncode == 0, killed.stderr
         assert killed.stdout == f"node {leader} (pid {pids[f'node {leader}']}) killed (SIGKILL), exit code -9\n"
-        assert not _alive(pids[f"node {leader}"]) and supervisor.proc.poll() is None
-        assert all(_alive(pids[f"node {n}"]) for n in others) and _alive(pids["etcd"])
+        assert not alive(pids[f"node {leader}"]) and supervisor.proc.poll() is None
+        assert all(alive(pids[f"node {n}"]) for n in others) and alive(pids["etcd"])
         via = url_of[others[0]]
         assert wait_until(lambda: _produce(via, token, "during"), timeout_s=60)  # another node leads now
         assert _partition(via, token)["leader"] in others
@@ -334,7 +328,7 @@ def test_kill_a_leader_writes_go_on_start_it_it_leads_again_and_sigint_stops_it(
         started = dev_cluster(env, "start", str(leader))
         assert started.returncode == 0, started.stderr
         back = {n["node_id"]: n for n in cluster_status(env)["nodes"]}[leader]
-        assert back["pid"] not in (None, pids[f"node {leader}"]) and _alive(back["pid"])
+        assert back["pid"] not in (None, pids[f"node {leader}"]) and alive(back["pid"])
         assert started.stdout == f"node {leader} started (pid {back['pid']}), ready at {url_of[leader]}\n"
         assert back["argv"] == state["nodes"][NODE_IDS.index(leader)]["argv"]  # the same command line
         wait_until(lambda: _partition(url_of[leader], token)["leader"] == leader, timeout_s=90)  # failback
@@ -343,10 +337,10 @@ def test_kill_a_leader_writes_go_on_start_it_it_leads_again_and_sigint_stops_it(
 
         stopped = dev_cluster(env, "stop", str(others[1]))
         assert stopped.returncode == 0 and "stopped (SIGTERM)" in stopped.stdout, stopped.stderr
-        assert not _alive(pids[f"node {others[1]}"])
+        assert not alive(pids[f"node {others[1]}"])
         supervisor.proc.send_signal(signal.SIGINT)
         assert supervisor.proc.wait(timeout=STOP_TIMEOUT_S) == 0, "".join(supervisor.err)
-        assert not [pid for pid in (*pids.values(), back["pid"]) if _alive(pid)]
+        assert not [pid for pid in (*pids.values(), back["pid"]) if alive(pid)]
         assert f"node {leader} (pid {back['pid']})" in "".join(supervisor.err).splitlines()[-1]  # "stopped: ..."
         assert dev_cluster(env, "status").returncode == 1  # nothing answers any more
 
@@ -356,4 +350,4 @@ def test_etcd_that_exits_stops_the_cluster_and_is_named(tmp_path):
         os.kill(pids["etcd"], signal.SIGKILL)
         assert supervisor.proc.wait(timeout=STOP_TIMEOUT_S) == 1
         assert f"etcd (pid {pids['etcd']}) exited with -9" in "".join(supervisor.err)
-        assert not [name for name, pid in pids.items() if _alive(pid)]
+        assert not [name for name, pid in pids.items() if alive(pid)]

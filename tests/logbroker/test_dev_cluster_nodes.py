@@ -14,16 +14,10 @@ from logbroker.dev_cluster_control import NodeStateError, Request, StartFailedEr
 from logbroker.dev_cluster_nodes import NodeSlots
 from tests.support.cluster import wait_until
 from tests.support.nodes import NodeProcess
+from tests.support.processes import alive
 
 START_TIMEOUT_S = 60.0
 
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 def test_kill_stop_and_start_one_node_and_stop_all(tmp_path):
@@ -45,7 +39,7 @@ def test_kill_stop_and_start_one_node_and_stop_all(tmp_path):
         with pytest.raises(NodeStateError, match=f"node 1 is already running \\(pid {first}\\)"):
             slots.act(Request("start", 1))
         assert slots.act(Request("kill", 1)) == f"node 1 (pid {first}) killed (SIGKILL), exit code -9"
-        assert not _alive(first) and slots.reap() == []  # asked for: nothing more to say
+        assert not alive(first) and slots.reap() == []  # asked for: nothing more to say
         assert slots.status()[0]["state"] == "down" and slots.status()[0]["exit_code"] == -9
         for op in ("kill", "stop"):
             with pytest.raises(NodeStateError, match="node 1 is already down"):
@@ -64,7 +58,7 @@ def test_kill_stop_and_start_one_node_and_stop_all(tmp_path):
         slots.start(1)
         assert [p.pid for p in slots.processes()] == [made[-1].pid]
         slots.stop_all()
-        assert not _alive(made[-1].pid) and slots.status()[0]["state"] == "down"
+        assert not alive(made[-1].pid) and slots.status()[0]["state"] == "down"
     finally:
         for process in made:
             process.stop()

@@ -73,3 +73,12 @@ def wait_for(predicate: Callable[[], Any], timeout_s: float, what: str, interval
         if time.monotonic() >= deadline:
             raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
         time.sleep(interval_s)
+
+
+def alive(pid: int) -> bool:
+    """Whether a process with ``pid`` exists (a zombie counts until it is reaped)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
