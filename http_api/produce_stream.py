@@ -94,7 +94,11 @@ async def _serve(request: web.Request, socket: web.WebSocketResponse, topic: str
         await _read_messages(request, socket, answers, topic, partition, acks)
     finally:
         answers.close()
-        await writer
+        try:
+            await writer
+        except asyncio.CancelledError:
+            writer.cancel()
+            raise
 
 
 async def _read_messages(request: web.Request, socket: web.WebSocketResponse, answers: AnswerQueue,
