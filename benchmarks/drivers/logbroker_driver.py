@@ -6,8 +6,8 @@ node with ``sendfile``), verifies every checksum and decodes every record, with 
 already in flight while the current one is decoded, and the benchmark touches every value. The
 tail reader of the latency scenario follows the partition's push stream (SSE), as NATS and
 RabbitMQ stream consumers are pushed to, rather than paying a request per delivery. Its paced
-sender posts each tick's batch as a request (a produce stream, decision 0254, measured a lower p50
-at 1,000/s but a p50 of 25-30 ms at 5,000/s and more in this harness, not understood yet).
+sender writes each tick's batch to a produce stream (one WebSocket, decisions 0254 and 0296), as
+NATS and RabbitMQ publishers write to their one connection, rather than paying a request per batch.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import Any, Final
 import aiohttp
 
 from benchmarks.drivers.base import OP_TIMEOUT_S, Driver, latency_ms
-from logbroker.client import Client, Consumer, QueueConsumer
+from logbroker.client import Client, Consumer, ProduceStream, QueueConsumer
 from segments.batch import encode_values
 
 BATCH_RECORDS: Final = 1000
@@ -45,8 +45,8 @@ class LogBrokerDriver(Driver):
     def __init__(self, endpoint: Any) -> None:
         super().__init__(endpoint)
         self._client: Client | None = None
-        self._sends: set[asyncio.Task[None]] = set()
-        self._send_slots = asyncio.Semaphore(IN_FLIGHT)
+        self._streams: dict[str, ProduceStream] = {}
+        self._sent: list[asyncio.Future[int]] = []
 
     @property
     def client(self) -> Client:
@@ -74,7 +74,9 @@ class LogBrokerDriver(Driver):
                        "checksums verified, every record decoded into columns, every value touched)",
             "publish": "one record per JSON produce (value_b64), acks=1, awaited before the next",
             "tail": f"push stream (SSE, Client.stream, keep-alive {TAIL_WAIT_MS} ms), the records pushed as "
-                    f"they are appended; paced sends as one batch per tick, {IN_FLIGHT} in flight",
+                    "they are appended; paced sends as one prebuilt batch per tick on a produce stream "
+                    f"(Client.produce_stream, a WebSocket, acks=1, {IN_FLIGHT} in flight: while they are, "
+                    "the next tick's batch takes what is due meanwhile)",
             "idle": f"one HTTP connection per consumer, long-poll fetch wait_ms {IDLE_WAIT_MS}",
             "queue": f"queue of 1 partition filled like produce; {QUEUE_RECEIVERS} QueueConsumers (msgpack), "
                      f"max_messages {QUEUE_RECEIVE_MAX}, wait_ms {QUEUE_WAIT_MS}, one ack call per receive",
@@ -131,24 +133,20 @@ class LogBrokerDriver(Driver):
         await self.client.produce(log, [{"value_b64": base64.b64encode(payload).decode(), "partition": 0}], acks="1")
 
     async def prepare_sends(self, log: str) -> None:
-        """Paced sends are HTTP requests on the client's pooled connections: nothing to open."""
+        if log not in self._streams:
+            self._streams[log] = await self.client.produce_stream(log, 0, acks="1", in_flight_max=IN_FLIGHT)
 
     async def send_now(self, log: str, payloads: list[bytes]) -> None:
-        await self._send_slots.acquire()
-        task = asyncio.create_task(self._send_one(log, encode_values(payloads)))
-        self._sends.add(task)
-        task.add_done_callback(self._sends.discard)
-
-    async def _send_one(self, log: str, batch: bytes) -> None:
-        try:
-            await self.client.produce_batch(log, 0, batch, acks="1")
-        finally:
-            self._send_slots.release()
+        await self.prepare_sends(log)
+        self._sent.append(await self._streams[log].send(encode_values(payloads)))
 
     async def flush_sends(self) -> None:
         async with asyncio.timeout(OP_TIMEOUT_S):
-            while self._sends:
-                await asyncio.gather(*list(self._sends))
+            sent, self._sent = self._sent, []
+            await asyncio.gather(*sent)
+            streams, self._streams = list(self._streams.values()), {}
+            for stream in streams:
+                await stream.close()
 
     async def receive_latencies(self, log: str, count: int, ready: Callable[[], None],
                                 deadline_s: float) -> list[float]:
