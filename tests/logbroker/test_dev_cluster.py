@@ -241,11 +241,11 @@ def test_make_cluster_brings_up_three_nodes_and_sigint_stops_every_process(tmp_p
                 urllib.request.urlopen(urllib.request.Request(url, data=b'{"key":"AA=="}'), timeout=5, context=context)
         token = bearer(login(Http(urls[0]), ADMIN_USER, ADMIN_PASSWORD))  # issued by node 1, used on all
         for url in urls:
-            def alive(url: str = url) -> bool:
+            def all_alive_in_racks(url: str = url) -> bool:
                 nodes = Http(url).json("GET", "/v1/cluster", headers=token)["nodes"]
                 return {n["node_id"]: (n["alive"], n["rack"]) for n in nodes} == \
                     {1: (True, "a"), 2: (True, "a"), 3: (True, "b")}
-            wait_until(alive)
+            wait_until(all_alive_in_racks)
         supervisor.proc.send_signal(signal.SIGINT)
         assert supervisor.proc.wait(timeout=STOP_TIMEOUT_S) == 0, "".join(supervisor.err)
         assert not [name for name, pid in pids.items() if alive(pid)]
