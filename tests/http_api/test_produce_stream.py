@@ -271,3 +271,37 @@ def test_the_client_takes_answers_that_share_a_message():
 
     offsets, errors = asyncio.run(run())
     assert offsets == [10, 30] and errors == [400, 400]
+
+
+def test_a_pipelined_stream_is_paced_by_the_produce_quota(tmp_path):
+    """Messages sent far faster than the caller's produce quota: they are appended at its pace (the
+    quota's burst, then its rate), none refused or lost, in order."""
+    rate, size, seconds = 20_000, 1_000, 3.0
+    with NodeProcess(str(tmp_path), *AUTH_ARGS, "--quota-produce-bytes-per-s", str(rate)) as process:
+        http = Http(process.url)
+        admin = As(http, login(http, ADMIN, ADMIN_PASSWORD))
+        kim = make_user(http, admin, "paced-kim")
+        _topic(kim, "ws-paced")
+        batch = encode_values([b"x" * (size - 80)])
+
+        async def run() -> list[dict[str, Any]]:
+            answers: list[dict[str, Any]] = []
+            async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=TIMEOUT_S)) as session, \
+                    session.ws_connect(f"{process.url}/v1/topics/ws-paced/partitions/0/produce",
+                                       headers=bearer(kim.token)) as socket:
+                for _ in range(200):
+                    await socket.send_bytes(batch)
+                deadline = asyncio.get_running_loop().time() + seconds
+                while (left := deadline - asyncio.get_running_loop().time()) > 0:
+                    try:
+                        reply = await socket.receive(timeout=left)
+                    except TimeoutError:
+                        break
+                    decoded = json.loads(reply.data)
+                    answers.extend(decoded if isinstance(decoded, list) else [decoded])
+            return answers
+
+        answers = asyncio.run(run())
+        bound = (rate * (1 + seconds) + rate) // len(batch)  # the burst, the rate over the interval, one more
+        assert rate // len(batch) < len(answers) <= bound, (len(answers), bound)
+        assert [a["offset"] for a in answers] == list(range(len(answers)))
