@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import itertools
 import json
 import ssl
 import time
@@ -243,6 +244,7 @@ class BrokerService:
         member, generation = joined["member_id"], joined["generation"]
         pending: dict[tuple[str, int], int] = {}
         committed_at = time.monotonic()
+        numbers = itertools.count()  # each commit's sequence: a late one never undoes a later one
 
         async def commit() -> None:
             nonlocal committed_at
@@ -251,7 +253,8 @@ class BrokerService:
                 pending.clear()
                 with contextlib.suppress(_Refused):  # a new generation: the next owner starts from the last commit
                     await self._call(http, "POST", f"/v1/groups/{group}/offsets", headers,
-                                     {"member_id": member, "generation": generation, "offsets": offsets})
+                                     {"member_id": member, "generation": generation, "offsets": offsets,
+                                      "sequence": next(numbers)})
             committed_at = time.monotonic()
 
         try:
