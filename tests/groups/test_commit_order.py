@@ -10,17 +10,19 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from logbroker.errors import BrokerError
 from logbroker.groups.commit_order import NO_SEQUENCE, superseded
 from logbroker.groups.coordinator import GroupCoordinator
 from logbroker.groups.requests import CommitRequest, JoinRequest
-from tests.groups.test_coordinator_cost import FakeLog, FakeReplicas
+from tests.groups.test_coordinator_cost import FakeLog, FakeReplicas, HeldLog
 
 PARTITIONS = 4
 
 
 def test_only_the_same_member_and_generation_with_a_number_at_least_as_high_supersedes() -> None:
-    assert superseded("m", 3, 7, "m", 3, 7) and superseded("m", 3, 7, "m", 3, 2)
+    assert superseded("m", 3, 7, "m", 3, 2)
     assert not superseded("m", 3, 7, "m", 3, 8)
+    assert not superseded("m", 3, 7, "m", 3, 7), "the same commit sent again applies (its first try may have failed)"
     assert not superseded("other", 3, 7, "m", 3, 2), "another member's commit orders by arrival"
     assert not superseded("m", 2, 7, "m", 3, 2), "a new generation starts the numbers afresh"
     assert not superseded("m", 3, NO_SEQUENCE, "m", 3, 2) and not superseded("m", 3, 7, "m", 3, NO_SEQUENCE)
@@ -73,3 +75,24 @@ async def test_a_replayed_coordinator_still_skips_a_late_commit() -> None:
     replayed._groups["g"] = coordinator._groups["g"]
     answer = await replayed.commit("g", CommitRequest(member, generation, (("t", 0, 10),), 4))
     assert answer["superseded"] == [{"topic": "t", "partition": 0}] and replayed.committed("g", "t", 0) == 50
+
+
+@pytest.mark.asyncio
+async def test_a_commit_sent_again_after_its_first_try_failed_is_written_and_seen() -> None:
+    """A client that got no good answer sends the same commit (same number) again: the first try's
+    record, written but never durable, must not make the second look late."""
+    log = HeldLog()
+    coordinator = GroupCoordinator(FakeReplicas({"t": PARTITIONS}), log)  # type: ignore[arg-type]
+    member, generation = await _joined(coordinator)
+    await coordinator.commit("g", CommitRequest(member, generation, (("t", 0, 5),), 1))
+    log.holding = True
+    first = asyncio.ensure_future(coordinator.commit("g", CommitRequest(member, generation, (("t", 0, 9),), 2)))
+    await asyncio.sleep(0)
+    log.pending[-1].set_exception(BrokerError("leadership ended"))
+    with pytest.raises(BrokerError):
+        await first
+    again = asyncio.ensure_future(coordinator.commit("g", CommitRequest(member, generation, (("t", 0, 9),), 2)))
+    await asyncio.sleep(0)
+    log.pending[-1].set_result(None)
+    assert (await again)["superseded"] == []
+    assert coordinator.committed("g", "t", 0) == 9

@@ -68,7 +68,7 @@ async def test_group_consumer_numbers_its_commits_so_a_late_one_cannot_undo_them
             await member.commit({("gc.seq", 0): 3})  # number 1
             assert member.member_id is not None
             late = await client.commit_offsets("gc-seq", member.member_id, member.generation, [("gc.seq", 0, 0)],
-                                               sequence=1)
+                                               sequence=0)
             assert late["superseded"] == [{"topic": "gc.seq", "partition": 0}]
             assert (await client.describe_group("gc-seq"))["offsets"][0]["committed_offset"] == 3
             await member.commit({("gc.seq", 0): 2})  # number 2: a deliberate move back applies
