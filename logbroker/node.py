@@ -74,6 +74,8 @@ from logbroker.errors import (
 from logbroker.etcd_settings import etcd_coordinator, register_etcd_metrics
 from logbroker.groups.coordinator import OFFSETS_PARTITIONS, OFFSETS_TOPIC, GroupCoordinator
 from logbroker.internal_log import INTERNAL_LOG_CONFIG, ensure_internal_topic
+from logbroker.metering.metrics import UsageCollector
+from logbroker.metering.recorder import UsageRecorder
 from logbroker.metrics import Metrics
 from logbroker.partition_moves import PartitionMover
 from logbroker.partition_roles import NO_LEADER
@@ -112,6 +114,7 @@ LEADERS_POLL_S: Final = 0.02
 FIGURES_DEADLINE_S: Final = 2.0
 GROUP_TICK_MS: Final = 50
 GROUP_TICK_BACKOFF_MAX_S: Final = 2.0  # sessions must still expire while a failure repeats
+USAGE_STOP_WRITE_S: Final = 2.0
 
 
 class Node:
@@ -146,9 +149,13 @@ class Node:
                                    on_withheld=self.metrics.count_withheld_dead_letters,
                                    check_managed=self._check_queue_managed)
         self.metrics.registry.register(GroupQueueCollector(lambda: self._groups, self.queues))
+        self.metrics.registry.register(UsageCollector(lambda: self.auth.meter.ledger.totals))
         self._background: set[asyncio.Task[None]] = set()
         self.storage = StorageUsage(self)
         self._storage_task: asyncio.Task[None] | None = None
+        self.usage = UsageRecorder(self.auth.meter, self.coordinator, config.node_id, config.usage_retention_days,
+                                   self.replicas.all, self.storage.payer_of)
+        self._usage_task: asyncio.Task[None] | None = None
         self._growing = asyncio.Lock()
         self._stopped = False
 
@@ -306,6 +313,9 @@ class Node:
             on_failure=self.metrics.count_background_failure))
         self._storage_task = asyncio.create_task(run_supervised(
             "storage_usage", self.storage.tick, STORAGE_RECOUNT_S, on_failure=self.metrics.count_background_failure))
+        self._usage_task = asyncio.create_task(run_supervised(
+            "usage_records", self.usage.flush, self.config.usage_flush_ms / 1000,
+            on_failure=self.metrics.count_background_failure))
 
     async def open_hosted(self, meta: TopicMetadata, partitions: list[int]) -> None:
         """Open the logs of ``meta``'s partitions that this cluster node hosts; those open already
@@ -437,11 +447,14 @@ class Node:
             with contextlib.suppress(*ANY_ERROR):
                 await self.replication.drain(DRAIN_S)
         for task in (self._sync_task, self._replication_task, self._maintenance, self._group_ticker,
-                     self._storage_task):
+                     self._storage_task, self._usage_task):
             if task is not None:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
+        if self._usage_task is not None:  # the last counts, while the coordinator is still there
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self.usage.flush(), USAGE_STOP_WRITE_S)
         if self._groups is not None:
             await self._groups.close(self.config.shutdown_grace_ms / 1000)
         await self.replication.close()
