@@ -111,6 +111,11 @@ class Coordinator(abc.ABC):
         """``get_topic`` from the cache, without awaiting (the request path's lookup)."""
         return None
 
+    def cached_topics(self) -> list[TopicMetadata]:
+        """Every topic of the cluster from the cache, without awaiting (a single node: none; its
+        topics are its own logs)."""
+        return []
+
     def cached_partition(self, topic: str, partition: int) -> PartitionState | None:
         """Placement and leadership of one partition from the cache (None: unknown, or no leader
         when ``leader`` is -1), without awaiting."""
