@@ -142,6 +142,26 @@ def test_prometheus_parses_every_query_of_the_dashboard(tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
 
 
+def test_promtool_accepts_the_prometheus_config_of_the_compose_file(tmp_path):
+    """``promtool check config`` on prometheus.yml, its container paths turned into the files the
+    compose file mounts there (the scrape credential: a stand-in secret)."""
+    with open(os.path.join(ROOT, "docker-compose.yml"), encoding="utf-8") as f:
+        service = yaml.safe_load(f)["services"]["prometheus"]
+    mounts = {target: os.path.join(ROOT, source[2:]) for source, target, *_ in
+              (volume.split(":") for volume in service["volumes"]) if source.startswith("./")}
+    with open(mounts["/etc/prometheus/prometheus.yml"], encoding="utf-8") as f:
+        text = f.read()
+    secret = tmp_path / "metrics-token"
+    secret.write_text("s" * 48)
+    for target, source in mounts.items():
+        text = text.replace(target, source)
+    text = text.replace("/run/secrets/metrics-token", str(secret))
+    (tmp_path / "prometheus.yml").write_text(text)
+    done = promtool("check", "config", str(tmp_path / "prometheus.yml"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"SUCCESS: {len(rules())} rules found" in done.stdout
+
+
 def test_the_metric_names_are_read_from_promql():
     assert metric_names('sum by (le) (rate(a_bucket{route="/v1/{name}", x=~"$instance"}[$__rate_interval]))') \
         == {"a_bucket"}
