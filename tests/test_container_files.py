@@ -266,3 +266,15 @@ def test_grafana_is_provisioned_with_prometheus_and_the_dashboard():
     assert dashboards and all(os.path.dirname(target) in folders for target in dashboards)
     assert os.path.samefile(next(iter(dashboards.values())), os.path.join(ROOT, "deploy/grafana/logbroker.json"))
     assert grafana["environment"]["GF_DASHBOARDS_DEFAULT_HOME_DASHBOARD_PATH"] in dashboards
+
+
+def test_the_readme_and_the_compose_file_header_export_every_variable_the_cluster_requires():
+    """``docker compose up`` stops on a required variable left unset: the README's block and the
+    file's own header set each one (``secrets: environment:`` are read from the environment too)."""
+    text = _read("docker-compose.yml")
+    required = set(re.findall(r"\$\{(\w+):\?", text))
+    required |= {s["environment"] for s in _compose("docker-compose.yml")["secrets"].values()}
+    readme = _read("README.md")
+    block = readme[readme.index("### With Docker"):readme.index("## Clients")]
+    assert required <= set(re.findall(r"^export (\w+)=", block, re.MULTILINE))
+    assert required <= set(re.findall(r"^#\s+export (\w+)=", text, re.MULTILINE))
