@@ -7,6 +7,7 @@ HTTP port, with the credential the nodes take) with Grafana showing the dashboar
 
 from __future__ import annotations
 
+import glob
 import os
 import re
 import subprocess
@@ -268,13 +269,21 @@ def test_grafana_is_provisioned_with_prometheus_and_the_dashboard():
     assert grafana["environment"]["GF_DASHBOARDS_DEFAULT_HOME_DASHBOARD_PATH"] in dashboards
 
 
-def test_the_readme_and_the_compose_file_header_export_every_variable_the_cluster_requires():
-    """``docker compose up`` stops on a required variable left unset: the README's block and the
-    file's own header set each one (``secrets: environment:`` are read from the environment too)."""
+def test_every_documented_compose_up_of_the_cluster_exports_every_variable_it_requires():
+    """``docker compose up`` stops on a required variable left unset: each shell block of the
+    README and docs/ that starts the cluster, and the compose file's own header, set each one
+    (``secrets: environment:`` are read from the environment too)."""
     text = _read("docker-compose.yml")
     required = set(re.findall(r"\$\{(\w+):\?", text))
     required |= {s["environment"] for s in _compose("docker-compose.yml")["secrets"].values()}
-    readme = _read("README.md")
-    block = readme[readme.index("### With Docker"):readme.index("## Clients")]
-    assert required <= set(re.findall(r"^export (\w+)=", block, re.MULTILINE))
     assert required <= set(re.findall(r"^#\s+export (\w+)=", text, re.MULTILINE))
+    documents = ["README.md", *(os.path.relpath(p, ROOT) for p in
+                                glob.glob(os.path.join(ROOT, "docs", "**", "*.md"), recursive=True))]
+    starts = 0
+    for document in documents:
+        for block in re.findall(r"^```sh\n(.*?)^```", _read(document), re.MULTILINE | re.DOTALL):
+            if re.search(r"^docker compose up(?! *-f)", block, re.MULTILINE):
+                starts += 1
+                missing = required - set(re.findall(r"^export (\w+)=", block, re.MULTILINE))
+                assert not missing, f"{document}: a block starting the cluster leaves {sorted(missing)} unset"
+    assert starts >= 1
