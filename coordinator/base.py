@@ -111,10 +111,10 @@ class Coordinator(abc.ABC):
         """``get_topic`` from the cache, without awaiting (the request path's lookup)."""
         return None
 
-    def cached_topics(self) -> list[TopicMetadata]:
-        """Every topic of the cluster from the cache, without awaiting (a single node: none; its
-        topics are its own logs)."""
-        return []
+    def cached_leaderless_partitions(self) -> int:
+        """Partitions of the cluster without a leader, from the cache, without awaiting (a single
+        node: none here; its partitions are its own logs)."""
+        return 0
 
     def cached_partition(self, topic: str, partition: int) -> PartitionState | None:
         """Placement and leadership of one partition from the cache (None: unknown, or no leader

@@ -4,8 +4,8 @@ and the free space of the data directory.
 
 Nothing here is on the request path: the counters are integers the replication loop and the
 cluster sync already touch when a change happens, and the rest is read when ``/metrics`` is
-scraped (one pass over the leaderships and the cached partition states, one ``statvfs``). The
-counting rules are pure functions over plain values, tested alone.
+scraped (one pass over the leaderships, dictionary lookups over the cached partitions, one
+``statvfs``). The counting rule over the leaderships is a pure function, tested alone.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from coordinator.models import PartitionState
 from logbroker.storage_health import free_bytes, total_bytes
 
 if TYPE_CHECKING:
@@ -47,11 +46,6 @@ def led_partitions(leaderships: Iterable[tuple[Sequence[int], Sequence[int], int
     return LedPartitions(led, under, below_min)
 
 
-def leaderless(states: Iterable[PartitionState | None]) -> int:
-    """Partitions no node can serve: no leader, or no placement record (``None``)."""
-    return sum(1 for state in states if state is None or state.leader < 0)
-
-
 class ClusterHealthCollector(Collector):
     def __init__(self, node: Node, clock: Callable[[], float] = time.monotonic) -> None:
         self._node = node
@@ -61,9 +55,7 @@ class ClusterHealthCollector(Collector):
         node = self._node
         if not node.clustered:
             return sum(1 for replica in node.replicas.all() if replica.log.offline_reason is not None)
-        coordinator = node.coordinator
-        return leaderless(coordinator.cached_partition(meta.name, p)
-                          for meta in coordinator.cached_topics() for p in range(meta.partitions))
+        return node.coordinator.cached_leaderless_partitions()
 
     def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         node = self._node

@@ -1,13 +1,12 @@
-"""The counting rules behind the operator's gauges (logbroker.cluster_metrics), alone: partitions
-led here that miss replicas or fall under min.insync.replicas, and partitions without a leader."""
+"""The counting rule behind the operator's gauges of led partitions (logbroker.cluster_metrics),
+alone: partitions led here that miss replicas or fall under min.insync.replicas."""
 
 from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from coordinator.models import PartitionState
-from logbroker.cluster_metrics import LedPartitions, leaderless, led_partitions
+from logbroker.cluster_metrics import LedPartitions, led_partitions
 
 NODES = st.integers(min_value=1, max_value=7)
 
@@ -33,9 +32,3 @@ def test_under_replicated_counts_exactly_the_partitions_missing_a_replica(partit
     assert counted.under_min_isr == sum(1 for _, isr, least in partitions if len(isr) < least)
     assert counted.under_min_isr <= counted.under_replicated <= counted.led  # min ISR is at most the replicas
 
-
-def test_a_partition_without_a_leader_or_a_record_is_offline():
-    led = PartitionState("t", 0, (1, 2), (1, 2), 1, 3)
-    no_leader = PartitionState("t", 1, (1, 2), (1, 2), -1, 3)
-    assert leaderless([led, no_leader, None]) == 2
-    assert leaderless([led]) == 0 and leaderless([]) == 0
