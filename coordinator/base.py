@@ -111,6 +111,11 @@ class Coordinator(abc.ABC):
         """``get_topic`` from the cache, without awaiting (the request path's lookup)."""
         return None
 
+    def cached_leaderless_partitions(self) -> int:
+        """Partitions of the cluster without a leader, from the cache, without awaiting (a single
+        node: none here; its partitions are its own logs)."""
+        return 0
+
     def cached_partition(self, topic: str, partition: int) -> PartitionState | None:
         """Placement and leadership of one partition from the cache (None: unknown, or no leader
         when ``leader`` is -1), without awaiting."""

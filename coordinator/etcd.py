@@ -442,6 +442,9 @@ class EtcdCoordinator(Coordinator):
     def cached_topic(self, name: str) -> TopicMetadata | None:
         return self._cache.topic(name)
 
+    def cached_leaderless_partitions(self) -> int:
+        return self._cache.leaderless_partitions()
+
     def cached_partition(self, topic: str, partition: int) -> PartitionState | None:
         return self._cache.partition(topic, partition)
 

@@ -48,6 +48,7 @@ from logbroker.auth.bootstrap import build_auth, node_limits
 from logbroker.auth.groups import GroupAccess
 from logbroker.auth.permissions import Principal
 from logbroker.cluster_groups import ClusterTopics, offsets_log
+from logbroker.cluster_metrics import ClusterHealthCollector
 from logbroker.cluster_sync import ClusterSync
 from logbroker.config import NodeConfig
 from logbroker.crash_watch import CrashWatch
@@ -150,6 +151,7 @@ class Node:
                                    check_managed=self._check_queue_managed)
         self.metrics.registry.register(GroupQueueCollector(lambda: self._groups, self.queues))
         self.metrics.registry.register(UsageCollector(lambda: self.auth.meter.ledger.totals))
+        self.metrics.registry.register(ClusterHealthCollector(self))
         self._background: set[asyncio.Task[None]] = set()
         self.storage = StorageUsage(self)
         self._storage_task: asyncio.Task[None] | None = None
@@ -1160,7 +1162,8 @@ class Node:
         if not result.data and wait_ms:
             await replica.wait_for_data(offset, wait_ms)
             result = replica.log.read(offset, max_bytes, offset_max=replica.high_watermark)
-        self.metrics.bytes_out.labels(topic).inc(len(result.data))
+        if result.data:
+            self.metrics.count_out(topic, len(result.data), result.next_offset - max(offset, result.first_offset))
         return result, replica.high_watermark
 
     async def _fetch_remote(self, leader: int, topic: str, partition: int, offset: int, max_bytes: int,
@@ -1197,7 +1200,7 @@ class Node:
             await replica.wait_for_data(offset, wait_ms)
             piece = replica.log.slice(offset, max_bytes, offset_max=replica.high_watermark)
         if piece is not None:
-            self.metrics.bytes_out.labels(topic).inc(piece.size_bytes)
+            self.metrics.count_out(topic, piece.size_bytes, piece.next_offset - max(offset, piece.first_offset))
         return piece, replica.high_watermark
 
     async def wait_for_any(self, positions: list[tuple[str, int, int]], wait_ms: int) -> None:
