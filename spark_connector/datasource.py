@@ -13,7 +13,14 @@ from spark_connector.errors import OptionError
 from spark_connector.options import parse_read_options, parse_write_options
 from spark_connector.reader import BatchReader, StreamReader
 from spark_connector.schema import SCHEMA_DDL, spark_schema
-from spark_connector.writer import BatchWriter, StreamWriter, check_input_schema, partition_count
+from spark_connector.writer import (
+    BatchWriter,
+    StreamWriter,
+    batch_scope,
+    check_input_schema,
+    partition_count,
+    writer_tag,
+)
 
 NAME = "logbroker"
 
@@ -42,9 +49,9 @@ class LogBrokerDataSource(DataSource):
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         options = parse_write_options(self.options)
         check_input_schema(schema)
-        return BatchWriter(options, partition_count(options))
+        return BatchWriter(options, partition_count(options), writer_tag(options), batch_scope())
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> StreamWriter:
         options = parse_write_options(self.options)
         check_input_schema(schema)
-        return StreamWriter(options, partition_count(options))
+        return StreamWriter(options, partition_count(options), writer_tag(options))

@@ -31,7 +31,7 @@ DISPLAY: Final = {
     "startingoffsets": "startingOffsets", "endingoffsets": "endingOffsets", "startingtimestamp": "startingTimestamp",
     "maxoffsetspertrigger": "maxOffsetsPerTrigger", "failondataloss": "failOnDataLoss",
     "minpartitions": "minPartitions", "timeoutseconds": "timeoutSeconds", "batchbytes": "batchBytes",
-    "cafile": "caFile",
+    "cafile": "caFile", "exactlyonce": "exactlyOnce",
 }
 READ_OPTIONS: Final = frozenset({
     "topic", "path", "url", "token", "username", "password", "startingoffsets", "endingoffsets", "startingtimestamp",
@@ -39,6 +39,7 @@ READ_OPTIONS: Final = frozenset({
 })
 WRITE_OPTIONS: Final = frozenset({
     "topic", "url", "token", "username", "password", "acks", "batchbytes", "timeoutseconds", "path", "cafile",
+    "exactlyonce",
 })
 
 # Per-partition start/end: a concrete offset, or EARLIEST/LATEST (Kafka's -2/-1 in JSON).
@@ -82,6 +83,7 @@ class WriteOptions:
     location: Location
     acks: str
     batch_bytes: int
+    exactly_once: bool = True  # each batch carries an identity a re-run repeats (``write_identity``)
 
 
 def parse_read_options(options: Mapping[str, str], mode: Mode) -> ReadOptions:
@@ -120,7 +122,8 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
     if acks not in ACKS:
         raise OptionError(f"acks must be one of {', '.join(ACKS)}, not {acks!r}")
     batch_bytes = _optional_int(opts, "batchbytes", low=1024, high=WRITE_BATCH_BYTES_MAX)
-    return WriteOptions(topic, location, acks, batch_bytes or WRITE_BATCH_BYTES_DEFAULT)
+    return WriteOptions(topic, location, acks, batch_bytes or WRITE_BATCH_BYTES_DEFAULT,
+                        _bool(opts, "exactlyonce", default=True))
 
 
 def _lowered(options: Mapping[str, str]) -> dict[str, str]:

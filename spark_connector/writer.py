@@ -2,21 +2,28 @@
 columns produced to a topic through a node's HTTP API as prebuilt binary batches.
 
 Each task groups its rows by partition (the ``partition`` column; else xxh3 of the key, as the
-broker does; else one partition per batch, moving on
-after each batch), builds batches of at most ``batchBytes`` with
-``segments.batch.encode_batch`` and sends each with ``Content-Type: application/vnd.logbroker.batch``.
-Delivery is at least once: a retried request or a re-run task may store a batch twice.
+broker does; else one partition per batch, moving on after each batch, starting from the task's
+own), builds batches of at most ``batchBytes`` with ``segments.batch.encode_batch`` and sends each
+with ``Content-Type: application/vnd.logbroker.batch``.
+
+Exactly once (``exactlyOnce``, the default): every batch carries an idempotent identity derived
+from the query, the micro-batch and the task (``write_identity``), so a retried request, a re-run
+task, or a micro-batch run again after the driver restarts from its checkpoint stores nothing
+twice, as long as the query is deterministic and the re-run comes within the output topic's
+``dedup_window_ms``. With ``exactlyOnce=false`` delivery is at least once (decision 0299).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import random
+import uuid
 from collections.abc import Iterator
 from typing import Any, Final
 
 import pyarrow as pa
 import pyarrow.compute as pc
+from pyspark import TaskContext
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import (
     ArrayType,
@@ -36,8 +43,12 @@ from segments.batch import BATCH_RECORDS_MAX, ProducerRecord, encode_batch
 from spark_connector.errors import OptionError, TopicNotFoundError, WriteError
 from spark_connector.http import HttpClient, HttpError, client_for
 from spark_connector.options import WriteOptions
+from spark_connector.write_identity import EPOCHS, SERIAL_BITS, producer_epoch, producer_id
 
 RECORD_OVERHEAD_BYTES: Final = 16
+SEQUENCE_WRAP: Final = 1 << 31  # a base sequence is a non-negative i32
+QUERY_ID_PROPERTY: Final = "sql.streaming.queryId"  # what Spark's micro-batch execution sets for its tasks
+BATCH_ID_PROPERTY: Final = "streaming.sql.batchId"
 RECORDS_PER_BATCH_MAX: Final = BATCH_RECORDS_MAX  # what the broker takes in one batch
 COLUMNS: Final = ("key", "value", "partition", "headers", "timestamp")
 
@@ -91,12 +102,59 @@ def partition_count(options: WriteOptions) -> int:
     return int(described["partition_count"])
 
 
+def writer_tag(options: WriteOptions) -> int | None:
+    """The caller's writer tag (on the driver): the broker issues the caller a producer id, whose
+    high bits are the tag every identity of theirs must carry. None without exactly once."""
+    if not options.exactly_once:
+        return None
+    with client_for(options.location) as client:
+        issued = client.json("POST", "/v1/producers")
+    return int(issued["producer_id"]) >> SERIAL_BITS
+
+
+def batch_scope() -> str:
+    """A batch write's scope (picked once on the driver, so a retried task repeats its identities)."""
+    return uuid.uuid4().hex
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class TaskIdentity:
+    producer_id: int
+    producer_epoch: int
+    task: int
+
+
+def task_identity(tag: int | None, scope: str | None, epoch: int | None) -> TaskIdentity | None:
+    """This task's identity (on the executor), from the write's tag, scope and epoch (a batch
+    write's, fixed on the driver) or the query id and micro-batch id Spark gives a streaming
+    task; None without exactly once."""
+    context = TaskContext.get()
+    if tag is None or context is None:
+        return None
+    task = context.partitionId()
+    if scope is None:  # a streaming write: the query id survives restarts from the checkpoint
+        scope = context.getLocalProperty(QUERY_ID_PROPERTY)
+        raw_batch = context.getLocalProperty(BATCH_ID_PROPERTY)
+        if scope is None or raw_batch is None or not raw_batch.isdigit():
+            raise WriteError("exactly-once writing needs the streaming query's id and batch id, which Spark did "
+                             "not pass to this task; write with exactlyOnce=false")
+        epoch = producer_epoch(int(raw_batch))
+    try:
+        return TaskIdentity(producer_id(tag, scope, task), epoch or 0, task)
+    except ValueError as exc:
+        raise WriteError(str(exc)) from exc
+
+
 class _ProduceMixin:
     options: WriteOptions
     partitions: int
+    tag: int | None
+    scope: str | None = None
+    epoch: int | None = None
 
     def _produce(self, batches: Iterator[pa.RecordBatch]) -> Written:
-        sender = _Sender(client_for(self.options.location), self.options, self.partitions)
+        identity = task_identity(self.tag, self.scope, self.epoch)
+        sender = _Sender(client_for(self.options.location), self.options, self.partitions, identity)
         try:
             for batch in batches:
                 sender.add(batch)
@@ -107,16 +165,19 @@ class _ProduceMixin:
 
 
 class BatchWriter(_ProduceMixin, DataSourceArrowWriter):
-    def __init__(self, options: WriteOptions, partitions: int) -> None:
-        self.options, self.partitions = options, partitions
+    def __init__(self, options: WriteOptions, partitions: int, tag: int | None = None, scope: str | None = None
+                 ) -> None:
+        self.options, self.partitions, self.tag = options, partitions, tag
+        self.scope = scope or batch_scope()
+        self.epoch = random.randrange(EPOCHS)  # with the scope: fixed for the job, so retried tasks repeat it
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> Written:
         return self._produce(iterator)
 
 
 class StreamWriter(_ProduceMixin, DataSourceStreamArrowWriter):
-    def __init__(self, options: WriteOptions, partitions: int) -> None:
-        self.options, self.partitions = options, partitions
+    def __init__(self, options: WriteOptions, partitions: int, tag: int | None = None) -> None:
+        self.options, self.partitions, self.tag = options, partitions, tag
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> Written:
         return self._produce(iterator)
@@ -125,19 +186,22 @@ class StreamWriter(_ProduceMixin, DataSourceStreamArrowWriter):
         """Records are appended as tasks run; nothing is left to commit."""
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        """Appended records stay (the log is append-only); the sink is at least once."""
+        """Appended records stay (the log is append-only); the batch's re-run writes the same
+        identities, so what was stored is not stored again (exactly once)."""
 
 
 class _Sender:
     """Per-partition buffers of records, each sent as one batch when it reaches ``batch_bytes``."""
 
-    def __init__(self, client: HttpClient, options: WriteOptions, partitions: int) -> None:
-        self.client, self.options, self.partitions = client, options, partitions
+    def __init__(self, client: HttpClient, options: WriteOptions, partitions: int,
+                 identity: TaskIdentity | None = None) -> None:
+        self.client, self.options, self.partitions, self.identity = client, options, partitions, identity
         self._pending: dict[int, list[ProducerRecord]] = {}
         self._sizes: dict[int, int] = {}
+        self._sequences: dict[int, int] = {}  # records sent per partition (each batch's base sequence)
         # Unkeyed rows stick to one partition until its batch is sent, then move on (as Kafka's
-        # sticky partitioner does); each task starts at a random one so tasks spread out.
-        self._sticky = random.randrange(partitions)
+        # sticky partitioner does); each task starts at its own (a re-run places rows as before).
+        self._sticky = (identity.task if identity is not None else random.randrange(partitions)) % partitions
         self.records = 0
         self.batches = 0
 
@@ -177,9 +241,20 @@ class _Sender:
         self._sizes[partition] = 0
         if not records:
             return
+        if self.identity is None:
+            batch = encode_batch(records)
+        else:
+            sequence = self._sequences.get(partition, 0)
+            self._sequences[partition] = (sequence + len(records)) % SEQUENCE_WRAP
+            batch = encode_batch(records, producer_id=self.identity.producer_id,
+                                 producer_epoch=self.identity.producer_epoch, base_sequence=sequence)
         try:
-            self.client.produce_batch(self.options.topic, partition, encode_batch(records), self.options.acks)
+            self.client.produce_batch(self.options.topic, partition, batch, self.options.acks)
         except HttpError as exc:
+            if exc.problem.get("code") == "idempotency_conflict":
+                raise WriteError(f"a batch written again to {self.options.topic}/{partition} holds other records "
+                                 "than its first write: the query is not deterministic, which exactly-once "
+                                 f"writing needs (or write with exactlyOnce=false): {exc}") from exc
             raise WriteError(f"producing {len(records)} records to {self.options.topic}/{partition}: {exc}") from exc
         self.records += len(records)
         self.batches += 1
