@@ -230,7 +230,8 @@ class _Work:
                 continue
             ranks = self.ranks[key[0]]
             top = min(ranks.values())
-            fitting = [node for node in ranks if ranks[node] == top and self.fits(key, replicas[0], node, keep_ranks=False)]
+            fitting = [node for node in ranks
+                       if ranks[node] == top and self.fits(key, replicas[0], node, keep_ranks=False)]
             if fitting and top < self.rank(key, replicas[0]):
                 loads = self.loads
                 self.replace(key, 0, min(fitting, key=lambda n: (loads.leaders[n], loads.replicas[n], n)))
