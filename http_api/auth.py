@@ -19,6 +19,7 @@ from typing import Final
 
 from aiohttp import web
 
+from http_api.first_use import mark_first_use
 from http_api.keys import NODE
 from http_api.params import path_topic
 from http_api.routing import GROUP_ACCESS, ROUTE_BY_HANDLER, TOPIC_ACCESS, Handler, Route
@@ -54,9 +55,11 @@ async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamR
     principal, limits = await auth.authenticate(request.headers.get("Authorization"))
     request[PRINCIPAL], request[LIMITS] = principal, limits
     if not auth.enabled:
+        await mark_first_use(request, entry.method, entry.path)
         return await handler(request)
     auth.admit_connection(principal, request.protocol, limits)
-    await _authorize(request, entry, principal)
+    if not await mark_first_use(request, entry.method, entry.path):  # else authorized once created
+        await _authorize(request, entry, principal)
     if entry.quota is None:
         return await handler(request)
     auth.check_quota(principal, entry.quota, limits)
