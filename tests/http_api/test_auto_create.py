@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from coordinator.errors import InvalidTopicError
 from coordinator.models import validate_name
+from logbroker import launcher
 from tests.http_api.conftest import Http
 from tests.http_api.test_user_limits import As, assert_limit, make_user
 from tests.support.auth import ADMIN, ADMIN_PASSWORD, AUTH_ARGS, login
@@ -28,7 +29,7 @@ RECORD = {"records": [{"value": "first"}]}
 
 
 @pytest.fixture(scope="module")
-def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeProcess]:
+def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[launcher.NodeProcess]:
     with NodeProcess(str(tmp_path_factory.mktemp("auto")), *AUTH_ARGS, "--auto-create", "on",
                      "--auto-create-owned-max", str(OWNED_MAX), "--quota-topics-max", "5") as process:
         yield process
