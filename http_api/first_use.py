@@ -12,15 +12,15 @@ request refused on its body creates nothing.
 
 from __future__ import annotations
 
-from typing import Final, Literal
+from typing import Final
 
 from aiohttp import web
 
-from coordinator.errors import UnknownTopicError
 from coordinator.models import validate_name
 from http_api.keys import NODE
+from logbroker import first_use
+from logbroker.first_use import Kind
 
-Kind = Literal["topic", "queue"]
 FIRST_USE: Final[dict[tuple[str, str], Kind]] = {
     ("POST", "/v1/topics/{name}/records"): "topic",
     ("POST", "/v1/queues/{name}/messages"): "queue",
@@ -39,12 +39,7 @@ async def mark_first_use(request: web.Request, method: str, path: str) -> bool:
     the name is checked as an explicit create checks it (reserved ``__`` names: 400)."""
     node = request.app[NODE]
     kind = first_use_kind(method, path, node.config.auto_create)
-    if kind is None:
+    if kind is None or not await first_use.missing(node, validate_name(request.match_info["name"])):
         return False
-    name = validate_name(request.match_info["name"])
-    try:
-        await node.coordinator.get_topic(name)
-    except UnknownTopicError:
-        request[FIRST_USE_KIND] = kind
-        return True
-    return False
+    request[FIRST_USE_KIND] = kind
+    return True

@@ -18,13 +18,13 @@ from typing import Any, Final
 
 from aiohttp import web
 
-from coordinator.errors import TopicExistsError
 from http_api.auth import limits_of, principal_of
 from http_api.first_use import FIRST_USE_KIND
 from http_api.keys import NODE, STREAMS
 from http_api.params import path_topic
-from logbroker.auth.usage import RETRY_AFTER_S, check_limit
-from logbroker.errors import ANY_ERROR, NotAvailableError, TooManyRequestsError
+from logbroker import first_use
+from logbroker.auth.usage import check_limit
+from logbroker.errors import ANY_ERROR, NotAvailableError
 from logbroker.ownership import creation_cost, growth_cost, holdings
 
 DISCONNECT_POLL_S: Final = 0.5
@@ -46,25 +46,18 @@ def _asked_partitions(body: object) -> int:
 
 
 @contextlib.asynccontextmanager
-async def creating_topic(request: web.Request, body: object, *, owned_max: int | None = None,
-                         owned_limit: str = "") -> AsyncIterator[None]:
+async def creating_topic(request: web.Request, body: object) -> AsyncIterator[None]:
     """Around creating a topic or queue: refuse when it would take the caller past ``topics_max``
-    or ``partitions_max`` (or past ``owned_max`` topics and queues, a limit named ``owned_limit``,
-    when given). A queue costs two topics and twice its partitions and one more: its state log
-    has a partition per queue partition, and its dead-letter topic (one partition) is created
-    with it and owned by the same user."""
+    or ``partitions_max``. A queue costs two topics and twice its partitions and one more: its
+    state log has a partition per queue partition, and its dead-letter topic (one partition) is
+    created with it and owned by the same user."""
     principal, limits = principal_of(request), limits_of(request)
-    if principal.is_admin or not (limits.topics_max or limits.partitions_max or owned_max is not None):
+    if principal.is_admin or not (limits.topics_max or limits.partitions_max):
         yield
         return
     kind = body.get("kind") if isinstance(body, dict) else None
     async with request.app[NODE].auth.usage.creating(principal.name):
         topics, partitions = await _owned(request)
-        if owned_max is not None and topics + (2 if kind == "queue" else 1) > owned_max:
-            raise TooManyRequestsError(f"{principal.name!r} owns {topics} topics and queues; {owned_limit} is "
-                                       f"{owned_max}, so {body.get('name') if isinstance(body, dict) else ''!r} "
-                                       "is not created on first use (create it explicitly)",
-                                       retry_after_s=RETRY_AFTER_S, limit=owned_limit, limit_value=owned_max)
         check_limit(principal, limits, "topics_max", topics, 2 if kind == "queue" else 1)
         check_limit(principal, limits, "partitions_max", partitions,
                     creation_cost(kind, _asked_partitions(body), new_dead_letter=True))
@@ -72,24 +65,14 @@ async def creating_topic(request: web.Request, body: object, *, owned_max: int |
 
 
 async def create_on_first_use(request: web.Request) -> None:
-    """For a request ``first_use`` marked (its topic or queue was missing): create it with the
-    defaults, owned by the caller, within their ``topics_max`` and ``partitions_max`` and the
-    node's ``auto_create_owned_max``, then authorize the request as the middleware would have.
-    Another caller creating it first is no error: the request is then authorized against theirs
-    (403 unless they granted it)."""
+    """For a request ``first_use`` marked (its topic or queue was missing): create it, owned by
+    the caller, within their limits (``logbroker.first_use``), then authorize the request as the
+    middleware would have (403 when another user created it first)."""
     kind = request.get(FIRST_USE_KIND)
     if kind is None:
         return
-    node = request.app[NODE]
-    principal = principal_of(request)
-    name = path_topic(request)
-    body = {"name": name, "kind": kind}
-    allowance = node.config.auto_create_owned_max
-    try:
-        async with creating_topic(request, body, owned_max=allowance, owned_limit="auto_create_owned_max"):
-            await node.create_topic(body, owner=principal.name if node.auth.enabled else None)
-    except TopicExistsError:
-        pass
+    node, principal, name = request.app[NODE], principal_of(request), path_topic(request)
+    await first_use.create(node, name, kind, principal, limits_of(request))
     if node.auth.enabled:
         await node.auth.authorize_topic(principal, name, "write")
 

@@ -6,12 +6,14 @@ a bad name is 400 and creates nothing, and two users racing for one name create 
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import threading
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import quote
 
+import grpc
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -22,6 +24,7 @@ from logbroker import launcher
 from tests.http_api.conftest import Http
 from tests.http_api.test_user_limits import As, assert_limit, make_user
 from tests.support.auth import ADMIN, ADMIN_PASSWORD, AUTH_ARGS, login
+from tests.support.grpc_calls import pb, publish, subscribe
 from tests.support.nodes import NodeProcess
 
 OWNED_MAX = 3
@@ -124,6 +127,26 @@ def test_path_tricks_and_reserved_names_are_400(http: Http, admin: As) -> None:
         assert admin.call("POST", f"/v1/topics/{bad}/records", body=RECORD).status in (400, 404), bad
         assert admin.call("POST", f"/v1/topics/{bad}/records", body=RECORD).status != 200, bad
     assert names(admin) == before
+
+
+def test_a_first_grpc_publish_creates_a_topic_and_a_subscribe_does_not(node: launcher.NodeProcess, http: Http,
+                                                                         admin: As) -> None:
+    ivy, jon = make_user(http, admin, "ivy"), make_user(http, admin, "jon")
+    record = pb.PublishRequest(topic="ivy.grpc", records=[pb.Record(value=b"over grpc")])
+    answer = asyncio.run(publish(node.grpc_address, record, (("authorization", f"Bearer {ivy.token}"),)))
+    assert [(p.partition, p.offset) for p in answer.positions] == [(0, 0)]
+    assert admin.json("GET", "/v1/topics/ivy.grpc")["owner"] == "ivy"
+    with pytest.raises(grpc.aio.AioRpcError) as refused:
+        asyncio.run(publish(node.grpc_address, record, (("authorization", f"Bearer {jon.token}"),)))
+    assert refused.value.code() == grpc.StatusCode.PERMISSION_DENIED
+    with pytest.raises(grpc.aio.AioRpcError) as reserved:
+        asyncio.run(publish(node.grpc_address, pb.PublishRequest(topic="__ivy", records=[pb.Record(value=b"x")]),
+                            (("authorization", f"Bearer {ivy.token}"),)))
+    assert reserved.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    with pytest.raises(grpc.aio.AioRpcError):
+        asyncio.run(subscribe(node.grpc_address, pb.SubscribeRequest(topic="ivy.sub", partition=0, offset=0),
+                              (("authorization", f"Bearer {ivy.token}"),), 1))
+    assert not {"ivy.sub", "__ivy"} & names(admin)
 
 
 def test_two_users_racing_for_a_name_create_it_once(http: Http, admin: As) -> None:
