@@ -30,6 +30,12 @@ Balance ("spread" = max minus min over live nodes):
   above floor(total / nodes) (tested, not proven). An assignment on live nodes whose spreads are
   at most 1 needs no change; with racks, a rebalance of a rebalance returning nothing is tested.
 - ``decommission`` is a rebalance without the leaving node.
+
+A topic's ``leader_racks`` (``coordinator.leader_racks``) ranks the nodes: ``place_partitions``
+takes each preferred leader from the best-ranked rack among those it may use, and ``rebalance``
+first gives each such partition the best-ranked preferred leader it can have, then balances only
+by moves that keep every preferred leader's rank (so the balance bounds above hold among equally
+ranked nodes, and a rebalance of a rebalance may still find a move).
 """
 
 from __future__ import annotations
