@@ -35,7 +35,7 @@ A topic's ``leader_racks`` (``coordinator.leader_racks``) ranks the nodes: ``pla
 takes each preferred leader from the best-ranked rack among those it may use, and ``rebalance``
 first gives each such partition the best-ranked preferred leader it can have, then balances only
 by moves that keep every preferred leader's rank (so the balance bounds above hold among equally
-ranked nodes, and a rebalance of a rebalance may still find a move).
+ranked nodes), repeating its balancing rounds until one changes nothing.
 """
 
 from __future__ import annotations
@@ -43,11 +43,15 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter, deque
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Final
 
 from coordinator.errors import InvalidTopicError
 from coordinator.leader_racks import rack_rank
 
 Key = tuple[str, int]
+# Balancing rounds under ``leader_racks``: a leader move can unblock a replica move that a rank
+# limit blocked in the round before; rounds repeat until one changes nothing (bound: a bug guard).
+BALANCING_ROUNDS_MAX: Final = 16
 Assignment = Mapping[Key, tuple[int, ...]]
 Moves = dict[Key, tuple[int, ...]]
 _Domain = tuple[str, str]
@@ -180,8 +184,12 @@ def rebalance(current: Assignment, nodes: Sequence[PlacementNode],
     work = _Work(current, _Loads.of(nodes), leader_racks or {})
     work.evacuate()
     work.prefer_racks()
-    _even_replicas(work)
-    _even_leaders(work)
+    for _ in range(BALANCING_ROUNDS_MAX):
+        before = {key: tuple(replicas) for key, replicas in work.replicas.items()}
+        _even_replicas(work)
+        _even_leaders(work)
+        if not work.ranks or before == {key: tuple(replicas) for key, replicas in work.replicas.items()}:
+            break  # without ranks one round settles (see the module docstring)
     return {key: tuple(replicas) for key, replicas in work.replicas.items() if tuple(replicas) != tuple(current[key])}
 
 
@@ -225,15 +233,14 @@ class _Work:
 
     def prefer_racks(self) -> None:
         """Give each partition of a topic with ``leader_racks`` the best-ranked preferred leader
-        it can have: a replica already in a better rank becomes preferred (a reorder); else the
-        leader's replica moves to a fitting node of the best rank with a live node."""
+        it can have: its best-ranked replica becomes preferred (a reorder); then, if a live node
+        ranks better still, the leader's replica moves to such a node where racks allow."""
         for key, replicas in self.replicas.items():
             if key[0] not in self.ranks:
                 continue
             best = min(range(len(replicas)), key=lambda position: (self.rank(key, replicas[position]), position))
             if self.rank(key, replicas[best]) < self.rank(key, replicas[0]):
                 self.hand_over(key, best)
-                continue
             ranks = self.ranks[key[0]]
             top = min(ranks.values())
             fitting = [node for node in ranks

@@ -35,11 +35,13 @@ def first_use_kind(method: str, path: str, auto_create: str) -> Kind | None:
 
 
 async def mark_first_use(request: web.Request, method: str, path: str) -> bool:
-    """True (and the request marked) when it names a missing topic or queue that it may create;
-    the name is checked as an explicit create checks it (reserved ``__`` names: 400)."""
+    """True (and the request marked) when it names a missing topic or queue that it may create
+    (a malformed name is 400 here, as on every route)."""
     node = request.app[NODE]
     kind = first_use_kind(method, path, node.config.auto_create)
-    if kind is None or not await first_use.missing(node, validate_name(request.match_info["name"])):
+    # Reserved ``__`` names pass here (an internal topic exists and answers as before); creating
+    # one is refused by the create's own name check (400).
+    if kind is None or not await first_use.missing(node, validate_name(request.match_info["name"], internal=True)):
         return False
     request[FIRST_USE_KIND] = kind
     return True
