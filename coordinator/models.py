@@ -170,8 +170,11 @@ class TopicSpec:
         spec.queue_settings()
         spec.check_min_insync()
         spec.check_timestamp_window()
-        if LEADER_RACKS_KEY in spec.config:
-            parse_leader_racks(spec.config[LEADER_RACKS_KEY])
+        if LEADER_RACKS_KEY in spec.config and parse_leader_racks(spec.config[LEADER_RACKS_KEY]) and kind == "queue":
+            # A queue's partitions and its state log are led by one node (decision 0198); a rack
+            # preference on the queue alone would part them (decision 0310).
+            raise InvalidTopicError(f"config.{LEADER_RACKS_KEY} applies to topics, not queues",
+                                    field=f"config.{LEADER_RACKS_KEY}")
         return spec
 
     def check_timestamp_window(self) -> None:

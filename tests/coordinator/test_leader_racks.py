@@ -118,6 +118,10 @@ def test_the_config_value_is_an_ordered_list_of_distinct_rack_names() -> None:
             parse_leader_racks(bad)
         assert caught.value.extra["field"] == "config.leader_racks"
     assert leader_racks({"leader_racks": ["b"]}) == ("b",) and leader_racks({}) == ()
+    queue = {"name": "q", "kind": "queue", "config": {"leader_racks": ["b"]}}
+    with pytest.raises(InvalidTopicError, match="not queues"):
+        TopicSpec.parse(queue, base_config=LogConfig())
+    TopicSpec.parse({**queue, "config": {"leader_racks": []}}, base_config=LogConfig())
 
 
 @given(st.one_of(st.text(max_size=5), st.integers(), st.lists(st.one_of(st.text(max_size=3), st.integers()),
