@@ -1,7 +1,8 @@
 """``leader_racks`` on a real cluster (etcd, nodes 1 and 2 in rack a, 3 and 4 in rack b): a topic
 preferring rack b is led from rack b, a killed rack-b leader fails over to the other rack-b
 replica, with both rack-b nodes down leadership goes to rack a, and it returns to rack b when
-they come back; a live change of the preference moves leadership without moving data."""
+they come back; a live change of the preference moves leadership without moving data, and a
+rebalance moves a replica into the preferred rack for partitions that have none there."""
 
 from __future__ import annotations
 
@@ -82,3 +83,24 @@ def test_a_live_change_of_the_preference_moves_leadership(cluster: Cluster, toke
         reply = cluster.http(1).call("PATCH", f"/v1/topics/{topic}/config", headers=token,
                                      body={"leader_racks": bad})
         assert reply.status == 400, bad
+
+
+def test_a_rebalance_moves_a_replica_into_the_preferred_rack(cluster: Cluster, token: dict[str, str]) -> None:
+    topic = "near.moved"
+    wait_until(lambda: all(n["alive"] for n in cluster.http(1).json("GET", "/v1/cluster", headers=token)["nodes"]),
+               timeout_s=WAIT_S)
+    cluster.http(1).json("POST", "/v1/topics", 201, headers=token, body={
+        "name": topic, "partitions": 4, "replication_factor": 1, "config": {"leader_racks": ["a"]}})
+    wait_until(lambda: leader_racks_are(cluster, token, topic, {"a"}), timeout_s=WAIT_S)
+    for p in range(4):
+        cluster.http(1).json("POST", f"/v1/topics/{topic}/records?acks=all", headers=token,
+                             body={"records": [{"value": f"p{p}", "partition": p}]})
+    cluster.http(1).json("PATCH", f"/v1/topics/{topic}/config", 200, headers=token, body={"leader_racks": ["b"]})
+    assert leader_racks_are(cluster, token, topic, {"a"}), "no replica in rack b: nothing to hand over to"
+    moved = cluster.http(2).json("POST", "/v1/cluster/rebalance", headers=token)
+    assert not moved["failed"], moved
+    assert {m["partition"] for m in moved["moves"] if m["topic"] == topic} == {0, 1, 2, 3}
+    wait_until(lambda: leader_racks_are(cluster, token, topic, {"b"}), timeout_s=WAIT_S)
+    for p in range(4):
+        page = cluster.http(1).json("GET", f"/v1/topics/{topic}/partitions/{p}/records?offset=0", headers=token)
+        assert [r["value"] for r in page["records"]] == [f"p{p}"], "the record moved with its replica"
