@@ -52,7 +52,8 @@ LOGBROKER_ONLY = (
     ("grpc", "the public gRPC API against HTTP on one node: Publish and Subscribe throughput, publish p99",
      "a short run"),
     ("racks", "nearest-replica reads: fetch latency from the leader in another rack (behind a delay) against "
-     "the in-sync replica in the reader's rack", "a short run"),
+     "the in-sync replica in the reader's rack; nearest-leader writes: produce latency to a leader in the "
+     "producer's rack (leader_racks) against one in the other rack", "a short run"),
 )
 
 

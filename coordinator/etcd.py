@@ -80,6 +80,7 @@ from coordinator.etcd_seal import SEAL_FIELD, RecordSeal
 from coordinator.etcd_session import EtcdSession
 from coordinator.etcd_witness import KIND as WITNESS_KIND
 from coordinator.etcd_witness import bear_witness, end_session, parse_witness
+from coordinator.leader_racks import leader_racks
 from coordinator.models import (
     ClusterNode,
     MetadataChange,
@@ -336,7 +337,8 @@ class EtcdCoordinator(Coordinator):
         if replicas is not None:
             placed = [replicas] * spec.partitions
         else:
-            placed = place_partitions(spec.partitions, replication, nodes, current=self._cache.assignment())
+            placed = place_partitions(spec.partitions, replication, nodes, current=self._cache.assignment(),
+                                      leader_racks=leader_racks(spec.config))
         meta = TopicMetadata(spec.name, uuid.uuid4().hex, spec.partitions, replication, spec.kind,
                              dict(spec.config), owner, time.time_ns() // 1_000_000)
         records = [(p, PartitionRecord(meta.topic_id, r, r, 0)) for p, r in enumerate(placed)]
@@ -349,7 +351,8 @@ class EtcdCoordinator(Coordinator):
             meta = self._topic(name)
             count = check_partition_growth(meta, partitions)
             placed = place_partitions(count - meta.partitions, meta.replication_factor, self._placement_nodes(),
-                                      first_partition=meta.partitions, current=self._cache.assignment())
+                                      first_partition=meta.partitions, current=self._cache.assignment(),
+                                      leader_racks=leader_racks(meta.config))
             grown = TopicMetadata(meta.name, meta.topic_id, count, meta.replication_factor, meta.kind,
                                   meta.config, meta.owner, meta.created_ms)
             records = [(meta.partitions + i, PartitionRecord(meta.topic_id, r, r, 0)) for i, r in enumerate(placed)]

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from typing import Any, Final, Literal
 
 from coordinator.errors import InvalidTopicError
+from coordinator.leader_racks import LEADER_RACKS_KEY, RACK_CHARS_MAX, parse_leader_racks
 from segments.batch import BATCH_RECORDS_BYTES_MAX, HEADER_SIZE
 from segments.config import KIB, MIB, SEGMENT_BYTES_MAX, LogConfig, config_int
 from segments.errors import InvalidArgumentError
@@ -33,7 +34,7 @@ DEAD_LETTER_ID_KEY: Final = "dead_letter_topic_id"
 QUEUE_CONFIG_KEYS: Final = frozenset({"max_deliveries", "dead_letter_topic", "visibility_timeout_ms",
                                       DEAD_LETTER_ID_KEY})
 # Read by the broker (replication rules, produce de-duplication), not by the storage engine.
-REPLICATION_CONFIG_KEYS: Final = frozenset({"min_insync_replicas", "dedup_window_ms"})
+REPLICATION_CONFIG_KEYS: Final = frozenset({"min_insync_replicas", "dedup_window_ms", LEADER_RACKS_KEY})
 DEDUP_WINDOW_MS_MAX: Final = 86_400_000
 # How far a record's timestamp may lie after (before) the broker's clock at produce, in ms; -1 is
 # no bound (decision 0221: Kafka's message.timestamp.after.max.ms and .before.max.ms, same defaults).
@@ -117,9 +118,6 @@ def validate_name(name: object, *, what: str = "topic", internal: bool = False) 
     return name
 
 
-RACK_CHARS_MAX: Final = 100
-
-
 def validate_rack(rack: object) -> str | None:
     """A reader's or node's rack: None for none (absent or empty), else printable text of at most
     ``RACK_CHARS_MAX`` characters (``InvalidArgumentError`` otherwise)."""
@@ -172,6 +170,11 @@ class TopicSpec:
         spec.queue_settings()
         spec.check_min_insync()
         spec.check_timestamp_window()
+        if LEADER_RACKS_KEY in spec.config and parse_leader_racks(spec.config[LEADER_RACKS_KEY]) and kind == "queue":
+            # A queue's partitions and its state log are led by one node (decision 0198); a rack
+            # preference on the queue alone would part them (decision 0310).
+            raise InvalidTopicError(f"config.{LEADER_RACKS_KEY} applies to topics, not queues",
+                                    field=f"config.{LEADER_RACKS_KEY}")
         return spec
 
     def check_timestamp_window(self) -> None:

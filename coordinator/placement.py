@@ -30,6 +30,12 @@ Balance ("spread" = max minus min over live nodes):
   above floor(total / nodes) (tested, not proven). An assignment on live nodes whose spreads are
   at most 1 needs no change; with racks, a rebalance of a rebalance returning nothing is tested.
 - ``decommission`` is a rebalance without the leaving node.
+
+A topic's ``leader_racks`` (``coordinator.leader_racks``) ranks the nodes: ``place_partitions``
+takes each preferred leader from the best-ranked rack among those it may use, and ``rebalance``
+first gives each such partition the best-ranked preferred leader it can have, then balances only
+by moves that keep every preferred leader's rank (so the balance bounds above hold among equally
+ranked nodes), repeating its balancing rounds until one changes nothing.
 """
 
 from __future__ import annotations
@@ -37,10 +43,15 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter, deque
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Final
 
 from coordinator.errors import InvalidTopicError
+from coordinator.leader_racks import rack_rank
 
 Key = tuple[str, int]
+# Balancing rounds under ``leader_racks``: a leader move can unblock a replica move that a rank
+# limit blocked in the round before; rounds repeat until one changes nothing (bound: a bug guard).
+BALANCING_ROUNDS_MAX: Final = 16
 Assignment = Mapping[Key, tuple[int, ...]]
 Moves = dict[Key, tuple[int, ...]]
 _Domain = tuple[str, str]
@@ -101,18 +112,27 @@ class _Loads:
             if node in self.replicas:
                 self.replicas[node] += sign
 
-    def choose(self, partition: Sequence[int], *, leader: bool) -> int:
+    def ranks(self, leader_racks: Sequence[str]) -> dict[int, int]:
+        """Each live node's rank under a topic's ``leader_racks`` (all 0 without one)."""
+        return {node: rack_rank(rack if kind == "rack" else None, leader_racks)
+                for node, (kind, rack) in self.domain.items()}
+
+    def choose(self, partition: Sequence[int], *, leader: bool, ranks: Mapping[int, int] | None = None) -> int:
         """The live node for one more replica of ``partition`` (its live replicas so far): a node
-        not in it, in a rack it uses least, with fewest leaders (``leader``) or replicas."""
+        not in it, in a rack it uses least, with fewest leaders (``leader``) or replicas. With
+        ``ranks`` (a topic's ``leader_racks``), the best-ranked of the racks used least wins, for a
+        leader (a new partition's first replica: the first listed rack with a live node) and for
+        a follower (a second replica in a preferred rack is a local leader after a failover)."""
         used = Counter(self.domain[node] for node in partition)
         free = [node for node in self.replicas if node not in partition]
         assert free, f"no live node left for a partition on {list(partition)}"
+        rank = ranks or {}
         least = min(used[self.domain[node]] for node in free)
         fitting = [node for node in free if used[self.domain[node]] == least]
         if leader:
-            return min(fitting, key=lambda node: (self.leaders[node], self.replicas[node], node))
+            return min(fitting, key=lambda node: (rank.get(node, 0), self.leaders[node], self.replicas[node], node))
         # A follower avoids nodes leading few partitions: the next preferred leaders go there.
-        return min(fitting, key=lambda node: (self.replicas[node], -self.leaders[node], node))
+        return min(fitting, key=lambda node: (rank.get(node, 0), self.replicas[node], -self.leaders[node], node))
 
 
 def _check_factor(replication_factor: int, live: int, what: str) -> None:
@@ -123,11 +143,14 @@ def _check_factor(replication_factor: int, live: int, what: str) -> None:
 
 
 def place_partitions(partitions: int, replication_factor: int, nodes: Sequence[PlacementNode], *,
-                     first_partition: int = 0, current: Assignment | None = None) -> list[tuple[int, ...]]:
+                     first_partition: int = 0, current: Assignment | None = None,
+                     leader_racks: Sequence[str] = ()) -> list[tuple[int, ...]]:
     """Replica lists (preferred leader first) for partitions ``first_partition`` ..
     ``first_partition + partitions - 1`` over ``nodes`` (the live ones). ``current`` is the
     cluster's existing assignment (every topic, including earlier partitions of this one): new
     partitions go where it has fewest leaders and replicas, so pass it when growing a topic.
+    ``leader_racks`` (the topic's config): each preferred leader is in the first listed rack that
+    has a live node; the followers still spread over racks as without it.
     ``InvalidTopicError`` when ``replication_factor`` is below 1 or above the live node count."""
     _check_factor(replication_factor, len(nodes), f"new partitions from {first_partition}")
     if partitions < 0:
@@ -135,45 +158,58 @@ def place_partitions(partitions: int, replication_factor: int, nodes: Sequence[P
     loads = _Loads.of(nodes)
     for held in (current or {}).values():
         loads.count(held)
+    ranks = loads.ranks(leader_racks)
     placed = []
     for _ in range(partitions):
         replicas: list[int] = []
         for position in range(replication_factor):
-            replicas.append(loads.choose(replicas, leader=position == 0))
+            replicas.append(loads.choose(replicas, leader=position == 0, ranks=ranks))
         loads.count(replicas)
         placed.append(tuple(replicas))
     return placed
 
 
-def rebalance(current: Assignment, nodes: Sequence[PlacementNode]) -> Moves:
+def rebalance(current: Assignment, nodes: Sequence[PlacementNode],
+              leader_racks: Mapping[str, Sequence[str]] | None = None) -> Moves:
     """The partitions whose replica list must change, with their new lists, so that nothing is on
     a node missing from ``nodes`` and loads are even (see the module docstring); partitions left
     as they are are not returned. A replica replaced keeps its position, so a partition changes
-    as little as it can. ``InvalidTopicError`` when a partition has more replicas than there are
-    nodes."""
+    as little as it can. ``leader_racks`` (per topic): first each such partition's preferred
+    leader is put in the best-ranked rack it can have (a reorder when a replica is there already,
+    else a move of the leader's replica there, racks allowing), and no later step makes its rank
+    change, so balance is sought only among equally ranked choices. ``InvalidTopicError`` when a
+    partition has more replicas than there are nodes."""
     for (topic, partition), replicas in current.items():
         _check_factor(len(replicas), len(nodes), f"partition {topic}/{partition}")
-    work = _Work(current, _Loads.of(nodes))
+    work = _Work(current, _Loads.of(nodes), leader_racks or {})
     work.evacuate()
-    _even_replicas(work)
-    _even_leaders(work)
+    work.prefer_racks()
+    for _ in range(BALANCING_ROUNDS_MAX):
+        before = {key: tuple(replicas) for key, replicas in work.replicas.items()}
+        _even_replicas(work)
+        _even_leaders(work)
+        if not work.ranks or before == {key: tuple(replicas) for key, replicas in work.replicas.items()}:
+            break  # without ranks one round settles (see the module docstring)
     return {key: tuple(replicas) for key, replicas in work.replicas.items() if tuple(replicas) != tuple(current[key])}
 
 
-def decommission(current: Assignment, nodes: Sequence[PlacementNode], leaving: int) -> Moves:
+def decommission(current: Assignment, nodes: Sequence[PlacementNode], leaving: int,
+                 leader_racks: Mapping[str, Sequence[str]] | None = None) -> Moves:
     """The moves that take every replica off node ``leaving`` onto the other ``nodes``, evenly:
     a rebalance over the nodes that remain. ``InvalidTopicError`` when a partition has more
     replicas than nodes would remain."""
-    return rebalance(current, [node for node in nodes if node.node_id != leaving])
+    return rebalance(current, [node for node in nodes if node.node_id != leaving], leader_racks)
 
 
 class _Work:
     """An assignment being rebalanced: its replica lists, the loads they make, and per live node
     the partitions on it (in a fixed order), so a search scans only one node's partitions."""
 
-    def __init__(self, current: Assignment, loads: _Loads) -> None:
+    def __init__(self, current: Assignment, loads: _Loads, leader_racks: Mapping[str, Sequence[str]]) -> None:
         self.loads = loads
         self.replicas = {key: list(current[key]) for key in sorted(current)}
+        # Per topic with ``leader_racks``, each live node's rank (a node not live ranks last).
+        self.ranks = {topic: loads.ranks(racks) for topic, racks in leader_racks.items() if racks}
         self.on: dict[int, dict[Key, None]] = {node: {} for node in loads.replicas}
         for key, replicas in self.replicas.items():
             loads.count(replicas)
@@ -187,7 +223,31 @@ class _Work:
             for position, node in enumerate(replicas):
                 if node not in self.on:
                     live = [other for other in replicas if other in self.on]
-                    self.replace(key, position, self.loads.choose(live, leader=position == 0))
+                    self.replace(key, position, self.loads.choose(live, leader=position == 0,
+                                                                  ranks=self.ranks.get(key[0])))
+
+    def rank(self, key: Key, node: int) -> int:
+        """``node``'s rank for partition ``key``'s topic (0 for all when it has no leader racks)."""
+        ranks = self.ranks.get(key[0])
+        return 0 if ranks is None else ranks.get(node, len(ranks) + 1)
+
+    def prefer_racks(self) -> None:
+        """Give each partition of a topic with ``leader_racks`` the best-ranked preferred leader
+        it can have: its best-ranked replica becomes preferred (a reorder); then, if a live node
+        ranks better still, the leader's replica moves to such a node where racks allow."""
+        for key, replicas in self.replicas.items():
+            if key[0] not in self.ranks:
+                continue
+            best = min(range(len(replicas)), key=lambda position: (self.rank(key, replicas[position]), position))
+            if self.rank(key, replicas[best]) < self.rank(key, replicas[0]):
+                self.hand_over(key, best)
+            ranks = self.ranks[key[0]]
+            top = min(ranks.values())
+            fitting = [node for node in ranks
+                       if ranks[node] == top and self.fits(key, replicas[0], node, keep_ranks=False)]
+            if fitting and top < self.rank(key, replicas[0]):
+                loads = self.loads
+                self.replace(key, 0, min(fitting, key=lambda n: (loads.leaders[n], loads.replicas[n], n)))
 
     def replace(self, key: Key, position: int, node: int) -> None:
         replicas = self.replicas[key]
@@ -204,13 +264,19 @@ class _Work:
         replicas[0], replicas[position] = replicas[position], replicas[0]
         self.loads.leaders[replicas[0]] += 1
 
-    def fits(self, key: Key, donor: int, receiver: int) -> bool:
+    def fits(self, key: Key, donor: int, receiver: int, *, keep_ranks: bool = True) -> bool:
         """Whether ``receiver`` may replace ``donor`` in partition ``key``: it is not there yet and
         the partition's rack spread gets no worse (the receiver's rack is used no more than the
-        donor's by the other replicas)."""
+        donor's by the other replicas), and under ``leader_racks`` a preferred leader is replaced
+        by one of the same rank and no follower outranks the preferred leader."""
         replicas = self.replicas[key]
         if receiver in replicas:
             return False
+        if keep_ranks and key[0] in self.ranks:  # balancing keeps the ranks ``prefer_racks`` gave the partition
+            if replicas[0] == donor and self.rank(key, receiver) != self.rank(key, donor):
+                return False
+            if replicas[0] != donor and self.rank(key, receiver) < self.rank(key, replicas[0]):
+                return False
         others = [self.loads.domain[node] for node in replicas if node != donor]
         return others.count(self.loads.domain[receiver]) <= others.count(self.loads.domain[donor])
 
@@ -342,7 +408,7 @@ def _find_leader_chain(work: _Work) -> list[tuple[Key, int]] | None:
                 return chain[::-1]
             for key in led_by[node]:
                 for position, holder in enumerate(work.replicas[key][1:], start=1):
-                    if holder not in reached:
+                    if holder not in reached and work.rank(key, holder) == work.rank(key, node):
                         reached[holder] = (node, key, position)
                         queue.append(holder)
     return None

@@ -40,6 +40,7 @@ from grpc_api.errors import abort_for
 from grpc_api.gate import Caller, authorization_of
 from grpc_api.group_clients import GroupClients
 from http_api.tls import node_client_context
+from logbroker import first_use
 from logbroker.auth.permissions import Principal
 from logbroker.auth.quotas import QuotaLimits
 from logbroker.errors import ANY_ERROR, InvalidRequestError, NotAvailableError
@@ -95,7 +96,10 @@ class BrokerService:
         offsets: list[dict[str, int]] = []
         try:
             topic = validate_name(request.topic, internal=True)
-            principal, limits = await self._authorized(caller, topic, "write")
+            # A missing topic is created on first use (decision 0311) once the records decode,
+            # then the write is authorized against it.
+            creating = await first_use.missing(self.node, topic)
+            principal, limits = caller if creating else await self._authorized(caller, topic, "write")
             auth = self.node.auth
             if auth.enabled:
                 auth.check_quota(principal, "produce", limits)
@@ -104,6 +108,9 @@ class BrokerService:
             if acks not in ACKS:
                 raise InvalidRequestError(f"acks must be 0, 1 or all, not {acks[:20]!r}")
             records = incoming_records(request.records)
+            if creating:
+                await first_use.create(self.node, topic, "topic", principal, limits)
+                await self._authorized(caller, topic, "write")
             offsets = await self.node.produce_records(topic, records, acks, request.idempotency_key or None,
                                                      writer=principal.name)
         except ANY_ERROR as exc:

@@ -20,6 +20,7 @@ from typing import Final
 
 from aiohttp import web
 
+from http_api.first_use import mark_first_use
 from http_api.keys import NODE
 from http_api.params import path_topic
 from http_api.routing import GROUP_ACCESS, ROUTE_BY_HANDLER, TOPIC_ACCESS, Handler, Route
@@ -55,9 +56,11 @@ async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamR
     auth = request.app[NODE].auth
     principal, limits = await auth.authenticate(request.headers.get("Authorization"))
     request[PRINCIPAL], request[LIMITS] = principal, limits
+    first_use = await mark_first_use(request, entry.method, entry.path)
     if auth.enabled:
         auth.admit_connection(principal, request.protocol, limits)
-        await _authorize(request, entry, principal)
+        if not first_use:  # else authorized once created
+            await _authorize(request, entry, principal)
     if entry.quota is None:
         return await handler(request)
     quota = limits if auth.enabled else None  # usage is counted with auth off too; quotas are not

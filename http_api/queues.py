@@ -11,12 +11,13 @@ import msgpack
 from aiohttp import web
 
 from http_api.auth import count_records, principal_of, recheck_access
+from http_api.first_use import FIRST_USE_KIND
 from http_api.json_codec import json_response
 from http_api.keys import NODE
 from http_api.params import JSON, MSGPACK, decode_msgpack, path_topic, read_json
 from http_api.records import IDEMPOTENCY_HEADER, IDEMPOTENCY_KEY, PRODUCE_BODY
 from http_api.routing import route
-from http_api.user_limits import long_poll
+from http_api.user_limits import create_on_first_use, long_poll
 from logbroker.errors import UnsupportedMediaTypeError
 from logbroker.queues.requests import (
     NACK_DELAY_MS_MAX,
@@ -50,13 +51,17 @@ SETTLE_RESPONSES = {"200": "How many were settled, and the receipts that matched
 async def send(request: web.Request) -> web.Response:
     node = request.app[NODE]
     name = path_topic(request)
-    node.queues.get(name)
+    if FIRST_USE_KIND not in request:
+        node.queues.get(name)
     if request.content_type == JSON:
         records = parse_body(await read_json(request), binary=False)
     elif request.content_type == MSGPACK:
         records = parse_body(decode_msgpack(await request.read()), binary=True)
     else:
         raise UnsupportedMediaTypeError(f"expected {JSON} or {MSGPACK}, got {request.content_type!r}")
+    if FIRST_USE_KIND in request:
+        await create_on_first_use(request)
+        node.queues.get(name)
     offsets = await node.produce_records(name, records, request.query.get("acks", "1"),
                                          request.headers.get(IDEMPOTENCY_KEY), writer=principal_of(request).name)
     count_records(request, len(offsets))

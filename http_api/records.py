@@ -27,7 +27,7 @@ from http_api.params import (
 )
 from http_api.routing import route
 from http_api.sendfile import send_slice
-from http_api.user_limits import long_poll
+from http_api.user_limits import create_on_first_use, long_poll
 from logbroker.batch_limits import CheckedBatch, check_batch, is_costly, is_costly_read
 from logbroker.errors import UnsupportedMediaTypeError
 from logbroker.producer_ids import check_writer, issue
@@ -78,17 +78,21 @@ async def produce(request: web.Request) -> web.Response:
     content_type = request.content_type
     if content_type == BATCH:
         partition = query_int(request, "partition")
-        offsets, checked = await append_prebuilt(request, topic, partition, await request.read(), acks)
+        data = await request.read()
+        await create_on_first_use(request)
+        offsets, checked = await append_prebuilt(request, topic, partition, data, acks)
         count_records(request, checked.header.record_count)
         leader = node.leader_elsewhere(topic, partition)
         if leader is not None:
             return json_response({"offsets": offsets}, headers={LEADER: str(leader)})
     elif content_type == JSON:
         records = parse_body(await read_json(request), binary=False)
+        await create_on_first_use(request)
         offsets = await node.produce_records(topic, records, acks, request.headers.get(IDEMPOTENCY_KEY),
                                              writer=principal_of(request).name)
     elif content_type == MSGPACK:
         records = parse_body(decode_msgpack(await request.read()), binary=True)
+        await create_on_first_use(request)
         offsets = await node.produce_records(topic, records, acks, request.headers.get(IDEMPOTENCY_KEY),
                                              writer=principal_of(request).name)
     else:

@@ -23,8 +23,8 @@ TOPIC_BODY = {
         "replication_factor": {"type": "integer", "minimum": 1},
         "kind": {"type": "string", "enum": ["topic", "queue"], "default": "topic"},
         "config": {"type": "object", "description": "segment_bytes, segment_ms, retention_ms, retention_bytes, "
-                   "flush (always|interval|never), flush_ms, max_batch_bytes, ...; queues: max_deliveries, "
-                   "dead_letter_topic"},
+                   "flush (always|interval|never), flush_ms, max_batch_bytes, leader_racks (racks for the "
+                   "leaders, first preferred), ...; queues: max_deliveries, dead_letter_topic"},
     },
 }
 

@@ -19,7 +19,10 @@ from typing import Any, Final
 from aiohttp import web
 
 from http_api.auth import limits_of, principal_of
+from http_api.first_use import FIRST_USE_KIND
 from http_api.keys import NODE, STREAMS
+from http_api.params import path_topic
+from logbroker import first_use
 from logbroker.auth.usage import check_limit
 from logbroker.errors import ANY_ERROR, NotAvailableError
 from logbroker.ownership import creation_cost, growth_cost, holdings
@@ -59,6 +62,19 @@ async def creating_topic(request: web.Request, body: object) -> AsyncIterator[No
         check_limit(principal, limits, "partitions_max", partitions,
                     creation_cost(kind, _asked_partitions(body), new_dead_letter=True))
         yield
+
+
+async def create_on_first_use(request: web.Request) -> None:
+    """For a request ``first_use`` marked (its topic or queue was missing): create it, owned by
+    the caller, within their limits (``logbroker.first_use``), then authorize the request as the
+    middleware would have (403 when another user created it first)."""
+    kind = request.get(FIRST_USE_KIND)
+    if kind is None:
+        return
+    node, principal, name = request.app[NODE], principal_of(request), path_topic(request)
+    await first_use.create(node, name, kind, principal, limits_of(request))
+    if node.auth.enabled:
+        await node.auth.authorize_topic(principal, name, "write")
 
 
 @contextlib.asynccontextmanager

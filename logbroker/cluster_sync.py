@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Final
 
 from coordinator.errors import CoordinatorError
 from coordinator.models import INTERNAL_PREFIX, MetadataChange, TopicMetadata
-from logbroker.partition_roles import hosts, should_stand
+from logbroker.partition_roles import hosts, should_stand, topic_ranks
 
 if TYPE_CHECKING:
     from logbroker.node import Node
@@ -35,6 +35,7 @@ class ClusterSync:
         self._everything = True
         self._wake = asyncio.Event()
         self._opened_ids: dict[str, str] = {}  # topic -> the id of the topic whose logs are open here
+        self._racks: dict[int, str | None] = {}  # node -> rack, of the nodes the cluster knows
         self.passes = 0
         self.session_losses = 0
 
@@ -74,7 +75,9 @@ class ClusterSync:
             topics = set()
         topics |= self._pending
         self._pending = set()
-        alive = {n.info.node_id for n in await coordinator.cluster_nodes() if n.alive}
+        members = await coordinator.cluster_nodes()
+        alive = {n.info.node_id for n in members if n.alive}
+        self._racks = {n.info.node_id: n.info.rack for n in members}
         elections: list[Callable[[], Awaitable[object]]] = []
         for name in sorted(topics, key=lambda n: (n.startswith(INTERNAL_PREFIX), n)):  # a queue before its state
             self._node.topic_changed(name)
@@ -120,7 +123,8 @@ class ClusterSync:
             fresh = node.coordinator.cached_partition(name, state.partition)
             if fresh is not None and hosts(fresh, me):
                 node.replication.sync_partition(fresh)
-        return [_election(node, meta, s.partition) for s in states if should_stand(s, me, alive)]
+        ranks = topic_ranks(meta.config, self._racks)
+        return [_election(node, meta, s.partition) for s in states if should_stand(s, me, alive, ranks)]
 
     def forget(self, name: str) -> None:
         """This node deleted ``name`` itself: its logs are gone already."""

@@ -111,6 +111,8 @@ class NodeConfig:
     etcd_adopt_unsealed: str = "false"
     metrics_token: str = ""
     metrics_public: str = "false"
+    auto_create: str = "off"  # on: a produce or send to a missing name creates it (decision 0311)
+    auto_create_owned_max: int = 10  # auto-create makes a name only for a user owning fewer than this
 
     def __post_init__(self) -> None:
         if not self.data_dir:
@@ -156,6 +158,8 @@ class NodeConfig:
                    + (f", or {QUOTA_AUTO} for the node's share" if name in AUTO_QUOTA_FIELDS else ""))
         _check(self.metrics_public in ("true", "false"), f"metrics_public must be true or false, not "
                f"{self.metrics_public!r}")
+        _check(self.auto_create in ("on", "off"), f"auto_create must be on or off, not {self.auto_create!r}")
+        _check(self.auto_create_owned_max >= 0, "auto_create_owned_max must not be negative (0: no allowance)")
         _check(not self.metrics_token or len(self.metrics_token) >= METRICS_TOKEN_CHARS_MIN,
                f"metrics_token must have at least {METRICS_TOKEN_CHARS_MIN} characters")
         _check(bool(self.tls_cert_file) == bool(self.tls_key_file), "tls_cert_file and tls_key_file go together")

@@ -91,6 +91,12 @@ SETTINGS: Final[tuple[tuple[str, tuple[tuple[str, str], ...]], ...]] = (
                            "another node's counts may be)"),
         ("quota_storage_bytes_max", "bytes stored in what one user owns (-1: a quarter of the data file system)"),
     )),
+    ("topics and queues on first use", (
+        ("auto_create", "`on`: a produce to a missing topic, or a send to a missing queue, creates it with the "
+                        "defaults, owned by the sender, within their quotas; fetches and receives never create"),
+        ("auto_create_owned_max", "a user owning this many topics and queues gets no more auto-created ones "
+                                  "(429; explicit creates are bounded by `quota_topics_max`); admins exempt"),
+    )),
     ("requests and connections", (
         ("request_body_bytes_max", "larger request bodies get 413"),
         ("fetch_bytes_max", "cap on the bytes of one fetch"),

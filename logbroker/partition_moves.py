@@ -27,6 +27,7 @@ import time
 from typing import TYPE_CHECKING, Any, Final
 
 from coordinator.errors import StaleEpochError
+from coordinator.leader_racks import leader_racks
 from coordinator.models import INTERNAL_PREFIX
 from coordinator.placement import PlacementNode, decommission, rebalance
 from logbroker.errors import ANY_ERROR, InvalidRequestError, NoLeaderError, NotAvailableError, NotLeaderError
@@ -164,20 +165,21 @@ class PartitionMover:
         async with self._moving, node.coordinator.exclusive("rebalance"):
             alive = [n.info for n in await node.coordinator.cluster_nodes() if n.alive]
             nodes = [PlacementNode(n.node_id, n.rack) for n in alive]
-            current, stays = {}, []
+            current, stays, preferences = {}, [], {}
             for meta in await node.coordinator.list_topics():
                 pinned = meta.name.startswith(INTERNAL_PREFIX) or meta.kind == "queue"
+                preferences[meta.name] = leader_racks(meta.config)
                 for state in await node.coordinator.partition_states(meta.name):
                     if not pinned:
                         current[(meta.name, state.partition)] = state.replicas
                     elif leaving in state.replicas:  # a queue stays with its share state (0198)
                         stays.append({"topic": meta.name, "partition": state.partition})
             if leaving is None:
-                plan = rebalance(current, nodes)
+                plan = rebalance(current, nodes, preferences)
             else:
                 if leaving not in {n.node_id for n in nodes}:
                     nodes.append(PlacementNode(leaving))
-                plan = decommission(current, nodes, leaving)
+                plan = decommission(current, nodes, leaving, preferences)
             moves: list[dict[str, Any]] = []
             failed: list[dict[str, Any]] = []
             running = asyncio.Semaphore(MOVES_AT_ONCE)

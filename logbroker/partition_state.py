@@ -157,6 +157,28 @@ def preferred_ready(replicas: Sequence[int], isr: Collection[int], leader_id: in
     return replicas[0] in isr and replicas[0] in alive
 
 
+def failback_target(replicas: Sequence[int], isr: Collection[int], leader_id: int, alive: Collection[int],
+                    ranks: Mapping[int, int] | None = None) -> int | None:
+    """The replica leadership should be handed to, or None to keep it. ``ranks``: each node's
+    rank under the topic's ``leader_racks`` (lower is better; absent nodes rank 0).
+
+    First the racks: when a live in-sync replica ranks better than the leader, the best of them
+    (ties: replica order). Else the preferred replica (``preferred_ready``), unless it ranks worse
+    than the leader (it would be handed back at once). Without ranks this is ``preferred_ready``.
+    The target is also the replica the election then picks (``partition_roles.candidate``): the
+    best-ranked live in-sync replica, first in replica order."""
+    rank = {} if ranks is None else ranks
+    eligible = [node for node in replicas if node in isr and node in alive]
+    if not eligible:
+        return None
+    best = min(eligible, key=lambda node: (rank.get(node, 0), replicas.index(node)))
+    if rank.get(best, 0) < rank.get(leader_id, 0):
+        return best
+    if preferred_ready(replicas, isr, leader_id, alive) and rank.get(replicas[0], 0) <= rank.get(leader_id, 0):
+        return replicas[0]
+    return None
+
+
 def min_insync_replicas(config: Mapping[str, object], replication_factor: int) -> int:
     """The topic's ``min_insync_replicas``, or the default: 1 for replication factor <= 2, else 2."""
     value = config.get(MIN_INSYNC_KEY)

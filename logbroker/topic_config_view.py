@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from coordinator.leader_racks import LEADER_RACKS_KEY, leader_racks
 from coordinator.models import TIMESTAMP_AFTER_KEY, TIMESTAMP_BEFORE_KEY, TopicMetadata, TopicSpec
 from logbroker.dedup import WINDOW_KEY, WINDOW_MS_DEFAULT
 from logbroker.partition_state import MIN_INSYNC_KEY, min_insync_replicas
@@ -22,6 +23,7 @@ def described_config(meta: TopicMetadata, log_config: LogConfig) -> dict[str, An
         MIN_INSYNC_KEY: min_insync_replicas(meta.config, meta.replication_factor),
         WINDOW_KEY: dedup if isinstance(dedup, int) and not isinstance(dedup, bool) else WINDOW_MS_DEFAULT,
         TIMESTAMP_AFTER_KEY: window.after_max_ms, TIMESTAMP_BEFORE_KEY: window.before_max_ms,
+        LEADER_RACKS_KEY: list(leader_racks(meta.config)),  # [] when any rack may lead
     })
     if meta.kind == "queue":
         config.update(TopicSpec(meta.name, meta.partitions, None, meta.kind, meta.config).queue_settings())

@@ -98,7 +98,8 @@ export async function topicView(main, [name], ctx) {
 }
 
 // The config as a table; for the owner and admins each changeable value is an input, and "Save"
-// sends only the keys whose text changed (digits as numbers), answering with the new config.
+// sends only the keys whose text changed (digits as numbers, a list such as leader_racks as
+// comma-separated names), answering with the new config.
 function configTable(path, topic, canManage, saved) {
   const entries = Object.entries(topic.config || {});
   if (!canManage) return table(["Setting", "Value"], entries.map(([k, v]) => [k, String(v)]));
@@ -107,16 +108,18 @@ function configTable(path, topic, canManage, saved) {
   const rows = entries.map(([k, v]) => {
     if (FIXED_CONFIG.includes(k)) return [k, String(v)];
     const input = h("input", { name: k, "data-config": k, value: String(v), size: 16 });
-    inputs.set(k, [input, String(v)]);
+    inputs.set(k, [input, String(v), Array.isArray(v)]);
     return [k, input];
   });
   return h("form", { id: "topic-config", onsubmit: async (e) => {
     e.preventDefault();
     error.textContent = "";
     const changes = {};
-    for (const [k, [input, was]] of inputs) {
+    for (const [k, [input, was, list]] of inputs) {
       const text = input.value.trim();
-      if (text !== was) changes[k] = /^-?[0-9]+$/.test(text) ? Number(text) : text;
+      if (text === was) continue;
+      if (list) changes[k] = text.split(",").map((item) => item.trim()).filter((item) => item);
+      else changes[k] = /^-?[0-9]+$/.test(text) ? Number(text) : text;
     }
     if (!Object.keys(changes).length) { error.textContent = "Nothing changed."; return; }
     try {

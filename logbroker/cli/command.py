@@ -40,6 +40,7 @@ from logbroker.errors import InvalidRequestError
 
 URL_ENV: Final = "LOGBROKER_URL"
 PRODUCE_PROGRESS_EVERY: Final = 10_000
+LIST_CONFIG_KEYS: Final = frozenset({"leader_racks"})  # config keys whose value is a list of names
 SERVER_EXTRA_HINT: Final = "pip install 'logbroker[server]' (from a checkout: pip install -e '.[server]')"
 # The project's own packages: one of them missing is a broken install, not a missing extra.
 PROJECT_PACKAGES: Final = ("segments", "coordinator", "internal_rpc", "http_api", "grpc_api", "logbroker",
@@ -250,18 +251,22 @@ async def _cluster(client: Client, args: argparse.Namespace) -> int:
 
 
 def _key_value(item: str, what: str = "--config", *, empty_is_none: bool = False) -> tuple[str, Any]:
-    """``KEY=VALUE`` as a config entry: digits are a number, anything else text (``KEY=`` is None,
-    back to the default, with ``empty_is_none``)."""
+    """``KEY=VALUE`` as a config entry: digits are a number, a list key's value comma-separated
+    names (``leader_racks=b,a``), anything else text (``KEY=`` is None, back to the default, with
+    ``empty_is_none``)."""
     key, sep, value = item.partition("=")
     if not sep or not key:
         raise InvalidRequestError(f"{what} takes KEY=VALUE, not {item!r}")
     if empty_is_none and not value:
         return key, None
+    if key in LIST_CONFIG_KEYS:
+        return key, [name.strip() for name in value.split(",") if name.strip()]
     return key, int(value) if value.lstrip("-").isascii() and value.lstrip("-").isdigit() else value
 
 
 def _config_lines(config: dict[str, Any]) -> list[str]:
-    return [f"  {key} = {config[key]}" for key in sorted(config)]
+    return [f"  {key} = {','.join(config[key]) if isinstance(config[key], list) else config[key]}"
+            for key in sorted(config)]
 
 
 async def _produce(client: Client, args: argparse.Namespace) -> int:

@@ -27,7 +27,8 @@ from typing import TYPE_CHECKING, Any, Final
 from coordinator.errors import CoordinatorError, StaleEpochError
 from coordinator.models import PartitionState
 from logbroker.errors import NotLeaderError
-from logbroker.partition_state import min_insync_replicas, out_of_sync, preferred_ready, ready_to_join, stalling
+from logbroker.partition_roles import topic_ranks
+from logbroker.partition_state import failback_target, min_insync_replicas, out_of_sync, ready_to_join, stalling
 from logbroker.replica_manager import Replica
 from logbroker.replication.follower import FollowerSide, parse_entries
 from logbroker.replication.leader import Leadership, now_ms
@@ -250,15 +251,28 @@ class ReplicationManager:
                 leadership.recompute()
                 self._spawn(self._change_isr(leadership, drop, join))
                 continue
-            if preferred_ready(leadership.replicas, leadership.isr, self._me, alive):
+            target = failback_target(leadership.replicas, leadership.isr, self._me, alive,
+                                     self._ranks(leadership.key[0], leadership.replicas))
+            if target is not None:
                 since = self._in_sync_since.setdefault(leadership.key, at)
                 if at - since >= FAILBACK_DELAY_MS:
-                    self._spawn(self._fail_back(leadership))
+                    self._spawn(self._fail_back(leadership, target))
             else:
                 self._in_sync_since.pop(leadership.key, None)
         followed = {node for leadership in self.leaderships.values() for node in leadership.followers}
         for node in [n for n in self._shippers if n not in followed]:  # no partition ships there any more
             await self._shippers.pop(node).close()
+
+    def _ranks(self, topic: str, replicas: tuple[int, ...]) -> dict[int, int] | None:
+        """The replicas' ranks under the topic's ``leader_racks`` (None: no preference)."""
+        meta = self._node.coordinator.cached_topic(topic)
+        if meta is None:
+            return None
+        racks = {}
+        for node in replicas:
+            info = self._node.coordinator.cached_node(node)
+            racks[node] = (self._node.config.rack or None) if node == self._me else (info.rack if info else None)
+        return topic_ranks(meta.config, racks)
 
     def _spawn(self, work: Any) -> None:
         task = asyncio.create_task(work)
@@ -291,11 +305,11 @@ class ReplicationManager:
         if not leadership.closed:
             leadership.update(state, leadership.min_insync)
 
-    async def _fail_back(self, leadership: Leadership) -> None:
-        """Hand leadership back to the preferred replica: refuse new writes, let it take the
-        whole log, then resign (it is the first live in-sync replica, so it is elected)."""
+    async def _fail_back(self, leadership: Leadership, preferred: int) -> None:
+        """Hand leadership to ``preferred`` (the preferred replica, or one in a better-ranked
+        leader rack): refuse new writes, let it take the whole log, then resign (it is then the
+        election's candidate, ``partition_roles.candidate``)."""
         topic, partition = leadership.key
-        preferred = leadership.replicas[0]
         leadership.handing_over = True
         deadline = time.monotonic() + HAND_OVER_WAIT_S
         try:

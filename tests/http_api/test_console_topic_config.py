@@ -48,3 +48,17 @@ def test_an_admin_edits_the_config_table_and_a_reader_only_sees_it(node, page, h
     page.wait_for_selector("h2:has-text('Config')")
     page.wait_for_selector("td:has-text('retention_ms')")
     assert page.query_selector("#topic-config") is None and page.query_selector("input[data-config]") is None
+
+
+def test_leader_racks_is_edited_as_a_comma_separated_list(node, page, http, admin):  # noqa: F811
+    http.json("POST", "/v1/topics", 201, body={"name": "console.racks", "config": {"leader_racks": ["b"]}},
+              headers=admin)
+    log_in(page, node.url, ADMIN, ADMIN_PASSWORD)
+    page.goto(f"{node.url}/console#/topics/console.racks")
+    page.wait_for_selector("#topic-config input[data-config='leader_racks']")
+    assert page.input_value("#topic-config input[data-config='leader_racks']") == "b"
+    page.fill("#topic-config input[data-config='leader_racks']", "c, a")
+    page.click("#topic-config button[type=submit]")
+    page.wait_for_function("() => document.querySelector(\"#topic-config input[data-config='leader_racks']\")"
+                           ".value === 'c,a' && !document.querySelector('#config-error').textContent")
+    assert http.json("GET", "/v1/topics/console.racks", headers=admin)["config"]["leader_racks"] == ["c", "a"]

@@ -57,6 +57,18 @@ def test_topic_alter_changes_the_config_and_describe_shows_it(node):
     assert json.loads(cli(node, "topic", "describe", "cli.alter", "--json").stdout)["config"]["retention_ms"] == 3600000
 
 
+def test_leader_racks_is_a_comma_separated_list_on_the_command_line(node):
+    created = cli(node, "topic", "create", "cli.racks", "--config", "leader_racks=b,a", "--json")
+    assert created.returncode == 0, created.stderr
+    assert json.loads(created.stdout)["config"]["leader_racks"] == ["b", "a"]
+    altered = cli(node, "topic", "alter", "cli.racks", "leader_racks=c")
+    assert altered.returncode == 0 and "leader_racks = c" in altered.stdout, altered.stderr
+    reset = json.loads(cli(node, "topic", "alter", "cli.racks", "leader_racks=", "--json").stdout)
+    assert reset["config"]["leader_racks"] == []
+    refused = cli(node, "topic", "alter", "cli.racks", "leader_racks=b,b")
+    assert refused.returncode != 0 and "leader_racks" in refused.stderr
+
+
 def test_help_on_every_command(node):
     for args in (["--help"], ["serve", "--help"], ["topic", "create", "--help"], ["topic", "alter", "--help"],
                  ["produce", "--help"],
