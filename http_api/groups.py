@@ -18,6 +18,7 @@ from http_api.routing import route
 from logbroker.auth.groups import LIST_SCAN_NAMES_MAX, SEALED_PREFIX, restricted_view
 from logbroker.auth.usage import check_member_limit
 from logbroker.errors import ForbiddenError
+from logbroker.groups.group import STANDALONE
 from logbroker.groups.requests import group_name, member_id, parse_commit, parse_join, parse_reset
 
 GROUP_PATH = "/v1/groups/{group}"
@@ -28,8 +29,10 @@ JOIN_BODY = {"type": "object", "required": ["topics"], "properties": {
     "session_timeout_ms": {"type": "integer", "minimum": 100, "maximum": 300000, "default": 10000},
     "assignment_strategy": {"type": "string", "enum": ["range", "round_robin", "sticky"]},
     "member_id": {"type": "string", "description": "rejoin with this id (after a 404 a new id is given)"}}}
-COMMIT_BODY = {"type": "object", "required": ["member_id", "generation", "offsets"], "properties": {
-    "member_id": {"type": "string"}, "generation": {"type": "integer"},
+COMMIT_BODY = {"type": "object", "required": ["offsets"], "properties": {
+    "member_id": {"type": "string", "description": "the committing member; leave out (with generation) to "
+                                                   "commit for a group that has no members"},
+    "generation": {"type": "integer"},
     "offsets": {"type": "array", "items": {"type": "object", "properties": {
         "topic": {"type": "string"}, "partition": {"type": "integer"}, "offset": {"type": "integer"}}}},
     "sequence": {"type": "integer", "minimum": 0,
@@ -146,15 +149,19 @@ async def leave_group(request: web.Request) -> web.Response:
     return web.Response(status=204)
 
 
-@route("POST", GROUP_PATH + "/offsets", "Commit offsets (member of the current generation only)",
+@route("POST", GROUP_PATH + "/offsets", "Commit offsets (a member of the current generation; without a member, "
+       "for a group that has none)",
        access="group_read",
        body=COMMIT_BODY, responses={"200": "Committed", "400": "Invalid", "404": "Unknown member",
-                                    "409": "Stale generation or partition not assigned"})
+                                    "409": "Stale generation, partition not assigned, or (without a member) "
+                                           "the group has members"})
 async def commit_offsets(request: web.Request) -> web.Response:
-    name = _group(request)
+    node, name = request.app[NODE], _group(request)
     commit = parse_commit(await read_json(request))
     await require_read(request, (t for t, _, _ in commit.offsets))
-    return json_response(await request.app[NODE].groups.commit(name, commit, group_caller(request)))
+    if commit.member_id == STANDALONE:  # like a first join, the first commit claims a new group
+        await node.group_access.claim(principal_of(request), name, limits_of(request))
+    return json_response(await node.groups.commit(name, commit, group_caller(request)))
 
 
 @route("POST", GROUP_PATH + "/offsets/reset", "Reset a group's offsets for a topic (the group must have no members)",

@@ -13,6 +13,7 @@ import json
 from collections.abc import Mapping
 from typing import Final, Literal
 
+from coordinator.models import NAME_PATTERN as GROUP_NAME
 from spark_connector.errors import OptionError
 
 EARLIEST: Final = -2
@@ -31,11 +32,11 @@ DISPLAY: Final = {
     "startingoffsets": "startingOffsets", "endingoffsets": "endingOffsets", "startingtimestamp": "startingTimestamp",
     "maxoffsetspertrigger": "maxOffsetsPerTrigger", "failondataloss": "failOnDataLoss",
     "minpartitions": "minPartitions", "timeoutseconds": "timeoutSeconds", "batchbytes": "batchBytes",
-    "cafile": "caFile", "exactlyonce": "exactlyOnce",
+    "cafile": "caFile", "exactlyonce": "exactlyOnce", "committogroup": "commitToGroup",
 }
 READ_OPTIONS: Final = frozenset({
     "topic", "path", "url", "token", "username", "password", "startingoffsets", "endingoffsets", "startingtimestamp",
-    "maxoffsetspertrigger", "failondataloss", "minpartitions", "timeoutseconds", "cafile",
+    "maxoffsetspertrigger", "failondataloss", "minpartitions", "timeoutseconds", "cafile", "committogroup",
 })
 WRITE_OPTIONS: Final = frozenset({
     "topic", "url", "token", "username", "password", "acks", "batchbytes", "timeoutseconds", "path", "cafile",
@@ -75,6 +76,7 @@ class ReadOptions:
     max_offsets_per_trigger: int | None
     fail_on_data_loss: bool
     min_partitions: int | None
+    commit_to_group: str | None = None  # a streaming query's progress, committed to this group
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -106,8 +108,16 @@ def parse_read_options(options: Mapping[str, str], mode: Mode) -> ReadOptions:
     min_partitions = _optional_int(opts, "minpartitions", low=1)
     if mode == "stream" and min_partitions is not None:
         raise OptionError("minPartitions is for batch reads only")
+    group = opts.get("committogroup") or None
+    if group is not None:
+        if mode == "batch":
+            raise OptionError("commitToGroup is for streaming reads only (it commits each finished micro-batch)")
+        if location.direct:
+            raise OptionError("commitToGroup commits through a node: give url (and path is not needed)")
+        if not GROUP_NAME.fullmatch(group) or group in (".", ".."):
+            raise OptionError(f"commitToGroup must be a group name ({GROUP_NAME.pattern}), not {group[:80]!r}")
     return ReadOptions(topic, location, starting, ending, starting_timestamp, max_per_trigger,
-                       _bool(opts, "failondataloss", default=True), min_partitions)
+                       _bool(opts, "failondataloss", default=True), min_partitions, group)
 
 
 def parse_write_options(options: Mapping[str, str]) -> WriteOptions:

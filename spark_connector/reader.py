@@ -14,6 +14,7 @@ committed: no gap, no duplicate.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Iterator, Sequence
 
@@ -22,7 +23,8 @@ from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, Inp
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 
 from spark_connector import offsets
-from spark_connector.errors import OptionError
+from spark_connector.errors import ConnectorError, OptionError
+from spark_connector.http import client_for
 from spark_connector.offsets import Bounds, OffsetRange
 from spark_connector.options import EARLIEST, LATEST, ReadOptions
 from spark_connector.sources import PartitionSource, open_source
@@ -119,7 +121,23 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return read_task(partition.task)
 
     def commit(self, end: dict) -> None:  # type: ignore[type-arg]
-        """Nothing to do: the broker keeps no state for this reader (Spark's checkpoint holds it)."""
+        """Spark's checkpoint holds the query's progress; with ``commitToGroup`` it is also
+        committed to that consumer group (a commit without a member, for a group that has none),
+        so lag tools and the console see the query's lag. Spark calls this for a batch as the next
+        one starts, so the group trails the query by one batch. A failed commit is logged, never
+        fails the query: it only reports progress."""
+        group = self.options.commit_to_group
+        if group is None:
+            return
+        finish = offsets.from_json(self.options.topic, end)
+        body = {"offsets": [{"topic": self.options.topic, "partition": p, "offset": o}
+                            for p, o in sorted(finish.items())]}
+        try:
+            with client_for(self.options.location) as client:
+                client.json("POST", f"/v1/groups/{group}/offsets", body=json.dumps(body).encode(),
+                            headers={"Content-Type": "application/json"})
+        except (ConnectorError, OSError) as exc:
+            log.warning("could not commit the query's progress to group %s: %s", group, exc)
 
     def stop(self) -> None:
         """Nothing to release: each call opens and closes what it uses."""

@@ -23,6 +23,7 @@ from typing import Any, Final
 
 from logbroker.errors import (
     ForbiddenError,
+    GroupNotEmptyError,
     InconsistentStrategyError,
     NotAssignedError,
     StaleGenerationError,
@@ -59,6 +60,7 @@ class Caller:
 
 
 ANY_CALLER: Final = Caller(None, admin=True)
+STANDALONE: Final = ""  # the member id of a commit made without joining (``check_commit``)
 
 
 class Group:
@@ -138,7 +140,15 @@ class Group:
 
     def check_commit(self, member_id: str, generation: int, partitions: Sequence[tuple[str, int]],
                      caller: Caller = ANY_CALLER) -> None:
-        """Fence a commit: the member must be current, on this generation and own each partition."""
+        """Fence a commit: the member must be current, on this generation and own each partition.
+        A commit without a member (``STANDALONE``: a consumer that assigns itself partitions, such
+        as a Spark query reporting its progress; Kafka's generation -1) is taken only while the
+        group has no members, so it never overwrites what a member consumed."""
+        if member_id == STANDALONE:
+            if self.members:
+                raise GroupNotEmptyError(f"group {self.name!r} has {len(self.members)} member(s): a commit without "
+                                         "a member is only for a group with none (join it instead)")
+            return
         caller.check(self.member(member_id), self.name)
         if generation != self.generation:
             raise StaleGenerationError(

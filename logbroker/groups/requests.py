@@ -10,6 +10,7 @@ from coordinator.models import validate_name
 from logbroker.errors import InvalidRequestError
 from logbroker.groups.assignment import STRATEGIES, Strategy
 from logbroker.groups.commit_order import NO_SEQUENCE
+from logbroker.groups.group import STANDALONE
 from logbroker.request_fields import bounded_int as _int
 from logbroker.request_fields import json_object as _object
 
@@ -77,7 +78,7 @@ def parse_join(body: object) -> JoinRequest:
 
 
 def parse_commit(body: object) -> CommitRequest:
-    raw = _object(body, {"member_id", "generation", "offsets", "sequence"}, {"member_id", "generation", "offsets"})
+    raw = _object(body, {"member_id", "generation", "offsets", "sequence"}, {"offsets"})
     offsets = raw["offsets"]
     if not isinstance(offsets, list) or not 0 < len(offsets) <= OFFSETS_PER_COMMIT_MAX:
         raise InvalidRequestError(f"offsets must be a non-empty array of at most {OFFSETS_PER_COMMIT_MAX}")
@@ -89,6 +90,12 @@ def parse_commit(body: object) -> CommitRequest:
     if len({(t, p) for t, p, _ in parsed}) != len(parsed):
         raise InvalidRequestError("offsets names a partition twice")
     sequence = NO_SEQUENCE if raw.get("sequence") is None else _int(raw["sequence"], "sequence", 0, OFFSET_MAX)
+    if "member_id" not in raw:  # a standalone commit (an empty group only: ``Group.check_commit``)
+        if raw.get("generation", -1) != -1:
+            raise InvalidRequestError("a commit without member_id takes no generation (or -1)")
+        return CommitRequest(STANDALONE, -1, tuple(parsed), sequence)
+    if "generation" not in raw:
+        raise InvalidRequestError("a member's commit needs its generation")
     return CommitRequest(member_id(raw["member_id"]), _int(raw["generation"], "generation", 0, OFFSET_MAX),
                          tuple(parsed), sequence)
 

@@ -89,6 +89,23 @@ def test_a_commit_arriving_after_a_later_numbered_one_leaves_its_partitions_as_t
     http.json("DELETE", f"/v1/groups/g-seq/members/{mid}", expect=204)
 
 
+def test_a_commit_without_a_member_is_for_a_group_with_none(http, topic):
+    """A consumer that assigns itself partitions (a Spark query reporting its progress) commits
+    without joining, while the group has no members; once one joins, such commits are refused."""
+    answer = http.json("POST", "/v1/groups/g-alone/offsets", body={"offsets": [{"topic": "gt", "partition": 1,
+                                                                                  "offset": 6}]})
+    assert answer["committed"] == 1
+    described = http.json("GET", "/v1/groups/g-alone")
+    assert {o["partition"]: o["committed_offset"] for o in described["offsets"]}[1] == 6
+    assert described["state"] == "empty"
+    member = join(http, "g-alone")
+    refused = http.call("POST", "/v1/groups/g-alone/offsets", body={"offsets": [{"topic": "gt", "partition": 1,
+                                                                                  "offset": 1}]})
+    assert refused.status == 409 and refused.json()["code"] == "group_not_empty"
+    assert {o["partition"]: o["committed_offset"] for o in http.json("GET", "/v1/groups/g-alone")["offsets"]}[1] == 6
+    http.json("DELETE", f"/v1/groups/g-alone/members/{member['member_id']}", expect=204)
+
+
 def test_reset_offsets_only_while_empty(http, topic):
     member = join(http, "g3")
     busy = http.call("POST", "/v1/groups/g3/offsets/reset", body={"topic": "gt", "to": "latest"})
@@ -132,6 +149,10 @@ BAD = [
                                       "offsets": [{"topic": "gt", "partition": 0, "offset": 1}]}, 400),
     ("POST", "/v1/groups/g4/offsets", {"member_id": "abc", "generation": 1, "sequence": "7",
                                       "offsets": [{"topic": "gt", "partition": 0, "offset": 1}]}, 400),
+    ("POST", "/v1/groups/g4/offsets", {"member_id": "abc", "offsets": [{"topic": "gt", "partition": 0, "offset": 1}]},
+     400),
+    ("POST", "/v1/groups/g4/offsets", {"generation": 3, "offsets": [{"topic": "gt", "partition": 0, "offset": 1}]},
+     400),
     ("POST", "/v1/groups/g4/offsets/reset", {"topic": "gt", "to": "timestamp"}, 400),
     ("POST", "/v1/groups/g4/offsets/reset", {"topic": "gt", "to": "somewhere"}, 400),
     ("POST", "/v1/groups/g4/offsets/reset", {"topic": "nope", "to": "latest"}, 404),

@@ -47,6 +47,9 @@ BAD = [
     ({"topic": "t", "path": "/d", "minPartitions": "4"}, "stream", "minPartitions is for batch reads only"),
     ({"topic": "t", "path": "/d", "timeoutSeconds": "-1"}, "batch", "timeoutSeconds must be above 0"),
     ({"topic": "t", "path": "/d", "kafka.bootstrap.servers": "x"}, "batch", "unknown option(s) for reading"),
+    ({"topic": "t", "url": "http://h:1", "commitToGroup": "g"}, "batch", "commitToGroup is for streaming reads only"),
+    ({"topic": "t", "path": "/d", "commitToGroup": "g"}, "stream", "commitToGroup commits through a node"),
+    ({"topic": "t", "url": "http://h:1", "commitToGroup": "a/b"}, "stream", "commitToGroup must be a group name"),
 ]
 
 

@@ -117,3 +117,31 @@ def test_example_pipeline_counts_every_event_into_the_topic_and_parquet(spark, n
     assert final.agg(F.sum("events")).collect()[0][0] == 2000
     published = spark.read.format("logbroker").option("topic", args.counts_topic).option("url", node.url).load()
     assert published.count() == counts.count() > 0
+
+
+def test_commit_to_group_reports_each_finished_micro_batch_to_a_consumer_group(spark, node, tmp_path):
+    """``commitToGroup``: the group's committed offsets follow the query (lag tools and the console
+    see its lag); Spark's checkpoint still decides where the query resumes."""
+    from tests.spark_connector.conftest import http_json
+
+    topic = "events-commit"
+    create_topic(node, topic, PARTITIONS)
+    _produce(node, topic, 0, 30)
+    source = _stream(spark, node, topic, "url", startingOffsets="earliest", maxOffsetsPerTrigger="20",
+                     commitToGroup="spark-report")
+    def committed() -> list[tuple[int, int, int]]:
+        described = http_json(f"{node.url}/v1/groups/spark-report")
+        assert described["state"] == "empty"
+        return sorted((o["partition"], o["committed_offset"], o["lag"]) for o in described["offsets"]
+                      if o["topic"] == topic)
+
+    runs = []
+    for first in (30, 60):  # Spark commits a batch's source offsets once the next batch starts
+        query = _sink(source, str(tmp_path / "out"), str(tmp_path / "checkpoint")).trigger(availableNow=True).start()
+        assert query.awaitTermination(WAIT_S)
+        runs.append(committed())
+        _produce(node, topic, first, 30)
+    assert sum(o for _, o, _ in runs[0]) == 20, "the first of the run's two batches (20 and 10 records)"
+    assert sum(lag for _, _, lag in runs[0]) == 10, "lag: the batch not committed yet"
+    assert sum(o for _, o, _ in runs[1]) == 50, "the second run's batches (20, 20, 20): all but its last"
+    assert sum(lag for _, _, lag in runs[1]) == 10, "lag against the 60 records stored then"
