@@ -27,7 +27,7 @@ def blocks_of(path: str) -> str:
         return f.read()
 
 
-class _Loader(yaml.SafeLoader):
+class _Loader(yaml.SafeLoader):  # type: ignore[misc]  # PyYAML ships no type hints
     """mkdocs.yml as data: its ``!!python/name:`` tags (Markdown extensions' hooks) read as None."""
 
 
@@ -48,9 +48,10 @@ def site_pages() -> list[str]:
     """The site's Markdown pages in the order of its navigation (generated pages left out), as
     repository paths."""
     with open(os.path.join(ROOT, "mkdocs.yml"), encoding="utf-8") as f:
-        config = yaml.load(f, Loader=_Loader)  # noqa: S506  (a safe loader with one more constructor)
+        config = yaml.load(f, Loader=_Loader)
     docs = config["docs_dir"]
-    return [os.path.join(docs, page) for page in _pages(config["nav"]) if os.path.exists(os.path.join(ROOT, docs, page))]
+    return [os.path.join(docs, page) for page in _pages(config["nav"])
+            if os.path.exists(os.path.join(ROOT, docs, page))]
 
 
 def run_and_check(files: Sequence[str], blocks: Sequence[Block]) -> None:
