@@ -140,12 +140,12 @@ QUOTES: Sequence[tuple[str, str, Sequence[Callable[[], float | str]]]] = (
 )
 
 
-def test_the_peer_table_is_the_summary_of_the_committed_results():
+def test_the_peer_table_is_the_summary_of_the_committed_results() -> None:
     block = "\n".join(report.summary(latest()))
     assert block in performance(), f"docs/performance.md's peer table should read, from benchmarks/results:\n{block}"
 
 
-def test_the_runs_the_performance_page_names_are_the_runs_of_the_committed_results():
+def test_the_runs_the_performance_page_names_are_the_runs_of_the_committed_results() -> None:
     text = performance()
     match = re.search(r"Latest runs \(([^)]*)\)", text)
     assert match, ("the performance page names the runs its peer table comes from: "
