@@ -111,6 +111,11 @@ class Coordinator(abc.ABC):
         """``get_topic`` from the cache, without awaiting (the request path's lookup)."""
         return None
 
+    def cached_leaderless_partitions(self) -> int:
+        """Partitions of the cluster without a leader, from the cache, without awaiting (a single
+        node: none here; its partitions are its own logs)."""
+        return 0
+
     def cached_partition(self, topic: str, partition: int) -> PartitionState | None:
         """Placement and leadership of one partition from the cache (None: unknown, or no leader
         when ``leader`` is -1), without awaiting."""
@@ -241,3 +246,19 @@ class Coordinator(abc.ABC):
     @abc.abstractmethod
     async def delete_group(self, name: str) -> None:
         """Forget a group's owner and grants (nothing to do for an unclaimed group)."""
+
+    # ---- usage records (decision 0298) ---------------------------------------------------------
+
+    @abc.abstractmethod
+    async def put_usage(self, hour_ms: int, node_id: int, rows: list[list[Any]]) -> None:
+        """Store ``node_id``'s usage rows of the hour starting at ``hour_ms`` (its whole state for
+        that hour: it replaces what the node stored for the hour before)."""
+
+    @abc.abstractmethod
+    async def usage_between(self, from_hour_ms: int, to_ms: int) -> list[tuple[int, int, list[list[Any]]]]:
+        """Every node's stored usage of the hours starting in [``from_hour_ms``, ``to_ms``), as
+        (hour, node, rows); records that do not verify or parse are left out."""
+
+    @abc.abstractmethod
+    async def drop_usage_before(self, hour_ms: int) -> None:
+        """Forget every node's usage of the hours before ``hour_ms`` (retention)."""

@@ -54,6 +54,8 @@ class MetadataCache:
         self._users: dict[str, UserRecord] = {}
         self._acls: dict[str, Acl] = {}
         self._groups: dict[str, GroupRecord] = {}
+        self._topic_changes = 0  # batches that touched a topic, partition or leader key
+        self._leaderless: tuple[int, int] = (-1, 0)  # (_topic_changes, count) when last counted
 
     # ---- feeding -------------------------------------------------------------------------------
 
@@ -90,6 +92,7 @@ class MetadataCache:
             self._decode(parsed, entry)
             if parsed.kind in TOPIC_KINDS:
                 topics.add(parsed.name)
+                self._topic_changes += 1
             elif parsed.kind in NODE_KINDS:
                 nodes = True
         return MetadataChange(frozenset(topics), nodes)
@@ -176,6 +179,19 @@ class MetadataCache:
             state = self.partition(topic, p)
             out.append(state or PartitionState(topic, p, (), (), NO_LEADER, 0))
         return out
+
+    def leaderless_partitions(self) -> int:
+        """How many partitions of the known topics ``partitions`` shows without a leader (no leader
+        key, or no live placement record). Counted again only after a topic, partition or leader
+        key changed, so that scrapes of a steady cluster cost nothing here."""
+        if self._leaderless[0] != self._topic_changes:
+            count = 0
+            for name, meta in self._topics.items():
+                for p in range(meta.partitions):
+                    if (name, p) not in self._leaders or self.partition_record(name, p) is None:
+                        count += 1
+            self._leaderless = (self._topic_changes, count)
+        return self._leaderless[1]
 
     def assignment(self) -> dict[tuple[str, int], tuple[int, ...]]:
         """Replica lists of every live partition (placement balances new ones against it)."""

@@ -50,6 +50,7 @@ from coordinator.etcd_client import (
     cmp_value,
     op_delete,
     op_delete_prefix,
+    op_delete_range,
     op_put,
     parse_etcd_url,
 )
@@ -67,8 +68,12 @@ from coordinator.etcd_keys import (
     lock_key,
     node_key,
     parse_key,
+    parse_usage_key,
     partition_key,
     topic_key,
+    usage_hour_bound,
+    usage_key,
+    usage_prefix,
     user_key,
 )
 from coordinator.etcd_seal import SEAL_FIELD, RecordSeal
@@ -118,6 +123,8 @@ class EtcdCoordinator(Coordinator):
         self._clock = clock
         self._access = access or EtcdAccess()
         self._seal = RecordSeal(seal_secret, self._prefix)
+        self._usage_prefix = usage_prefix(cluster)
+        self._usage_seal = RecordSeal(seal_secret, self._usage_prefix)
         self._cache = MetadataCache(self._seal)
         self._client: EtcdClient | None = None
         self._session: EtcdSession | None = None
@@ -435,6 +442,9 @@ class EtcdCoordinator(Coordinator):
     def cached_topic(self, name: str) -> TopicMetadata | None:
         return self._cache.topic(name)
 
+    def cached_leaderless_partitions(self) -> int:
+        return self._cache.leaderless_partitions()
+
     def cached_partition(self, topic: str, partition: int) -> PartitionState | None:
         return self._cache.partition(topic, partition)
 
@@ -745,3 +755,34 @@ class EtcdCoordinator(Coordinator):
     async def delete_group(self, name: str) -> None:
         if self._cache.group(name) is not None:
             await self._txn([], [op_delete(self._k(group_key(name)))])
+
+    # ---- usage records (decision 0298) ---------------------------------------------------------
+
+    async def put_usage(self, hour_ms: int, node_id: int, rows: list[list[Any]]) -> None:
+        relative = usage_key(hour_ms, node_id)
+        await self._etcd.txn([], [op_put((self._usage_prefix + relative).encode(),
+                                         self._usage_seal.seal(relative, {"rows": rows}))])
+
+    async def usage_between(self, from_hour_ms: int, to_ms: int) -> list[tuple[int, int, list[list[Any]]]]:
+        first = self._usage_prefix + usage_hour_bound(from_hour_ms)
+        end = self._usage_prefix + usage_hour_bound(max(from_hour_ms, to_ms))
+        _, kvs = await self._etcd.range_between(first.encode(), end.encode())
+        out = []
+        for kv in kvs:
+            relative = bytes(kv.key).decode()[len(self._usage_prefix):]
+            parsed = parse_usage_key(relative)
+            if parsed is None or not from_hour_ms <= parsed[0] < to_ms:
+                continue
+            try:
+                rows = self._usage_seal.open(relative, bytes(kv.value))["rows"]
+            except (CoordinatorError, ValueError, KeyError) as exc:
+                log.warning("ignoring a usage record that does not verify or parse",
+                            extra={"fields": {"key": relative, "error": str(exc)}})
+                continue
+            if isinstance(rows, list):
+                out.append((parsed[0], parsed[1], rows))
+        return out
+
+    async def drop_usage_before(self, hour_ms: int) -> None:
+        start = (self._usage_prefix + "usage/").encode()
+        await self._etcd.txn([], [op_delete_range(start, (self._usage_prefix + usage_hour_bound(hour_ms)).encode())])

@@ -198,6 +198,11 @@ def op_delete_prefix(prefix: bytes) -> Any:
     return rpc.RequestOp(request_delete_range=rpc.DeleteRangeRequest(key=prefix, range_end=prefix_range_end(prefix)))
 
 
+def op_delete_range(key: bytes, range_end: bytes) -> Any:
+    """Delete every key in [``key``, ``range_end``)."""
+    return rpc.RequestOp(request_delete_range=rpc.DeleteRangeRequest(key=key, range_end=range_end))
+
+
 def op_get(key: bytes) -> Any:
     return rpc.RequestOp(request_range=rpc.RangeRequest(key=key))
 
@@ -247,7 +252,11 @@ class EtcdClient:
 
     async def range_prefix(self, prefix: bytes) -> tuple[int, list[Any]]:
         """Every key under ``prefix`` at one revision (paged), and that revision."""
-        end, key, revision, kvs = prefix_range_end(prefix), prefix, 0, []
+        return await self.range_between(prefix, prefix_range_end(prefix))
+
+    async def range_between(self, key: bytes, end: bytes) -> tuple[int, list[Any]]:
+        """Every key in [``key``, ``end``) at one revision (paged), and that revision."""
+        revision, kvs = 0, []
         while True:
             try:
                 request = rpc.RangeRequest(key=key, range_end=end, limit=RANGE_PAGE, revision=revision)

@@ -5,8 +5,11 @@ Every key lives under ``/logbroker/<cluster>/`` (DESIGN §5, decision 0182):
 registered), ``topics/<name>``, ``partitions/<topic>/<p>``, ``leaders/<topic>/<p>`` (leased),
 ``users/<name>``, ``acls/<topic>``, ``groups/<name>`` and ``locks/<topic>`` (a chunked topic
 write's guard, leased). Names never hold ``/`` (topic and user name patterns), so a key splits
-unambiguously. Values are JSON with sorted keys, so equal records encode to equal bytes (the
-leader and lock guards compare values).
+unambiguously. Usage records live beside the cluster's keys, not under them, so the nodes'
+watch of the cluster prefix (and their metadata cache) never carries them:
+``/logbroker-usage/<cluster>/usage/<hour, 13 digits>/<node id>`` (decision 0298). Values are
+JSON with sorted keys, so equal records encode to equal bytes (the leader and lock guards compare
+values).
 """
 
 from __future__ import annotations
@@ -25,8 +28,35 @@ NODE_KINDS: Final = frozenset({"nodes", "members"})
 TWO_PART_KINDS: Final = frozenset({"partitions", "leaders"})
 
 
+USAGE_ROOT: Final = "/logbroker-usage/"
+HOUR_DIGITS: Final = 13
+
+
 def cluster_prefix(cluster: str) -> str:
     return f"{ROOT}{cluster}/"
+
+
+def usage_prefix(cluster: str) -> str:
+    return f"{USAGE_ROOT}{cluster}/"
+
+
+def usage_key(hour_ms: int, node_id: int) -> str:
+    """A node's record of one hour, relative to ``usage_prefix`` (hours sort as numbers)."""
+    return f"usage/{hour_ms:0{HOUR_DIGITS}d}/{node_id}"
+
+
+def usage_hour_bound(hour_ms: int) -> str:
+    """The relative key every record of hours before ``hour_ms`` sorts below."""
+    return f"usage/{hour_ms:0{HOUR_DIGITS}d}/"
+
+
+def parse_usage_key(relative: str) -> tuple[int, int] | None:
+    """(hour, node) of a usage record's relative key, None for anything else."""
+    parts = relative.split("/")
+    if len(parts) != 3 or parts[0] != "usage" or len(parts[1]) != HOUR_DIGITS or not parts[1].isdigit() \
+            or not parts[2].isdigit():
+        return None
+    return int(parts[1]), int(parts[2])
 
 
 def prefix_range_end(prefix: bytes) -> bytes:

@@ -6,7 +6,8 @@ key derived from the cluster's shared secret, over the record's full etcd key an
 JSON without that field. Binding the key means a valid record cannot be copied under another
 name (``users/alice``'s admin record put at ``users/mallory``). Sealed kinds: ``users`` (password
 hash, role, credential version), ``acls`` and ``groups`` (grants), ``topics`` (the owner) and
-``nodes``/``members`` (the addresses clients and peers are sent to). Placement, ISR and
+``nodes``/``members`` (the addresses clients and peers are sent to), and ``usage`` (what users are
+billed for). Placement, ISR and
 leadership (``partitions``, ``leaders``) and the leased ``locks`` are not sealed: they are compared
 by value in guards, and a forged one denies service but grants no access.
 
@@ -27,7 +28,7 @@ from coordinator.errors import CoordinatorError
 from coordinator.etcd_keys import decode, encode
 
 SEAL_FIELD: Final = "_seal"
-SEALED_KINDS: Final = frozenset({"users", "acls", "groups", "topics", "nodes", "members"})
+SEALED_KINDS: Final = frozenset({"users", "acls", "groups", "topics", "nodes", "members", "usage"})
 KEY_CONTEXT: Final = b"logbroker etcd record seal v1"
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import dataclasses
 import json
 import os
@@ -31,6 +32,7 @@ from coordinator.errors import (
     UserExistsError,
     UserOwnsTopicsError,
 )
+from coordinator.etcd_keys import HOUR_DIGITS
 from coordinator.group_journal import GroupJournal
 from coordinator.models import NodeInfo, PartitionState, TopicMetadata, TopicSpec, check_partition_growth
 from coordinator.users import Acl, GroupRecord, UserRecord, acl_from_json, acl_to_json, group_without_user
@@ -38,6 +40,7 @@ from segments.checkpoint import write_atomic
 from segments.errors import StorageFullError, is_no_space
 
 STATE_FILE: Final = "coordinator.json"
+USAGE_DIR: Final = "usage"
 STATE_VERSION: Final = 2
 READABLE_VERSIONS: Final = (1, 2)
 STATE_BYTES_MAX: Final = 64 * 1024 * 1024
@@ -69,6 +72,7 @@ class _State:
 class LocalCoordinator(Coordinator):
     def __init__(self, data_dir: str, node: NodeInfo) -> None:
         self._path = os.path.join(data_dir, STATE_FILE)
+        self._usage_dir = os.path.join(data_dir, USAGE_DIR)
         self._node = node
         self._state = _State({}, {}, {})
         self._journal = GroupJournal(data_dir)
@@ -311,3 +315,56 @@ class LocalCoordinator(Coordinator):
         async with self._lock:
             if name in self._groups:
                 self._change_groups_locked([(name, None)])
+
+    # ---- usage records (decision 0298): <data_dir>/usage/<hour>-<node>.json --------------------
+
+    def _usage_path(self, hour_ms: int, node_id: int) -> str:
+        return os.path.join(self._usage_dir, f"{hour_ms:0{HOUR_DIGITS}d}-{node_id}.json")
+
+    async def put_usage(self, hour_ms: int, node_id: int, rows: list[list[Any]]) -> None:
+        data = json.dumps({"rows": rows}, separators=(",", ":")).encode()
+        await asyncio.to_thread(_write_usage, self._usage_dir, self._usage_path(hour_ms, node_id), data)
+
+    async def usage_between(self, from_hour_ms: int, to_ms: int) -> list[tuple[int, int, list[list[Any]]]]:
+        return await asyncio.to_thread(_read_usage, self._usage_dir, from_hour_ms, to_ms)
+
+    async def drop_usage_before(self, hour_ms: int) -> None:
+        for hour, _node, path in await asyncio.to_thread(_usage_files, self._usage_dir):
+            if hour < hour_ms:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(path)
+
+
+def _write_usage(directory: str, path: str, data: bytes) -> None:
+    os.makedirs(directory, exist_ok=True)
+    write_atomic(path, data)
+
+
+def _usage_files(directory: str) -> list[tuple[int, int, str]]:
+    """(hour, node, path) of every usage file in ``directory`` (others, and temp files, are left out)."""
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        return []
+    out = []
+    for name in names:
+        stem, dot, suffix = name.partition(".")
+        hour, dash, node = stem.partition("-")
+        if dot and suffix == "json" and dash and len(hour) == HOUR_DIGITS and hour.isdigit() and node.isdigit():
+            out.append((int(hour), int(node), os.path.join(directory, name)))
+    return out
+
+
+def _read_usage(directory: str, from_hour_ms: int, to_ms: int) -> list[tuple[int, int, list[list[Any]]]]:
+    out = []
+    for hour, node, path in sorted(_usage_files(directory)):
+        if not from_hour_ms <= hour < to_ms:
+            continue
+        try:
+            with open(path, "rb") as file:
+                rows = json.loads(file.read())["rows"]
+        except (OSError, ValueError, KeyError, TypeError):
+            continue  # a file this node did not write whole (write_atomic leaves none) or someone changed
+        if isinstance(rows, list):
+            out.append((hour, node, rows))
+    return out

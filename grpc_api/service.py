@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import itertools
 import json
 import ssl
 import time
@@ -90,14 +91,15 @@ class BrokerService:
         return caller
 
     async def Publish(self, request: Any, context: Any, caller: Caller) -> Any:
-        charged: tuple[Principal, QuotaLimits] | None = None
+        charged: tuple[Principal, QuotaLimits | None, str] | None = None
+        offsets: list[dict[str, int]] = []
         try:
             topic = validate_name(request.topic, internal=True)
             principal, limits = await self._authorized(caller, topic, "write")
             auth = self.node.auth
             if auth.enabled:
                 auth.check_quota(principal, "produce", limits)
-                charged = (principal, limits)
+            charged = (principal, limits if auth.enabled else None, topic)
             acks = request.acks or "1"
             if acks not in ACKS:
                 raise InvalidRequestError(f"acks must be 0, 1 or all, not {acks[:20]!r}")
@@ -108,7 +110,8 @@ class BrokerService:
             await abort_for(context, exc)
         finally:  # stored or refused, the message was received and decoded: charged either way
             if charged is not None:
-                self.node.auth.quotas.charge(charged[0].name, "produce", charged[1], request.ByteSize())
+                self.node.auth.meter.charge(charged[0].name, "produce", charged[1], request.ByteSize(),
+                                            topic=charged[2], records=len(offsets))
         response = pb.PublishResponse()
         add = response.positions.add
         for position in offsets:
@@ -172,7 +175,7 @@ class BrokerService:
         if offset < 0:
             found = (await node.list_offset(topic, partition, "latest" if offset == LATEST else "earliest"))["offset"]
             offset = int(found or 0)
-        with self._stream_slot(principal, limits):
+        with self._stream_slot(principal, limits), node.auth.meter.streaming(principal.name, topic):
             await context.send_initial_metadata(())  # subscribed: what is appended from now on reaches the caller
             checked = time.monotonic()
             while True:
@@ -187,8 +190,8 @@ class BrokerService:
                 result, _ = await node.fetch(topic, partition, offset, FETCH_BYTES, WAIT_MS, client_rack=rack)
                 if not result.data:
                     continue
-                if auth.enabled:
-                    auth.quotas.charge(principal.name, "fetch", limits, len(result.data))
+                auth.meter.charge(principal.name, "fetch", limits if auth.enabled else None, len(result.data),
+                                  topic=topic, records=max(0, result.next_offset - offset), requests=0)
                 skipped: list[Skipped] = []
                 batch = record_messages(pb.Record, topic, partition,
                                         iter_fetched_records(bytes(result.data), offset, skipped))
@@ -243,6 +246,7 @@ class BrokerService:
         member, generation = joined["member_id"], joined["generation"]
         pending: dict[tuple[str, int], int] = {}
         committed_at = time.monotonic()
+        numbers = itertools.count()  # each commit's sequence: a late one never undoes a later one
 
         async def commit() -> None:
             nonlocal committed_at
@@ -251,7 +255,8 @@ class BrokerService:
                 pending.clear()
                 with contextlib.suppress(_Refused):  # a new generation: the next owner starts from the last commit
                     await self._call(http, "POST", f"/v1/groups/{group}/offsets", headers,
-                                     {"member_id": member, "generation": generation, "offsets": offsets})
+                                     {"member_id": member, "generation": generation, "offsets": offsets,
+                                      "sequence": next(numbers)})
             committed_at = time.monotonic()
 
         try:

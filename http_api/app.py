@@ -19,7 +19,18 @@ from typing import Final
 
 from aiohttp import web
 
-from http_api import console, groups, ops, produce_stream, queues, records, streams, topics, users  # noqa: F401  (registers the routes)
+from http_api import (  # noqa: F401  (registers the routes)
+    console,
+    groups,
+    ops,
+    produce_stream,
+    queues,
+    records,
+    streams,
+    topics,
+    usage,
+    users,
+)
 from http_api.auth import auth_middleware
 from http_api.bodies import body_deadline_middleware
 from http_api.decoding import decode_pool

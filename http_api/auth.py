@@ -5,7 +5,8 @@ checks permissions by hand: the caller's ``Principal`` is put on the request (``
 for handlers that need it (ownership of what they create, self-or-admin checks). Quotas are
 checked before the handler and charged after it with the bytes really moved: the request body
 for produce (whatever was read of it, also when the request is refused: validation has its cost),
-the response body for fetch.
+the response body for fetch, through ``Meter`` which counts the same bytes (and the records a
+handler reports with ``count_records``) as the caller's usage, with auth off too.
 
 ``/metrics`` (access ``metrics``) is open only on a node with ``metrics_public`` (or auth off):
 otherwise a scraper sends ``Authorization: Bearer <metrics_token>`` (the node's static scrape
@@ -29,6 +30,7 @@ from logbroker.groups.requests import group_name
 
 PRINCIPAL: Final = "logbroker.principal"
 LIMITS: Final = "logbroker.limits"
+RECORDS: Final = "logbroker.records"
 
 
 def principal_of(request: web.Request) -> Principal:
@@ -53,21 +55,30 @@ async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamR
     auth = request.app[NODE].auth
     principal, limits = await auth.authenticate(request.headers.get("Authorization"))
     request[PRINCIPAL], request[LIMITS] = principal, limits
-    if not auth.enabled:
-        return await handler(request)
-    auth.admit_connection(principal, request.protocol, limits)
-    await _authorize(request, entry, principal)
+    if auth.enabled:
+        auth.admit_connection(principal, request.protocol, limits)
+        await _authorize(request, entry, principal)
     if entry.quota is None:
         return await handler(request)
-    auth.check_quota(principal, entry.quota, limits)
+    quota = limits if auth.enabled else None  # usage is counted with auth off too; quotas are not
+    if quota is not None:
+        auth.check_quota(principal, entry.quota, quota)
+    topic = request.match_info.get("name", "")
     if entry.quota == "produce":
         try:
             return await handler(request)
         finally:  # refused or not, the body was read: a large invalid one is not free
-            auth.quotas.charge(principal.name, "produce", limits, request.content.total_bytes)
+            auth.meter.charge(principal.name, "produce", quota, request.content.total_bytes, topic=topic,
+                              records=request.get(RECORDS, 0))
     response = await handler(request)
-    auth.quotas.charge(principal.name, entry.quota, limits, response.content_length or 0)
+    auth.meter.charge(principal.name, entry.quota, quota, response.content_length or 0, topic=topic,
+                      records=request.get(RECORDS, 0))
     return response
+
+
+def count_records(request: web.Request, records: int) -> None:
+    """The records a produce stored or a fetch answered, for the caller's usage (``Meter``)."""
+    request[RECORDS] = records
 
 
 async def recheck_access(request: web.Request) -> None:

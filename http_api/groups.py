@@ -31,7 +31,11 @@ JOIN_BODY = {"type": "object", "required": ["topics"], "properties": {
 COMMIT_BODY = {"type": "object", "required": ["member_id", "generation", "offsets"], "properties": {
     "member_id": {"type": "string"}, "generation": {"type": "integer"},
     "offsets": {"type": "array", "items": {"type": "object", "properties": {
-        "topic": {"type": "string"}, "partition": {"type": "integer"}, "offset": {"type": "integer"}}}}}}
+        "topic": {"type": "string"}, "partition": {"type": "integer"}, "offset": {"type": "integer"}}}},
+    "sequence": {"type": "integer", "minimum": 0,
+                 "description": "the member's number for this commit, increasing with each commit it sends: a "
+                                "partition whose offset a later-numbered commit of the member wrote is left "
+                                "as it is and listed in the answer's superseded"}}}
 RESET_BODY = {"type": "object", "required": ["topic", "to"], "properties": {
     "topic": {"type": "string"}, "to": {"type": "string", "enum": ["earliest", "latest", "timestamp", "offsets"]},
     "partitions": {"type": "array", "items": {"type": "integer"}}, "timestamp": {"type": "integer"},

@@ -151,8 +151,8 @@ async def _append(request: web.Request, topic: str, partition: int, acks: str, s
     if auth.enabled:
         while (delay := auth.quotas.delay_s(principal.name, "produce", limits)) > 0:
             await asyncio.sleep(delay)
-        # Charged before the append, so the next message's pacing sees it while this one waits for acks.
-        auth.quotas.charge(principal.name, "produce", limits, len(batch))
+    # Charged before the append, so the next message's pacing sees it while this one waits for acks.
+    auth.meter.charge(principal.name, "produce", limits if auth.enabled else None, len(batch), topic=topic)
     try:
         offsets, checked = await append_prebuilt(request, topic, partition, batch, acks, on_appended=on_appended)
     except ANY_ERROR as exc:
@@ -160,6 +160,8 @@ async def _append(request: web.Request, topic: str, partition: int, acks: str, s
     except Exception:
         log.exception("unhandled error in a produce stream's message", extra={"fields": {"topic": topic}})
         return _answer_of(seq, problem(500, "internal error", code="internal"))
+    auth.meter.charge(principal.name, "produce", None, 0, topic=topic, records=checked.header.record_count,
+                      requests=0)  # the records it stored: the bytes and the request were counted above
     return encode({"seq": seq, "offset": offsets[0]["offset"], "count": checked.header.record_count})
 
 

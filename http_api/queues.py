@@ -10,7 +10,7 @@ from typing import Any
 import msgpack
 from aiohttp import web
 
-from http_api.auth import principal_of, recheck_access
+from http_api.auth import count_records, principal_of, recheck_access
 from http_api.json_codec import json_response
 from http_api.keys import NODE
 from http_api.params import JSON, MSGPACK, decode_msgpack, path_topic, read_json
@@ -59,6 +59,7 @@ async def send(request: web.Request) -> web.Response:
         raise UnsupportedMediaTypeError(f"expected {JSON} or {MSGPACK}, got {request.content_type!r}")
     offsets = await node.produce_records(name, records, request.query.get("acks", "1"),
                                          request.headers.get(IDEMPOTENCY_KEY), writer=principal_of(request).name)
+    count_records(request, len(offsets))
     return json_response({"offsets": offsets})
 
 
@@ -76,6 +77,7 @@ async def receive(request: web.Request) -> web.Response:
         messages = await node.queues.receive(name, parsed, binary=binary)
     if parsed.wait_ms:  # a long-poll: refused if access was revoked while it waited; what it leased
         await recheck_access(request)  # comes back when the visibility timeout runs out (decision 0175)
+    count_records(request, len(messages))
     if binary:
         return web.Response(body=msgpack.packb({"messages": messages}, use_bin_type=True), content_type=MSGPACK)
     return json_response({"messages": messages})

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 from aiohttp import web
 
-from http_api.auth import principal_of, recheck_access
+from http_api.auth import count_records, principal_of, recheck_access
 from http_api.decoding import DECODER
 from http_api.json_codec import encode, json_response
 from http_api.keys import NODE, SENDFILE
@@ -78,7 +78,8 @@ async def produce(request: web.Request) -> web.Response:
     content_type = request.content_type
     if content_type == BATCH:
         partition = query_int(request, "partition")
-        offsets, _ = await append_prebuilt(request, topic, partition, await request.read(), acks)
+        offsets, checked = await append_prebuilt(request, topic, partition, await request.read(), acks)
+        count_records(request, checked.header.record_count)
         leader = node.leader_elsewhere(topic, partition)
         if leader is not None:
             return json_response({"offsets": offsets}, headers={LEADER: str(leader)})
@@ -92,6 +93,7 @@ async def produce(request: web.Request) -> web.Response:
                                              writer=principal_of(request).name)
     else:
         raise UnsupportedMediaTypeError(f"expected {JSON}, {MSGPACK} or {BATCH}, got {content_type!r}")
+    count_records(request, len(offsets))
     return json_response({"offsets": offsets})
 
 
@@ -151,6 +153,7 @@ async def fetch(request: web.Request) -> web.StreamResponse:
         if wait_ms:  # a long-poll: access may have been revoked while it waited (decision 0175)
             await recheck_access(request)
         headers = {HIGH_WATERMARK: str(hwm), NEXT_OFFSET: str(offset if piece is None else piece.next_offset)}
+        count_records(request, 0 if piece is None else max(0, piece.next_offset - offset))
         leader = node.leader_elsewhere(topic, partition)
         if leader is not None:
             headers[LEADER] = str(leader)
@@ -167,22 +170,24 @@ async def fetch(request: web.Request) -> web.StreamResponse:
         result, hwm = await node.fetch(topic, partition, offset, max_bytes, wait_ms, client_rack=rack)
     if wait_ms:
         await recheck_access(request)
-    body, skipped = await request.app[DECODER].run(_json_answer, result, offset, max_records, force_base64, hwm,
-                                                   inline=not is_costly_read(result.data))
+    body, skipped, records = await request.app[DECODER].run(_json_answer, result, offset, max_records, force_base64,
+                                                            hwm, inline=not is_costly_read(result.data))
+    count_records(request, records)
     if skipped:
         report_skipped(node.metrics.count_skipped, topic, partition, skipped, "fetch")
     return web.Response(body=body, content_type=JSON, charset="utf-8")
 
 
 def _json_answer(result: LogRead, offset: int, max_records: int, force_base64: bool,
-                 hwm: int) -> tuple[bytes, list[Skipped]]:
+                 hwm: int) -> tuple[bytes, list[Skipped], int]:
     """The JSON fetch answer and what it skipped (run in the decode pool unless the read is small:
     decoding and rendering are the costly part). ``skipped`` lists the stored batches whose records cannot be decoded
-    that the answer passed over (decision 0220); ``next_offset`` is past them."""
+    that the answer passed over (decision 0220); ``next_offset`` is past them. Also the number of
+    records it holds."""
     records, stopped_at, skipped = take_records(result.data, offset, max_records)
     return encode({"records": render_records(records, force_base64=force_base64),
                    "next_offset": result.next_offset if stopped_at is None else stopped_at,
-                   "high_watermark": hwm, "skipped": [s.to_json() for s in skipped]}), skipped
+                   "high_watermark": hwm, "skipped": [s.to_json() for s in skipped]}), skipped, len(records)
 
 
 @route("GET", RECORD_PATH + "/offsets", "The earliest, latest or first offset at a timestamp", access="read",

@@ -62,6 +62,8 @@ TAGS: Final[tuple[tuple[str, str], ...]] = (
     ("groups", "Consumer groups: join, heartbeat, leave, commit and reset offsets, lag, grants"),
     ("queues", "Queues: send, receive (leased), acknowledge and give back messages"),
     ("users", "Users, passwords, quotas and storage, what each owns and is granted"),
+    ("usage", "Usage records: bytes and records in and out, requests, stream time and storage, per user, "
+              "topic and hour or day"),
     ("cluster", "Nodes, liveness, partition placement and leaders; rebalance and decommission"),
     ("service", "This node: health, readiness, metrics, the entry points and this document"),
 )
@@ -71,7 +73,8 @@ TAG_NAMES: Final = frozenset(name for name, _ in TAGS)
 TAG_PATHS: Final[tuple[tuple[str, str], ...]] = (
     ("/v1/auth", "auth"), ("/v1/producers", "records"), ("/v1/topics/{name}/records", "records"),
     ("/v1/topics/{name}/partitions/{partition}", "records"), ("/v1/topics", "topics"),
-    ("/v1/groups", "groups"), ("/v1/queues", "queues"), ("/v1/users", "users"), ("/v1/cluster", "cluster"),
+    ("/v1/groups", "groups"), ("/v1/queues", "queues"), ("/v1/users", "users"), ("/v1/usage", "usage"),
+    ("/v1/cluster", "cluster"),
     ("/v1/openapi.json", "service"), ("/healthz", "service"), ("/readyz", "service"), ("/metrics", "service"),
     ("/", "service"), ("/favicon.ico", "service"), ("/console", "service"), ("/docs", "service"),
 )

@@ -29,7 +29,7 @@ from typing import Any, Final
 
 from aiohttp import web
 
-from http_api.auth import recheck_access
+from http_api.auth import principal_of, recheck_access
 from http_api.decoding import DECODER
 from http_api.errors import problem_for
 from http_api.identity import group_caller, require_read
@@ -105,7 +105,9 @@ async def _write_records(request: web.Request, response: web.StreamResponse, res
     pieces = _record_events(result, offset, topic if named else None, partition, force_base64, skipped)
     inline = not is_costly_read(result.data)
     while (piece := await request.app[DECODER].run(next, pieces, None, inline=inline)) is not None:
-        await paced_write(request, response, piece)
+        await paced_write(request, response, piece, topic=topic)
+    request.app[NODE].auth.meter.charge(principal_of(request).name, "fetch", None, 0, topic=topic, requests=0,
+                                        records=max(0, result.next_offset - offset))
     if skipped:
         report_skipped(request.app[NODE].metrics.count_skipped, topic, partition, skipped, "stream")
 

@@ -91,7 +91,10 @@ async def stream_slot(request: web.Request, open_stream: Opener) -> AsyncIterato
     budget = request.app[STREAMS]
     if budget.used >= budget.limit:
         raise NotAvailableError(f"{budget.used} streams are already open; retry later")
-    with request.app[NODE].auth.usage.hold(principal_of(request), limits_of(request), "streams"):
+    auth, principal = request.app[NODE].auth, principal_of(request)
+    group = request.match_info.get("group")
+    counted_as = f"group:{group}" if group else request.match_info.get("name", "")
+    with auth.usage.hold(principal, limits_of(request), "streams"), auth.meter.streaming(principal.name, counted_as):
         budget.used += 1
         handler = asyncio.current_task()
         gone = asyncio.Event()
@@ -125,15 +128,17 @@ def long_poll(request: web.Request, wait_ms: int) -> Iterator[None]:
         yield
 
 
-async def paced_write(request: web.Request, response: web.StreamResponse, data: bytes) -> None:
-    """Write ``data`` charged to the caller's fetch quota: in pieces of at most a quarter second of
-    it (``PACE_PIECE_S``), each once the quota is out of debt, so over any interval a stream sends
-    at most its burst, its rate times the interval, and one piece."""
+async def paced_write(request: web.Request, response: web.StreamResponse, data: bytes, *, topic: str) -> None:
+    """Write ``data`` (events of ``topic``) charged to the caller's fetch quota: in pieces of at
+    most a quarter second of it (``PACE_PIECE_S``), each once the quota is out of debt, so over any
+    interval a stream sends at most its burst, its rate times the interval, and one piece. Counted
+    as the caller's usage either way (``Meter``)."""
     auth = request.app[NODE].auth
     principal, limits = principal_of(request), limits_of(request)
     rate = limits.fetch_bytes_per_s
     if not rate:
         await response.write(data)
+        auth.meter.charge(principal.name, "fetch", None, len(data), topic=topic, requests=0)
         return
     step = max(PACE_PIECE_BYTES_MIN, int(rate * PACE_PIECE_S))
     view = memoryview(data)
@@ -142,4 +147,4 @@ async def paced_write(request: web.Request, response: web.StreamResponse, data: 
             await asyncio.sleep(delay)
         piece = view[start:start + step]
         await response.write(piece.tobytes() if len(data) > step else data)
-        auth.quotas.charge(principal.name, "fetch", limits, len(piece))
+        auth.meter.charge(principal.name, "fetch", limits, len(piece), topic=topic, requests=0)

@@ -36,10 +36,12 @@ class ClusterSync:
         self._wake = asyncio.Event()
         self._opened_ids: dict[str, str] = {}  # topic -> the id of the topic whose logs are open here
         self.passes = 0
+        self.session_losses = 0
 
     def notice(self, change: MetadataChange) -> None:
         self._pending.update(change.topics)
         if change.session_lost:
+            self.session_losses += 1
             self._node.replication.session_lost()
         if change.nodes or change.session_lost:
             self._everything = True

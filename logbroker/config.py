@@ -69,6 +69,8 @@ class NodeConfig:
     topic_segment_bytes_min: int = 1024 * 1024
     long_poll_waiters_max: int = 10_000
     dedup_entries_max: int = 100_000  # idempotent writes remembered per partition (the fullest writer's go first)
+    usage_retention_days: int = 35  # usage records kept (GET /v1/usage); 0: for good
+    usage_flush_ms: int = 15_000  # how often a node writes its usage counts
     flush_threads: int = 2
     maintenance_interval_ms: int = 1_000
     shutdown_grace_ms: int = 10_000
@@ -129,6 +131,7 @@ class NodeConfig:
                "a cluster node needs the cluster's shared signing key (jwt_secret or jwt_keys_file), so that a "
                "token one node issues is accepted by every node")
         _check(self.log_level in ("debug", "info", "warning", "error"), f"bad log_level {self.log_level!r}")
+        _check(0 <= self.usage_retention_days <= 100 * 366, "usage_retention_days must be in [0, 36600]")
         for name in ("request_body_bytes_max", "fetch_bytes_max", "fetch_records_max", "fetch_wait_ms_max",
                      "long_poll_waiters_max", "dedup_entries_max", "flush_threads", "maintenance_interval_ms",
                      "shutdown_grace_ms", "connections_max", "header_timeout_ms", "tls_handshake_timeout_ms",
@@ -136,7 +139,7 @@ class NodeConfig:
                      "topic_segment_bytes_min", "access_recheck_ms", "replica_lag_ms", "replica_stall_ms",
                      "replication_timeout_ms",
                      "grpc_calls_max", "grpc_calls_per_connection_max", "grpc_calls_per_address_max",
-                     "grpc_calls_per_user_max", "grpc_request_timeout_ms"):
+                     "grpc_calls_per_user_max", "grpc_request_timeout_ms", "usage_flush_ms"):
             _check(getattr(self, name) > 0, f"{name} must be positive")
         _check(0 <= self.grpc_calls_reserved < self.grpc_calls_max,
                "grpc_calls_reserved must be in [0, grpc_calls_max): calls not yet authenticated need a slot")

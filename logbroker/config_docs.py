@@ -89,6 +89,9 @@ SETTINGS: Final[tuple[tuple[str, tuple[tuple[str, str], ...]], ...]] = (
         ("quota_long_polls_max", "long-polls one user may have waiting"),
         ("quota_groups_max", "consumer groups one user may own"),
         ("quota_group_members_max", "group members one user may have joined"),
+        ("usage_retention_days", "days of usage records (`GET /v1/usage`) kept; 0: kept for good"),
+        ("usage_flush_ms", "how often a node writes its usage counts (what a crash can lose; how far behind "
+                           "another node's counts may be)"),
         ("quota_storage_bytes_max", "bytes stored in what one user owns (-1: a quarter of the data file system)"),
     )),
     ("requests and connections", (

@@ -76,6 +76,9 @@ class Metrics:
         self.bytes_in = Counter("logbroker_bytes_in", "Record batch bytes appended", ["topic"], registry=self.registry)
         self.bytes_out = Counter("logbroker_bytes_out", "Record batch bytes served", ["topic"], registry=self.registry)
         self.records_in = Counter("logbroker_records_in", "Records appended", ["topic"], registry=self.registry)
+        self.records_out = Counter("logbroker_records_out", "Offsets served to readers from their fetch position on "
+                                   "(records, and the gaps compaction left among them)", ["topic"],
+                                   registry=self.registry)
         self.background_failures = Counter("logbroker_background_task_failures",
                                            "Rounds of a background task that failed (each is retried)", ["task"],
                                            registry=self.registry)
@@ -94,6 +97,11 @@ class Metrics:
 
     def count_background_failure(self, task: str) -> None:
         self.background_failures.labels(task).inc()
+
+    def count_out(self, topic: str, size_bytes: int, offsets: int) -> None:
+        """A read served ``size_bytes`` of whole batches, ``offsets`` of them at or past its position."""
+        self.bytes_out.labels(topic).inc(size_bytes)
+        self.records_out.labels(topic).inc(max(0, offsets))
 
     def count_duplicate(self, topic: str) -> None:
         self.duplicates.labels(topic).inc()

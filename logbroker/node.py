@@ -48,6 +48,7 @@ from logbroker.auth.bootstrap import build_auth, node_limits
 from logbroker.auth.groups import GroupAccess
 from logbroker.auth.permissions import Principal
 from logbroker.cluster_groups import ClusterTopics, offsets_log
+from logbroker.cluster_metrics import ClusterHealthCollector
 from logbroker.cluster_sync import ClusterSync
 from logbroker.config import NodeConfig
 from logbroker.crash_watch import CrashWatch
@@ -74,6 +75,8 @@ from logbroker.errors import (
 from logbroker.etcd_settings import etcd_coordinator, register_etcd_metrics
 from logbroker.groups.coordinator import OFFSETS_PARTITIONS, OFFSETS_TOPIC, GroupCoordinator
 from logbroker.internal_log import INTERNAL_LOG_CONFIG, ensure_internal_topic
+from logbroker.metering.metrics import UsageCollector
+from logbroker.metering.recorder import UsageRecorder
 from logbroker.metrics import Metrics
 from logbroker.partition_moves import PartitionMover
 from logbroker.partition_roles import NO_LEADER
@@ -112,6 +115,7 @@ LEADERS_POLL_S: Final = 0.02
 FIGURES_DEADLINE_S: Final = 2.0
 GROUP_TICK_MS: Final = 50
 GROUP_TICK_BACKOFF_MAX_S: Final = 2.0  # sessions must still expire while a failure repeats
+USAGE_STOP_WRITE_S: Final = 2.0
 
 
 class Node:
@@ -146,9 +150,14 @@ class Node:
                                    on_withheld=self.metrics.count_withheld_dead_letters,
                                    check_managed=self._check_queue_managed)
         self.metrics.registry.register(GroupQueueCollector(lambda: self._groups, self.queues))
+        self.metrics.registry.register(UsageCollector(lambda: self.auth.meter.ledger.totals))
+        self.metrics.registry.register(ClusterHealthCollector(self))
         self._background: set[asyncio.Task[None]] = set()
         self.storage = StorageUsage(self)
         self._storage_task: asyncio.Task[None] | None = None
+        self.usage = UsageRecorder(self.auth.meter, self.coordinator, config.node_id, config.usage_retention_days,
+                                   self.replicas.all, self.storage.payer_of)
+        self._usage_task: asyncio.Task[None] | None = None
         self._growing = asyncio.Lock()
         self._stopped = False
 
@@ -306,6 +315,9 @@ class Node:
             on_failure=self.metrics.count_background_failure))
         self._storage_task = asyncio.create_task(run_supervised(
             "storage_usage", self.storage.tick, STORAGE_RECOUNT_S, on_failure=self.metrics.count_background_failure))
+        self._usage_task = asyncio.create_task(run_supervised(
+            "usage_records", self.usage.flush, self.config.usage_flush_ms / 1000,
+            on_failure=self.metrics.count_background_failure))
 
     async def open_hosted(self, meta: TopicMetadata, partitions: list[int]) -> None:
         """Open the logs of ``meta``'s partitions that this cluster node hosts; those open already
@@ -437,11 +449,14 @@ class Node:
             with contextlib.suppress(*ANY_ERROR):
                 await self.replication.drain(DRAIN_S)
         for task in (self._sync_task, self._replication_task, self._maintenance, self._group_ticker,
-                     self._storage_task):
+                     self._storage_task, self._usage_task):
             if task is not None:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
+        if self._usage_task is not None:  # the last counts, while the coordinator is still there
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self.usage.flush(), USAGE_STOP_WRITE_S)
         if self._groups is not None:
             await self._groups.close(self.config.shutdown_grace_ms / 1000)
         await self.replication.close()
@@ -1147,7 +1162,8 @@ class Node:
         if not result.data and wait_ms:
             await replica.wait_for_data(offset, wait_ms)
             result = replica.log.read(offset, max_bytes, offset_max=replica.high_watermark)
-        self.metrics.bytes_out.labels(topic).inc(len(result.data))
+        if result.data:
+            self.metrics.count_out(topic, len(result.data), result.next_offset - max(offset, result.first_offset))
         return result, replica.high_watermark
 
     async def _fetch_remote(self, leader: int, topic: str, partition: int, offset: int, max_bytes: int,
@@ -1184,7 +1200,7 @@ class Node:
             await replica.wait_for_data(offset, wait_ms)
             piece = replica.log.slice(offset, max_bytes, offset_max=replica.high_watermark)
         if piece is not None:
-            self.metrics.bytes_out.labels(topic).inc(piece.size_bytes)
+            self.metrics.count_out(topic, piece.size_bytes, piece.next_offset - max(offset, piece.first_offset))
         return piece, replica.high_watermark
 
     async def wait_for_any(self, positions: list[tuple[str, int, int]], wait_ms: int) -> None:

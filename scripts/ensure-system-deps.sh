@@ -4,13 +4,15 @@
 #   - a Java development kit (for Spark, and javac for the JVM segment reader) when `java` or
 #     `javac` is not on PATH;
 #   - Chromium (the console's browser tests drive it headless) when `chromium` is not on PATH;
-#   - nftables (the fault tests reject a peer's traffic inside a network namespace) when `nft` is not.
+#   - nftables (the fault tests reject a peer's traffic inside a network namespace) when `nft` is not;
+#   - promtool (the alert rules' checks and unit tests), from Debian's prometheus package, when it is not.
 # Runs apt-get as root (or through sudo). Quick when nothing is missing.
 set -euo pipefail
 missing=()
 command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 command -v nft >/dev/null 2>&1 || [ -x /usr/sbin/nft ] || missing+=(nftables)
+command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
 if ! command -v java >/dev/null 2>&1 || ! command -v javac >/dev/null 2>&1; then
     missing+=(openjdk-17-jdk-headless)
 fi
@@ -44,8 +46,13 @@ $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 if [[ " ${missing[*]} " == *" etcd-server "* ]]; then
     $SUDO systemctl stop etcd >/dev/null 2>&1 || $SUDO service etcd stop >/dev/null 2>&1 || true
 fi
+# So does Debian's prometheus (the tests need only its promtool).
+if [[ " ${missing[*]} " == *" prometheus "* ]]; then
+    $SUDO systemctl stop prometheus >/dev/null 2>&1 || $SUDO service prometheus stop >/dev/null 2>&1 || true
+fi
 command -v etcd >/dev/null 2>&1 || { echo "etcd is still not on PATH after installing etcd-server" >&2; exit 1; }
 command -v chromium >/dev/null 2>&1 || { echo "chromium is still not on PATH after installing ${missing[*]}" >&2; exit 1; }
 command -v nft >/dev/null 2>&1 || [ -x /usr/sbin/nft ] || { echo "nft is still missing after installing ${missing[*]}" >&2; exit 1; }
+command -v promtool >/dev/null 2>&1 || { echo "promtool is still not on PATH after installing ${missing[*]}" >&2; exit 1; }
 command -v javac >/dev/null 2>&1 || { echo "javac is still not on PATH after installing ${missing[*]}" >&2; exit 1; }
 check_java

@@ -2,10 +2,12 @@
 engine runs here, so they are checked by reading): every package is copied, every LOGBROKER_*
 variable they set is a real setting, the ports they publish are the ones the node listens on, and
 the cluster's compose file is a cluster: etcd, three nodes that each resolve to a valid config
-pointing at it, and nginx balancing over the three."""
+pointing at it, nginx balancing over the three, and Prometheus scraping each of them (on its real
+HTTP port, with the credential the nodes take) with Grafana showing the dashboard."""
 
 from __future__ import annotations
 
+import glob
 import os
 import re
 import subprocess
@@ -22,6 +24,7 @@ from tests.test_layering import PACKAGES
 
 SETTINGS = {ENV_PREFIX + name.upper() for name in field_names()}
 NODES = ("node1", "node2", "node3")
+MONITORING = ("prometheus", "grafana")
 REQUIRED = re.compile(r"^\$\{(\w+):\?[^}]+\}$")
 
 
@@ -78,7 +81,7 @@ def _node_config(environment: dict[str, str]) -> NodeConfig:
 def test_cluster_compose_file_has_etcd_three_nodes_and_nginx():
     compose = _compose("docker-compose.yml")
     services = compose["services"]
-    assert set(services) == {"etcd", *NODES, "nginx"}
+    assert set(services) == {"etcd", *NODES, "nginx", *MONITORING}
     etcd = services["etcd"]["command"]
     assert services["etcd"]["image"].startswith("quay.io/coreos/etcd:v3.5.")
     # etcd serves TLS only and lets in only clients with a certificate of its CA (decision 0226).
@@ -103,7 +106,8 @@ def test_cluster_compose_file_has_etcd_three_nodes_and_nginx():
         assert config.advertised_host == name
         assert rpc_security(config)[0], "the node would not serve the internal RPC"
         assert config.rpc_tls_cert_file == f"/certs/node-{config.node_id}.pem"
-        for secret in ("LOGBROKER_ADMIN_PASSWORD", "LOGBROKER_JWT_SECRET", "LOGBROKER_CLUSTER_TOKEN"):
+        for secret in ("LOGBROKER_ADMIN_PASSWORD", "LOGBROKER_JWT_SECRET", "LOGBROKER_CLUSTER_TOKEN",
+                       "LOGBROKER_METRICS_TOKEN"):
             assert REQUIRED.match(environment[secret]), f"{name}: {secret} is not a required variable"
         data = [v.split(":")[0] for v in service["volumes"] if v.endswith(":/data")]
         assert len(data) == 1 and data[0] in compose["volumes"]
@@ -181,3 +185,105 @@ def test_make_run_gives_the_admin_password_through_the_environment_not_the_comma
     assert len(args) == 1 and "logbroker serve" in args[0] and "--admin-user admin" in args[0]
     assert "password" not in args[0]
     assert "ENV dev-admin-password" in done.stdout.splitlines()
+
+
+def _mounts(service: dict[str, Any]) -> dict[str, str]:
+    """A service's bind mounts of the repository's files: the path inside the container -> the
+    file or folder in the checkout (each must exist)."""
+    out = {}
+    for volume in service["volumes"]:
+        source, target = volume.split(":")[:2]
+        if source.startswith("./"):
+            path = os.path.join(ROOT, source[2:])
+            assert os.path.exists(path), f"{source} is mounted and not in the repository"
+            out[target] = path
+    return out
+
+
+def _image_env(name: str) -> str:
+    found = re.search(rf"\b{name}=(\S+)", _read("Dockerfile"))
+    assert found is not None, name
+    return found.group(1)
+
+
+def test_prometheus_scrapes_every_node_on_its_metrics_port_with_the_nodes_credential():
+    compose = _compose("docker-compose.yml")
+    services = compose["services"]
+    nodes = sorted(name for name, service in services.items() if service.get("build") == ".")
+    assert nodes == list(NODES)
+    prometheus = services["prometheus"]
+    assert prometheus["image"].startswith("prom/prometheus:v2.")
+    assert "--config.file=/etc/prometheus/prometheus.yml" in prometheus["command"]
+    mounts = _mounts(prometheus)
+    with open(mounts["/etc/prometheus/prometheus.yml"], encoding="utf-8") as f:
+        config = yaml.safe_load(f)
+    for rule_file in config["rule_files"]:
+        assert rule_file in mounts, f"{rule_file} is not mounted"
+    assert os.path.samefile(mounts["/etc/prometheus/alerts.yml"], os.path.join(ROOT, "deploy/prometheus/alerts.yml"))
+    assert set(prometheus["depends_on"]) == set(nodes)
+    assert all(port.startswith("127.0.0.1:") for port in prometheus["ports"])
+    assert any(v.endswith(":/prometheus") and v.split(":")[0] in compose["volumes"] for v in prometheus["volumes"])
+    jobs = {job["job_name"]: job for job in config["scrape_configs"]}
+    job = jobs["logbroker"]
+    assert job.get("metrics_path", "/metrics") == "/metrics" and job.get("scheme", "http") == "http"
+    targets = [t for group in job["static_configs"] for t in group["targets"]]
+    http_port = int(_image_env("LOGBROKER_HTTP_PORT"))
+    expected = []
+    for name in nodes:
+        environment = services[name]["environment"]
+        config_of_node = resolve({}, {"LOGBROKER_HTTP_PORT": str(http_port), **{
+            k: "s" * 48 if REQUIRED.match(v) else v for k, v in environment.items()}}, None)
+        assert config_of_node.http_port == http_port and not config_of_node.tls_cert_file  # plain HTTP
+        assert config_of_node.metrics_token and config_of_node.metrics_public != "true"
+        expected.append(f"{name}:{http_port}")
+    assert sorted(targets) == expected
+    # The scrape credential: the nodes' LOGBROKER_METRICS_TOKEN, as a secret file Prometheus reads.
+    assert job["authorization"]["type"] == "Bearer"
+    secret_file = job["authorization"]["credentials_file"]
+    assert secret_file.startswith("/run/secrets/")
+    secret = secret_file.removeprefix("/run/secrets/")
+    assert secret in prometheus["secrets"]
+    assert compose["secrets"][secret] == {"environment": "LOGBROKER_METRICS_TOKEN"}
+
+
+def test_grafana_is_provisioned_with_prometheus_and_the_dashboard():
+    compose = _compose("docker-compose.yml")
+    grafana = compose["services"]["grafana"]
+    assert grafana["image"].startswith("grafana/grafana:")
+    assert grafana["depends_on"] == ["prometheus"]
+    assert all(port.startswith("127.0.0.1:") and port.endswith(":3000") for port in grafana["ports"])
+    assert REQUIRED.match(grafana["environment"]["GF_SECURITY_ADMIN_PASSWORD"])
+    assert grafana["environment"]["GF_AUTH_ANONYMOUS_ENABLED"] == "false"
+    mounts = _mounts(grafana)
+    provisioning = mounts["/etc/grafana/provisioning"]
+    with open(os.path.join(provisioning, "datasources", "prometheus.yml"), encoding="utf-8") as f:
+        sources = yaml.safe_load(f)["datasources"]
+    assert [(s["type"], s["url"], s["isDefault"]) for s in sources] == [("prometheus", "http://prometheus:9090", True)]
+    assert "--web.listen-address" not in " ".join(compose["services"]["prometheus"]["command"])  # :9090 it is
+    with open(os.path.join(provisioning, "dashboards", "logbroker.yml"), encoding="utf-8") as f:
+        providers = yaml.safe_load(f)["providers"]
+    folders = [p["options"]["path"] for p in providers]
+    dashboards = {target: path for target, path in mounts.items() if target.endswith(".json")}
+    assert dashboards and all(os.path.dirname(target) in folders for target in dashboards)
+    assert os.path.samefile(next(iter(dashboards.values())), os.path.join(ROOT, "deploy/grafana/logbroker.json"))
+    assert grafana["environment"]["GF_DASHBOARDS_DEFAULT_HOME_DASHBOARD_PATH"] in dashboards
+
+
+def test_every_documented_compose_up_of_the_cluster_exports_every_variable_it_requires():
+    """``docker compose up`` stops on a required variable left unset: each shell block of the
+    README and docs/ that starts the cluster, and the compose file's own header, set each one
+    (``secrets: environment:`` are read from the environment too)."""
+    text = _read("docker-compose.yml")
+    required = set(re.findall(r"\$\{(\w+):\?", text))
+    required |= {s["environment"] for s in _compose("docker-compose.yml")["secrets"].values()}
+    assert required <= set(re.findall(r"^#\s+export (\w+)=", text, re.MULTILINE))
+    documents = ["README.md", *(os.path.relpath(p, ROOT) for p in
+                                glob.glob(os.path.join(ROOT, "docs", "**", "*.md"), recursive=True))]
+    starts = 0
+    for document in documents:
+        for block in re.findall(r"^```sh\n(.*?)^```", _read(document), re.MULTILINE | re.DOTALL):
+            if re.search(r"^docker compose up(?! *-f)", block, re.MULTILINE):
+                starts += 1
+                missing = required - set(re.findall(r"^export (\w+)=", block, re.MULTILINE))
+                assert not missing, f"{document}: a block starting the cluster leaves {sorted(missing)} unset"
+    assert starts >= 1

@@ -7,6 +7,7 @@ import { clusterView } from "./view-cluster.js";
 import { topicsView, topicView } from "./view-topics.js";
 import { browserView } from "./view-browser.js";
 import { groupsView, groupView } from "./view-groups.js";
+import { usageView } from "./view-usage.js";
 import { usersView } from "./view-users.js";
 
 const main = document.getElementById("main");
@@ -20,6 +21,7 @@ const ROUTES = [
   [/^#\/browse\/([^/]+)\/(\d+)$/, () => browserView],
   [/^#\/groups$/, () => groupsView],
   [/^#\/groups\/([^/]+)$/, () => groupView],
+  [/^#\/usage$/, () => usageView],
   [/^#\/users$/, () => usersView],
 ];
 

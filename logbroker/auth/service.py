@@ -48,6 +48,7 @@ from logbroker.errors import (
     NotAvailableError,
     TooManyRequestsError,
 )
+from logbroker.metering.meter import Meter
 
 log = logging.getLogger(__name__)
 LOGIN_RETRY_AFTER_S: Final = 1.0
@@ -65,6 +66,7 @@ class AuthService:
         self.tokens: Tokens | None = None
         self.limits = limits
         self.quotas = Quotas(clock)
+        self.meter = Meter(self.quotas)  # charges quotas and counts usage: the one place for both
         self.connections = ConnectionCounter()
         self.usage = Usage()
         self.hashing = HashLanes()

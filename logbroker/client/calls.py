@@ -69,9 +69,14 @@ class GroupQueueCalls:
         await self.request("DELETE", f"/v1/groups/{group}/members/{member_id}")
 
     async def commit_offsets(self, group: str, member_id: str, generation: int,
-                             offsets: Sequence[tuple[str, int, int]]) -> dict[str, Any]:
-        body = {"member_id": member_id, "generation": generation,
-                "offsets": [{"topic": t, "partition": p, "offset": o} for t, p, o in offsets]}
+                             offsets: Sequence[tuple[str, int, int]], *, sequence: int | None = None) -> dict[str, Any]:
+        """Commit ``offsets`` as ``member_id``; ``sequence`` (increasing per member) keeps a
+        commit that arrives late from overwriting a later one (the answer lists those partitions
+        under ``superseded``)."""
+        body: dict[str, Any] = {"member_id": member_id, "generation": generation,
+                                "offsets": [{"topic": t, "partition": p, "offset": o} for t, p, o in offsets]}
+        if sequence is not None:
+            body["sequence"] = sequence
         result: dict[str, Any] = await self._json("POST", f"/v1/groups/{group}/offsets", json_body=body)
         return result
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import itertools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -54,6 +55,7 @@ class GroupConsumer:
         self._next: tuple[int, Partitions] | None = None
         self._rejoin = False
         self._committed: dict[tuple[str, int], int] = {}
+        self._commit_numbers = itertools.count()  # each commit's ``sequence``: a late one never undoes a later one
         self._last_commit = time.monotonic()
         self._heartbeats: asyncio.Task[None] | None = None
         self._commits: set[asyncio.Task[Any]] = set()
@@ -155,7 +157,7 @@ class GroupConsumer:
         if not changed or self.member_id is None:
             return
         try:
-            await self.client.commit_offsets(self.group, self.member_id, self.generation, changed)
+            answer = await self._commit(changed)
         except LogBrokerError as exc:
             if exc.code != "stale_generation":
                 self._rejoin = self._rejoin or exc.status == 404
@@ -170,13 +172,21 @@ class GroupConsumer:
             if not changed:
                 raise CommitFailedError(exc.status, exc.code, exc.detail, extra=exc.extra) from exc
             try:
-                await self.client.commit_offsets(self.group, self.member_id, self.generation, changed)
+                answer = await self._commit(changed)
             except LogBrokerError as again:
                 if again.status in (404, 409):
                     raise CommitFailedError(again.status, again.code, again.detail, extra=again.extra) from again
                 raise
+        # A partition a later commit of this member already wrote keeps that commit's offset.
+        later = {(s["topic"], s["partition"]) for s in answer.get("superseded", ())}
         for t, p, o in changed:
-            self._committed[(t, p)] = o
+            if (t, p) not in later:
+                self._committed[(t, p)] = o
+
+    async def _commit(self, offsets: list[tuple[str, int, int]]) -> dict[str, Any]:
+        assert self.member_id is not None
+        return await self.client.commit_offsets(self.group, self.member_id, self.generation, offsets,
+                                                sequence=next(self._commit_numbers))
 
     async def sync(self) -> None:
         """Heartbeat now and move to the group's current generation (rejoining if removed)."""

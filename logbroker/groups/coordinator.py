@@ -2,7 +2,8 @@
 internal log ``__consumer_offsets``, partitioned by group).
 
 Records of ``__consumer_offsets`` (msgpack key and value, so compaction can keep the newest per key):
-- ``["o", group, topic, partition]`` -> ``{offset, generation, member, committed_ms}``: a commit;
+- ``["o", group, topic, partition]`` -> ``{offset, generation, member, committed_ms, sequence}``: a
+  commit (``sequence`` is the member's number for it, -1 when it gave none; older records lack it);
 - ``["g", group]`` -> ``{generation, strategy}``: the group's generation after a rebalance, so a
   restarted node continues the generation count and never reissues an old generation;
 - ``["g", group]`` -> nil: the group was deleted: replay forgets it and every offset before it.
@@ -35,6 +36,7 @@ import xxhash
 from coordinator.errors import UnknownTopicError
 from logbroker.errors import GroupNotEmptyError, InvalidRequestError, UnknownGroupError, UnknownPartitionError
 from logbroker.groups.assignment import STRATEGIES
+from logbroker.groups.commit_order import NO_SEQUENCE, superseded
 from logbroker.groups.group import ANY_CALLER, Caller, Group, Member
 from logbroker.groups.names import SortedNames
 from logbroker.groups.requests import CommitRequest, JoinRequest, ResetRequest
@@ -60,6 +62,7 @@ class Committed(NamedTuple):
     generation: int
     member: str
     committed_ms: int
+    sequence: int = NO_SEQUENCE
 
 
 def monotonic_ms() -> int:
@@ -167,7 +170,8 @@ class GroupCoordinator:
                 visible.pop((key[2], key[3]), None)
             else:
                 offsets[(key[2], key[3])] = visible[(key[2], key[3])] = Committed(
-                    int(value["offset"]), int(value["generation"]), str(value["member"]), int(value["committed_ms"]))
+                    int(value["offset"]), int(value["generation"]), str(value["member"]), int(value["committed_ms"]),
+                    int(value.get("sequence", NO_SEQUENCE)))
         elif key[0] == "g" and len(key) == 2 and value is None:  # a deleted group (counts: ``load`` recounts)
             self._groups.pop(key[1], None)
             self._names.discard(key[1])
@@ -439,13 +443,21 @@ class GroupCoordinator:
             self._check_offset(topic, partition, offset)
         group = self._groups.get(name) or Group(name)
         group.check_commit(request.member_id, request.generation, [(t, p) for t, p, _ in request.offsets], caller)
-        await self._write_offsets(name, request.offsets, request.generation, request.member_id)
-        return {"committed": len(request.offsets), "generation": group.generation}
+        # Checked and written with no await between: commits apply in the order they are checked.
+        previous = self._committed.get(name, {})
+        later = [(t, p) for t, p, _ in request.offsets if (t, p) in previous
+                 and superseded(previous[(t, p)].member, previous[(t, p)].generation, previous[(t, p)].sequence,
+                                request.member_id, request.generation, request.sequence)]
+        offsets = tuple(o for o in request.offsets if (o[0], o[1]) not in later) if later else request.offsets
+        if offsets:
+            await self._write_offsets(name, offsets, request.generation, request.member_id, request.sequence)
+        return {"committed": len(offsets), "generation": group.generation,
+                "superseded": [{"topic": t, "partition": p} for t, p in later]}
 
     async def _write_offsets(self, name: str, offsets: tuple[tuple[str, int, int], ...], generation: int,
-                             member: str) -> None:
+                             member: str, sequence: int = NO_SEQUENCE) -> None:
         now = self._wall_ms()
-        entries = [(t, p, Committed(o, generation, member, now)) for t, p, o in offsets]
+        entries = [(t, p, Committed(o, generation, member, now, sequence)) for t, p, o in offsets]
         partition = self._partition_of(name)
         self._group(name)  # may refuse (too many groups) before anything is written
         durable = self._log.append(partition, [self._offset_record(name, t, p, c) for t, p, c in entries])

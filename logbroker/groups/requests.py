@@ -9,6 +9,7 @@ from typing import Final
 from coordinator.models import validate_name
 from logbroker.errors import InvalidRequestError
 from logbroker.groups.assignment import STRATEGIES, Strategy
+from logbroker.groups.commit_order import NO_SEQUENCE
 from logbroker.request_fields import bounded_int as _int
 from logbroker.request_fields import json_object as _object
 
@@ -35,6 +36,7 @@ class CommitRequest:
     member_id: str
     generation: int
     offsets: tuple[tuple[str, int, int], ...]  # (topic, partition, offset)
+    sequence: int = NO_SEQUENCE  # the member's number for this commit (``commit_order``)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -75,7 +77,7 @@ def parse_join(body: object) -> JoinRequest:
 
 
 def parse_commit(body: object) -> CommitRequest:
-    raw = _object(body, {"member_id", "generation", "offsets"}, {"member_id", "generation", "offsets"})
+    raw = _object(body, {"member_id", "generation", "offsets", "sequence"}, {"member_id", "generation", "offsets"})
     offsets = raw["offsets"]
     if not isinstance(offsets, list) or not 0 < len(offsets) <= OFFSETS_PER_COMMIT_MAX:
         raise InvalidRequestError(f"offsets must be a non-empty array of at most {OFFSETS_PER_COMMIT_MAX}")
@@ -86,8 +88,9 @@ def parse_commit(body: object) -> CommitRequest:
                        _int(entry["offset"], f"offsets[{i}].offset", 0, OFFSET_MAX)))
     if len({(t, p) for t, p, _ in parsed}) != len(parsed):
         raise InvalidRequestError("offsets names a partition twice")
+    sequence = NO_SEQUENCE if raw.get("sequence") is None else _int(raw["sequence"], "sequence", 0, OFFSET_MAX)
     return CommitRequest(member_id(raw["member_id"]), _int(raw["generation"], "generation", 0, OFFSET_MAX),
-                         tuple(parsed))
+                         tuple(parsed), sequence)
 
 
 def parse_reset(body: object) -> ResetRequest:

@@ -56,6 +56,10 @@ class ReplicationManager:
         self._lost: dict[tuple[str, int], int] = {}  # the epochs led when the session was lost
         self.follower = FollowerSide(self._replica_of, self._known_epoch, self._led_epoch, self._on_newer_leader)
         self.isr_changes = 0
+        self.isr_shrinks = 0
+        self.isr_expands = 0
+        self.leaderships_started = 0
+        self.leaderships_ended = 0
         self.failbacks = 0
 
     @property
@@ -92,6 +96,7 @@ class ReplicationManager:
         replica = self._node.replicas.get(*key)
         leadership = Leadership(replica, state, self._me, min_insync, self._fenced)
         self.leaderships[key] = leadership
+        self.leaderships_started += 1
         timeout_s = self._node.config.replication_timeout_ms / 1000
         replica.epoch = state.leader_epoch
         replica.leader_hook = lambda _replica: leadership.recompute()
@@ -125,6 +130,7 @@ class ReplicationManager:
             self._in_sync_since.pop(leadership.key, None)
         if not leadership.closed:
             leadership.close(reason)
+            self.leaderships_ended += 1
             log.info("no longer leading partition", extra={"fields": {
                 "topic": leadership.key[0], "partition": leadership.key[1], "leader_epoch": leadership.epoch,
                 "reason": reason}})
@@ -278,6 +284,8 @@ class ReplicationManager:
         finally:
             leadership.isr_changing = False
         self.isr_changes += 1
+        self.isr_shrinks += bool(drop)
+        self.isr_expands += bool(join)
         log.info("ISR changed", extra={"fields": {"topic": topic, "partition": partition, "isr": list(isr),
                                                    "left": drop, "joined": join}})
         if not leadership.closed:

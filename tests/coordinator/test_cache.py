@@ -77,6 +77,16 @@ def test_incremental_batches_equal_a_full_load(operations, batch):
     assert again == MetadataChange(), "a reload of the same keys changes nothing"
 
 
+@given(ops)
+def test_the_leaderless_count_is_the_partitions_shown_without_a_leader(operations):
+    """The scrape's quick count agrees with ``partitions`` (what the API shows) in any state."""
+    cache = MetadataCache()
+    for revision, (key, choice, delete) in enumerate(operations, 1):
+        values = VALUES[key]
+        cache.apply([(key, None if delete else Entry(key, values[choice % len(values)], revision, revision))],
+                    revision)
+        shown = [state for t in cache.topics() for state in cache.partitions(t.name) or []]
+        assert cache.leaderless_partitions() == sum(1 for state in shown if state.leader < 0)
 def test_topic_exists_only_with_its_key_and_stale_partitions_are_ignored():
     cache = MetadataCache()
     cache.apply([("partitions/a/0", Entry("partitions/a/0", PartitionRecord("id2", (1,), (1,), 0).encode(), 1, 1))], 1)

@@ -145,3 +145,21 @@ async def test_group_records(coordinator: Coordinator):
     await coordinator.delete_user("alice", reassign_to="carol")
     assert await coordinator.get_group("g") == GroupRecord("g", "carol", {}, claimed.created_ms)
     assert await coordinator.get_group("gone") is None
+
+
+@pytest.mark.asyncio
+async def test_usage_records(coordinator: Coordinator):
+    """A node's record of an hour replaces its earlier one; reads select hours; retention drops
+    whole hours before a bound (decision 0298)."""
+    hour = 3_600_000
+    await coordinator.put_usage(10 * hour, 1, [["alice", "t", 1, 1, 0, 0, 1, 0, 0]])
+    await coordinator.put_usage(10 * hour, 1, [["alice", "t", 5, 2, 0, 0, 2, 0, 0]])
+    await coordinator.put_usage(10 * hour, 2, [["bob", "u", 7, 1, 0, 0, 1, 0, 0]])
+    await coordinator.put_usage(11 * hour, 1, [["alice", "t", 3, 1, 0, 0, 1, 0, 0]])
+    found = sorted(await coordinator.usage_between(10 * hour, 11 * hour))
+    assert found == [(10 * hour, 1, [["alice", "t", 5, 2, 0, 0, 2, 0, 0]]),
+                     (10 * hour, 2, [["bob", "u", 7, 1, 0, 0, 1, 0, 0]])]
+    assert [h for h, _, _ in await coordinator.usage_between(0, 12 * hour)] == [10 * hour, 10 * hour, 11 * hour]
+    assert await coordinator.usage_between(11 * hour + 1, 20 * hour) == []
+    await coordinator.drop_usage_before(11 * hour)
+    assert [(h, n) for h, n, _ in await coordinator.usage_between(0, 12 * hour)] == [(11 * hour, 1)]

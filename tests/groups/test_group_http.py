@@ -61,6 +61,34 @@ def test_stale_generation_is_409_and_changes_nothing(http, topic):
     assert mismatch.status == 409 and mismatch.json()["code"] == "inconsistent_strategy"
 
 
+def test_a_commit_arriving_after_a_later_numbered_one_leaves_its_partitions_as_they_are(http, topic):
+    """A member's commit that reaches the node late (its client gave up; TCP delivered it after a
+    partition healed) must not move offsets back past a commit the member numbered later."""
+    member = join(http, "g-seq")
+    mid, generation = member["member_id"], member["generation"]
+
+    def commit(sequence, offsets):
+        body = {"member_id": mid, "generation": generation,
+                "offsets": [{"topic": "gt", "partition": p, "offset": o} for p, o in offsets.items()]}
+        if sequence is not None:
+            body["sequence"] = sequence
+        return http.json("POST", "/v1/groups/g-seq/offsets", body=body)
+
+    def committed():
+        return {o["partition"]: o["committed_offset"] for o in http.json("GET", "/v1/groups/g-seq")["offsets"]}
+
+    assert commit(5, {0: 8, 1: 9})["superseded"] == []
+    late = commit(3, {0: 2, 1: 3, 2: 4})  # partition 2 was never written by a later commit: it applies
+    assert late["committed"] == 1
+    assert sorted(s["partition"] for s in late["superseded"]) == [0, 1]
+    assert committed() == {0: 8, 1: 9, 2: 4, 3: None}
+    assert commit(4, {0: 1})["superseded"] == [{"topic": "gt", "partition": 0}]
+    assert commit(5, {0: 8})["superseded"] == [] and committed()[0] == 8, "the same commit sent again applies"
+    assert commit(6, {0: 1})["superseded"] == [] and committed()[0] == 1, "a later number may move back (a seek)"
+    assert commit(None, {1: 0})["superseded"] == [] and committed()[1] == 0, "no number: arrival order, as before"
+    http.json("DELETE", f"/v1/groups/g-seq/members/{mid}", expect=204)
+
+
 def test_reset_offsets_only_while_empty(http, topic):
     member = join(http, "g3")
     busy = http.call("POST", "/v1/groups/g3/offsets/reset", body={"topic": "gt", "to": "latest"})
@@ -100,6 +128,10 @@ BAD = [
     ("POST", "/v1/groups/g4/offsets", {"member_id": "abc", "generation": "1", "offsets": []}, 400),
     ("POST", "/v1/groups/g4/offsets", {"member_id": "abc", "generation": 1, "offsets": [
         {"topic": "gt", "partition": 0, "offset": 1}, {"topic": "gt", "partition": 0, "offset": 2}]}, 400),
+    ("POST", "/v1/groups/g4/offsets", {"member_id": "abc", "generation": 1, "sequence": -1,
+                                      "offsets": [{"topic": "gt", "partition": 0, "offset": 1}]}, 400),
+    ("POST", "/v1/groups/g4/offsets", {"member_id": "abc", "generation": 1, "sequence": "7",
+                                      "offsets": [{"topic": "gt", "partition": 0, "offset": 1}]}, 400),
     ("POST", "/v1/groups/g4/offsets/reset", {"topic": "gt", "to": "timestamp"}, 400),
     ("POST", "/v1/groups/g4/offsets/reset", {"topic": "gt", "to": "somewhere"}, 400),
     ("POST", "/v1/groups/g4/offsets/reset", {"topic": "nope", "to": "latest"}, 404),

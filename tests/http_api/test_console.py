@@ -276,6 +276,19 @@ def test_a_groups_lag_is_shown(node, page, http, admin):
     shot(page, "group")
 
 
+def test_usage_is_shown_per_user_and_topic(node, page, http, admin):
+    http.json("POST", "/v1/topics", 201, body={"name": "console.used", "partitions": 1}, headers=admin)
+    http.json("POST", "/v1/topics/console.used/records", body={"records": [{"value": "u"}] * 3}, headers=admin)
+    log_in(page, node.url, ADMIN, ADMIN_PASSWORD)
+    page.click("#nav a[href='#/usage']")
+    row = page.wait_for_selector("#usage-rows tr:has(td:text-is('console.used'))")
+    cells = [c.text_content() for c in row.query_selector_all("td")]
+    assert cells[1:3] == [ADMIN, "console.used"] and cells[4] == "3"
+    page.select_option("#usage-by", "day")
+    page.wait_for_selector("#usage-rows tr:has(td:text-is('console.used'))")
+    shot(page, "usage")
+
+
 def test_a_user_is_refused_the_topics_they_may_not_read(node, page, http, admin):
     http.json("POST", "/v1/users", 201, body={"username": "console-bob", "password": "bob-password"},
               headers=admin)

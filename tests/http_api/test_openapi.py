@@ -8,7 +8,7 @@ from http_api.app import build_app
 from http_api.routing import ROUTES, route
 
 # The sections of the explorer, logging in first (every other call needs its token).
-KNOWN_TAGS = ("auth", "topics", "records", "groups", "queues", "users", "cluster", "service")
+KNOWN_TAGS = ("auth", "topics", "records", "groups", "queues", "users", "usage", "cluster", "service")
 
 
 def test_document_lists_every_route(http):

@@ -56,6 +56,26 @@ async def test_group_consumers_rebalance_commit_and_resume(node):
 
 
 @pytest.mark.asyncio
+async def test_group_consumer_numbers_its_commits_so_a_late_one_cannot_undo_them(node):
+    """Each commit carries the next number: a copy of an earlier commit that arrives late is
+    skipped, and the consumer keeps what the later commit wrote."""
+    async with Client(node.url) as client:
+        await client.create_topic("gc.seq", partitions=1)
+        member = GroupConsumer(client, "gc-seq", ["gc.seq"], enable_auto_commit=False)
+        async with member:
+            await member.commit({("gc.seq", 0): 0})  # number 0
+            await client.produce("gc.seq", [{"value": "x"}] * 3)
+            await member.commit({("gc.seq", 0): 3})  # number 1
+            assert member.member_id is not None
+            late = await client.commit_offsets("gc-seq", member.member_id, member.generation, [("gc.seq", 0, 0)],
+                                               sequence=0)
+            assert late["superseded"] == [{"topic": "gc.seq", "partition": 0}]
+            assert (await client.describe_group("gc-seq"))["offsets"][0]["committed_offset"] == 3
+            await member.commit({("gc.seq", 0): 2})  # number 2: a deliberate move back applies
+            assert (await client.describe_group("gc-seq"))["offsets"][0]["committed_offset"] == 2
+
+
+@pytest.mark.asyncio
 async def test_group_consumer_reads_columns_and_commits_what_it_returned(node):
     async with Client(node.url) as client:
         await client.create_topic("gc.cols", partitions=2)
