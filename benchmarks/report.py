@@ -70,7 +70,7 @@ TARGETS: Final = (
 )
 
 
-# The figures of the short table at the top of REPORT.md (and of the README): (label, scenario, figure);
+# The figures of the short table at the top of REPORT.md (and of docs/performance.md): (label, scenario, figure);
 # ``{param}`` in a label is filled from that scenario's parameters.
 SUMMARY: Final = (
     ("produce 100 B, records/s", "produce", "produce_100b_records_per_s"),

@@ -1,10 +1,11 @@
-"""The benchmark figures the README quotes come from the committed result files in
-``benchmarks/results`` (the files REPORT.md is built from), within the rounding of the quote.
+"""The benchmark figures the documentation quotes (the site's performance page, and the README's
+status table) come from the committed result files in ``benchmarks/results`` (the files REPORT.md
+is built from), within the rounding of the quote.
 
-The peer table must be exactly what ``benchmarks.report.summary`` makes of those files (after a
-new ``make bench``, paste the block this test prints); every other quoted figure is declared
-below with where it comes from, and a quote that is no longer found in the README fails, so a
-figure cannot drift away from its file unnoticed.
+The peer table on the performance page must be exactly what ``benchmarks.report.summary`` makes
+of those files (after a new ``make bench``, paste the block this test prints); every other quoted
+figure is declared below with where it comes from, and a quote that is no longer found where it
+is declared fails, so a figure cannot drift away from its file unnoticed.
 """
 
 from __future__ import annotations
@@ -21,15 +22,29 @@ from benchmarks import report, results
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 README = os.path.join(ROOT, "README.md")
+PERFORMANCE = os.path.join(ROOT, "docs", "performance.md")
 PEERS = {"rabbitmq": "RabbitMQ", "nats": "NATS"}
 NUMBER = r"([0-9][0-9,]*(?:\.[0-9]+)?[kM]?)"
 X = "\u00d7"         # the README's multiplication sign
 TO = "\u2013"        # and its en dash in ranges
 
 
-def readme() -> str:
-    with open(README, encoding="utf-8") as f:
+def read(path: str) -> str:
+    with open(path, encoding="utf-8") as f:
         return f.read()
+
+
+def readme() -> str:
+    return read(README)
+
+
+def performance() -> str:
+    return read(PERFORMANCE)
+
+
+def text_of(where: str) -> str:
+    """The document a quote is declared in: the README's status table, else the performance page."""
+    return readme() if where == "status table" else performance()
 
 
 def latest() -> list[dict[str, Any]]:
@@ -125,15 +140,16 @@ QUOTES: Sequence[tuple[str, str, Sequence[Callable[[], float | str]]]] = (
 )
 
 
-def test_the_peer_table_is_the_summary_of_the_committed_results():
+def test_the_peer_table_is_the_summary_of_the_committed_results() -> None:
     block = "\n".join(report.summary(latest()))
-    assert block in readme(), f"the README's peer table should read, from benchmarks/results:\n{block}"
+    assert block in performance(), f"docs/performance.md's peer table should read, from benchmarks/results:\n{block}"
 
 
-def test_the_runs_the_readme_names_are_the_runs_of_the_committed_results():
-    text = readme()
+def test_the_runs_the_performance_page_names_are_the_runs_of_the_committed_results() -> None:
+    text = performance()
     match = re.search(r"Latest runs \(([^)]*)\)", text)
-    assert match, "the README names the runs its peer table comes from: 'Latest runs (scenario, ...: `run`; ...)'"
+    assert match, ("the performance page names the runs its peer table comes from: "
+                   "'Latest runs (scenario, ...: `run`; ...)'")
     named: dict[str, str] = {}
     for part in match.group(1).split(";"):
         scenarios, _, run = part.partition(":")
@@ -147,18 +163,18 @@ def test_the_runs_the_readme_names_are_the_runs_of_the_committed_results():
 
 @pytest.mark.parametrize(("where", "pattern", "sources"), QUOTES, ids=[f"{w}: {p[:40]}" for w, p, _ in QUOTES])
 def test_each_quoted_figure_is_its_result_file_rounded(where, pattern, sources):
-    found = re.findall(pattern, readme())
-    assert len(found) == 1, f"{where}: the quote /{pattern}/ is in the README {len(found)} times, not once"
+    found = re.findall(pattern, text_of(where))
+    assert len(found) == 1, f"{where}: the quote /{pattern}/ is there {len(found)} times, not once"
     groups = found[0] if isinstance(found[0], tuple) else (found[0],)
     assert len(groups) == len(sources)
     for quoted, source in zip(groups, sources, strict=True):
         expected = source()
         if isinstance(expected, str):
-            assert quoted == expected, f"{where}: the README says {quoted}, the results say {expected}"
+            assert quoted == expected, f"{where}: the documentation says {quoted}, the results say {expected}"
             continue
         value, half = value_of(quoted)
         assert abs(value - expected) <= half * 1.0001, \
-            f"{where}: the README quotes {quoted}, the committed results say {expected:.4g}"
+            f"{where}: the documentation quotes {quoted}, the committed results say {expected:.4g}"
 
 
 def test_a_quote_is_checked_to_the_rounding_it_shows():

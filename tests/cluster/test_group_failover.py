@@ -1,5 +1,5 @@
-"""Committed group offsets survive the loss of the node that coordinates groups (README "A
-cluster": ``__consumer_offsets`` is replicated like any topic): with that node killed and not
+"""Committed group offsets survive the loss of the node that coordinates groups (docs/operations/clusters.md,
+"Replication and failover": ``__consumer_offsets`` is replicated like any topic): with that node killed and not
 restarted, another node takes the offsets partition over and answers the committed offsets."""
 
 from __future__ import annotations

@@ -13,7 +13,9 @@ visible in the source and invisible once rendered:
   before that.
 
 A ``## `` heading starts a section: a fresh shell environment and a fresh Python namespace, as a
-new terminal (``###`` and deeper stay in their section).
+new terminal (``###`` and deeper stay in their section). A page of the documentation site is one
+section, whatever its headings (``parse(text, file, sections=False)``): its examples continue from one
+heading to the next, and the next page starts afresh.
 """
 
 from __future__ import annotations
@@ -49,14 +51,16 @@ class Block:
     reason: str = ""  # skip and interrupt: why
     ready_text: str = ""  # background: the output that says it is ready
     interrupt_after_s: float = 0.0
+    file: str = ""  # the document it comes from, for a run over several
 
     @property
     def is_shell(self) -> bool:
         return self.language in SHELL_LANGUAGES
 
 
-def parse(text: str) -> list[Block]:
-    """Every runnable block of ``text`` in order, with its marker and section."""
+def parse(text: str, file: str = "", *, sections: bool = True) -> list[Block]:
+    """Every runnable block of ``text`` (the document ``file``) in order, with its marker and
+    section; ``sections=False``: the whole document is one section."""
     blocks: list[Block] = []
     lines = text.splitlines()
     section = ""
@@ -66,7 +70,7 @@ def parse(text: str) -> list[Block]:
         line = lines[index]
         fence = FENCE.match(line)
         if fence is None:
-            if line.startswith("## "):
+            if sections and line.startswith("## "):
                 section = line[3:].strip()
             found = MARKER.match(line.strip())
             if found:
@@ -86,7 +90,7 @@ def parse(text: str) -> list[Block]:
             raise ReadmeFormatError(f"line {index + 1}: a fenced block that never closes")
         body = "\n".join(_dedent(lines[index + 1:end], len(indent))) + "\n"
         if language in RUN_LANGUAGES:
-            blocks.append(_block(index + 2, language, body, section, marker))
+            blocks.append(dataclasses.replace(_block(index + 2, language, body, section, marker), file=file))
         elif marker is not None:
             raise ReadmeFormatError(f"line {marker[0]}: a readme marker before a {language} block, which never runs")
         marker = None

@@ -1,5 +1,6 @@
-"""Runs a Markdown file's blocks (``readme_blocks``) as a person following it would, against real
-servers started by its own blocks.
+"""Runs a Markdown file's blocks (``readme_blocks``), or the blocks of several files in reading order
+(the documentation site's pages), as a person following them would, against real servers started
+by their own blocks.
 
 The blocks run in a scratch copy of the checkout: a temporary directory holding a symbolic link to
 each top-level entry (``.venv`` links to the environment running the tests), so that what the
@@ -95,7 +96,8 @@ class Outcome:
     ok: bool
     detail: str = ""  # why it failed, and the tail of its output
 
-    def describe(self, file: str) -> str:
+    def describe(self, file: str = "") -> str:
+        file = self.block.file or file
         return f"{file} line {self.block.line} ({self.block.language}, section {self.block.section!r}): {self.detail}"
 
 
@@ -137,7 +139,7 @@ class ReadmeRun:
         self.base_env["LOGBROKER_URL"] = f"http://127.0.0.1:{self.ports.run_http}"
         self._background: list[_Background] = []
         self._python: _Python | None = None
-        self._section = ""
+        self._section: tuple[str, str] = ("", "")
         self._state = ""
         self._counter = 0
 
@@ -168,16 +170,17 @@ class ReadmeRun:
         """Every block in order; after a failure the rest of its section is not run (it would fail
         for the same reason), the next section is."""
         outcomes: list[Outcome] = []
-        failed_section: str | None = None
+        failed_section: tuple[str, str] | None = None
         for block in blocks:
-            if block.section != self._section:
-                self._new_section(block.section)
-            if block.mode == "skip" or block.section == failed_section:
+            section = (block.file, block.section)
+            if section != self._section:
+                self._new_section(section)
+            if block.mode == "skip" or section == failed_section:
                 continue
             outcome = self.run_block(block)
             outcomes.append(outcome)
             if not outcome.ok:
-                failed_section = block.section
+                failed_section = section
         return outcomes
 
     def run_block(self, block: Block) -> Outcome:
@@ -188,7 +191,7 @@ class ReadmeRun:
             return self._run_shell(block, code)
         return self._run_python(block, code)
 
-    def _new_section(self, section: str) -> None:
+    def _new_section(self, section: tuple[str, str]) -> None:
         self._section = section
         self._counter += 1
         self._state = os.path.join(self.logs, f"state-{self._counter}.sh")
@@ -205,12 +208,16 @@ class ReadmeRun:
         return "\n".join(lines) + "\n" + code
 
     def _log_path(self, block: Block) -> str:
-        return os.path.join(self.logs, f"line-{block.line}.log")
+        return os.path.join(self.logs, f"{self._prefix(block)}line-{block.line}.log")
+
+    @staticmethod
+    def _prefix(block: Block) -> str:
+        return re.sub(r"[^A-Za-z0-9]+", "-", block.file) + "-" if block.file else ""
 
     def _spawn_shell(self, block: Block, code: str, *, state: bool) -> tuple[subprocess.Popen[bytes], str]:
         """The block as a bash script in a session of its own, its output in its log; the process
         and the log's path."""
-        script = os.path.join(self.logs, f"line-{block.line}.sh")
+        script = os.path.join(self.logs, f"{self._prefix(block)}line-{block.line}.sh")
         with open(script, "w", encoding="utf-8") as f:
             f.write(self._script(code, state=state))
         log_path = self._log_path(block)
@@ -251,7 +258,7 @@ class ReadmeRun:
         python = self._python or self._start_python()
         assert python.proc.stdin is not None
         offset = os.path.getsize(python.log_path)
-        request = {"file": self.file, "line": block.line, "code": code, "env": self._shell_env()}
+        request = {"file": block.file or self.file, "line": block.line, "code": code, "env": self._shell_env()}
         python.proc.stdin.write(json.dumps(request) + "\n")
         python.proc.stdin.flush()
         limit = block.interrupt_after_s if block.mode == "interrupt" else BLOCK_TIMEOUT_S

@@ -91,3 +91,11 @@ def test_text_without_a_documented_port_is_unchanged(code: str) -> None:
     assert replaced.replace("41000", "8080") == code.replace("41000", "8080")
     if "8080" not in code:
         assert replaced == code
+
+
+def test_a_site_page_is_one_section_and_its_blocks_name_their_file() -> None:
+    blocks = parse(DOC, "docs/page.md", sections=False)
+    assert {b.section for b in blocks} == {""}
+    assert {b.file for b in blocks} == {"docs/page.md"}
+    assert [b.line for b in blocks] == [b.line for b in parse(DOC)]
+    assert {b.file for b in parse(DOC)} == {""}

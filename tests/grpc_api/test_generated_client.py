@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -92,23 +91,21 @@ def test_a_stock_generated_client_publishes_subscribes_reflects_and_needs_a_toke
     assert out["without_token"] == "UNAUTHENTICATED"
 
 
-def readme_blocks(section: str) -> dict[str, str]:
-    """The first ``sh`` and ``python`` code blocks of a README section, as written."""
-    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+def page_blocks(page: str) -> dict[str, str]:
+    """The first ``sh`` and ``python`` code blocks of a page of the documentation site, as written."""
+    with open(os.path.join(ROOT, page), encoding="utf-8") as f:
         text = f.read()
-    body = re.split(rf"\n##+ {re.escape(section)}\n", text, maxsplit=1)[1]
-    body = re.split(r"\n##{1,2} ", body, maxsplit=1)[0]
     blocks: dict[str, str] = {}
     for language in ("sh", "python"):
-        blocks[language] = body.split(f"```{language}\n", 1)[1].split("```", 1)[0]
+        blocks[language] = text.split(f"```{language}\n", 1)[1].split("```", 1)[0]
     return blocks
 
 
-def test_the_readmes_grpc_example_runs_as_written(stock_client, node, http, admin_token, tmp_path):
-    """The README's protoc line and client, with only the address and a token filled in: it
+def test_the_sites_grpc_example_runs_as_written(stock_client, node, http, admin_token, tmp_path):
+    """The gRPC page's protoc line and client, with only the address and a token filled in: it
     publishes, then prints the record as the subscription delivers it."""
     python, _ = stock_client
-    blocks = readme_blocks("gRPC")
+    blocks = page_blocks("docs/api/grpc.md")
     protoc = next(line for line in blocks["sh"].splitlines() if "grpc_tools.protoc" in line).split()
     assert os.path.basename(protoc[0]) == "python" and protoc[1:3] == ["-m", "grpc_tools.protoc"]
     (tmp_path / "grpc_api").mkdir()

@@ -1,4 +1,4 @@
-"""The README's settings table is generated from ``NodeConfig`` and its descriptions
+"""The configuration page's settings table is generated from ``NodeConfig`` and its descriptions
 (``logbroker.config_docs``), so it lists every ``logbroker serve`` setting with its real default."""
 
 from __future__ import annotations
@@ -15,14 +15,14 @@ from logbroker.config import ENV_ONLY, NodeConfig, field_names
 from tests.conftest import ROOT
 
 
-def readme() -> str:
-    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+def page() -> str:
+    with open(os.path.join(ROOT, config_docs.PAGE), encoding="utf-8") as f:
         return f.read()
 
 
-def test_the_readme_table_is_the_generated_one() -> None:
-    assert config_docs.section(readme()) == config_docs.render_table(), \
-        "the README's settings table is out of date: run `python -m logbroker.config_docs --write README.md`"
+def test_the_configuration_pages_table_is_the_generated_one() -> None:
+    assert config_docs.section(page()) == config_docs.render_table(), \
+        f"the settings table is out of date: run `python -m logbroker.config_docs --write {config_docs.PAGE}`"
 
 
 def test_every_setting_is_in_the_table_with_its_default() -> None:
@@ -63,7 +63,7 @@ def test_serve_help_says_what_each_flag_is_for() -> None:
 
 
 def test_write_replaces_only_the_table(tmp_path: os.PathLike[str]) -> None:
-    path = os.path.join(tmp_path, "README.md")
+    path = os.path.join(tmp_path, "configuration.md")
     with open(path, "w", encoding="utf-8") as f:
         f.write(f"before\n{config_docs.BEGIN}\n| stale |\n{config_docs.END}\nafter\n")
     assert config_docs.main(["--write", path]) == 0
