@@ -1,0 +1,178 @@
+"""Encryption at rest of one record batch: AES-256-GCM over its records section (decision 0315).
+
+A sealed batch keeps the batch layout of ``segments.batch``; only its records section changes::
+
+    header (65 bytes, readable)   attributes has ENCRYPTED_FLAG; batch_length counts the 32 bytes more
+    key_id      u32               the ring's key that sealed it
+    nonce       12 bytes          random, one per sealing
+    ciphertext  n bytes           AES-256-GCM of the records section as it was (compressed already)
+    tag         16 bytes          GCM authentication tag
+
+The associated data is every header byte that no one rewrites after sealing: ``batch_length``,
+``magic`` and the 40 bytes from ``attributes`` to ``record_count``. ``base_offset`` and
+``leader_epoch`` are left out because the leader patches them on append (after sealing), and the
+checksum because it is computed over the sealed bytes. So recovery, the indexes, retention,
+de-duplication and replication read the header and check the checksum as before, and an altered
+header (record count, timestamps, producer identity, the flags) fails the tag like altered
+ciphertext does.
+
+Compression comes first (ciphertext does not compress). ``open_batch`` gives back the batch as
+it was sealed, with its stored offset and epoch, the flag cleared and the checksum recomputed, so
+every decoder reads it unchanged. ``open_batches`` does that for a buffer of whole batches and
+returns the buffer itself, without a copy, when none is sealed.
+
+Pure: functions over bytes; the nonce comes in as an argument (the caller draws it from
+``os.urandom``), no files, no clock.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+from typing import Final
+
+import xxhash
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+from segments.batch import (
+    BODY_HEADER,
+    CHECKSUM_STRUCT,
+    CHECKSUMMED_FROM,
+    ENCRYPTED_FLAG,
+    HEADER_SIZE,
+    LENGTH_PREFIX_SIZE,
+    MAGIC_OFFSET,
+    PREFIX,
+    BatchHeader,
+    parse_header,
+)
+from segments.errors import InvalidBatchError, UndecryptableBatchError
+from segments.key_ring import KeyRing
+
+KEY_ID: Final = struct.Struct("<I")
+NONCE_BYTES: Final = 12
+TAG_BYTES: Final = 16
+SEAL_PREFIX_BYTES: Final = KEY_ID.size + NONCE_BYTES
+SEAL_OVERHEAD_BYTES: Final = SEAL_PREFIX_BYTES + TAG_BYTES
+LENGTH_FIELD: Final = struct.Struct("<I")
+LENGTH_OFFSET: Final = 8
+ATTRIBUTES_OFFSET: Final = CHECKSUMMED_FROM
+_checksum = xxhash.xxh3_64_intdigest
+
+assert SEAL_OVERHEAD_BYTES == 32
+assert ATTRIBUTES_OFFSET == 25 and MAGIC_OFFSET == 16
+
+
+def is_sealed(header: BatchHeader) -> bool:
+    return bool(header[5] & ENCRYPTED_FLAG)
+
+
+def _cipher(ring: KeyRing, key_id: int) -> AESGCM:
+    cached = ring._ciphers.get(key_id)
+    if cached is None:
+        cached = AESGCM(ring.keys[key_id])
+        ring._ciphers[key_id] = cached
+    assert isinstance(cached, AESGCM)
+    return cached
+
+
+def _associated(batch_length: int, magic: int, body_header: bytes | memoryview) -> bytes:
+    return b"".join((LENGTH_FIELD.pack(batch_length), bytes((magic,)), body_header))
+
+
+def seal_batch(batch: bytes | memoryview, ring: KeyRing, nonce: bytes) -> bytes:
+    """``batch`` (one whole, plain batch) sealed with the ring's current key and ``nonce``."""
+    if len(nonce) != NONCE_BYTES:
+        raise ValueError(f"a nonce is {NONCE_BYTES} bytes, not {len(nonce)}")
+    header = parse_header(batch)
+    if is_sealed(header):
+        raise InvalidBatchError("the batch is sealed already")
+    view = memoryview(batch)
+    batch_length = header.batch_length + SEAL_OVERHEAD_BYTES
+    body_header = BODY_HEADER.pack(header.attributes | ENCRYPTED_FLAG, *header[6:])
+    sealed = _cipher(ring, ring.current).encrypt(nonce, view[HEADER_SIZE:header.size_bytes],
+                                                 _associated(batch_length, header.magic, body_header))
+    records = b"".join((KEY_ID.pack(ring.current), nonce, sealed))
+    return _assemble(header, batch_length, body_header, records)
+
+
+def _assemble(header: BatchHeader, batch_length: int, body_header: bytes, records: bytes) -> bytes:
+    checksum = _checksum(body_header + records)
+    return b"".join((PREFIX.pack(header.base_offset, batch_length, header.leader_epoch), bytes((header.magic,)),
+                     CHECKSUM_STRUCT.pack(checksum), body_header, records))
+
+
+def sealing_key(batch: bytes | memoryview) -> int | None:
+    """The key id that sealed ``batch``, None when it is plain."""
+    header = parse_header(batch)
+    if not is_sealed(header):
+        return None
+    if header.batch_length + LENGTH_PREFIX_SIZE < HEADER_SIZE + SEAL_OVERHEAD_BYTES:
+        raise UndecryptableBatchError(f"the sealed batch at offset {header.base_offset} is too short to hold a "
+                                      "key id, a nonce and a tag", offset=header.base_offset)
+    key_id: int = KEY_ID.unpack_from(batch, HEADER_SIZE)[0]
+    return key_id
+
+
+def open_batch(batch: bytes | memoryview, ring: KeyRing | None) -> bytes:
+    """The plain batch ``batch`` (one whole, sealed batch) was, with its stored offset and epoch;
+    ``UndecryptableBatchError`` when its key is not in ``ring`` or its tag fails."""
+    header = parse_header(batch)
+    key_id = sealing_key(batch)
+    assert key_id is not None, "open_batch is given sealed batches only"
+    if ring is None or key_id not in ring.keys:
+        raise UndecryptableBatchError(
+            f"the batch at offset {header.base_offset} is sealed with key {key_id}, which is not in "
+            f"{'this node' if ring is None else 'the'} key ring{' (it has none)' if ring is None else ''}",
+            offset=header.base_offset, key_id=key_id)
+    view = memoryview(batch)
+    body_header = view[CHECKSUMMED_FROM:HEADER_SIZE]
+    nonce = view[HEADER_SIZE + KEY_ID.size:HEADER_SIZE + SEAL_PREFIX_BYTES]
+    try:
+        section = _cipher(ring, key_id).decrypt(
+            bytes(nonce), view[HEADER_SIZE + SEAL_PREFIX_BYTES:header.size_bytes],
+            _associated(header.batch_length, header.magic, body_header))
+    except InvalidTag:
+        raise UndecryptableBatchError(
+            f"the batch at offset {header.base_offset} fails its authentication tag under key {key_id}: its "
+            "ciphertext or header was altered, or the key is not the one that sealed it",
+            offset=header.base_offset, key_id=key_id) from None
+    plain_header = BODY_HEADER.pack(header.attributes & ~ENCRYPTED_FLAG, *header[6:])
+    return _assemble(header, header.batch_length - SEAL_OVERHEAD_BYTES, plain_header, section)
+
+
+def open_batches(data: bytes | memoryview, ring: KeyRing | None) -> bytes | memoryview:
+    """``data`` (whole batches back to back, as a log read gives them) with every sealed batch
+    opened; ``data`` itself when none is sealed. A partial trailing batch is kept as it is."""
+    view = memoryview(data)
+    parts: list[bytes | memoryview] = []
+    position = copied_to = 0
+    while len(view) - position >= HEADER_SIZE:
+        header = parse_header(view, position)
+        end = position + header.size_bytes
+        if end > len(view):
+            break
+        if header[5] & ENCRYPTED_FLAG:
+            parts.append(view[copied_to:position])
+            parts.append(open_batch(view[position:end], ring))
+            copied_to = end
+        position = end
+    if not parts:
+        return data
+    parts.append(view[copied_to:])
+    return b"".join(parts)
+
+
+def reseal_batch(batch: bytes | memoryview, ring: KeyRing, nonce: bytes) -> bytes | None:
+    """``batch`` sealed with the ring's current key, or None when it needs no change (plain, or
+    sealed with the current key already)."""
+    key_id = sealing_key(batch)
+    if key_id is None or key_id == ring.current:
+        return None
+    return seal_batch(open_batch(batch, ring), ring, nonce)
+
+
+def sealer(ring: KeyRing, random_bytes: Callable[[int], bytes]) -> Callable[[bytes | memoryview], bytes]:
+    """A function sealing one batch with the current key and a fresh random nonce."""
+    return lambda batch: seal_batch(batch, ring, random_bytes(NONCE_BYTES))
