@@ -108,6 +108,7 @@ class NodeConfig:
     etcd_password: str = dataclasses.field(default="", repr=False)
     etcd_adopt_unsealed: str = "false"
     metrics_token: str = ""
+    encryption_keys_file: str = ""  # a key ring (mode 0600) turns encryption at rest on (decision 0316)
     metrics_public: str = "false"
 
     def __post_init__(self) -> None:

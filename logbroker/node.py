@@ -44,6 +44,7 @@ from coordinator.models import (
 from coordinator.topic_config import alter_config
 from internal_rpc.frames import MESSAGE_BYTES_MAX
 from internal_rpc.server import RpcServer
+from logbroker.at_rest import AtRest
 from logbroker.auth.bootstrap import build_auth, node_limits
 from logbroker.auth.groups import GroupAccess
 from logbroker.auth.permissions import Principal
@@ -92,9 +93,17 @@ from logbroker.storage_usage import StorageUsage
 from logbroker.supervisor import run_supervised
 from logbroker.timestamps import TimestampWindow
 from logbroker.topic_config_view import described_config
-from segments.batch import HEADER_SIZE, NO_PRODUCER_ID, NO_SEQUENCE, encode_batch, parse_header
+from segments.batch import (
+    ATTRIBUTES_OFFSET,
+    ENCRYPTED_FLAG,
+    HEADER_SIZE,
+    NO_PRODUCER_ID,
+    NO_SEQUENCE,
+    encode_batch,
+    parse_header,
+)
 from segments.config import LogConfig
-from segments.errors import TooManyOpenFilesError
+from segments.errors import InvalidBatchError, TooManyOpenFilesError
 from segments.log import AppendInfo, LogRead, LogSlice
 
 log = logging.getLogger(__name__)
@@ -121,8 +130,9 @@ class Node:
         self.base_log_config = LogConfig()
         self.config_bounds = topic_config_bounds(config.topic_segment_bytes_min)
         self.coordinator = coordinator or make_coordinator(config, http_url)
+        self.at_rest = AtRest.from_file(config.encryption_keys_file)
         self.replicas = ReplicaManager(config.data_dir, flush_threads=config.flush_threads,
-                                       waiters_max=config.long_poll_waiters_max, fsync=fsync)
+                                       waiters_max=config.long_poll_waiters_max, fsync=fsync, at_rest=self.at_rest)
         self.metrics = Metrics(self.replicas.all, self.replicas.health, self.replicas.handles)
         register_etcd_metrics(self.metrics.registry, self.coordinator)
         self.descriptors = DescriptorPlan(PARTITIONS_MIN * 4)
@@ -473,6 +483,7 @@ class Node:
         ``owner`` may write to (else 403); either way the queue is bound to that topic's id."""
         self._check_serving()
         spec = TopicSpec.parse(body, base_config=self.base_log_config, bounds=self.config_bounds)
+        self.at_rest.check_topic_config(spec.config)
         if self.clustered:
             return await self._create_cluster_topic(spec, owner)
         dead_letter = spec.queue_settings().get("dead_letter_topic")
@@ -603,7 +614,10 @@ class Node:
             raise InvalidTopicError(f"{name!r} is internal: its config is the broker's")
 
         def update(current: TopicMetadata) -> dict[str, Any]:
-            return alter_config(current, changes, base_config=self.base_log_config, bounds=self.config_bounds)
+            merged = alter_config(current, changes, base_config=self.base_log_config, bounds=self.config_bounds)
+            if isinstance(changes, dict):
+                self.at_rest.check_topic_config(changes)
+            return merged
 
         meta = await self.coordinator.set_topic_config(name, update)
         log.info("topic config changed", extra={"fields": {"topic": name, "config": dict(meta.config)}})
@@ -955,7 +969,7 @@ class Node:
         if isinstance(earlier, Appended):
             self.metrics.count_duplicate(topic)
             return AppendInfo(earlier.base_offset, earlier.last_offset, earlier.last_offset + 1)
-        info = replica.append(batch)
+        info = replica.append(self._at_rest(topic, batch))
         if earlier is not None:
             assert replica.dedup is not None  # built by the lookup
             replica.dedup.record(earlier, info.base_offset, info.last_offset, time.time_ns() // 1_000_000)
@@ -963,6 +977,15 @@ class Node:
         self.storage.appended(topic, len(batch))
         self._count_in(topic, len(batch), records if records is not None else info.last_offset - info.base_offset + 1)
         return info
+
+    def _at_rest(self, topic: str, batch: bytes) -> bytes:
+        """``batch`` as it is to be stored: sealed when the topic's ``encryption`` says so
+        (decision 0316). A batch a client marked sealed is refused: only the node seals."""
+        if len(batch) >= HEADER_SIZE and batch[ATTRIBUTES_OFFSET] & ENCRYPTED_FLAG:  # bit 6: the low byte
+            raise InvalidBatchError("a produced batch cannot carry the encrypted-at-rest flag (attributes bit 6): "
+                                    "the node encrypts")
+        meta = self.coordinator.cached_topic(topic)
+        return self.at_rest.seal(batch) if self.at_rest.wants(None if meta is None else meta.config) else batch
 
     def _earlier_write(self, topic: str, replica: Replica, batch: bytes) -> Appended | Identity | None:
         """Where the partition stored ``batch`` before (within its de-duplication window), or the
@@ -1143,10 +1166,10 @@ class Node:
                           wait_ms: int) -> tuple[LogRead, int]:
         replica = self.replicas.get(topic, partition)
         max_bytes, wait_ms = self._fetch_args(max_bytes, wait_ms)
-        result = replica.log.read(offset, max_bytes, offset_max=replica.high_watermark)
+        result = self.replicas.read_plain(replica, offset, max_bytes, offset_max=replica.high_watermark)
         if not result.data and wait_ms:
             await replica.wait_for_data(offset, wait_ms)
-            result = replica.log.read(offset, max_bytes, offset_max=replica.high_watermark)
+            result = self.replicas.read_plain(replica, offset, max_bytes, offset_max=replica.high_watermark)
         self.metrics.bytes_out.labels(topic).inc(len(result.data))
         return result, replica.high_watermark
 
@@ -1176,6 +1199,9 @@ class Node:
         remote = await self._fetch_elsewhere(topic, partition, offset, max_bytes, wait_ms)
         if remote is not None:
             result, hwm = remote
+            return (result if result.data else None), hwm
+        if self.at_rest.ring is not None:  # sealed batches are opened, so they are read, not sent from the file
+            result, hwm = await self._fetch_here(topic, partition, offset, max_bytes, wait_ms)
             return (result if result.data else None), hwm
         replica = self.replicas.get(topic, partition)
         max_bytes, wait_ms = self._fetch_args(max_bytes, wait_ms)

@@ -36,6 +36,7 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from segments.batch import (
+    ATTRIBUTES_OFFSET,
     BODY_HEADER,
     CHECKSUM_STRUCT,
     CHECKSUMMED_FROM,
@@ -57,7 +58,6 @@ SEAL_PREFIX_BYTES: Final = KEY_ID.size + NONCE_BYTES
 SEAL_OVERHEAD_BYTES: Final = SEAL_PREFIX_BYTES + TAG_BYTES
 LENGTH_FIELD: Final = struct.Struct("<I")
 LENGTH_OFFSET: Final = 8
-ATTRIBUTES_OFFSET: Final = CHECKSUMMED_FROM
 _checksum = xxhash.xxh3_64_intdigest
 
 assert SEAL_OVERHEAD_BYTES == 32

@@ -1,0 +1,77 @@
+"""The node's encryption at rest: which batches it seals, and opening them for readers (0315, 0316).
+
+A node started with ``--encryption-keys-file`` holds a key ring. The leader seals a batch after
+it was checked and before it is appended (``seal``), when the topic's ``encryption`` config says
+so (default: ``on`` when the node has a ring). Followers copy the sealed bytes as they are, so
+every node of a cluster holds the same ring (decision 0316). Every read that gives records to
+clients goes through ``open`` (``Replica.read_plain``): JSON and binary fetches, push streams,
+gRPC, queue receives; replication and recovery never do.
+
+Invariant: a sealed batch leaves the node only opened (its records decrypted, its checksum
+recomputed) or not at all: a batch whose key is not in the ring, or whose tag fails, is
+``UndecryptableBatchError`` naming the topic, partition and offset, never ciphertext taken for
+records. A node without a ring leaves the bytes it reads untouched (no extra pass, no copy); the
+decoders then refuse a sealed batch with the same error.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from typing import Any, final
+
+from coordinator.errors import InvalidTopicError
+from coordinator.models import ENCRYPTION_CONFIG_KEY
+from logbroker.errors import InvalidRequestError
+from segments.encryption import NONCE_BYTES, open_batches, seal_batch
+from segments.errors import UndecryptableBatchError
+from segments.key_ring import KeyRing, KeyRingError, load_ring
+
+
+@final
+class AtRest:
+    __slots__ = ("_random", "ring")
+
+    def __init__(self, ring: KeyRing | None, random_bytes: Callable[[int], bytes] = os.urandom) -> None:
+        self.ring = ring
+        self._random = random_bytes
+
+    @classmethod
+    def from_file(cls, path: str) -> AtRest:
+        """The node's ring from ``encryption_keys_file`` (none when the setting is empty); a
+        missing, unsafe or malformed file is a configuration error that stops the start."""
+        if not path:
+            return cls(None)
+        try:
+            return cls(load_ring(path))
+        except KeyRingError as exc:
+            raise InvalidRequestError(f"configuration: encryption_keys_file: {exc}") from exc
+
+    def wants(self, topic_config: Mapping[str, Any] | None) -> bool:
+        """True when new batches of a topic with ``topic_config`` are to be sealed."""
+        value = None if topic_config is None else topic_config.get(ENCRYPTION_CONFIG_KEY)
+        return self.ring is not None if value is None else value == "on"
+
+    def seal(self, batch: bytes) -> bytes:
+        """``batch`` sealed with the current key (the caller checked ``wants``)."""
+        if self.ring is None:
+            raise UndecryptableBatchError("this topic's batches are to be encrypted, but this node has no key ring "
+                                          "(start it with --encryption-keys-file)")
+        return seal_batch(batch, self.ring, self._random(NONCE_BYTES))
+
+    def open(self, data: bytes | memoryview, topic: str, partition: int) -> bytes | memoryview:
+        """``data`` (whole batches read from a log) with its sealed batches opened; ``data`` itself
+        when the node has no ring or none of them is sealed."""
+        if self.ring is None:
+            return data
+        try:
+            return open_batches(data, self.ring)
+        except UndecryptableBatchError as exc:
+            raise UndecryptableBatchError(f"partition {partition} of {topic!r}: {exc}", offset=exc.offset,
+                                          key_id=exc.key_id) from None
+
+    def check_topic_config(self, config: Mapping[str, Any]) -> None:
+        """Refuse ``encryption: on`` on a node that could not seal (it has no ring)."""
+        if config.get(ENCRYPTION_CONFIG_KEY) == "on" and self.ring is None:
+            raise InvalidTopicError("config.encryption is on but this node has no key ring (start it with "
+                                    "--encryption-keys-file)", field="config.encryption")
