@@ -30,8 +30,9 @@ def keys(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 @pytest.fixture(scope="module")
 def node(tmp_path_factory: pytest.TempPathFactory, keys: str) -> Iterator[NodeProcess]:
-    with NodeProcess(str(tmp_path_factory.mktemp("node") / "data"), *SMALL_SEGMENTS,
-                     "--encryption-keys-file", keys) as process:
+    data_dir = str(tmp_path_factory.mktemp("node") / "data")
+    process = NodeProcess(data_dir, *SMALL_SEGMENTS, "--encryption-keys-file", keys)
+    with process:
         yield process
 
 
