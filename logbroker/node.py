@@ -718,7 +718,7 @@ class Node:
                 "replicas": list(state.replicas), "in_sync_replicas": list(state.isr),
                 **figures.get(state.partition, unknown),
             })
-        config = described_config(meta, self.log_config(meta))
+        config = described_config(meta, self.log_config(meta), encrypted_by_default=self.at_rest.ring is not None)
         return {**self._summary(meta), "partition_count": meta.partitions, "partitions": partitions,
                 "topic_id": meta.topic_id, "created_ms": meta.created_ms, "config": config}
 
@@ -1329,7 +1329,7 @@ class Node:
         counts = dict.fromkeys(("topics", "partitions", "internal_topics", "internal_partitions"), 0)
         for meta in await self.auth.visible(principal, await self.coordinator.list_topics()):
             states = await self.coordinator.partition_states(meta.name)
-            config = described_config(meta, self.log_config(meta))
+            config = described_config(meta, self.log_config(meta), encrypted_by_default=self.at_rest.ring is not None)
             topics.append({"name": meta.name, "config": config, "partitions": [
                 {"partition": s.partition, "leader": s.leader, "leader_epoch": s.leader_epoch,
                  "replicas": list(s.replicas), "in_sync_replicas": list(s.isr)} for s in states]})

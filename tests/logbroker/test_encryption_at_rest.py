@@ -115,6 +115,9 @@ def test_topic_config_encryption_off_stores_plaintext_and_can_be_turned_on(tmp_p
         produce(http, "open", [f"{MARK}-sealed"])
         assert values(http, "open") == [f"{MARK}-plain", f"{MARK}-sealed"]
         assert http.json("PATCH", "/v1/topics/open/config", 400, body={"encryption": 1})["code"] == "invalid_topic"
+        assert http.json("GET", "/v1/topics/open")["config"]["encryption"] == "on"
+        http.json("POST", "/v1/topics", 201, body={"name": "default"})
+        assert http.json("GET", "/v1/topics/default")["config"]["encryption"] == "on"  # the node has keys
     assert stored_key_ids(data_dir, "open") == [None, 1]
     stored = segment_bytes(data_dir, "open")
     assert f"{MARK}-plain".encode() in stored and f"{MARK}-sealed".encode() not in stored
@@ -126,6 +129,7 @@ def test_a_node_without_keys_refuses_encryption_on_and_produced_sealed_flags(tmp
         refused = http.call("POST", "/v1/topics", body={"name": "x", "config": {"encryption": "on"}})
         assert refused.status == 400 and "key ring" in refused.json()["detail"]
         http.json("POST", "/v1/topics", 201, body={"name": "plain"})
+        assert http.json("GET", "/v1/topics/plain")["config"]["encryption"] == "off"  # no key ring
         batch = bytearray(encode_batch([ProducerRecord(b"v")]))
         batch[25] |= 1 << 6  # the encrypted flag, set by a client
         forged = _assemble(parse_header(bytes(batch)), parse_header(bytes(batch)).batch_length,
