@@ -18,14 +18,21 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
-from typing import Any, final
+from typing import Any, Final, final
 
 from coordinator.errors import InvalidTopicError
 from coordinator.models import ENCRYPTION_CONFIG_KEY
 from logbroker.errors import InvalidRequestError
-from segments.encryption import NONCE_BYTES, open_batches, seal_batch
+from segments.batch import ATTRIBUTES_OFFSET, ENCRYPTED_FLAG, LENGTH_PREFIX_SIZE
+from segments.encryption import LENGTH_OFFSET, NONCE_BYTES, open_batches, seal_batch
 from segments.errors import UndecryptableBatchError
 from segments.key_ring import KeyRing, KeyRingError, load_ring
+from segments.log import LogSlice
+
+# Batch headers a keyed node reads to tell that a fetched slice holds no sealed batch; a slice of
+# more batches is read and opened instead of sent from the file.
+HEADER_PEEKS_MAX: Final = 64
+PEEK_BYTES: Final = ATTRIBUTES_OFFSET + 1
 
 
 @final
@@ -69,6 +76,20 @@ class AtRest:
         except UndecryptableBatchError as exc:
             raise UndecryptableBatchError(f"partition {partition} of {topic!r}: {exc}", offset=exc.offset,
                                           key_id=exc.key_id) from None
+
+    def slice_is_plain(self, piece: LogSlice) -> bool:
+        """True when ``piece`` may be sent from the file as it is: its batch headers (at most
+        ``HEADER_PEEKS_MAX`` of them, a small ``pread`` each) show no sealed batch. Then a keyed
+        node keeps the zero-copy fetch for what it stored plain (decision 0319)."""
+        position, end = piece.position, piece.position + piece.size_bytes
+        for _ in range(HEADER_PEEKS_MAX):
+            if position >= end:
+                return True
+            head = os.pread(piece.fd, PEEK_BYTES, position)
+            if len(head) < PEEK_BYTES or head[ATTRIBUTES_OFFSET] & ENCRYPTED_FLAG:
+                return False
+            position += LENGTH_PREFIX_SIZE + int.from_bytes(head[LENGTH_OFFSET:LENGTH_OFFSET + 4], "little")
+        return position >= end
 
     def check_topic_config(self, config: Mapping[str, Any]) -> None:
         """Refuse ``encryption: on`` on a node that could not seal (it has no ring)."""

@@ -1200,15 +1200,17 @@ class Node:
         if remote is not None:
             result, hwm = remote
             return (result if result.data else None), hwm
-        if self.at_rest.ring is not None:  # sealed batches are opened, so they are read, not sent from the file
-            result, hwm = await self._fetch_here(topic, partition, offset, max_bytes, wait_ms)
-            return (result if result.data else None), hwm
         replica = self.replicas.get(topic, partition)
         max_bytes, wait_ms = self._fetch_args(max_bytes, wait_ms)
         piece = replica.log.slice(offset, max_bytes, offset_max=replica.high_watermark)
         if piece is None and wait_ms:
             await replica.wait_for_data(offset, wait_ms)
             piece = replica.log.slice(offset, max_bytes, offset_max=replica.high_watermark)
+        if piece is not None and self.at_rest.ring is not None and not self.at_rest.slice_is_plain(piece):
+            piece.close()  # sealed batches are opened, so they are read, not sent from the file
+            result = self.replicas.read_plain(replica, offset, max_bytes, offset_max=replica.high_watermark)
+            self.metrics.bytes_out.labels(topic).inc(len(result.data))
+            return (result if result.data else None), replica.high_watermark
         if piece is not None:
             self.metrics.bytes_out.labels(topic).inc(piece.size_bytes)
         return piece, replica.high_watermark

@@ -114,6 +114,11 @@ def test_topic_config_encryption_off_stores_plaintext_and_can_be_turned_on(tmp_p
         http.json("PATCH", "/v1/topics/open/config", body={"encryption": "on"})
         produce(http, "open", [f"{MARK}-sealed"])
         assert values(http, "open") == [f"{MARK}-plain", f"{MARK}-sealed"]
+        for offset, expected in ((0, [f"{MARK}-plain", f"{MARK}-sealed"]), (1, [f"{MARK}-sealed"])):
+            raw = http.call("GET", f"/v1/topics/open/partitions/0/records?offset={offset}",
+                            headers={"Accept": BATCH}).data  # the plain batch from the file, the sealed one opened
+            assert [r.value.decode() for p, h in iter_batches(raw) for r in decode_records(raw[p:p + h.size_bytes])
+                    if r.value] == expected
         assert http.json("PATCH", "/v1/topics/open/config", 400, body={"encryption": 1})["code"] == "invalid_topic"
         assert http.json("GET", "/v1/topics/open")["config"]["encryption"] == "on"
         http.json("POST", "/v1/topics", 201, body={"name": "default"})
