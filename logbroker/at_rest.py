@@ -26,7 +26,7 @@ from logbroker.errors import InvalidRequestError
 from segments.batch import ATTRIBUTES_OFFSET, ENCRYPTED_FLAG, LENGTH_PREFIX_SIZE
 from segments.encryption import LENGTH_OFFSET, NONCE_BYTES, open_batches, seal_batch
 from segments.errors import UndecryptableBatchError
-from segments.key_ring import KeyRing, KeyRingError, load_ring
+from segments.key_ring import KeyRing, KeyRingError, load_ring, parse_ring
 from segments.log import LogSlice
 
 # Batch headers a keyed node reads to tell that a fetched slice holds no sealed batch; a slice of
@@ -44,15 +44,17 @@ class AtRest:
         self._random = random_bytes
 
     @classmethod
-    def from_file(cls, path: str) -> AtRest:
-        """The node's ring from ``encryption_keys_file`` (none when the setting is empty); a
-        missing, unsafe or malformed file is a configuration error that stops the start."""
-        if not path:
-            return cls(None)
+    def from_file(cls, path: str, text: str = "") -> AtRest:
+        """The node's ring from ``encryption_keys_file`` or, failing that, the ring's ``text``
+        (``encryption_keys``, from the environment); none when both are empty. A missing, unsafe
+        or malformed ring is a configuration error that stops the start."""
         try:
-            return cls(load_ring(path))
+            if path:
+                return cls(load_ring(path))
+            return cls(parse_ring(text, source="LOGBROKER_ENCRYPTION_KEYS") if text else None)
         except KeyRingError as exc:
-            raise InvalidRequestError(f"configuration: encryption_keys_file: {exc}") from exc
+            name = "encryption_keys_file" if path else "encryption_keys"
+            raise InvalidRequestError(f"configuration: {name}: {exc}") from exc
 
     def wants(self, topic_config: Mapping[str, Any] | None) -> bool:
         """True when new batches of a topic with ``topic_config`` are to be sealed."""

@@ -121,6 +121,8 @@ SETTINGS: Final[tuple[tuple[str, tuple[tuple[str, str], ...]], ...]] = (
         ("encryption_keys_file", "key ring file (mode 0600; `logbroker keys create`): records are encrypted at rest "
                                  "(AES-256-GCM) in topics whose `encryption` config is not `off`; every node of a "
                                  "cluster holds the same ring ([encryption at rest](docs/security/encryption.md))"),
+        ("encryption_keys", "the key ring's text itself instead of a file (e.g. from a secret): from the "
+                            "environment or the config file only (no flag: a command line is public)"),
     )),
 )
 

@@ -130,7 +130,7 @@ class Node:
         self.base_log_config = LogConfig()
         self.config_bounds = topic_config_bounds(config.topic_segment_bytes_min)
         self.coordinator = coordinator or make_coordinator(config, http_url)
-        self.at_rest = AtRest.from_file(config.encryption_keys_file)
+        self.at_rest = AtRest.from_file(config.encryption_keys_file, config.encryption_keys)
         self.replicas = ReplicaManager(config.data_dir, flush_threads=config.flush_threads,
                                        waiters_max=config.long_poll_waiters_max, fsync=fsync, at_rest=self.at_rest)
         self.metrics = Metrics(self.replicas.all, self.replicas.health, self.replicas.handles)

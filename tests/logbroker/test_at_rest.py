@@ -13,7 +13,7 @@ from logbroker.errors import InvalidRequestError
 from segments.batch import ProducerRecord, decode_records, encode_batch, iter_batches
 from segments.config import LogConfig
 from segments.errors import UndecryptableBatchError
-from segments.key_ring import KeyRing, write_ring
+from segments.key_ring import KeyRing, format_ring, write_ring
 from segments.log import LogSlice, PartitionLog
 
 RING = KeyRing({1: os.urandom(32)}, 1)
@@ -34,6 +34,9 @@ def test_a_missing_ring_file_is_a_configuration_error(tmp_path: Path) -> None:
     path = str(tmp_path / "ring")
     write_ring(path, RING)
     assert AtRest.from_file(path).ring == RING and AtRest.from_file("").ring is None
+    assert AtRest.from_file("", format_ring(RING)).ring == RING  # the ring's text, from the environment
+    with pytest.raises(InvalidRequestError, match="encryption_keys: LOGBROKER_ENCRYPTION_KEYS"):
+        AtRest.from_file("", "current 1\n")
 
 
 def test_open_names_the_partition_and_leaves_plain_reads_alone() -> None:

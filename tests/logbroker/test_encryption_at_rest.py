@@ -11,12 +11,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from grpc_api import stubs
 from logbroker.client import Client
 from logbroker.client.sse import SseParser
 from segments.batch import HEADER_SIZE, ProducerRecord, decode_records, encode_batch, iter_batches, parse_header
 from segments.encryption import _assemble, sealing_key
-from segments.key_ring import KeyRing, write_ring
+from segments.key_ring import KeyRing, format_ring, write_ring
 from tests.conftest import ROOT
 from tests.http_api.conftest import Http
 from tests.support.grpc_calls import subscribe
@@ -200,3 +202,14 @@ def test_a_key_ring_others_may_read_stops_the_start_with_a_clear_error(tmp_path:
                           timeout=60)
     assert done.returncode == 2
     assert "encryption_keys_file" in done.stderr and "chmod 600" in done.stderr
+
+
+def test_the_key_ring_may_come_from_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LOGBROKER_ENCRYPTION_KEYS", format_ring(KeyRing({5: os.urandom(32)}, 5)))
+    data_dir = str(tmp_path / "data")
+    with NodeProcess(data_dir) as node:
+        http = Http(node.url)
+        http.json("POST", "/v1/topics", 201, body={"name": "env"})
+        produce(http, "env", [f"{MARK}-env"])
+        assert values(http, "env") == [f"{MARK}-env"]
+    assert stored_key_ids(data_dir, "env") == [5]
