@@ -61,14 +61,14 @@ class AtRest:
         value = None if topic_config is None else topic_config.get(ENCRYPTION_CONFIG_KEY)
         return self.ring is not None if value is None else value == "on"
 
-    def seal(self, batch: bytes) -> bytes:
+    def seal(self, batch: bytes) -> memoryview:
         """``batch`` sealed with the current key (the caller checked ``wants``)."""
         if self.ring is None:
             raise UndecryptableBatchError("this topic's batches are to be encrypted, but this node has no key ring "
                                           "(start it with --encryption-keys-file)")
-        return seal_batch(batch, self.ring, self._random(NONCE_BYTES))
+        return memoryview(seal_batch(batch, self.ring, self._random(NONCE_BYTES)))
 
-    def open(self, data: bytes | memoryview, topic: str, partition: int) -> bytes | memoryview:
+    def open(self, data: bytes | memoryview, topic: str, partition: int) -> bytes | bytearray | memoryview:
         """``data`` (whole batches read from a log) with its sealed batches opened; ``data`` itself
         when the node has no ring or none of them is sealed."""
         if self.ring is None:

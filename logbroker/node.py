@@ -978,7 +978,7 @@ class Node:
         self._count_in(topic, len(batch), records if records is not None else info.last_offset - info.base_offset + 1)
         return info
 
-    def _at_rest(self, topic: str, batch: bytes) -> bytes:
+    def _at_rest(self, topic: str, batch: bytes) -> bytes | memoryview:
         """``batch`` as it is to be stored: sealed when the topic's ``encryption`` says so
         (decision 0316). A batch a client marked sealed is refused: only the node seals."""
         if len(batch) >= HEADER_SIZE and batch[ATTRIBUTES_OFFSET] & ENCRYPTED_FLAG:  # bit 6: the low byte

@@ -90,7 +90,7 @@ def _opener(task: ReadTask) -> Callable[[memoryview], bytes | memoryview]:
         if not view[ATTRIBUTES_OFFSET] & ENCRYPTED_FLAG:
             return view
         try:
-            return open_batch(view, ring)
+            return memoryview(open_batch(view, ring))
         except UndecryptableBatchError as exc:
             hint = "" if ring is not None else "; give the node's key ring as the option encryptionKeysFile"
             raise ReadError(f"topic {task.topic} partition {task.partition}: {exc}{hint}") from exc

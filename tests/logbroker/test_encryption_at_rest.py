@@ -11,13 +11,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import grpc
 import pytest
 
 from grpc_api import stubs
 from logbroker.client import Client
 from logbroker.client.sse import SseParser
 from segments.batch import HEADER_SIZE, ProducerRecord, decode_records, encode_batch, iter_batches, parse_header
-from segments.encryption import _assemble, sealing_key
+from segments.encryption import assemble, sealing_key
 from segments.key_ring import KeyRing, format_ring, write_ring
 from tests.conftest import ROOT
 from tests.http_api.conftest import Http
@@ -139,7 +140,7 @@ def test_a_node_without_keys_refuses_encryption_on_and_produced_sealed_flags(tmp
         assert http.json("GET", "/v1/topics/plain")["config"]["encryption"] == "off"  # no key ring
         batch = bytearray(encode_batch([ProducerRecord(b"v")]))
         batch[25] |= 1 << 6  # the encrypted flag, set by a client
-        forged = _assemble(parse_header(bytes(batch)), parse_header(bytes(batch)).batch_length,
+        forged = assemble(parse_header(bytes(batch)), parse_header(bytes(batch)).batch_length,
                           bytes(batch[25:HEADER_SIZE]), bytes(batch[HEADER_SIZE:]))
         reply = http.call("POST", "/v1/topics/plain/records?partition=0", raw=forged, content_type=BATCH)
         assert reply.status == 400 and "encrypt" in reply.json()["detail"]
@@ -171,6 +172,10 @@ def test_rotation_keeps_old_batches_readable_and_a_missing_key_is_a_typed_error(
                          headers={"Accept": BATCH}).json()["code"] == "undecryptable_batch"
         tail = http.json("GET", "/v1/topics/rot/partitions/0/records?offset=2")
         assert [r["value"] for r in tail["records"]] == ["new-1"]
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            asyncio.run(subscribe(node.grpc_address, pb.SubscribeRequest(topic="rot", partition=0, offset=0), (), 1))
+        assert refused.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        assert "key 1" in str(refused.value.details())
 
 
 def test_a_flipped_ciphertext_bit_is_detected_even_with_its_checksum_fixed(tmp_path: Path) -> None:
@@ -184,7 +189,7 @@ def test_a_flipped_ciphertext_bit_is_detected_even_with_its_checksum_fixed(tmp_p
     data = bytearray(Path(path).read_bytes())
     header = parse_header(bytes(data))
     data[HEADER_SIZE + 20] ^= 0x01  # inside the ciphertext
-    fixed = _assemble(header, header.batch_length, bytes(data[25:HEADER_SIZE]),
+    fixed = assemble(header, header.batch_length, bytes(data[25:HEADER_SIZE]),
                       bytes(data[HEADER_SIZE:header.size_bytes]))
     Path(path).write_bytes(fixed + bytes(data[header.size_bytes:]))
     with keyed(data_dir, keys) as node:

@@ -23,6 +23,7 @@ from segments.batch import (
 from segments.compression import Codec
 from segments.encryption import (
     SEAL_OVERHEAD_BYTES,
+    assemble,
     open_batch,
     open_batches,
     reseal_batch,
@@ -91,27 +92,23 @@ def test_any_flipped_bit_after_the_prefix_is_detected(records: list[ProducerReco
 def test_a_flipped_ciphertext_bit_with_its_checksum_fixed_fails_the_tag(
         records: list[ProducerRecord], nonce: bytes, data: st.DataObject) -> None:
     """An attacker who rewrites the checksum too (it is no secret) is still caught by the tag."""
-    from segments.encryption import _assemble
-
     sealed = bytearray(seal_batch(encode_batch(records, timestamp_ms=1), RING, nonce))
     bit = data.draw(st.integers(HEADER_SIZE * 8, len(sealed) * 8 - 1))
     sealed[bit // 8] ^= 1 << (bit % 8)
     header = parse_header(bytes(sealed))
-    fixed = _assemble(header, header.batch_length, bytes(sealed[25:HEADER_SIZE]), bytes(sealed[HEADER_SIZE:]))
+    fixed = assemble(header, header.batch_length, bytes(sealed[25:HEADER_SIZE]), bytes(sealed[HEADER_SIZE:]))
     validate_batch(fixed)
     with pytest.raises(UndecryptableBatchError):
         open_batch(fixed, RING)
 
 
 def test_an_altered_header_field_fails_the_tag() -> None:
-    from segments.encryption import _assemble
-
     sealed = seal_batch(encode_batch([ProducerRecord(b"a"), ProducerRecord(b"b")], timestamp_ms=5), RING,
                         os.urandom(12))
     header = parse_header(sealed)
     body = bytearray(sealed[25:HEADER_SIZE])
     body[6] ^= 1  # first_timestamp
-    forged = _assemble(header, header.batch_length, bytes(body), sealed[HEADER_SIZE:])
+    forged = assemble(header, header.batch_length, bytes(body), sealed[HEADER_SIZE:])
     with pytest.raises(UndecryptableBatchError, match="authentication tag"):
         open_batch(forged, RING)
 

@@ -19,7 +19,7 @@ from py4j.protocol import Py4JJavaError
 
 from segments.batch import HEADER_SIZE, ProducerRecord, decode_records, encode_batch, parse_header
 from segments.compression import Codec
-from segments.encryption import _assemble, seal_batch
+from segments.encryption import assemble, seal_batch
 from segments.errors import InvalidBatchError
 from segments.key_ring import KeyRing, format_ring
 from tests.spark_connector.conftest import require_segments_jar
@@ -188,7 +188,7 @@ def test_the_jvm_refuses_a_sealed_batch_it_cannot_open(probe: JvmProbe) -> None:
     flipped = bytearray(sealed)
     flipped[HEADER_SIZE + 20] ^= 1
     header = parse_header(bytes(flipped))
-    forged = _assemble(header, header.batch_length, bytes(flipped[25:HEADER_SIZE]), bytes(flipped[HEADER_SIZE:]))
+    forged = assemble(header, header.batch_length, bytes(flipped[25:HEADER_SIZE]), bytes(flipped[HEADER_SIZE:]))
     found = _jvm_sealed(probe, forged, format_ring(RING))
     assert isinstance(found, str) and found.startswith(name) and "authentication tag" in found
     with pytest.raises(Py4JJavaError, match="encryptionKeysFile"):
