@@ -1,11 +1,11 @@
 """The node's encryption at rest: which batches it seals, and opening them for readers (0315, 0316).
 
-A node started with ``--encryption-keys-file`` holds a key ring. The leader seals a batch after
-it was checked and before it is appended (``seal``), when the topic's ``encryption`` config says
-so (default: ``on`` when the node has a ring). Followers copy the sealed bytes as they are, so
-every node of a cluster holds the same ring (decision 0316). Every read that gives records to
-clients goes through ``open`` (``Replica.read_plain``): JSON and binary fetches, push streams,
-gRPC, queue receives; replication and recovery never do.
+A node started with ``--encryption-keys-file`` (or ``LOGBROKER_ENCRYPTION_KEYS``) holds a key
+ring. The leader seals a batch after it was checked and before it is appended (``seal``), when
+the topic's ``encryption`` config says so (default: ``on`` when the node has a ring). Followers
+copy the sealed bytes as they are, so every node of a cluster holds the same ring (decision
+0316). Every read that gives records to clients goes through ``open`` (``Replica.read_plain``):
+JSON and binary fetches, push streams, gRPC, queue receives; replication and recovery never do.
 
 Invariant: a sealed batch leaves the node only opened (its records decrypted, its checksum
 recomputed) or not at all: a batch whose key is not in the ring, or whose tag fails, is

@@ -28,7 +28,6 @@ Pure: functions over bytes; the nonce comes in as an argument (the caller draws 
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
 from typing import Final
 
 import xxhash
@@ -202,7 +201,3 @@ def reseal_batch(batch: bytes | bytearray | memoryview, ring: KeyRing, nonce: by
         return None
     return bytes(seal_batch(open_batch(batch, ring), ring, nonce))
 
-
-def sealer(ring: KeyRing, random_bytes: Callable[[int], bytes]) -> Callable[[bytes | memoryview], bytearray]:
-    """A function sealing one batch with the current key and a fresh random nonce."""
-    return lambda batch: seal_batch(batch, ring, random_bytes(NONCE_BYTES))
