@@ -43,12 +43,12 @@ def test_open_names_the_partition_and_leaves_plain_reads_alone() -> None:
     plain = encode_batch([ProducerRecord(b"v")], timestamp_ms=1)
     assert AtRest(RING).open(plain, "t", 3) is plain
     sealed = AtRest(RING).seal(plain)
-    assert decode_records(AtRest(RING).open(sealed, "t", 3))[0].value == b"v"
+    assert decode_records(memoryview(AtRest(RING).open(sealed, "t", 3)))[0].value == b"v"
     with pytest.raises(UndecryptableBatchError, match="partition 3 of 't'"):
         AtRest(KeyRing({2: os.urandom(32)}, 2)).open(sealed, "t", 3)
 
 
-def _log(tmp_path: Path, batches: list[bytes]) -> PartitionLog:
+def _log(tmp_path: Path, batches: list[bytes | memoryview]) -> PartitionLog:
     log = PartitionLog.open(str(tmp_path / "t-0"), LogConfig())
     for batch in batches:
         log.append(batch, leader_epoch=0)
@@ -63,7 +63,7 @@ def _slice(log: PartitionLog, offset: int, size_bytes_max: int, *, offset_max: i
 
 def test_a_slice_of_plain_batches_is_sent_from_the_file_and_one_with_a_sealed_batch_is_not(tmp_path: Path) -> None:
     at_rest = AtRest(RING)
-    plain = [encode_batch([ProducerRecord(b"p%d" % i)]) for i in range(3)]
+    plain: list[bytes | memoryview] = [encode_batch([ProducerRecord(b"p%d" % i)]) for i in range(3)]
     log = _log(tmp_path, [*plain, at_rest.seal(encode_batch([ProducerRecord(b"s")])), plain[0]])
     try:
         with _slice(log, 0, 3 * len(plain[0]), offset_max=3) as first:
@@ -78,7 +78,7 @@ def test_a_slice_of_plain_batches_is_sent_from_the_file_and_one_with_a_sealed_ba
 
 
 def test_a_slice_of_more_batches_than_it_peeks_at_is_read(tmp_path: Path) -> None:
-    log = _log(tmp_path, [encode_batch([ProducerRecord(b"p")]) for _ in range(HEADER_PEEKS_MAX + 1)])
+    log = _log(tmp_path, [memoryview(encode_batch([ProducerRecord(b"p")])) for _ in range(HEADER_PEEKS_MAX + 1)])
     try:
         with _slice(log, 0, 1 << 20) as whole:
             assert not AtRest(RING).slice_is_plain(whole)
