@@ -59,13 +59,15 @@ bench-deps: $(BENCHING)
 # in benchmarks/results/. QUICK=1: a short run (under two minutes).
 bench: bench-deps
 	$(PY) -m benchmarks all $(if $(QUICK),--quick,)
+	$(PY) -m benchmarks encryption $(if $(QUICK),--quick,)
 
-# LogBroker's own benchmarks (no peers): the log, one node, auth on/off, groups, queues, Spark, and
+# LogBroker's own benchmarks (no peers): the log, one node, auth on/off, encryption on/off, groups, queues, Spark, and
 # a three-node cluster on etcd (forwarding and metadata costs).
 bench-node: $(BENCHING) $(JVM_JAR)
 	$(PY) -m benchmarks log $(if $(QUICK),--quick,)
 	$(PY) -m benchmarks node $(if $(QUICK),--quick,)
 	$(PY) -m benchmarks auth $(if $(QUICK),--quick,)
+	$(PY) -m benchmarks encryption $(if $(QUICK),--quick,)
 	$(PY) -m benchmarks groups $(if $(QUICK),--quick,)
 	$(PY) -m benchmarks queue $(if $(QUICK),--quick,)
 	$(PY) -m benchmarks spark $(if $(QUICK),--quick,)

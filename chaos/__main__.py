@@ -1,4 +1,4 @@
-"""``python -m chaos --duration 10m [--out DIR] [--seed N] [--no-network]``: one chaos run; writes
+"""``python -m chaos --duration 10m [--out DIR] [--seed N] [--no-network] [--encryption]``: one chaos run; writes
 ``history.jsonl``, ``summary.json`` and ``chaos.png`` under ``--out`` and prints the summary. Exits
 1 when the checker found an anomaly."""
 
@@ -28,10 +28,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--producers", type=int, default=4)
     parser.add_argument("--rate", type=float, default=40.0, help="records/s per producer")
     parser.add_argument("--no-network", action="store_true", help="no namespaces, no partition faults")
+    parser.add_argument("--encryption", action="store_true", help="every node with one key ring: records "
+                        "encrypted at rest, replicated as ciphertext")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="chaos-") as root:
         outcome = run(Options(root=root, duration_s=args.duration, seed=args.seed, producers=args.producers,
-                              rate=args.rate, network=not args.no_network))
+                              rate=args.rate, network=not args.no_network, encryption=args.encryption))
         os.makedirs(args.out, exist_ok=True)
         logs = os.path.join(args.out, "logs")
         os.makedirs(logs, exist_ok=True)

@@ -17,6 +17,7 @@ from chaos.slow_disk import SlowDisks
 from logbroker.certs import generate, generate_etcd
 from logbroker.etcd_process import EtcdServer, free_port
 from logbroker.launcher import NodeProcess, cluster_args
+from segments.key_ring import KeyRing, new_key, write_ring
 
 ADMIN: Final = "chaos-admin"
 PASSWORD: Final = "chaos-admin-password"
@@ -63,8 +64,14 @@ class Node(NodeProcess):
 
 class ChaosCluster:
     def __init__(self, root: str, size: int = 3, *, network: Network | None = None,
-                 slow_disks: SlowDisks | None = None, lease_ttl_ms: int = LEASE_TTL_MS) -> None:
+                 slow_disks: SlowDisks | None = None, lease_ttl_ms: int = LEASE_TTL_MS,
+                 encryption: bool = False) -> None:
         self.root, self.size, self.network, self.slow_disks = root, size, network, slow_disks
+        # One key ring for every node (decision 0316: followers copy what the leader sealed).
+        self.keys_file: str | None = None
+        if encryption:
+            self.keys_file = os.path.join(root, "encryption-keys")
+            write_ring(self.keys_file, KeyRing({1: new_key()}, 1))
         self.lease_ttl_ms = lease_ttl_ms
         self.node_ids = list(range(1, size + 1))
         self.certs = os.path.join(root, "certs")
@@ -99,6 +106,7 @@ class ChaosCluster:
                     "--jwt-secret", JWT_SECRET, "--jwt-key-id", "chaos",
                     *cluster_args(self.etcd.url, self.certs, node_id, cluster_token=None,
                                   lease_ttl_ms=self.lease_ttl_ms), *self.etcd.node_flags(),
+                    *(("--encryption-keys-file", self.keys_file) if self.keys_file is not None else ()),
                     node_id=node_id, ports=self.ports[node_id], log_path=os.path.join(self.logs, f"node-{node_id}.log"),
                     network=self.network, env=env)
         self.nodes[node_id] = node

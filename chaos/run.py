@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import json
 import os
 from collections.abc import Mapping
@@ -22,6 +23,8 @@ from chaos.nemesis import NETWORK_FAULTS, Nemesis
 from chaos.network import ETCD, Network, NetworkUnavailableError
 from chaos.slow_disk import SlowDisks, SlowDiskUnavailableError
 from chaos.workload import Workload, client
+from segments.encryption import open_batches
+from segments.key_ring import load_ring
 from segments.reader import SegmentReader, partition_directories
 
 TOPIC: Final = "chaos"
@@ -44,6 +47,7 @@ class Options:
     rate: float = 40.0  # records per second per producer
     queue_rate: float = 10.0
     network: bool = True  # try namespaces and partition faults
+    encryption: bool = False  # every node with one key ring: records encrypted at rest
 
 
 @dataclasses.dataclass
@@ -97,14 +101,17 @@ async def final_log(urls: list[str], partitions: int) -> dict[int, dict[int, str
 
 
 def replica_copies(cluster: ChaosCluster) -> dict[str, dict[int, dict[int, str]]]:
-    """Each node's copy of the topic, read from its data dir (the node stopped)."""
+    """Each node's copy of the topic, read from its data dir (the node stopped; batches encrypted
+    at rest opened with the cluster's key ring)."""
     copies: dict[str, dict[int, dict[int, str]]] = {}
+    ring = None if cluster.keys_file is None else load_ring(cluster.keys_file)
+    opener = None if ring is None else functools.partial(open_batches, ring=ring)
     for node in cluster.node_ids:
         data_dir = cluster.data_dir(node)
         if not os.path.isdir(data_dir):
             continue
         copies[f"node-{node}"] = {
-            p: {r.offset: (r.value or b"").decode() for r in SegmentReader(path).iter_records()}
+            p: {r.offset: (r.value or b"").decode() for r in SegmentReader(path).iter_records(opener=opener)}
             for p, path in partition_directories(data_dir, TOPIC).items()}
     return copies
 
@@ -167,7 +174,8 @@ def run(options: Options) -> Outcome:
         disk_faults = "exercised when drawn (every fsync of a leader 200-500 ms slower)"
     except SlowDiskUnavailableError as exc:
         disk_faults = f"SKIPPED: {exc}"
-    cluster = ChaosCluster(options.root, options.nodes, network=network, slow_disks=slow_disks)
+    cluster = ChaosCluster(options.root, options.nodes, network=network, slow_disks=slow_disks,
+                           encryption=options.encryption)
     try:
         cluster.start()
         log, facts = asyncio.run(_drive(options, cluster, history, network))
@@ -183,7 +191,7 @@ def run(options: Options) -> Outcome:
     exercised = sorted(f for f in facts["faults"] if f in NETWORK_FAULTS)
     data_changes = sum(n for key, n in result.leader_changes.items() if key.startswith(TOPIC + "/"))
     summary = {**result.summary(), "leader_changes_data_topic": data_changes, "duration_s": options.duration_s,
-               "seed": options.seed,
+               "seed": options.seed, "encryption": "on" if options.encryption else "off",
                "fault_window_s": [facts["faults_from"], facts["faults_to"]], "faults": facts["faults"],
                "availability": availability,
                "partition_faults": (f"exercised: {', '.join(exercised)}" if exercised
@@ -205,7 +213,7 @@ def format_summary(summary: Mapping[str, Any]) -> str:
              f"  leader changes {summary['leader_changes']} ({summary['leader_changes_data_topic']} of the data "
              f"topic's partitions); faults {summary['faults']}",
              f"  partition faults: {summary['partition_faults']}",
-             f"  disk faults: {summary.get('disk_faults', '-')}",
+             f"  disk faults: {summary.get('disk_faults', '-')}; encryption at rest {summary.get('encryption', 'off')}",
              f"  longest unavailability per partition (s): {summary['longest_unavailability_s']}",
              *format_availability(summary.get("availability")),
              f"  group commits acked {summary['commits_acked']}; queue sent {summary['queue_sent_acked']}, "

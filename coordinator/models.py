@@ -43,6 +43,10 @@ TIMESTAMP_BEFORE_KEY: Final = "timestamp_before_max_ms"
 TIMESTAMP_AFTER_MS_DEFAULT: Final = 3_600_000
 TIMESTAMP_BEFORE_MS_DEFAULT: Final = -1
 TIMESTAMP_WINDOW_KEYS: Final = frozenset({TIMESTAMP_AFTER_KEY, TIMESTAMP_BEFORE_KEY})
+# Whether the topic's new batches are encrypted at rest (``on``/``off``; absent: on when the node has
+# a key ring; decision 0316). Read by the broker when it appends, not by the storage engine.
+ENCRYPTION_CONFIG_KEY: Final = "encryption"
+ENCRYPTION_CONFIG_VALUES: Final = ("on", "off")
 DEAD_LETTER_SUFFIX: Final = ".dlq"
 MAX_DELIVERIES_DEFAULT: Final = 5
 VISIBILITY_TIMEOUT_MS_DEFAULT: Final = 30_000
@@ -175,7 +179,15 @@ class TopicSpec:
             # preference on the queue alone would part them (decision 0310).
             raise InvalidTopicError(f"config.{LEADER_RACKS_KEY} applies to topics, not queues",
                                     field=f"config.{LEADER_RACKS_KEY}")
+        spec.check_encryption()
         return spec
+
+    def check_encryption(self) -> None:
+        """``encryption`` is ``on`` or ``off``."""
+        value = self.config.get(ENCRYPTION_CONFIG_KEY)
+        if value is not None and value not in ENCRYPTION_CONFIG_VALUES:
+            raise InvalidTopicError(f"config.{ENCRYPTION_CONFIG_KEY} must be 'on' or 'off', not {value!r}",
+                                    field=f"config.{ENCRYPTION_CONFIG_KEY}")
 
     def check_timestamp_window(self) -> None:
         """``timestamp_after_max_ms`` and ``timestamp_before_max_ms`` are whole numbers of
@@ -209,7 +221,7 @@ class TopicSpec:
         """The storage config of this topic over the node's defaults."""
         storage = {k: v for k, v in self.config.items()
                    if k not in QUEUE_CONFIG_KEYS and k not in REPLICATION_CONFIG_KEYS
-                   and k not in TIMESTAMP_WINDOW_KEYS}
+                   and k not in TIMESTAMP_WINDOW_KEYS and k != ENCRYPTION_CONFIG_KEY}
         try:
             return LogConfig.from_mapping(storage, base)
         except InvalidArgumentError as exc:

@@ -24,6 +24,7 @@ from typing import Any, Final
 from coordinator.errors import InvalidTopicError
 from coordinator.models import (
     DEAD_LETTER_ID_KEY,
+    ENCRYPTION_CONFIG_KEY,
     QUEUE_CONFIG_KEYS,
     REPLICATION_CONFIG_KEYS,
     TIMESTAMP_WINDOW_KEYS,
@@ -34,7 +35,8 @@ from coordinator.models import (
 from segments.config import LogConfig
 
 STORAGE_KEYS: Final = frozenset(f.name for f in dataclasses.fields(LogConfig))
-KNOWN_KEYS: Final = STORAGE_KEYS | QUEUE_CONFIG_KEYS | REPLICATION_CONFIG_KEYS | TIMESTAMP_WINDOW_KEYS
+KNOWN_KEYS: Final = (STORAGE_KEYS | QUEUE_CONFIG_KEYS | REPLICATION_CONFIG_KEYS | TIMESTAMP_WINDOW_KEYS
+                     | {ENCRYPTION_CONFIG_KEY})
 # Keys a client may name that cannot change on a live topic, and why (the message says which).
 FIXED_KEYS: Final[Mapping[str, str]] = {
     "name": "a topic cannot be renamed",

@@ -34,6 +34,8 @@ GRPC_BY_HTTP: Final[dict[int, grpc.StatusCode]] = {
 EXISTS_CODES: Final = frozenset({"topic_exists", "user_exists"})
 # A quota that waiting does not refill: over HTTP 403 (not retriable), in gRPC's words a resource exhausted.
 EXHAUSTED_CODES: Final = frozenset({"storage_quota_exceeded"})
+# Served by no retry: a partition holding a batch this node cannot decrypt needs its key back first.
+PRECONDITION_CODES: Final = frozenset({"undecryptable_batch"})
 CODE_KEY: Final = "x-logbroker-error-code"
 RETRY_KEY: Final = "retry-after-ms"
 DETAILS_KEY: Final = "grpc-status-details-bin"
@@ -45,6 +47,8 @@ def status_of(code: str) -> grpc.StatusCode:
         return grpc.StatusCode.ALREADY_EXISTS
     if code in EXHAUSTED_CODES:
         return grpc.StatusCode.RESOURCE_EXHAUSTED
+    if code in PRECONDITION_CODES:
+        return grpc.StatusCode.FAILED_PRECONDITION
     return GRPC_BY_HTTP.get(STATUS_BY_CODE.get(code, 500), grpc.StatusCode.INTERNAL)
 
 

@@ -62,6 +62,7 @@ STATUS_BY_CODE: Final[dict[str, int]] = {
     "log_closed": 503,
     "storage_busy": 503,
     "log_offline": 503,
+    "undecryptable_batch": 503,
     "too_many_open_files": 503,
     "storage_full": 507,
     "coordinator_unavailable": 503,

@@ -41,6 +41,7 @@ from segments.batch import (
     BATCH_RECORDS_BYTES_MAX,
     BATCH_RECORDS_MAX,
     DEFAULT_RECORDS_BYTES_MAX,
+    ENCRYPTED_FLAG,
     HEADER_SIZE,
     TIMESTAMP_TYPE_LOG_APPEND,
     BatchHeader,
@@ -107,6 +108,9 @@ def check_batch(batch: bytes | memoryview) -> CheckedBatch:
     """``batch`` checked as one valid batch within the bounds whose every record every reader can
     decode, else ``InvalidBatchError`` (400) or ``RecordsTooLargeError`` (413)."""
     header = validate_batch(batch, size_bytes_max=DEFAULT_RECORDS_BYTES_MAX)
+    if header.attributes & ENCRYPTED_FLAG:
+        raise InvalidBatchError("a produced batch cannot carry the encrypted-at-rest flag (attributes bit 6): the "
+                                "node encrypts")
     if header.record_count > BATCH_RECORDS_MAX:
         raise RecordsTooLargeError(f"the batch holds {header.record_count} records; at most {BATCH_RECORDS_MAX} "
                                    f"may be sent in one batch", limit=BATCH_RECORDS_MAX)

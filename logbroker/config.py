@@ -22,7 +22,7 @@ from logbroker.proxies import parse_networks
 ENV_PREFIX: Final = "LOGBROKER_"
 ETCD_URL_SCHEMES: Final = ("etcd://", "etcds://")
 # No --flag: a command line is readable by every local user.
-ENV_ONLY: Final = frozenset({"etcd_password"})
+ENV_ONLY: Final = frozenset({"etcd_password", "encryption_keys"})
 AuthMode = Literal["on", "off"]
 METRICS_TOKEN_CHARS_MIN: Final = 16
 LEASE_TTL_MS_MIN: Final = 2_000
@@ -110,6 +110,8 @@ class NodeConfig:
     etcd_password: str = dataclasses.field(default="", repr=False)
     etcd_adopt_unsealed: str = "false"
     metrics_token: str = ""
+    encryption_keys_file: str = ""  # a key ring (mode 0600) turns encryption at rest on (decision 0316)
+    encryption_keys: str = dataclasses.field(default="", repr=False)  # or the ring's text itself
     metrics_public: str = "false"
     auto_create: str = "off"  # on: a produce or send to a missing name creates it (decision 0311)
     auto_create_owned_max: int = 10  # auto-create makes a name only for a user owning fewer than this
@@ -182,6 +184,8 @@ class NodeConfig:
                "etcd_user and its password (the environment variable LOGBROKER_ETCD_PASSWORD) go together")
         _check(self.etcd_adopt_unsealed in ("true", "false"),
                f"etcd_adopt_unsealed must be true or false, not {self.etcd_adopt_unsealed!r}")
+        _check(not (self.encryption_keys and self.encryption_keys_file),
+               "encryption_keys and encryption_keys_file are two sources of one key ring: give one")
         _check(not (self.admin_password and self.admin_password_file),
                "admin_password and admin_password_file are two sources of one password: give one")
 

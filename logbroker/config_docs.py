@@ -130,6 +130,11 @@ SETTINGS: Final[tuple[tuple[str, tuple[tuple[str, str], ...]], ...]] = (
         ("maintenance_interval_ms", "interval flushes, retention and checkpoints"),
         ("shutdown_grace_ms", "how long SIGTERM waits for in-flight requests"),
         ("topic_segment_bytes_min", "least `segment_bytes` a topic may ask for"),
+        ("encryption_keys_file", "key ring file (mode 0600; `logbroker keys create`): records are encrypted at rest "
+                                 "(AES-256-GCM) in topics whose `encryption` config is not `off`; every node of a "
+                                 "cluster holds the same ring (see encryption at rest)"),
+        ("encryption_keys", "the key ring's text itself instead of a file (e.g. from a secret): from the "
+                            "environment or the config file only (no flag: a command line is public)"),
     )),
 )
 

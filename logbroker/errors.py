@@ -21,6 +21,7 @@ from segments.errors import (
     InvalidBatchError,
     OffsetOutOfRangeError,
     StorageError,
+    UndecryptableBatchError,
 )
 
 
@@ -268,6 +269,7 @@ __all__ = [
     "TooManyConnectionsError",
     "TooManyRequestsError",
     "TopicExistsError",
+    "UndecryptableBatchError",
     "UnknownGroupError",
     "UnknownMemberError",
     "UnknownPartitionError",

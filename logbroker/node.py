@@ -44,6 +44,7 @@ from coordinator.models import (
 from coordinator.topic_config import alter_config
 from internal_rpc.frames import MESSAGE_BYTES_MAX
 from internal_rpc.server import RpcServer
+from logbroker.at_rest import AtRest
 from logbroker.auth.bootstrap import build_auth, node_limits
 from logbroker.auth.groups import GroupAccess
 from logbroker.auth.permissions import Principal
@@ -95,9 +96,17 @@ from logbroker.storage_usage import StorageUsage
 from logbroker.supervisor import run_supervised
 from logbroker.timestamps import TimestampWindow
 from logbroker.topic_config_view import described_config
-from segments.batch import HEADER_SIZE, NO_PRODUCER_ID, NO_SEQUENCE, encode_batch, parse_header
+from segments.batch import (
+    ATTRIBUTES_OFFSET,
+    ENCRYPTED_FLAG,
+    HEADER_SIZE,
+    NO_PRODUCER_ID,
+    NO_SEQUENCE,
+    encode_batch,
+    parse_header,
+)
 from segments.config import LogConfig
-from segments.errors import TooManyOpenFilesError
+from segments.errors import InvalidBatchError, TooManyOpenFilesError
 from segments.log import AppendInfo, LogRead, LogSlice
 
 log = logging.getLogger(__name__)
@@ -125,8 +134,9 @@ class Node:
         self.base_log_config = LogConfig()
         self.config_bounds = topic_config_bounds(config.topic_segment_bytes_min)
         self.coordinator = coordinator or make_coordinator(config, http_url)
+        self.at_rest = AtRest.from_file(config.encryption_keys_file, config.encryption_keys)
         self.replicas = ReplicaManager(config.data_dir, flush_threads=config.flush_threads,
-                                       waiters_max=config.long_poll_waiters_max, fsync=fsync)
+                                       waiters_max=config.long_poll_waiters_max, fsync=fsync, at_rest=self.at_rest)
         self.metrics = Metrics(self.replicas.all, self.replicas.health, self.replicas.handles)
         register_etcd_metrics(self.metrics.registry, self.coordinator)
         self.descriptors = DescriptorPlan(PARTITIONS_MIN * 4)
@@ -488,6 +498,7 @@ class Node:
         ``owner`` may write to (else 403); either way the queue is bound to that topic's id."""
         self._check_serving()
         spec = TopicSpec.parse(body, base_config=self.base_log_config, bounds=self.config_bounds)
+        self.at_rest.check_topic_config(spec.config)
         if self.clustered:
             return await self._create_cluster_topic(spec, owner)
         dead_letter = spec.queue_settings().get("dead_letter_topic")
@@ -618,7 +629,10 @@ class Node:
             raise InvalidTopicError(f"{name!r} is internal: its config is the broker's")
 
         def update(current: TopicMetadata) -> dict[str, Any]:
-            return alter_config(current, changes, base_config=self.base_log_config, bounds=self.config_bounds)
+            merged = alter_config(current, changes, base_config=self.base_log_config, bounds=self.config_bounds)
+            if isinstance(changes, dict):
+                self.at_rest.check_topic_config(changes)
+            return merged
 
         meta = await self.coordinator.set_topic_config(name, update)
         log.info("topic config changed", extra={"fields": {"topic": name, "config": dict(meta.config)}})
@@ -719,7 +733,7 @@ class Node:
                 "replicas": list(state.replicas), "in_sync_replicas": list(state.isr),
                 **figures.get(state.partition, unknown),
             })
-        config = described_config(meta, self.log_config(meta))
+        config = described_config(meta, self.log_config(meta), encrypted_by_default=self.at_rest.ring is not None)
         return {**self._summary(meta), "partition_count": meta.partitions, "partitions": partitions,
                 "topic_id": meta.topic_id, "created_ms": meta.created_ms, "config": config}
 
@@ -970,7 +984,7 @@ class Node:
         if isinstance(earlier, Appended):
             self.metrics.count_duplicate(topic)
             return AppendInfo(earlier.base_offset, earlier.last_offset, earlier.last_offset + 1)
-        info = replica.append(batch)
+        info = replica.append(self._at_rest(topic, batch))
         if earlier is not None:
             assert replica.dedup is not None  # built by the lookup
             replica.dedup.record(earlier, info.base_offset, info.last_offset, time.time_ns() // 1_000_000)
@@ -978,6 +992,15 @@ class Node:
         self.storage.appended(topic, len(batch))
         self._count_in(topic, len(batch), records if records is not None else info.last_offset - info.base_offset + 1)
         return info
+
+    def _at_rest(self, topic: str, batch: bytes) -> bytes | memoryview:
+        """``batch`` as it is to be stored: sealed when the topic's ``encryption`` says so
+        (decision 0316). A batch a client marked sealed is refused: only the node seals."""
+        if len(batch) >= HEADER_SIZE and batch[ATTRIBUTES_OFFSET] & ENCRYPTED_FLAG:  # bit 6: the low byte
+            raise InvalidBatchError("a produced batch cannot carry the encrypted-at-rest flag (attributes bit 6): "
+                                    "the node encrypts")
+        meta = self.coordinator.cached_topic(topic)
+        return self.at_rest.seal(batch) if self.at_rest.wants(None if meta is None else meta.config) else batch
 
     def _earlier_write(self, topic: str, replica: Replica, batch: bytes) -> Appended | Identity | None:
         """Where the partition stored ``batch`` before (within its de-duplication window), or the
@@ -1158,10 +1181,10 @@ class Node:
                           wait_ms: int) -> tuple[LogRead, int]:
         replica = self.replicas.get(topic, partition)
         max_bytes, wait_ms = self._fetch_args(max_bytes, wait_ms)
-        result = replica.log.read(offset, max_bytes, offset_max=replica.high_watermark)
+        result = self.replicas.read_plain(replica, offset, max_bytes, offset_max=replica.high_watermark)
         if not result.data and wait_ms:
             await replica.wait_for_data(offset, wait_ms)
-            result = replica.log.read(offset, max_bytes, offset_max=replica.high_watermark)
+            result = self.replicas.read_plain(replica, offset, max_bytes, offset_max=replica.high_watermark)
         if result.data:
             self.metrics.count_out(topic, len(result.data), result.next_offset - max(offset, result.first_offset))
         return result, replica.high_watermark
@@ -1199,6 +1222,11 @@ class Node:
         if piece is None and wait_ms:
             await replica.wait_for_data(offset, wait_ms)
             piece = replica.log.slice(offset, max_bytes, offset_max=replica.high_watermark)
+        if piece is not None and self.at_rest.ring is not None and not self.at_rest.slice_is_plain(piece):
+            piece.close()  # sealed batches are opened, so they are read, not sent from the file
+            result = self.replicas.read_plain(replica, offset, max_bytes, offset_max=replica.high_watermark)
+            self.metrics.bytes_out.labels(topic).inc(len(result.data))
+            return (result if result.data else None), replica.high_watermark
         if piece is not None:
             self.metrics.count_out(topic, piece.size_bytes, piece.next_offset - max(offset, piece.first_offset))
         return piece, replica.high_watermark
@@ -1319,7 +1347,7 @@ class Node:
         counts = dict.fromkeys(("topics", "partitions", "internal_topics", "internal_partitions"), 0)
         for meta in await self.auth.visible(principal, await self.coordinator.list_topics()):
             states = await self.coordinator.partition_states(meta.name)
-            config = described_config(meta, self.log_config(meta))
+            config = described_config(meta, self.log_config(meta), encrypted_by_default=self.at_rest.ring is not None)
             topics.append({"name": meta.name, "config": config, "partitions": [
                 {"partition": s.partition, "leader": s.leader, "leader_epoch": s.leader_epoch,
                  "replicas": list(s.replicas), "in_sync_replicas": list(s.isr)} for s in states]})

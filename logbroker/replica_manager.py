@@ -36,6 +36,7 @@ from typing import Any, Final, final
 
 from coordinator.errors import UnknownTopicError
 from coordinator.models import TopicMetadata
+from logbroker.at_rest import AtRest
 from logbroker.dedup import ENTRIES_MAX, DedupWindow
 from logbroker.errors import NotAvailableError, NotLeaderError, UnknownPartitionError
 from logbroker.storage_health import StorageHealth, free_bytes
@@ -60,7 +61,7 @@ from segments.errors import (
 )
 from segments.group_commit import GroupCommit
 from segments.handles import SegmentHandles
-from segments.log import AppendInfo, PartitionLog
+from segments.log import AppendInfo, LogRead, PartitionLog
 
 log = logging.getLogger(__name__)
 
@@ -327,9 +328,11 @@ def _deletion_marks(data_dir: str) -> list[tuple[str, str]]:
 @final
 class ReplicaManager:
     def __init__(self, data_dir: str, *, flush_threads: int, waiters_max: int,
-                 fsync: Callable[[int], None] = os.fsync) -> None:
-        """``fsync`` is what every log calls to make its files durable (tests inject faults)."""
+                 fsync: Callable[[int], None] = os.fsync, at_rest: AtRest | None = None) -> None:
+        """``fsync`` is what every log calls to make its files durable (tests inject faults);
+        ``at_rest`` opens sealed batches for ``read_plain`` (none: the bytes are left as read)."""
         self.data_dir = data_dir
+        self.at_rest = at_rest or AtRest(None)
         self._fsync = fsync
         self._executor = ThreadPoolExecutor(max_workers=flush_threads, thread_name_prefix="logbroker-io")
         # topic -> partition -> replica: every partition on a single node, the hosted ones in a cluster.
@@ -342,6 +345,15 @@ class ReplicaManager:
         self.handles = SegmentHandles()
         self._reported_offline: set[tuple[str, int]] = set()
         self._topic_listeners: list[Callable[[str], None]] = []
+
+    def read_plain(self, replica: Replica, offset: int, size_bytes_max: int, *,
+                   offset_max: int | None = None) -> LogRead:
+        """A read of ``replica``'s log for clients: its sealed batches opened (``AtRest.open``).
+        Replication and recovery read the log itself and move the sealed bytes."""
+        result = replica.log.read(offset, size_bytes_max, offset_max=offset_max)
+        if self.at_rest.ring is None or not result.data:
+            return result
+        return result._replace(data=memoryview(self.at_rest.open(result.data, replica.topic, replica.partition)))
 
     def on_topic_change(self, listener: Callable[[str], None]) -> None:
         """Call ``listener(topic)`` (on the event loop, must not block) whenever a topic's count of

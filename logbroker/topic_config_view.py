@@ -6,15 +6,23 @@ from __future__ import annotations
 from typing import Any
 
 from coordinator.leader_racks import LEADER_RACKS_KEY, leader_racks
-from coordinator.models import TIMESTAMP_AFTER_KEY, TIMESTAMP_BEFORE_KEY, TopicMetadata, TopicSpec
+from coordinator.models import (
+    ENCRYPTION_CONFIG_KEY,
+    TIMESTAMP_AFTER_KEY,
+    TIMESTAMP_BEFORE_KEY,
+    TopicMetadata,
+    TopicSpec,
+)
 from logbroker.dedup import WINDOW_KEY, WINDOW_MS_DEFAULT
 from logbroker.partition_state import MIN_INSYNC_KEY, min_insync_replicas
 from logbroker.timestamps import TimestampWindow
 from segments.config import LogConfig
 
 
-def described_config(meta: TopicMetadata, log_config: LogConfig) -> dict[str, Any]:
-    """The storage config in force (``log_config``), the replication and produce rules, and a
+def described_config(meta: TopicMetadata, log_config: LogConfig, *, encrypted_by_default: bool = False
+                     ) -> dict[str, Any]:
+    """The storage config in force (``log_config``), the replication and produce rules, whether
+    new batches are encrypted at rest (``encrypted_by_default``: the node has a key ring), and a
     queue's delivery settings."""
     config = log_config.to_mapping()
     window = TimestampWindow.of(meta.config)
@@ -24,6 +32,7 @@ def described_config(meta: TopicMetadata, log_config: LogConfig) -> dict[str, An
         WINDOW_KEY: dedup if isinstance(dedup, int) and not isinstance(dedup, bool) else WINDOW_MS_DEFAULT,
         TIMESTAMP_AFTER_KEY: window.after_max_ms, TIMESTAMP_BEFORE_KEY: window.before_max_ms,
         LEADER_RACKS_KEY: list(leader_racks(meta.config)),  # [] when any rack may lead
+        ENCRYPTION_CONFIG_KEY: meta.config.get(ENCRYPTION_CONFIG_KEY, "on" if encrypted_by_default else "off"),
     })
     if meta.kind == "queue":
         config.update(TopicSpec(meta.name, meta.partitions, None, meta.kind, meta.config).queue_settings())

@@ -8,7 +8,8 @@ Wire and disk layout (little-endian, fixed header, then the records section)::
     12     4    leader_epoch       u32, stamped by the leader on append (patched in place)
     16     1    magic              u8, format version (1)
     17     8    checksum           u64, xxh3_64 of every byte after this field
-    25     2    attributes         u16, bits 0-2 codec, bit 3 timestamp type, bit 5 control
+    25     2    attributes         u16, bits 0-2 codec, bit 3 timestamp type, bit 5 control,
+                                   bit 6 encrypted at rest (``segments.encryption``)
     27     4    last_offset_delta  u32, record_count - 1
     31     8    first_timestamp    i64, ms
     39     8    max_timestamp      i64, ms
@@ -41,7 +42,7 @@ import msgpack
 import xxhash
 
 from segments.compression import Codec, compress, decompress
-from segments.errors import CorruptBatchError, InvalidArgumentError, InvalidBatchError
+from segments.errors import CorruptBatchError, InvalidArgumentError, InvalidBatchError, UndecryptableBatchError
 
 MAGIC = 1
 
@@ -56,6 +57,7 @@ MAGIC_OFFSET = PREFIX_SIZE
 CHECKSUM_STRUCT = struct.Struct("<Q")
 CHECKSUM_OFFSET = MAGIC_OFFSET + 1
 CHECKSUMMED_FROM = CHECKSUM_OFFSET + CHECKSUM_STRUCT.size
+ATTRIBUTES_OFFSET = CHECKSUMMED_FROM
 LAST_OFFSET_DELTA_OFFSET = CHECKSUMMED_FROM + 2
 # Everything after the checksum and before the records section.
 BODY_HEADER = struct.Struct("<HIqqqhiI")
@@ -67,7 +69,10 @@ assert CHECKSUMMED_FROM == 25 and CHECKSUMMED_FROM + BODY_HEADER.size == HEADER_
 CODEC_MASK = 0b111
 TIMESTAMP_TYPE_LOG_APPEND = 1 << 3
 CONTROL_FLAG = 1 << 5
-KNOWN_ATTRIBUTES = CODEC_MASK | TIMESTAMP_TYPE_LOG_APPEND | CONTROL_FLAG
+# Set on a stored batch whose records section is sealed with a node key (``segments.encryption``);
+# such a batch is decoded only after ``open_batch``, never here.
+ENCRYPTED_FLAG = 1 << 6
+KNOWN_ATTRIBUTES = CODEC_MASK | TIMESTAMP_TYPE_LOG_APPEND | CONTROL_FLAG | ENCRYPTED_FLAG
 NO_PRODUCER_ID = -1
 NO_SEQUENCE = -1
 U32_MAX = (1 << 32) - 1
@@ -326,7 +331,17 @@ def decode_columns(
     0, 1, 2...) is recognised by a count, and only records that carry headers take a Python-level
     look. Consumers spend most of their time here, so each step is measured (``benchmarks``)."""
     header = validate_batch(buf, size_bytes_max=size_bytes_max)
+    check_plain(header)
     return section_columns(header, decompress(header.codec, memoryview(buf)[HEADER_SIZE:], size_bytes_max))
+
+
+def check_plain(header: BatchHeader) -> None:
+    """Raise ``UndecryptableBatchError`` for a batch still sealed at rest: its records section is
+    ciphertext, which no decoder may read as records."""
+    if header[5] & ENCRYPTED_FLAG:
+        raise UndecryptableBatchError(
+            f"the batch at offset {header.base_offset} is encrypted at rest and was not decrypted "
+            "(no key ring was given to this reader)", offset=header.base_offset)
 
 
 def section_columns(header: BatchHeader, section: bytes | memoryview) -> RecordColumns:

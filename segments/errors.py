@@ -63,6 +63,22 @@ class RecordsTooLargeError(InvalidBatchError):
         self.limit = limit
 
 
+class UndecryptableBatchError(StorageError):
+    """A batch encrypted at rest cannot be decrypted here: its key is not in the key ring, or its
+    authentication tag fails (the ciphertext or its header was altered, or the key is wrong). Not
+    an ``InvalidBatchError``: readers never pass over it as an unreadable batch, since the records
+    are intact and come back with the right key; the partition's reads fail until then."""
+
+    code = "undecryptable_batch"
+
+    def __init__(self, message: str, *, offset: int = -1, key_id: int | None = None) -> None:
+        super().__init__(message)
+        self.offset = offset
+        self.key_id = key_id
+        self.extra: dict[str, object] = {"offset": offset} if key_id is None else {"offset": offset,
+                                                                                      "key_id": key_id}
+
+
 class OffsetOutOfRangeError(StorageError):
     """An offset lies below the log start or past the log end."""
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import bisect
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import final
 
 from segments.batch import DEFAULT_RECORDS_BYTES_MAX, BatchHeader, Record, decode_records
@@ -76,10 +76,14 @@ class SegmentReader:
                 if header.last_offset >= start_offset:
                     yield header, view
 
-    def iter_records(self, start_offset: int = 0, end_offset: int | None = None) -> Iterator[Record]:
-        """Records with ``start_offset <= offset < end_offset``, in offset order."""
+    def iter_records(self, start_offset: int = 0, end_offset: int | None = None, *,
+                     opener: Callable[[memoryview], bytes | bytearray | memoryview] | None = None) -> Iterator[Record]:
+        """Records with ``start_offset <= offset < end_offset``, in offset order; ``opener`` turns
+        each stored batch into the one to decode (a batch encrypted at rest opened with the node's
+        key ring; without it such a batch is ``UndecryptableBatchError``)."""
         for _, view in self.iter_batches(start_offset, end_offset):
-            for record in decode_records(view, size_bytes_max=self.batch_bytes_max):
+            batch = view if opener is None else memoryview(opener(view))
+            for record in decode_records(batch, size_bytes_max=self.batch_bytes_max):
                 if record.offset >= start_offset and (end_offset is None or record.offset < end_offset):
                     yield record
 

@@ -29,6 +29,7 @@ from segments.batch import (
     TIMESTAMP_TYPE_LOG_APPEND,
     BatchHeader,
     Record,
+    check_plain,
     validate_batch,
 )
 from segments.compression import open_section
@@ -44,6 +45,7 @@ def iter_records(buf: bytes | memoryview, *, from_offset: int = 0,
     ``from_offset``, decoding each only when it is asked for; ``InvalidBatchError`` when the
     records section or a record read so far is malformed."""
     header = validate_batch(buf, size_bytes_max=size_bytes_max)
+    check_plain(header)
     section = open_section(header.codec, memoryview(buf)[HEADER_SIZE:], size_bytes_max)
     unpacker = msgpack.Unpacker(section, raw=False, use_list=False, strict_map_key=True,
                                 read_size=READ_CHUNK_BYTES, max_buffer_size=size_bytes_max)

@@ -20,7 +20,13 @@ from typing import Any, Final, NamedTuple, TypeVar
 
 import numpy as np
 
-from segments.batch import DEFAULT_RECORDS_BYTES_MAX, HEADER_SIZE, TIMESTAMP_TYPE_LOG_APPEND, validate_batch
+from segments.batch import (
+    DEFAULT_RECORDS_BYTES_MAX,
+    HEADER_SIZE,
+    TIMESTAMP_TYPE_LOG_APPEND,
+    check_plain,
+    validate_batch,
+)
 from segments.compression import decompress
 
 OK: Final = 0
@@ -183,6 +189,7 @@ def decode(batch: bytes | memoryview) -> Columns | None:
     if not AVAILABLE:
         return None
     header = validate_batch(batch)
+    check_plain(header)
     section = decompress(header.codec, memoryview(batch)[HEADER_SIZE:], DEFAULT_RECORDS_BYTES_MAX)
     buf = np.frombuffer(section, dtype=np.uint8)
     count = header.record_count

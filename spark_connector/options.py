@@ -33,10 +33,12 @@ DISPLAY: Final = {
     "maxoffsetspertrigger": "maxOffsetsPerTrigger", "failondataloss": "failOnDataLoss",
     "minpartitions": "minPartitions", "timeoutseconds": "timeoutSeconds", "batchbytes": "batchBytes",
     "cafile": "caFile", "exactlyonce": "exactlyOnce", "committogroup": "commitToGroup",
+    "encryptionkeysfile": "encryptionKeysFile",
 }
 READ_OPTIONS: Final = frozenset({
     "topic", "path", "url", "token", "username", "password", "startingoffsets", "endingoffsets", "startingtimestamp",
     "maxoffsetspertrigger", "failondataloss", "minpartitions", "timeoutseconds", "cafile", "committogroup",
+    "encryptionkeysfile",
 })
 WRITE_OPTIONS: Final = frozenset({
     "topic", "url", "token", "username", "password", "acks", "batchbytes", "timeoutseconds", "path", "cafile",
@@ -60,6 +62,8 @@ class Location:
     username: str | None = None
     password: str | None = None
     ca_file: str | None = None
+    # The node's key ring file (mode 0600), for a direct read of batches encrypted at rest.
+    keys_file: str | None = None
 
     @property
     def direct(self) -> bool:
@@ -167,6 +171,9 @@ def _location(opts: Mapping[str, str], *, allow_path: bool) -> Location:
     token = opts.get("token") or None
     username, password = opts.get("username") or None, opts.get("password") or None
     ca_file = opts.get("cafile") or None
+    keys_file = opts.get("encryptionkeysfile") or None
+    if keys_file is not None and not path:
+        raise OptionError("encryptionKeysFile is for a direct read of path: over url the node decrypts")
     if path:
         if token is not None or username is not None or password is not None or ca_file is not None:
             raise OptionError("token, username, password and caFile are for url (HTTP) access; a direct read of "
@@ -174,7 +181,7 @@ def _location(opts: Mapping[str, str], *, allow_path: bool) -> Location:
         dirs = tuple(d.strip() for d in path.split(",") if d.strip())
         if not dirs:
             raise OptionError(f"path {path!r} names no directory")
-        return Location(data_dirs=dirs, timeout_s=timeout_s)
+        return Location(data_dirs=dirs, timeout_s=timeout_s, keys_file=keys_file)
     if not url.startswith(("http://", "https://")):
         raise OptionError(f"url must start with http:// or https://, not {url!r}")
     if ca_file is not None and not url.startswith("https://"):

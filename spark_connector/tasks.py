@@ -9,7 +9,11 @@ committed) are never read.
 The direct path reads segment files through ``segments.reader.SegmentReader``: read-only, every
 checksum verified, a torn batch at the tail of the last segment (an append in progress) taken as
 the end of the data, a segment deleted by retention mid-read skipped (and reported here as loss).
-The HTTP path fetches raw batches (``Accept: application/vnd.logbroker.batch``).
+A batch encrypted at rest is opened with the key ring the ``encryptionKeysFile`` option names (a
+path readable where tasks run: the plan carries the path, never the keys); one that cannot be
+opened is an error whatever ``failOnDataLoss`` says, since the records are intact and readable
+with the right key. The HTTP path fetches raw batches (``Accept: application/vnd.logbroker.batch``),
+which the node has opened already.
 """
 
 from __future__ import annotations
@@ -21,8 +25,10 @@ from typing import Final
 
 import pyarrow as pa
 
-from segments.batch import iter_batches
-from segments.errors import OffsetOutOfRangeError, StorageError
+from segments.batch import ATTRIBUTES_OFFSET, ENCRYPTED_FLAG, iter_batches
+from segments.encryption import open_batch
+from segments.errors import OffsetOutOfRangeError, StorageError, UndecryptableBatchError
+from segments.key_ring import KeyRingError, load_ring
 from segments.reader import SegmentReader
 from spark_connector.arrow import ArrowBuilder
 from spark_connector.errors import DataLossError, ReadError
@@ -70,8 +76,30 @@ def _unreadable(task: ReadTask) -> Callable[[int, int, str], None]:
     return report
 
 
+def _opener(task: ReadTask) -> Callable[[memoryview], bytes | memoryview]:
+    """Sealed batches (encryption at rest) opened with the ring of ``encryptionKeysFile``; without
+    it a sealed batch is an error that names the option (never ciphertext read as records)."""
+    ring = None
+    if task.location.keys_file is not None:
+        try:
+            ring = load_ring(task.location.keys_file)
+        except KeyRingError as exc:
+            raise ReadError(f"encryptionKeysFile: {exc}") from exc
+
+    def open_one(view: memoryview) -> bytes | memoryview:
+        if not view[ATTRIBUTES_OFFSET] & ENCRYPTED_FLAG:
+            return view
+        try:
+            return memoryview(open_batch(view, ring))
+        except UndecryptableBatchError as exc:
+            hint = "" if ring is not None else "; give the node's key ring as the option encryptionKeysFile"
+            raise ReadError(f"topic {task.topic} partition {task.partition}: {exc}{hint}") from exc
+    return open_one
+
+
 def _read_direct(task: ReadTask) -> Iterator[pa.RecordBatch]:
     reader = SegmentReader(task.directory)
+    open_one = _opener(task)
     builder = ArrowBuilder(task.topic, task.partition, task.start, task.end, on_unreadable=_unreadable(task))
     start = task.start
     earliest = reader.log_start_offset()
@@ -83,7 +111,7 @@ def _read_direct(task: ReadTask) -> Iterator[pa.RecordBatch]:
             if header.base_offset > builder.next_offset:
                 lost(task, builder.next_offset, header.base_offset, "a segment was deleted while being read")
                 builder.next_offset = header.base_offset
-            yield from builder.add_batch(view)
+            yield from builder.add_batch(open_one(view))
     except OffsetOutOfRangeError as exc:
         lost(task, builder.next_offset, task.end, f"deleted by retention while being read: {exc}")
     except StorageError as exc:

@@ -34,6 +34,7 @@ BATCH_CODEC = "segments.batch"
 # batch up to a bad one, as the server's readers do (decision 0220).
 RECORD_READER = ("segments.record_reader.iter_records", "segments.errors.InvalidBatchError")
 SERVE_COMMAND = "logbroker.cli.command"
+ENCRYPTION = "segments.encryption"
 NETWORK_LIBS = ("aiohttp", "grpc", "etcd3", "aetcd")
 # What the `server` extra installs, by import name (a test of tests/test_distribution.py checks the
 # list against setup.cfg).
@@ -89,7 +90,11 @@ RULES = (
     # The base install is the client (decision 0279): it and the storage engine under it need no
     # library of the server extra; what the distribution ships needs nothing it leaves out.
     Rule(CLIENT, SERVER_LIBS),
-    Rule("segments", SERVER_LIBS),
+    # The cipher of encryption at rest (decision 0315) is the one module of segments that needs the
+    # server extra (``cryptography``): the node and the Spark readers import it; nothing else of
+    # segments does, so the client's codec never loads it.
+    Rule("segments", SERVER_LIBS, outside=(ENCRYPTION,)),
+    Rule("segments", (ENCRYPTION,), outside=(ENCRYPTION,)),
     *(Rule(package, tuple(p for p in PROJECT if p not in SHIPPED)) for package in SHIPPED),
 )
 

@@ -1,12 +1,12 @@
 """The ``logbroker`` command: ``serve``, ``topic create|list|describe|alter|delete``, ``produce``,
-``consume``, ``group list|describe|reset-offsets`` and ``queue send|receive`` (``groups``), and
-(``admin``) ``token``, ``user``, ``acl`` and ``certs``. Human output by default, ``--json`` for
-scripts. This module is the composition entry point, so ``serve`` is the one place in
+``consume``, ``group list|describe|reset-offsets`` and ``queue send|receive`` (``groups``),
+(``admin``) ``token``, ``user``, ``acl`` and ``certs``, and ``keys`` (encryption at rest). Human
+output by default, ``--json`` for scripts. This module is the composition entry point, so ``serve`` is the one place in
 ``logbroker`` that imports the HTTP layer.
 
-The client commands run on the base install (the client alone, decision 0279): ``serve`` and
-``certs`` import the server's dependencies only when they run, and say which extra to install when
-those are missing."""
+The client commands run on the base install (the client alone, decision 0279): ``serve``,
+``certs`` and ``keys reencrypt`` import the server's dependencies only when they run, and say
+which extra to install when those are missing."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from collections.abc import Coroutine
 from typing import Any, Final
 
 from logbroker import config_docs
-from logbroker.cli import admin, dev_cluster, groups
+from logbroker.cli import admin, dev_cluster, groups, keys
 from logbroker.client import (
     CA_FILE_ENV,
     CERT_FILE_ENV,
@@ -118,14 +118,17 @@ def build_parser() -> argparse.ArgumentParser:
     groups.add_commands(sub, common)
     admin.add_commands(sub, common)
     dev_cluster.add_commands(sub)
+    keys.add_commands(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        if args.command in ("serve", "certs"):
+        if args.command in ("serve", "certs") or (args.command == "keys" and args.action == "reencrypt"):
             return _server_command(args)
+        if args.command == "keys":
+            return keys.run(args)
         if args.command == "dev-cluster":
             return dev_cluster.run(args)
         return _run(_client_main(args))
@@ -147,6 +150,8 @@ def _run(main: Coroutine[Any, Any, int]) -> int:
 
 def _server_command(args: argparse.Namespace) -> int:
     try:
+        if args.command == "keys":
+            return keys.run(args)
         return _serve(args) if args.command == "serve" else admin.certs(args)
     except ModuleNotFoundError as exc:
         if exc.name is None or exc.name.split(".")[0] in PROJECT_PACKAGES:

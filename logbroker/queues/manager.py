@@ -288,7 +288,7 @@ class QueueManager:
             if batch is None or not batch.base_offset <= offset < batch.next_offset:
                 batch = self.batches.find(key, offset)
             if batch is None and replica.log.log_start_offset <= offset < replica.high_watermark:
-                data = replica.log.read(offset, READ_BYTES, offset_max=replica.high_watermark).data
+                data = self._replicas.read_plain(replica, offset, READ_BYTES, offset_max=replica.high_watermark).data
                 batch = self._load(key, data, offset, offsets[-1])
             if batch is not None and offset in batch.records:
                 out[offset] = batch.records[offset]

@@ -22,6 +22,7 @@ def _rich(trailing: tuple) -> status_pb2.Status:
     ("too_many_requests", grpc.StatusCode.RESOURCE_EXHAUSTED),
     ("not_leader", grpc.StatusCode.UNAVAILABLE),
     ("log_offline", grpc.StatusCode.UNAVAILABLE),
+    ("undecryptable_batch", grpc.StatusCode.FAILED_PRECONDITION),  # no retry brings a key back
     ("replication_timeout", grpc.StatusCode.DEADLINE_EXCEEDED),
     ("topic_exists", grpc.StatusCode.ALREADY_EXISTS),
     ("no_such_code", grpc.StatusCode.INTERNAL),

@@ -98,3 +98,26 @@ def test_high_watermarks_and_partition_directories(tmp_path):
     dirs = partition_directories(str(tmp_path), "orders")
     assert sorted(dirs) == [0, 1, 2] and dirs[1].endswith("orders-1")
     assert high_watermarks(str(tmp_path)) == {("orders", 0): 10, ("orders", 2): 7}
+
+
+def test_an_opener_reads_batches_encrypted_at_rest_and_without_one_they_are_refused(tmp_path):
+    from functools import partial
+
+    from segments.batch import ProducerRecord, encode_batch
+    from segments.encryption import open_batches, seal_batch
+    from segments.errors import UndecryptableBatchError
+    from segments.key_ring import KeyRing
+
+    ring = KeyRing({1: os.urandom(32)}, 1)
+    log = PartitionLog.open(str(tmp_path / "t-0"), LogConfig())
+    try:
+        for i in range(5):
+            batch = encode_batch([ProducerRecord(b"v%d" % i)])
+            log.append(seal_batch(batch, ring, os.urandom(12)) if i % 2 else batch, leader_epoch=0)
+    finally:
+        log.close()
+    reader = SegmentReader(str(tmp_path / "t-0"))
+    opened = [r.value for r in reader.iter_records(opener=partial(open_batches, ring=ring))]
+    assert opened == [b"v%d" % i for i in range(5)]
+    with pytest.raises(UndecryptableBatchError):
+        list(reader.iter_records())

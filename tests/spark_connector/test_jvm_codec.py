@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import random
 from typing import Any
 
@@ -14,10 +15,13 @@ import pytest
 import xxhash
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from py4j.protocol import Py4JJavaError
 
-from segments.batch import ProducerRecord, decode_records, encode_batch
+from segments.batch import HEADER_SIZE, ProducerRecord, decode_records, encode_batch, parse_header
 from segments.compression import Codec
+from segments.encryption import assemble, seal_batch
 from segments.errors import InvalidBatchError
+from segments.key_ring import KeyRing, format_ring
 from tests.spark_connector.conftest import require_segments_jar
 
 U64 = (1 << 64) - 1
@@ -151,3 +155,41 @@ def test_offset_ranges_split_as_the_python_source_splits_them(probe, spans, min_
     text = ",".join(f"{r.partition}:{r.start}:{r.end}" for r in ranges)
     expected = ",".join(f"{r.partition}:{r.start}:{r.end}" for r in split(ranges, min_partitions))
     assert probe.split(text, min_partitions) == expected
+
+
+RING = KeyRing({1: os.urandom(32), 7: os.urandom(32)}, 7)
+
+
+def _jvm_sealed(probe: Any, raw: bytes, ring_text: str) -> list[tuple[Any, ...]] | str:
+    """The JVM's records of a sealed batch, or the name and message of the exception it raised."""
+    try:
+        text = str(probe._probe.decodeSealedBatch(bytearray(raw), ring_text))
+    except Py4JJavaError as exc:
+        return f"{exc.java_exception.getClass().getName()}: {exc.java_exception.getMessage()}"
+    return [(r["offset"], r["timestamp"], _b64(r["key"]), _b64(r["value"]),
+             [(n, base64.b64decode(v)) for n, v in r["headers"]]) for r in json.loads(text)]
+
+
+@settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(records, min_size=1, max_size=20), st.sampled_from(list(Codec)), st.integers(0, 2**40),
+       st.binary(min_size=12, max_size=12))
+def test_sealed_batches_open_with_javax_crypto_to_the_same_records_as_python(
+        probe: JvmProbe, group: list[ProducerRecord], codec: Codec, base: int, nonce: bytes) -> None:
+    plain = encode_batch(group, base_offset=base, codec=codec)
+    sealed = seal_batch(plain, RING, nonce)
+    assert _jvm_sealed(probe, sealed, format_ring(RING)) == _python_records(plain)
+
+
+def test_the_jvm_refuses_a_sealed_batch_it_cannot_open(probe: JvmProbe) -> None:
+    sealed = seal_batch(encode_batch([ProducerRecord(b"secret")]), RING, b"\x01" * 12)
+    name = "io.logbroker.spark.UndecryptableBatchException"
+    assert _jvm_sealed(probe, sealed, format_ring(KeyRing({1: RING.keys[1]}, 1))) == \
+        f"{name}: the batch at offset 0 is sealed with key 7, which is not in the key ring"
+    flipped = bytearray(sealed)
+    flipped[HEADER_SIZE + 20] ^= 1
+    header = parse_header(bytes(flipped))
+    forged = assemble(header, header.batch_length, bytes(flipped[25:HEADER_SIZE]), bytes(flipped[HEADER_SIZE:]))
+    found = _jvm_sealed(probe, forged, format_ring(RING))
+    assert isinstance(found, str) and found.startswith(name) and "authentication tag" in found
+    with pytest.raises(Py4JJavaError, match="encryptionKeysFile"):
+        probe.decodeBatch(bytearray(sealed))  # no ring: never ciphertext decoded as records

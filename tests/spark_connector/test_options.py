@@ -24,6 +24,8 @@ def test_defaults_follow_sparks_kafka_source():
     secure = parse_read_options({"topic": "t", "url": "https://h:1", "caFile": "/certs/ca.pem"}, "batch")
     assert secure.location.ca_file == "/certs/ca.pem"
     assert parse_write_options({"topic": "t", "url": "https://h:1", "cafile": "/c"}).location.ca_file == "/c"
+    keyed = parse_read_options({"topic": "t", "path": "/d", "encryptionKeysFile": "/keys"}, "batch")
+    assert keyed.location.keys_file == "/keys"
 
 
 BAD = [
@@ -38,6 +40,7 @@ BAD = [
     ({"topic": "t", "url": "http://h:1", "token": "x", "username": "u", "password": "p"}, "batch",
      "either token or username and password"),
     ({"topic": "t", "path": " , "}, "batch", "names no directory"),
+    ({"topic": "t", "url": "http://h:1", "encryptionKeysFile": "/k"}, "batch", "encryptionKeysFile is for a direct"),
     ({"topic": "t", "path": "/d", "startingOffsets": '{"t": {"x": 1}}'}, "batch", "must be a partition number"),
     ({"topic": "t", "path": "/d", "startingOffsets": '{"t": {"0": -3}}'}, "batch", "offset -3 for partition 0"),
     ({"topic": "t", "path": "/d", "endingOffsets": '{"t": {"0": -2}}'}, "batch", "offset -2 for partition 0"),

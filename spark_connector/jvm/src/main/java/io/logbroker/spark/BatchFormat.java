@@ -7,7 +7,12 @@ import java.io.InputStream;
 import java.lang.invoke.MethodHandles;
 import java.lang.invoke.VarHandle;
 import java.nio.ByteOrder;
+import java.security.GeneralSecurityException;
 import java.util.zip.GZIPInputStream;
+import javax.crypto.AEADBadTagException;
+import javax.crypto.Cipher;
+import javax.crypto.spec.GCMParameterSpec;
+import javax.crypto.spec.SecretKeySpec;
 import net.jpountz.lz4.LZ4FrameInputStream;
 
 /**
@@ -22,7 +27,8 @@ import net.jpountz.lz4.LZ4FrameInputStream;
  * 12     4    leader_epoch       u32
  * 16     1    magic              u8 (1)
  * 17     8    checksum           u64, xxh3_64 of every byte after this field
- * 25     2    attributes         u16, bits 0-2 codec, bit 3 log-append time, bit 5 control
+ * 25     2    attributes         u16, bits 0-2 codec, bit 3 log-append time, bit 5 control,
+ *                                   bit 6 encrypted at rest
  * 27     4    last_offset_delta  u32
  * 31     8    first_timestamp    i64 ms
  * 39     8    max_timestamp      i64 ms
@@ -32,6 +38,12 @@ import net.jpountz.lz4.LZ4FrameInputStream;
  * 61     4    record_count       u32
  * 65     -    records            msgpack, compressed as a whole when the codec is not 0
  * </pre>
+ *
+ * <p>A batch encrypted at rest (bit 6; {@code segments/encryption.py}) holds instead of its records
+ * {@code key_id u32 | nonce 12 bytes | AES-256-GCM ciphertext | tag 16 bytes}, the ciphertext of
+ * the (compressed) records, with {@code batch_length}, {@code magic} and the 40 header bytes from
+ * {@code attributes} on as associated data; {@link #recordsSection(byte[], int, Header, Scratch,
+ * int[], KeyRing)} opens it with {@code javax.crypto}.
  */
 public final class BatchFormat {
     public static final int HEADER_SIZE = 65;
@@ -41,7 +53,13 @@ public final class BatchFormat {
     public static final int CODEC_MASK = 0b111;
     public static final int TIMESTAMP_LOG_APPEND = 1 << 3;
     public static final int CONTROL_FLAG = 1 << 5;
-    public static final int KNOWN_ATTRIBUTES = CODEC_MASK | TIMESTAMP_LOG_APPEND | CONTROL_FLAG;
+    public static final int ENCRYPTED_FLAG = 1 << 6;
+    public static final int KNOWN_ATTRIBUTES = CODEC_MASK | TIMESTAMP_LOG_APPEND | CONTROL_FLAG | ENCRYPTED_FLAG;
+    static final int NONCE_BYTES = 12;
+    static final int TAG_BITS = 128;
+    static final int SEAL_PREFIX_BYTES = 4 + NONCE_BYTES;
+    static final int SEAL_OVERHEAD_BYTES = SEAL_PREFIX_BYTES + TAG_BITS / 8;
+    static final int ASSOCIATED_BODY_BYTES = HEADER_SIZE - CHECKSUMMED_FROM;
     public static final int CODEC_NONE = 0;
     public static final int CODEC_GZIP = 1;
     public static final int CODEC_LZ4 = 3;
@@ -128,6 +146,9 @@ public final class BatchFormat {
      * sets {@code range[0..1]} to its start and end.
      */
     public static byte[] recordsSection(byte[] b, int position, Header h, Scratch scratch, int[] range) {
+        if ((h.attributes() & ENCRYPTED_FLAG) != 0) {
+            return recordsSection(b, position, h, scratch, range, null);
+        }
         int start = position + HEADER_SIZE;
         int end = position + (int) h.sizeBytes();
         if (h.codec() == CODEC_NONE) {
@@ -139,6 +160,62 @@ public final class BatchFormat {
         range[0] = 0;
         range[1] = size;
         return scratch.buffer;
+    }
+
+    /**
+     * Like {@link #recordsSection(byte[], int, Header, Scratch, int[])}, a batch encrypted at rest
+     * opened first with {@code ring} ({@link UndecryptableBatchException} when the ring is null,
+     * lacks the batch's key, or the tag fails).
+     */
+    public static byte[] recordsSection(byte[] b, int position, Header h, Scratch scratch, int[] range, KeyRing ring) {
+        if ((h.attributes() & ENCRYPTED_FLAG) == 0) {
+            return recordsSection(b, position, h, scratch, range);
+        }
+        byte[] plain = open(b, position, h, ring);
+        if (h.codec() == CODEC_NONE) {
+            range[0] = 0;
+            range[1] = plain.length;
+            return plain;
+        }
+        int size = decompress(h.codec(), plain, 0, plain.length, scratch);
+        range[0] = 0;
+        range[1] = size;
+        return scratch.buffer;
+    }
+
+    /** The records section of the sealed batch at {@code position}, decrypted and authenticated. */
+    static byte[] open(byte[] b, int position, Header h, KeyRing ring) {
+        int start = position + HEADER_SIZE;
+        int end = position + (int) h.sizeBytes();
+        if (end - start < SEAL_OVERHEAD_BYTES) {
+            throw new UndecryptableBatchException("the sealed batch at offset " + h.baseOffset()
+                    + " is too short to hold a key id, a nonce and a tag");
+        }
+        long keyId = u32(b, start);
+        if (ring == null) {
+            throw new UndecryptableBatchException("the batch at offset " + h.baseOffset() + " is encrypted at rest (key "
+                    + keyId + "); give the node's key ring as the option encryptionKeysFile");
+        }
+        byte[] key = ring.key(keyId);
+        if (key == null) {
+            throw new UndecryptableBatchException("the batch at offset " + h.baseOffset() + " is sealed with key " + keyId
+                    + ", which is not in the key ring");
+        }
+        try {
+            Cipher cipher = Cipher.getInstance("AES/GCM/NoPadding");
+            cipher.init(Cipher.DECRYPT_MODE, new SecretKeySpec(key, "AES"),
+                    new GCMParameterSpec(TAG_BITS, b, start + 4, NONCE_BYTES));
+            cipher.updateAAD(b, position + 8, 4);
+            cipher.updateAAD(b, position + 16, 1);
+            cipher.updateAAD(b, position + CHECKSUMMED_FROM, ASSOCIATED_BODY_BYTES);
+            return cipher.doFinal(b, start + SEAL_PREFIX_BYTES, end - start - SEAL_PREFIX_BYTES);
+        } catch (AEADBadTagException e) {
+            throw new UndecryptableBatchException("the batch at offset " + h.baseOffset()
+                    + " fails its authentication tag under key " + keyId
+                    + ": its ciphertext or header was altered, or the key is not the one that sealed it");
+        } catch (GeneralSecurityException e) {
+            throw new UndecryptableBatchException("the batch at offset " + h.baseOffset() + " cannot be decrypted: " + e);
+        }
     }
 
     /** A reusable output buffer for decompression (grows to at most {@link #RECORDS_BYTES_MAX}). */

@@ -117,7 +117,8 @@ final class ColumnarReaderFactory implements PartitionReaderFactory {
             viewed = new ColumnarBatch(viewVectors);
             views = java.util.Arrays.copyOf(viewList, viewCount);
             viewHeaders = headersView;
-            records = new RangeReader(p.directory(), p.topic(), p.partition(), p.start(), p.end(), p.failOnDataLoss());
+            records = new RangeReader(p.directory(), p.topic(), p.partition(), p.start(), p.end(), p.failOnDataLoss(),
+                    p.keysFile());
         }
 
         private static ConstantColumnVector constant(SegmentsScan.RangePartition p, StructField field) {

@@ -24,6 +24,15 @@ public final class Probe {
      * with keys and values base64 (null for nil). Raises {@link CorruptDataException} for a bad batch.
      */
     public static String decodeBatch(byte[] batch) {
+        return decodeBatch(batch, null);
+    }
+
+    /** {@link #decodeBatch(byte[])} with a batch encrypted at rest opened with the ring {@code ringText} describes. */
+    public static String decodeSealedBatch(byte[] batch, String ringText) {
+        return decodeBatch(batch, KeyRing.parse(ringText, "key ring"));
+    }
+
+    private static String decodeBatch(byte[] batch, KeyRing ring) {
         if (batch.length < BatchFormat.HEADER_SIZE) {
             throw new CorruptDataException(batch.length + " bytes is shorter than a batch header");
         }
@@ -40,7 +49,7 @@ public final class Probe {
             throw new CorruptDataException("batch checksum mismatch");
         }
         int[] range = new int[2];
-        byte[] section = BatchFormat.recordsSection(batch, 0, h, new BatchFormat.Scratch(), range);
+        byte[] section = BatchFormat.recordsSection(batch, 0, h, new BatchFormat.Scratch(), range, ring);
         RecordColumns c = new RecordColumns();
         c.parse(section, range[0], range[1], h);
         ObjectMapper mapper = new ObjectMapper();

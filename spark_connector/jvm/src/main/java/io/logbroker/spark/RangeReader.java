@@ -25,6 +25,8 @@ public final class RangeReader implements AutoCloseable {
     private final RecordColumns columns = new RecordColumns();
     private final BatchFormat.Scratch scratch = new BatchFormat.Scratch();
     private final int[] range = new int[2];
+    /** The node's key ring (option encryptionKeysFile), or null: opens batches encrypted at rest. */
+    private final KeyRing ring;
     private SegmentLog.Cursor cursor;
     private boolean finished;
     /** Every offset below this was handed out (or reported lost). */
@@ -34,6 +36,12 @@ public final class RangeReader implements AutoCloseable {
     public int to;
 
     public RangeReader(String directory, String topic, int partition, long start, long end, boolean failOnDataLoss) {
+        this(directory, topic, partition, start, end, failOnDataLoss, null);
+    }
+
+    public RangeReader(String directory, String topic, int partition, long start, long end, boolean failOnDataLoss,
+                       String keysFile) {
+        this.ring = keysFile == null ? null : KeyRing.load(keysFile);
         this.directory = directory;
         this.topic = topic;
         this.partition = partition;
@@ -83,8 +91,10 @@ public final class RangeReader implements AutoCloseable {
                 nextOffset = h.baseOffset();
             }
             try {
-                byte[] section = BatchFormat.recordsSection(cursor.buffer, cursor.position, h, scratch, range);
+                byte[] section = BatchFormat.recordsSection(cursor.buffer, cursor.position, h, scratch, range, ring);
                 columns.parse(section, range[0], range[1], h);
+            } catch (UndecryptableBatchException e) {
+                throw new UndecryptableBatchException("topic " + topic + " partition " + partition + ": " + e.getMessage());
             } catch (CorruptDataException e) {
                 // The cursor verified the checksum: the batch was stored as sent, before produce checked rows.
                 long first = Math.max(nextOffset, h.baseOffset());

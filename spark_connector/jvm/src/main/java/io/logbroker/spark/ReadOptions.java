@@ -19,14 +19,15 @@ import java.util.TreeSet;
  * raises {@link IllegalArgumentException} naming the option, what was given and what is accepted.
  */
 public record ReadOptions(String topic, List<String> dataDirs, OffsetPlan.Spec starting, OffsetPlan.Spec ending,
-                          Long startingTimestamp, boolean failOnDataLoss, int minPartitions) implements Serializable {
+                          Long startingTimestamp, boolean failOnDataLoss, int minPartitions, String keysFile)
+        implements Serializable {
     static final Set<String> KNOWN = Set.of("topic", "path", "startingoffsets", "endingoffsets", "startingtimestamp",
-            "failondataloss", "minpartitions");
+            "failondataloss", "minpartitions", "encryptionkeysfile");
     static final Set<String> SPARK_SET = Set.of("checkpointlocation", "__checkpointlocation", "queryname");
     static final Set<String> HTTP_ONLY = Set.of("url", "token", "username", "password", "timeoutseconds");
     static final Map<String, String> DISPLAY = Map.of("startingoffsets", "startingOffsets", "endingoffsets",
             "endingOffsets", "startingtimestamp", "startingTimestamp", "failondataloss", "failOnDataLoss",
-            "minpartitions", "minPartitions");
+            "minpartitions", "minPartitions", "encryptionkeysfile", "encryptionKeysFile");
     static final int TOPIC_CHARS_MAX = 200;
 
     public static ReadOptions parse(Map<String, String> given) {
@@ -63,8 +64,9 @@ public record ReadOptions(String topic, List<String> dataDirs, OffsetPlan.Spec s
         if (minPartitions != null && minPartitions > Integer.MAX_VALUE) {
             throw new IllegalArgumentException("minPartitions must be at most " + Integer.MAX_VALUE + ", not " + minPartitions);
         }
+        String keysFile = opts.getOrDefault("encryptionkeysfile", "").strip();
         return new ReadOptions(topic, dirs, starting, ending, timestamp, bool(opts, "failondataloss", true),
-                minPartitions == null ? 0 : minPartitions.intValue());
+                minPartitions == null ? 0 : minPartitions.intValue(), keysFile.isEmpty() ? null : keysFile);
     }
 
     private static String topic(Map<String, String> opts) {

@@ -56,7 +56,7 @@ final class SegmentsScan implements Scan, Batch {
 
     /** One task's work: a partition's offsets {@code [start, end)} in one partition directory. */
     record RangePartition(String directory, String topic, int partition, long start, long end,
-                          boolean failOnDataLoss) implements InputPartition {}
+                          boolean failOnDataLoss, String keysFile) implements InputPartition {}
 
     @Override
     public StructType readSchema() {
@@ -100,7 +100,7 @@ final class SegmentsScan implements Scan, Batch {
         List<InputPartition> out = new ArrayList<>();
         for (OffsetPlan.Range r : ranges) {
             out.add(new RangePartition(files.directory(r.partition()), options.topic(), r.partition(), r.start(), r.end(),
-                    options.failOnDataLoss()));
+                    options.failOnDataLoss(), options.keysFile()));
         }
         return out.toArray(new InputPartition[0]);
     }
