@@ -25,6 +25,8 @@ import uvloop
 from benchmarks import single_node
 from benchmarks.node_bench import PARTITIONS, RECORD_BYTES, consume
 from benchmarks.pipelined import produce_pipelined
+from benchmarks.plan import BATCH_FULL, BATCH_QUICK
+from benchmarks.plan import BatchPlan as Plan
 from benchmarks.results import summarize
 from benchmarks.single_node import Samples, gather, publish, summarize_all
 from logbroker.client import Client
@@ -40,15 +42,7 @@ IN_FLIGHT: Final = 4
 AUTH_PATH_CALLS: Final = 50_000
 
 
-@dataclasses.dataclass(frozen=True)
-class Plan:
-    reps: int
-    big_batch_records: int
-    small_batch_records: int
-
-
-QUICK = Plan(reps=3, big_batch_records=200_000, small_batch_records=20_000)
-FULL = Plan(reps=5, big_batch_records=1_000_000, small_batch_records=100_000)
+QUICK, FULL = BATCH_QUICK, BATCH_FULL
 
 
 async def produce(client: Client, topic: str, total: int, batch_records: int) -> float:

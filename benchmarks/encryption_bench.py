@@ -28,6 +28,8 @@ import uvloop
 from benchmarks import single_node
 from benchmarks.auth_bench import produce
 from benchmarks.node_bench import PARTITIONS, RECORD_BYTES, consume
+from benchmarks.plan import BATCH_FULL, BATCH_QUICK
+from benchmarks.plan import BatchPlan as Plan
 from benchmarks.results import summarize
 from benchmarks.single_node import Samples, gather, publish, summarize_all
 from logbroker.client import Client
@@ -42,15 +44,7 @@ CIPHER_ROUNDS: Final = 2000
 MIB: Final = 1024 * 1024
 
 
-@dataclasses.dataclass(frozen=True)
-class Plan:
-    reps: int
-    big_batch_records: int
-    small_batch_records: int
-
-
-QUICK = Plan(reps=3, big_batch_records=200_000, small_batch_records=20_000)
-FULL = Plan(reps=5, big_batch_records=1_000_000, small_batch_records=100_000)
+QUICK, FULL = BATCH_QUICK, BATCH_FULL
 
 
 async def one_rep(client: Client, rep: int, plan: Plan, topic_config: dict[str, Any]) -> dict[str, float]:

@@ -8,6 +8,20 @@ SIZES = (100, 1024)
 
 
 @dataclasses.dataclass(frozen=True)
+class BatchPlan:
+    """The benches that compare one node's settings side by side (auth, encryption): repetitions,
+    and the records produced in big and in small batches."""
+
+    reps: int
+    big_batch_records: int
+    small_batch_records: int
+
+
+BATCH_QUICK = BatchPlan(reps=3, big_batch_records=200_000, small_batch_records=20_000)
+BATCH_FULL = BatchPlan(reps=5, big_batch_records=1_000_000, small_batch_records=100_000)
+
+
+@dataclasses.dataclass(frozen=True)
 class Plan:
     reps: int
     records: tuple[tuple[int, int], ...]          # (record bytes, records) for produce and consume

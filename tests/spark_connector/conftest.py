@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from segments.key_ring import KeyRing, write_ring
 from segments.reader import SegmentReader, high_watermarks, partition_directories
 from spark_connector.sources import DirectSource
 from tests.support.nodes import SMALL_SEGMENTS, NodeProcess
@@ -122,3 +123,10 @@ def collected_rows(df: Any) -> dict[tuple[int, int], tuple[Any, ...]]:
         assert key not in rows, f"duplicate record {key}"
         rows[key] = (row.key, row.value, row.topic, row.partition, row.offset, row.timestamp, dict(row.headers))
     return rows
+
+
+def ring_file(tmp_path_factory: pytest.TempPathFactory, ring: KeyRing) -> str:
+    """``ring`` written to a key ring file (mode 0600) for a node's ``--encryption-keys-file``."""
+    path = str(tmp_path_factory.mktemp("keys") / "ring")
+    write_ring(path, ring)
+    return path

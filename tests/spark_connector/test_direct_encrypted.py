@@ -15,7 +15,7 @@ from segments.reader import partition_directories
 from spark_connector.errors import ReadError
 from spark_connector.options import Location
 from spark_connector.tasks import ReadTask, read_task
-from tests.spark_connector.conftest import create_topic, produce, wait_for_checkpoint
+from tests.spark_connector.conftest import create_topic, produce, ring_file, wait_for_checkpoint
 from tests.support.nodes import SMALL_SEGMENTS, NodeProcess
 
 RING = KeyRing({1: os.urandom(32), 2: os.urandom(32)}, 2)
@@ -23,9 +23,7 @@ RING = KeyRing({1: os.urandom(32), 2: os.urandom(32)}, 2)
 
 @pytest.fixture(scope="module")
 def keys(tmp_path_factory: pytest.TempPathFactory) -> str:
-    path = str(tmp_path_factory.mktemp("keys") / "ring")
-    write_ring(path, RING)
-    return path
+    return ring_file(tmp_path_factory, RING)
 
 
 @pytest.fixture(scope="module")

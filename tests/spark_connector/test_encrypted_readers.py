@@ -17,7 +17,13 @@ from logbroker.client import Client
 from segments.batch import ProducerRecord, encode_batch
 from segments.compression import Codec
 from segments.key_ring import KeyRing, write_ring
-from tests.spark_connector.conftest import collected_rows, create_topic, require_segments_jar, wait_for_checkpoint
+from tests.spark_connector.conftest import (
+    collected_rows,
+    create_topic,
+    require_segments_jar,
+    ring_file,
+    wait_for_checkpoint,
+)
 from tests.support.nodes import SMALL_SEGMENTS, NodeProcess
 
 TOPIC = "sealed-orders"
@@ -27,9 +33,7 @@ RING = KeyRing({3: os.urandom(32), 4: os.urandom(32)}, 4)
 
 @pytest.fixture(scope="module")
 def keys(tmp_path_factory: pytest.TempPathFactory) -> str:
-    path = str(tmp_path_factory.mktemp("keys") / "ring")
-    write_ring(path, RING)
-    return path
+    return ring_file(tmp_path_factory, RING)
 
 
 @pytest.fixture(scope="module")
