@@ -40,6 +40,7 @@ from logbroker.records import RESERVED_HEADER_PREFIX, TIMESTAMP_MAX, TIMESTAMP_M
 from segments.batch import (
     BATCH_RECORDS_BYTES_MAX,
     BATCH_RECORDS_MAX,
+    CONTROL_FLAG,
     DEFAULT_RECORDS_BYTES_MAX,
     ENCRYPTED_FLAG,
     HEADER_SIZE,
@@ -111,6 +112,9 @@ def check_batch(batch: bytes | memoryview) -> CheckedBatch:
     if header.attributes & ENCRYPTED_FLAG:
         raise InvalidBatchError("a produced batch cannot carry the encrypted-at-rest flag (attributes bit 6): the "
                                 "node encrypts")
+    if header.attributes & CONTROL_FLAG:
+        raise InvalidBatchError("a produced batch cannot be a control batch (attributes bit 5): only the broker "
+                                "writes those")
     if header.record_count > BATCH_RECORDS_MAX:
         raise RecordsTooLargeError(f"the batch holds {header.record_count} records; at most {BATCH_RECORDS_MAX} "
                                    f"may be sent in one batch", limit=BATCH_RECORDS_MAX)

@@ -124,6 +124,18 @@ def test_a_flipped_byte_is_a_checksum_error_before_anything_is_decompressed() ->
         check_batch(bytes(batch))
 
 
+@pytest.mark.parametrize(("flag", "what"), [(1 << 5, "control batch"), (1 << 6, "encrypted-at-rest flag")])
+def test_a_client_batch_cannot_claim_what_only_the_broker_writes(flag: int, what: str) -> None:
+    """Control batches (transaction markers, later) and sealed batches come from the broker alone:
+    a produced batch that sets their attribute bit would be read as one."""
+    section = msgpack.packb([[0, 0, None, b"v", []]], use_bin_type=True)
+    body = struct.pack("<HIqqqhiI", flag, 0, 0, 0, -1, -1, -1, 1)
+    checksum = xxhash.xxh3_64_intdigest(body + section)
+    prefix = struct.pack("<QII", 0, HEADER_SIZE - LENGTH_PREFIX_SIZE + len(section), 0)
+    with pytest.raises(InvalidBatchError, match=what):
+        check_batch(prefix + b"\x01" + struct.pack("<Q", checksum) + body + section)
+
+
 def test_zstd_frames_without_a_content_size_are_bounded_too() -> None:
     compressor = zstandard.ZstdCompressor(write_content_size=False)
     packed = compressor.compress(msgpack.packb([[0, 0, None, bytes(BATCH_RECORDS_BYTES_MAX), []]], use_bin_type=True))
