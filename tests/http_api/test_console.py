@@ -315,7 +315,7 @@ def test_docs_explores_the_api_and_tries_it_out_with_a_token(node, page, http):
     page.locator(".opblock-tag-section > h3").first.wait_for()
     sections = page.evaluate("() => [...document.querySelectorAll('.opblock-tag-section > h3')].map(h => h.id)")
     assert sections == [f"operations-tag-{name}" for name in
-                        ("auth", "topics", "records", "groups", "queues", "users", "cluster", "service")]
+                        ("auth", "topics", "records", "groups", "queues", "users", "usage", "cluster", "service")]
     block = page.locator("#operations-topics-list_topics")
     block.locator(".opblock-summary").click()
     block.locator("button.try-out__btn").click()
