@@ -1,0 +1,62 @@
+"""The node's compactor (decision 0323): which partition a round compacts, and what a pass records."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from pathlib import Path
+
+from logbroker.compactor import Compactor, wants_pass
+from segments.config import LogConfig
+from segments.log import PartitionLog
+from tests.segments.compaction_helpers import keyed_batch, read_records
+
+CONFIG = LogConfig(segment_bytes=400, flush="never", cleanup_policy="compact", min_cleanable_dirty_ratio=0.5)
+
+
+@dataclasses.dataclass
+class Replica:
+    topic: str
+    partition: int
+    log: PartitionLog
+
+
+def _log(path: Path, config: LogConfig, writes: int) -> PartitionLog:
+    log = PartitionLog.open(str(path), config, clock_ms=lambda: 10_000)
+    for i in range(writes):
+        log.append(keyed_batch([(b"k%d" % (i % 2), b"v%d" % i)], timestamp=1000 + i), leader_epoch=0)
+    log.roll()
+    log.flush()
+    return log
+
+
+def test_a_pass_is_wanted_past_the_dirty_ratio_or_the_max_lag_and_never_without_compaction(tmp_path: Path) -> None:
+    dirty = _log(tmp_path / "a", CONFIG, 20)
+    assert wants_pass(dirty, 10_000) == 1.0
+    lagging = _log(tmp_path / "b", LogConfig.from_mapping({"min_cleanable_dirty_ratio": 1, "max_compaction_lag_ms": 5},
+                                                           CONFIG), 20)
+    assert wants_pass(lagging, 10_000) == 2.0  # past its max lag: ahead of every ratio
+    plain = _log(tmp_path / "c", LogConfig(segment_bytes=400, flush="never"), 20)
+    assert wants_pass(plain, 10_000) is None
+    empty = _log(tmp_path / "d", CONFIG, 0)
+    assert wants_pass(empty, 10_000) is None
+    for log in (dirty, lagging, plain, empty):
+        log.close()
+
+
+def test_offer_compacts_the_neediest_user_partition_and_records_it(tmp_path: Path) -> None:
+    internal = Replica("__consumer_offsets", 0, _log(tmp_path / "i", CONFIG, 20))
+    user = Replica("state", 3, _log(tmp_path / "u", CONFIG, 20))
+    compactor = Compactor(0, clock_ms=lambda: 10_000)
+    assert compactor.offer([internal, user]) == ("state", 3)
+    deadline = time.monotonic() + 10
+    while ("state", 3) not in compactor.status and time.monotonic() < deadline:
+        time.sleep(0.01)
+    compactor.close()
+    status = compactor.status[("state", 3)]
+    assert status.passes == 1 and status.last_ms == 10_000 and status.records_removed > 0
+    assert status.bytes_removed > 0 and user.log.dirty_ratio() == 0.0
+    assert [r.value for r in read_records(user.log)] == [b"v18", b"v19"]
+    assert len(read_records(internal.log)) == 20  # internal topics are left to their owners
+    internal.log.close()
+    user.log.close()
