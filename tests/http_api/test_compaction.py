@@ -7,15 +7,21 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+from grpc_api import stubs
 from logbroker.client import Client, Consumer, GroupConsumer
+from segments.batch import decode_records, iter_batches
 from tests.http_api.conftest import Http
+from tests.support.grpc_calls import subscribe
 from tests.support.nodes import SMALL_SEGMENTS, NodeProcess
+
+pb, pb_grpc = stubs.load()
 
 DEADLINE_S = 30.0
 KEYS = 5
@@ -111,3 +117,41 @@ def test_python_consumers_read_across_the_gaps(node: NodeProcess, compacted: dic
                 assert await drain(member) == compacted
 
     asyncio.run(main())
+
+
+def test_grpc_subscribe_and_the_push_stream_read_across_the_gaps(node: NodeProcess, http: Http,
+                                                                 compacted: dict[str, tuple[int, str | None]]) -> None:
+    kept = [r["offset"] for r in fetch_all(http)]
+    got = asyncio.run(subscribe(node.grpc_address, pb.SubscribeRequest(topic="state", partition=0, offset=kept[0]),
+                                (), len(kept)))
+    assert [r.offset for r in got] == kept
+
+    async def pushed() -> list[int]:
+        offsets: list[int] = []
+        async with Client(node.url) as client, client.stream("state", 0, offset=kept[0], keepalive_ms=50) as events:
+            async with asyncio.timeout(DEADLINE_S):
+                async for event in events:
+                    if event.kind == "record":
+                        offsets.append(json.loads(event.data)["offset"])
+                    if offsets[-1:] == [kept[-1]]:
+                        break
+        return offsets
+
+    assert asyncio.run(pushed()) == kept
+
+
+def test_binary_fetch_returns_whole_batches_across_the_gaps(http: Http,
+                                                            compacted: dict[str, tuple[int, str | None]]) -> None:
+    kept = [r["offset"] for r in fetch_all(http)]
+    offset, seen = kept[0], list[int]()
+    for _ in range(len(kept) + 1):
+        reply = http.call("GET", f"/v1/topics/state/partitions/0/records?offset={offset}",
+                          headers={"Accept": "application/vnd.logbroker.batch"})
+        assert reply.status == 200
+        if not reply.data:
+            break
+        for position, header in iter_batches(reply.data):
+            seen.extend(r.offset for r in decode_records(reply.data[position:position + header.size_bytes])
+                        if r.offset >= offset)
+        offset = int({k.lower(): v for k, v in reply.headers.items()}["x-logbroker-next-offset"])
+    assert seen == kept
