@@ -99,8 +99,9 @@ def compact(log: PartitionLog, *, now_ms: int, opener: Opener | None = None, sea
         cleaning = fresh_cleaning_dir(log.directory)
         rewritten: list[CleanableSegment] = []
         bytes_read = bytes_after = removed = 0
+        keep_offset = cleanable[-1].next_offset - 1
         for item in used:
-            outcome = _rewrite(log, cleaning, item, latest, tombstone_before, opener, sealer, fsync)
+            outcome = _rewrite(log, cleaning, item, latest, tombstone_before, keep_offset, opener, sealer, fsync)
             bytes_read += item.size_bytes
             spend(item.size_bytes + outcome[0])
             if outcome[1] == 0:
@@ -126,7 +127,7 @@ def compact(log: PartitionLog, *, now_ms: int, opener: Opener | None = None, sea
 
 
 def _rewrite(log: PartitionLog, cleaning: str, item: CleanableSegment, latest: dict[bytes, int],
-             tombstone_before: int, opener: Opener | None, sealer: Sealer | None,
+             tombstone_before: int, keep_offset: int, opener: Opener | None, sealer: Sealer | None,
              fsync: Callable[[int], None]) -> tuple[int, int]:
     """Write the compacted copy of one segment in ``cleaning`` (log and both indexes, fsynced),
     batch by batch; returns its size and the records removed. Removing none (or one whose
@@ -138,7 +139,8 @@ def _rewrite(log: PartitionLog, cleaning: str, item: CleanableSegment, latest: d
     try:
         for header, batch in _batches(item, config.max_batch_bytes):
             kept, stats = compact_batch(batch, header, latest, tombstone_before_ms=tombstone_before,
-                                        opener=opener, sealer=sealer, size_bytes_max=config.max_batch_bytes)
+                                        opener=opener, sealer=sealer, size_bytes_max=config.max_batch_bytes,
+                                        keep_offset=keep_offset)
             removed += stats.records_in - stats.records_kept
             for out in kept:
                 overflow = segment.indexes_full

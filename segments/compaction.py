@@ -11,6 +11,9 @@ The rules, applied to the *cleanable* batches of a partition (closed segments on
   its timestamp is older than ``tombstone_before_ms`` (now minus ``delete_retention_ms``), then
   dropped too;
 - a record without a key is always kept (it supersedes nothing and nothing supersedes it);
+- the last record of the cleanable batches (``keep_offset``) is always kept, so compaction never
+  leaves a gap at the end of the closed segments, where a reader or a follower could find no
+  record to move on to while the active segment is still empty;
 - control batches, and batches sealed at rest when no key ring is given, are kept as they are
   (their records are neither read nor counted);
 - offsets never change. A batch that keeps every record keeps its bytes; one that loses records
@@ -92,9 +95,9 @@ def latest_offsets(batches: Iterable[tuple[BatchHeader, bytes | memoryview]], *,
 
 
 def keeps(key: bytes | None, value: bytes | None, offset: int, timestamp: int, latest: Mapping[bytes, int],
-          tombstone_before_ms: int) -> bool:
+          tombstone_before_ms: int, keep_offset: int = -1) -> bool:
     """Whether compaction keeps this record (see the module docstring)."""
-    if key is None:
+    if key is None or offset == keep_offset:
         return True
     if latest.get(key, offset) != offset:
         return False
@@ -103,7 +106,8 @@ def keeps(key: bytes | None, value: bytes | None, offset: int, timestamp: int, l
 
 def compact_batch(batch: bytes | memoryview, header: BatchHeader, latest: Mapping[bytes, int], *,
                   tombstone_before_ms: int, opener: Opener | None = None, sealer: Sealer | None = None,
-                  size_bytes_max: int = 64 * 1024 * 1024) -> tuple[list[bytes | memoryview], CompactionStats]:
+                  size_bytes_max: int = 64 * 1024 * 1024,
+                  keep_offset: int = -1) -> tuple[list[bytes | memoryview], CompactionStats]:
     """The batches that replace ``batch``: itself when it keeps every record, none when it keeps
     none, else one re-encoded batch per run of consecutive kept records."""
     columns = _columns(batch, header, opener, size_bytes_max)
@@ -111,7 +115,7 @@ def compact_batch(batch: bytes | memoryview, header: BatchHeader, latest: Mappin
         return [batch], CompactionStats(header.record_count, header.record_count, 0)
     kept = [i for i, (offset, ts, key, value) in
             enumerate(zip(columns.offsets, columns.timestamps, columns.keys, columns.values, strict=True))
-            if keeps(key, value, offset, ts, latest, tombstone_before_ms)]
+            if keeps(key, value, offset, ts, latest, tombstone_before_ms, keep_offset)]
     count = len(columns.offsets)
     if len(kept) == count:
         return [batch], CompactionStats(count, count, 0)

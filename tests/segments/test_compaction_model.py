@@ -4,7 +4,7 @@ Rules write keyed records and tombstones (single and multi-record batches), roll
 clock that moves past ``delete_retention_ms``, reopen cleanly and crash (the files copied while the
 log is open, as a killed process leaves them). Invariants: the log's key -> latest value equals
 the model's; every record read is exactly the record written at its offset (offsets never move);
-the end offset never changes but by appends.
+the end offset never changes but by appends, and the last record written is always readable.
 """
 
 from __future__ import annotations
@@ -110,6 +110,8 @@ class CompactedLogModel(RuleBasedStateMachine):
         for record in records:
             assert self.written[record.offset] == (record.key, record.value)
         assert latest_values(records) == self.state
+        # The last record written is never compacted away: no gap ends the log.
+        assert self.end == 0 or offsets[-1:] == [self.end - 1]
         directory = self.log.directory
         assert not {"compaction.cleaning", "compaction.swap"} & set(os.listdir(directory))
 
