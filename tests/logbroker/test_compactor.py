@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 from pathlib import Path
 
 from logbroker.compactor import Compactor, wants_pass
+from segments.batch import decode_records, iter_batches
+from segments.cleaner_files import SWAP_DIR, fresh_cleaning_dir
 from segments.config import LogConfig
+from segments.encryption import NONCE_BYTES, is_sealed, open_batch, seal_batch
+from segments.key_ring import KeyRing, new_key
 from segments.log import PartitionLog
 from tests.segments.compaction_helpers import keyed_batch, read_records
 
@@ -60,3 +65,29 @@ def test_offer_compacts_the_neediest_user_partition_and_records_it(tmp_path: Pat
     assert len(read_records(internal.log)) == 20  # internal topics are left to their owners
     internal.log.close()
     user.log.close()
+
+
+def test_a_pass_over_batches_sealed_at_rest_opens_and_seals_them_again(tmp_path: Path) -> None:
+    ring = KeyRing({1: new_key()}, 1)
+    log = PartitionLog.open(str(tmp_path / "s"), CONFIG, clock_ms=lambda: 10_000)
+    for i in range(20):
+        batch = keyed_batch([(b"k%d" % (i % 2), b"v%d" % i), (b"k%d" % (i % 2), b"w%d" % i)], timestamp=1000 + i)
+        log.append(bytes(seal_batch(batch, ring, os.urandom(NONCE_BYTES))), leader_epoch=0)
+    log.roll()
+    log.flush()
+    result = Compactor(0, ring=ring, clock_ms=lambda: 10_000).run_pass(Replica("sealed", 0, log))
+    assert result is not None and result.records_removed == 38
+    data = log.read(log.log_start_offset, 1 << 20).data
+    assert all(is_sealed(header) for _, header in iter_batches(data))
+    records = [r for position, header in iter_batches(data)
+               for r in decode_records(bytes(open_batch(data[position:position + header.size_bytes], ring)))]
+    assert [(r.key, r.value) for r in records] == [(b"k0", b"w18"), (b"k1", b"w19")]
+    log.close()
+
+
+def test_deleting_a_log_removes_what_a_pass_left(tmp_path: Path) -> None:
+    log = _log(tmp_path / "d", CONFIG, 4)
+    fresh_cleaning_dir(log.directory)
+    os.mkdir(os.path.join(log.directory, SWAP_DIR))
+    log.delete()
+    assert not os.path.exists(log.directory)
