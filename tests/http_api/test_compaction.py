@@ -155,3 +155,25 @@ def test_binary_fetch_returns_whole_batches_across_the_gaps(http: Http,
                         if r.offset >= offset)
         offset = int({k.lower(): v for k, v in reply.headers.items()}["x-logbroker-next-offset"])
     assert seen == kept
+
+
+def test_a_live_topic_becomes_compacted_by_a_config_change(http: Http) -> None:
+    http.json("POST", "/v1/topics", 201, body={"name": "later", "config": {"segment_bytes": 1024}})
+    changed = http.json("PATCH", "/v1/topics/later/config", body={"cleanup_policy": "compact",
+                                                                   "min_cleanable_dirty_ratio": 0.01})
+    assert changed["config"]["cleanup_policy"] == "compact"
+    for i in range(WRITES):
+        http.json("POST", "/v1/topics/later/records", body={"records": [{"key": f"k{i % 3}", "value": "x" * 60}]})
+    deadline = time.monotonic() + DEADLINE_S
+    count = WRITES
+    while count >= WRITES // 2 and time.monotonic() < deadline:
+        time.sleep(0.3)
+        (part,) = http.json("GET", "/v1/topics/later")["partitions"]
+        offset, count = part["earliest_offset"], 0
+        for _ in range(WRITES + 1):
+            reply = http.json("GET", f"/v1/topics/later/partitions/0/records?offset={offset}")
+            if not reply["records"]:
+                break
+            count += len(reply["records"])
+            offset = reply["next_offset"]
+    assert count < WRITES // 2, "the topic was not compacted after its policy changed"
