@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 
 import pytest
 
 from segments.batch import ProducerRecord, decode_records, encode_batch, parse_header, validate_batch
-from segments.cleaner import Throttle, compact
+from segments.cleaner import PassResult, Throttle, compact
 from segments.cleaner_files import CLEANING_DIR, SWAP_DIR
 from segments.compaction import compact_batch, latest_offsets
 from segments.config import LogConfig
@@ -180,3 +181,31 @@ def test_throttle_spaces_the_bytes_out_at_its_rate() -> None:
     assert now[0] == pytest.approx(2.0)
     Throttle(0, clock=lambda: now[0], sleep=sleep).spend(10**9)
     assert len(slept) == 4
+
+
+def test_appends_and_reads_go_on_while_a_pass_runs_and_the_swap_keeps_them(tmp_path: Path) -> None:
+    clock = [1000]
+    log = _filled(tmp_path, clock)
+    started, release = threading.Event(), threading.Event()
+
+    def held(_seconds: float) -> None:  # the throttle's sleep: the pass waits here until released
+        started.set()
+        assert release.wait(30)
+
+    throttle = Throttle(1, clock=lambda: 0.0, sleep=held)
+    results: list[object] = []
+    runner = threading.Thread(target=lambda: results.append(compact(log, now_ms=clock[0], throttle=throttle)))
+    runner.start()
+    assert started.wait(30)
+    for i in range(5):  # the pass holds no lock while it reads and writes
+        log.append(keyed_batch([(b"k2", b"during%d" % i)], timestamp=400), leader_epoch=0)
+    assert read_records(log)[-1].value == b"during4"
+    release.set()
+    runner.join(30)
+    assert not runner.is_alive()
+    (result,) = results
+    assert isinstance(result, PassResult) and result.swapped
+    records = read_records(log)
+    assert [r.offset for r in records][-5:] == [32, 33, 34, 35, 36]
+    assert latest_values(records) == {b"k1": b"new", b"k2": b"during4"}
+    log.close()
