@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
+import subprocess
+import sys
 import types
 from collections.abc import Callable
 from pathlib import Path
@@ -19,6 +22,7 @@ from segments.cleaner import compact
 from segments.config import LogConfig
 from segments.errors import StorageError
 from segments.log import PartitionLog
+from tests.conftest import ROOT
 from tests.segments.compaction_helpers import keyed_batch, latest_values, read_records
 
 CONFIG = LogConfig(segment_bytes=400, index_interval_bytes=0, flush="never", cleanup_policy="compact",
@@ -99,3 +103,35 @@ def test_a_failed_swap_in_process_is_finished_or_discarded_on_the_next_start(
     assert latest_values(read_records(reopened)) == latest_values(before)
     assert not {"compaction.cleaning", "compaction.swap"} & set(os.listdir(directory))
     reopened.close()
+
+
+STEPS_MAX = 200
+
+
+def test_a_process_killed_at_every_step_of_a_compaction_reopens_whole(tmp_path: Path) -> None:
+    """A real ``kill -9`` (SIGKILL) at the first, second, ... file operation of a pass, until a
+    run finishes the pass: each time the log, opened again, holds every latest value at its
+    offset, once, and no compaction directory."""
+    reference = _fill(str(tmp_path / "ref"))
+    before = read_records(reference)
+    reference.close()
+    written = {r.offset: r for r in before}
+    for step in range(1, STEPS_MAX):
+        directory = str(tmp_path / f"p{step}")
+        proc = subprocess.run([sys.executable, "-m", "tests.segments.compaction_killer", directory, str(step)],
+                              cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT}, capture_output=True, text=True,
+                              timeout=120)
+        assert proc.returncode in (0, -signal.SIGKILL), proc.stderr
+        reopened = PartitionLog.open(directory, CONFIG)
+        records = read_records(reopened)
+        offsets = [r.offset for r in records]
+        assert offsets == sorted(set(offsets)), step
+        assert all(written[r.offset] == r for r in records), step
+        assert latest_values(records) == latest_values(before), step
+        assert reopened.log_end_offset == before[-1].offset + 1, step
+        assert not {"compaction.cleaning", "compaction.swap"} & set(os.listdir(directory)), step
+        reopened.close()
+        if proc.returncode == 0:
+            assert step > 10 and len(records) < len(before)  # the pass ran to its end
+            return
+    raise AssertionError(f"the pass never finished within {STEPS_MAX} steps")
