@@ -35,7 +35,7 @@ def main() -> None:
     fake_os = types.SimpleNamespace(**{name: getattr(os, name) for name in dir(os) if not name.startswith("__")})
     for name in ("rename", "replace", "unlink"):
         setattr(fake_os, name, killing(getattr(os, name)))
-    cleaner_files.os = fake_os  # type: ignore[assignment]
+    cleaner_files.os = fake_os  # type: ignore[assignment,attr-defined]
     compact(log, now_ms=10_000, fsync=killing(os.fsync))
     sys.stdout.write(f"done {count[0]}\n")
 
