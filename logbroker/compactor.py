@@ -31,6 +31,9 @@ from segments.log import PartitionLog
 log = logging.getLogger("logbroker.compactor")
 
 INTERNAL_PREFIX = "__"
+# A partition whose pass found nothing cleanable (its dirty segments are within the compaction lag,
+# or not yet durable) waits this long before it is offered again, so it cannot starve the others.
+IDLE_RETRY_MS = 10_000
 
 
 class Compactable(Protocol):
@@ -76,6 +79,7 @@ class Compactor:
         self._running: Future[PassResult | None] | None = None
         self._lock = threading.Lock()
         self.status: dict[tuple[str, int], CompactionStatus] = {}
+        self._idle_until: dict[tuple[str, int], int] = {}
         self.failures = 0
 
     def offer(self, replicas: Sequence[Compactable]) -> tuple[str, int] | None:
@@ -87,6 +91,8 @@ class Compactor:
             best: tuple[float, Compactable] | None = None
             for replica in replicas:
                 if replica.topic.startswith(INTERNAL_PREFIX) or replica.log.offline_reason is not None:
+                    continue
+                if self._idle_until.get((replica.topic, replica.partition), 0) > now:
                     continue
                 try:
                     need = wants_pass(replica.log, now)
@@ -113,17 +119,28 @@ class Compactor:
             log.warning("compaction pass failed; it is tried again later", extra={"fields": {
                 "topic": replica.topic, "partition": replica.partition, "error": str(exc)}})
             return None
-        status = self.status.setdefault((replica.topic, replica.partition), CompactionStatus())
+        key = (replica.topic, replica.partition)
+        if result is None:
+            self._idle_until[key] = self._clock_ms() + IDLE_RETRY_MS
+            return None
+        self._idle_until.pop(key, None)
+        status = self.status.setdefault(key, CompactionStatus())
         status.last_ms = self._clock_ms()
         status.passes += 1
-        if result is not None:
-            status.bytes_read += result.bytes_read
-            status.bytes_removed += result.bytes_read - result.bytes_after
-            status.records_removed += result.records_removed
+        status.bytes_read += result.bytes_read
+        status.bytes_removed += result.bytes_read - result.bytes_after
+        status.records_removed += result.records_removed
         return result
+
+    @property
+    def running(self) -> bool:
+        """True while a pass runs."""
+        with self._lock:
+            return self._running is not None and not self._running.done()
 
     def forget(self, topic: str, partition: int) -> None:
         self.status.pop((topic, partition), None)
+        self._idle_until.pop((topic, partition), None)
 
     def close(self) -> None:
         """Wait for a running pass (it is throttled, so bounded by one segment set) and stop."""

@@ -7,7 +7,7 @@ import os
 import time
 from pathlib import Path
 
-from logbroker.compactor import Compactor, wants_pass
+from logbroker.compactor import IDLE_RETRY_MS, Compactor, wants_pass
 from segments.batch import decode_records, iter_batches
 from segments.cleaner_files import SWAP_DIR, fresh_cleaning_dir
 from segments.config import LogConfig
@@ -55,7 +55,7 @@ def test_offer_compacts_the_neediest_user_partition_and_records_it(tmp_path: Pat
     compactor = Compactor(0, clock_ms=lambda: 10_000)
     assert compactor.offer([internal, user]) == ("state", 3)
     deadline = time.monotonic() + 10
-    while ("state", 3) not in compactor.status and time.monotonic() < deadline:
+    while compactor.running and time.monotonic() < deadline:
         time.sleep(0.01)
     compactor.close()
     status = compactor.status[("state", 3)]
@@ -91,3 +91,24 @@ def test_deleting_a_log_removes_what_a_pass_left(tmp_path: Path) -> None:
     os.mkdir(os.path.join(log.directory, SWAP_DIR))
     log.delete()
     assert not os.path.exists(log.directory)
+
+
+def test_a_partition_with_nothing_cleanable_yet_does_not_starve_the_others(tmp_path: Path) -> None:
+    lagged = Replica("lagged", 0, _log(tmp_path / "l", LogConfig.from_mapping({"min_compaction_lag_ms": 10**9},
+                                                                              CONFIG), 40))
+    other = Replica("other", 0, _log(tmp_path / "o", CONFIG, 20))
+    now = [10_000]
+    compactor = Compactor(0, clock_ms=lambda: now[0])
+    assert wants_pass(lagged.log, now[0]) == 1.0
+    assert compactor.run_pass(lagged) is None  # all of it within the lag
+    assert compactor.offer([lagged, other]) == ("other", 0)
+    deadline = time.monotonic() + 10
+    while compactor.running and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert ("other", 0) in compactor.status
+    assert compactor.offer([lagged]) is None  # still idle
+    now[0] += IDLE_RETRY_MS
+    assert compactor.offer([lagged]) == ("lagged", 0)
+    compactor.close()
+    for replica in (lagged, other):
+        replica.log.close()
