@@ -478,6 +478,7 @@ class ReplicaManager:
         self._topic_changed(topic)
         for replica in replicas:
             replica.wake_all()
+            self.compactor.forget(topic, replica.partition)
         await asyncio.get_running_loop().run_in_executor(self._executor, self._empty_dirs, replicas, topic, topic_id)
 
     def _empty_dirs(self, replicas: list[Replica], topic: str, topic_id: str) -> None:
@@ -513,6 +514,7 @@ class ReplicaManager:
         self._topic_changed(topic)
         for replica in dropped:
             replica.wake_all()
+            self.compactor.forget(topic, replica.partition)
 
         def delete() -> None:
             for replica in dropped:
