@@ -3,7 +3,8 @@
 Names follow DESIGN §4: ``[A-Za-z0-9._-]{1,200}``, not ``.`` or ``..``, and names starting with
 ``__`` are reserved for internal topics. Topic config is validated against ``LogConfig`` (the
 storage keys) plus the queue keys, so a bad config is refused before anything is created; user
-topics and queues take ``cleanup_policy`` ``delete`` only (``compact`` is for internal topics).
+topics take ``cleanup_policy`` ``delete``, ``compact`` or ``compact,delete`` (decision 0321),
+queues ``delete`` only.
 
 A user's topic config is held to ``TOPIC_CONFIG_BOUNDS`` (decision 0156), narrower than what the
 storage engine accepts: a one-byte segment or a 1 ms roll would make a partition roll, index or
@@ -52,8 +53,9 @@ MAX_DELIVERIES_DEFAULT: Final = 5
 VISIBILITY_TIMEOUT_MS_DEFAULT: Final = 30_000
 VISIBILITY_TIMEOUT_MS_MIN: Final = 10
 VISIBILITY_TIMEOUT_MS_MAX: Final = 12 * 3600 * 1000
-# Key-based compaction of user topics is not built; internal topics compact by snapshot (0143, 0162).
-USER_CLEANUP_POLICY: Final = "delete"
+# Topics may be compacted by key (decision 0321; internal topics compact by snapshot instead, 0143);
+# a queue's messages are acknowledged by offset, so compaction would drop unacknowledged ones.
+QUEUE_CLEANUP_POLICY: Final = "delete"
 SEGMENT_BYTES_MIN: Final = MIB
 SEGMENT_MS_MIN: Final = 60_000
 # An index fills (and forces a roll) after at least (index bytes / 12-byte time entry) * interval
@@ -168,9 +170,9 @@ class TopicSpec:
         spec = cls(name, partitions, replication, kind, dict(config))
         check_config_bounds(config, bounds)
         policy = spec.log_config(base_config).cleanup_policy
-        if policy != USER_CLEANUP_POLICY:
-            raise InvalidTopicError(f"cleanup_policy {policy!r} is for internal topics only; topics and queues "
-                                    f"support {USER_CLEANUP_POLICY!r} (retention by retention_ms and retention_bytes)")
+        if kind == "queue" and policy != QUEUE_CLEANUP_POLICY:
+            raise InvalidTopicError(f"cleanup_policy {policy!r} is for topics; queues support {QUEUE_CLEANUP_POLICY!r} "
+                                    "(retention by retention_ms and retention_bytes)", field="config.cleanup_policy")
         spec.queue_settings()
         spec.check_min_insync()
         spec.check_timestamp_window()

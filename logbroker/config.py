@@ -73,6 +73,7 @@ class NodeConfig:
     usage_flush_ms: int = 15_000  # how often a node writes its usage counts
     flush_threads: int = 2
     maintenance_interval_ms: int = 1_000
+    compaction_bytes_per_s: int = 32 * 1024 * 1024  # compaction's reads and writes, all partitions; 0: unbounded
     shutdown_grace_ms: int = 10_000
     connections_max: int = 10_000
     connections_per_address_max: int = 0  # 0: a tenth of the node's bound (decision 0235)
@@ -148,6 +149,7 @@ class NodeConfig:
         _check(0 <= self.grpc_calls_reserved < self.grpc_calls_max,
                "grpc_calls_reserved must be in [0, grpc_calls_max): calls not yet authenticated need a slot")
         _check(self.token_ttl_s > 0, "token_ttl_s must be positive")
+        _check(self.compaction_bytes_per_s >= 0, "compaction_bytes_per_s must not be negative (0: unbounded)")
         _check(self.connections_per_address_max >= 0,
                "connections_per_address_max must not be negative (0: a tenth of the node's bound)")
         try:

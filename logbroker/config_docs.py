@@ -127,7 +127,9 @@ SETTINGS: Final[tuple[tuple[str, tuple[tuple[str, str], ...]], ...]] = (
     )),
     ("storage", (
         ("flush_threads", "threads for fsync, log opening and retention"),
-        ("maintenance_interval_ms", "interval flushes, retention and checkpoints"),
+        ("maintenance_interval_ms", "interval flushes, retention, compaction and checkpoints"),
+        ("compaction_bytes_per_s", "bytes per second that compacting topics may read and write, all partitions "
+                                   "together (0: unbounded; see compaction)"),
         ("shutdown_grace_ms", "how long SIGTERM waits for in-flight requests"),
         ("topic_segment_bytes_min", "least `segment_bytes` a topic may ask for"),
         ("encryption_keys_file", "key ring file (mode 0600; `logbroker keys create`): records are encrypted at rest "

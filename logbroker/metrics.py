@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import os
 import resource
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from logbroker.compactor import CompactionStatus
 from logbroker.replica_manager import Replica
 from logbroker.storage_health import StorageHealth
 from segments.handles import SegmentHandles
@@ -19,10 +20,12 @@ LATENCY_BUCKETS_S = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
 
 
 class _PartitionCollector(Collector):
-    def __init__(self, replicas: Callable[[], list[Replica]]) -> None:
+    def __init__(self, replicas: Callable[[], list[Replica]],
+                 compaction: Mapping[tuple[str, int], CompactionStatus] | None = None) -> None:
         self._replicas = replicas
+        self._compaction = compaction if compaction is not None else {}
 
-    def collect(self) -> Iterator[GaugeMetricFamily]:
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         end = GaugeMetricFamily("logbroker_log_end_offset", "Next offset to be written", labels=["topic", "partition"])
         start = GaugeMetricFamily("logbroker_log_start_offset", "First offset kept", labels=["topic", "partition"])
         hwm = GaugeMetricFamily("logbroker_high_watermark", "Offset below which consumers read",
@@ -30,6 +33,13 @@ class _PartitionCollector(Collector):
         size = GaugeMetricFamily("logbroker_log_size_bytes", "Bytes on disk", labels=["topic", "partition"])
         offline = GaugeMetricFamily("logbroker_log_offline", "1 when the partition's log is offline (a failed fsync"
                                     " or write); it stays so until the node restarts", labels=["topic", "partition"])
+        dirty = GaugeMetricFamily("logbroker_compaction_dirty_ratio", "Share of a compacted partition's closed "
+                                  "segment bytes not compacted yet", labels=["topic", "partition"])
+        last = GaugeMetricFamily("logbroker_compaction_last_timestamp_seconds", "When the partition's last "
+                                 "compaction pass ended (0: none since the node started)",
+                                 labels=["topic", "partition"])
+        cleaned = CounterMetricFamily("logbroker_compaction_bytes_removed", "Bytes compaction removed from the "
+                                      "partition", labels=["topic", "partition"])
         for replica in self._replicas():
             labels = [replica.topic, str(replica.partition)]
             if replica.log.offline_reason is not None:
@@ -39,7 +49,12 @@ class _PartitionCollector(Collector):
             start.add_metric(labels, replica.log.log_start_offset)
             hwm.add_metric(labels, replica.high_watermark)
             size.add_metric(labels, replica.log.size_bytes)
-        yield from (end, start, hwm, size, offline)
+            if replica.log.config.compacts and not replica.topic.startswith("__"):
+                status = self._compaction.get((replica.topic, replica.partition), CompactionStatus())
+                dirty.add_metric(labels, replica.log.dirty_ratio())
+                last.add_metric(labels, status.last_ms / 1000)
+                cleaned.add_metric(labels, status.bytes_removed)
+        yield from (end, start, hwm, size, offline, dirty, last, cleaned)
 
 
 class _StorageCollector(Collector):
@@ -67,7 +82,8 @@ class _StorageCollector(Collector):
 
 class Metrics:
     def __init__(self, replicas: Callable[[], list[Replica]], health: StorageHealth | None = None,
-                 handles: SegmentHandles | None = None) -> None:
+                 handles: SegmentHandles | None = None, *,
+                 compaction: Mapping[tuple[str, int], CompactionStatus] | None = None) -> None:
         self.registry = CollectorRegistry()
         self.requests = Counter("logbroker_http_requests", "HTTP requests", ["method", "route", "status"],
                                 registry=self.registry)
@@ -92,7 +108,7 @@ class Metrics:
             "logbroker_unreadable_records_skipped", "Offsets of stored batches whose records cannot be decoded, "
             "passed over by a reader (which delivered the records around them)", ["topic", "reader"],
             registry=self.registry)
-        self.registry.register(_PartitionCollector(replicas))
+        self.registry.register(_PartitionCollector(replicas, compaction))
         self.registry.register(_StorageCollector(health or StorageHealth(), handles or SegmentHandles()))
 
     def count_background_failure(self, task: str) -> None:

@@ -136,8 +136,10 @@ class Node:
         self.coordinator = coordinator or make_coordinator(config, http_url)
         self.at_rest = AtRest.from_file(config.encryption_keys_file, config.encryption_keys)
         self.replicas = ReplicaManager(config.data_dir, flush_threads=config.flush_threads,
-                                       waiters_max=config.long_poll_waiters_max, fsync=fsync, at_rest=self.at_rest)
-        self.metrics = Metrics(self.replicas.all, self.replicas.health, self.replicas.handles)
+                                       waiters_max=config.long_poll_waiters_max, fsync=fsync, at_rest=self.at_rest,
+                                       compaction_bytes_per_s=config.compaction_bytes_per_s)
+        self.metrics = Metrics(self.replicas.all, self.replicas.health, self.replicas.handles,
+                               compaction=self.replicas.compactor.status)
         register_etcd_metrics(self.metrics.registry, self.coordinator)
         self.descriptors = DescriptorPlan(PARTITIONS_MIN * 4)
         self.auth = build_auth(config, self.coordinator, node_partitions_max=self.descriptors.partitions_max)
@@ -1299,18 +1301,23 @@ class Node:
             offset = replica.high_watermark if found is None else min(found, replica.high_watermark)
         return {"partition": partition, "offset": offset}
 
-    def local_figures(self, topic: str, partitions: list[int]) -> dict[int, dict[str, int]]:
-        """Offsets and size of the partitions of ``topic`` this node leads (for describe)."""
-        figures = {}
+    def local_figures(self, topic: str, partitions: list[int]) -> dict[int, dict[str, float]]:
+        """Offsets and size of the partitions of ``topic`` this node leads (for describe), and
+        the dirty ratio and last compaction of a compacted topic's."""
+        figures: dict[int, dict[str, float]] = {}
         for partition in partitions:
             if self._leader(topic, partition) is None and self.replicas.hosts(topic, partition):
                 replica = self.replicas.get(topic, partition)
                 figures[partition] = {
                     "earliest_offset": replica.log.log_start_offset, "latest_offset": replica.high_watermark,
                     "log_end_offset": replica.log.log_end_offset, "size_bytes": replica.log.size_bytes}
+                if replica.log.config.compacts and not topic.startswith("__"):
+                    status = self.replicas.compactor.status.get((topic, partition))
+                    figures[partition]["dirty_ratio"] = round(replica.log.dirty_ratio(), 4)
+                    figures[partition]["last_compaction_ms"] = 0 if status is None else status.last_ms
         return figures
 
-    async def _partition_figures(self, topic: str, states: list[PartitionState]) -> dict[int, dict[str, int]]:
+    async def _partition_figures(self, topic: str, states: list[PartitionState]) -> dict[int, dict[str, float]]:
         """Offsets and size of every partition: local ones from the logs, the others from their
         leaders (one call per leader, bounded; a leader that does not answer leaves nulls)."""
         by_leader: dict[int, list[int]] = {}

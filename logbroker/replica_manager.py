@@ -37,6 +37,7 @@ from typing import Any, Final, final
 from coordinator.errors import UnknownTopicError
 from coordinator.models import TopicMetadata
 from logbroker.at_rest import AtRest
+from logbroker.compactor import Compactor
 from logbroker.dedup import ENTRIES_MAX, DedupWindow
 from logbroker.errors import NotAvailableError, NotLeaderError, UnknownPartitionError
 from logbroker.storage_health import StorageHealth, free_bytes
@@ -328,12 +329,15 @@ def _deletion_marks(data_dir: str) -> list[tuple[str, str]]:
 @final
 class ReplicaManager:
     def __init__(self, data_dir: str, *, flush_threads: int, waiters_max: int,
-                 fsync: Callable[[int], None] = os.fsync, at_rest: AtRest | None = None) -> None:
+                 fsync: Callable[[int], None] = os.fsync, at_rest: AtRest | None = None,
+                 compaction_bytes_per_s: int = 0) -> None:
         """``fsync`` is what every log calls to make its files durable (tests inject faults);
-        ``at_rest`` opens sealed batches for ``read_plain`` (none: the bytes are left as read)."""
+        ``at_rest`` opens sealed batches for ``read_plain`` (none: the bytes are left as read);
+        ``compaction_bytes_per_s`` bounds the I/O of compacting topics (0: no bound)."""
         self.data_dir = data_dir
         self.at_rest = at_rest or AtRest(None)
         self._fsync = fsync
+        self.compactor = Compactor(compaction_bytes_per_s, ring=self.at_rest.ring, fsync=fsync)
         self._executor = ThreadPoolExecutor(max_workers=flush_threads, thread_name_prefix="logbroker-io")
         # topic -> partition -> replica: every partition on a single node, the hosted ones in a cluster.
         self._replicas: dict[str, dict[int, Replica]] = {}
@@ -474,6 +478,7 @@ class ReplicaManager:
         self._topic_changed(topic)
         for replica in replicas:
             replica.wake_all()
+            self.compactor.forget(topic, replica.partition)
         await asyncio.get_running_loop().run_in_executor(self._executor, self._empty_dirs, replicas, topic, topic_id)
 
     def _empty_dirs(self, replicas: list[Replica], topic: str, topic_id: str) -> None:
@@ -509,6 +514,7 @@ class ReplicaManager:
         self._topic_changed(topic)
         for replica in dropped:
             replica.wake_all()
+            self.compactor.forget(topic, replica.partition)
 
         def delete() -> None:
             for replica in dropped:
@@ -557,6 +563,7 @@ class ReplicaManager:
         replicas = self.all()
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(self._executor, self._maintain_sync, replicas)
+        self.compactor.offer(replicas)
         space = await loop.run_in_executor(self._executor, free_bytes, self.data_dir)
         if space is not None:
             self.health.space_seen(space)
@@ -600,6 +607,7 @@ class ReplicaManager:
         for replica in self.all():
             replica.wake_all()
         loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, self.compactor.close)
         await loop.run_in_executor(self._executor, self._close_sync)
         self._executor.shutdown(wait=True)
 

@@ -15,7 +15,8 @@ from segments.batch import HEADER_SIZE
 from segments.errors import InvalidArgumentError
 
 FlushPolicy = Literal["always", "interval", "never"]
-CleanupPolicy = Literal["delete", "compact"]
+CleanupPolicy = Literal["delete", "compact", "compact,delete"]
+CLEANUP_POLICIES: Final = ("delete", "compact", "compact,delete")
 
 KIB: Final = 1024
 MIB: Final = 1024 * KIB
@@ -25,14 +26,18 @@ DAY_MS: Final = 24 * 3600 * 1000
 SEGMENT_BYTES_MAX: Final = 2 * GIB - 1
 NO_LIMIT: Final = -1
 CONFIG_INT: Final = re.compile(r"-?[0-9]{1,19}", re.ASCII)
+CONFIG_FLOAT: Final = re.compile(r"-?[0-9]{1,19}(\.[0-9]{1,19})?", re.ASCII)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class LogConfig:
     """``cleanup_policy`` says what removes old records. ``delete``: retention deletes whole closed
-    segments past ``retention_ms``/``retention_bytes``. ``compact``: the log's owner compacts it
-    (internal logs, by snapshot: decision 0143) and retention never deletes anything, so both
-    retention settings read as ``NO_LIMIT`` whatever was given."""
+    segments past ``retention_ms``/``retention_bytes``. ``compact``: the log is compacted by key
+    (``segments.compaction``; internal logs by their owner's snapshots instead, decision 0143)
+    and retention never deletes anything, so both retention settings read as ``NO_LIMIT``
+    whatever was given. ``compact,delete`` (``delete,compact`` is the same): both (decision 0321).
+    The ``*_compaction_*``, ``min_cleanable_dirty_ratio`` and ``delete_retention_ms`` settings
+    decide when a compacted log is compacted and how long its tombstones stay."""
 
     segment_bytes: int = GIB
     segment_ms: int = 7 * DAY_MS
@@ -44,6 +49,10 @@ class LogConfig:
     flush: FlushPolicy = "interval"
     flush_ms: int = 1000
     max_batch_bytes: int = 8 * MIB
+    min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int = 2**62
+    min_cleanable_dirty_ratio: float = 0.5
+    delete_retention_ms: int = DAY_MS
 
     def __post_init__(self) -> None:
         _check_range("segment_bytes", self.segment_bytes, HEADER_SIZE, SEGMENT_BYTES_MAX)
@@ -54,9 +63,20 @@ class LogConfig:
         _check_range("retention_bytes", self.retention_bytes, NO_LIMIT, 2**62)
         _check_range("flush_ms", self.flush_ms, 1, 2**62)
         _check_range("max_batch_bytes", self.max_batch_bytes, HEADER_SIZE, SEGMENT_BYTES_MAX)
-        if self.cleanup_policy not in ("delete", "compact"):
-            raise InvalidArgumentError(f"cleanup_policy must be delete or compact, not {self.cleanup_policy!r}")
-        if self.cleanup_policy != "delete":
+        _check_range("min_compaction_lag_ms", self.min_compaction_lag_ms, 0, 2**62)
+        _check_range("max_compaction_lag_ms", self.max_compaction_lag_ms, 1, 2**62)
+        _check_range("delete_retention_ms", self.delete_retention_ms, 0, 2**62)
+        ratio = self.min_cleanable_dirty_ratio
+        if isinstance(ratio, bool) or not isinstance(ratio, int | float) or not 0 <= ratio <= 1:
+            raise InvalidArgumentError(f"min_cleanable_dirty_ratio must be a number in [0, 1], not {ratio!r}")
+        object.__setattr__(self, "min_cleanable_dirty_ratio", float(ratio))
+        policy: str = self.cleanup_policy
+        if policy == "delete,compact":
+            object.__setattr__(self, "cleanup_policy", "compact,delete")
+        if self.cleanup_policy not in CLEANUP_POLICIES:
+            raise InvalidArgumentError("cleanup_policy must be delete, compact or compact,delete, "
+                                       f"not {self.cleanup_policy!r}")
+        if self.cleanup_policy == "compact":
             object.__setattr__(self, "retention_ms", NO_LIMIT)
             object.__setattr__(self, "retention_bytes", NO_LIMIT)
         if self.flush not in ("always", "interval", "never"):
@@ -72,6 +92,8 @@ class LogConfig:
                 raise InvalidArgumentError(f"unknown log config key {key!r}")
             if fields[key].type in ("int",):
                 changes[key] = config_int(key, raw)
+            elif fields[key].type in ("float",):
+                changes[key] = config_float(key, raw)
             else:
                 if not isinstance(raw, str):
                     raise InvalidArgumentError(f"{key} must be a string")
@@ -80,6 +102,27 @@ class LogConfig:
 
     def to_mapping(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+    @property
+    def compacts(self) -> bool:
+        """True when the log is compacted by key (``compact`` or ``compact,delete``)."""
+        return self.cleanup_policy != "delete"
+
+    @property
+    def deletes(self) -> bool:
+        """True when retention deletes old segments (``delete`` or ``compact,delete``)."""
+        return self.cleanup_policy != "compact"
+
+
+def config_float(key: str, raw: object) -> float:
+    """A fractional config value: a JSON number or a decimal string."""
+    if isinstance(raw, bool):
+        raise InvalidArgumentError(f"{key} must be a number")
+    if isinstance(raw, int | float):
+        return float(raw)
+    if isinstance(raw, str) and CONFIG_FLOAT.fullmatch(raw.strip()):
+        return float(raw)
+    raise InvalidArgumentError(f"{key} must be a number, not {raw[:40] if isinstance(raw, str) else raw!r}")
 
 
 def config_int(key: str, raw: object) -> int:

@@ -291,13 +291,14 @@ class OffsetIndex(_IndexFile):
         assert last is None or (rel_offset > last[0] and position > last[1])
         self._index.append(rel_offset, position)
 
-    def is_sane(self, rel_offset_end: int, position_end: int) -> bool:
-        """Entries strictly increase in both fields, start at (0, 0) and stay inside the log."""
+    def is_sane(self, rel_offset_end: int, position_end: int, *, first_rel: int = 0) -> bool:
+        """Entries strictly increase in both fields, start at (``first_rel``, 0) and stay inside
+        the log (``first_rel``: the first batch's relative offset, above 0 after compaction)."""
         rels, positions = self._index.columns()
         if not rels:
             return True
         return (
-            rels[0] == 0 and positions[0] == 0
+            rels[0] == first_rel and positions[0] == 0
             and _strictly_increasing(rels) and _strictly_increasing(positions)
             and rels[-1] < rel_offset_end and positions[-1] < position_end
         )

@@ -42,6 +42,7 @@ from segments.batch import (
     validate_batch,
 )
 from segments.checkpoint import LEADER_EPOCH_FILE, TMP_SUFFIX, read_epochs, write_atomic, write_epochs
+from segments.cleaner_files import SWAP_DIR, CleanableSegment, finish_swap, remove_compaction_dirs, swap_dir_commit
 from segments.config import LogConfig
 from segments.epochs import LeaderEpochCache
 from segments.errors import (
@@ -135,6 +136,7 @@ class LogSlice:
 class PartitionLog:
     __slots__ = (
         "_bases",
+        "_cleaned_offset",
         "_clock_ms",
         "_closed",
         "_epochs",
@@ -170,6 +172,7 @@ class PartitionLog:
         self._truncations = 0
         self._closed = False
         self._offline: str | None = None
+        self._cleaned_offset = 0
         self.recovery: RecoveryReport | None = None
 
     # ---- opening ---------------------------------------------------------------------------
@@ -208,6 +211,7 @@ class PartitionLog:
                 self._lock.release()
 
     def _load(self, recovery_point: int) -> RecoveryReport:
+        finish_swap(self.directory, self._fsync)
         marker = os.path.join(self.directory, CLEAN_SHUTDOWN_FILE)
         clean = os.path.exists(marker)
         if clean:
@@ -353,12 +357,13 @@ class PartitionLog:
 
     def append_replica(self, batch: bytes | memoryview, *, flush: bool = True) -> AppendInfo:
         """Append a batch that already carries its offsets and epoch (a follower copying its
-        leader); it must start exactly at the log end."""
+        leader); it must start exactly at the log end (or after it, in a compacted log: decision
+        0321)."""
         view = self._checked_view(batch)
         header = validate_batch(view, size_bytes_max=self.config.max_batch_bytes)
         with self._lock:
             self._check_open_locked()
-            if header.base_offset != self.log_end_offset:
+            if not self._follows_locked(header.base_offset, self.log_end_offset):
                 raise NonSequentialAppendError(header.base_offset, self.log_end_offset)
             with self._write_errors_locked():
                 self._assign_epoch_locked(header.leader_epoch, header.base_offset)
@@ -397,18 +402,19 @@ class PartitionLog:
                         if end > total or end <= position:
                             raise InvalidBatchError(f"a torn batch at position {position}")
                         header = validate_batch(view[position:end], size_bytes_max=size_max, position=position)
-                        if header.base_offset != expected:
+                        if not self._follows_locked(header.base_offset, expected):
                             raise NonSequentialAppendError(header.base_offset, expected)
+                        base = header.base_offset
                         if not (run and segment is not None and header.leader_epoch == run[0][0].leader_epoch
-                                and segment.fits_after(header, expected, position - start, len(run))):
+                                and segment.fits_after(header, base, position - start, len(run))):
                             if run:
                                 pending, run = run, []
                                 assert segment is not None
                                 segment.append_run(view[start:position], pending)
-                            self._assign_epoch_locked(header.leader_epoch, expected)
-                            segment = self._active_for_locked(header, expected)
+                            self._assign_epoch_locked(header.leader_epoch, base)
+                            segment = self._active_for_locked(header, base)
                             start = position
-                        run.append((header, expected))
+                        run.append((header, base))
                         expected = header.next_offset
                         position = end
                 finally:
@@ -417,6 +423,11 @@ class PartitionLog:
             if flush:
                 self._apply_flush_policy_locked()
             return AppendInfo(first, expected - 1, expected) if expected > first else None
+
+    def _follows_locked(self, base_offset: int, expected: int) -> bool:
+        """A copied batch may start at ``expected``; in a compacted log also after it (the
+        leader's compaction removed the records between)."""
+        return base_offset == expected or (base_offset > expected and self.config.compacts)
 
     @contextlib.contextmanager
     def _write_errors_locked(self) -> Iterator[None]:
@@ -667,6 +678,103 @@ class PartitionLog:
             if self._segments:
                 self._segments[-1].config = config
 
+    # ---- compaction (segments.cleaner) ----------------------------------------------------------
+
+    def dirty_ratio(self) -> float:
+        """Bytes of closed segments not compacted yet over bytes of all closed segments (0: none)."""
+        with self._lock:
+            closed = self._segments[:-1]
+            total = sum(s.size_bytes for s in closed)
+            dirty = sum(s.size_bytes for s in closed if s.next_offset > self._cleaned_offset)
+            return dirty / total if total else 0.0
+
+    def oldest_dirty_timestamp(self) -> int | None:
+        """The first timestamp of the oldest closed segment not compacted yet (None: none)."""
+        with self._lock:
+            for segment in self._segments[:-1]:
+                if segment.next_offset > self._cleaned_offset:
+                    return segment.rolling_timestamp
+            return None
+
+    @property
+    def cleaned_offset(self) -> int:
+        """Every closed segment below this offset has been compacted (in this process)."""
+        return self._cleaned_offset
+
+    def cleanable_segments(self, newest_timestamp: int) -> list[CleanableSegment]:
+        """The oldest closed segments, durable and all of whose records have timestamps at or
+        below ``newest_timestamp`` (the compaction lag), each with a descriptor of its own (the
+        caller closes it) to read outside the lock. Empty when the log is closed or offline."""
+        with self._lock:
+            if self._closed or self._offline is not None:
+                return []
+            found: list[CleanableSegment] = []
+            try:
+                for segment in self._segments[:-1]:
+                    if segment.next_offset > self._recovery_point or segment.max_timestamp > newest_timestamp:
+                        break
+                    fd = self._dup_fds_locked([segment])[0]
+                    found.append(CleanableSegment(segment, segment.base_offset, segment.size_bytes,
+                                                  segment.next_offset, fd))
+            except BaseException:
+                for item in found:
+                    os.close(item.fd)
+                raise
+            return found
+
+    def swap_cleaned(self, cleaned: list[CleanableSegment], cleaning_dir: str, next_offset: int) -> bool:
+        """Swap the compacted copies of ``cleaned`` (written and fsynced in ``cleaning_dir``) in for
+        them, unless the log changed meanwhile (closed, offline, or one of them deleted or
+        truncated): then nothing changes and False is returned. ``next_offset``: every closed
+        segment below it is compacted now. The lock is held only for renames and the new
+        segments' index check (``load``)."""
+        with self._lock:
+            if self._closed or self._offline is not None:
+                return False
+            for item in cleaned:
+                if item.segment not in self._segments[:-1] or item.segment.size_bytes != item.size_bytes:
+                    return False
+            start = self.log_start_offset
+            try:
+                swap = swap_dir_commit(self.directory, cleaning_dir, self._fsync)
+            except OSError as exc:
+                if os.path.isdir(os.path.join(self.directory, SWAP_DIR)):  # committed: the next start finishes it
+                    raise self._go_offline_locked(f"compaction swap failed: {exc}") from exc
+                raise
+            for item in cleaned:
+                item.segment.close(trim=False)
+            try:
+                finish_swap(self.directory, self._fsync, swap)
+            except OSError as exc:
+                raise self._go_offline_locked(f"compaction swap failed: {exc}") from exc
+            kept: list[LogSegment] = []
+            replaced = {item.segment for item in cleaned}
+            for segment in self._segments:
+                if segment not in replaced:
+                    kept.append(segment)
+                    continue
+                if not os.path.exists(segment.log_path):
+                    continue  # compaction left it empty
+                fresh = self._segment(segment.base_offset)
+                if not fresh.load():
+                    fresh.recover()
+                fresh.seal()
+                kept.append(fresh)
+            self._segments = kept
+            self._bases = [s.base_offset for s in kept]
+            self._unflushed = [s for s in self._unflushed if s not in replaced]
+            self._cleaned_offset = max(self._cleaned_offset, next_offset)
+            if self.log_start_offset != start and self._epochs.truncate_from_start(self.log_start_offset):
+                self._write_epochs_locked()
+            return True
+
+    def mark_cleaned(self, cleaned: list[CleanableSegment], next_offset: int) -> None:
+        """Every closed segment below ``next_offset`` is compacted (a pass that changed nothing),
+        unless one of ``cleaned`` is gone meanwhile (a truncation)."""
+        with self._lock:
+            if all(item.segment in self._segments for item in cleaned):
+                self._cleaned_offset = max(self._cleaned_offset, next_offset)
+
     # ---- retention and truncation --------------------------------------------------------------
 
     def apply_retention(self) -> int:
@@ -767,6 +875,8 @@ class PartitionLog:
 
     def _after_truncation_locked(self) -> None:
         self._truncations += 1
+        # What is appended from here on is not compacted, whatever offsets it reuses.
+        self._cleaned_offset = min(self._cleaned_offset, self.log_end_offset)
         self._unflushed = [s for s in self._unflushed if s.fd_open()]
         if self._epochs.truncate_from_end(self.log_end_offset):
             self._write_epochs_locked()
@@ -816,6 +926,7 @@ class PartitionLog:
             if rename_to is not None:
                 os.rename(directory, rename_to)  # on failure the log is closed, its files intact
                 directory = rename_to
+            remove_compaction_dirs(directory)
             for name in os.listdir(directory):
                 os.unlink(os.path.join(directory, name))
             if rename_to is None:

@@ -221,10 +221,12 @@ class LogSegment:
         if header is None or header.base_offset != self.base_offset + rel:
             return False
         first = self.read_header(0)
-        if first is None or first.base_offset != self.base_offset:
+        # Compaction may have removed the first records: the first batch starts at or after the base.
+        if first is None or first.base_offset < self.base_offset:
             return False
+        first_rel = first.base_offset - self.base_offset
         time_last = self._time_index.last()
-        if self._time_index.first() != (first.max_timestamp, 0) or time_last is None:
+        if self._time_index.first() != (first.max_timestamp, first_rel) or time_last is None:
             return False
         self.rolling_timestamp = first.max_timestamp
         self.max_timestamp = time_last[0]
@@ -239,7 +241,8 @@ class LogSegment:
         if scan.stop is not ScanStop.END or end is None:
             return False
         rel_end = end - self.base_offset
-        if not (self._offset_index.is_sane(rel_end, self.size_bytes) and self._time_index.is_sane(rel_end)):
+        if not (self._offset_index.is_sane(rel_end, self.size_bytes, first_rel=first_rel)
+                and self._time_index.is_sane(rel_end)):
             return False
         self.next_offset = end
         self._indexes_full = self._offset_index.is_full() or self._time_index.is_full()
@@ -502,6 +505,11 @@ class LogSegment:
     def holds_files(self) -> bool:
         """True while the segment's descriptor and mappings are open (neither closed nor released)."""
         return self._fd >= 0
+
+    @property
+    def indexes_full(self) -> bool:
+        """True when an index has no room for another entry (the segment takes no more batches)."""
+        return self._indexes_full
 
     @property
     def sealed(self) -> bool:

@@ -43,7 +43,7 @@ class TaskPartition(InputPartition):
 
 def _tasks(options: ReadOptions, source: PartitionSource, ranges: list[OffsetRange]) -> list[TaskPartition]:
     return [TaskPartition(ReadTask(options.location, source.directory(r.partition), options.topic, r.partition,
-                                   r.start, r.end, options.fail_on_data_loss)) for r in ranges]
+                                   r.start, r.end, options.fail_on_data_loss, source.compacted)) for r in ranges]
 
 
 def _starts(options: ReadOptions, source: PartitionSource, bounds: dict[int, Bounds]) -> dict[int, int]:

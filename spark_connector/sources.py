@@ -25,6 +25,9 @@ HEADER_SCAN_BYTES_MAX = 64 * 1024 * 1024
 
 
 class PartitionSource(Protocol):
+    # True when the topic is compacted (decision 0324): gaps between offsets are not data loss.
+    compacted: bool
+
     def bounds(self) -> dict[int, Bounds]: ...
 
     def offset_for_timestamp(self, partition: int, timestamp_ms: int, latest: int) -> int: ...
@@ -43,6 +46,8 @@ class DirectSource:
 
     def __init__(self, data_dirs: tuple[str, ...], topic: str) -> None:
         self.topic = topic
+        # The data directory does not hold topic configs: gaps count as data loss here.
+        self.compacted = False
         self._found: dict[int, tuple[str, int]] = {}
         for data_dir in data_dirs:
             if not os.path.isdir(data_dir):
@@ -101,6 +106,7 @@ class HttpSource:
     def __init__(self, location: Location, topic: str) -> None:
         self.topic = topic
         self.location = location
+        self.compacted = False
 
     def _client(self) -> HttpClient:
         return client_for(self.location)
@@ -113,6 +119,7 @@ class HttpSource:
                 if exc.status == 404:
                     raise TopicNotFoundError(f"topic {self.topic!r} does not exist on {self.location.url}") from exc
                 raise
+        self.compacted = "compact" in str(described.get("config", {}).get("cleanup_policy", "delete"))
         return {int(p["partition"]): Bounds(int(p["earliest_offset"]), int(p["latest_offset"]))
                 for p in described["partitions"]}
 

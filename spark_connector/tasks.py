@@ -51,6 +51,9 @@ class ReadTask:
     start: int
     end: int
     fail_on_data_loss: bool
+    # A compacted topic (decision 0324): offsets missing between records, or before the first
+    # one, were removed by compaction, not lost.
+    compacted: bool = False
 
 
 def read_task(task: ReadTask) -> Iterator[pa.RecordBatch]:
@@ -104,11 +107,12 @@ def _read_direct(task: ReadTask) -> Iterator[pa.RecordBatch]:
     start = task.start
     earliest = reader.log_start_offset()
     if start < earliest:
-        lost(task, start, min(earliest, task.end), "deleted by retention before they were read")
+        if not task.compacted:
+            lost(task, start, min(earliest, task.end), "deleted by retention before they were read")
         start = builder.next_offset = min(earliest, task.end)
     try:
         for header, view in reader.iter_batches(start, task.end):
-            if header.base_offset > builder.next_offset:
+            if header.base_offset > builder.next_offset and not task.compacted:
                 lost(task, builder.next_offset, header.base_offset, "a segment was deleted while being read")
                 builder.next_offset = header.base_offset
             yield from builder.add_batch(open_one(view))
@@ -117,7 +121,7 @@ def _read_direct(task: ReadTask) -> Iterator[pa.RecordBatch]:
     except StorageError as exc:
         raise ReadError(f"{task.directory}: {exc}") from exc
     yield from builder.finish()
-    if builder.next_offset < task.end:
+    if builder.next_offset < task.end and not task.compacted:
         lost(task, builder.next_offset, task.end, "the partition's files end before the planned offsets")
 
 
@@ -133,9 +137,12 @@ def _read_http(task: ReadTask) -> Iterator[pa.RecordBatch]:
                 earliest = exc.problem.get("earliest")
                 if exc.status != RANGE_NOT_SATISFIABLE or not isinstance(earliest, int) or earliest <= offset:
                     raise
-                lost(task, offset, min(earliest, task.end), "deleted by retention before they were read")
+                if not task.compacted:
+                    lost(task, offset, min(earliest, task.end), "deleted by retention before they were read")
                 offset = builder.next_offset = min(earliest, task.end)
                 continue
+            if not data and task.compacted:
+                break  # compaction removed the rest of the range
             if not data:
                 raise ReadError(f"{location.url}: topic {task.topic} partition {task.partition} returned no records "
                                 f"at offset {offset}, below the planned end {task.end}")

@@ -59,10 +59,16 @@ export async function topicView(main, [name], ctx) {
   const canManage = topic.owner === ctx.user || ctx.role === "admin";
 
   const drawPartitions = () => {
-    mount(parts, table(["Partition", "Leader", "Replicas", "In sync", "Earliest", "Latest", "Size", ""],
+    // A compacted topic's partitions also show their dirty ratio and last compaction.
+    const compacted = topic.partitions.some((p) => p.dirty_ratio !== undefined && p.dirty_ratio !== null);
+    const extraHeads = compacted ? ["Dirty", "Last compaction"] : [];
+    const extra = (p) => compacted ? [p.dirty_ratio == null ? "" : `${Math.round(p.dirty_ratio * 100)}%`,
+      p.last_compaction_ms ? new Date(p.last_compaction_ms).toLocaleString() : "not yet"] : [];
+    mount(parts, table(["Partition", "Leader", "Replicas", "In sync", "Earliest", "Latest", "Size", ...extraHeads, ""],
       topic.partitions.map((p) => [String(p.partition), p.leader === null ? pill("none", false) : String(p.leader),
         p.replicas.join(", "), p.in_sync_replicas.join(", "), String(p.earliest_offset), String(p.latest_offset),
-        fmtBytes(p.size_bytes), h("a", { href: `#/browse/${encodeURIComponent(name)}/${p.partition}` }, "Browse")]), [4, 5, 6]));
+        fmtBytes(p.size_bytes), ...extra(p),
+        h("a", { href: `#/browse/${encodeURIComponent(name)}/${p.partition}` }, "Browse")]), [4, 5, 6]));
   };
   const refresh = async () => {
     topic = await api("GET", path);

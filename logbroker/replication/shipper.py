@@ -148,9 +148,11 @@ class Shipper:
                 log.debug("nothing shipped", extra={"fields": {"topic": replica.topic, "error": str(exc)}})
                 progress.log_end = None
                 return None
-            if first != progress.log_end and data:
+            if first < progress.log_end and data:
                 progress.log_end = None  # not a batch boundary here: sync again
                 return None
+            # A first offset above the follower's end is a gap compaction left (decision 0321);
+            # the follower's compacted log takes it.
             entry["data"] = data
             return entry
         if progress.high_watermark_sent < replica.high_watermark:

@@ -67,7 +67,8 @@ def test_bad_changes_are_refused_naming_the_key(changes, field, says):
 
 
 @pytest.mark.parametrize("changes", [
-    {"retention_ms": "soon"}, {"flush": "sometimes"}, {"cleanup_policy": "compact"}, {"flush": 3},
+    {"retention_ms": "soon"}, {"flush": "sometimes"}, {"cleanup_policy": "compacted"}, {"flush": 3},
+    {"min_cleanable_dirty_ratio": 2},
     {"max_deliveries": 2},
 ])
 def test_values_creation_refuses_are_refused_the_same_way(changes):

@@ -1,6 +1,6 @@
-"""``cleanup_policy`` through real HTTP: user topics and queues take ``delete`` (retention applies,
-run by the node's maintenance); ``compact`` is refused with a 400 that says what is supported, and
-nothing is created (internal topics compact by snapshot: decisions 0143 and 0162)."""
+"""``cleanup_policy`` through real HTTP: topics take ``delete`` (retention applies, run by the
+node's maintenance), ``compact`` and ``compact,delete`` (decision 0321); a queue refuses
+compaction with a 400 that says what is supported, and nothing is created."""
 
 from __future__ import annotations
 
@@ -22,16 +22,25 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeProcess]:
         yield process
 
 
-@pytest.mark.parametrize("kind", ["topic", "queue"])
-def test_compact_is_refused_for_user_topics_and_queues(http, kind):
-    reply = http.call("POST", "/v1/topics", body={"name": f"compacted.{kind}", "kind": kind,
-                                                  "config": {"cleanup_policy": "compact"}})
+@pytest.mark.parametrize("policy", ["compact", "compact,delete"])
+def test_compact_is_refused_for_queues(http, policy):
+    reply = http.call("POST", "/v1/topics", body={"name": "compacted.queue", "kind": "queue",
+                                                  "config": {"cleanup_policy": policy}})
     assert reply.status == 400, reply.data
     problem = reply.json()
     assert problem["code"] == "invalid_topic"
-    assert "'compact'" in problem["detail"] and "'delete'" in problem["detail"] and "internal" in problem["detail"]
-    http.json("GET", f"/v1/topics/compacted.{kind}", 404)
-    http.json("GET", f"/v1/topics/compacted.{kind}.dlq", 404)
+    assert policy in problem["detail"] and "'delete'" in problem["detail"] and "queues" in problem["detail"]
+    http.json("GET", "/v1/topics/compacted.queue", 404)
+    http.json("GET", "/v1/topics/compacted.queue.dlq", 404)
+
+
+@pytest.mark.parametrize("policy", ["compact", "delete,compact"])
+def test_topics_take_compaction(http, policy):
+    name = "compacted." + policy.replace(",", "-")
+    created = http.json("POST", "/v1/topics", 201, body={"name": name, "config": {
+        "cleanup_policy": policy, "min_cleanable_dirty_ratio": 0.1, "delete_retention_ms": 1000}})
+    assert created["config"]["cleanup_policy"] == ("compact" if policy == "compact" else "compact,delete")
+    assert http.json("GET", f"/v1/topics/{name}")["config"]["min_cleanable_dirty_ratio"] == 0.1
 
 
 def test_delete_is_the_default_and_retention_removes_old_segments(http):

@@ -1,7 +1,9 @@
-"""``cleanup_policy`` on a real log: ``delete`` lets retention remove old segments; ``compact`` (the
-internal logs' policy, compacted by their owners) turns retention off whatever it was given."""
+"""``cleanup_policy`` on a real log: ``delete`` lets retention remove old segments; ``compact``
+turns retention off whatever it was given; ``compact,delete`` keeps both (decision 0321)."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
@@ -23,20 +25,28 @@ def _fill_and_retain(path: str, config: LogConfig) -> tuple[int, int]:
         return log.apply_retention(), log.log_start_offset
 
 
-def test_delete_applies_retention(tmp_path):
+def test_delete_applies_retention(tmp_path: Path) -> None:
     config = LogConfig.from_mapping({**SMALL_SEGMENTS, "cleanup_policy": "delete"})
     assert (config.retention_ms, config.retention_bytes) == (1, 1)
     deleted, start = _fill_and_retain(str(tmp_path / "d-0"), config)
     assert deleted > 0 and start > 0
 
 
-def test_compact_turns_retention_off(tmp_path):
+def test_compact_turns_retention_off(tmp_path: Path) -> None:
     config = LogConfig.from_mapping({**SMALL_SEGMENTS, "cleanup_policy": "compact"})
     assert (config.retention_ms, config.retention_bytes) == (NO_LIMIT, NO_LIMIT)
     assert LogConfig(cleanup_policy="compact").to_mapping()["retention_ms"] == NO_LIMIT
     assert _fill_and_retain(str(tmp_path / "c-0"), config) == (0, 0)
 
 
-def test_unknown_policy_is_refused():
+def test_compact_and_delete_keeps_retention(tmp_path: Path) -> None:
+    config = LogConfig.from_mapping({**SMALL_SEGMENTS, "cleanup_policy": "delete,compact"})
+    assert config.cleanup_policy == "compact,delete" and (config.retention_ms, config.retention_bytes) == (1, 1)
+    deleted, start = _fill_and_retain(str(tmp_path / "cd-0"), config)
+    assert deleted > 0 and start > 0
+
+
+@pytest.mark.parametrize("policy", ["compact,delete,compact", "Compact", "compact, delete", ""])
+def test_unknown_policy_is_refused(policy: str) -> None:
     with pytest.raises(InvalidArgumentError, match="cleanup_policy"):
-        LogConfig.from_mapping({"cleanup_policy": "compact,delete"})
+        LogConfig.from_mapping({"cleanup_policy": policy})
