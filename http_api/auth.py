@@ -28,6 +28,7 @@ from logbroker.auth.permissions import Principal
 from logbroker.auth.quotas import QuotaLimits
 from logbroker.errors import ForbiddenError
 from logbroker.groups.requests import group_name
+from logbroker.metering.ledger import OTHER
 
 PRINCIPAL: Final = "logbroker.principal"
 LIMITS: Final = "logbroker.limits"
@@ -66,17 +67,26 @@ async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamR
     quota = limits if auth.enabled else None  # usage is counted with auth off too; quotas are not
     if quota is not None:
         auth.check_quota(principal, entry.quota, quota)
-    topic = request.match_info.get("name", "")
+    # A stream's opening is counted by the stream itself (``Meter.streaming``), once.
+    calls = 0 if request.headers.get("Upgrade", "").lower() == "websocket" else 1
     if entry.quota == "produce":
         try:
             return await handler(request)
         finally:  # refused or not, the body was read: a large invalid one is not free
-            auth.meter.charge(principal.name, "produce", quota, request.content.total_bytes, topic=topic,
-                              records=request.get(RECORDS, 0))
+            auth.meter.charge(principal.name, "produce", quota, request.content.total_bytes,
+                              topic=metered_topic(request), records=request.get(RECORDS, 0), requests=calls)
     response = await handler(request)
-    auth.meter.charge(principal.name, entry.quota, quota, response.content_length or 0, topic=topic,
-                      records=request.get(RECORDS, 0))
+    auth.meter.charge(principal.name, entry.quota, quota, response.content_length or 0, topic=metered_topic(request),
+                      records=request.get(RECORDS, 0), requests=calls)
     return response
+
+
+def metered_topic(request: web.Request) -> str:
+    """The topic a request's usage is counted under: the one its path names when that exists (after
+    the handler: a topic created on first use counts), else ``OTHER``, so requests naming
+    made-up topics cannot fill the usage ledger with names."""
+    name = request.match_info.get("name", "")
+    return name if request.app[NODE].coordinator.cached_topic(name) is not None else OTHER
 
 
 def count_records(request: web.Request, records: int) -> None:

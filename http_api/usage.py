@@ -8,6 +8,8 @@ CSV with ``Accept: text/csv``.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import time
 from typing import Final
 
@@ -19,11 +21,13 @@ from http_api.json_codec import json_response
 from http_api.keys import NODE
 from http_api.params import query_int
 from http_api.routing import route
-from logbroker.errors import ForbiddenError, InvalidRequestError
+from logbroker.errors import ANY_ERROR, ForbiddenError, InvalidRequestError
 from logbroker.metering.ledger import DAY_MS, HOUR_MS
 from logbroker.metering.report import Period, TooManyRowsError, merge, to_csv
 
 CSV: Final = "text/csv"
+OWN_WRITE_WAIT_S: Final = 5.0
+log = logging.getLogger(__name__)
 PERIODS: Final[dict[str, Period]] = {"hour": "hour", "day": "day"}
 RANGE_DAYS_MAX: Final = 400
 DEFAULT_RANGE_MS: Final = DAY_MS
@@ -56,12 +60,19 @@ async def usage(request: web.Request) -> web.Response:
             raise ForbiddenError(f"{principal.name!r} may only see their own usage")
     elif not principal.is_admin and node.auth.enabled:
         who = principal.name
-    await node.usage.flush()
+    retention_days = node.config.usage_retention_days
+    if retention_days:  # nothing older is kept: do not read for it
+        from_ms = max(from_ms, now - retention_days * DAY_MS - DAY_MS)
+    try:  # this node's own counts first, so its own traffic is never behind the answer
+        await asyncio.wait_for(node.usage.flush(), OWN_WRITE_WAIT_S)
+    except (TimeoutError, *ANY_ERROR) as exc:  # the stored records still answer
+        log.warning("usage: this node's counts could not be written before the answer",
+                    extra={"fields": {"error": str(exc) or type(exc).__name__}})
     period = HOUR_MS if by == "hour" else DAY_MS
     first_hour = from_ms - from_ms % period
     records = await node.coordinator.usage_between(first_hour, to_ms)
-    try:
-        rows = merge(records, from_ms=from_ms, to_ms=to_ms, by=by, user=who)
+    try:  # off the loop: a wide range is many records to merge
+        rows = await asyncio.to_thread(merge, records, from_ms=from_ms, to_ms=max(from_ms, to_ms), by=by, user=who)
     except TooManyRowsError as exc:
         raise InvalidRequestError(str(exc)) from exc
     if CSV in request.headers.get("Accept", ""):

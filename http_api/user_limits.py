@@ -18,7 +18,7 @@ from typing import Any, Final
 
 from aiohttp import web
 
-from http_api.auth import limits_of, principal_of
+from http_api.auth import limits_of, metered_topic, principal_of
 from http_api.first_use import FIRST_USE_KIND
 from http_api.keys import NODE, STREAMS
 from http_api.params import path_topic
@@ -109,7 +109,7 @@ async def stream_slot(request: web.Request, open_stream: Opener) -> AsyncIterato
         raise NotAvailableError(f"{budget.used} streams are already open; retry later")
     auth, principal = request.app[NODE].auth, principal_of(request)
     group = request.match_info.get("group")
-    counted_as = f"group:{group}" if group else request.match_info.get("name", "")
+    counted_as = f"group:{group}" if group else metered_topic(request)
     with auth.usage.hold(principal, limits_of(request), "streams"), auth.meter.streaming(principal.name, counted_as):
         budget.used += 1
         handler = asyncio.current_task()

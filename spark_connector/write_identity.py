@@ -6,8 +6,9 @@ identity (``producer_id``, ``producer_epoch``, ``base_sequence``), which the bro
 within the topic's ``dedup_window_ms`` (``logbroker.dedup``), built from values the re-run repeats:
 
 - ``producer_id``: the writer's tag (the broker accepts only the caller's, ``logbroker.producer_ids``)
-  and a 31-bit serial: 16 bits of a hash of the write's scope (the streaming query's id, or for a
-  batch write a random scope the driver picks once) and the Spark task's partition id (15 bits:
+  and a 31-bit serial: 16 bits of a hash of the write's scope (the streaming query's id with the
+  batch id's run of ``EPOCHS``, or for a batch write a random scope the driver picks once) and the
+  Spark task's partition id (15 bits:
   at most ``TASKS_MAX`` tasks, so two tasks of one write never share an id);
 - ``producer_epoch``: the micro-batch id modulo ``EPOCHS`` (never the broker's key epoch);
 - ``base_sequence``: the records this task sent to that topic partition earlier in this batch.
@@ -45,3 +46,9 @@ def producer_id(writer_tag: int, scope: str, task: int) -> int:
 
 def producer_epoch(batch_id: int) -> int:
     return batch_id % EPOCHS
+
+
+def streaming_scope(query_id: str, batch_id: int) -> str:
+    """A streaming write's scope: the query id and which run of ``EPOCHS`` batch ids the batch is
+    in, so batch N and batch N + EPOCHS (whose epochs agree) never share an identity."""
+    return f"{query_id}/{batch_id // EPOCHS}"

@@ -43,7 +43,7 @@ from segments.batch import BATCH_RECORDS_MAX, ProducerRecord, encode_batch
 from spark_connector.errors import OptionError, TopicNotFoundError, WriteError
 from spark_connector.http import HttpClient, HttpError, client_for
 from spark_connector.options import WriteOptions
-from spark_connector.write_identity import EPOCHS, SERIAL_BITS, producer_epoch, producer_id
+from spark_connector.write_identity import EPOCHS, SERIAL_BITS, producer_epoch, producer_id, streaming_scope
 
 RECORD_OVERHEAD_BYTES: Final = 16
 SEQUENCE_WRAP: Final = 1 << 31  # a base sequence is a non-negative i32
@@ -138,7 +138,7 @@ def task_identity(tag: int | None, scope: str | None, epoch: int | None) -> Task
         if scope is None or raw_batch is None or not raw_batch.isdigit():
             raise WriteError("exactly-once writing needs the streaming query's id and batch id, which Spark did "
                              "not pass to this task; write with exactlyOnce=false")
-        epoch = producer_epoch(int(raw_batch))
+        scope, epoch = streaming_scope(scope, int(raw_batch)), producer_epoch(int(raw_batch))
     try:
         return TaskIdentity(producer_id(tag, scope, task), epoch or 0, task)
     except ValueError as exc:

@@ -55,7 +55,9 @@ class GroupConsumer:
         self._next: tuple[int, Partitions] | None = None
         self._rejoin = False
         self._committed: dict[tuple[str, int], int] = {}
-        self._commit_numbers = itertools.count()  # each commit's ``sequence``: a late one never undoes a later one
+        # Each commit's ``sequence``, so a late one never undoes a later one; from the clock (µs), so
+        # they keep growing across restarts of a member that rejoins under its old id.
+        self._commit_numbers = itertools.count(time.time_ns() // 1000)
         self._last_commit = time.monotonic()
         self._heartbeats: asyncio.Task[None] | None = None
         self._commits: set[asyncio.Task[Any]] = set()

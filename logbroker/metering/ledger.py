@@ -2,8 +2,9 @@
 
 Counts only grow within an hour; each hour's counts are this node's totals for it, so writing an
 hour again replaces what was written before (a write is idempotent, a lost one is caught up by the
-next). Bounds: at most ``KEYS_PER_HOUR_MAX`` (user, topic) pairs an hour; past it a new pair is
-counted under the user's ``OTHER`` topic (for at most ``OVERFLOW_USERS_MAX`` users), and past that
+next). Bounds: at most ``TOPICS_PER_USER_HOUR_MAX`` topics of one user and ``KEYS_PER_HOUR_MAX``
+(user, topic) pairs in all an hour; past either a new pair is counted under the user's ``OTHER``
+topic (for at most ``OVERFLOW_USERS_MAX`` users), and past that
 under ``OTHER`` for both, so memory and a written record stay bounded whatever the traffic; at
 most ``HOURS_KEPT`` hours are kept (the oldest, long written, are dropped first).
 """
@@ -16,8 +17,9 @@ from typing import Final
 
 HOUR_MS: Final = 3_600_000
 DAY_MS: Final = 24 * HOUR_MS
-KEYS_PER_HOUR_MAX: Final = 10_000
-OVERFLOW_USERS_MAX: Final = 1_000
+KEYS_PER_HOUR_MAX: Final = 3_000  # with names at their longest, an hour's record stays under etcd's 1.5 MiB
+TOPICS_PER_USER_HOUR_MAX: Final = 200  # one user's pairs an hour: a flood of names fills only their own share
+OVERFLOW_USERS_MAX: Final = 500
 HOURS_KEPT: Final = 3
 OTHER: Final = "*"
 FIELDS: Final = ("bytes_in", "records_in", "bytes_out", "records_out", "requests", "stream_ms", "storage_bytes")
@@ -48,6 +50,7 @@ class Counts:
 class UsageLedger:
     def __init__(self) -> None:
         self._hours: dict[int, dict[tuple[str, str], Counts]] = {}
+        self._topics_of: dict[int, dict[str, int]] = {}  # hour -> user -> their pairs that hour
         self._changed: set[int] = set()
         self.totals: dict[str, Counts] = {}  # per user since start, for /metrics
 
@@ -56,19 +59,24 @@ class UsageLedger:
         keys = self._hours.get(hour)
         if keys is None:
             keys = self._hours[hour] = {}
-            for old in sorted(self._hours)[:-HOURS_KEPT]:
+            self._topics_of[hour] = {}
+            for old in sorted(self._hours)[:-HOURS_KEPT]:  # may be this hour itself, when the clock went back
                 del self._hours[old]
+                del self._topics_of[old]
                 self._changed.discard(old)
-        self._changed.add(hour)
+        if hour in self._hours:
+            self._changed.add(hour)
+        topics_of = self._topics_of.get(hour, {})
         key = (user, topic)
         found = keys.get(key)
-        if found is None and len(keys) >= KEYS_PER_HOUR_MAX:
+        if found is None and (len(keys) >= KEYS_PER_HOUR_MAX or topics_of.get(user, 0) >= TOPICS_PER_USER_HOUR_MAX):
             key = (user, OTHER)
             if key not in keys and len(keys) >= KEYS_PER_HOUR_MAX + OVERFLOW_USERS_MAX:
                 key = (OTHER, OTHER)
             found = keys.get(key)
         if found is None:
             found = keys[key] = Counts()
+            topics_of[key[0]] = topics_of.get(key[0], 0) + 1
         return found
 
     def moved(self, now_ms: int, user: str, topic: str, *, bytes_in: int = 0, records_in: int = 0,
@@ -105,6 +113,7 @@ class UsageLedger:
         whole count, so the first write of an hour after a start must include the earlier one.
         Storage keeps the level sampled since, when there is one."""
         counts_of = self._hours.setdefault(hour, {})
+        self._topics_of.setdefault(hour, {})
         for row in rows:
             if len(row) < 2 + len(FIELDS) or not all(isinstance(v, int) for v in row[2:2 + len(FIELDS)]):
                 continue
@@ -123,7 +132,7 @@ class UsageLedger:
     def changed(self) -> Iterator[tuple[int, list[list[object]]]]:
         """Every hour counted since the last call, with all its rows ``[user, topic, *FIELDS]``
         (the hour's whole state, so writing it replaces an earlier write of the same hour)."""
-        hours, self._changed = sorted(self._changed), set()
+        hours, self._changed = sorted(h for h in self._changed if h in self._hours), set()
         for hour in hours:
             yield hour, [[user, topic, *counts.row()] for (user, topic), counts in self._hours[hour].items()]
 

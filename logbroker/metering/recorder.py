@@ -66,7 +66,7 @@ class UsageRecorder:
                     self._meter.ledger.unwritten([h for h, _ in changed[n:]])
                     raise
             hour = now - now % HOUR_MS
-            self._seeded.intersection_update(range(hour - HOUR_MS * HOURS_KEPT, hour + HOUR_MS))
+            self._seeded = {h for h in self._seeded if hour - HOUR_MS * HOURS_KEPT <= h <= hour}
             if self._retention_ms > 0 and hour != self._dropped_hour:
                 await self._coordinator.drop_usage_before(hour - self._retention_ms)
                 self._dropped_hour = hour

@@ -26,6 +26,7 @@ def test_only_the_same_member_and_generation_with_a_number_at_least_as_high_supe
     assert not superseded("other", 3, 7, "m", 3, 2), "another member's commit orders by arrival"
     assert not superseded("m", 2, 7, "m", 3, 2), "a new generation starts the numbers afresh"
     assert not superseded("m", 3, NO_SEQUENCE, "m", 3, 2) and not superseded("m", 3, 7, "m", 3, NO_SEQUENCE)
+    assert not superseded("", -1, 7, "", -1, 2), "commits without a member come from unrelated callers"
 
 
 async def _joined(coordinator: GroupCoordinator) -> tuple[str, int]:

@@ -18,7 +18,14 @@ from typing import Any
 
 import pytest
 
-from spark_connector.write_identity import EPOCHS, TASKS_MAX, producer_epoch, producer_id, scope_hash
+from spark_connector.write_identity import (
+    EPOCHS,
+    TASKS_MAX,
+    producer_epoch,
+    producer_id,
+    scope_hash,
+    streaming_scope,
+)
 from tests.spark_connector.conftest import _check_java, create_topic, http_json, produce
 from tests.support.nodes import NodeProcess
 
@@ -127,3 +134,6 @@ def test_identities_separate_tasks_and_batches_and_stay_within_the_brokers_rules
     assert producer_id(1, "a", 5) == producer_id(1, "a", 5) and 0 <= scope_hash("q") < 1 << 16
     with pytest.raises(ValueError):
         producer_id(1, "a", TASKS_MAX)
+    assert producer_epoch(0) == producer_epoch(EPOCHS), "the epochs of batch 0 and batch EPOCHS agree, so ..."
+    assert producer_id(1, streaming_scope("q", 0), 3) != producer_id(1, streaming_scope("q", EPOCHS), 3), \
+        "... their scopes differ"

@@ -22,6 +22,7 @@ from logbroker.metering.ledger import (
     KEYS_PER_HOUR_MAX,
     OTHER,
     OVERFLOW_USERS_MAX,
+    TOPICS_PER_USER_HOUR_MAX,
     UsageLedger,
 )
 from logbroker.metering.meter import Meter
@@ -92,7 +93,7 @@ def test_storage_adds_over_nodes_and_a_day_keeps_its_peak() -> None:
 def test_a_flood_of_names_stays_bounded() -> None:
     ledger = UsageLedger()
     for i in range(KEYS_PER_HOUR_MAX + OVERFLOW_USERS_MAX + 500):
-        ledger.moved(0, f"user{i}", f"topic{i}", bytes_in=1)
+        ledger.moved(0, f"user{i}", f"topic{i}", bytes_in=1)  # one pair per user: the global bound
     ((_, rows),) = list(ledger.changed())
     assert len(rows) <= KEYS_PER_HOUR_MAX + OVERFLOW_USERS_MAX + 1
     assert sum(int(r[2]) for r in rows) == KEYS_PER_HOUR_MAX + OVERFLOW_USERS_MAX + 500, "nothing is lost"
@@ -100,6 +101,26 @@ def test_a_flood_of_names_stays_bounded() -> None:
     for hour in range(1, 6):
         ledger.moved(hour * HOUR_MS, "alice", "a", bytes_in=1)
     assert len(ledger._hours) <= 3
+
+
+def test_one_users_flood_of_names_fills_only_their_own_share() -> None:
+    ledger = UsageLedger()
+    for i in range(TOPICS_PER_USER_HOUR_MAX + 300):
+        ledger.moved(0, "mallory", f"made-up-{i}", bytes_in=1)
+    ledger.moved(0, "alice", "orders", bytes_in=5)
+    ((_, rows),) = list(ledger.changed())
+    mallory = [r for r in rows if r[0] == "mallory"]
+    assert len(mallory) == TOPICS_PER_USER_HOUR_MAX + 1 and ["mallory", OTHER] in [r[:2] for r in mallory]
+    assert sum(int(r[2]) for r in mallory) == TOPICS_PER_USER_HOUR_MAX + 300
+    assert ["alice", "orders", 5] in [r[:3] for r in rows], "another user keeps their own rows"
+
+
+def test_a_clock_that_goes_back_hours_loses_that_count_and_breaks_nothing() -> None:
+    ledger = UsageLedger()
+    for hour in (10, 11, 12):
+        ledger.moved(hour * HOUR_MS, "alice", "a", bytes_in=1)
+    ledger.moved(2 * HOUR_MS, "alice", "a", bytes_in=1)  # older than every hour kept
+    assert [hour for hour, _ in ledger.changed()] == [10 * HOUR_MS, 11 * HOUR_MS, 12 * HOUR_MS]
 
 
 def test_the_meter_charges_a_quota_exactly_what_it_counts() -> None:
