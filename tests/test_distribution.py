@@ -217,7 +217,7 @@ def test_each_make_target_installs_the_extras_it_needs_once(tmp_path: Path) -> N
         return done
 
     assert make("run") == ["server"]
-    assert make("test") == ["server,spark,test"]
+    assert make("test") == ["server,spark,test,docs"]
     assert [make(t) for t in ("run", "test", "spark-example", "cluster")] == [[], [], [], []]
     assert make("chaos") == ["server,bench"]
     assert make("lint") == ["server,spark,bench,test,dev"]

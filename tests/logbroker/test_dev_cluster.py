@@ -43,7 +43,7 @@ from logbroker.rpc_service import rpc_security
 from tests.conftest import ROOT
 from tests.support.auth import bearer, login
 from tests.support.cluster import wait_until
-from tests.support.etcd import free_port
+from tests.support.etcd import free_port, free_ports
 from tests.support.http import Http
 from tests.support.processes import alive
 
@@ -188,18 +188,24 @@ class Supervisor:
 
 
 
+def cluster_ports() -> dict[str, str]:
+    """Every port setting of ``make cluster``, all different and free."""
+    ports = [str(p) for p in free_ports(3 * len(NODE_IDS) + 2)]
+    n = len(NODE_IDS)
+    return {"CLUSTER_HTTP_PORTS": ",".join(ports[:n]), "CLUSTER_RPC_PORTS": ",".join(ports[n:2 * n]),
+            "CLUSTER_GRPC_PORTS": ",".join(ports[2 * n:3 * n]), "CLUSTER_ETCD_CLIENT_PORT": ports[-2],
+            "CLUSTER_ETCD_PEER_PORT": ports[-1]}
+
+
 @contextlib.contextmanager
 def running_script(tmp_path: Any) -> Iterator[tuple[Supervisor, list[str], dict[str, int]]]:
     """The script on free ports in a temp work dir, until its banner; then the supervisor, the
     node URLs and the PIDs it printed. Afterwards a supervisor still running is sent SIGINT (its
     ordered stop), then SIGKILL with its children by PID, each wait bounded."""
-    http_ports = [free_port() for _ in NODE_IDS]
-    grpc_ports = [free_port() for _ in NODE_IDS]
-    env = {**os.environ, "PYTHONPATH": ROOT, "CLUSTER_DIR": str(tmp_path / "cluster"),
-           "CLUSTER_ETCD_CLIENT_PORT": str(free_port()), "CLUSTER_ETCD_PEER_PORT": str(free_port()),
-           "CLUSTER_HTTP_PORTS": ",".join(map(str, http_ports)),
-           "CLUSTER_RPC_PORTS": ",".join(str(free_port()) for _ in NODE_IDS),
-           "CLUSTER_GRPC_PORTS": ",".join(map(str, grpc_ports)), "CLUSTER_RACKS": "a,a,b"}
+    ports = cluster_ports()
+    http_ports, grpc_ports = ports["CLUSTER_HTTP_PORTS"].split(","), ports["CLUSTER_GRPC_PORTS"].split(",")
+    env = {**os.environ, "PYTHONPATH": ROOT, "CLUSTER_DIR": str(tmp_path / "cluster"), **ports,
+           "CLUSTER_RACKS": "a,a,b"}
     supervisor = Supervisor(env)
     try:
         wait_until(lambda: supervisor.proc.poll() is not None or any("Ctrl-C" in line for line in supervisor.out),
@@ -318,10 +324,7 @@ def test_kill_a_leader_writes_go_on_start_it_it_leads_again_and_sigint_stops_it(
                            (("kill", "9"), "no node 9 in this cluster")):
             refused = dev_cluster(env, *args)
             assert refused.returncode == 1 and said in refused.stderr, (args, refused.stderr)
-        second = Supervisor({**env, "CLUSTER_HTTP_PORTS": ",".join(str(free_port()) for _ in NODE_IDS),
-                             "CLUSTER_RPC_PORTS": ",".join(str(free_port()) for _ in NODE_IDS),
-                             "CLUSTER_GRPC_PORTS": ",".join(str(free_port()) for _ in NODE_IDS),
-                             "CLUSTER_ETCD_CLIENT_PORT": str(free_port()), "CLUSTER_ETCD_PEER_PORT": str(free_port())})
+        second = Supervisor({**env, **cluster_ports()})
         assert second.proc.wait(timeout=STOP_TIMEOUT_S) == 1  # one launcher per work dir
         assert "already running" in "".join(second.err)
 
