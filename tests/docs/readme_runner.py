@@ -26,7 +26,6 @@ import re
 import select
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -35,6 +34,7 @@ from collections.abc import Iterator, Sequence
 from typing import Final
 
 from tests.docs.readme_blocks import Block, substitute_ports
+from tests.support.etcd import free_ports
 
 BLOCK_TIMEOUT_S: Final = 300.0
 READY_TIMEOUT_S: Final = 240.0
@@ -80,14 +80,6 @@ class Ports:
         return {8080: self.run_http, 9092: self.run_grpc, 8081: self.cluster_http[0], 8082: self.cluster_http[1],
                 8083: self.cluster_http[2], 9094: self.cluster_grpc[0], 9095: self.cluster_grpc[1],
                 9096: self.cluster_grpc[2], 2379: self.etcd_client, 2380: self.etcd_peer, 8443: self.tls_example}
-
-
-def free_ports(count: int) -> list[int]:
-    with contextlib.ExitStack() as stack:
-        sockets = [stack.enter_context(socket.socket()) for _ in range(count)]
-        for sock in sockets:
-            sock.bind(("127.0.0.1", 0))
-        return [sock.getsockname()[1] for sock in sockets]
 
 
 @dataclasses.dataclass
