@@ -31,6 +31,7 @@ from typing import NamedTuple
 
 from segments.batch import (
     CONTROL_FLAG,
+    ENCRYPTED_FLAG,
     HEADER_SIZE,
     NO_SEQUENCE,
     BatchHeader,
@@ -41,7 +42,6 @@ from segments.batch import (
     section_columns,
 )
 from segments.compression import Codec, decompress
-from segments.encryption import is_sealed
 
 # Opens a batch sealed at rest (``segments.encryption.open_batch`` with a ring), and seals one.
 Opener = Callable[[bytes | memoryview], bytes | bytearray]
@@ -50,6 +50,12 @@ Sealer = Callable[[bytes], bytes | bytearray]
 # The most distinct keys one compaction pass maps (about 100 bytes each in memory): a pass over
 # more stops at the segment where the map fills, and the next pass continues from there.
 KEYS_PER_PASS_MAX = 1_000_000
+
+
+def _sealed(header: BatchHeader) -> bool:
+    """A batch encrypted at rest (read from its header here: importing the cipher's module would
+    load ``cryptography`` into the client's storage code)."""
+    return bool(header.attributes & ENCRYPTED_FLAG)
 
 
 class CompactionStats(NamedTuple):
@@ -65,7 +71,7 @@ def _columns(batch: bytes | memoryview, header: BatchHeader, opener: Opener | No
     """The batch's records, or None when they are not to be read (control, or sealed without a ring)."""
     if header.attributes & CONTROL_FLAG:
         return None
-    if is_sealed(header):
+    if _sealed(header):
         if opener is None:
             return None
         batch = memoryview(opener(batch))
@@ -135,7 +141,7 @@ def compact_batch(batch: bytes | memoryview, header: BatchHeader, latest: Mappin
             records, base_offset=columns.offsets[first], leader_epoch=header.leader_epoch,
             codec=Codec(header.codec), producer_id=header.producer_id, producer_epoch=header.producer_epoch,
             base_sequence=sequence)
-        if is_sealed(header):
+        if _sealed(header):
             assert sealer is not None, "a sealed batch is read only with an opener, and rewritten with a sealer"
             rewritten = bytes(sealer(rewritten))
         out.append(rewritten)

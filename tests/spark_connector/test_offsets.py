@@ -60,6 +60,8 @@ def test_rate_limit_takes_at_most_the_limit_and_never_moves_backwards(spans, lim
 
 
 class FakeSource:
+    compacted = False
+
     def __init__(self, latest: dict[int, int]) -> None:
         self.latest = latest
 
