@@ -60,14 +60,16 @@ bench-deps: $(BENCHING)
 bench: bench-deps
 	$(PY) -m benchmarks all $(if $(QUICK),--quick,)
 	$(PY) -m benchmarks encryption $(if $(QUICK),--quick,)
+	$(PY) -m benchmarks compaction $(if $(QUICK),--quick,)
 
-# LogBroker's own benchmarks (no peers): the log, one node, auth on/off, encryption on/off, groups, queues, Spark, and
+# LogBroker's own benchmarks (no peers): the log, one node, auth on/off, encryption on/off, compaction, groups, queues, Spark, and
 # a three-node cluster on etcd (forwarding and metadata costs).
 bench-node: $(BENCHING) $(JVM_JAR)
 	$(PY) -m benchmarks log $(if $(QUICK),--quick,)
 	$(PY) -m benchmarks node $(if $(QUICK),--quick,)
 	$(PY) -m benchmarks auth $(if $(QUICK),--quick,)
 	$(PY) -m benchmarks encryption $(if $(QUICK),--quick,)
+	$(PY) -m benchmarks compaction $(if $(QUICK),--quick,)
 	$(PY) -m benchmarks groups $(if $(QUICK),--quick,)
 	$(PY) -m benchmarks queue $(if $(QUICK),--quick,)
 	$(PY) -m benchmarks spark $(if $(QUICK),--quick,)

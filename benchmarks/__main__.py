@@ -20,6 +20,7 @@ from collections.abc import Callable
 from benchmarks import (
     auth_bench,
     cluster_bench,
+    compaction_bench,
     encryption_bench,
     failover_bench,
     group_scale_bench,
@@ -44,6 +45,8 @@ LOGBROKER_ONLY = (
     ("auth", "produce and consume with auth on against auth off, side by side", "a short run"),
     ("encryption", "produce and consume with encryption at rest on against off (and a keyed node's plain topic), "
      "side by side", "a short run"),
+    ("compaction", "a compaction pass's speed (in-process, unthrottled) and produce/end-to-end latency at "
+     "5,000 records/s on a node while a pass runs against while none does", "3 repetitions, 64 MiB to compact"),
     ("groups", "consumer group consumption: 3 members over 6 partitions", "a short run"),
     ("groupscale", "group coordinator cost: 100,000 groups joined, then their sessions lapse at once",
      "20,000 groups instead of 100,000"),
@@ -132,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     runners: dict[str, Callable[..., object]] = {
         "log": log_bench.run, "node": node_bench.run, "spark": spark_bench.run, "auth": auth_bench.run,
-        "encryption": encryption_bench.run,
+        "encryption": encryption_bench.run, "compaction": compaction_bench.run,
         "groups": groups_bench.run, "groupscale": group_scale_bench.run,
         "groupscale-auth": functools.partial(group_scale_bench.run, auth=True), "queue": queue_bench.run,
         "grpc": grpc_bench.run, "racks": racks_bench.run}

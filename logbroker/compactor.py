@@ -5,7 +5,9 @@ one pass at a time, on a thread of its own (never the flush threads: a pass may 
 the partition that needs it most: the highest dirty ratio at or above the topic's
 ``min_cleanable_dirty_ratio``, or a dirty segment older than ``max_compaction_lag_ms``. A pass
 reads and writes at most ``compaction_bytes_per_s`` (one ``Throttle`` shared by every pass) and
-never holds a log's lock but for the swap, so appends and fetches go on. Every replica compacts
+never holds a log's lock but for the swap, so appends and fetches go on. A pass never reads past
+the replica's high watermark: a record a leader change may still truncate must not supersede a
+committed one (decision 0327). Every replica compacts
 its own log, leaders and followers alike; the rules depend only on the records (their keys,
 offsets and timestamps), so replicas keep the same latest record per key. Internal topics
 (``__`` names) are left to their owners, which compact them by snapshot (0143).
@@ -40,6 +42,7 @@ class Compactable(Protocol):
     topic: str
     partition: int
     log: PartitionLog
+    high_watermark: int
 
 
 @dataclasses.dataclass(slots=True)
@@ -113,7 +116,7 @@ class Compactor:
         sealer = None if ring is None else (lambda b: seal_batch(b, ring, os.urandom(NONCE_BYTES)))
         try:
             result = compact(replica.log, now_ms=self._clock_ms(), opener=opener, sealer=sealer,
-                             throttle=self.throttle, fsync=self._fsync)
+                             throttle=self.throttle, fsync=self._fsync, end_offset=replica.high_watermark)
         except (OSError, StorageError) as exc:
             self.failures += 1
             log.warning("compaction pass failed; it is tried again later", extra={"fields": {

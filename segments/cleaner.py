@@ -35,9 +35,17 @@ class PassResult(NamedTuple):
     records_removed: int
 
 
+# A pass that has run this long without sleeping sleeps ``HANDOVER_S``: a thread running Python
+# keeps the GIL until it blocks or another thread has waited the switch interval (5 ms), so without
+# this an event loop in the same process would wait up to that long for each turn (decision 0327).
+HANDOVER_AFTER_S = 0.001
+HANDOVER_S = 0.0001
+
+
 class Throttle:
     """Sleeps so that the bytes passed to ``spend`` average at most ``rate_bytes_per_s`` (0: no
-    bound); shared by every pass of a node, whichever thread runs it."""
+    bound), and at least every ``HANDOVER_AFTER_S`` of work, so the pass hands the GIL over;
+    shared by every pass of a node, whichever thread runs it."""
 
     def __init__(self, rate_bytes_per_s: int, *, clock: Callable[[], float] = time.monotonic,
                  sleep: Callable[[float], None] = time.sleep) -> None:
@@ -46,35 +54,46 @@ class Throttle:
         self._sleep = sleep
         self._lock = threading.Lock()
         self._due = clock()
+        self._slept = clock()
 
     def spend(self, size_bytes: int) -> None:
-        if self.rate <= 0 or size_bytes <= 0:
-            return
         with self._lock:
             now = self._clock()
-            self._due = max(self._due, now) + size_bytes / self.rate
-            wait = self._due - now
+            wait = 0.0
+            if self.rate > 0 and size_bytes > 0:
+                self._due = max(self._due, now) + size_bytes / self.rate
+                wait = self._due - now
+            if wait <= 0 and now - self._slept >= HANDOVER_AFTER_S:
+                wait = HANDOVER_S
+            if wait > 0:
+                self._slept = now + wait
         if wait > 0:
             self._sleep(min(wait, 10.0))
 
 
-def _batches(item: CleanableSegment, size_bytes_max: int) -> Iterator[tuple[BatchHeader, memoryview]]:
+def _batches(item: CleanableSegment, size_bytes_max: int,
+             spend: Callable[[int], None]) -> Iterator[tuple[BatchHeader, memoryview]]:
+    """The segment's batches; each one's bytes are spent once the caller is done with it, so the
+    throttle paces the pass batch by batch."""
     scan = BatchScan(item.fd, 0, item.size_bytes, size_bytes_max=size_bytes_max, verify=True)
     for _, header, batch in scan:
         assert batch is not None
         yield header, batch
+        spend(header.size_bytes)
     if scan.stop is not ScanStop.END:
         raise InvalidBatchError(f"segment {item.base_offset} unreadable for compaction: {scan.stop.value} {scan.error}")
 
 
 def compact(log: PartitionLog, *, now_ms: int, opener: Opener | None = None, sealer: Sealer | None = None,
             throttle: Throttle | None = None, fsync: Callable[[int], None] = os.fsync,
-            keys_max: int = KEYS_PER_PASS_MAX) -> PassResult | None:
+            keys_max: int = KEYS_PER_PASS_MAX, end_offset: int | None = None) -> PassResult | None:
     """One pass over ``log`` with its own config; None when nothing is cleanable yet. With no
-    dirty segment, a pass still drops the tombstones past ``delete_retention_ms``."""
+    dirty segment, a pass still drops the tombstones past ``delete_retention_ms``. Only segments
+    wholly below ``end_offset`` (the replica's high watermark; None: the whole log, for a log no
+    leader change can truncate) are read or rewritten."""
     config = log.config
-    spend = throttle.spend if throttle is not None else (lambda n: None)
-    cleanable = log.cleanable_segments(now_ms - config.min_compaction_lag_ms)
+    spend = (throttle or Throttle(0)).spend
+    cleanable = log.cleanable_segments(now_ms - config.min_compaction_lag_ms, end_offset)
     cleaning: str | None = None
     try:
         if not cleanable:
@@ -90,9 +109,8 @@ def compact(log: PartitionLog, *, now_ms: int, opener: Opener | None = None, sea
             used.append(item)
             if item.next_offset <= dirty_from:
                 continue
-            add_latest_offsets(latest, _batches(item, config.max_batch_bytes), opener=opener,
+            add_latest_offsets(latest, _batches(item, config.max_batch_bytes, spend), opener=opener,
                                size_bytes_max=config.max_batch_bytes)
-            spend(item.size_bytes)
             if len(latest) >= keys_max:
                 break
         tombstone_before = now_ms - config.delete_retention_ms
@@ -101,9 +119,9 @@ def compact(log: PartitionLog, *, now_ms: int, opener: Opener | None = None, sea
         bytes_read = bytes_after = removed = 0
         keep_offset = cleanable[-1].next_offset - 1
         for item in used:
-            outcome = _rewrite(log, cleaning, item, latest, tombstone_before, keep_offset, opener, sealer, fsync)
+            outcome = _rewrite(log, cleaning, item, latest, tombstone_before, keep_offset, opener, sealer, fsync,
+                               spend)
             bytes_read += item.size_bytes
-            spend(item.size_bytes + outcome[0])
             if outcome[1] == 0:
                 bytes_after += item.size_bytes
                 continue
@@ -128,7 +146,7 @@ def compact(log: PartitionLog, *, now_ms: int, opener: Opener | None = None, sea
 
 def _rewrite(log: PartitionLog, cleaning: str, item: CleanableSegment, latest: dict[bytes, int],
              tombstone_before: int, keep_offset: int, opener: Opener | None, sealer: Sealer | None,
-             fsync: Callable[[int], None]) -> tuple[int, int]:
+             fsync: Callable[[int], None], spend: Callable[[int], None]) -> tuple[int, int]:
     """Write the compacted copy of one segment in ``cleaning`` (log and both indexes, fsynced),
     batch by batch; returns its size and the records removed. Removing none (or one whose
     rewritten batches would overflow its indexes) leaves no file: the segment stays as it is."""
@@ -137,7 +155,7 @@ def _rewrite(log: PartitionLog, cleaning: str, item: CleanableSegment, latest: d
     removed = 0
     overflow = False
     try:
-        for header, batch in _batches(item, config.max_batch_bytes):
+        for header, batch in _batches(item, config.max_batch_bytes, spend):
             kept, stats = compact_batch(batch, header, latest, tombstone_before_ms=tombstone_before,
                                         opener=opener, sealer=sealer, size_bytes_max=config.max_batch_bytes,
                                         keep_offset=keep_offset)
@@ -149,6 +167,7 @@ def _rewrite(log: PartitionLog, cleaning: str, item: CleanableSegment, latest: d
                 view = memoryview(out)
                 out_header = parse_header(view)
                 segment.append(bytes(view[:PREFIX_SIZE]), view[PREFIX_SIZE:], out_header, out_header.base_offset)
+                spend(len(view))
             if overflow:
                 removed = 0
                 break

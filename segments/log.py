@@ -701,17 +701,20 @@ class PartitionLog:
         """Every closed segment below this offset has been compacted (in this process)."""
         return self._cleaned_offset
 
-    def cleanable_segments(self, newest_timestamp: int) -> list[CleanableSegment]:
-        """The oldest closed segments, durable and all of whose records have timestamps at or
-        below ``newest_timestamp`` (the compaction lag), each with a descriptor of its own (the
-        caller closes it) to read outside the lock. Empty when the log is closed or offline."""
+    def cleanable_segments(self, newest_timestamp: int, end_offset: int | None = None) -> list[CleanableSegment]:
+        """The oldest closed segments, durable, all of whose records have timestamps at or below
+        ``newest_timestamp`` (the compaction lag) and offsets below ``end_offset`` (a replica's
+        high watermark: a record a leader change may still truncate must not supersede one that
+        is committed), each with a descriptor of its own (the caller closes it) to read outside
+        the lock. Empty when the log is closed or offline."""
         with self._lock:
             if self._closed or self._offline is not None:
                 return []
             found: list[CleanableSegment] = []
             try:
                 for segment in self._segments[:-1]:
-                    if segment.next_offset > self._recovery_point or segment.max_timestamp > newest_timestamp:
+                    if segment.next_offset > self._recovery_point or segment.max_timestamp > newest_timestamp \
+                            or (end_offset is not None and segment.next_offset > end_offset):
                         break
                     fd = self._dup_fds_locked([segment])[0]
                     found.append(CleanableSegment(segment, segment.base_offset, segment.size_bytes,

@@ -24,6 +24,7 @@ class Replica:
     topic: str
     partition: int
     log: PartitionLog
+    high_watermark: int = 1 << 62
 
 
 def _log(path: Path, config: LogConfig, writes: int) -> PartitionLog:
@@ -112,3 +113,26 @@ def test_a_partition_with_nothing_cleanable_yet_does_not_starve_the_others(tmp_p
     compactor.close()
     for replica in (lagged, other):
         replica.log.close()
+
+
+def test_a_pass_leaves_whatever_lies_above_the_high_watermark(tmp_path: Path) -> None:
+    """A record a leader change may still truncate must not remove a committed one: the pass
+    stops at the last closed segment wholly below the high watermark."""
+    log = _log(tmp_path / "h", CONFIG, 40)
+    bases = [item.base_offset for item in log.cleanable_segments(10_000)]
+    for item in log.cleanable_segments(10_000):
+        os.close(item.fd)
+    assert len(bases) >= 4
+    committed = bases[2]  # the third closed segment and everything after it are not committed yet
+    before = read_records(log)
+    compactor = Compactor(0, clock_ms=lambda: 10_000)
+    result = compactor.run_pass(Replica("uncommitted", 0, log, high_watermark=committed))
+    assert result is not None and result.records_removed > 0
+    after = read_records(log)
+    assert [r for r in after if r.offset >= committed] == [r for r in before if r.offset >= committed]
+    latest_committed = {r.key: r.value for r in before if r.offset < committed}
+    below = [r for r in after if r.offset < committed]
+    assert {r.key: r.value for r in below} == latest_committed and len(below) == len(latest_committed)
+    assert compactor.run_pass(Replica("uncommitted", 0, log, high_watermark=0)) is None
+    compactor.close()
+    log.close()

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from segments.batch import ProducerRecord, decode_records, encode_batch, parse_header, validate_batch
-from segments.cleaner import PassResult, Throttle, compact
+from segments.cleaner import HANDOVER_S, PassResult, Throttle, compact
 from segments.cleaner_files import CLEANING_DIR, SWAP_DIR
 from segments.compaction import compact_batch, latest_offsets
 from segments.config import LogConfig
@@ -181,6 +181,27 @@ def test_throttle_spaces_the_bytes_out_at_its_rate() -> None:
     assert now[0] == pytest.approx(2.0)
     Throttle(0, clock=lambda: now[0], sleep=sleep).spend(10**9)
     assert len(slept) == 4
+
+
+def test_an_unbounded_pass_still_sleeps_briefly_after_each_stretch_of_work() -> None:
+    now = [0.0]
+    slept: list[float] = []
+
+    def sleep(s: float) -> None:
+        slept.append(s)
+        now[0] += s
+
+    throttle = Throttle(0, clock=lambda: now[0], sleep=sleep)
+    for _ in range(10):  # 10 batches of 0.4 ms of work each: a hand-over after every 1 ms or more
+        now[0] += 0.0004
+        throttle.spend(1000)
+    assert slept == [HANDOVER_S] * 3
+    bounded = Throttle(10_000, clock=lambda: now[0], sleep=sleep)
+    slept.clear()
+    for _ in range(3):  # a pass held back by its rate sleeps for the rate alone
+        now[0] += 0.002
+        bounded.spend(1000)
+    assert slept == pytest.approx([0.1, 0.1, 0.1])
 
 
 def test_appends_and_reads_go_on_while_a_pass_runs_and_the_swap_keeps_them(tmp_path: Path) -> None:
