@@ -195,6 +195,7 @@ class CompactedResult:
     replicas_compared: int
     records_in_log: int
     offsets_below_high_watermark: int
+    records_by_replica: dict[str, int]  # each replica's records below the high watermark (compaction differs)
     key_conflicts: list[KeyConflict]
     lost_updates: list[LostUpdate]
     offset_violations: list[tuple[str, int, int, int]]
@@ -209,10 +210,15 @@ class CompactedResult:
                 "writes_unknown": self.writes_unknown, "keys_written": self.keys_written,
                 "keys_compared": self.keys_compared, "replicas_compared": self.replicas_compared,
                 "records_in_log": self.records_in_log,
-                "offsets_below_high_watermark": self.offsets_below_high_watermark, **self.anomalies,
+                "offsets_below_high_watermark": self.offsets_below_high_watermark,
+                "records_by_replica": dict(sorted(self.records_by_replica.items())), **self.anomalies,
                 "examples": {"key_conflicts": [dataclasses.asdict(c) for c in self.key_conflicts[:10]],
                              "lost_updates": [dataclasses.asdict(u) for u in self.lost_updates[:10]],
                              "compacted_offset_order": self.offset_violations[:10]}}
+
+
+def _below(copy: Copy, high_watermarks: Mapping[int, int]) -> int:
+    return sum(1 for p, end in high_watermarks.items() for r in copy.get(p, ()) if r.offset < end)
 
 
 def check_compacted(events: Sequence[Event], log: Copy, replicas: Mapping[str, Copy],
@@ -225,8 +231,8 @@ def check_compacted(events: Sequence[Event], log: Copy, replicas: Mapping[str, C
         writes_unknown=sum(1 for w in writes if w.offset is None),
         keys_written=len({w.key for w in writes}),
         keys_compared=keys_compared(log, replicas, high_watermarks), replicas_compared=len(replicas),
-        records_in_log=sum(1 for p, end in high_watermarks.items() for r in log.get(p, ()) if r.offset < end),
-        offsets_below_high_watermark=sum(high_watermarks.values()),
+        records_in_log=_below(log, high_watermarks), offsets_below_high_watermark=sum(high_watermarks.values()),
+        records_by_replica={node: _below(copy, high_watermarks) for node, copy in replicas.items()},
         key_conflicts=key_conflicts(log, replicas, high_watermarks),
         lost_updates=lost_updates(events, log, high_watermarks),
         offset_violations=offset_violations({"log": log, **replicas}))

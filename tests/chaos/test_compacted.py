@@ -52,6 +52,7 @@ def test_copies_compacted_at_different_points_agree_by_key():
     assert result.anomalies == {"key_conflicts": 0, "lost_updates": 0, "compacted_offset_order": 0}
     assert (result.writes_acked, result.tombstones_acked, result.writes_unknown) == (4, 1, 1)
     assert result.keys_compared == 2 and result.records_in_log == 5 and result.offsets_below_high_watermark == 5
+    assert result.records_by_replica == {"node-1": 5, "node-2": 2}
 
 
 def test_a_replica_missing_a_keys_latest_value_or_holding_a_stale_one():
