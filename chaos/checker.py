@@ -18,6 +18,9 @@ What it reads (``chaos.history`` describes the common keys):
 ``log`` is the authoritative log read through the cluster at the end, ``{partition: {offset:
 value}}``, up to each partition's high watermark; ``replicas`` is every node's own copy,
 ``{node: {partition: {offset: value}}}``, compared with ``log`` below that high watermark.
+
+The compacted topic's checks (by key: ``kv_write`` events) are ``chaos.compacted``'s; ``check``
+takes their result and counts its anomalies with the others.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from chaos.compacted import CompactedResult
 from chaos.history import Event
 
 Log = Mapping[int, Mapping[int, str]]
@@ -213,6 +217,7 @@ class Result:
     queue_lost: list[str] | None
     leader_changes: dict[str, int]
     unavailability: dict[int, tuple[float, float, float]]
+    compacted: CompactedResult | None = None  # None: the run had no compacted topic
 
     @property
     def anomalies(self) -> dict[str, int]:
@@ -220,7 +225,8 @@ class Result:
                 "reordered": len(self.reordered), "replica_conflicts": len(self.replica_conflicts),
                 "dirty_reads": len(self.dirty_reads), "commit_regressions": len(self.commit_regressions),
                 "queue_redelivered_after_ack": len(self.queue_redelivered_after_ack),
-                "queue_lost": len(self.queue_lost or ())}
+                "queue_lost": len(self.queue_lost or ()),
+                **(self.compacted.anomalies if self.compacted is not None else {})}
 
     @property
     def valid(self) -> bool:
@@ -241,14 +247,18 @@ class Result:
                              "reordered": self.reordered[:10], "replica_conflicts": self.replica_conflicts[:10],
                              "dirty_reads": self.dirty_reads[:10], "commit_regressions": self.commit_regressions[:10],
                              "queue_redelivered_after_ack": self.queue_redelivered_after_ack[:10],
-                             "queue_lost": (self.queue_lost or [])[:10]}}
+                             "queue_lost": (self.queue_lost or [])[:10]},
+                "compacted_topic": ({"checked": True, **self.compacted.summary()} if self.compacted is not None
+                                    else {"checked": False})}
 
 
 def check(events: Sequence[Event], log: Log, replicas: Mapping[str, Log], *, partitions: Iterable[int],
-          window: tuple[float, float], queue_drained: bool = False) -> Result:
+          window: tuple[float, float], queue_drained: bool = False,
+          compacted: CompactedResult | None = None) -> Result:
     """Every check over one run. ``window``: the span (run seconds) the unavailability is measured
     in; ``queue_drained``: the queue was read until empty at the end, so an acknowledged message
-    never delivered is lost."""
+    never delivered is lost; ``compacted``: the compacted topic's checks
+    (``chaos.compacted.check_compacted``), when the run had one."""
     acked = acked_writes(events)
     lost, misplaced = lost_and_misplaced(acked, log)
     stored = {v for records in log.values() for v in records.values()}
@@ -263,4 +273,5 @@ def check(events: Sequence[Event], log: Log, replicas: Mapping[str, Log], *, par
         queue_acked=sum(len(e["ids"]) for e in events if e["f"] == "queue_ack" and e["type"] == "ok"),
         queue_redelivered_after_ack=queue_redeliveries(events),
         queue_lost=queue_lost(events) if queue_drained else None,
-        leader_changes=leader_changes(events), unavailability=unavailability(events, partitions, *window))
+        leader_changes=leader_changes(events), unavailability=unavailability(events, partitions, *window),
+        compacted=compacted)

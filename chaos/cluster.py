@@ -28,6 +28,7 @@ ETCD_CLIENT_PORT: Final = 2379
 ETCD_PEER_PORT: Final = 2380
 NAMESPACE_HTTP_PORT: Final = 8080
 NAMESPACE_RPC_PORT: Final = 9090
+SEGMENT_BYTES_MIN: Final = 8192  # the compacted topic's small segments (chaos.run)
 ROOT: Final = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the checkout the nodes run from
 
 
@@ -56,7 +57,8 @@ class Node(NodeProcess):
         host = "127.0.0.1" if network is None else network.address[f"node-{node_id}"]
         super().__init__(data_dir, "--log-level", "info", "--http-host", host, "--advertised-host", host,
                          "--http-port", str(ports[0]), "--rpc-port", str(ports[1]),
-                         "--maintenance-interval-ms", "200", *extra, node_id=node_id, log_path=log_path,
+                         "--maintenance-interval-ms", "200", "--topic-segment-bytes-min", str(SEGMENT_BYTES_MIN),
+                         *extra, node_id=node_id, log_path=log_path,
                          cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT, **(env or {})})
         if network is not None:
             self.args = [*network.exec_prefix(f"node-{node_id}"), *self.args]

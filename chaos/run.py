@@ -1,12 +1,14 @@
-"""One chaos run, start to end: namespaces (when allowed), etcd and the nodes, a replicated topic
-and queue, the workload and the nemesis for ``duration_s``, then healing, settling, a last read of
-every partition through the cluster, a clean stop, every node's own copy read from its data dir
-(``segments.reader``, read-only), and the checker. Everything started is stopped, also on failure.
+"""One chaos run, start to end: namespaces (when allowed), etcd and the nodes, a replicated topic,
+a replicated compacted topic and a queue, the workload and the nemesis for ``duration_s``, then
+healing, settling, a last read of every partition through the cluster, a clean stop, every node's
+own copy read from its data dir (``segments.reader``, read-only), and the checker. Everything
+started is stopped, also on failure.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import dataclasses
 import functools
@@ -17,18 +19,27 @@ from typing import Any, Final
 
 from chaos.availability import report as availability_report
 from chaos.checker import Result, check
-from chaos.cluster import ADMIN, PASSWORD, ChaosCluster
+from chaos.cluster import ADMIN, PASSWORD, SEGMENT_BYTES_MIN, ChaosCluster
+from chaos.compacted import KeyedRecord, check_compacted
 from chaos.history import History, say
 from chaos.nemesis import NETWORK_FAULTS, Nemesis
 from chaos.network import ETCD, Network, NetworkUnavailableError
 from chaos.slow_disk import SlowDisks, SlowDiskUnavailableError
 from chaos.workload import Workload, client
+from segments.batch import Record
 from segments.encryption import open_batches
 from segments.key_ring import load_ring
 from segments.reader import SegmentReader, partition_directories
 
 TOPIC: Final = "chaos"
 QUEUE: Final = "chaos-queue"
+COMPACTED: Final = "chaos-compacted"
+# Small segments, a low dirty ratio and a short lag, so that every replica compacts many times
+# during the faults; tombstones removed well within the run, yet long after any follower could
+# lag (decision 0330).
+COMPACTED_CONFIG: Final = {"cleanup_policy": "compact", "segment_bytes": SEGMENT_BYTES_MIN,
+                           "segment_index_bytes": 64 * 1024, "min_cleanable_dirty_ratio": 0.1,
+                           "min_compaction_lag_ms": 5_000, "delete_retention_ms": 30_000}
 SETTLE_S: Final = 90.0
 STOP_WORKLOAD_S: Final = 90.0
 DRAIN_S: Final = 60.0
@@ -46,6 +57,8 @@ class Options:
     producers: int = 4
     rate: float = 40.0  # records per second per producer
     queue_rate: float = 10.0
+    keyed_writers: int = 2
+    keyed_rate: float = 20.0  # keyed records per second per writer, on the compacted topic
     network: bool = True  # try namespaces and partition faults
     encryption: bool = False  # every node with one key ring: records encrypted at rest
 
@@ -58,9 +71,11 @@ class Outcome:
 
 
 async def _ready(options: Options, urls: list[str]) -> str:
-    """Create the topic and the queue, wait until they are in sync; a token for the clients."""
+    """Create the topics and the queue, wait until they are in sync; a token for the clients."""
     async with client(urls) as c:
         await c.create_topic(TOPIC, partitions=options.partitions, replication_factor=options.nodes)
+        await c.create_topic(COMPACTED, partitions=options.partitions, replication_factor=options.nodes,
+                             config=dict(COMPACTED_CONFIG))
         await c.create_topic(QUEUE, partitions=1, replication_factor=options.nodes, kind="queue")
         await _settled(urls, options.nodes, timeout_s=SETTLE_S)
         return str((await c.login(ADMIN, PASSWORD))["access_token"])
@@ -100,24 +115,63 @@ async def final_log(urls: list[str], partitions: int) -> dict[int, dict[int, str
     return log
 
 
-def replica_copies(cluster: ChaosCluster) -> dict[str, dict[int, dict[int, str]]]:
-    """Each node's copy of the topic, read from its data dir (the node stopped; batches encrypted
-    at rest opened with the cluster's key ring)."""
-    copies: dict[str, dict[int, dict[int, str]]] = {}
+async def final_keyed_log(urls: list[str], partitions: int) -> tuple[dict[int, list[KeyedRecord]], dict[int, int]]:
+    """Every partition of the compacted topic read through the cluster from its log start to its
+    high watermark, and those high watermarks."""
+    log: dict[int, list[KeyedRecord]] = {}
+    ends: dict[int, int] = {}
+    async with client(urls) as c:
+        for p in range(partitions):
+            records: list[KeyedRecord] = []
+            offset = await c.list_offset(COMPACTED, p, "earliest")
+            for _ in range(100_000):
+                fetched = await c.fetch_batches(COMPACTED, p, offset, max_bytes=4 << 20)
+                records += map(keyed, fetched.records(offset))
+                ends[p] = fetched.high_watermark
+                if fetched.next_offset >= fetched.high_watermark:
+                    break
+                offset = fetched.next_offset
+            log[p] = records
+    return log, ends
+
+
+def keyed(record: Record) -> KeyedRecord:
+    return KeyedRecord(record.offset, (record.key or b"").decode(),
+                       None if record.value is None else record.value.decode(),
+                       dict(record.headers).get("id", b"").decode())
+
+
+def _node_records(cluster: ChaosCluster, topic: str) -> dict[str, dict[int, list[Record]]]:
+    """Each node's copy of ``topic``, read from its data dir (the node stopped; batches encrypted
+    at rest opened with the cluster's key ring), in the order stored."""
+    copies: dict[str, dict[int, list[Record]]] = {}
     ring = None if cluster.keys_file is None else load_ring(cluster.keys_file)
     opener = None if ring is None else functools.partial(open_batches, ring=ring)
     for node in cluster.node_ids:
         data_dir = cluster.data_dir(node)
         if not os.path.isdir(data_dir):
             continue
-        copies[f"node-{node}"] = {
-            p: {r.offset: (r.value or b"").decode() for r in SegmentReader(path).iter_records(opener=opener)}
-            for p, path in partition_directories(data_dir, TOPIC).items()}
+        copies[f"node-{node}"] = {p: list(SegmentReader(path).iter_records(opener=opener))
+                                  for p, path in partition_directories(data_dir, topic).items()}
     return copies
+
+
+def replica_copies(cluster: ChaosCluster) -> dict[str, dict[int, dict[int, str]]]:
+    """Each node's copy of the topic, ``{node: {partition: {offset: value}}}``."""
+    return {node: {p: {r.offset: (r.value or b"").decode() for r in records} for p, records in copy.items()}
+            for node, copy in _node_records(cluster, TOPIC).items()}
+
+
+def keyed_copies(cluster: ChaosCluster) -> dict[str, dict[int, list[KeyedRecord]]]:
+    """Each node's copy of the compacted topic, its records in the order stored."""
+    return {node: {p: list(map(keyed, records)) for p, records in copy.items()}
+            for node, copy in _node_records(cluster, COMPACTED).items()}
 
 
 async def _drive(options: Options, cluster: ChaosCluster, history: History,
                  network: Network | None) -> tuple[dict[int, dict[int, str]], dict[str, Any]]:
+    """The run under faults; the final log of the topic, and the facts the summary needs (the
+    compacted topic's final log and high watermarks among them)."""
     urls = [cluster.urls[n] for n in cluster.node_ids]
     token = await _ready(options, urls)
     work = Workload(history, urls, TOPIC, options.partitions, QUEUE, token=token)
@@ -129,7 +183,11 @@ async def _drive(options: Options, cluster: ChaosCluster, history: History,
               loop.create_task(work.observe_group("group-observer")),
               loop.create_task(work.queue_send("q", options.queue_rate)),
               loop.create_task(work.queue_receive("receiver-1")), loop.create_task(work.queue_receive("receiver-2")),
-              loop.create_task(work.watch("watcher"))]
+              loop.create_task(work.watch("watcher")),
+              loop.create_task(work.observe_compaction("compaction-observer", COMPACTED))]
+    tasks += [loop.create_task(work.keyed(f"k{i}", COMPACTED, options.partitions, options.keyed_rate,
+                                          seed=options.seed))
+              for i in range(options.keyed_writers)]
     await asyncio.sleep(2.0)
     faults_from = history.now()
     nemesis_task = loop.create_task(nemesis.run())
@@ -154,7 +212,9 @@ async def _drive(options: Options, cluster: ChaosCluster, history: History,
                                      DRAIN_S + CALL_BOUND_S)
     say(f"queue drained: {drained} at {history.now():.1f} s; reading the final log")
     log = await asyncio.wait_for(final_log(urls, options.partitions), FINAL_READ_S)
-    return log, {"faults_from": faults_from, "faults_to": faults_to, "settled": settled, "queue_drained": drained,
+    keyed_log, keyed_ends = await asyncio.wait_for(final_keyed_log(urls, options.partitions), FINAL_READ_S)
+    return log, {"keyed_log": keyed_log, "keyed_ends": keyed_ends,
+                 "faults_from": faults_from, "faults_to": faults_to, "settled": settled, "queue_drained": drained,
                  "workload_errors": errors, "workload_stuck": len(pending),
                  "faults": dict(sorted(nemesis.counts.items()))}
 
@@ -185,8 +245,10 @@ def run(options: Options) -> Outcome:
             network.close()
     replicas = replica_copies(cluster)
     window = (facts["faults_from"], facts["faults_to"])
-    result = check(history.snapshot(), log, replicas, partitions=range(options.partitions), window=window,
-                   queue_drained=facts["queue_drained"])
+    events = history.snapshot()
+    compacted = check_compacted(events, facts["keyed_log"], keyed_copies(cluster), facts["keyed_ends"])
+    result = check(events, log, replicas, partitions=range(options.partitions), window=window,
+                   queue_drained=facts["queue_drained"], compacted=compacted)
     availability = availability_report(history.snapshot(), TOPIC, range(options.partitions), window)
     exercised = sorted(f for f in facts["faults"] if f in NETWORK_FAULTS)
     data_changes = sum(n for key, n in result.leader_changes.items() if key.startswith(TOPIC + "/"))
@@ -202,7 +264,20 @@ def run(options: Options) -> Outcome:
                "workload_stuck": facts["workload_stuck"], "records_in_log": sum(map(len, log.values())),
                "replicas_read": {n: {str(p): len(r) for p, r in c.items()} for n, c in replicas.items()},
                "node_logs": cluster.logs}
+    summary["compacted_topic"].update(compaction_seen(events), topic=COMPACTED, config=dict(COMPACTED_CONFIG))
     return Outcome(result, history, summary)
+
+
+def compaction_seen(events: list[dict[str, Any]]) -> dict[str, Any]:
+    """What the nodes' compaction metrics showed: passes seen (a lower bound, see
+    ``Workload.observe_compaction``) and bytes removed (each node's last figure per partition)."""
+    seen = [e for e in events if e["f"] == "compaction" and e["type"] == "ok"]
+    removed: dict[tuple[str, int], float] = {}
+    for e in seen:
+        removed[(e["node"], int(e["partition"]))] = float(e["bytes_removed"])
+    return {"compaction_passes_seen": len(seen),
+            "compaction_passes_seen_by_node": dict(sorted(collections.Counter(e["node"] for e in seen).items())),
+            "compaction_bytes_removed_seen": int(sum(removed.values()))}
 
 
 def format_summary(summary: Mapping[str, Any]) -> str:
@@ -218,8 +293,21 @@ def format_summary(summary: Mapping[str, Any]) -> str:
              *format_availability(summary.get("availability")),
              f"  group commits acked {summary['commits_acked']}; queue sent {summary['queue_sent_acked']}, "
              f"acked {summary['queue_acked']}, drained {summary['queue_drained']}",
+             *format_compacted(summary.get("compacted_topic")),
              f"  anomalies {summary['anomalies']}"]
     return "\n".join(lines)
+
+
+def format_compacted(compacted: Mapping[str, Any] | None) -> list[str]:
+    """The compacted topic's lines of the printed summary (one saying so when it was not checked)."""
+    if not compacted or not compacted.get("checked"):
+        return ["  compacted topic: not checked"]
+    return [f"  compacted topic: writes acked {compacted['writes_acked']} ({compacted['tombstones_acked']} "
+            f"tombstones), unknown outcome {compacted['writes_unknown']}; keys compared {compacted['keys_compared']} "
+            f"over {compacted['replicas_compared']} replicas, key conflicts {compacted['key_conflicts']}, lost "
+            f"updates {compacted['lost_updates']}, offset order {compacted['compacted_offset_order']}",
+            f"  compaction: passes seen {compacted.get('compaction_passes_seen', '-')}, "
+            f"{compacted['records_in_log']} records left of {compacted['offsets_below_high_watermark']} offsets"]
 
 
 def format_availability(availability: Mapping[str, Any] | None) -> list[str]:

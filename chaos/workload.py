@@ -9,6 +9,13 @@
   ``observe_group`` reading the committed offsets back once a second;
 - ``queue_send`` / ``queue_receive``: unique messages sent with an ``Idempotency-Key``
   (``acks=all``), received with a visibility timeout and acknowledged;
+- ``keyed``: keyed writes to the compacted topic (one producer id, ``acks=all``), each partition from a loop
+  of its own: half to a few hot keys (overwritten every second or so: compaction has work), half
+  to a larger set of cold keys (rarely overwritten: their latest value often dates from a fault),
+  one in ten a tombstone; every record carries its write's id in an ``id`` header;
+- ``observe_compaction``: each node's compaction metrics of the compacted topic, once a second: a
+  ``compaction`` event each time a partition's last pass time moved (a lower bound on the passes:
+  two within one scrape count once, and a restarted node starts again from none);
 - ``watch``: the cluster's leaders and epochs (``GET /v1/cluster``) four times a second, asked of
   every node at once (a bounded wait each) and the newest view of each partition kept, so that
   a paused or cut-off node does not leave the record stale while the others have moved on.
@@ -20,12 +27,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import random
 from collections.abc import Sequence
 from typing import Any, Final
+
+import aiohttp
+from prometheus_client.parser import text_string_to_metric_families
 
 from chaos.cluster import ADMIN, PASSWORD
 from chaos.history import History
 from logbroker.client import Client, Consumer, GroupConsumer, LogBrokerError, Producer, QueueConsumer, RetryPolicy
+from logbroker.client.partitioning import key_partition
 
 IN_FLIGHT: Final = 16
 CALL_TIMEOUT_S: Final = 8.0
@@ -34,6 +46,14 @@ VISIBILITY_TIMEOUT_MS: Final = 3_000
 GROUP: Final = "chaos-group"
 WATCH_INTERVAL_S: Final = 0.25
 WATCH_CALL_S: Final = 1.0
+HOT_KEYS: Final = 24
+COLD_KEYS: Final = 1_200
+HOT_SHARE: Final = 0.5
+TOMBSTONE_SHARE: Final = 0.1
+SCRAPE_INTERVAL_S: Final = 1.0
+SCRAPE_CALL_S: Final = 1.0
+LAST_PASS: Final = "logbroker_compaction_last_timestamp_seconds"
+BYTES_REMOVED: Final = "logbroker_compaction_bytes_removed"
 
 
 def client(urls: Sequence[str], token: str | None = None) -> Client:
@@ -95,6 +115,60 @@ class Workload:
                 await asyncio.sleep(0.2)
             else:
                 task = asyncio.get_running_loop().create_task(settle(future, value))
+                pending.add(task)
+                task.add_done_callback(pending.discard)
+            n += 1
+            await asyncio.sleep(1 / rate)
+        await asyncio.gather(*pending, return_exceptions=True)
+
+    async def keyed(self, name: str, topic: str, partitions: int, rate: float, *, seed: int) -> None:
+        """One keyed writer on the compacted ``topic`` (``rate``: records per second, all
+        partitions together); its keys and tombstones drawn from ``seed``."""
+        keys: dict[int, tuple[list[str], list[str]]] = {p: ([], []) for p in range(partitions)}
+        for i in range(HOT_KEYS + COLD_KEYS):
+            key = f"{'hot' if i < HOT_KEYS else 'cold'}-{i}"
+            keys[key_partition(key.encode(), partitions)][0 if i < HOT_KEYS else 1].append(key)
+        async with client(self.urls, self.token) as c:
+            producer = Producer(c, acks="all", linger_ms=5, retries=20, retry_backoff_ms=100)
+            await asyncio.gather(*(self._keyed_to(producer, name, topic, p, keys[p], rate / partitions,
+                                                  random.Random(f"{seed}-{name}-{p}"))
+                                   for p in range(partitions)))
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(producer.flush(), 60)
+
+    async def _keyed_to(self, producer: Producer, name: str, topic: str, partition: int,
+                        keys: tuple[list[str], list[str]], rate: float, rng: random.Random) -> None:
+        h = self.history
+        gate = asyncio.Semaphore(IN_FLIGHT)
+        pending: set[asyncio.Task[None]] = set()
+
+        async def settle(future: asyncio.Future[Any], fields: dict[str, Any]) -> None:
+            try:
+                meta = await future
+                h.add("kv_write", "ok", name, **fields, offset=meta.offset)
+            except Exception as exc:  # every outcome is recorded
+                h.add("kv_write", "info", name, **fields, error=_error(exc))
+            finally:
+                gate.release()
+
+        n = 0
+        while not self.stop.is_set():
+            await gate.acquire()
+            hot, cold = keys
+            key = rng.choice(hot if hot and (not cold or rng.random() < HOT_SHARE) else cold)
+            write = f"{name}-{partition}-{n}"
+            value = None if rng.random() < TOMBSTONE_SHARE else write
+            fields = {"key": key, "id": write, "value": value, "partition": partition}
+            h.add("kv_write", "invoke", name, **fields, seq=n)
+            try:
+                future = await producer.send(topic, None if value is None else value.encode(), key=key.encode(),
+                                             headers=[("id", write.encode())], partition=partition)
+            except Exception as exc:
+                h.add("kv_write", "info", name, **fields, error=_error(exc))
+                gate.release()
+                await asyncio.sleep(0.2)
+            else:
+                task = asyncio.get_running_loop().create_task(settle(future, fields))
                 pending.add(task)
                 task.add_done_callback(pending.discard)
             n += 1
@@ -218,6 +292,29 @@ class Workload:
                 h.add("queue_ack", "ok" if complete else "info", name, ids=ids)
         return False
 
+    async def observe_compaction(self, name: str, topic: str) -> None:
+        seen: dict[tuple[str, int], float] = {}
+        timeout = aiohttp.ClientTimeout(total=SCRAPE_CALL_S)
+        async with aiohttp.ClientSession(timeout=timeout) as session:
+            while not self.stop.is_set():
+                for node, url in enumerate(self.urls, start=1):
+                    try:
+                        async with session.get(f"{url}/metrics",
+                                               headers={"Authorization": f"Bearer {self.token}"}) as response:
+                            text = await response.text() if response.status == 200 else ""
+                    except (aiohttp.ClientError, TimeoutError):
+                        continue
+                    try:
+                        figures = compaction_figures(text, topic)
+                    except ValueError:  # a torn or foreign answer: the next scrape tells
+                        continue
+                    for partition, last, removed in figures:
+                        if last > 0 and seen.get((f"node-{node}", partition)) != last:
+                            seen[(f"node-{node}", partition)] = last
+                            self.history.add("compaction", "ok", name, node=f"node-{node}", partition=partition,
+                                             last=last, bytes_removed=removed)
+                await asyncio.sleep(SCRAPE_INTERVAL_S)
+
     async def watch(self, name: str) -> None:
         async with contextlib.AsyncExitStack() as stack:
             clients = [await stack.enter_async_context(client([url], self.token)) for url in self.urls]
@@ -249,3 +346,18 @@ def newest(views: Sequence[dict[str, Any]]) -> dict[str, tuple[int, int, list[in
                 if held is None or (seen[1], seen[0] < 0) > (held[1], held[0] < 0):
                     best[key] = seen
     return best
+
+
+def compaction_figures(text: str, topic: str) -> list[tuple[int, float, float]]:
+    """``(partition, last pass time in s, bytes removed)`` of ``topic``'s partitions in a node's
+    metrics text (the partitions it holds and compacts)."""
+    last: dict[int, float] = {}
+    removed: dict[int, float] = {}
+    for family in text_string_to_metric_families(text):
+        if family.name not in (LAST_PASS, BYTES_REMOVED):
+            continue
+        for sample in family.samples:
+            if sample.labels.get("topic") == topic and sample.name in (LAST_PASS, BYTES_REMOVED + "_total"):
+                target = last if family.name == LAST_PASS else removed
+                target[int(sample.labels["partition"])] = float(sample.value)
+    return [(p, t, removed.get(p, 0.0)) for p, t in sorted(last.items())]

@@ -1,10 +1,11 @@
 """A bounded chaos run (the CI one): etcd and three nodes, each in a network namespace where the
 machine allows it, 80 s of faults (kills, pauses past the lease, etcd kills, slow disks, and network
-cuts where namespaces work) under producers, a consumer, a consumer group and a queue. It must end with no
-acknowledged record lost, none stored twice, the other checks clean, every kind of process fault
-dealt and at least 10 leader changes of the data topic's partitions; the summary is printed. Where
-namespaces are refused, the summary says the partition faults were skipped, and so does this
-test's output (it never counts them as exercised)."""
+cuts where namespaces work) under producers, a consumer, a consumer group, a queue and keyed writers
+on a compacted topic. It must end with no acknowledged record lost, none stored twice, the other
+checks clean (the compacted topic's replicas agreeing by key, no acknowledged update lost),
+compaction seen at work, every kind of process fault dealt and at least 10 leader changes of the
+data topic's partitions; the summary is printed. Where namespaces are refused, the summary says the
+partition faults were skipped, and so does this test's output (it never counts them as exercised)."""
 
 from __future__ import annotations
 
@@ -35,6 +36,11 @@ def test_a_bounded_chaos_run_loses_and_duplicates_nothing(tmp_path):
     assert summary["settled_at_end"] and not summary["workload_errors"] and not summary["workload_stuck"]
     assert set(summary["availability"]["seconds_with_ack"]) == {"0", "1", "2"}, summary["availability"]
     assert summary["queue_drained"] and summary["commits_acked"] > 0 and summary["queue_acked"] > 0
+    compacted = summary["compacted_topic"]
+    assert compacted["checked"] and compacted["writes_acked"] > 200 and compacted["tombstones_acked"] > 0, compacted
+    assert compacted["keys_compared"] > 100 and compacted["replicas_compared"] == 3, compacted
+    assert compacted["compaction_passes_seen"] > 0 and compacted["records_in_log"] < compacted[
+        "offsets_below_high_watermark"], compacted
     if summary["disk_faults"].startswith("SKIPPED"):
         print(f"WARNING: this run did not exercise slow disks: {summary['disk_faults']}")
     else:
