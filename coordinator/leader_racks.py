@@ -58,8 +58,3 @@ def node_ranks(node_racks: Mapping[int, str | None], racks: Sequence[str], nodes
     """Each node's rank (the nodes of ``node_racks`` and ``nodes``; a node of unknown rack ranks
     last)."""
     return {node: rack_rank(node_racks.get(node), racks) for node in {*node_racks, *nodes}}
-
-
-def best_live_rank(node_racks: Mapping[int, str | None], racks: Sequence[str]) -> int:
-    """The best rank any of the nodes in ``node_racks`` has: the first listed rack that has one."""
-    return min((rack_rank(rack, racks) for rack in node_racks.values()), default=len(racks))

@@ -98,11 +98,6 @@ class DedupWindow:
                 break
             self._drop(key)
 
-    def forget_from(self, offset: int) -> None:
-        """The log was cut at ``offset``: writes stored there are gone."""
-        for key in [k for k, a in self._entries.items() if a.last_offset >= offset]:
-            self._drop(key)
-
     def _drop(self, key: Identity) -> None:
         if self._entries.pop(key, None) is None:
             return

@@ -34,11 +34,6 @@ class DescriptorPlan:
     def partitions_max(self) -> int:
         return max(PARTITIONS_MIN, self.limit // 4)
 
-    @property
-    def connections_share(self) -> int:
-        """What is left for connections and everything else."""
-        return max(1, self.limit // CONNECTIONS_SHARE_DIVISOR)
-
 
 def raise_open_files_limit() -> int:
     """Raise the soft descriptor limit to the hard one (where allowed); return the soft limit."""

@@ -410,9 +410,6 @@ class ReplicaManager:
         """True when this node has ``partition`` of ``topic`` open."""
         return partition in self._replicas.get(topic, {})
 
-    def open_topics(self) -> list[str]:
-        return list(self._replicas)
-
     async def _open_partitions(self, meta: TopicMetadata, config: LogConfig, wanted: list[int],
                                replicas: dict[int, Replica], *, replicated: bool) -> None:
         for p in wanted:

@@ -123,11 +123,6 @@ class ConnectionCounter:
         held.add(connection)
         return True
 
-    def open_for(self, user: str) -> int:
-        held = self._by_user.get(user, set())
-        held.difference_update([c for c in held if _closed(c)])
-        return len(held)
-
 
 def _closed(connection: Any) -> bool:
     transport = getattr(connection, "transport", None)

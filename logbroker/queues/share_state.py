@@ -70,9 +70,6 @@ class PartitionShare:
     def next_deadline(self) -> int | None:
         return self._timers[0][0] if self._timers else None
 
-    def has_ready(self, high_watermark: int) -> bool:
-        return bool(self._ready) or (self.next_offset < high_watermark and self._window_room() > 0)
-
     def _window_room(self) -> int:
         return self.window_max - (self.next_offset - self.done_below)
 
