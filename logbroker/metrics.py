@@ -15,6 +15,7 @@ from logbroker.compactor import CompactionStatus
 from logbroker.replica_manager import Replica
 from logbroker.storage_health import StorageHealth
 from segments.handles import SegmentHandles
+from segments.segment import LogSegment
 
 LATENCY_BUCKETS_S = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
@@ -58,7 +59,7 @@ class _PartitionCollector(Collector):
 
 
 class _StorageCollector(Collector):
-    def __init__(self, health: StorageHealth, handles: SegmentHandles) -> None:
+    def __init__(self, health: StorageHealth, handles: SegmentHandles[LogSegment]) -> None:
         self._health = health
         self._handles = handles
 
@@ -82,7 +83,7 @@ class _StorageCollector(Collector):
 
 class Metrics:
     def __init__(self, replicas: Callable[[], list[Replica]], health: StorageHealth | None = None,
-                 handles: SegmentHandles | None = None, *,
+                 handles: SegmentHandles[LogSegment] | None = None, *,
                  compaction: Mapping[tuple[str, int], CompactionStatus] | None = None) -> None:
         self.registry = CollectorRegistry()
         self.requests = Counter("logbroker_http_requests", "HTTP requests", ["method", "route", "status"],
@@ -109,7 +110,7 @@ class Metrics:
             "passed over by a reader (which delivered the records around them)", ["topic", "reader"],
             registry=self.registry)
         self.registry.register(_PartitionCollector(replicas, compaction))
-        self.registry.register(_StorageCollector(health or StorageHealth(), handles or SegmentHandles()))
+        self.registry.register(_StorageCollector(health or StorageHealth(), handles or SegmentHandles[LogSegment]()))
 
     def count_background_failure(self, task: str) -> None:
         self.background_failures.labels(task).inc()

@@ -63,6 +63,7 @@ from segments.errors import (
 from segments.group_commit import GroupCommit
 from segments.handles import SegmentHandles
 from segments.log import AppendInfo, LogRead, PartitionLog
+from segments.segment import LogSegment
 
 log = logging.getLogger(__name__)
 
@@ -346,7 +347,7 @@ class ReplicaManager:
         self._high_watermarks: dict[tuple[str, int], int] = {}
         self._closed = False
         self.health = StorageHealth()
-        self.handles = SegmentHandles()
+        self.handles = SegmentHandles[LogSegment]()
         self._reported_offline: set[tuple[str, int]] = set()
         self._topic_listeners: list[Callable[[str], None]] = []
 

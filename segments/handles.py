@@ -18,23 +18,26 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Final, Protocol, final
+from collections.abc import Hashable
+from typing import Final, Generic, Protocol, TypeVar, final
 
-if TYPE_CHECKING:
-    from segments.segment import LogSegment
+# What the budget counts: a segment, known here only as a key (``segments.segment`` uses this
+# module, so this one names no segment class).
+S = TypeVar("S", bound=Hashable)
+S_contra = TypeVar("S_contra", bound=Hashable, contravariant=True)
 
 SEGMENTS_MAX_DEFAULT: Final = 10_000
 EXTRA_CANDIDATES: Final = 8  # looked at past the excess, in case some owners are busy
 
 
-class SegmentOwner(Protocol):
-    def try_release(self, segment: LogSegment, *, held: bool) -> bool:
+class SegmentOwner(Protocol[S_contra]):
+    def try_release(self, segment: S_contra, *, held: bool) -> bool:
         """Release ``segment``'s files if the owner allows it now; True when released."""
         ...
 
 
 @final
-class SegmentHandles:
+class SegmentHandles(Generic[S]):
     __slots__ = ("_lock", "_open", "releases", "segments_max")
 
     def __init__(self, segments_max: int = SEGMENTS_MAX_DEFAULT) -> None:
@@ -42,14 +45,14 @@ class SegmentHandles:
             raise ValueError(f"segments_max must be positive, not {segments_max}")
         self.segments_max = segments_max
         self._lock = threading.Lock()
-        self._open: OrderedDict[LogSegment, SegmentOwner] = OrderedDict()
+        self._open: OrderedDict[S, SegmentOwner[S]] = OrderedDict()
         self.releases = 0
 
     @property
     def open_count(self) -> int:
         return len(self._open)
 
-    def opened(self, segment: LogSegment, owner: SegmentOwner) -> None:
+    def opened(self, segment: S, owner: SegmentOwner[S]) -> None:
         """``segment`` (sealed) holds its files now; release others beyond the bound. The caller
         holds ``owner``'s lock."""
         with self._lock:
@@ -66,33 +69,33 @@ class SegmentHandles:
                 self.releases += 1
                 excess -= 1
 
-    def touched(self, segment: LogSegment) -> None:
+    def touched(self, segment: S) -> None:
         """``segment`` was read: it is the most recently used."""
         with self._lock:
             if segment in self._open:
                 self._open.move_to_end(segment)
 
-    def forget(self, segment: LogSegment) -> None:
+    def forget(self, segment: S) -> None:
         """``segment`` closed or released its files."""
         with self._lock:
             self._open.pop(segment, None)
 
 
 @final
-class LogHandles:
+class LogHandles(Generic[S]):
     """What one log's segments tell the budget: the budget and the log that owns them."""
 
     __slots__ = ("budget", "owner")
 
-    def __init__(self, budget: SegmentHandles, owner: SegmentOwner) -> None:
+    def __init__(self, budget: SegmentHandles[S], owner: SegmentOwner[S]) -> None:
         self.budget = budget
         self.owner = owner
 
-    def opened(self, segment: LogSegment) -> None:
+    def opened(self, segment: S) -> None:
         self.budget.opened(segment, self.owner)
 
-    def touched(self, segment: LogSegment) -> None:
+    def touched(self, segment: S) -> None:
         self.budget.touched(segment)
 
-    def forget(self, segment: LogSegment) -> None:
+    def forget(self, segment: S) -> None:
         self.budget.forget(segment)

@@ -155,7 +155,7 @@ class PartitionLog:
     )
 
     def __init__(self, directory: str, config: LogConfig, clock_ms: Callable[[], int],
-                 fsync: Callable[[int], None], handles: SegmentHandles | None) -> None:
+                 fsync: Callable[[int], None], handles: SegmentHandles[LogSegment] | None) -> None:
         """Use ``PartitionLog.open``."""
         self.directory = directory
         self.config = config
@@ -180,7 +180,7 @@ class PartitionLog:
     @classmethod
     def open(cls, directory: str, config: LogConfig | None = None, *, recovery_point: int = 0,
              clock_ms: Callable[[], int] = now_ms, fsync: Callable[[int], None] = os.fsync,
-             handles: SegmentHandles | None = None) -> PartitionLog:
+             handles: SegmentHandles[LogSegment] | None = None) -> PartitionLog:
         """Open or create the log in ``directory``, recovering everything after ``recovery_point``
         unless the log was closed cleanly. Never fails on a torn or corrupt tail. ``handles`` is
         the node-wide budget of open sealed segments (None: every segment stays open)."""

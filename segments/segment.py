@@ -100,7 +100,7 @@ class LogSegment:
     )
 
     def __init__(self, directory: str, base_offset: int, config: LogConfig, *,
-                 fsync: Callable[[int], None] = os.fsync, handles: LogHandles | None = None) -> None:
+                 fsync: Callable[[int], None] = os.fsync, handles: LogHandles[LogSegment] | None = None) -> None:
         """Open (creating if absent) the files; call ``recover()`` or ``load()`` before use."""
         self.directory = directory
         self.base_offset = base_offset

@@ -148,10 +148,10 @@ def read_imports() -> dict[str, set[str]]:
     return imports
 
 
-def import_graph(imports: Mapping[str, set[str]], package: str) -> dict[str, set[str]]:
-    """Which modules of ``package`` each of them imports (a name maps to the longest module it is
+def import_graph(imports: Mapping[str, set[str]], *packages: str) -> dict[str, set[str]]:
+    """Which modules of ``packages`` each of them imports (a name maps to the longest module it is
     in or under; the implicit import of a module's parent packages is no edge)."""
-    modules = [m for m in imports if under(m, (package,))]
+    modules = [m for m in imports if under(m, packages)]
     graph: dict[str, set[str]] = {}
     for module in modules:
         targets = set()
@@ -199,6 +199,21 @@ def test_client_and_cli_have_no_import_cycle():
         graph = import_graph(imports, package)
         assert len(graph) >= 3, graph
         assert not cycles(graph), cycles(graph)
+
+
+# The one import circle left: the node and the modules that take the whole node (the broker-core
+# work removes it). A module that joins it, or any other circle, fails the test below.
+NODE_CIRCLE = frozenset({
+    "logbroker.cluster_groups", "logbroker.cluster_metrics", "logbroker.cluster_sync", "logbroker.node",
+    "logbroker.partition_moves", "logbroker.peers", "logbroker.replication.manager", "logbroker.rpc_service",
+    "logbroker.storage_usage"})
+
+
+def test_no_import_circle_but_the_nodes_own():
+    imports = read_imports()
+    graph = import_graph(imports, *PACKAGES)
+    on_circles = {module for cycle in cycles(graph) for module in cycle}
+    assert on_circles <= NODE_CIRCLE, sorted(on_circles - NODE_CIRCLE)
 
 
 def test_every_package_exists():
