@@ -75,11 +75,11 @@ RULES = (
     Rule("http_api", ("spark_connector", "benchmarks", CLIENT, CLI)),
     Rule("spark_connector", ("benchmarks", "http_api", "grpc_api")),
     # The public gRPC API sits beside HTTP: it reaches storage through logbroker (of segments, only
-    # the batch codec's record types) and takes of the HTTP layer only the table that maps error
-    # codes (so a code is mapped once) and the public listeners' TLS; nothing but the serve path
-    # (http_api.server) starts it.
+    # the batch codec's record types) and takes of the HTTP layer only the public listeners' TLS
+    # (error codes are mapped once, in logbroker.error_codes, decision 0345); nothing but the serve
+    # path (http_api.server) starts it.
     Rule("grpc_api", ("segments", "spark_connector", "benchmarks", CLIENT, CLI, "http_api"),
-         allowed=("http_api.errors", "http_api.tls", BATCH_CODEC)),
+         allowed=("http_api.tls", BATCH_CODEC)),
     Rule("http_api", ("grpc_api",), allowed=("grpc_api.server",)),
     Rule("logbroker", ("grpc_api",)),
     # The fault harness (decision 0209) drives the broker from outside, as a user does: nothing of
