@@ -2,8 +2,9 @@
 
 An in-process node serves gRPC with no HTTP listener at all: the HTTP address it advertises refuses
 every connection, its own included, and a group subscriber still joins, reads its partitions,
-commits what it got and leaves. And a refusal relayed from the node that coordinates groups keeps
-its code and retry advice (pure)."""
+commits what it got and leaves. A call passed on to the node that coordinates groups relays its
+records, and its refusal with the same code and retry advice; a node that cannot be reached is a
+retriable refusal."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from typing import Any
 import grpc
 import pytest
 
+from coordinator.models import NodeInfo
 from grpc_api.errors import CODE_KEY, RETRY_KEY, status_details
 from grpc_api.groups import _relayed
 from grpc_api.server import GrpcServer
@@ -65,6 +67,68 @@ async def test_a_group_subscription_works_with_no_http_listener(tmp_path):
         assert described["members"] == []
         assert sorted((o["partition"], o["committed_offset"]) for o in described["offsets"]) == [(0, 3), (1, 3)]
         assert refuses(http_port)
+    finally:
+        await server.stop()
+        await node.stop()
+
+
+class PassingContext:
+    """The gRPC context of a call this node passes on: its metadata, and whether it was opened."""
+
+    def __init__(self) -> None:
+        self.opened = False
+
+    def invocation_metadata(self) -> tuple[tuple[str, str], ...]:
+        return ()
+
+    async def send_initial_metadata(self, _metadata: Any) -> None:
+        self.opened = True
+
+
+@pytest.mark.asyncio
+async def test_a_call_passed_on_relays_the_records_and_the_refusals_of_the_coordinating_node(tmp_path):
+    """A node's own listener stands in for the node that coordinates groups (it serves the call
+    itself, being a single node): what the passing side sends, relays and raises is what a cluster
+    node's would be."""
+    config = NodeConfig(data_dir=str(tmp_path / "node"), auth="off", rpc_port=0, grpc_port=0)
+    node, server = Node(config), GrpcServer(config)
+    address = f"127.0.0.1:{server.port}"
+    await node.start(grpc_address=address)
+    try:
+        await server.start(node)
+        assert server.service is not None
+        groups = server.service._groups
+        caller = await node.auth.authenticate(None)
+        coordinating = NodeInfo(9, "http://127.0.0.1:1", "127.0.0.1:1", grpc_address=address)
+        await node.create_topic({"name": "relayed", "partitions": 2})
+        await publish(address, pb.PublishRequest(topic="relayed", records=[
+            pb.Record(value=f"v{n}".encode(), partition=n % 2) for n in range(4)]))
+        context = PassingContext()
+        relayed = groups._pass_on(pb.SubscribeRequest(topic="relayed", group="relayed.g"), coordinating, context,
+                                  *caller)
+        got: list[bytes] = []
+        async with asyncio.timeout(DEADLINE_S):
+            while len(got) < 4:
+                got += [r.value for r in await anext(relayed)]
+        await relayed.aclose()
+        assert sorted(got) == [b"v0", b"v1", b"v2", b"v3"] and context.opened
+        for _ in range(100):  # the coordinating side saw the call end: its member left
+            if not node.groups.describe("relayed.g")["members"]:
+                break
+            await asyncio.sleep(0.1)
+        assert node.groups.describe("relayed.g")["members"] == []
+
+        context = PassingContext()
+        refused = groups._pass_on(pb.SubscribeRequest(topic="nowhere", group="relayed.g"), coordinating, context,
+                                  *caller)
+        with pytest.raises(RemoteError) as unknown:
+            await anext(refused)
+        assert (unknown.value.code, unknown.value.retriable) == ("unknown_topic", False) and not context.opened
+
+        away = NodeInfo(9, "http://127.0.0.1:1", "127.0.0.1:1", grpc_address=f"127.0.0.1:{refusing_port()}")
+        with pytest.raises(NoLeaderError):
+            await anext(groups._pass_on(pb.SubscribeRequest(topic="relayed", group="relayed.g"), away,
+                                        PassingContext(), *caller))
     finally:
         await server.stop()
         await node.stop()
