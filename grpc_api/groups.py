@@ -123,8 +123,10 @@ class GroupSubscriptions:
             member = _Membership(group, view["member_id"], view["generation"], caller)
             try:
                 await context.send_initial_metadata(())  # subscribed: the member stands
-                async for batch in self._member_records(member, view, rack, context, principal, limits):
-                    yield batch
+                records = self._member_records(member, view, rack, context, principal, limits)
+                async with contextlib.aclosing(records):
+                    async for batch in records:
+                        yield batch
             finally:
                 await asyncio.shield(self._leave(member))
 
