@@ -12,8 +12,9 @@ Publish's CPU on the node.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, Final
 
+from logbroker.config import NodeConfig
 from logbroker.errors import InvalidRequestError
 from logbroker.records import (
     HEADERS_PER_RECORD_MAX,
@@ -25,6 +26,13 @@ from logbroker.records import (
     is_reserved_header,
 )
 from segments.batch import ProducerRecord, Record
+
+MESSAGE_OVERHEAD_BYTES: Final = 64 * 1024  # a message's fields besides its records' bytes
+
+
+def message_bytes_max(config: NodeConfig) -> int:
+    """The largest message a node's gRPC ends send or take: a request body's worth of records."""
+    return config.request_body_bytes_max + MESSAGE_OVERHEAD_BYTES
 
 
 def incoming_records(records: Sequence[Any]) -> list[IncomingRecord]:

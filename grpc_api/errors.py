@@ -1,8 +1,8 @@
-"""The broker's errors as gRPC statuses: one table, from the HTTP status each error ``code`` has in
-``http_api.errors.STATUS_BY_CODE`` (so a code is mapped once, for both APIs). Retriable errors
-carry ``retry-after-ms`` in the trailing metadata, as HTTP's ``Retry-After`` does, and every refusal
-also carries gRPC's rich error details (``google.rpc.Status`` with ``ErrorInfo`` and ``RetryInfo``,
-from googleapis-common-protos), which generated clients in any language decode."""
+"""The broker's errors as gRPC statuses, from the one table that gives each error ``code`` its
+HTTP and its gRPC status (``logbroker.error_codes``). Retriable errors carry ``retry-after-ms`` in
+the trailing metadata, as HTTP's ``Retry-After`` does, and every refusal also carries gRPC's rich
+error details (``google.rpc.Status`` with ``ErrorInfo`` and ``RetryInfo``, from
+googleapis-common-protos), which generated clients in any language decode."""
 
 from __future__ import annotations
 
@@ -12,44 +12,13 @@ import grpc
 from google.protobuf import duration_pb2
 from google.rpc import error_details_pb2, status_pb2
 
-from http_api.errors import CLUSTER_RETRY_AFTER_S, CLUSTER_RETRY_CODES, STATUS_BY_CODE
+from logbroker.error_codes import answer_of
 
-GRPC_BY_HTTP: Final[dict[int, grpc.StatusCode]] = {
-    400: grpc.StatusCode.INVALID_ARGUMENT,
-    401: grpc.StatusCode.UNAUTHENTICATED,
-    403: grpc.StatusCode.PERMISSION_DENIED,
-    404: grpc.StatusCode.NOT_FOUND,
-    408: grpc.StatusCode.DEADLINE_EXCEEDED,
-    409: grpc.StatusCode.FAILED_PRECONDITION,
-    413: grpc.StatusCode.INVALID_ARGUMENT,
-    415: grpc.StatusCode.INVALID_ARGUMENT,
-    416: grpc.StatusCode.OUT_OF_RANGE,
-    429: grpc.StatusCode.RESOURCE_EXHAUSTED,
-    500: grpc.StatusCode.INTERNAL,
-    502: grpc.StatusCode.ABORTED,
-    503: grpc.StatusCode.UNAVAILABLE,
-    504: grpc.StatusCode.DEADLINE_EXCEEDED,
-    507: grpc.StatusCode.RESOURCE_EXHAUSTED,
-}
-EXISTS_CODES: Final = frozenset({"topic_exists", "user_exists"})
-# A quota that waiting does not refill: over HTTP 403 (not retriable), in gRPC's words a resource exhausted.
-EXHAUSTED_CODES: Final = frozenset({"storage_quota_exceeded"})
-# Served by no retry: a partition holding a batch this node cannot decrypt needs its key back first.
-PRECONDITION_CODES: Final = frozenset({"undecryptable_batch"})
+RETRY_AFTER_DEFAULT_S: Final = 1.0  # a retriable refusal whose error and row name no wait
 CODE_KEY: Final = "x-logbroker-error-code"
 RETRY_KEY: Final = "retry-after-ms"
 DETAILS_KEY: Final = "grpc-status-details-bin"
 ERROR_DOMAIN: Final = "logbroker"
-
-
-def status_of(code: str) -> grpc.StatusCode:
-    if code in EXISTS_CODES:
-        return grpc.StatusCode.ALREADY_EXISTS
-    if code in EXHAUSTED_CODES:
-        return grpc.StatusCode.RESOURCE_EXHAUSTED
-    if code in PRECONDITION_CODES:
-        return grpc.StatusCode.FAILED_PRECONDITION
-    return GRPC_BY_HTTP.get(STATUS_BY_CODE.get(code, 500), grpc.StatusCode.INTERNAL)
 
 
 def status_details(code: str, detail: str, *, retriable: bool = False, retry_after_s: float | None = None
@@ -58,14 +27,16 @@ def status_details(code: str, detail: str, *, retriable: bool = False, retry_aft
     ``x-logbroker-error-code`` and in a ``google.rpc.ErrorInfo``; for a retriable one, how long to
     wait as ``retry-after-ms`` and as a ``google.rpc.RetryInfo`` (gRPC's rich error model, which
     ``grpc_status.rpc_status.from_call`` reads)."""
-    status = status_of(code)
+    answer = answer_of(code)
+    status = grpc.StatusCode[answer.grpc]
     message = detail[:1000]
     trailing: list[tuple[str, str | bytes]] = [(CODE_KEY, code)]
     rich = status_pb2.Status(code=status.value[0], message=message)
     rich.details.add().Pack(error_details_pb2.ErrorInfo(reason=code, domain=ERROR_DOMAIN))
     if retriable or retry_after_s is not None:
-        wait = retry_after_s if retry_after_s is not None else (CLUSTER_RETRY_AFTER_S if code in CLUSTER_RETRY_CODES
-                                                               else 1.0)
+        wait = retry_after_s if retry_after_s is not None else answer.retry_after_s
+        if wait is None:
+            wait = RETRY_AFTER_DEFAULT_S
         wait_ms = max(1, round(wait * 1000))
         trailing.append((RETRY_KEY, str(wait_ms)))
         delay = duration_pb2.Duration(seconds=wait_ms // 1000, nanos=(wait_ms % 1000) * 1_000_000)

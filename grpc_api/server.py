@@ -16,6 +16,7 @@ from typing import Final
 import grpc
 from grpc_reflection.v1alpha import reflection, reflection_pb2
 
+from grpc_api.convert import message_bytes_max
 from grpc_api.gate import CallGate
 from grpc_api.service import BrokerService, pb
 from logbroker.config import NodeConfig
@@ -27,7 +28,7 @@ SERVICE_NAME: Final = pb.DESCRIPTOR.services_by_name["Broker"].full_name
 
 class GrpcServer:
     def __init__(self, config: NodeConfig) -> None:
-        limit = config.request_body_bytes_max + 64 * 1024
+        limit = message_bytes_max(config)
         self.config = config
         self._server = grpc.aio.server(maximum_concurrent_rpcs=config.grpc_calls_max,
                                        options=[("grpc.max_receive_message_length", limit),
@@ -52,8 +53,8 @@ class GrpcServer:
         self.service: BrokerService | None = None
         self.gate: CallGate | None = None
 
-    async def start(self, node: Node, self_url: str) -> None:
-        self.service = service = BrokerService(node, self_url)
+    async def start(self, node: Node) -> None:
+        self.service = service = BrokerService(node)
         self.gate = gate = CallGate(self.config, node.auth)
         self._add(SERVICE_NAME, {
             "Publish": grpc.stream_unary_rpc_method_handler(

@@ -101,7 +101,7 @@ async def _pass_on(request: web.Request, base_url: str) -> web.StreamResponse:
 async def forwarder(app: web.Application) -> AsyncIterator[None]:
     """The HTTP client this node passes group and queue calls on with (a cluster node only)."""
     config = app[NODE].config
-    context = node_client_context(config, verify=True) if config.tls_cert_file else None
+    context = node_client_context(config) if config.tls_cert_file else None
     timeout = aiohttp.ClientTimeout(total=None, connect=CONNECT_TIMEOUT_S, sock_connect=CONNECT_TIMEOUT_S)
     connector = aiohttp.TCPConnector(ssl=context if context is not None else True, limit=config.connections_max)
     app[FORWARDER] = aiohttp.ClientSession(timeout=timeout, connector=connector, auto_decompress=False)

@@ -69,7 +69,7 @@ async def _serve_node(config: NodeConfig, ready_stream: TextIO | None) -> None:
     try:
         await site.start()
         peers = asyncio.get_running_loop().create_task(watch_peers(node, site.guard)) if node.clustered else None
-        await grpc_server.start(node, url)
+        await grpc_server.start(node)
         stream = ready_stream or sys.stdout
         print(f"logbroker ready http={url} grpc={grpc_address} node={config.node_id}", file=stream, flush=True)
         log.info("serving", extra={"fields": {"http": url, "grpc": grpc_address, "data_dir": config.data_dir,

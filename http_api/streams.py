@@ -22,6 +22,7 @@ read on a topic gets an ``error`` event with the problem body (401 or 403) and t
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from collections.abc import Iterator
@@ -50,6 +51,7 @@ from http_api.routing import route
 from http_api.user_limits import paced_write, stream_slot
 from logbroker.batch_limits import is_costly_read
 from logbroker.errors import ANY_ERROR, AuthenticationError, ForbiddenError, InvalidRequestError
+from logbroker.groups.positions import start_positions
 from logbroker.groups.requests import group_name, member_id
 from logbroker.records import Skipped, iter_fetched_records, render_records
 from logbroker.unreadable import report_skipped
@@ -226,21 +228,17 @@ async def _member_loop(request: web.Request, response: web.StreamResponse, group
     node = request.app[NODE]
     generation = -1
     positions: dict[tuple[str, int], int] = {}
+
+    async def reset_offset(topic: str, partition: int) -> int:
+        return int((await node.list_offset(topic, partition, reset))["offset"] or 0)
+
     while True:
         await recheck_access(request)
         await require_read(request, view["assignment"])
         if view["generation"] != generation:
             generation = view["generation"]
-            kept, positions = positions, {}
-            for topic, partitions in view["assignment"].items():
-                for p in partitions:
-                    committed = node.groups.committed(group, topic, p)
-                    if (topic, p) in kept:  # still this member's: continue where the stream is
-                        positions[(topic, p)] = kept[(topic, p)]
-                    elif committed is not None:
-                        positions[(topic, p)] = committed
-                    else:
-                        positions[(topic, p)] = int((await node.list_offset(topic, p, reset))["offset"] or 0)
+            positions = await start_positions(view["assignment"], positions,
+                                              functools.partial(node.groups.committed, group), reset_offset)
             await response.write(_event("assignment", {"generation": generation, "assignment": view["assignment"],
                                                        "positions": [[t, p, o] for (t, p), o in positions.items()]}))
         sent = False

@@ -3,10 +3,10 @@
 HTTPS comes from ``tls_cert_file``/``tls_key_file``. With ``tls_client_ca_file`` the listeners
 also require a client certificate issued by that CA (mutual TLS, as Kafka's
 ``ssl.client.auth=required``), on top of the bearer token, which still names the caller. A node
-calling a public listener itself (group and queue calls passed on to another node, a gRPC group
-subscription's own HTTP calls) shows its own certificate, so with mutual TLS on, the nodes'
-certificates must be issued by the client CA too (``logbroker certs`` makes them valid for both
-ends).
+calling another node's public listener (group and queue calls passed on over HTTP, gRPC group
+subscriptions passed on over gRPC, ``grpc_api.group_channels``) shows its own certificate, so with
+mutual TLS on, the nodes' certificates must be issued by the client CA too (``logbroker certs``
+makes them valid for both ends).
 """
 
 from __future__ import annotations
@@ -36,16 +36,11 @@ def server_context(config: NodeConfig) -> ssl.SSLContext | None:
     return context
 
 
-def node_client_context(config: NodeConfig, *, verify: bool) -> ssl.SSLContext:
-    """For this node's own HTTPS calls to a public listener: the node's certificate shown when
-    listeners require one; ``verify`` checks the server's against ``rpc_tls_ca_file`` (or the
-    system's CAs), else none is checked (the node calling its own listener)."""
-    if verify:
-        context = ssl.create_default_context(cafile=config.rpc_tls_ca_file or None)
-    else:
-        context = ssl.create_default_context()
-        context.check_hostname = False
-        context.verify_mode = ssl.CERT_NONE
+def node_client_context(config: NodeConfig) -> ssl.SSLContext:
+    """For this node's HTTPS calls to another node's public listener: the node's certificate shown
+    when listeners require one; the server's checked against ``rpc_tls_ca_file`` (or the system's
+    CAs)."""
+    context = ssl.create_default_context(cafile=config.rpc_tls_ca_file or None)
     if config.tls_client_ca_file:
         context.load_cert_chain(config.tls_cert_file, config.tls_key_file)
     return context

@@ -1,7 +1,8 @@
 """The broker's error tree: one ``BrokerError`` root; each class has a stable ``code`` and a
 ``retriable`` flag. Storage and coordination errors keep their own roots (their packages sit
-below this one) but follow the same protocol; ``http_api.errors`` maps every code to a status in
-one table and ``internal_rpc`` will send the code across the wire."""
+below this one) but follow the same protocol; ``logbroker.error_codes`` gives every code its HTTP
+and its gRPC status in one table (a row per code), and ``internal_rpc`` sends the code across the
+wire."""
 
 from __future__ import annotations
 

@@ -75,11 +75,12 @@ RULES = (
     Rule("http_api", ("spark_connector", "benchmarks", CLIENT, CLI)),
     Rule("spark_connector", ("benchmarks", "http_api", "grpc_api")),
     # The public gRPC API sits beside HTTP: it reaches storage through logbroker (of segments, only
-    # the batch codec's record types) and takes of the HTTP layer only the table that maps error
-    # codes (so a code is mapped once) and the public listeners' TLS; nothing but the serve path
-    # (http_api.server) starts it.
-    Rule("grpc_api", ("segments", "spark_connector", "benchmarks", CLIENT, CLI, "http_api"),
-         allowed=("http_api.errors", "http_api.tls", BATCH_CODEC)),
+    # the batch codec's record types) and takes nothing of the HTTP layer (error codes are mapped
+    # once, in logbroker.error_codes, decision 0345); nothing but the serve path (http_api.server)
+    # starts it. It is no HTTP client either: a group subscription calls the group coordinator, or
+    # another node's gRPC listener, never a node's HTTP listener (decision 0346).
+    Rule("grpc_api", ("segments", "spark_connector", "benchmarks", CLIENT, CLI, "http_api", "aiohttp"),
+         allowed=(BATCH_CODEC,)),
     Rule("http_api", ("grpc_api",), allowed=("grpc_api.server",)),
     Rule("logbroker", ("grpc_api",)),
     # The fault harness (decision 0209) drives the broker from outside, as a user does: nothing of
@@ -267,6 +268,15 @@ def test_checker_keeps_server_libraries_and_harnesses_out_of_what_a_client_insta
     for module in ("logbroker.node", "spark_connector.reader", "grpc_api.server", "coordinator.etcd"):
         for bad in ("from benchmarks.stats import percentile", "import chaos.checker", "from tests import support"):
             assert check(module, bad), (module, bad)
+
+
+def test_checker_keeps_grpc_api_off_the_http_layer_and_http_clients():
+    assert check("grpc_api.groups", "import grpc\nfrom logbroker.cluster_groups import group_node\n"
+                                    "from logbroker.error_codes import answer_of\n") == []
+    for bad in ("import aiohttp", "from aiohttp import ClientSession", "from aiohttp.http_exceptions import X",
+                "from http_api.errors import STATUS_BY_CODE", "from http_api.tls import node_client_context",
+                "from http_api import streams"):
+        assert check("grpc_api.service", bad), bad
 
 
 def test_checker_keeps_the_serve_exception_to_one_module():

@@ -463,3 +463,62 @@ def test_one_users_group_subscriptions_do_not_delay_another_users(node, http, ad
                     call.cancel()
 
     assert run(while_the_hog_holds_its_streams()) == (100, [b"mine"])
+
+
+def _group_requests(http: Any, admin_token: str) -> int:
+    """HTTP requests the node's listener answered on its group routes (its own /metrics)."""
+    scraped = http.call("GET", "/metrics", headers=bearer(admin_token))
+    assert scraped.status == 200
+    return sum(int(float(line.rsplit(" ", 1)[1])) for line in scraped.data.decode().splitlines()
+               if line.startswith("logbroker_http_requests_total{") and 'route="/v1/groups' in line)
+
+
+def test_a_group_subscription_sends_no_request_to_the_http_listener(node, http, admin_token):
+    """The member joins, reads, commits and leaves through the group coordinator's own calls: the
+    node's HTTP listener counts no group request meanwhile."""
+    http.json("POST", "/v1/topics", 201, body={"name": "grpc.direct", "partitions": 1}, headers=bearer(admin_token))
+    run(publish(node.grpc_address, pb.PublishRequest(topic="grpc.direct", records=[
+        pb.Record(value=b"a"), pb.Record(value=b"b")]), auth(admin_token)))
+    before = _group_requests(http, admin_token)
+
+    async def read_then_leave() -> list[bytes]:
+        async with grpc.aio.insecure_channel(node.grpc_address) as channel:
+            request = pb.SubscribeRequest(topic="grpc.direct", group="grpc.direct.g")
+            call = pb_grpc.BrokerStub(channel).Subscribe(request, metadata=auth(admin_token), timeout=20)
+            got = [(await call.read()).value for _ in range(2)]
+            await asyncio.sleep(1.2)  # a commit is due after a second
+            call.cancel()
+            await asyncio.sleep(0.5)  # the call's end commits and leaves
+            return got
+
+    assert run(read_then_leave()) == [b"a", b"b"]
+    assert _group_requests(http, admin_token) == before
+    described = http.json("GET", "/v1/groups/grpc.direct.g", headers=bearer(admin_token))
+    assert described["members"] == [] and [o["committed_offset"] for o in described["offsets"]] == [2]
+
+
+def test_a_group_subscription_ends_once_read_on_its_topic_is_revoked(node, http, admin_token):
+    """As for a partition: a member whose grant on the topic is revoked is refused within a recheck
+    and a heartbeat interval, with PERMISSION_DENIED."""
+    admin = bearer(admin_token)
+    token = user_with_quotas(http, admin, "grpc.group.revoked", {})
+    http.json("POST", "/v1/topics", 201, body={"name": "grpc.group.revocable", "partitions": 1}, headers=admin)
+    http.json("PUT", "/v1/topics/grpc.group.revocable/acl", body={"user": "grpc.group.revoked",
+                                                                  "permissions": ["read"]}, headers=admin)
+    run(publish(node.grpc_address, pb.PublishRequest(topic="grpc.group.revocable", records=[
+        pb.Record(value=b"before")]), auth(admin_token)))
+
+    async def read_until_ended() -> tuple[bytes, grpc.StatusCode]:
+        async with grpc.aio.insecure_channel(node.grpc_address) as channel:
+            call = pb_grpc.BrokerStub(channel).Subscribe(
+                pb.SubscribeRequest(topic="grpc.group.revocable", group="grpc.group.revocable.g"),
+                metadata=auth(token), timeout=30)
+            first = (await call.read()).value
+            await asyncio.to_thread(http.json, "PUT", "/v1/topics/grpc.group.revocable/acl",
+                                    body={"user": "grpc.group.revoked", "permissions": []}, headers=admin)
+            with pytest.raises(grpc.aio.AioRpcError) as ended:
+                while await call.read() is not grpc.aio.EOF:
+                    pass
+            return first, ended.value.code()
+
+    assert run(read_until_ended()) == (b"before", grpc.StatusCode.PERMISSION_DENIED)
