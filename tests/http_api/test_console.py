@@ -289,6 +289,24 @@ def test_usage_is_shown_per_user_and_topic(node, page, http, admin):
     shot(page, "usage")
 
 
+def test_a_compacted_topics_partitions_show_their_dirty_ratio_and_last_compaction(node, page, http, admin):
+    for name, config in (("console.state", {"cleanup_policy": "compact"}), ("console.plain", {})):
+        http.json("POST", "/v1/topics", 201, body={"name": name, "partitions": 1, "config": config}, headers=admin)
+        http.json("POST", f"/v1/topics/{name}/records", body={"records": [{"key": "k", "value": "v"}]}, headers=admin)
+    log_in(page, node.url, ADMIN, ADMIN_PASSWORD)
+    page.goto(f"{node.url}/console#/topics/console.state")
+    page.wait_for_selector("th:text-is('Dirty')")
+    row = page.wait_for_selector("tr:has(td:text-is('not yet'))")
+    headers = row.evaluate("r => [...r.closest('table').querySelectorAll('th')].map(h => h.textContent)")
+    cells = dict(zip(headers, [c.text_content() for c in row.query_selector_all("td")], strict=True))
+    assert cells["Dirty"] == "0%" and cells["Last compaction"] == "not yet", cells
+    shot(page, "compacted-topic")
+    page.goto(f"{node.url}/console#/topics/console.plain")
+    page.wait_for_selector("h1:has-text('Topic console.plain')")
+    page.wait_for_selector("td:text-is('Browse'), a:text-is('Browse')")
+    assert "Dirty" not in [h.text_content() for h in page.query_selector_all("th")]
+
+
 def test_a_user_is_refused_the_topics_they_may_not_read(node, page, http, admin):
     http.json("POST", "/v1/users", 201, body={"username": "console-bob", "password": "bob-password"},
               headers=admin)
