@@ -3,7 +3,9 @@ cache for every read, and transactions for every write.
 
 Composition: ``EtcdSession`` (``etcd_session.py``) keeps this node's lease and fencing deadline;
 ``MetadataFeed`` (``etcd_feed.py``) loads and watches the prefix into a ``MetadataCache``
-(``cache.py``); ``EtcdClient`` (``etcd_client.py``) bounds every call. This module turns the
+(``cache.py``); ``EtcdClient`` (``etcd_client.py``) bounds every call; ``GuardedWrites``
+(``etcd_writes.py``) makes each write a transaction this node reads back; ``EtcdAccounts``
+(``etcd_accounts.py``) writes users, ACLs and group records. This module turns the other
 ``Coordinator`` calls into guarded transactions over the key layout of ``etcd_keys.py``.
 
 Writes: guarded transactions (create-if-absent, update-if-unchanged by mod revision); a write
@@ -33,19 +35,15 @@ from coordinator.errors import (
     InvalidTopicError,
     StaleEpochError,
     TopicExistsError,
-    UnknownGroupRecordError,
     UnknownTopicError,
-    UnknownUserError,
-    UserExistsError,
-    UserOwnsTopicsError,
 )
+from coordinator.etcd_accounts import EtcdAccounts
 from coordinator.etcd_client import (
     TLS_URL_SCHEME,
     URL_SCHEME,
     EtcdAccess,
     EtcdClient,
     cmp_create,
-    cmp_exists,
     cmp_mod,
     cmp_value,
     op_delete,
@@ -56,14 +54,12 @@ from coordinator.etcd_client import (
 )
 from coordinator.etcd_feed import MetadataFeed
 from coordinator.etcd_keys import (
-    Key,
     LeaderRecord,
     PartitionRecord,
     acl_key,
     cluster_prefix,
     decode,
     encode,
-    group_key,
     leader_key,
     lock_key,
     node_key,
@@ -74,12 +70,12 @@ from coordinator.etcd_keys import (
     usage_hour_bound,
     usage_key,
     usage_prefix,
-    user_key,
 )
 from coordinator.etcd_seal import SEAL_FIELD, RecordSeal
 from coordinator.etcd_session import EtcdSession
 from coordinator.etcd_witness import KIND as WITNESS_KIND
 from coordinator.etcd_witness import bear_witness, end_session, parse_witness
+from coordinator.etcd_writes import CONTENTION_RETRIES, TXN_OPS_MAX, GuardedWrites
 from coordinator.leader_racks import leader_racks
 from coordinator.models import (
     ClusterNode,
@@ -92,7 +88,7 @@ from coordinator.models import (
     check_partition_growth,
 )
 from coordinator.placement import PlacementNode, place_partitions
-from coordinator.users import Acl, GroupRecord, UserRecord, acl_to_json, group_without_user
+from coordinator.users import Acl, GroupRecord, UserRecord
 
 log = logging.getLogger(__name__)
 
@@ -100,9 +96,6 @@ CONNECT_TIMEOUT_S: Final = 5.0
 CONNECT_RETRY_S: Final = 0.2
 STATUS_TIMEOUT_S: Final = 1.0
 CLOSE_TIMEOUT_S: Final = 2.0
-CONTENTION_RETRIES: Final = 8
-# etcd's default --max-txn-ops is 128; leave room for guards and the topic key.
-TXN_OPS_MAX: Final = 120
 EXCLUSIVE_PREFIX: Final = "~"  # cluster-wide locks: no topic name starts with it
 DEFAULT_REPLICATION_FACTOR: Final = 2
 
@@ -133,6 +126,8 @@ class EtcdCoordinator(Coordinator):
         self._listeners: list[Callable[[MetadataChange], None]] = []
         self._witness_listeners: list[Callable[[int], None]] = []
         self._closed = False
+        self._w = GuardedWrites(self._prefix, self._seal, self._cache, lambda: self._etcd, lambda: self._feed)
+        self._accounts = EtcdAccounts(self._w)
 
     @classmethod
     def from_url(cls, url: str, cluster: str, node: NodeInfo, lease_ttl_ms: int, *,
@@ -147,13 +142,7 @@ class EtcdCoordinator(Coordinator):
         """Records ignored because their seal did not verify (since start)."""
         return self._cache.rejected_records
 
-    def _sealed(self, key: Key, value: Mapping[str, Any]) -> bytes:
-        return self._seal.seal(key.relative(), value)
-
     # ---- keys ----------------------------------------------------------------------------------
-
-    def _k(self, key: Key) -> bytes:
-        return (self._prefix + key.relative()).encode()
 
     def _kp(self, kind: str, name: str) -> bytes:
         """The prefix of a two-part key family of one topic (``partitions/<t>/``)."""
@@ -229,7 +218,7 @@ class EtcdCoordinator(Coordinator):
                 continue
             if SEAL_FIELD in value:
                 continue
-            resp = await self._txn([cmp_mod(key, int(kv.mod_revision))],
+            resp = await self._w.txn([cmp_mod(key, int(kv.mod_revision))],
                                    [op_put(key, self._seal.seal(relative, value), int(kv.lease))])
             adopted += bool(resp.succeeded)
         log.warning("sealed %d record(s) stored in etcd without a seal (adopt_unsealed)", adopted)
@@ -284,25 +273,7 @@ class EtcdCoordinator(Coordinator):
         if self._feed is not None:
             self._feed.notify(change)
 
-    async def _txn(self, compare: Sequence[Any], success: Sequence[Any], failure: Sequence[Any] = ()) -> Any:
-        """A transaction whose outcome (either way) the cache has seen when it returns
-        (read-your-writes on this node)."""
-        resp = await self._etcd.txn(compare, success, failure)
-        if self._feed is not None:
-            await self._feed.visible(int(resp.header.revision))
-        return resp
-
-    def _contended(self, what: str) -> CoordinatorUnavailableError:
-        return CoordinatorUnavailableError(f"{what}: the metadata changed concurrently {CONTENTION_RETRIES} "
-                                           "times; retry")
-
     # ---- topics --------------------------------------------------------------------------------
-
-    def _topic(self, name: str) -> TopicMetadata:
-        meta = self._cache.topic(name)
-        if meta is None:
-            raise UnknownTopicError(f"unknown topic {name!r}")
-        return meta
 
     def _placement_nodes(self) -> list[PlacementNode]:
         nodes = self._cache.nodes()
@@ -342,13 +313,13 @@ class EtcdCoordinator(Coordinator):
         meta = TopicMetadata(spec.name, uuid.uuid4().hex, spec.partitions, replication, spec.kind,
                              dict(spec.config), owner, time.time_ns() // 1_000_000)
         records = [(p, PartitionRecord(meta.topic_id, r, r, 0)) for p, r in enumerate(placed)]
-        if not await self._write_topic(meta, records, cmp_create(self._k(topic_key(spec.name)), 0), creating=True):
+        if not await self._write_topic(meta, records, cmp_create(self._w.key(topic_key(spec.name)), 0), creating=True):
             raise TopicExistsError(f"{spec.name!r} already exists")
         return meta
 
     async def add_partitions(self, name: str, partitions: int) -> TopicMetadata:
         for _ in range(CONTENTION_RETRIES):
-            meta = self._topic(name)
+            meta = self._w.topic(name)
             count = check_partition_growth(meta, partitions)
             placed = place_partitions(count - meta.partitions, meta.replication_factor, self._placement_nodes(),
                                       first_partition=meta.partitions, current=self._cache.assignment(),
@@ -356,24 +327,24 @@ class EtcdCoordinator(Coordinator):
             grown = TopicMetadata(meta.name, meta.topic_id, count, meta.replication_factor, meta.kind,
                                   meta.config, meta.owner, meta.created_ms)
             records = [(meta.partitions + i, PartitionRecord(meta.topic_id, r, r, 0)) for i, r in enumerate(placed)]
-            guard = cmp_mod(self._k(topic_key(name)), self._cache.mod_revision(topic_key(name)))
+            guard = cmp_mod(self._w.key(topic_key(name)), self._cache.mod_revision(topic_key(name)))
             if await self._write_topic(grown, records, guard, creating=False):
                 return grown
-        raise self._contended(f"adding partitions to {name!r}")
+        raise self._w.contended(f"adding partitions to {name!r}")
 
     async def set_topic_config(self, name: str,
                                update: Callable[[TopicMetadata], Mapping[str, Any]]) -> TopicMetadata:
         """One put of ``topics/<name>`` (sealed like every topic record), guarded by its mod
         revision: the watch carries it to every node, which applies it to what it hosts."""
         for _ in range(CONTENTION_RETRIES):
-            meta = self._topic(name)
+            meta = self._w.topic(name)
             changed = dataclasses.replace(meta, config=dict(update(meta)))
             tkey = topic_key(name)
-            resp = await self._txn([cmp_mod(self._k(tkey), self._cache.mod_revision(tkey))],
-                                   [op_put(self._k(tkey), self._sealed(tkey, changed.to_json()))])
+            resp = await self._w.txn([cmp_mod(self._w.key(tkey), self._cache.mod_revision(tkey))],
+                                   [op_put(self._w.key(tkey), self._w.sealed(tkey, changed.to_json()))])
             if resp.succeeded:
                 return changed
-        raise self._contended(f"changing the config of {name!r}")
+        raise self._w.contended(f"changing the config of {name!r}")
 
     async def _write_topic(self, meta: TopicMetadata, records: list[tuple[int, PartitionRecord]], guard: Any, *,
                            creating: bool) -> bool:
@@ -381,28 +352,28 @@ class EtcdCoordinator(Coordinator):
         Small writes are one transaction; large ones hold ``locks/<name>`` on this node's lease
         and write chunks, the topic key last, so no reader sees a topic before its partitions."""
         name = meta.name
-        topic, lock = self._k(topic_key(name)), self._k(lock_key(name))
-        puts = [op_put(self._k(partition_key(name, p)), r.encode()) for p, r in records]
-        put_topic = op_put(topic, self._sealed(topic_key(name), meta.to_json()))
+        topic, lock = self._w.key(topic_key(name)), self._w.key(lock_key(name))
+        puts = [op_put(self._w.key(partition_key(name, p)), r.encode()) for p, r in records]
+        put_topic = op_put(topic, self._w.sealed(topic_key(name), meta.to_json()))
         if len(puts) + 1 <= TXN_OPS_MAX:
-            resp = await self._txn([guard, cmp_create(lock, 0)], [*puts, put_topic])
+            resp = await self._w.txn([guard, cmp_create(lock, 0)], [*puts, put_topic])
             if not resp.succeeded and self._cache.entry(lock_key(name)) is not None:
                 raise CoordinatorUnavailableError(f"another node is writing topic {name!r}; retry")
             return bool(resp.succeeded)
         lease = self._live_lease()
         token = encode({"node": self.node_id, "token": uuid.uuid4().hex})
         clear = [op_delete_prefix(self._kp("partitions", name))] if creating else []
-        resp = await self._txn([guard, cmp_create(lock, 0)], [op_put(lock, token, lease), *clear])
+        resp = await self._w.txn([guard, cmp_create(lock, 0)], [op_put(lock, token, lease), *clear])
         if not resp.succeeded:
             if self._cache.entry(lock_key(name)) is not None:
                 raise CoordinatorUnavailableError(f"another node is writing topic {name!r}; retry")
             return False
         try:
             for i in range(0, len(puts), TXN_OPS_MAX):
-                resp = await self._txn([cmp_value(lock, token)], puts[i:i + TXN_OPS_MAX])
+                resp = await self._w.txn([cmp_value(lock, token)], puts[i:i + TXN_OPS_MAX])
                 if not resp.succeeded:
                     raise CoordinatorUnavailableError(f"lost the write lock of topic {name!r}; retry")
-            resp = await self._txn([cmp_value(lock, token), guard], [put_topic, op_delete(lock)])
+            resp = await self._w.txn([cmp_value(lock, token), guard], [put_topic, op_delete(lock)])
             return bool(resp.succeeded)
         finally:
             with contextlib.suppress(CoordinatorError):
@@ -410,17 +381,17 @@ class EtcdCoordinator(Coordinator):
 
     async def delete_topic(self, name: str) -> TopicMetadata:
         for _ in range(CONTENTION_RETRIES):
-            meta = self._topic(name)
+            meta = self._w.topic(name)
             key = topic_key(name)
-            resp = await self._txn([cmp_mod(self._k(key), self._cache.mod_revision(key))],
-                                   [op_delete(self._k(key)), op_delete_prefix(self._kp("partitions", name)),
-                                    op_delete_prefix(self._kp("leaders", name)), op_delete(self._k(acl_key(name)))])
+            resp = await self._w.txn([cmp_mod(self._w.key(key), self._cache.mod_revision(key))],
+                                   [op_delete(self._w.key(key)), op_delete_prefix(self._kp("partitions", name)),
+                                    op_delete_prefix(self._kp("leaders", name)), op_delete(self._w.key(acl_key(name)))])
             if resp.succeeded:
                 return meta
-        raise self._contended(f"deleting {name!r}")
+        raise self._w.contended(f"deleting {name!r}")
 
     async def get_topic(self, name: str) -> TopicMetadata:
-        return self._topic(name)
+        return self._w.topic(name)
 
     async def list_topics(self) -> list[TopicMetadata]:
         return self._cache.topics()
@@ -463,7 +434,7 @@ class EtcdCoordinator(Coordinator):
         return NodeSession(info, entry.lease, entry.mod_revision)
 
     async def witness_crash(self, session: NodeSession) -> frozenset[int] | None:
-        return await bear_witness(self._etcd, self._prefix, self._k(node_key(session.info.node_id)), session,
+        return await bear_witness(self._etcd, self._prefix, self._w.key(node_key(session.info.node_id)), session,
                                   self.node_id)
 
     async def end_session(self, session: NodeSession) -> bool:
@@ -495,9 +466,10 @@ class EtcdCoordinator(Coordinator):
         pkey, lkey = partition_key(topic, partition), leader_key(topic, partition)
         epoch = record.leader_epoch + 1
         bumped = PartitionRecord(record.topic_id, record.replicas, record.isr, epoch)
-        resp = await self._txn([cmp_create(self._k(lkey), 0), cmp_mod(self._k(pkey), self._cache.mod_revision(pkey))],
-                               [op_put(self._k(pkey), bumped.encode()),
-                                op_put(self._k(lkey), LeaderRecord(self.node_id, epoch).encode(), lease)])
+        resp = await self._w.txn([cmp_create(self._w.key(lkey), 0),
+                                  cmp_mod(self._w.key(pkey), self._cache.mod_revision(pkey))],
+                               [op_put(self._w.key(pkey), bumped.encode()),
+                                op_put(self._w.key(lkey), LeaderRecord(self.node_id, epoch).encode(), lease)])
         if not resp.succeeded:
             return None
         return PartitionState(topic, partition, record.replicas, record.isr, self.node_id, epoch)
@@ -506,8 +478,8 @@ class EtcdCoordinator(Coordinator):
         leader = self._cache.leader(topic, partition)
         if leader is None or leader.node != self.node_id:
             return
-        key = self._k(leader_key(topic, partition))
-        await self._txn([cmp_value(key, leader.encode())], [op_delete(key)])
+        key = self._w.key(leader_key(topic, partition))
+        await self._w.txn([cmp_value(key, leader.encode())], [op_delete(key)])
 
     async def set_isr(self, topic: str, partition: int, leader_epoch: int, isr: tuple[int, ...]) -> PartitionState:
         """Replace the ISR if this node leads the partition at ``leader_epoch`` (else
@@ -526,12 +498,12 @@ class EtcdCoordinator(Coordinator):
                                         f"not {list(isr)}")
             pkey, lkey = partition_key(topic, partition), leader_key(topic, partition)
             updated = PartitionRecord(record.topic_id, record.replicas, tuple(isr), leader_epoch)
-            resp = await self._txn([cmp_mod(self._k(pkey), self._cache.mod_revision(pkey)),
-                                    cmp_value(self._k(lkey), leader.encode())],
-                                   [op_put(self._k(pkey), updated.encode())])
+            resp = await self._w.txn([cmp_mod(self._w.key(pkey), self._cache.mod_revision(pkey)),
+                                    cmp_value(self._w.key(lkey), leader.encode())],
+                                   [op_put(self._w.key(pkey), updated.encode())])
             if resp.succeeded:
                 return PartitionState(topic, partition, record.replicas, tuple(isr), self.node_id, leader_epoch)
-        raise self._contended(f"setting the ISR of {topic}/{partition}")
+        raise self._w.contended(f"setting the ISR of {topic}/{partition}")
 
     async def reassign(self, topic: str, partition: int, replicas: tuple[int, ...]) -> PartitionState:
         """Set the replica list (preferred leader first); the ISR keeps its members that remain
@@ -553,27 +525,27 @@ class EtcdCoordinator(Coordinator):
                 isr = (leader.node,) if leader is not None else record.isr
             pkey = partition_key(topic, partition)
             updated = PartitionRecord(record.topic_id, tuple(replicas), isr, record.leader_epoch)
-            resp = await self._txn([cmp_mod(self._k(pkey), self._cache.mod_revision(pkey))],
-                                   [op_put(self._k(pkey), updated.encode())])
+            resp = await self._w.txn([cmp_mod(self._w.key(pkey), self._cache.mod_revision(pkey))],
+                                   [op_put(self._w.key(pkey), updated.encode())])
             if resp.succeeded:
                 return PartitionState(topic, partition, tuple(replicas), isr,
                                       -1 if leader is None else leader.node, record.leader_epoch)
-        raise self._contended(f"reassigning {topic}/{partition}")
+        raise self._w.contended(f"reassigning {topic}/{partition}")
 
     @contextlib.asynccontextmanager
     async def exclusive(self, name: str) -> AsyncIterator[None]:
         """``locks/~<name>`` on this node's lease for the block: released at its end, or by the
         lease when this node dies holding it (``~`` keeps it apart from topic names)."""
-        key = self._k(lock_key(EXCLUSIVE_PREFIX + name))
+        key = self._w.key(lock_key(EXCLUSIVE_PREFIX + name))
         token = encode({"node": self.node_id, "token": uuid.uuid4().hex})
-        resp = await self._txn([cmp_create(key, 0)], [op_put(key, token, self._live_lease())])
+        resp = await self._w.txn([cmp_create(key, 0)], [op_put(key, token, self._live_lease())])
         if not resp.succeeded:
             raise CoordinatorUnavailableError(f"{name} is already running on another node; retry once it ends")
         try:
             yield
         finally:
             try:
-                await self._txn([cmp_value(key, token)], [op_delete(key)])
+                await self._w.txn([cmp_value(key, token)], [op_delete(key)])
             except CoordinatorError as exc:  # the lease drops it when this node goes
                 log.warning("cluster lock not released", extra={"fields": {"lock": name, "error": str(exc)}})
 
@@ -598,22 +570,16 @@ class EtcdCoordinator(Coordinator):
                                   f"not {list(expected)})", epoch=record.leader_epoch)
         pkey, lkey = partition_key(topic, partition), leader_key(topic, partition)
         updated = PartitionRecord(record.topic_id, tuple(replicas), tuple(isr), record.leader_epoch)
-        resp = await self._txn([cmp_mod(self._k(pkey), self._cache.mod_revision(pkey)),
-                                cmp_value(self._k(lkey), held.encode())],
-                               [op_put(self._k(pkey), updated.encode()), op_delete(self._k(lkey))])
+        resp = await self._w.txn([cmp_mod(self._w.key(pkey), self._cache.mod_revision(pkey)),
+                                cmp_value(self._w.key(lkey), held.encode())],
+                               [op_put(self._w.key(pkey), updated.encode()), op_delete(self._w.key(lkey))])
         if not resp.succeeded:
             raise StaleEpochError(f"{topic}/{partition} changed during the hand-over", epoch=record.leader_epoch)
 
-    # ---- users and ACLs ------------------------------------------------------------------------
+    # ---- users, ACLs and group records (etcd_accounts.py) ----------------------------------------
 
     async def create_user(self, user: UserRecord) -> None:
-        key = self._k(user_key(user.name))
-        value = self._sealed(user_key(user.name), user.to_json())
-        # A record there that does not verify reads as absent here, and may be replaced.
-        resp = await self._txn([cmp_mod(key, self._cache.mod_revision(user_key(user.name)))
-                                if self._cache.user(user.name) is None else cmp_create(key, 0)], [op_put(key, value)])
-        if not resp.succeeded:
-            raise UserExistsError(f"user {user.name!r} already exists")
+        await self._accounts.create_user(user)
 
     async def find_user(self, name: str) -> UserRecord | None:
         return self._cache.user(name)
@@ -622,101 +588,20 @@ class EtcdCoordinator(Coordinator):
         return self._cache.users()
 
     async def update_user(self, user: UserRecord) -> None:
-        key = self._k(user_key(user.name))
-        resp = await self._txn([cmp_exists(key)], [op_put(key, self._sealed(user_key(user.name), user.to_json()))])
-        if not resp.succeeded:
-            raise UnknownUserError(f"unknown user {user.name!r}")
+        await self._accounts.update_user(user)
 
     async def delete_user(self, name: str, *, reassign_to: str | None = None) -> list[str]:
-        """Like the local coordinator's: the topics, grants and groups of ``name`` are rewritten
-        in guarded chunks, then the user key is deleted (a chunk that meets a concurrent change is
-        re-read and retried; what was already rewritten stays rewritten, as it should)."""
-        moved: set[str] = set()
-        for _ in range(CONTENTION_RETRIES):
-            if self._cache.user(name) is None:
-                raise UnknownUserError(f"unknown user {name!r}")
-            owned = sorted(t.name for t in self._cache.topics() if t.owner == name)
-            if owned and reassign_to is None:
-                raise UserOwnsTopicsError(f"user {name!r} owns {len(owned)} topic(s) {owned[:20]}; "
-                                          "reassign them (reassign_to) or delete them first", topics=owned)
-            heir_exists = reassign_to is not None and reassign_to != name and self._cache.user(reassign_to) is not None
-            if owned and not heir_exists:
-                raise UnknownUserError(f"cannot reassign topics to {reassign_to!r}: no such other user")
-            heir = reassign_to if heir_exists else None
-            writes: list[tuple[Key, bytes | None]] = []
-            for topic in owned:
-                meta = self._topic(topic)
-                writes.append((topic_key(topic), self._sealed(topic_key(topic), TopicMetadata(
-                    meta.name, meta.topic_id, meta.partitions, meta.replication_factor, meta.kind, meta.config,
-                    heir, meta.created_ms).to_json())))
-            for topic, acl in sorted(self._cache.acls().items()):
-                if name in acl:
-                    rest = {u: p for u, p in acl.items() if u != name}
-                    writes.append((acl_key(topic), self._sealed(acl_key(topic), acl_to_json(rest)) if rest else None))
-            for group in self._cache.groups():
-                if group.owner == name or name in group.acl:
-                    rest_group = group_without_user(group, name, heir)
-                    writes.append((group_key(group.name), self._sealed(group_key(group.name), rest_group.to_json())))
-            if await self._write_chunks(writes, heir):
-                moved.update(owned)
-                ukey = user_key(name)
-                guards = [cmp_mod(self._k(ukey), self._cache.mod_revision(ukey))]
-                resp = await self._txn(guards, [op_delete(self._k(ukey))])
-                if resp.succeeded:
-                    return sorted(moved)
-        raise self._contended(f"deleting user {name!r}")
-
-    async def _write_chunks(self, writes: list[tuple[Key, bytes | None]], heir: str | None) -> bool:
-        """Put (or, for None, delete) each key if unchanged since read (and ``heir`` still
-        exists), in chunks within etcd's operation bound; False at the first chunk that met a
-        change."""
-        for i in range(0, len(writes), TXN_OPS_MAX - 1):
-            chunk = writes[i:i + TXN_OPS_MAX - 1]
-            guards = [cmp_mod(self._k(k), self._cache.mod_revision(k)) for k, _ in chunk]
-            if heir is not None:
-                guards.append(cmp_exists(self._k(user_key(heir))))
-            ops = [op_delete(self._k(k)) if v is None else op_put(self._k(k), v) for k, v in chunk]
-            resp = await self._txn(guards, ops)
-            if not resp.succeeded:
-                return False
-        return True
+        return await self._accounts.delete_user(name, reassign_to=reassign_to)
 
     async def get_acl(self, topic: str) -> Acl:
-        self._topic(topic)
+        self._w.topic(topic)
         return self._cache.acl(topic)
 
     async def set_acl(self, topic: str, user: str, permissions: frozenset[str]) -> Acl:
-        for _ in range(CONTENTION_RETRIES):
-            self._topic(topic)
-            if self._cache.user(user) is None:
-                raise UnknownUserError(f"unknown user {user!r}")
-            acl = {u: p for u, p in self._cache.acl(topic).items() if u != user}
-            if permissions:
-                acl[user] = permissions
-            akey = acl_key(topic)
-            op = op_put(self._k(akey), self._sealed(akey, acl_to_json(acl))) if acl else op_delete(self._k(akey))
-            resp = await self._txn([cmp_exists(self._k(topic_key(topic))), cmp_exists(self._k(user_key(user))),
-                                    cmp_mod(self._k(akey), self._cache.mod_revision(akey))], [op])
-            if resp.succeeded:
-                return acl
-        raise self._contended(f"setting the ACL of {topic!r}")
+        return await self._accounts.set_acl(topic, user, permissions)
 
     async def set_owner(self, topic: str, owner: str) -> TopicMetadata:
-        for _ in range(CONTENTION_RETRIES):
-            meta = self._topic(topic)
-            if self._cache.user(owner) is None:
-                raise UnknownUserError(f"unknown user {owner!r}")
-            owned = TopicMetadata(meta.name, meta.topic_id, meta.partitions, meta.replication_factor, meta.kind,
-                                  meta.config, owner, meta.created_ms)
-            tkey = topic_key(topic)
-            resp = await self._txn([cmp_mod(self._k(tkey), self._cache.mod_revision(tkey)),
-                                    cmp_exists(self._k(user_key(owner)))],
-                                   [op_put(self._k(tkey), self._sealed(tkey, owned.to_json()))])
-            if resp.succeeded:
-                return owned
-        raise self._contended(f"setting the owner of {topic!r}")
-
-    # ---- consumer groups (groups/<name>, decision 0170) ---------------------------------------
+        return await self._accounts.set_owner(topic, owner)
 
     async def get_group(self, name: str) -> GroupRecord | None:
         return self._cache.group(name)
@@ -725,39 +610,13 @@ class EtcdCoordinator(Coordinator):
         return self._cache.groups()
 
     async def claim_group(self, name: str, owner: str | None) -> GroupRecord:
-        for _ in range(CONTENTION_RETRIES):
-            found = self._cache.group(name)
-            if found is not None:
-                return found
-            record = GroupRecord(name, owner, {}, time.time_ns() // 1_000_000)
-            key = self._k(group_key(name))
-            resp = await self._txn([cmp_create(key, 0)], [op_put(key, self._sealed(group_key(name), record.to_json()))])
-            if resp.succeeded:
-                return record
-        raise self._contended(f"claiming group {name!r}")
+        return await self._accounts.claim_group(name, owner)
 
     async def set_group_acl(self, name: str, user: str, permissions: frozenset[str]) -> GroupRecord:
-        for _ in range(CONTENTION_RETRIES):
-            found = self._cache.group(name)
-            if found is None:
-                raise UnknownGroupRecordError(f"unknown group {name!r}")
-            if self._cache.user(user) is None:
-                raise UnknownUserError(f"unknown user {user!r}")
-            acl = {u: p for u, p in found.acl.items() if u != user}
-            if permissions:
-                acl[user] = permissions
-            record = GroupRecord(found.name, found.owner, acl, found.created_ms)
-            gkey = group_key(name)
-            resp = await self._txn([cmp_mod(self._k(gkey), self._cache.mod_revision(gkey)),
-                                    cmp_exists(self._k(user_key(user)))],
-                                   [op_put(self._k(gkey), self._sealed(gkey, record.to_json()))])
-            if resp.succeeded:
-                return record
-        raise self._contended(f"setting the ACL of group {name!r}")
+        return await self._accounts.set_group_acl(name, user, permissions)
 
     async def delete_group(self, name: str) -> None:
-        if self._cache.group(name) is not None:
-            await self._txn([], [op_delete(self._k(group_key(name)))])
+        await self._accounts.delete_group(name)
 
     # ---- usage records (decision 0298) ---------------------------------------------------------
 
