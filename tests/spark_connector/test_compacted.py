@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 
 from spark_connector.errors import DataLossError
-from spark_connector.options import Location
+from spark_connector.options import Location, parse_read_options
+from spark_connector.reader import BatchReader, StreamReader, TaskPartition
 from spark_connector.sources import DirectSource, HttpSource
 from spark_connector.tasks import ReadTask, read_task
 from tests.spark_connector.conftest import (
@@ -193,6 +194,22 @@ def state(node: NodeProcess) -> tuple[str, Rows]:
     held = _settled(node, topic, model)
     assert min(o for p, o in held if p == 1) > ROUND, "partition 1's first round was not compacted away"
     return topic, held
+
+
+def test_the_readers_plan_tasks_that_know_the_topic_is_compacted(node: NodeProcess, state: tuple[str, Rows]) -> None:
+    """Planning alone: a batch start below the log start compaction moved is not loss, and a
+    streaming micro-batch's tasks (planned from checkpointed offsets only) know the policy too."""
+    topic, held = state
+    start = http_json(f"{node.url}/v1/topics/{topic}")["partitions"][1]["earliest_offset"]
+    assert 5 < start <= min(o for p, o in held if p == 1)
+    starting = json.dumps({topic: {"0": 3, "1": 5}})
+    batch = BatchReader(parse_read_options({"topic": topic, "url": node.url, "startingOffsets": starting}, "batch"))
+    tasks = [p.task for p in batch.partitions() if isinstance(p, TaskPartition)]
+    assert [(t.partition, t.start, t.compacted) for t in tasks] == [(0, 3, True), (1, start, True)]
+    stream = StreamReader(parse_read_options({"topic": topic, "url": node.url}, "stream"))
+    planned = stream.partitions({topic: {"0": 0, "1": 0}}, {topic: {"0": ROUND, "1": ROUND}})
+    tasks = [p.task for p in planned if isinstance(p, TaskPartition)]
+    assert [(t.partition, t.start, t.end, t.compacted) for t in tasks] == [(0, 0, ROUND, True), (1, 0, ROUND, True)]
 
 
 def test_spark_batch_reads_of_a_compacted_topic_return_exactly_the_kept_records(spark: Any, node: NodeProcess,
