@@ -61,7 +61,9 @@ class BatchReader(DataSourceReader):
         bounds = source.bounds()
         starts = _starts(self.options, source, bounds)
         ends = offsets.resolve(self.options.ending, bounds, default=LATEST, display="endingOffsets")
-        ranges = offsets.batch_ranges(starts, ends, bounds, fail_on_data_loss=self.options.fail_on_data_loss)
+        # On a compacted topic a log start past the asked start is compaction, not loss (decision 0324).
+        fail_on_data_loss = self.options.fail_on_data_loss and not source.compacted
+        ranges = offsets.batch_ranges(starts, ends, bounds, fail_on_data_loss=fail_on_data_loss)
         return _tasks(self.options, source, offsets.split(ranges, self.options.min_partitions))
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
@@ -114,6 +116,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         finish = offsets.from_json(self.options.topic, end)
         ranges = [OffsetRange(p, begin.get(p, 0), finish[p]) for p in sorted(finish) if finish[p] > begin.get(p, 0)]
         source = self._source()
+        source.bounds()  # tells whether the topic is compacted now, which the tasks need (decision 0324)
         return _tasks(self.options, source, ranges)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
