@@ -38,7 +38,8 @@ import grpc
 
 from coordinator.models import NodeInfo, validate_rack
 from grpc_api import stubs
-from grpc_api.convert import message_bytes_max, record_messages
+from grpc_api.convert import message_bytes_max
+from grpc_api.deliveries import delivered
 from grpc_api.errors import CODE_KEY, RETRY_KEY
 from grpc_api.gate import Caller, authorization_of
 from grpc_api.group_channels import GroupChannels, node_channel_opener
@@ -51,8 +52,6 @@ from logbroker.groups.group import Caller as MemberCaller
 from logbroker.groups.positions import start_positions
 from logbroker.groups.requests import SESSION_TIMEOUT_MS_DEFAULT, CommitRequest, JoinRequest, group_name
 from logbroker.node import Node
-from logbroker.records import Skipped, iter_fetched_records
-from logbroker.unreadable import report_skipped
 
 pb, pb_grpc = stubs.load()
 COMMIT_EVERY_S: Final = 1.0
@@ -160,13 +159,7 @@ class GroupSubscriptions:
                     result, _ = await node.fetch(topic, partition, offset, self._fetch_bytes, 0, client_rack=rack)
                     if not result.data:
                         continue
-                    auth.meter.charge(principal.name, "fetch", limits if auth.enabled else None, len(result.data),
-                                      topic=topic, records=max(0, result.next_offset - offset), requests=0)
-                    skipped: list[Skipped] = []
-                    batch = record_messages(pb.Record, topic, partition,
-                                            iter_fetched_records(bytes(result.data), offset, skipped))
-                    if skipped:  # stored records that cannot be decoded: the group moves past them (decision 0220)
-                        report_skipped(node.metrics.count_skipped, topic, partition, skipped, "grpc")
+                    batch = delivered(node, principal, limits, topic, partition, offset, result)
                     positions[(topic, partition)] = result.next_offset
                     sent = True
                     if batch:

@@ -27,7 +27,8 @@ from typing import Any, Final
 
 from coordinator.models import validate_name, validate_rack
 from grpc_api import stubs
-from grpc_api.convert import incoming_records, record_messages
+from grpc_api.convert import incoming_records
+from grpc_api.deliveries import delivered
 from grpc_api.errors import abort_for
 from grpc_api.gate import Caller, authorization_of
 from grpc_api.groups import GroupSubscriptions
@@ -36,8 +37,6 @@ from logbroker.auth.permissions import Principal
 from logbroker.auth.quotas import QuotaLimits
 from logbroker.errors import ANY_ERROR, InvalidRequestError, NotAvailableError
 from logbroker.node import Node
-from logbroker.records import Skipped, iter_fetched_records
-from logbroker.unreadable import report_skipped
 
 pb, pb_grpc = stubs.load()
 FETCH_BYTES: Final = 1024 * 1024
@@ -173,13 +172,7 @@ class BrokerService:
                 result, _ = await node.fetch(topic, partition, offset, FETCH_BYTES, WAIT_MS, client_rack=rack)
                 if not result.data:
                     continue
-                auth.meter.charge(principal.name, "fetch", limits if auth.enabled else None, len(result.data),
-                                  topic=topic, records=max(0, result.next_offset - offset), requests=0)
-                skipped: list[Skipped] = []
-                batch = record_messages(pb.Record, topic, partition,
-                                        iter_fetched_records(bytes(result.data), offset, skipped))
-                if skipped:  # stored records that cannot be decoded: the ones around them go on (decision 0220)
-                    report_skipped(node.metrics.count_skipped, topic, partition, skipped, "grpc")
+                batch = delivered(node, principal, limits, topic, partition, offset, result)
                 offset = result.next_offset
                 if batch:
                     yield batch

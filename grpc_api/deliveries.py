@@ -1,0 +1,31 @@
+"""A fetched slice turned into the ``Record`` messages a subscriber receives (a partition's or a
+group member's): the bytes are charged to the caller's fetch quota and usage, and records that
+cannot be decoded are reported and skipped, so the ones around them go on (decision 0220)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from grpc_api import stubs
+from grpc_api.convert import record_messages
+from logbroker.auth.permissions import Principal
+from logbroker.auth.quotas import QuotaLimits
+from logbroker.node import Node
+from logbroker.records import Skipped, iter_fetched_records
+from logbroker.unreadable import report_skipped
+from segments.log import LogRead
+
+pb, _ = stubs.load()
+
+
+def delivered(node: Node, principal: Principal, limits: QuotaLimits, topic: str, partition: int, offset: int,
+              result: LogRead) -> list[Any]:
+    """The messages for the records of ``result`` from ``offset`` on, charged to ``principal``."""
+    auth = node.auth
+    auth.meter.charge(principal.name, "fetch", limits if auth.enabled else None, len(result.data),
+                      topic=topic, records=max(0, result.next_offset - offset), requests=0)
+    skipped: list[Skipped] = []
+    batch = record_messages(pb.Record, topic, partition, iter_fetched_records(bytes(result.data), offset, skipped))
+    if skipped:
+        report_skipped(node.metrics.count_skipped, topic, partition, skipped, "grpc")
+    return batch
