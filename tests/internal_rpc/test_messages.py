@@ -93,8 +93,11 @@ def test_replication_codes_are_a_closed_set_of_the_error_tables_codes() -> None:
     assert set(typing.get_args(messages.ReplicationCode)) == set(REPLICATION_CODES)
     assert set(typing.get_args(field)) == {messages.ReplicationCode, type(None)}
     assert set(REPLICATION_CODES) <= set(ANSWERS)
-    with pytest.raises(MessageError):
-        decode(messages.ShipmentResult, {"v": VERSION, "error": "mismatch"})
+    stale = {"v": VERSION, "results": [{"error": "stale_leader_epoch", "epoch": 3}]}
+    assert decode(messages.ReplicateAnswer, stale).results == [messages.ShipmentResult(error="stale_leader_epoch",
+                                                                                       epoch=3)]
+    with pytest.raises(MessageError, match="results"):  # a word of its own, not a code
+        decode(messages.ReplicateAnswer, {"v": VERSION, "results": [{"error": "stale_epoch", "epoch": 3}]})
 
 
 # ---- malformed bodies, answered on a live connection -------------------------------------------
