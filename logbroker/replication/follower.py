@@ -5,8 +5,8 @@ A shipment entry is one of two kinds:
   shares with the leader (``partition_state.truncation_point``), or restarts it empty at the
   leader's log start when it is behind the leader's retention, and answers its log end;
 - data: whole batches as the leader stored them, starting at ``start``, which must be the
-  follower's log end (else it answers its log end with ``non_sequential_append`` and the leader
-syncs again).
+  follower's log end (else it answers its log end with ``non_sequential_append`` and the
+  leader syncs again).
 
 Every entry carries the leader's epoch: one older than the newest this node knows for the
 partition (from the coordinator or from an earlier shipment) is refused with ``stale_leader_epoch``,
