@@ -160,9 +160,11 @@ class RpcClient:
         self._connection = connection
         return connection
 
-    async def call(self, service: str, method: str, request: dict[str, Any], *,
+    async def call(self, service: str, method: str, request: Any, *,
                    deadline_s: float | None = None, stream: int | None = None) -> dict[str, Any]:
-        """One call, bounded by ``deadline_s`` (default: the client's)."""
+        """One call, bounded by ``deadline_s`` (default: the client's). ``request``: a map or a
+        typed message (``internal_rpc.messages``); the answer comes back as the map it was sent
+        as, for the caller to decode (``messages.decode``)."""
         timeout = self._deadline_s if deadline_s is None else deadline_s
         connection: _Connection | None = None
         call_id = next(self._ids)
@@ -246,7 +248,7 @@ class RpcStream:
         self._id = stream_id
         self.closed = False
 
-    async def call(self, request: dict[str, Any], *, deadline_s: float) -> dict[str, Any]:
+    async def call(self, request: Any, *, deadline_s: float) -> dict[str, Any]:
         if self.closed:
             raise RpcCallError(Status.UNAVAILABLE, "stream_closed", "the stream is closed")
         try:

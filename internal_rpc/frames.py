@@ -17,8 +17,13 @@ Bodies, by who sends them:
 | server | ``i``, ``b`` answer | the call's answer |
 | server | ``i``, ``e`` code, ``d`` detail, ``r`` retriable, ``x`` extra JSON, ``a`` answered | its error |
 
+A request and its answer (``b``) are messages of ``internal_rpc.messages``.
+
 Calls of one stream are handled one after another, in the order they were sent; other calls run
-concurrently. A malformed frame ends the connection (the peer is not one of ours).
+concurrently. A malformed frame ends the connection (the peer is not one of ours); a malformed
+body (``b``) is the method's business: it is answered ``invalid_request``. Frames are written and
+read with msgspec, so a typed message (a msgspec struct) is packed as the map it stands for, with
+no copy into a dict first.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from __future__ import annotations
 import struct
 from typing import Any, Final
 
-import msgpack
+import msgspec
 
 MESSAGE_BYTES_MAX: Final = 64 * 1024 * 1024
 HEADER: Final = struct.Struct(">I")
@@ -37,15 +42,18 @@ class FrameError(ValueError):
     """A frame that is not ours: too long, or not a msgpack map."""
 
 
+_ENCODER: Final = msgspec.msgpack.Encoder()
+_DECODER: Final = msgspec.msgpack.Decoder()
+
+
 def pack(message: dict[str, Any]) -> bytes:
-    data: bytes = msgpack.packb(message, use_bin_type=True)
-    return data
+    return _ENCODER.encode(message)
 
 
 def unpack(data: bytes) -> dict[str, Any]:
     try:
-        message = msgpack.unpackb(data, raw=False, strict_map_key=True)
-    except (ValueError, msgpack.UnpackException) as exc:
+        message = _DECODER.decode(data)
+    except (msgspec.DecodeError, ValueError, RecursionError) as exc:  # ValueError: a string not UTF-8
         raise FrameError(f"not a msgpack map: {exc}") from exc
     if not isinstance(message, dict):
         raise FrameError("an RPC message must be a map")

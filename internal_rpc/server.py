@@ -1,5 +1,6 @@
 """The RPC server: services of methods on msgpack maps (``internal_rpc.frames``), behind mutual
-TLS and the cluster token. A method is ``async (request: dict) -> dict``; an exception with a
+TLS and the cluster token. A method is ``async (request: dict) -> answer`` (a map, or a typed
+message: ``internal_rpc.messages.bind`` decodes the request into its type first); an exception with a
 ``code`` attribute (the broker's typed errors) is answered as that code, anything else as
 ``internal``. ``RpcServer`` is an async context manager; ``close`` is idempotent and bounded.
 
@@ -25,7 +26,7 @@ from internal_rpc.frames import HEADER, FrameError, body_length, encode, unpack
 from internal_rpc.security import TlsFiles, token_matches
 
 log = logging.getLogger(__name__)
-Method = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
+Method = Callable[[Any], Awaitable[Any]]
 STOP_GRACE_S: Final = 5.0
 HELLO_TIMEOUT_S: Final = 10.0
 IN_FLIGHT_MAX: Final = 1024  # calls running per connection

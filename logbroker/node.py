@@ -16,7 +16,7 @@ import logging
 import os
 import time
 from collections.abc import Callable
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, TypeVar, cast
 
 from coordinator.base import Coordinator
 from coordinator.errors import (
@@ -43,6 +43,14 @@ from coordinator.models import (
 )
 from coordinator.topic_config import alter_config
 from internal_rpc.frames import MESSAGE_BYTES_MAX
+from internal_rpc.messages import (
+    Answer,
+    FetchRequest,
+    ListOffsetRequest,
+    PartitionFiguresRequest,
+    ProduceRequest,
+    Request,
+)
 from internal_rpc.server import RpcServer
 from logbroker.at_rest import AtRest
 from logbroker.auth.bootstrap import build_auth, node_limits
@@ -110,6 +118,7 @@ from segments.errors import InvalidBatchError, TooManyOpenFilesError
 from segments.log import AppendInfo, LogRead, LogSlice
 
 log = logging.getLogger(__name__)
+A = TypeVar("A", bound=Answer)  # the answer type of an internal RPC request
 Acks = Literal["0", "1", "all"]
 ACKS: Final = ("0", "1", "all")
 BACKGROUND_COMMITS_MAX: Final = 10_000
@@ -780,13 +789,11 @@ class Node:
             raise NotLeaderError("this node cannot prove its leadership now (its coordinator session may have "
                                  "lapsed); retry: the partition's leader answers")
 
-    async def peer_call(self, node_id: int, method: str, request: dict[str, Any], *,
-                        deadline_s: float = PEER_DEADLINE_S) -> dict[str, Any]:
-        return await self._peers().call(node_id, method, request, deadline_s=deadline_s)
+    async def peer_call(self, node_id: int, request: Request[A], *, deadline_s: float = PEER_DEADLINE_S) -> A:
+        return await self._peers().call(node_id, request, deadline_s=deadline_s)
 
-    async def peer_stream_call(self, node_id: int, method: str, request: dict[str, Any], *,
-                               deadline_s: float = PEER_DEADLINE_S) -> dict[str, Any]:
-        return await self._peers().stream_call(node_id, method, request, deadline_s=deadline_s)
+    async def peer_stream_call(self, node_id: int, request: Request[A], *, deadline_s: float = PEER_DEADLINE_S) -> A:
+        return await self._peers().stream_call(node_id, request, deadline_s=deadline_s)
 
     def local_partitions(self, topic: str) -> list[int]:
         try:
@@ -918,13 +925,10 @@ class Node:
             raise BatchTooLargeError(len(batch), FORWARD_BATCH_BYTES_MAX)
         if self._peers().unreachable(leader):  # refused before sending: nothing can be stored twice
             raise NoLeaderError(f"node {leader}, the leader, did not answer lately; retry", node=leader)
-        answer = await self._peers().call(leader, "Produce", {"topic": topic, "partition": partition,
-                                                              "topic_id": self._topic_id(topic),
-                                                              "batch": batch, "acks": acks}, idempotent=False)
-        base = answer.get("base_offset")
-        if not isinstance(base, int):
-            raise NotAvailableError(f"node {leader} answered a produce without an offset")
-        return base
+        answer = await self._peers().call(leader, ProduceRequest(topic=topic, partition=partition,
+                                                                 topic_id=self._topic_id(topic), batch=batch,
+                                                                 acks=cast(Acks, acks)), idempotent=False)
+        return answer.base_offset
 
     async def produce_batch(self, topic: str, partition: int, batch: bytes, acks: str, *,
                             on_appended: Callable[[], None] | None = None) -> list[dict[str, int]]:
@@ -1195,14 +1199,10 @@ class Node:
                             wait_ms: int, *, replica: bool = False) -> tuple[LogRead, int]:
         max_bytes, wait_ms = self._fetch_args(max_bytes, wait_ms)
         answer = await self._peers().call(
-            leader, "Fetch", {"topic": topic, "topic_id": self._topic_id(topic), "partition": partition,
-                              "offset": offset, "max_bytes": max_bytes, "wait_ms": wait_ms, "replica": replica},
+            leader, FetchRequest(topic=topic, topic_id=self._topic_id(topic), partition=partition, offset=offset,
+                                 max_bytes=max_bytes, wait_ms=wait_ms, replica=replica),
             deadline_s=wait_ms / 1000 + FORWARD_WAIT_MARGIN_S)
-        data, first, after, hwm = (answer.get(k) for k in ("data", "first_offset", "next_offset", "high_watermark"))
-        if not isinstance(data, bytes) or not all(isinstance(v, int) for v in (first, after, hwm)):
-            raise NotAvailableError(f"node {leader} answered a fetch without its fields")
-        assert isinstance(first, int) and isinstance(after, int) and isinstance(hwm, int)
-        return LogRead(memoryview(data), first, after), hwm
+        return LogRead(memoryview(answer.data), answer.first_offset, answer.next_offset), answer.high_watermark
 
     async def fetch_slice(self, topic: str, partition: int, offset: int, max_bytes: int,
                           wait_ms: int, *, client_rack: str | None = None) -> tuple[LogSlice | LogRead | None, int]:
@@ -1276,9 +1276,8 @@ class Node:
         leader = self._leader(topic, partition)
         if leader is None:
             return self._offset_here(topic, partition, at)
-        answer = await self._peers().call(leader, "ListOffset", {"topic": topic, "partition": partition, "at": at})
-        offset = answer.get("offset")
-        return {"partition": partition, "offset": offset if isinstance(offset, int) else None}
+        answer = await self._peers().call(leader, ListOffsetRequest(topic=topic, partition=partition, at=at))
+        return {"partition": partition, "offset": answer.offset}
 
     def list_local_offset(self, topic: str, partition: int, at: str) -> dict[str, int | None]:
         """An offsets call forwarded here: answered only if this node leads the partition."""
@@ -1331,15 +1330,14 @@ class Node:
 
         async def ask(leader: int, partitions: list[int]) -> None:
             try:
-                answer = await self._peers().call(leader, "PartitionFigures",
-                                                  {"topic": topic, "partitions": partitions},
+                answer = await self._peers().call(leader, PartitionFiguresRequest(topic=topic, partitions=partitions),
                                                   deadline_s=FIGURES_DEADLINE_S)
             except ANY_ERROR as exc:
                 log.info("partition figures unavailable", extra={"fields": {"node": leader, "error": str(exc)}})
                 return
-            for key, value in answer.get("figures", {}).items():
-                if isinstance(value, dict) and int(key) in partitions:
-                    figures[int(key)] = value
+            for key, value in answer.figures.items():
+                if key in partitions:
+                    figures[key] = value
 
         await asyncio.gather(*(ask(leader, parts) for leader, parts in by_leader.items()))
         return figures

@@ -30,6 +30,7 @@ from coordinator.errors import StaleEpochError
 from coordinator.leader_racks import leader_racks
 from coordinator.models import INTERNAL_PREFIX
 from coordinator.placement import PlacementNode, decommission, rebalance
+from internal_rpc.messages import FreezeRequest, ThawRequest
 from logbroker.errors import ANY_ERROR, InvalidRequestError, NoLeaderError, NotAvailableError, NotLeaderError
 from logbroker.partition_roles import NO_LEADER
 
@@ -64,7 +65,7 @@ class PartitionMover:
             return
         raise NotLeaderError(f"partition {partition} of {topic!r} is moving to another node; retry shortly")
 
-    async def freeze(self, topic: str, partition: int, ttl_s: float) -> dict[str, int]:
+    async def freeze(self, topic: str, partition: int, ttl_s: float) -> int:
         """Stop acknowledging writes to a partition this node leads, wait until what it appended
         is exposed, and return its log end (the move's last offset)."""
         self._node.check_leads(topic, partition)
@@ -76,7 +77,7 @@ class PartitionMover:
                 self.thaw(topic, partition)
                 raise NotAvailableError(f"partition {partition} of {topic!r}: appended records not committed in time")
             await asyncio.sleep(POLL_S)
-        return {"log_end": replica.log.log_end_offset}
+        return replica.log.log_end_offset
 
     def thaw(self, topic: str, partition: int) -> None:
         self._frozen.pop((topic, partition), None)
@@ -102,7 +103,7 @@ class PartitionMover:
         await node.coordinator.reassign(topic, partition, interim)
         try:
             await self._await_in_sync(topic, partition, new)
-            await node.peer_call(leader, "Freeze", {"topic": topic, "partition": partition, "ttl_s": FREEZE_TTL_S})
+            await node.peer_call(leader, FreezeRequest(topic=topic, partition=partition, ttl_s=FREEZE_TTL_S))
         except BaseException:
             await self._undo(topic, partition, leader, state.replicas, thaw=False)
             raise
@@ -149,7 +150,7 @@ class PartitionMover:
         node = self._node
         try:
             if thaw:
-                await node.peer_call(leader, "Thaw", {"topic": topic, "partition": partition})
+                await node.peer_call(leader, ThawRequest(topic=topic, partition=partition))
             if replicas is not None:
                 await node.coordinator.reassign(topic, partition, replicas)
         except ANY_ERROR as exc:

@@ -4,20 +4,23 @@ A node's address comes from the coordinator's cache at each call, so a node that
 new address is reached there; a channel to an old address is closed and replaced. Errors come
 back typed: what the other node's handler raised travels as a ``RemoteError`` with the same code
 (so a forwarded request fails exactly as a local one would), and a node that cannot be reached
-is a retriable ``NoLeaderError``.
+is a retriable ``NoLeaderError``. Calls are typed: a request of ``internal_rpc.messages`` goes
+out under the method the table names for its type, and its answer comes back decoded into the
+table's answer type (one that does not decode is a retriable ``NotAvailableError``).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Final, TypeVar, cast
 
 from coordinator.base import Coordinator
 from internal_rpc.client import RpcClient, RpcStream
 from internal_rpc.errors import RpcCallError, Status
+from internal_rpc.messages import Answer, MessageError, Method, Request, decode, method_of
 from internal_rpc.security import TlsFiles
-from logbroker.errors import ForwardOutcomeUnknownError, NoLeaderError, RemoteError
+from logbroker.errors import ForwardOutcomeUnknownError, NoLeaderError, NotAvailableError, RemoteError
 from logbroker.rpc_service import SERVICE
 
 DEADLINE_S: Final = 10.0
@@ -25,6 +28,17 @@ RETIRED_MAX: Final = 16
 SILENT_S: Final = 2.0
 # Failures after which a sent call may have run on the other node.
 MAYBE_DELIVERED: Final = frozenset({Status.DEADLINE_EXCEEDED, Status.CANCELLED, Status.UNKNOWN, Status.INTERNAL})
+A = TypeVar("A", bound=Answer)
+
+
+def _answer(node_id: int, method: Method, body: dict[str, object], _request: Request[A]) -> A:
+    """``body`` decoded as ``method``'s answer: the type the table gives, which is the answer type
+    ``_request`` is declared with (a test checks the table against the declarations)."""
+    try:
+        return cast(A, decode(method.answer, body))
+    except MessageError as exc:
+        raise NotAvailableError(f"node {node_id} answered {method.name} with a malformed answer: {exc}",
+                                node=node_id) from exc
 
 
 class Peers:
@@ -61,19 +75,20 @@ class Peers:
             self._clients[node_id] = client
         return client
 
-    async def call(self, node_id: int, method: str, request: dict[str, Any], *,
-                   deadline_s: float = DEADLINE_S, idempotent: bool = True) -> dict[str, Any]:
-        """Call ``method`` on node ``node_id``; its typed error, or ``NoLeaderError`` when it
-        cannot be reached. A call that is not ``idempotent`` (a write) and got no answer after it
-        may have been delivered (deadline, cancelled) is ``ForwardOutcomeUnknownError`` instead:
-        retrying it could store it twice."""
+    async def call(self, node_id: int, request: Request[A], *,
+                   deadline_s: float = DEADLINE_S, idempotent: bool = True) -> A:
+        """Call ``request``'s method on node ``node_id``: its typed answer; its typed error, or
+        ``NoLeaderError`` when it cannot be reached. A call that is not ``idempotent`` (a write)
+        and got no answer after it may have been delivered (deadline, cancelled) is
+        ``ForwardOutcomeUnknownError`` instead: retrying it could store it twice."""
         if self._closed:
             raise NoLeaderError("the node is stopping")
         client = self._client(node_id)
         if len(self._retired) > RETIRED_MAX:
             await self._retired.pop(0).close()
+        method = method_of(request)
         try:
-            answer = await client.call(SERVICE, method, request, deadline_s=deadline_s)
+            body = await client.call(SERVICE, method.name, request, deadline_s=deadline_s)
         except RpcCallError as exc:
             if exc.answered:
                 self._silent_until.pop(node_id, None)
@@ -84,30 +99,31 @@ class Peers:
                                                  "the write may or may not be stored", node=node_id) from exc
             raise NoLeaderError(f"node {node_id} did not answer ({exc.status.name.lower()})", node=node_id) from exc
         self._silent_until.pop(node_id, None)
-        return answer
+        return _answer(node_id, method, body, request)
 
-    async def stream_call(self, node_id: int, method: str, request: dict[str, Any], *,
-                          deadline_s: float = DEADLINE_S) -> dict[str, Any]:
-        """``method`` on node ``node_id`` over a long-lived stream kept per node and method (made
-        again after any failure of the stream): for calls that repeat often and may be resent
+    async def stream_call(self, node_id: int, request: Request[A], *, deadline_s: float = DEADLINE_S) -> A:
+        """``request``'s method on node ``node_id`` over a long-lived stream kept per node and
+        method (made again after any failure of the stream): for calls that repeat often and may be resent
         (a leader's shipments). Errors as ``call``'s."""
         if self._closed:
             raise NoLeaderError("the node is stopping")
         client = self._client(node_id)
-        key = (node_id, method)
+        method = method_of(request)
+        key = (node_id, method.name)
         held = self._streams.get(key)
         if held is None or held[0] is not client or held[1].closed:
             if held is not None:
                 held[1].close()
-            held = (client, client.stream(SERVICE, method))
+            held = (client, client.stream(SERVICE, method.name))
             self._streams[key] = held
         try:
-            return await held[1].call(request, deadline_s=deadline_s)
+            body = await held[1].call(request, deadline_s=deadline_s)
         except RpcCallError as exc:
             if exc.answered:
                 raise RemoteError(exc.code, exc.detail, retriable=exc.retriable, **exc.extra) from exc
             self._went_silent(node_id)
             raise NoLeaderError(f"node {node_id} did not answer ({exc.status.name.lower()})", node=node_id) from exc
+        return _answer(node_id, method, body, request)
 
     def _went_silent(self, node_id: int) -> None:
         info = self._coordinator.cached_node(node_id)

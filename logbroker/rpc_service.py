@@ -5,26 +5,44 @@ a single node with the embedded coordinator and no TLS configured serves no RPC 
 needs it), and a clustered node without TLS refuses to start. With authentication off
 (development) it is served, with TLS and a token only if configured.
 
-Methods: ``Ping`` -> ``{node_id}``; ``Fetch {topic, partition, offset, max_bytes}`` -> ``{data,
-next_offset, high_watermark}`` (whole batches below the high watermark, as the HTTP fetch).
+Methods and their messages: ``internal_rpc.messages`` (one table, ``METHODS``). ``Fetch`` answers
+whole batches below the high watermark, as the HTTP fetch does.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final
 
+from internal_rpc.messages import (
+    FetchAnswer,
+    FetchRequest,
+    FreezeAnswer,
+    FreezeRequest,
+    ListOffsetAnswer,
+    ListOffsetRequest,
+    PartitionFiguresAnswer,
+    PartitionFiguresRequest,
+    PingAnswer,
+    PingRequest,
+    ProduceAnswer,
+    ProduceRequest,
+    ReplicateAnswer,
+    ReplicateRequest,
+    StorageByPayerAnswer,
+    StorageByPayerRequest,
+    ThawAnswer,
+    ThawRequest,
+    bind,
+)
 from internal_rpc.security import TlsFiles
 from internal_rpc.server import Method
 from logbroker.config import NodeConfig
 from logbroker.errors import InvalidRequestError
-from logbroker.storage_usage import RPC_METHOD as STORAGE_RPC_METHOD
 
 if TYPE_CHECKING:
     from logbroker.node import Node
 
 SERVICE: Final = "logbroker.Node"
-FETCH_BYTES_MAX: Final = 16 * 1024 * 1024
-PARTITIONS_PER_CALL_MAX: Final = 1024
 
 
 def rpc_security(config: NodeConfig) -> tuple[bool, TlsFiles | None, str | None]:
@@ -44,76 +62,49 @@ def rpc_security(config: NodeConfig) -> tuple[bool, TlsFiles | None, str | None]
     return True, tls, token
 
 
-def _field(request: dict[str, Any], name: str, kind: type) -> Any:
-    value = request.get(name)
-    if not isinstance(value, kind) or isinstance(value, bool):
-        raise InvalidRequestError(f"{name} must be {kind.__name__}")
-    return value
-
-
-def _partitions(request: dict[str, Any]) -> list[int]:
-    value = request.get("partitions")
-    if not isinstance(value, list) or len(value) > PARTITIONS_PER_CALL_MAX \
-            or not all(isinstance(p, int) and not isinstance(p, bool) for p in value):
-        raise InvalidRequestError(f"partitions must be a list of at most {PARTITIONS_PER_CALL_MAX} integers")
-    return value
-
-
 def node_service(node: Node) -> dict[str, Method]:
     """The calls one node makes on another: forwarded produce, fetch and offsets (served only by
-    the partition's leader, never forwarded again), partition figures for describe, and the
-    bytes stored per payer in the partitions this node leads (the storage quota's sums)."""
+    the partition's leader, never forwarded again), partition figures for describe, the moves'
+    freeze and thaw, shipments, and the bytes stored per payer in the partitions this node leads
+    (the storage quota's sums). Each body is decoded into its request type first
+    (``messages.bind``): a malformed one is answered ``invalid_request`` and changes nothing."""
 
-    async def ping(request: dict[str, Any]) -> dict[str, Any]:
-        return {"node_id": node.config.node_id}
+    async def ping(request: PingRequest) -> PingAnswer:
+        return PingAnswer(node_id=node.config.node_id)
 
-    async def produce(request: dict[str, Any]) -> dict[str, Any]:
-        topic, partition = _field(request, "topic", str), _field(request, "partition", int)
-        batch, acks = _field(request, "batch", bytes), _field(request, "acks", str)
-        node.check_topic_id(topic, request.get("topic_id"))
-        answer = await node.produce_local_batch(topic, partition, batch, acks)
-        return {"base_offset": answer[0]["offset"]}
+    async def produce(request: ProduceRequest) -> ProduceAnswer:
+        node.check_topic_id(request.topic, request.topic_id)
+        answer = await node.produce_local_batch(request.topic, request.partition, request.batch, request.acks)
+        return ProduceAnswer(base_offset=answer[0]["offset"])
 
-    async def fetch(request: dict[str, Any]) -> dict[str, Any]:
-        topic, partition = _field(request, "topic", str), _field(request, "partition", int)
-        offset, max_bytes = _field(request, "offset", int), _field(request, "max_bytes", int)
-        wait_ms = request.get("wait_ms", 0)
-        if offset < 0 or not 0 < max_bytes <= FETCH_BYTES_MAX or not isinstance(wait_ms, int) or wait_ms < 0:
-            raise InvalidRequestError(f"offset and wait_ms must be >= 0 and max_bytes in [1, {FETCH_BYTES_MAX}]")
-        node.check_topic_id(topic, request.get("topic_id"))
-        serve = node.fetch_replica if request.get("replica") is True else node.fetch_local
-        result, high_watermark = await serve(topic, partition, offset, max_bytes, wait_ms)
-        return {"data": bytes(result.data), "first_offset": result.first_offset, "next_offset": result.next_offset,
-                "high_watermark": high_watermark}
+    async def fetch(request: FetchRequest) -> FetchAnswer:
+        node.check_topic_id(request.topic, request.topic_id)
+        serve = node.fetch_replica if request.replica else node.fetch_local
+        result, high_watermark = await serve(request.topic, request.partition, request.offset, request.max_bytes,
+                                             request.wait_ms)
+        return FetchAnswer(data=bytes(result.data), first_offset=result.first_offset, next_offset=result.next_offset,
+                           high_watermark=high_watermark)
 
-    async def list_offset(request: dict[str, Any]) -> dict[str, Any]:
-        topic, partition = _field(request, "topic", str), _field(request, "partition", int)
-        return node.list_local_offset(topic, partition, _field(request, "at", str))
+    async def list_offset(request: ListOffsetRequest) -> ListOffsetAnswer:
+        answer = node.list_local_offset(request.topic, request.partition, request.at)
+        return ListOffsetAnswer(partition=request.partition, offset=answer["offset"])
 
-    async def partition_figures(request: dict[str, Any]) -> dict[str, Any]:
-        figures = node.local_figures(_field(request, "topic", str), _partitions(request))
-        return {"figures": {str(p): f for p, f in figures.items()}}
+    async def partition_figures(request: PartitionFiguresRequest) -> PartitionFiguresAnswer:
+        return PartitionFiguresAnswer(figures=node.local_figures(request.topic, request.partitions))
 
-    async def freeze(request: dict[str, Any]) -> dict[str, Any]:
-        topic, partition = _field(request, "topic", str), _field(request, "partition", int)
-        ttl_s = request.get("ttl_s")
-        if not isinstance(ttl_s, (int, float)) or isinstance(ttl_s, bool):
-            raise InvalidRequestError("ttl_s must be a number")
-        return await node.moves.freeze(topic, partition, float(ttl_s))
+    async def freeze(request: FreezeRequest) -> FreezeAnswer:
+        return FreezeAnswer(log_end=await node.moves.freeze(request.topic, request.partition, request.ttl_s))
 
-    async def thaw(request: dict[str, Any]) -> dict[str, Any]:
-        node.moves.thaw(_field(request, "topic", str), _field(request, "partition", int))
-        return {}
+    async def thaw(request: ThawRequest) -> ThawAnswer:
+        node.moves.thaw(request.topic, request.partition)
+        return ThawAnswer()
 
-    async def replicate(request: dict[str, Any]) -> dict[str, Any]:
-        try:
-            return await node.replication.replicate(request)
-        except ValueError as exc:
-            raise InvalidRequestError(f"bad shipment: {exc}") from exc
+    async def replicate(request: ReplicateRequest) -> ReplicateAnswer:
+        return await node.replication.replicate(request)
 
-    async def storage_by_payer(request: dict[str, Any]) -> dict[str, Any]:
+    async def storage_by_payer(request: StorageByPayerRequest) -> StorageByPayerAnswer:
         return node.storage.answer()
 
-    return {"Ping": ping, "Replicate": replicate, "Produce": produce, "Fetch": fetch, "ListOffset": list_offset,
-            "PartitionFigures": partition_figures, "Freeze": freeze, "Thaw": thaw,
-            STORAGE_RPC_METHOD: storage_by_payer}
+    return bind({"Ping": ping, "Replicate": replicate, "Produce": produce, "Fetch": fetch, "ListOffset": list_offset,
+                 "PartitionFigures": partition_figures, "Freeze": freeze, "Thaw": thaw,
+                 "StorageByPayer": storage_by_payer})

@@ -20,8 +20,9 @@ import asyncio
 import math
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final
 
+from internal_rpc.messages import StorageByPayerAnswer, StorageByPayerRequest
 from logbroker.errors import ANY_ERROR
 from logbroker.ownership import INTERNAL_PREFIX, payer_by_topic
 from logbroker.storage_quota import StorageLedger, check_storage
@@ -34,7 +35,6 @@ PEERS_POLL_S: Final = 2.0
 LIMITS_CACHED_MAX: Final = 100_000  # users whose resolved storage limit is kept (dropped all at once past it)
 PEER_DEADLINE_S: Final = 2.0
 PEER_STALE_S: Final = 15.0
-RPC_METHOD: Final = "StorageByPayer"
 
 
 class StorageUsage:
@@ -131,19 +131,13 @@ class StorageUsage:
 
         async def ask(node_id: int) -> None:
             try:
-                answer = await peers.call(node_id, RPC_METHOD, {}, deadline_s=PEER_DEADLINE_S)
+                answer = await peers.call(node_id, StorageByPayerRequest(), deadline_s=PEER_DEADLINE_S)
             except ANY_ERROR:
                 return  # its last answer stands until it is stale
-            self.ledger.heard(node_id, _sums(answer.get("payers")), self._clock())
+            self.ledger.heard(node_id, answer.payers, self._clock())
 
         await asyncio.gather(*(ask(node_id) for node_id in others))
 
-    def answer(self) -> dict[str, Any]:
+    def answer(self) -> StorageByPayerAnswer:
         """This node's answer to a peer's ``StorageByPayer``."""
-        return {"payers": self.ledger.local_sums()}
-
-
-def _sums(value: object) -> dict[str, int]:
-    if not isinstance(value, dict):
-        return {}
-    return {k: v for k, v in value.items() if isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool)}
+        return StorageByPayerAnswer(payers=self.ledger.local_sums())

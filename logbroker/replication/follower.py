@@ -5,74 +5,30 @@ A shipment entry is one of two kinds:
   shares with the leader (``partition_state.truncation_point``), or restarts it empty at the
   leader's log start when it is behind the leader's retention, and answers its log end;
 - data: whole batches as the leader stored them, starting at ``start``, which must be the
-  follower's log end (else it answers its log end with ``mismatch`` and the leader syncs again).
+  follower's log end (else it answers its log end with ``non_sequential_append`` and the
+  leader syncs again).
 
 Every entry carries the leader's epoch: one older than the newest this node knows for the
-partition (from the coordinator or from an earlier shipment) is refused with ``stale_epoch``,
+partition (from the coordinator or from an earlier shipment) is refused with ``stale_leader_epoch``,
 so a deposed leader's shipments never land. A node that still leads the partition at an older
 epoch gives the leadership up first (``on_newer_leader``). Every entry carries the leader's high
 watermark too: the follower exposes records up to it, never past its own log end.
 
-Answers are per entry (``{"log_end": n}`` or ``{"error": code, ...}``), in request order.
+Answers are per entry (a ``ShipmentResult``: the log end, or a code of ``ReplicationCode``), in
+request order; entries and answers are the typed messages of ``internal_rpc.messages``.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from collections.abc import Callable
-from typing import Any, Final
 
+from internal_rpc.messages import ShipmentEntry, ShipmentResult
 from logbroker.partition_state import truncation_point
 from logbroker.replica_manager import Replica
 from segments.errors import InvalidBatchError, NonSequentialAppendError, StaleLeaderEpochError
 
 log = logging.getLogger(__name__)
-ENTRIES_MAX: Final = 4096
-EPOCHS_MAX: Final = 100_000
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Entry:
-    topic: str
-    topic_id: str
-    partition: int
-    epoch: int
-    high_watermark: int
-    sync: bool
-    start: int
-    data: bytes
-    leader_epochs: tuple[tuple[int, int], ...]
-    leader_end: int
-    leader_start: int
-
-
-def parse_entries(request: dict[str, Any]) -> list[Entry]:
-    """The entries of a ``Replicate`` request; ``ValueError`` on any malformed field."""
-    raw = request.get("entries")
-    if not isinstance(raw, list) or len(raw) > ENTRIES_MAX:
-        raise ValueError(f"entries must be a list of at most {ENTRIES_MAX}")
-    entries = []
-    for item in raw:
-        if not isinstance(item, dict):
-            raise ValueError("an entry must be a map")
-        ints: dict[str, int] = {}
-        for name in ("partition", "epoch", "hw", "start", "leader_end", "leader_start"):
-            value = item.get(name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                raise ValueError(f"{name} must be a non-negative integer")
-            ints[name] = value
-        topic, topic_id, data = item.get("topic"), item.get("topic_id"), item.get("data", b"")
-        if not isinstance(topic, str) or not isinstance(topic_id, str) or not isinstance(data, bytes):
-            raise ValueError("topic and topic_id must be strings and data bytes")
-        epochs = item.get("leader_epochs", [])
-        if not isinstance(epochs, list) or len(epochs) > EPOCHS_MAX or not all(
-                isinstance(e, list) and len(e) == 2 and all(isinstance(x, int) and x >= 0 for x in e) for e in epochs):
-            raise ValueError("leader_epochs must be a list of [epoch, start offset] pairs")
-        entries.append(Entry(topic, topic_id, ints["partition"], ints["epoch"], ints["hw"], bool(item.get("sync")),
-                             ints["start"], data, tuple((e[0], e[1]) for e in epochs), ints["leader_end"],
-                             ints["leader_start"]))
-    return entries
 
 
 class FollowerSide:
@@ -101,27 +57,27 @@ class FollowerSide:
         for key in [k for k in self._seen if k[0] == topic and (partition is None or k[2] == partition)]:
             del self._seen[key]
 
-    def apply(self, entry: Entry) -> tuple[dict[str, Any], Replica | None]:
+    def apply(self, entry: ShipmentEntry) -> tuple[ShipmentResult, Replica | None]:
         """Apply one entry; the answer and the replica written to (for the durability wait)."""
         key = (entry.topic, entry.partition)
         seen_key = (entry.topic, entry.topic_id, entry.partition)
         known = max(self._known_epoch(entry.topic, entry.partition, entry.topic_id), self._seen.get(seen_key, -1))
         if entry.epoch < known:
-            return {"error": "stale_epoch", "epoch": known}, None
+            return ShipmentResult(error="stale_leader_epoch", epoch=known), None
         led = self._led_epoch(*key)
         if led is not None:
             if led >= entry.epoch:
-                return {"error": "stale_epoch", "epoch": led}, None
+                return ShipmentResult(error="stale_leader_epoch", epoch=led), None
             self._on_newer_leader(entry.topic, entry.partition, entry.epoch)
         replica = self._replica_of(entry.topic, entry.partition, entry.topic_id)
         if replica is None:
-            return {"error": "unknown_partition"}, None
+            return ShipmentResult(error="unknown_partition"), None
         self._seen[seen_key] = entry.epoch
         partition_log = replica.log
         if entry.sync:
             self._sync(replica, entry)
         elif entry.start != partition_log.log_end_offset:
-            return {"error": "mismatch", "log_end": partition_log.log_end_offset}, None
+            return ShipmentResult(error="non_sequential_append", log_end=partition_log.log_end_offset), None
         elif entry.data:
             try:
                 replica.append_copied(entry.data)
@@ -129,12 +85,12 @@ class FollowerSide:
                 # A torn or foreign batch: keep what landed, ask again from there.
                 log.warning("shipment refused", extra={"fields": {"topic": entry.topic, "partition": entry.partition,
                                                                    "error": str(exc)}})
-                return {"error": "mismatch", "log_end": partition_log.log_end_offset}, replica
+                return ShipmentResult(error="non_sequential_append", log_end=partition_log.log_end_offset), replica
         replica.advance(min(entry.high_watermark, partition_log.log_end_offset))
-        return {"log_end": partition_log.log_end_offset}, replica
+        return ShipmentResult(log_end=partition_log.log_end_offset), replica
 
     @staticmethod
-    def _sync(replica: Replica, entry: Entry) -> None:
+    def _sync(replica: Replica, entry: ShipmentEntry) -> None:
         partition_log = replica.log
         end = partition_log.log_end_offset
         if end == partition_log.log_start_offset and entry.leader_start <= end <= entry.leader_end:

@@ -26,11 +26,12 @@ from typing import TYPE_CHECKING, Any, Final
 
 from coordinator.errors import CoordinatorError, StaleEpochError
 from coordinator.models import PartitionState
+from internal_rpc.messages import ReplicateAnswer, ReplicateRequest, ShipmentResult
 from logbroker.errors import NotLeaderError
 from logbroker.partition_roles import topic_ranks
 from logbroker.partition_state import failback_target, min_insync_replicas, out_of_sync, ready_to_join, stalling
 from logbroker.replica_manager import Replica
-from logbroker.replication.follower import FollowerSide, parse_entries
+from logbroker.replication.follower import FollowerSide
 from logbroker.replication.leader import Leadership, now_ms
 from logbroker.replication.shipper import Shipper
 from segments.errors import StorageError
@@ -163,8 +164,8 @@ class ReplicationManager:
     def _led_for(self, follower: int) -> list[Leadership]:
         return [lead for lead in self.leaderships.values() if follower in lead.followers]
 
-    async def _call(self, follower: int, request: dict[str, Any]) -> dict[str, Any]:
-        return await self._node.peer_stream_call(follower, "Replicate", request, deadline_s=SHIP_DEADLINE_S)
+    async def _call(self, follower: int, request: ReplicateRequest) -> ReplicateAnswer:
+        return await self._node.peer_stream_call(follower, request, deadline_s=SHIP_DEADLINE_S)
 
     def _topic_id(self, topic: str) -> str | None:
         meta = self._node.coordinator.cached_topic(topic)
@@ -175,19 +176,18 @@ class ReplicationManager:
 
     # ---- the follower's side ----------------------------------------------------------------
 
-    async def replicate(self, request: dict[str, Any]) -> dict[str, Any]:
+    async def replicate(self, request: ReplicateRequest) -> ReplicateAnswer:
         """The ``Replicate`` RPC: apply each entry, make it durable as the topic's flush policy
         wants, then answer each entry's log end."""
-        entries = parse_entries(request)
-        results: list[dict[str, Any]] = []
+        results: list[ShipmentResult] = []
         durable: dict[int, tuple[Replica, list[int]]] = {}
-        for index, entry in enumerate(entries):
+        for index, entry in enumerate(request.entries):
             try:
                 answer, replica = self.follower.apply(entry)
             except StorageError as exc:  # this partition only: the others of the call go on
                 log.warning("shipment not stored", extra={"fields": {
                     "topic": entry.topic, "partition": entry.partition, "error": str(exc)}})
-                answer, replica = {"error": "storage"}, None
+                answer, replica = ShipmentResult(error="storage_error"), None
             results.append(answer)
             if replica is not None:
                 durable.setdefault(id(replica), (replica, []))[1].append(index)
@@ -198,10 +198,10 @@ class ReplicationManager:
                     await replica.make_durable(AppendInfo(end - 1, end - 1, end))
             except (StorageError, NotLeaderError):
                 for index in indexes:
-                    results[index] = {"error": "storage"}
+                    results[index] = ShipmentResult(error="storage_error")
                 continue
             replica.copied(end)
-        return {"results": results}
+        return ReplicateAnswer(results=results)
 
     def _replica_of(self, topic: str, partition: int, topic_id: str) -> Replica | None:
         meta = self._node.coordinator.cached_topic(topic)

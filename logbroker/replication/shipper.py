@@ -9,18 +9,23 @@ load and costs one round trip when idle. An append wakes the shipper; with nothi
 wakes every ``IDLE_S`` to keep the follower's high watermark current.
 
 A failed call forgets what the leader knew of the follower's log ends (the next call syncs) and
-backs off, up to ``BACKOFF_MAX_S``. A ``stale_epoch`` answer means another node leads now: the
-leadership is ended here at once (``on_stale``).
+backs off, up to ``BACKOFF_MAX_S``. Each entry's answer is settled by its code
+(``internal_rpc.messages.ReplicationCode``): ``stale_leader_epoch`` means another node leads now
+(the leadership is ended here at once, ``on_stale``); ``non_sequential_append`` syncs the
+partition in the next call, sent at once; ``unknown_partition`` and ``storage_error`` sync it
+when the shipper next wakes.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any, Final
+from typing import Final
 
+from internal_rpc.messages import ReplicateAnswer, ReplicateRequest, ShipmentEntry, ShipmentResult
 from logbroker.errors import BrokerError
 from logbroker.partition_state import caught_up
 from logbroker.replication.leader import Leadership, now_ms
@@ -34,7 +39,7 @@ BACKOFF_MIN_S: Final = 0.05
 BACKOFF_MAX_S: Final = 1.0
 CALL_DEADLINE_S: Final = 5.0
 
-Call = Callable[[int, dict[str, Any]], Awaitable[dict[str, Any]]]
+Call = Callable[[int, ReplicateRequest], Awaitable[ReplicateAnswer]]
 
 
 class Shipper:
@@ -90,7 +95,7 @@ class Shipper:
 
     async def ship_once(self) -> bool:
         """Send one call; True when more is waiting to be sent."""
-        entries: list[dict[str, Any]] = []
+        entries: list[ShipmentEntry] = []
         sent: list[tuple[Leadership, int]] = []  # leadership, the leader's log end when it was sent
         budget = SHIPMENT_BYTES_MAX
         more = False
@@ -101,29 +106,29 @@ class Shipper:
             entry = self._entry(leadership, min(budget, PARTITION_BYTES_MAX))
             if entry is None:
                 continue
-            budget -= len(entry.get("data", b""))
+            budget -= len(entry.data)
             entries.append(entry)
             sent.append((leadership, leadership.replica.log.log_end_offset))
         if not entries:
             return more
         self.calls += 1
         try:
-            answer = await self._call(self.follower, {"entries": entries})
+            answer = await self._call(self.follower, ReplicateRequest(entries=entries))
         except BaseException:
             for leadership, _ in sent:
                 progress = leadership.followers.get(self.follower)
                 if progress is not None:
                     progress.log_end = None
             raise
-        results = answer.get("results")
-        if not isinstance(results, list) or len(results) != len(entries):
+        results = answer.results
+        if len(results) != len(entries):
             raise BrokerError(f"node {self.follower} answered a shipment without its results")
         at = now_ms()
         for (leadership, leader_end), entry, result in zip(sent, entries, results, strict=True):
             more |= self._settle(leadership, entry, result, leader_end, at)
         return more
 
-    def _entry(self, leadership: Leadership, max_bytes: int) -> dict[str, Any] | None:
+    def _entry(self, leadership: Leadership, max_bytes: int) -> ShipmentEntry | None:
         progress = leadership.followers.get(self.follower)
         if progress is None or leadership.closed:
             return None
@@ -132,15 +137,11 @@ class Shipper:
         topic_id = self._topic_id(replica.topic)
         if topic_id is None:
             return None
-        entry: dict[str, Any] = {"topic": replica.topic, "topic_id": topic_id, "partition": replica.partition,
-                                 "epoch": leadership.epoch, "hw": replica.high_watermark,
-                                 "leader_end": partition_log.log_end_offset,
-                                 "leader_start": partition_log.log_start_offset, "start": 0}
+        entry = functools.partial(ShipmentEntry, topic=replica.topic, topic_id=topic_id, partition=replica.partition,
+                                  epoch=leadership.epoch, high_watermark=replica.high_watermark,
+                                  leader_end=partition_log.log_end_offset, leader_start=partition_log.log_start_offset)
         if progress.log_end is None or progress.log_end < partition_log.log_start_offset:
-            entry["sync"] = True
-            entry["leader_epochs"] = [list(e) for e in partition_log.epoch_entries()]
-            return entry
-        entry["start"] = progress.log_end
+            return entry(sync=True, leader_epochs=tuple(partition_log.epoch_entries()))
         if progress.log_end < partition_log.log_end_offset:
             try:
                 first, data = leadership.shipment(progress.log_end, max_bytes)
@@ -153,27 +154,27 @@ class Shipper:
                 return None
             # A first offset above the follower's end is a gap compaction left (decision 0321);
             # the follower's compacted log takes it.
-            entry["data"] = data
-            return entry
+            return entry(start=progress.log_end, data=data)
         if progress.high_watermark_sent < replica.high_watermark:
-            return entry
+            return entry(start=progress.log_end)
         return None
 
-    def _settle(self, leadership: Leadership, entry: dict[str, Any], result: object, leader_end: int,
+    def _settle(self, leadership: Leadership, entry: ShipmentEntry, result: ShipmentResult, leader_end: int,
                 at: int) -> bool:
         progress = leadership.followers.get(self.follower)
-        if progress is None or not isinstance(result, dict):
+        if progress is None:
             return False
-        error = result.get("error")
-        if error == "stale_epoch":
-            epoch = result.get("epoch")
-            self._on_stale(leadership, epoch if isinstance(epoch, int) else leadership.epoch + 1)
+        end = result.log_end
+        if result.error == "stale_leader_epoch":
+            self._on_stale(leadership, result.epoch if result.epoch is not None else leadership.epoch + 1)
             return False
-        end = result.get("log_end")
-        if error is not None or not isinstance(end, int):
-            progress.log_end = None  # mismatch, or not open there yet: sync again
-            return error == "mismatch"
+        if result.error == "non_sequential_append":  # not where the leader thought: sync, at once
+            progress.log_end = None
+            return True
+        if result.error is not None or end is None:  # unknown_partition (not open there yet), storage_error
+            progress.log_end = None
+            return False
         caught_up(progress, end, leader_end, at)
-        progress.high_watermark_sent = max(progress.high_watermark_sent, int(entry["hw"]))
+        progress.high_watermark_sent = max(progress.high_watermark_sent, entry.high_watermark)
         leadership.recompute()
         return end < leadership.replica.log.log_end_offset

@@ -33,3 +33,10 @@ def test_a_header_past_the_limit_is_a_frame_error():
     assert body_length(HEADER.pack(MESSAGE_BYTES_MAX)) == MESSAGE_BYTES_MAX
     with pytest.raises(FrameError):
         body_length(HEADER.pack(MESSAGE_BYTES_MAX + 1))
+
+
+def test_a_body_nested_past_the_decoders_depth_is_a_frame_error():
+    with pytest.raises(FrameError):
+        unpack(b"\x91" * 100_000 + b"\xc0")
+    with pytest.raises(FrameError):
+        unpack(b"\x81\xa1\x80\xc0")  # a key that is not UTF-8

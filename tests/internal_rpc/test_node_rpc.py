@@ -14,6 +14,16 @@ import pytest
 
 from internal_rpc.client import RpcClient
 from internal_rpc.errors import RpcCallError, Status
+from internal_rpc.messages import (
+    VERSION,
+    FetchAnswer,
+    FetchRequest,
+    PingAnswer,
+    PingRequest,
+    Request,
+    decode,
+    method_of,
+)
 from internal_rpc.security import TlsFiles
 from internal_rpc.server import read_frame, write_frame
 from tests.conftest import ROOT
@@ -60,12 +70,20 @@ def rpc_address(node) -> str:
     return str(me["rpc_address"])
 
 
-def call(address: str, method: str, request: dict, *, tls: TlsFiles | None, token: str | None):
+def call(address: str, request: Request | tuple[str, object], *, tls: TlsFiles | None, token: str | None):
+    """A typed request's typed answer; or, for ``(method, body)``, the answer's map."""
     async def run():
         async with RpcClient(address, tls=tls, cluster_token=token, deadline_s=5) as client:
-            return await client.call(SERVICE, method, request)
+            if isinstance(request, tuple):
+                return await client.call(SERVICE, *request)
+            method = method_of(request)
+            return decode(method.answer, await client.call(SERVICE, method.name, request))
 
     return asyncio.run(run())
+
+
+def fetch(offset: int = 0, topic: str = "rpc.t", max_bytes: int = 65536) -> FetchRequest:
+    return FetchRequest(topic=topic, partition=0, offset=offset, max_bytes=max_bytes)
 
 
 def files(directory, name: str = "node-2") -> TlsFiles:
@@ -74,21 +92,21 @@ def files(directory, name: str = "node-2") -> TlsFiles:
 
 def test_cluster_certificate_and_token_read_from_the_node(certs, rpc_address):
     cluster, _ = certs
-    assert call(rpc_address, "Ping", {}, tls=files(cluster), token=TOKEN) == {"node_id": 1}
-    fetched = call(rpc_address, "Fetch", {"topic": "rpc.t", "partition": 0, "offset": 0, "max_bytes": 65536},
-                   tls=files(cluster), token=TOKEN)
-    assert fetched["next_offset"] == 1 and fetched["high_watermark"] == 1 and b"hello" in fetched["data"]
-    with pytest.raises(RpcCallError) as bad:
-        call(rpc_address, "Fetch", {"topic": "rpc.t", "partition": "0", "offset": 0, "max_bytes": 1},
-             tls=files(cluster), token=TOKEN)
-    assert bad.value.code == "invalid_request" and not bad.value.retriable
+    assert call(rpc_address, PingRequest(), tls=files(cluster), token=TOKEN) == PingAnswer(node_id=1)
+    fetched = call(rpc_address, fetch(), tls=files(cluster), token=TOKEN)
+    assert fetched.next_offset == 1 and fetched.high_watermark == 1 and b"hello" in fetched.data
+    for body in ({"v": VERSION, "topic": "rpc.t", "partition": "0", "offset": 0, "max_bytes": 1},
+                 {"v": VERSION, "topic": "rpc.t", "offset": 0, "max_bytes": 1},
+                 {"v": VERSION + 1, "topic": "rpc.t", "partition": 0, "offset": 0, "max_bytes": 1}):
+        with pytest.raises(RpcCallError) as bad:
+            call(rpc_address, ("Fetch", body), tls=files(cluster), token=TOKEN)
+        assert bad.value.code == "invalid_request" and bad.value.answered and not bad.value.retriable
     with pytest.raises(RpcCallError) as unknown:
-        call(rpc_address, "Fetch", {"topic": "nope", "partition": 0, "offset": 0, "max_bytes": 1},
-             tls=files(cluster), token=TOKEN)
+        call(rpc_address, fetch(topic="nope", max_bytes=1), tls=files(cluster), token=TOKEN)
     assert unknown.value.code == "unknown_topic"
 
 
-def stream_calls(address: str, method: str, requests: list[dict], *, tls: TlsFiles, token: str | None) -> list:
+def stream_calls(address: str, method: str, requests: list, *, tls: TlsFiles, token: str | None) -> list:
     """Each request in turn over one stream; an answer or the error it raised, per request."""
     async def run():
         async with RpcClient(address, tls=tls, cluster_token=token, deadline_s=5) as client:
@@ -107,16 +125,18 @@ def stream_calls(address: str, method: str, requests: list[dict], *, tls: TlsFil
 def test_a_stream_answers_each_request_in_turn_and_outlives_a_handlers_error(certs, rpc_address):
     cluster, _ = certs
     answers, closed = stream_calls(rpc_address, "Fetch", [
-        {"topic": "rpc.t", "partition": 0, "offset": 0, "max_bytes": 65536},
-        {"topic": "nope", "partition": 0, "offset": 0, "max_bytes": 1},
-        {"topic": "rpc.t", "partition": "0", "offset": 0, "max_bytes": 1},
-        {"topic": "rpc.t", "partition": 0, "offset": 1, "max_bytes": 65536}], tls=files(cluster), token=TOKEN)
-    assert b"hello" in answers[0]["data"]
+        fetch(), fetch(topic="nope", max_bytes=1),
+        {"v": VERSION, "topic": "rpc.t", "partition": "0", "offset": 0, "max_bytes": 1},
+        {"v": VERSION + 1, "topic": "rpc.t", "partition": 0, "offset": 0, "max_bytes": 1},
+        fetch(offset=1)], tls=files(cluster), token=TOKEN)
+    assert b"hello" in decode(FetchAnswer, answers[0]).data
     assert isinstance(answers[1], RpcCallError) and answers[1].code == "unknown_topic" and answers[1].answered
-    assert isinstance(answers[2], RpcCallError) and answers[2].code == "invalid_request" and not answers[2].retriable
-    assert answers[3]["data"] == b"" and answers[3]["next_offset"] == 1
+    for malformed in answers[2:4]:
+        assert isinstance(malformed, RpcCallError) and malformed.code == "invalid_request" and not malformed.retriable
+    assert decode(FetchAnswer, answers[4]) == FetchAnswer(data=b"", first_offset=1, next_offset=1, high_watermark=1)
     assert not closed
-    refused, closed = stream_calls(rpc_address, "Ping", [{}, {}], tls=files(cluster), token="wrong-token")
+    refused, closed = stream_calls(rpc_address, "Ping", [PingRequest(), PingRequest()], tls=files(cluster),
+                                   token="wrong-token")
     assert all(isinstance(r, RpcCallError) and not r.answered for r in refused) and closed
 
 
@@ -124,21 +144,21 @@ def test_wrong_or_missing_token_is_refused(certs, rpc_address):
     cluster, _ = certs
     for token in (None, "wrong-token", ""):
         with pytest.raises(RpcCallError) as refused:
-            call(rpc_address, "Ping", {}, tls=files(cluster), token=token)
+            call(rpc_address, PingRequest(), tls=files(cluster), token=token)
         assert refused.value.status == Status.UNAUTHENTICATED
 
 
 def test_clients_without_the_cluster_certificate_are_refused(certs, rpc_address, tmp_path):
     cluster, other = certs
     with pytest.raises(RpcCallError) as other_ca:
-        call(rpc_address, "Ping", {}, tls=files(other), token=TOKEN)
+        call(rpc_address, PingRequest(), tls=files(other), token=TOKEN)
     assert other_ca.value.status == Status.UNAVAILABLE
     mixed = TlsFiles(str(cluster / "ca.pem"), str(other / "node-2.pem"), str(other / "node-2.key"))
     with pytest.raises(RpcCallError) as foreign_cert:
-        call(rpc_address, "Ping", {}, tls=mixed, token=TOKEN)
+        call(rpc_address, PingRequest(), tls=mixed, token=TOKEN)
     assert foreign_cert.value.status == Status.UNAVAILABLE
     with pytest.raises(RpcCallError) as plaintext:
-        call(rpc_address, "Ping", {}, tls=None, token=TOKEN)
+        call(rpc_address, PingRequest(), tls=None, token=TOKEN)
     assert plaintext.value.status == Status.UNAVAILABLE
 
     async def server_auth_only():

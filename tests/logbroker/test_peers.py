@@ -8,6 +8,7 @@ from typing import cast
 
 from coordinator.base import Coordinator
 from coordinator.models import NodeInfo
+from internal_rpc.messages import PingRequest
 from logbroker.errors import NoLeaderError
 from logbroker.peers import Peers
 
@@ -36,7 +37,7 @@ def test_a_node_that_registers_again_is_not_held_silent_for_its_last_run() -> No
     async def run() -> None:
         try:
             try:
-                await peers.call(3, "Ping", {}, deadline_s=1.0)
+                await peers.call(3, PingRequest(), deadline_s=1.0)
             except NoLeaderError:
                 pass
             else:

@@ -8,15 +8,16 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
 
 import pytest
 
 from coordinator.models import PartitionState
+from internal_rpc.frames import pack, unpack
+from internal_rpc.messages import MessageError, ReplicateAnswer, ReplicateRequest, decode
 from logbroker.errors import NotEnoughReplicasError, NotLeaderError, ReplicationTimeoutError
 from logbroker.partition_state import stalling
 from logbroker.replica_manager import Replica, WaiterBudget
-from logbroker.replication.follower import FollowerSide, parse_entries
+from logbroker.replication.follower import FollowerSide
 from logbroker.replication.leader import Leadership
 from logbroker.replication.shipper import Shipper
 from segments.batch import ProducerRecord, encode_batch
@@ -155,7 +156,8 @@ async def test_an_unconfirmed_write_times_out_as_replication_timeout(tmp_path, p
 
 class Pair:
     """A leader's replica and a follower's, shipped between by a ``Shipper`` whose call applies
-    the entries to the follower directly."""
+    the entries to the follower directly (the request and the answer through the frame encoding,
+    as on the wire)."""
 
     def __init__(self, leader: Replica, follower: Replica, known_epoch: list[int]) -> None:
         self.leader = leader
@@ -167,9 +169,10 @@ class Pair:
         self.shipper = Shipper(2, lambda node: self.leaderships, self._call, lambda topic: "id",
                                lambda lead, epoch: self.stale.append(epoch))
 
-    async def _call(self, node: int, request: dict[str, Any]) -> dict[str, Any]:
-        entries = parse_entries(request)
-        return {"results": [self.side.apply(entry)[0] for entry in entries]}
+    async def _call(self, node: int, request: ReplicateRequest) -> ReplicateAnswer:
+        received = decode(ReplicateRequest, unpack(pack({"b": request}))["b"])
+        answer = ReplicateAnswer(results=[self.side.apply(entry)[0] for entry in received.entries])
+        return decode(ReplicateAnswer, unpack(pack({"b": answer}))["b"])
 
     async def ship_all(self) -> None:
         for _ in range(20):
@@ -215,13 +218,17 @@ async def test_shipping_copies_the_log_and_truncates_a_divergent_tail(tmp_path, 
 
 
 def test_malformed_shipments_are_refused():
-    for request in ({"entries": "x"}, {"entries": [1]}, {"entries": [{"topic": "t"}]},
-                    {"entries": [{"topic": "t", "topic_id": "i", "partition": -1, "epoch": 0, "hw": 0, "start": 0,
-                                  "leader_end": 0, "leader_start": 0}]},
-                    {"entries": [{"topic": "t", "topic_id": "i", "partition": 0, "epoch": 0, "hw": 0, "start": 0,
-                                  "leader_end": 0, "leader_start": 0, "leader_epochs": [[1]]}]}):
-        with pytest.raises(ValueError):
-            parse_entries(request)
+    entry = {"topic": "t", "topic_id": "i", "partition": 0, "epoch": 0, "hw": 0, "start": 0, "leader_end": 0,
+             "leader_start": 0}
+    assert decode(ReplicateRequest, {"v": 1, "entries": [entry]}).entries[0].high_watermark == 0
+    for request in ({"v": 1, "entries": "x"}, {"v": 1, "entries": [1]}, {"v": 1, "entries": [{"topic": "t"}]},
+                    {"v": 1, "entries": [{**entry, "partition": -1}]},
+                    {"v": 1, "entries": [{**entry, "leader_epochs": [[1]]}]},
+                    {"v": 1, "entries": [{**entry, "data": "not bytes"}]},
+                    {"v": 1, "entries": [entry] * 4097},
+                    {"entries": [entry]}, {"v": 2, "entries": [entry]}):
+        with pytest.raises(MessageError):
+            decode(ReplicateRequest, request)
 
 
 @pytest.mark.asyncio
