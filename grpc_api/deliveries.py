@@ -4,7 +4,7 @@ cannot be decoded are reported and skipped, so the ones around them go on (decis
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from grpc_api import stubs
 from grpc_api.convert import record_messages
@@ -13,13 +13,22 @@ from logbroker.auth.quotas import QuotaLimits
 from logbroker.node import Node
 from logbroker.records import Skipped, iter_fetched_records
 from logbroker.unreadable import report_skipped
-from segments.log import LogRead
 
 pb, _ = stubs.load()
 
 
+class Fetched(Protocol):
+    """What a fetch answered: whole batches and the offset after them."""
+
+    @property
+    def data(self) -> bytes | memoryview: ...
+
+    @property
+    def next_offset(self) -> int: ...
+
+
 def delivered(node: Node, principal: Principal, limits: QuotaLimits, topic: str, partition: int, offset: int,
-              result: LogRead) -> list[Any]:
+              result: Fetched) -> list[Any]:
     """The messages for the records of ``result`` from ``offset`` on, charged to ``principal``."""
     auth = node.auth
     auth.meter.charge(principal.name, "fetch", limits if auth.enabled else None, len(result.data),
