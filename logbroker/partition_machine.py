@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import math
 from collections.abc import Iterable
 from typing import Final, Literal
 
@@ -111,6 +112,15 @@ def solo(topic: str, partition: int, me: int, log_end: int) -> PartitionState:
     """A single node's partition: a one-member cluster that always leads."""
     return PartitionState(topic, partition, me, Leader(0), (me,), Isr((me,)), 1, high_watermark=log_end,
                           log_end=log_end, epoch_start=log_end, lease_until_ms=LEASE_FOREVER_MS)
+
+
+def ms_of(seconds: float, *, up: bool = False) -> int:
+    """A ``time.monotonic()`` instant in whole ms on this module's clock (``LEASE_FOREVER_MS`` for
+    an infinite one): rounded down, or ``up``; a lease rounded down and a freeze rounded up err
+    towards refusing a write."""
+    if math.isinf(seconds):
+        return LEASE_FOREVER_MS if seconds > 0 else -LEASE_FOREVER_MS
+    return math.ceil(seconds * 1000) if up else math.floor(seconds * 1000)
 
 
 # ---- events ---------------------------------------------------------------------------------

@@ -23,11 +23,12 @@ from collections.abc import Callable
 from typing import Final
 
 from coordinator.models import PartitionState
-from logbroker.errors import NotAvailableError, NotEnoughReplicasError, NotLeaderError, ReplicationTimeoutError
+from logbroker.errors import NotEnoughReplicasError, NotLeaderError, ReplicationTimeoutError
+from logbroker.partition_machine import Follower, Isr, Leader, Phase
+from logbroker.partition_machine import PartitionState as MachineState
 from logbroker.partition_state import UNKNOWN, FollowerProgress, high_watermark
 from logbroker.replica_manager import Replica
 
-ACK_WAITERS_MAX: Final = 100_000  # per partition
 SHARED_READ_BYTES_MAX: Final = 256 * 1024  # a read kept for the other followers, per partition
 
 
@@ -98,19 +99,23 @@ class Leadership:
         self._last_read = (start, max_bytes, end, read.first_offset, data) if shared else None
         return read.first_offset, data
 
-    def check_writable(self, acks: str) -> None:
-        """Before an append: refuse what this leadership cannot acknowledge now (nothing stored)."""
-        if self.closed or self.handing_over:
-            raise NotLeaderError(f"partition {self.replica.partition} of {self.replica.topic!r} is changing "
-                                 "leader; retry")
-        if acks == "all":
-            if len(self.isr) < self.min_insync:
-                raise NotEnoughReplicasError(
-                    f"{len(self.isr)} in-sync replica(s) of partition {self.replica.partition} of "
-                    f"{self.replica.topic!r}, fewer than min_insync_replicas={self.min_insync}; nothing was stored",
-                    isr=len(self.isr), min_insync_replicas=self.min_insync)
-            if len(self._acks) >= ACK_WAITERS_MAX:
-                raise NotAvailableError(f"{len(self._acks)} acks=all writes already wait on this partition")
+    def machine_state(self, lease_until_ms: int, frozen_until_ms: int | None = None) -> MachineState:
+        """This leadership as ``partition_machine`` holds a partition: what the write gate
+        (``check_append``) reads. ``frozen_until_ms``: a move's freeze that has not lapsed."""
+        if frozen_until_ms is not None:
+            phase = Phase.FROZEN
+        elif self.handing_over:
+            phase = Phase.HANDING_OVER
+        else:
+            phase = Phase.SERVING
+        role = Follower(self.epoch) if self.closed else Leader(self.epoch)
+        known = tuple(sorted((n, p.log_end) for n, p in self.followers.items() if p.log_end is not None))
+        waiting = tuple(sorted(end for end, _, _ in self._acks))  # a settled one holds its slot until released
+        expanding = tuple(n for n in self.joining if n not in self.isr)
+        return MachineState(self.replica.topic, self.replica.partition, self.me, role, self.replicas,
+                            Isr(self.isr, expanding), self.min_insync, phase,
+                            0 if frozen_until_ms is None else frozen_until_ms, self.replica.high_watermark,
+                            self.replica.local_end, self.epoch_start, known, waiting, lease_until_ms)
 
     def counted_isr(self) -> tuple[int, ...]:
         return self.isr + tuple(n for n in self.joining if n not in self.isr)
