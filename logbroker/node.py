@@ -838,9 +838,11 @@ class Node:
         users names two writes (``producer_ids.key_identity``). The topic owner's storage quota
         is checked here, where the write enters (``logbroker.storage_usage``).
 
-        Every batch is built and checked against its partition's size limit, and every
-        partition's leader is known, before the first append, so a request that fails on input
-        (or on a partition without a leader) writes nothing to any partition."""
+        Every batch is built and checked against its partition's size limit, every partition's
+        leader is known, and every partition led here has passed the write gate (in the same step
+        as the appends, after the last await), before the first append, so a request that fails on
+        input (or on a partition without a leader, or one the gate refuses) writes nothing to any
+        partition."""
         self._check_serving()
         _check_acks(acks)
         _check_writable(topic)
@@ -863,11 +865,13 @@ class Node:
                 raise BatchTooLargeError(len(batch), limit)
             leader = self._leader(topic, partition)
             if leader is None and self.clustered:
-                self._check_append(topic, partition, acks)
                 self._earlier_write(topic, self.replicas.get(topic, partition), batch)  # a conflict: nothing stored
             batches.append((partition, indexes, batch, leader))
         if check_storage:
             await self._check_storage(topic, [(partition, batch, leader) for partition, _, batch, leader in batches])
+        for partition, _, _, leader in batches:  # the write gate, in the step that appends (no await between)
+            if leader is None and self.clustered:
+                self._check_append(topic, partition, acks)
         offsets: list[dict[str, int]] = [{}] * len(records)
         commits = []
         forwards = []

@@ -90,7 +90,7 @@ class PartitionState:
     log_end: int = 0
     epoch_start: int = 0  # the log end when this leadership began
     followers: tuple[tuple[int, int], ...] = ()  # (node, known log end), by node; absent: not known yet
-    waiting: tuple[int, ...] = ()  # the ends of the acks=all writes waiting, ascending
+    waiting: tuple[int, ...] = ()  # the ends of the acks=all writes waiting, in arrival order
     lease_until_ms: int = 0
 
     def follower_end(self, node: int) -> int | None:
@@ -395,7 +395,7 @@ def _reassign(state: PartitionState, event: Reassigned, now_ms: int) -> tuple[Pa
 def _appended(state: PartitionState, end: int, acks: str, now_ms: int) -> tuple[PartitionState, tuple[Effect, ...]]:
     if not state.leads:  # the leadership ended between the append and this event
         return state, ((FailWaiters(end, "not_leader"),) if acks == "all" else ())
-    waiting = tuple(sorted((*state.waiting, end))) if acks == "all" else state.waiting
+    waiting = (*state.waiting, end) if acks == "all" else state.waiting
     grown = dataclasses.replace(state, log_end=max(state.log_end, end), waiting=waiting)
     followers = _followers(grown)
     grown, effects = _advance(grown, now_ms)

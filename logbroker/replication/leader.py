@@ -110,7 +110,7 @@ class Leadership:
             phase = Phase.SERVING
         role = Follower(self.epoch) if self.closed else Leader(self.epoch)
         known = tuple(sorted((n, p.log_end) for n, p in self.followers.items() if p.log_end is not None))
-        waiting = tuple(sorted(end for end, _, _ in self._acks))  # a settled one holds its slot until released
+        waiting = tuple(end for end, _, _ in self._acks)  # a settled one holds its slot until released
         expanding = tuple(n for n in self.joining if n not in self.isr)
         return MachineState(self.replica.topic, self.replica.partition, self.me, role, self.replicas,
                             Isr(self.isr, expanding), self.min_insync, phase,

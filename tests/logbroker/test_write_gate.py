@@ -4,7 +4,7 @@ freeze (``PartitionMover.check_writable``), a leadership not taken up (``Node._c
 a closed or handing-over leadership, ``min_insync_replicas`` and the waiter bound
 (``Leadership.check_writable``). The former checks are written out below as the oracle, in their
 order; the gate runs over a real ``Leadership`` and ``PartitionMover``, and a node object that
-holds only what the gate reads."""
+holds only what the write path reads."""
 
 from __future__ import annotations
 
@@ -22,11 +22,13 @@ from hypothesis import given, settings
 
 from coordinator.models import PartitionState
 from logbroker import partition_machine
-from logbroker.errors import BrokerError
+from logbroker.errors import BrokerError, NotLeaderError
 from logbroker.node import Node
 from logbroker.partition_moves import PartitionMover
+from logbroker.records import IncomingRecord
 from logbroker.replica_manager import Replica, WaiterBudget
 from logbroker.replication.leader import Leadership
+from segments.batch import ProducerRecord
 from segments.config import LogConfig
 from segments.group_commit import GroupCommit
 from segments.log import PartitionLog
@@ -112,3 +114,45 @@ def monkeypatch_module() -> Iterator[pytest.MonkeyPatch]:
         patch.setattr(partition_machine, "ACK_WAITERS_MAX", WAITERS_MAX)
         yield patch
 
+
+
+def _bound(node: types.SimpleNamespace, names: tuple[str, ...]) -> None:
+    """Give ``node`` the ``Node`` methods of these names that exist (the write path's checks)."""
+    for name in names:
+        method = getattr(Node, name, None)
+        if method is not None:
+            setattr(node, name, types.MethodType(method, node))
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("change", ["hand-over", "freeze"])
+async def test_a_hand_over_or_freeze_that_begins_during_the_quota_check_refuses_the_write(replica: Replica,
+                                                                                        change: str) -> None:
+    """``produce_records`` awaits the storage quota check between building the batches and
+    appending them: the gate runs after that await, so a hand-over or a move's freeze that began
+    meanwhile refuses the write and nothing is appended."""
+    lead = Leadership(replica, PartitionState("t", 0, (1, 2), (1, 2), 1, 4), 1, 1, fenced=lambda: False)
+
+    def append_once(topic: str, r: Replica, batch: bytes, records: int) -> None:
+        raise AssertionError(f"a write was appended while its partition changes hands ({change})")
+
+    async def check_storage(topic: str, batches: object) -> None:
+        await asyncio.sleep(0)
+        if change == "hand-over":
+            lead.handing_over = True
+        else:
+            node.moves._frozen[("t", 0)] = time.monotonic() + 30
+
+    node = types.SimpleNamespace(
+        clustered=True, config=types.SimpleNamespace(node_id=1), _round_robin=iter(range(100)),
+        coordinator=types.SimpleNamespace(lease_valid_until=lambda: math.inf),
+        replication=types.SimpleNamespace(leadership=lambda topic, partition: lead),
+        replicas=types.SimpleNamespace(get=lambda topic, partition: replica),
+        _check_serving=lambda: None, _partition_count=lambda topic: 1, _max_batch_bytes=lambda topic, p: 1 << 20,
+        _leader=lambda topic, partition: None, _earlier_write=lambda topic, r, batch: None,
+        _check_storage=check_storage, _append_once=append_once)
+    node.moves = PartitionMover(node)  # type: ignore[arg-type]
+    _bound(node, ("produce_records", "_check_append", "_check_fence", "_check_leadership"))
+    records = [IncomingRecord(ProducerRecord(b"v"), None)]
+    with pytest.raises(NotLeaderError):
+        await node.produce_records("t", records, "1", timestamp_window=False)
