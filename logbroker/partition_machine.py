@@ -27,7 +27,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Final, Literal
 
 from logbroker.errors import BrokerError, NotAvailableError, NotEnoughReplicasError, NotLeaderError
@@ -89,8 +89,10 @@ class PartitionState:
     high_watermark: int = 0
     log_end: int = 0
     epoch_start: int = 0  # the log end when this leadership began
-    followers: tuple[tuple[int, int], ...] = ()  # (node, known log end), by node; absent: not known yet
-    waiting: tuple[int, ...] = ()  # the ends of the acks=all writes waiting, in arrival order
+    followers: tuple[tuple[int, int], ...] = ()  # (node, known log end) pairs; absent: not known yet
+    # The ends of the acks=all writes waiting, in arrival order (``step`` keeps a tuple; the shell
+    # may hand the gate a read-only view of its own list: the gate reads only its length).
+    waiting: Sequence[int] = ()
     lease_until_ms: int = 0
 
     def follower_end(self, node: int) -> int | None:
@@ -282,25 +284,28 @@ def check_append(state: PartitionState, acks: str, now_ms: int) -> BrokerError |
     """The error a write to this partition meets now, or None: it may be appended. Nothing is
     stored when it refuses. ``now_ms`` on the clock of ``lease_until_ms`` and ``frozen_until_ms``
     (a lease and a freeze lapse by themselves)."""
-    where = f"partition {state.partition} of {state.topic!r}"
     if now_ms >= state.lease_until_ms and state.leads:
         return NotLeaderError("this node cannot prove its leadership now (its coordinator session may have "
                               "lapsed); retry: the partition's leader answers")
     if state.phase is Phase.FROZEN and now_ms < state.frozen_until_ms:
-        return NotLeaderError(f"{where} is moving to another node; retry shortly")
+        return NotLeaderError(f"{_where(state)} is moving to another node; retry shortly")
     if not state.leads:
-        return NotLeaderError(f"node {state.me} does not lead {where} now (it may be taking it up); retry")
+        return NotLeaderError(f"node {state.me} does not lead {_where(state)} now (it may be taking it up); retry")
     if state.phase in (Phase.HANDING_OVER, Phase.DRAINING):
-        return NotLeaderError(f"{where} is changing leader; retry")
+        return NotLeaderError(f"{_where(state)} is changing leader; retry")
     if acks == "all":
         isr = len(state.isr.committed)
         if isr < state.min_insync:
             return NotEnoughReplicasError(
-                f"{isr} in-sync replica(s) of {where}, fewer than min_insync_replicas={state.min_insync}; nothing "
-                "was stored", isr=isr, min_insync_replicas=state.min_insync)
+                f"{isr} in-sync replica(s) of {_where(state)}, fewer than min_insync_replicas={state.min_insync}; "
+                "nothing was stored", isr=isr, min_insync_replicas=state.min_insync)
         if len(state.waiting) >= ACK_WAITERS_MAX:
             return NotAvailableError(f"{len(state.waiting)} acks=all writes already wait on this partition")
     return None
+
+
+def _where(state: PartitionState) -> str:
+    return f"partition {state.partition} of {state.topic!r}"
 
 
 # ---- transitions ----------------------------------------------------------------------------

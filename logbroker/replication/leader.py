@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
-from typing import Final
+from collections.abc import Callable, Sequence
+from typing import Final, overload
 
 from coordinator.models import PartitionState
 from logbroker.errors import NotEnoughReplicasError, NotLeaderError, ReplicationTimeoutError
@@ -44,6 +44,7 @@ class Leadership:
         replica.dedup = None  # rebuilt from the log: it took the last leader's writes as a follower
         self.me = me
         self.epoch = state.leader_epoch
+        self._role = Leader(self.epoch)
         self.replicas = state.replicas
         self.isr = state.isr
         self.joining: tuple[int, ...] = ()  # decided to join; counted before the coordinator has them
@@ -108,10 +109,10 @@ class Leadership:
             phase = Phase.HANDING_OVER
         else:
             phase = Phase.SERVING
-        role = Follower(self.epoch) if self.closed else Leader(self.epoch)
-        known = tuple(sorted((n, p.log_end) for n, p in self.followers.items() if p.log_end is not None))
-        waiting = tuple(end for end, _, _ in self._acks)  # a settled one holds its slot until released
-        expanding = tuple(n for n in self.joining if n not in self.isr)
+        role = Follower(self.epoch) if self.closed else self._role
+        known = tuple((n, p.log_end) for n, p in self.followers.items() if p.log_end is not None)
+        waiting = _WaitingEnds(self._acks)  # a settled one holds its slot until released
+        expanding = tuple(n for n in self.joining if n not in self.isr) if self.joining else ()
         return MachineState(self.replica.topic, self.replica.partition, self.me, role, self.replicas,
                             Isr(self.isr, expanding), self.min_insync, phase,
                             0 if frozen_until_ms is None else frozen_until_ms, self.replica.high_watermark,
@@ -188,3 +189,27 @@ class Leadership:
                 future.set_exception(NotLeaderError(
                     f"node {self.me} stopped leading partition {self.replica.partition} of {self.replica.topic!r} "
                     f"({reason}) before the write was confirmed; it may or may not be kept"))
+
+
+class _WaitingEnds(Sequence[int]):
+    """The ends of a leadership's ``acks=all`` waiters as a read-only view, so that the write gate
+    (which reads only how many wait) costs no copy of up to ``ACK_WAITERS_MAX`` of them."""
+
+    __slots__ = ("_acks",)
+
+    def __init__(self, acks: list[tuple[int, asyncio.Future[None], int]]) -> None:
+        self._acks = acks
+
+    def __len__(self) -> int:
+        return len(self._acks)
+
+    @overload
+    def __getitem__(self, index: int) -> int: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[int]: ...
+
+    def __getitem__(self, index: int | slice) -> int | Sequence[int]:
+        if isinstance(index, slice):
+            return tuple(end for end, _, _ in self._acks[index])
+        return self._acks[index][0]
