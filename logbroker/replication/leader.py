@@ -10,7 +10,9 @@ The rules are ``logbroker.partition_state``'s; this class applies them to a ``Re
   first, with ``replication_timeout`` when the wait outlasts its bound; the oldest one waiting
   (``oldest_waiting``) tells the ISR upkeep which followers stall writes;
 - ``isr`` is the coordinator's; a follower joining counts towards the high watermark at once (it
-  holds everything already), one leaving only once the coordinator has the smaller ISR.
+  holds everything already), one leaving only once the coordinator has the smaller ISR;
+- ``machine_state`` is this leadership as ``partition_machine`` states a partition: the node's
+  one write gate (``check_append``, decision 0340) reads it.
 
 Everything runs on the event loop.
 """
