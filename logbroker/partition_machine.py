@@ -5,8 +5,9 @@ the one gate a write passes before it is appended.
 No I/O, no asyncio, no clock: the shell turns what happens (a leadership taken up, a follower's
 answer, a coordinator transaction's outcome, a move's freeze) into events, and applies the
 effects (ship, write the ISR to the coordinator, expose records, settle ``acks=all`` waiters).
-The rules are ``partition_state``'s; trace tests (``tests/logbroker/partition_traces/``) and a
-Hypothesis model (``tests/logbroker/test_partition_machine.py``) check them.
+The rules are ``partition_state``'s; trace tests (``tests/logbroker/partition_traces/``), a
+Hypothesis model (``tests/logbroker/test_partition_machine.py``) and a comparison with the live
+``Leadership`` (``test_partition_machine_vs_leadership.py``) check them.
 
 Invariants every step keeps:
 - ``high_watermark <= log_end``, and a leader's high watermark never goes back while it leads;
