@@ -1038,7 +1038,7 @@ class Node:
         now_ms = time.monotonic_ns() // 1_000_000
         frozen_until_ms = self.moves.frozen_until_ms(topic, partition, now_ms)
         if not self.clustered:
-            state = solo(topic, partition, self.config.node_id, 0)
+            state = solo(topic, partition, self.config.node_id, self.replicas.get(topic, partition).log.log_end_offset)
             if frozen_until_ms is not None:
                 state = dataclasses.replace(state, phase=Phase.FROZEN, frozen_until_ms=frozen_until_ms)
         else:

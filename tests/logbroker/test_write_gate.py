@@ -89,7 +89,8 @@ def test_the_gate_refuses_what_the_former_checks_refused(
         node = types.SimpleNamespace(
             clustered=clustered, config=types.SimpleNamespace(node_id=1),
             coordinator=types.SimpleNamespace(lease_valid_until=lambda: lease_s),
-            replication=types.SimpleNamespace(leadership=lambda topic, partition: lead if leads else None))
+            replication=types.SimpleNamespace(leadership=lambda topic, partition: lead if leads else None),
+            replicas=types.SimpleNamespace(get=lambda topic, partition: replica))
         node.moves = PartitionMover(node)  # type: ignore[arg-type]
         if frozen_s is not None:
             node.moves._frozen[("t", 0)] = frozen_s
