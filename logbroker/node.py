@@ -87,6 +87,8 @@ from logbroker.internal_log import INTERNAL_LOG_CONFIG, ensure_internal_topic
 from logbroker.metering.metrics import UsageCollector
 from logbroker.metering.recorder import UsageRecorder
 from logbroker.metrics import Metrics
+from logbroker.partition_machine import PartitionState as MachineState
+from logbroker.partition_machine import Phase, check_append, ms_of, solo
 from logbroker.partition_moves import PartitionMover
 from logbroker.partition_roles import NO_LEADER
 from logbroker.partition_state import rack_replica
@@ -781,14 +783,6 @@ class Node:
             self.replication.sync_partition(state)  # the cache moved ahead of the sync rounds
         return None
 
-    def _check_fence(self) -> None:
-        """DESIGN §5 fencing: a cluster node acknowledges writes only while it can still prove its
-        leaderships (its lease may have lapsed once ``lease_valid_until`` has passed: another node
-        may lead now). Checked on the write path itself, after any pause."""
-        if self.clustered and time.monotonic() >= self.coordinator.lease_valid_until():
-            raise NotLeaderError("this node cannot prove its leadership now (its coordinator session may have "
-                                 "lapsed); retry: the partition's leader answers")
-
     async def peer_call(self, node_id: int, request: Request[A], *, deadline_s: float = PEER_DEADLINE_S) -> A:
         return await self._peers().call(node_id, request, deadline_s=deadline_s)
 
@@ -851,9 +845,11 @@ class Node:
         users names two writes (``producer_ids.key_identity``). The topic owner's storage quota
         is checked here, where the write enters (``logbroker.storage_usage``).
 
-        Every batch is built and checked against its partition's size limit, and every
-        partition's leader is known, before the first append, so a request that fails on input
-        (or on a partition without a leader) writes nothing to any partition."""
+        Every batch is built and checked against its partition's size limit, every partition's
+        leader is known, and every partition led here has passed the write gate (in the same step
+        as the appends, after the last await), before the first append, so a request that fails on
+        input (or on a partition without a leader, or one the gate refuses) writes nothing to any
+        partition."""
         self._check_serving()
         _check_acks(acks)
         _check_writable(topic)
@@ -876,13 +872,13 @@ class Node:
                 raise BatchTooLargeError(len(batch), limit)
             leader = self._leader(topic, partition)
             if leader is None and self.clustered:
-                self._check_fence()
-                self.moves.check_writable(topic, partition)
-                self._check_leadership(topic, partition, acks)
                 self._earlier_write(topic, self.replicas.get(topic, partition), batch)  # a conflict: nothing stored
             batches.append((partition, indexes, batch, leader))
         if check_storage:
             await self._check_storage(topic, [(partition, batch, leader) for partition, _, batch, leader in batches])
+        for partition, _, _, leader in batches:  # the write gate, in the step that appends (no await between)
+            if leader is None and self.clustered:
+                self._check_append(topic, partition, acks)
         offsets: list[dict[str, int]] = [{}] * len(records)
         commits = []
         forwards = []
@@ -971,10 +967,7 @@ class Node:
 
     async def _append_here(self, topic: str, partition: int, batch: bytes, acks: str,
                            on_appended: Callable[[], None] | None = None) -> list[dict[str, int]]:
-        self._check_fence()
-        self.moves.check_writable(topic, partition)
-        if self.clustered:
-            self._check_leadership(topic, partition, acks)
+        self._check_append(topic, partition, acks)
         replica = self.replicas.get(topic, partition)
         info = self._append_once(topic, replica, batch, None)
         if on_appended is not None:
@@ -1040,15 +1033,26 @@ class Node:
         value = None if meta is None else meta.config.get(WINDOW_KEY)
         return value if isinstance(value, int) and not isinstance(value, bool) else WINDOW_MS_DEFAULT
 
-    def _check_leadership(self, topic: str, partition: int, acks: str) -> None:
-        """A cluster's leader: the partition's leadership is taken up here and can take this
-        write (``not_leader`` while it changes hands, ``not_enough_replicas`` under
-        ``min_insync_replicas`` for ``acks=all``); nothing is stored when it refuses."""
-        leadership = self.replication.leadership(topic, partition)
-        if leadership is None:
-            raise NotLeaderError(f"node {self.config.node_id} is taking up the leadership of partition {partition} "
-                                 f"of {topic!r}; retry")
-        leadership.check_writable(acks)
+    def _check_append(self, topic: str, partition: int, acks: str) -> None:
+        """The one write gate (decision 0340): ``partition_machine.check_append`` over the state of
+        a partition this node serves, read from its leadership, its lease and a move's freeze.
+        ``not_leader`` (not leading it now, a lapsed lease: DESIGN §5 fencing, a freeze, a hand-over),
+        ``not_enough_replicas`` under ``min_insync_replicas`` for ``acks=all``; nothing is stored
+        when it refuses. Checked on the write path itself, after any pause."""
+        now_ms = time.monotonic_ns() // 1_000_000
+        frozen_until_ms = self.moves.frozen_until_ms(topic, partition, now_ms)
+        if not self.clustered:
+            state = solo(topic, partition, self.config.node_id, self.replicas.get(topic, partition).log.log_end_offset)
+            if frozen_until_ms is not None:
+                state = dataclasses.replace(state, phase=Phase.FROZEN, frozen_until_ms=frozen_until_ms)
+        else:
+            lease_until_ms = ms_of(self.coordinator.lease_valid_until())
+            leadership = self.replication.leadership(topic, partition)
+            state = (MachineState(topic, partition, self.config.node_id, lease_until_ms=lease_until_ms)
+                     if leadership is None else leadership.machine_state(lease_until_ms, frozen_until_ms))
+        error = check_append(state, acks, now_ms)
+        if error is not None:
+            raise error
 
     def _appended(self, topic: str, partition: int) -> None:
         if self.clustered:

@@ -31,7 +31,8 @@ from coordinator.leader_racks import leader_racks
 from coordinator.models import INTERNAL_PREFIX
 from coordinator.placement import PlacementNode, decommission, rebalance
 from internal_rpc.messages import FreezeRequest, ThawRequest
-from logbroker.errors import ANY_ERROR, InvalidRequestError, NoLeaderError, NotAvailableError, NotLeaderError
+from logbroker.errors import ANY_ERROR, InvalidRequestError, NoLeaderError, NotAvailableError
+from logbroker.partition_machine import ms_of
 from logbroker.partition_roles import NO_LEADER
 
 if TYPE_CHECKING:
@@ -56,14 +57,17 @@ class PartitionMover:
 
     # ---- the leader's side -----------------------------------------------------------------
 
-    def check_writable(self, topic: str, partition: int) -> None:
+    def frozen_until_ms(self, topic: str, partition: int, now_ms: int) -> int | None:
+        """When the freeze of ``partition`` lapses (``time.monotonic()`` in ms), or None when it is
+        not frozen at ``now_ms`` (a lapsed freeze is forgotten). The write gate reads it."""
         expiry = self._frozen.get((topic, partition))
         if expiry is None:
-            return
-        if time.monotonic() >= expiry:
+            return None
+        until = ms_of(expiry, up=True)
+        if now_ms >= until:
             del self._frozen[(topic, partition)]
-            return
-        raise NotLeaderError(f"partition {partition} of {topic!r} is moving to another node; retry shortly")
+            return None
+        return until
 
     async def freeze(self, topic: str, partition: int, ttl_s: float) -> int:
         """Stop acknowledging writes to a partition this node leads, wait until what it appended

@@ -10,7 +10,9 @@ The rules are ``logbroker.partition_state``'s; this class applies them to a ``Re
   first, with ``replication_timeout`` when the wait outlasts its bound; the oldest one waiting
   (``oldest_waiting``) tells the ISR upkeep which followers stall writes;
 - ``isr`` is the coordinator's; a follower joining counts towards the high watermark at once (it
-  holds everything already), one leaving only once the coordinator has the smaller ISR.
+  holds everything already), one leaving only once the coordinator has the smaller ISR;
+- ``machine_state`` is this leadership as ``partition_machine`` states a partition: the node's
+  one write gate (``check_append``, decision 0340) reads it.
 
 Everything runs on the event loop.
 """
@@ -19,15 +21,16 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
-from typing import Final
+from collections.abc import Callable, Sequence
+from typing import Final, overload
 
 from coordinator.models import PartitionState
-from logbroker.errors import NotAvailableError, NotEnoughReplicasError, NotLeaderError, ReplicationTimeoutError
+from logbroker.errors import NotEnoughReplicasError, NotLeaderError, ReplicationTimeoutError
+from logbroker.partition_machine import Follower, Isr, Leader, Phase
+from logbroker.partition_machine import PartitionState as MachineState
 from logbroker.partition_state import UNKNOWN, FollowerProgress, high_watermark
 from logbroker.replica_manager import Replica
 
-ACK_WAITERS_MAX: Final = 100_000  # per partition
 SHARED_READ_BYTES_MAX: Final = 256 * 1024  # a read kept for the other followers, per partition
 
 
@@ -43,6 +46,7 @@ class Leadership:
         replica.dedup = None  # rebuilt from the log: it took the last leader's writes as a follower
         self.me = me
         self.epoch = state.leader_epoch
+        self._role = Leader(self.epoch)
         self.replicas = state.replicas
         self.isr = state.isr
         self.joining: tuple[int, ...] = ()  # decided to join; counted before the coordinator has them
@@ -98,19 +102,23 @@ class Leadership:
         self._last_read = (start, max_bytes, end, read.first_offset, data) if shared else None
         return read.first_offset, data
 
-    def check_writable(self, acks: str) -> None:
-        """Before an append: refuse what this leadership cannot acknowledge now (nothing stored)."""
-        if self.closed or self.handing_over:
-            raise NotLeaderError(f"partition {self.replica.partition} of {self.replica.topic!r} is changing "
-                                 "leader; retry")
-        if acks == "all":
-            if len(self.isr) < self.min_insync:
-                raise NotEnoughReplicasError(
-                    f"{len(self.isr)} in-sync replica(s) of partition {self.replica.partition} of "
-                    f"{self.replica.topic!r}, fewer than min_insync_replicas={self.min_insync}; nothing was stored",
-                    isr=len(self.isr), min_insync_replicas=self.min_insync)
-            if len(self._acks) >= ACK_WAITERS_MAX:
-                raise NotAvailableError(f"{len(self._acks)} acks=all writes already wait on this partition")
+    def machine_state(self, lease_until_ms: int, frozen_until_ms: int | None = None) -> MachineState:
+        """This leadership as ``partition_machine`` holds a partition: what the write gate
+        (``check_append``) reads. ``frozen_until_ms``: a move's freeze that has not lapsed."""
+        if frozen_until_ms is not None:
+            phase = Phase.FROZEN
+        elif self.handing_over:
+            phase = Phase.HANDING_OVER
+        else:
+            phase = Phase.SERVING
+        role = Follower(self.epoch) if self.closed else self._role
+        known = tuple((n, p.log_end) for n, p in self.followers.items() if p.log_end is not None)
+        waiting = _WaitingEnds(self._acks)  # a settled one holds its slot until released
+        expanding = tuple(n for n in self.joining if n not in self.isr) if self.joining else ()
+        return MachineState(self.replica.topic, self.replica.partition, self.me, role, self.replicas,
+                            Isr(self.isr, expanding), self.min_insync, phase,
+                            0 if frozen_until_ms is None else frozen_until_ms, self.replica.high_watermark,
+                            self.replica.local_end, self.epoch_start, known, waiting, lease_until_ms)
 
     def counted_isr(self) -> tuple[int, ...]:
         return self.isr + tuple(n for n in self.joining if n not in self.isr)
@@ -183,3 +191,27 @@ class Leadership:
                 future.set_exception(NotLeaderError(
                     f"node {self.me} stopped leading partition {self.replica.partition} of {self.replica.topic!r} "
                     f"({reason}) before the write was confirmed; it may or may not be kept"))
+
+
+class _WaitingEnds(Sequence[int]):
+    """The ends of a leadership's ``acks=all`` waiters as a read-only view, so that the write gate
+    (which reads only how many wait) costs no copy of up to ``ACK_WAITERS_MAX`` of them."""
+
+    __slots__ = ("_acks",)
+
+    def __init__(self, acks: list[tuple[int, asyncio.Future[None], int]]) -> None:
+        self._acks = acks
+
+    def __len__(self) -> int:
+        return len(self._acks)
+
+    @overload
+    def __getitem__(self, index: int) -> int: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[int]: ...
+
+    def __getitem__(self, index: int | slice) -> int | Sequence[int]:
+        if isinstance(index, slice):
+            return tuple(end for end, _, _ in self._acks[index])
+        return self._acks[index][0]

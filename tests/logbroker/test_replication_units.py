@@ -15,6 +15,7 @@ from coordinator.models import PartitionState
 from internal_rpc.frames import pack, unpack
 from internal_rpc.messages import MessageError, ReplicateAnswer, ReplicateRequest, decode
 from logbroker.errors import NotEnoughReplicasError, NotLeaderError, ReplicationTimeoutError
+from logbroker.partition_machine import LEASE_FOREVER_MS, check_append
 from logbroker.partition_state import stalling
 from logbroker.replica_manager import Replica, WaiterBudget
 from logbroker.replication.follower import FollowerSide
@@ -40,6 +41,13 @@ def _replica(path: str, pool: ThreadPoolExecutor) -> Replica:
 
 def _state(isr: tuple[int, ...], epoch: int = 1, replicas: tuple[int, ...] = (1, 2, 3)) -> PartitionState:
     return PartitionState("t", 0, replicas, isr, 1, epoch)
+
+
+def _gate(lead: Leadership, acks: str) -> None:
+    """The write gate over ``lead``'s partition (a proven lease, no freeze)."""
+    error = check_append(lead.machine_state(LEASE_FOREVER_MS), acks, 0)
+    if error is not None:
+        raise error
 
 
 def _values(replica: Replica) -> list[bytes]:
@@ -102,10 +110,10 @@ async def test_min_insync_refuses_before_the_append_and_after_a_shrink(tmp_path,
     replica = _replica(str(tmp_path / "t-0"), pool)
     lead = Leadership(replica, _state((1,)), 1, min_insync=2, fenced=lambda: False)
     with pytest.raises(NotEnoughReplicasError):
-        lead.check_writable("all")
-    lead.check_writable("1")  # acks=1 is not bound by min_insync_replicas
+        _gate(lead, "all")
+    _gate(lead, "1")  # acks=1 is not bound by min_insync_replicas
     lead.update(_state((1, 2)), 2)
-    lead.check_writable("all")
+    _gate(lead, "all")
     replica.leader_hook = lambda _r: lead.recompute()
     info = replica.append(batch_of([b"x"]))
     await replica.commit(info)
@@ -138,7 +146,7 @@ async def test_a_fenced_leader_does_not_advance_and_a_closed_one_fails_its_waite
     with pytest.raises(NotLeaderError):
         replica.append(batch_of([b"y"]))  # a cluster replica without a leadership takes no writes
     with pytest.raises(NotLeaderError):
-        lead.check_writable("1")
+        _gate(lead, "1")
     replica.log.close()
 
 
