@@ -18,6 +18,8 @@ import time
 from collections.abc import Callable
 from typing import Any, Final, Literal, TypeVar, cast
 
+import msgspec
+
 from coordinator.base import Coordinator
 from coordinator.errors import (
     CoordinatorError,
@@ -1044,7 +1046,7 @@ class Node:
         if not self.clustered:
             state = solo(topic, partition, self.config.node_id, self.replicas.get(topic, partition).log.log_end_offset)
             if frozen_until_ms is not None:
-                state = dataclasses.replace(state, phase=Phase.FROZEN, frozen_until_ms=frozen_until_ms)
+                state = msgspec.structs.replace(state, phase=Phase.FROZEN, frozen_until_ms=frozen_until_ms)
         else:
             lease_until_ms = ms_of(self.coordinator.lease_valid_until())
             leadership = self.replication.leadership(topic, partition)

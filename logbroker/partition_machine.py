@@ -25,11 +25,12 @@ Invariants every step keeps:
 
 from __future__ import annotations
 
-import dataclasses
 import enum
 import math
 from collections.abc import Iterable, Sequence
 from typing import Final, Literal
+
+import msgspec
 
 from logbroker.errors import BrokerError, NotAvailableError, NotEnoughReplicasError, NotLeaderError
 
@@ -45,21 +46,18 @@ class Phase(enum.Enum):
     DRAINING = "draining"  # a clean stop: the followers take the whole log
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class Follower:
+class Follower(msgspec.Struct, frozen=True):
     epoch: int  # the newest leader epoch known (from the coordinator or a shipment)
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class Leader:
+class Leader(msgspec.Struct, frozen=True):
     epoch: int
 
 
 Role = Follower | Leader
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class Isr:
+class Isr(msgspec.Struct, frozen=True):
     """The ISR as the coordinator holds it (``committed``) and the one change in flight."""
 
     committed: tuple[int, ...]
@@ -76,8 +74,7 @@ class Isr:
         return bool(self.expanding or self.shrinking)
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class PartitionState:
+class PartitionState(msgspec.Struct, frozen=True):
     topic: str
     partition: int
     me: int
@@ -128,8 +125,7 @@ def ms_of(seconds: float, *, up: bool = False) -> int:
 
 # ---- events ---------------------------------------------------------------------------------
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class BecameLeader:
+class BecameLeader(msgspec.Struct, frozen=True):
     epoch: int
     replicas: tuple[int, ...]
     isr: tuple[int, ...]
@@ -137,59 +133,50 @@ class BecameLeader:
     lease_until_ms: int
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class BecameFollower:
+class BecameFollower(msgspec.Struct, frozen=True):
     epoch: int
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class LeaseRenewed:
+class LeaseRenewed(msgspec.Struct, frozen=True):
     until_ms: int
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class Reassigned:
+class Reassigned(msgspec.Struct, frozen=True):
     """The coordinator changed the replica list or the topic's ``min_insync_replicas`` (same epoch)."""
 
     replicas: tuple[int, ...]
     min_insync: int
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class Appended:
+class Appended(msgspec.Struct, frozen=True):
     """The leader appended records up to ``end`` (what it holds as its flush policy wants)."""
 
     end: int
     acks: Literal["0", "1", "all"]
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class FollowerFetched:
+class FollowerFetched(msgspec.Struct, frozen=True):
     """A follower answered a shipment: it holds everything below ``end``."""
 
     node: int
     end: int
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class FollowerLagged:
+class FollowerLagged(msgspec.Struct, frozen=True):
     """The shell's lag rules (``partition_state.out_of_sync``, ``stalling``) want ``node`` out."""
 
     node: int
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class IsrCommitted:
+class IsrCommitted(msgspec.Struct, frozen=True):
     isr: tuple[int, ...]
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class IsrFailed:
+class IsrFailed(msgspec.Struct, frozen=True):
     """The ISR transaction failed (the coordinator is unavailable): nothing changed; retried."""
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class Shipment:
+class Shipment(msgspec.Struct, frozen=True):
     """A follower applied a shipment of leader ``epoch``: its log now ends at ``end`` (lower than
     before when it cut a divergent suffix); the leader's high watermark was ``leader_hw``."""
 
@@ -198,28 +185,23 @@ class Shipment:
     leader_hw: int
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class Freeze:
+class Freeze(msgspec.Struct, frozen=True):
     until_ms: int
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class Thaw:
+class Thaw(msgspec.Struct, frozen=True):
     pass
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class HandOver:
+class HandOver(msgspec.Struct, frozen=True):
     pass
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class HandOverEnded:
+class HandOverEnded(msgspec.Struct, frozen=True):
     pass
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class Drain:
+class Drain(msgspec.Struct, frozen=True):
     pass
 
 
@@ -229,13 +211,11 @@ Event = (BecameLeader | BecameFollower | LeaseRenewed | Reassigned | Appended | 
 
 # ---- effects --------------------------------------------------------------------------------
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class Ship:
+class Ship(msgspec.Struct, frozen=True):
     followers: tuple[int, ...]
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class WriteIsr:
+class WriteIsr(msgspec.Struct, frozen=True):
     """A coordinator transaction guarded by the leader epoch; its outcome comes back as
     ``IsrCommitted`` or ``IsrFailed`` (a stale epoch: ``BecameFollower``)."""
 
@@ -243,35 +223,30 @@ class WriteIsr:
     isr: tuple[int, ...]
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class Expose:
+class Expose(msgspec.Struct, frozen=True):
     """Readers may see records below ``high_watermark`` (wake the waiting fetches)."""
 
     high_watermark: int
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class Acknowledge:
+class Acknowledge(msgspec.Struct, frozen=True):
     """Every ``acks=all`` write waiting with an end at most ``up_to`` succeeds."""
 
     up_to: int
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class FailWaiters:
+class FailWaiters(msgspec.Struct, frozen=True):
     """Every ``acks=all`` write waiting with an end at most ``up_to`` fails with ``code``."""
 
     up_to: int
     code: Literal["not_leader", "not_enough_replicas"]
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class AppendCopied:
+class AppendCopied(msgspec.Struct, frozen=True):
     end: int
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class RefuseShipment:
+class RefuseShipment(msgspec.Struct, frozen=True):
     known_epoch: int
 
 
@@ -321,7 +296,7 @@ def step(state: PartitionState, event: Event, now_ms: int) -> tuple[PartitionSta
                 return state, ()
             return _step_down(state, epoch)
         case LeaseRenewed(until_ms=until):
-            return _advance(dataclasses.replace(state, lease_until_ms=max(state.lease_until_ms, until)), now_ms)
+            return _advance(msgspec.structs.replace(state, lease_until_ms=max(state.lease_until_ms, until)), now_ms)
         case Reassigned():
             return _reassign(state, event, now_ms)
         case Appended(end=end, acks=acks):
@@ -332,20 +307,20 @@ def step(state: PartitionState, event: Event, now_ms: int) -> tuple[PartitionSta
             if not state.leads or state.isr.changing or node == state.me or node not in state.isr.committed:
                 return state, ()
             isr = tuple(n for n in state.isr.committed if n != node)
-            return (dataclasses.replace(state, isr=Isr(state.isr.committed, shrinking=(node,))),
+            return (msgspec.structs.replace(state, isr=Isr(state.isr.committed, shrinking=(node,))),
                     (WriteIsr(state.epoch, isr),))
         case IsrCommitted(isr=isr):
             if not state.leads:
                 return state, ()
-            return _advance(dataclasses.replace(state, isr=Isr(tuple(isr))), now_ms)
+            return _advance(msgspec.structs.replace(state, isr=Isr(tuple(isr))), now_ms)
         case IsrFailed():
-            return dataclasses.replace(state, isr=Isr(state.isr.committed)), ()
+            return msgspec.structs.replace(state, isr=Isr(state.isr.committed)), ()
         case Shipment():
             return _shipment(state, event)
         case Freeze(until_ms=until):
             if not state.leads or state.phase not in (Phase.SERVING, Phase.FROZEN):
                 return state, ()
-            return dataclasses.replace(state, phase=Phase.FROZEN, frozen_until_ms=until), ()
+            return msgspec.structs.replace(state, phase=Phase.FROZEN, frozen_until_ms=until), ()
         case Thaw():
             return _set_phase(state, Phase.SERVING, (Phase.FROZEN,)), ()
         case HandOver():
@@ -362,7 +337,7 @@ def step(state: PartitionState, event: Event, now_ms: int) -> tuple[PartitionSta
 def _set_phase(state: PartitionState, phase: Phase, allowed_from: tuple[Phase, ...]) -> PartitionState:
     if not state.leads or state.phase not in allowed_from:
         return state
-    return dataclasses.replace(state, phase=phase)
+    return msgspec.structs.replace(state, phase=phase)
 
 
 def _followers(state: PartitionState) -> tuple[int, ...]:
@@ -373,7 +348,7 @@ def _become_leader(state: PartitionState, event: BecameLeader,
                    now_ms: int) -> tuple[PartitionState, tuple[Effect, ...]]:
     if event.epoch <= state.epoch:
         return state, ()  # an older view, or the leadership this node holds already
-    led = dataclasses.replace(
+    led = msgspec.structs.replace(
         state, role=Leader(event.epoch), replicas=tuple(event.replicas), isr=Isr(tuple(event.isr)),
         min_insync=event.min_insync, phase=Phase.SERVING, frozen_until_ms=0, epoch_start=state.log_end,
         followers=(), waiting=(), lease_until_ms=event.lease_until_ms)
@@ -384,7 +359,7 @@ def _become_leader(state: PartitionState, event: BecameLeader,
 
 def _step_down(state: PartitionState, epoch: int) -> tuple[PartitionState, tuple[Effect, ...]]:
     effects: tuple[Effect, ...] = (FailWaiters(EVERY_WAITER, "not_leader"),) if state.waiting else ()
-    return dataclasses.replace(state, role=Follower(epoch), isr=Isr(state.isr.committed), phase=Phase.SERVING,
+    return msgspec.structs.replace(state, role=Follower(epoch), isr=Isr(state.isr.committed), phase=Phase.SERVING,
                                frozen_until_ms=0, followers=(), waiting=()), effects
 
 
@@ -392,7 +367,7 @@ def _reassign(state: PartitionState, event: Reassigned, now_ms: int) -> tuple[Pa
     if not state.leads:
         return state, ()
     known = tuple((n, end) for n, end in state.followers if n in event.replicas)
-    moved = dataclasses.replace(state, replicas=tuple(event.replicas), min_insync=event.min_insync, followers=known)
+    moved = msgspec.structs.replace(state, replicas=tuple(event.replicas), min_insync=event.min_insync, followers=known)
     new = tuple(n for n in _followers(moved) if n not in _followers(state))
     moved, effects = _advance(moved, now_ms)
     return moved, ((Ship(new),) if new else ()) + effects
@@ -402,7 +377,7 @@ def _appended(state: PartitionState, end: int, acks: str, now_ms: int) -> tuple[
     if not state.leads:  # the leadership ended between the append and this event
         return state, ((FailWaiters(end, "not_leader"),) if acks == "all" else ())
     waiting = (*state.waiting, end) if acks == "all" else state.waiting
-    grown = dataclasses.replace(state, log_end=max(state.log_end, end), waiting=waiting)
+    grown = msgspec.structs.replace(state, log_end=max(state.log_end, end), waiting=waiting)
     followers = _followers(grown)
     grown, effects = _advance(grown, now_ms)
     return grown, ((Ship(followers),) if followers else ()) + effects
@@ -413,13 +388,13 @@ def _fetched(state: PartitionState, node: int, end: int, now_ms: int) -> tuple[P
         return state, ()
     end = min(end, state.log_end)  # a follower's longer tail is divergent: the next sync cuts it
     followers = tuple(sorted({**dict(state.followers), node: end}.items()))
-    fetched = dataclasses.replace(state, followers=followers)
+    fetched = msgspec.structs.replace(state, followers=followers)
     effects: tuple[Effect, ...] = ()
     joins = (node not in fetched.isr.counted and not fetched.isr.changing
              and end >= max(fetched.high_watermark, fetched.epoch_start))
     if joins:
         isr = tuple(n for n in fetched.replicas if n in fetched.isr.committed or n == node)
-        fetched = dataclasses.replace(fetched, isr=Isr(fetched.isr.committed, expanding=(node,)))
+        fetched = msgspec.structs.replace(fetched, isr=Isr(fetched.isr.committed, expanding=(node,)))
         effects = (WriteIsr(fetched.epoch, isr),)
     fetched, more = _advance(fetched, now_ms)
     return fetched, effects + more
@@ -432,7 +407,7 @@ def _shipment(state: PartitionState, event: Shipment) -> tuple[PartitionState, t
     if state.leads:  # a newer leader ships here: this leadership is over
         state, effects = _step_down(state, event.epoch)
     hw = min(max(state.high_watermark, event.leader_hw), event.end)
-    moved = dataclasses.replace(state, role=Follower(event.epoch), log_end=event.end, high_watermark=hw)
+    moved = msgspec.structs.replace(state, role=Follower(event.epoch), log_end=event.end, high_watermark=hw)
     effects += (AppendCopied(event.end),)
     if hw != state.high_watermark:
         effects += (Expose(hw),)
@@ -459,7 +434,7 @@ def _advance(state: PartitionState, now_ms: int) -> tuple[PartitionState, tuple[
         else:
             effects.append(FailWaiters(hw, "not_enough_replicas"))
     waiting = tuple(end for end in state.waiting if end > hw)
-    return dataclasses.replace(state, high_watermark=hw, waiting=waiting), tuple(effects)
+    return msgspec.structs.replace(state, high_watermark=hw, waiting=waiting), tuple(effects)
 
 
 def run(state: PartitionState, events: Iterable[tuple[int, Event]]) -> tuple[PartitionState, list[Effect]]:
