@@ -130,6 +130,10 @@ class SimEtcd:
     def reachable(self, host: str) -> bool:
         return self.up and host not in self._isolated
 
+    def holds_lease(self, lease_id: int) -> bool:
+        """etcd still keeps the lease (granted, not yet expired or revoked)."""
+        return lease_id in self._leases
+
     def client(self, host: str, timeout_s: float = CALL_TIMEOUT_S) -> SimEtcdClient:
         return SimEtcdClient(self, host, timeout_s)
 

@@ -87,7 +87,7 @@ class SimLoop(asyncio.BaseEventLoop):
         self._selector = _VirtualSelector(self)
         self._owner = threading.get_ident()
         self.network: SimNetwork | None = None
-        self.errors: list[str] = []  # what reached the exception handler, in order
+        self.errors: list[tuple[str, BaseException | None]] = []  # the exception handler's (message, exception)
         self.set_exception_handler(self._record_error)
         self._task_numbers: weakref.WeakKeyDictionary[asyncio.Task[Any], int] = weakref.WeakKeyDictionary()
         self._next_task = itertools.count()
@@ -167,8 +167,7 @@ class SimLoop(asyncio.BaseEventLoop):
 
     def _record_error(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
         exc = context.get("exception")
-        self.errors.append(f"{context.get('message', '')}: {exc!r}" if exc is not None else
-                           str(context.get("message", "")))
+        self.errors.append((str(context.get("message", "")), exc if isinstance(exc, BaseException) else None))
 
 
 def run(main: Coroutine[Any, Any, T], *, loop: SimLoop | None = None) -> T:
