@@ -82,7 +82,7 @@ def _compare(actual: Any, expected: Any, result: int) -> bool:
 
 class SimEtcd:
     def __init__(self, rng: random.Random, *, delay_min_s: float = 0.0002, delay_max_s: float = 0.002,
-                 trace: Callable[[str], None] | None = None) -> None:
+                 trace: Callable[[str], None] | None = None, history_max: int = HISTORY_MAX) -> None:
         self._rng = rng
         self._delay = (delay_min_s, delay_max_s)
         self._trace = trace or (lambda event: None)
@@ -90,7 +90,7 @@ class SimEtcd:
         self._store: dict[bytes, _Record] = {}
         self._leases: dict[int, _Lease] = {}
         self._next_lease = FIRST_LEASE
-        self._history: collections.deque[tuple[int, list[Any]]] = collections.deque(maxlen=HISTORY_MAX)
+        self._history: collections.deque[tuple[int, list[Any]]] = collections.deque(maxlen=history_max)
         self._watches: list[_Watch] = []
         self.up = True
         self._isolated: set[str] = set()
