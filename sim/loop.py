@@ -18,17 +18,16 @@ The broker's own coroutines run unchanged; only the outside world is replaced. I
 from __future__ import annotations
 
 import asyncio
-import selectors
 import itertools
+import selectors
 import threading
 import weakref
 from collections.abc import Callable, Coroutine, Mapping
-from typing import TYPE_CHECKING, Any, Final, TypeVar
-
-if TYPE_CHECKING:
-    from sim.network import SimNetwork
+from concurrent.futures import Executor
+from typing import Any, Final, Protocol, TypeVar, TypeVarTuple
 
 T = TypeVar("T")
+Ts = TypeVarTuple("Ts")
 STEPS_MAX: Final = 5_000_000
 TIME_MAX_S: Final = 7 * 24 * 3600.0
 START_S: Final = 1000.0  # not 0: code that treats 0 as "never" stays honest
@@ -48,6 +47,16 @@ class SimStuckError(SimError):
 
 class SimBoundError(SimError):
     """The run went past its step or virtual-time bound (a livelock, or a schedule too long)."""
+
+
+class Network(Protocol):
+    """What the loop's ``create_connection`` and ``create_server`` hand over to (``sim.network``)."""
+
+    async def connect(self, protocol_factory: Callable[[], asyncio.BaseProtocol], host: Any, port: int | None,
+                      **kwargs: Any) -> tuple[asyncio.Transport, asyncio.BaseProtocol]: ...
+
+    async def listen(self, protocol_factory: Callable[[], asyncio.BaseProtocol], host: Any, port: int | None,
+                     **kwargs: Any) -> asyncio.AbstractServer: ...
 
 
 class _VirtualSelector(selectors.BaseSelector):
@@ -86,7 +95,7 @@ class SimLoop(asyncio.BaseEventLoop):
         self.steps = 0
         self._selector = _VirtualSelector(self)
         self._owner = threading.get_ident()
-        self.network: SimNetwork | None = None
+        self.network: Network | None = None
         self.errors: list[tuple[str, BaseException | None]] = []  # the exception handler's (message, exception)
         self.set_exception_handler(self._record_error)
         self._task_numbers: weakref.WeakKeyDictionary[asyncio.Task[Any], int] = weakref.WeakKeyDictionary()
@@ -119,8 +128,9 @@ class SimLoop(asyncio.BaseEventLoop):
         if timeout <= 0:
             return
         target = self._now + timeout
-        if self._scheduled:  # land exactly on the timer, never a rounding error short of it
-            target = max(target, self._scheduled[0]._when)
+        timers: list[asyncio.TimerHandle] = vars(self)["_scheduled"]  # BaseEventLoop's heap of timers
+        if timers:  # land exactly on the timer, never a rounding error short of it
+            target = max(target, timers[0].when())
         if target - self._start_s > self._time_max_s:
             raise SimBoundError(f"virtual time past {self._time_max_s:g} s")
         self._now = target
@@ -134,9 +144,11 @@ class SimLoop(asyncio.BaseEventLoop):
         if threading.get_ident() != self._owner:
             raise RealWorldError("a thread scheduled a callback on the simulated loop")
 
-    def run_in_executor(self, executor: Any, func: Callable[..., T], *args: Any) -> asyncio.Future[T]:
+    def run_in_executor(self, executor: Executor | None, func: Callable[[*Ts], T],
+                        *args: *Ts) -> asyncio.Future[T]:
         """Runs ``func`` now, on the loop (a thread pool would make the order depend on the OS)."""
-        self._check_closed()
+        if self.is_closed():
+            raise RuntimeError("Event loop is closed")
         future: asyncio.Future[T] = self.create_future()
         try:
             future.set_result(func(*args))
@@ -150,16 +162,16 @@ class SimLoop(asyncio.BaseEventLoop):
     async def getnameinfo(self, *args: Any, **kwargs: Any) -> Any:
         raise RealWorldError("name resolution under simulation")
 
-    def _network(self) -> SimNetwork:
+    def _network(self) -> Network:
         if self.network is None:
             raise RealWorldError("a connection under simulation, and the loop has no simulated network")
         return self.network
 
-    async def create_connection(self, protocol_factory: Callable[[], asyncio.BaseProtocol],  # type: ignore[override]
+    async def create_connection(self, protocol_factory: Callable[[], asyncio.BaseProtocol],
                                 host: str | None = None, port: int | None = None, **kwargs: Any) -> Any:
         return await self._network().connect(protocol_factory, host, port, **kwargs)
 
-    async def create_server(self, protocol_factory: Callable[[], asyncio.BaseProtocol],  # type: ignore[override]
+    async def create_server(self, protocol_factory: Callable[[], asyncio.BaseProtocol],
                             host: Any = None, port: int | None = None, **kwargs: Any) -> Any:
         return await self._network().listen(protocol_factory, host, port, **kwargs)
 

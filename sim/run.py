@@ -138,8 +138,8 @@ class _Schedule:
                 if answer != {"from": other, "echo": {"n": sequence, "by": host}}:
                     self.fail("rpc-answer", f"{host} call {sequence} answered {answer!r}")
                 if cut_at_start is not None and self.cut_since == cut_at_start and cut_at_start <= started:
-                    self.fail("rpc-partition", f"{host} call {sequence} succeeded across a cut "
-                                               f"(cut at {cut_at_start:.3f}, call {started:.3f}..{self.loop.time():.3f})")
+                    self.fail("rpc-partition", f"{host} call {sequence} succeeded across a cut (cut at "
+                                               f"{cut_at_start:.3f}, call {started:.3f}..{self.loop.time():.3f})")
             await asyncio.sleep(self.rng.uniform(*CALL_GAP_S))
 
     # ---- faults and checks ------------------------------------------------------------------------

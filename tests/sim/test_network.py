@@ -22,9 +22,9 @@ PORT = 7000
 
 
 def simulate(main: Callable[[SimNetwork], Awaitable[Any]], *, seed: int = 1,
-             options: NetworkOptions = NetworkOptions()) -> Any:
+             options: NetworkOptions | None = None) -> Any:
     loop = SimLoop()
-    network = SimNetwork(loop, random.Random(seed), Trace(), options)
+    network = SimNetwork(loop, random.Random(seed), Trace(), options or NetworkOptions())
 
     async def go() -> Any:
         return await main(network)
@@ -95,7 +95,7 @@ def test_a_connection_cut_too_long_breaks_on_both_sides():
 
         async def client() -> float:
             loop = asyncio.get_running_loop()
-            reader, writer = await asyncio.open_connection("a", PORT)
+            reader, _ = await asyncio.open_connection("a", PORT)
             network.cut("a", "b")
             start = loop.time()
             with pytest.raises(TimeoutError):
