@@ -17,7 +17,9 @@ Which host a connection comes from is the ``CURRENT_HOST`` of the task that open
 node's tasks with ``spawn(host, coro)`` and everything they start inherits the host. ``127.0.0.1``
 and ``localhost`` mean the caller's own host. Flow control is asyncio's: a sender whose link holds
 more than ``HIGH_WATER_BYTES`` unread is paused (``drain`` waits), a reader that pauses reading
-keeps what arrives until it resumes. No TLS: the simulated cluster runs its RPC in plaintext.
+keeps what arrives until it resumes; a writer that ignores ``drain`` past ``BUFFER_MAX_BYTES``
+breaks its connection (``ENOBUFS``), so no link grows without bound. No TLS: the simulated
+cluster runs its RPC in plaintext.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ T = TypeVar("T")
 CURRENT_HOST: contextvars.ContextVar[str] = contextvars.ContextVar("sim_host", default="outside")
 LOOPBACK: Final = frozenset({"127.0.0.1", "localhost", "::1", "0.0.0.0", ""})
 HIGH_WATER_BYTES: Final = 1024 * 1024
+BUFFER_MAX_BYTES: Final = 256 * 1024 * 1024  # unread on one link: past it the connection breaks (ENOBUFS)
 LOW_WATER_BYTES: Final = 256 * 1024
 FIRST_PORT: Final = 40_000
 SYN_RETRY_S: Final = 1.0
@@ -129,6 +132,9 @@ class _End(asyncio.Transport):
     def write(self, data: bytes | bytearray | memoryview) -> None:
         if not data or self.closing:
             return
+        if self.outgoing.unread + len(data) > BUFFER_MAX_BYTES:  # a writer that never waits for drain
+            self.broken(OSError(errno.ENOBUFS, f"more than {BUFFER_MAX_BYTES} bytes unread on the link"))
+            return
         self.outgoing.send("data", bytes(data))
         self._check_water()
 
@@ -216,8 +222,8 @@ class _End(asyncio.Transport):
         assert self.peer is not None
         if self.lost:
             self.peer.outgoing.read(len(data))
-            if kind == "data":
-                self.peer.broken(ConnectionResetError(errno.ECONNRESET, "Connection reset by peer"))
+            if kind == "data":  # data for a closed socket: its kernel answers with a reset
+                self.outgoing.send("rst", b"")
             return
         protocol = self.protocol
         assert protocol is not None

@@ -336,3 +336,47 @@ def test_the_same_seed_gives_the_same_trace_and_another_seed_another():
 
     assert once(7) == once(7)
     assert once(7) != once(8)
+
+
+def test_data_for_a_closed_socket_is_answered_with_a_reset():
+    async def main(network: SimNetwork) -> None:
+        async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            writer.close()  # closes both ways at once
+
+        await network.spawn("a", asyncio.start_server(handle, "0.0.0.0", PORT))
+
+        async def client() -> None:
+            reader, writer = await asyncio.open_connection("a", PORT)
+            assert await reader.read(1) == b""  # the other side's FIN
+            writer.write(b"too late")
+            with pytest.raises(ConnectionResetError):
+                async with asyncio.timeout(1):
+                    while True:
+                        await writer.drain()
+                        await asyncio.sleep(0.01)
+
+        await network.spawn("b", client())
+
+    simulate(main)
+
+
+def test_a_writer_that_never_drains_breaks_its_connection_at_the_bound(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr("sim.network.BUFFER_MAX_BYTES", 10 * 65536)
+
+    async def main(network: SimNetwork) -> None:
+        async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await asyncio.sleep(3600)  # never reads
+
+        await network.spawn("a", asyncio.start_server(handle, "0.0.0.0", PORT))
+
+        async def client() -> None:
+            reader, writer = await asyncio.open_connection("a", PORT)
+            for _ in range(11):
+                writer.write(b"x" * 65536)  # no drain
+            assert writer.transport.is_closing()
+            with pytest.raises(OSError, match="unread on the link"):
+                await reader.read(1)
+
+        await network.spawn("b", client())
+
+    simulate(main)
