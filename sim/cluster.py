@@ -3,29 +3,34 @@ layer, ``docs/design/simulation.md``).
 
 ``SimCluster`` starts real ``logbroker.node.Node`` objects, one per host ``n1``..``nN``: each with
 an ``EtcdCoordinator`` on the in-memory etcd (``client_factory``), its internal RPC in plaintext on
-the simulated network, its data in a directory of its own, and an fsync that only counts (the
-simulated disk, with durable lengths and crashes, is the next step). Use it inside
-``virtual_world`` (``sim.world``): the node still reads the process clocks in places.
+the simulated network, and its data in a directory of its own on the simulated disk
+(``sim.disk``: every fsync recorded, so ``disk.crash`` can cut a node's files back to what was
+durable). Run it inside ``cluster.world()`` (``sim.world.virtual_world`` with the disk's fsync):
+the node still reads the process clocks in places.
 
 Not yet: the nodes' HTTP and gRPC listeners (peers probe a silent node's HTTP address and find it
 refusing, which the crash watch may take as evidence; the node layer starts the HTTP app too),
-crashes and restarts, a disk that loses its unsynced tail.
+crashing a running node (its tasks cancelled, its files cut) and restarting it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
+from collections.abc import Iterator
 from typing import Final
 
 from coordinator.etcd import EtcdCoordinator
 from coordinator.models import NodeInfo
 from logbroker.config import NodeConfig
 from logbroker.node import Node
+from sim.disk import SimDisk
 from sim.etcd import SimEtcd, SimEtcdClient
 from sim.loop import SimLoop
 from sim.network import SimNetwork
 from sim.trace import Trace
+from sim.world import virtual_world
 
 RPC_PORT: Final = 7000
 HTTP_PORT: Final = 8080
@@ -41,15 +46,21 @@ class SimCluster:
         self.root = root
         self.network = SimNetwork(loop, rng, trace)
         self.etcd = SimEtcd(rng, trace=lambda event: trace.add(loop.time(), event))
+        self.disk = SimDisk(rng)
         self.nodes: dict[int, Node] = {}
-        self.fsyncs = 0
 
     @staticmethod
     def host(node_id: int) -> str:
         return f"n{node_id}"
 
-    def _fsync(self, fd: int) -> None:
-        self.fsyncs += 1
+    @contextlib.contextmanager
+    def world(self) -> Iterator[None]:
+        """The process clocks, ids and fsync, the run's while the cluster runs."""
+        with virtual_world(self.loop, self.rng, fsync=self.disk.fsync):
+            yield
+
+    def data_dir(self, node_id: int) -> str:
+        return os.path.join(self.root, self.host(node_id))
 
     async def start_node(self, node_id: int) -> Node:
         host = self.host(node_id)
@@ -57,12 +68,12 @@ class SimCluster:
 
     async def _start(self, node_id: int, host: str) -> Node:
         http_url = f"http://{host}:{HTTP_PORT}"
-        config = NodeConfig(node_id=node_id, data_dir=os.path.join(self.root, host), auth="off", rpc_port=RPC_PORT,
+        config = NodeConfig(node_id=node_id, data_dir=self.data_dir(node_id), auth="off", rpc_port=RPC_PORT,
                             coordinator="etcd://etcd:2379", advertised_host=host, http_host="0.0.0.0")
         coordinator = EtcdCoordinator(["etcd:2379"], CLUSTER, NodeInfo(node_id, http_url, f"{host}:{RPC_PORT}"),
                                       LEASE_TTL_MS, clock=self.loop.time,
                                       client_factory=SimEtcdClient.factory(self.etcd, host))
-        node = Node(config, coordinator=coordinator, http_url=http_url, fsync=self._fsync)
+        node = Node(config, coordinator=coordinator, http_url=http_url, fsync=self.disk.fsync)
         await node.start(http_url=http_url)
         self.nodes[node_id] = node
         self.trace.add(self.loop.time(), f"{host} started")

@@ -12,6 +12,9 @@ replacing the module attribute does not reach it: the broker's functions and met
 defaults are one of the real clocks get the virtual one for the run too (``_swap_defaults``).
 Once the broker takes its clocks as parameters (resolved at call time), this module goes.
 
+With ``fsync`` given, ``os.fsync`` (and default arguments holding it, as ``write_atomic``'s) is that
+function for the run: the simulated disk sees every fsync of the broker.
+
 Not replaced: ``os.urandom`` (salts, nonces, keys: the simulated cluster runs without auth and
 encryption at rest, so nothing it does draws on it).
 """
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import os
 import random
 import secrets
 import sys
@@ -66,8 +70,10 @@ def _swap_defaults(replace: dict[int, Callable[..., Any]]) -> list[tuple[Any, An
 
 
 @contextlib.contextmanager
-def virtual_world(loop: SimLoop, rng: random.Random) -> Iterator[None]:
+def virtual_world(loop: SimLoop, rng: random.Random, *,
+                  fsync: Callable[[int], None] | None = None) -> Iterator[None]:
     real = (time.monotonic, time.monotonic_ns, time.time, time.time_ns, uuid.uuid4, secrets.randbits)
+    real_fsync = os.fsync
 
     def monotonic_ns() -> int:
         return round(loop.time() * 1e9)
@@ -86,10 +92,15 @@ def virtual_world(loop: SimLoop, rng: random.Random) -> Iterator[None]:
 
     virtual: tuple[Callable[..., Any], ...] = (loop.time, monotonic_ns, wall, time_ns, uuid4, randbits)
     time.monotonic, time.monotonic_ns, time.time, time.time_ns, uuid.uuid4, secrets.randbits = virtual
-    saved = _swap_defaults({id(r): v for r, v in zip(real, virtual, strict=True)})
+    replace = {id(r): v for r, v in zip(real, virtual, strict=True)}
+    if fsync is not None:
+        os.fsync = fsync  # type: ignore[assignment]  # the broker passes descriptors as ints
+        replace[id(real_fsync)] = fsync
+    saved = _swap_defaults(replace)
     try:
         yield
     finally:
         for function, defaults, kwdefaults in saved:
             function.__defaults__, function.__kwdefaults__ = defaults, kwdefaults
         time.monotonic, time.monotonic_ns, time.time, time.time_ns, uuid.uuid4, secrets.randbits = real
+        os.fsync = real_fsync

@@ -18,7 +18,6 @@ from segments.batch import ProducerRecord
 from sim.cluster import SimCluster
 from sim.loop import SimLoop, run
 from sim.trace import Trace
-from sim.world import virtual_world
 from tests.conftest import ROOT
 
 NODES = (1, 2, 3)
@@ -73,9 +72,9 @@ def scenario(root: Path, seed: int) -> tuple[str, list[str]]:
             raise AssertionError("no write succeeded after the heal")
         await cluster.stop()
 
-    with virtual_world(loop, rng):
+    with cluster.world():
         run(main(), loop=loop)
-    assert cluster.fsyncs > 0
+    assert cluster.disk.fsyncs > 0  # every fsync of the nodes went through the simulated disk
     return trace.digest(), outcomes
 
 
