@@ -8,13 +8,17 @@ the simulated network, and its data in a directory of its own on the simulated d
 durable). Run it inside ``cluster.world()`` (``sim.world.virtual_world`` with the disk's fsync):
 the node still reads the process clocks in places.
 
+``crash_node`` kills a node as a power loss does: its connections reset, its etcd client gone
+(the lease lapses, nothing is revoked), its tasks cancelled, its files cut back to what was
+durable (``sim.disk``); ``start_node`` on the same id restarts it on what is left.
+
 Not yet: the nodes' HTTP and gRPC listeners (peers probe a silent node's HTTP address and find it
-refusing, which the crash watch may take as evidence; the node layer starts the HTTP app too),
-crashing a running node (its tasks cancelled, its files cut) and restarting it.
+refusing, which the crash watch may take as evidence; the node layer starts the HTTP app too).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import random
@@ -25,13 +29,14 @@ from coordinator.etcd import EtcdCoordinator
 from coordinator.models import NodeInfo
 from logbroker.config import NodeConfig
 from logbroker.node import Node
-from sim.disk import SimDisk
+from sim.disk import Cut, SimDisk
 from sim.etcd import SimEtcd, SimEtcdClient
 from sim.loop import SimLoop
 from sim.network import SimNetwork
 from sim.trace import Trace
 from sim.world import virtual_world
 
+CRASH_WAIT_S: Final = 5.0  # for a dead node's cancelled tasks to end
 RPC_PORT: Final = 7000
 HTTP_PORT: Final = 8080
 LEASE_TTL_MS: Final = 2000
@@ -83,6 +88,25 @@ class SimCluster:
         node = self.nodes.pop(node_id)
         await self.network.spawn(self.host(node_id), node.stop(), name=f"stop-n{node_id}")
         self.trace.add(self.loop.time(), f"{self.host(node_id)} stopped")
+
+    async def crash_node(self, node_id: int, *, tear: bool = True) -> list[Cut]:
+        """Kill node ``node_id`` with no chance to clean up; the files it had cut (see above)."""
+        host, directory = self.host(node_id), self.data_dir(node_id)
+        self.nodes.pop(node_id)
+        self.disk.fail_fsync(directory)  # the dead process makes nothing durable any more
+        cuts = self.disk.crash(directory, tear=tear)
+        self.network.crash(host)
+        self.etcd.crash(host)
+        tasks = self.loop.tasks_of(host)
+        assert asyncio.current_task() not in tasks, "a node cannot crash itself from its own task"
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks, timeout=CRASH_WAIT_S)
+        self.disk.crash(directory, tear=False)  # whatever its cancelled code still wrote is gone
+        self.disk.heal_fsync(directory)
+        self.trace.add(self.loop.time(), f"{host} crashed: {len(cuts)} files cut, {len(tasks)} tasks ended")
+        return cuts
 
     async def stop(self) -> None:
         for node_id in sorted(self.nodes):

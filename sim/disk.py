@@ -7,8 +7,9 @@ last successful fsync, kept per inode, so a file fsynced and then renamed (the c
 write-then-rename) stays durable under its new name. At a crash each file under the directory
 keeps its durable length plus, when ``tear`` is on, a seeded part of the unsynced tail (the page
 cache may have written some of it back), and loses the rest; a file never fsynced keeps only such a
-part (or nothing). ``fail_fsync(directory)`` makes every fsync under it fail with ``EIO`` until
-``heal_fsync`` (the log then goes offline, decision 0145).
+part (or nothing). What a crash leaves counts as durable from then on, so a second crash (of what
+a dying process still wrote) cuts back to exactly it. ``fail_fsync(directory)`` makes every fsync
+under it fail with ``EIO`` until ``heal_fsync`` (the log then goes offline, decision 0145).
 
 Not modelled yet: directory entries (a file created or renamed and never covered by a directory
 fsync survives the crash here, as on ext4 in practice), in-place overwrites after an fsync, slow
@@ -70,10 +71,12 @@ class SimDisk:
                 info = os.lstat(path)
                 if not stat.S_ISREG(info.st_mode):
                     continue
-                durable = self._durable.get((info.st_dev, info.st_ino), 0)
+                key = (info.st_dev, info.st_ino)
+                durable = self._durable.get(key, 0)
                 if info.st_size <= durable:
                     continue
                 kept = durable + (self._rng.randint(0, info.st_size - durable) if tear else 0)
+                self._durable[key] = kept  # what the crash left is what the disk holds
                 if kept < info.st_size:
                     os.truncate(path, kept)
                     cuts.append(Cut(path, info.st_size, kept, durable))

@@ -92,6 +92,7 @@ class SimEtcd:
         self._next_lease = FIRST_LEASE
         self._history: collections.deque[tuple[int, list[Any]]] = collections.deque(maxlen=history_max)
         self._watches: list[_Watch] = []
+        self._clients: list[SimEtcdClient] = []
         self.up = True
         self._isolated: set[str] = set()
 
@@ -127,6 +128,15 @@ class SimEtcd:
             self._isolated.discard(host)
             self._trace(f"etcd rejoin {host}")
 
+    def crash(self, host: str) -> None:
+        """``host``'s process dies: its clients stop (no revoke: its leases lapse after their TTL)
+        and its watches end."""
+        self._trace(f"etcd crash {host}")
+        for client in [c for c in self._clients if c.host == host]:
+            client.closed = True
+        for watch in [w for w in self._watches if w.host == host]:
+            watch.broken(f"{host} crashed")
+
     def reachable(self, host: str) -> bool:
         return self.up and host not in self._isolated
 
@@ -136,6 +146,10 @@ class SimEtcd:
 
     def client(self, host: str, timeout_s: float = CALL_TIMEOUT_S) -> SimEtcdClient:
         return SimEtcdClient(self, host, timeout_s)
+
+    def register(self, client: SimEtcdClient) -> None:
+        self._clients = [c for c in self._clients if not c.closed]
+        self._clients.append(client)
 
     # ---- the store ------------------------------------------------------------------------------
 
@@ -381,6 +395,7 @@ class SimEtcdClient(EtcdClient):
         self.access = EtcdAccess()
         self._token = None
         self.closed = False
+        etcd.register(self)
 
     @classmethod
     def factory(cls, etcd: SimEtcd, host: str) -> Callable[[Sequence[str], EtcdAccess], EtcdClient]:

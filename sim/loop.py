@@ -18,6 +18,7 @@ The broker's own coroutines run unchanged; only the outside world is replaced. I
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import itertools
 import selectors
 import threading
@@ -27,6 +28,9 @@ from concurrent.futures import Executor
 from typing import Any, Final, Protocol, TypeVar, TypeVarTuple
 
 T = TypeVar("T")
+# The simulated host the running code belongs to: a task inherits it from the code that starts it
+# (``sim.network.SimNetwork.spawn`` sets it), so a host's tasks can be found and ended together.
+CURRENT_HOST: contextvars.ContextVar[str] = contextvars.ContextVar("sim_host", default="outside")
 Ts = TypeVarTuple("Ts")
 STEPS_MAX: Final = 5_000_000
 TIME_MAX_S: Final = 7 * 24 * 3600.0
@@ -99,6 +103,7 @@ class SimLoop(asyncio.BaseEventLoop):
         self.errors: list[tuple[str, BaseException | None]] = []  # the exception handler's (message, exception)
         self.set_exception_handler(self._record_error)
         self._task_numbers: weakref.WeakKeyDictionary[asyncio.Task[Any], int] = weakref.WeakKeyDictionary()
+        self._task_hosts: weakref.WeakKeyDictionary[asyncio.Task[Any], str] = weakref.WeakKeyDictionary()
         self._next_task = itertools.count()
         self.set_task_factory(self._make_task)  # type: ignore[arg-type]
 
@@ -106,7 +111,13 @@ class SimLoop(asyncio.BaseEventLoop):
                    context: Any = None) -> asyncio.Task[Any]:
         task: asyncio.Task[Any] = asyncio.Task(coro, loop=loop, context=context)
         self._task_numbers[task] = next(self._next_task)
+        self._task_hosts[task] = context.get(CURRENT_HOST, CURRENT_HOST.get()) if context is not None \
+            else CURRENT_HOST.get()
         return task
+
+    def tasks_of(self, host: str) -> list[asyncio.Task[Any]]:
+        """The unfinished tasks started on ``host``, oldest first."""
+        return [t for t in self.tasks_in_creation_order() if self._task_hosts.get(t) == host]
 
     def tasks_in_creation_order(self) -> list[asyncio.Task[Any]]:
         """The loop's unfinished tasks, oldest first (``asyncio.all_tasks`` is a set: its order

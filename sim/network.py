@@ -33,11 +33,11 @@ import random
 from collections.abc import Callable, Coroutine
 from typing import Any, Final, TypeVar
 
-from sim.loop import RealWorldError, SimLoop
+from sim.loop import CURRENT_HOST, RealWorldError, SimLoop
 from sim.trace import Trace
 
 T = TypeVar("T")
-CURRENT_HOST: contextvars.ContextVar[str] = contextvars.ContextVar("sim_host", default="outside")
+__all__ = ["CURRENT_HOST", "NetworkOptions", "SimNetwork", "SimServer"]
 LOOPBACK: Final = frozenset({"127.0.0.1", "localhost", "::1", "0.0.0.0", ""})
 HIGH_WATER_BYTES: Final = 1024 * 1024
 BUFFER_MAX_BYTES: Final = 256 * 1024 * 1024  # unread on one link: past it the connection breaks (ENOBUFS)
@@ -401,6 +401,22 @@ class SimNetwork:
             assert connection.ends is not None
             for end in connection.ends:
                 end.broken(ConnectionResetError(errno.ECONNRESET, "Connection reset by peer"))
+
+    def crash(self, host: str) -> None:
+        """``host``'s process dies: its listeners go, and its kernel resets every connection it had
+        (the other side sees ``ConnectionResetError`` after the link's delay; its own side hears
+        nothing, its code is gone)."""
+        self.trace(f"crash {host}")
+        for key in sorted(k for k in self._listeners if k[0] == host):
+            self._listeners[key].server.close()
+        self._connections = [c for c in self._connections if c.live()]
+        for connection in self._connections:
+            assert connection.ends is not None
+            for end in connection.ends:
+                if end.host == host and not end.lost:
+                    end.closing = end.lost = True
+                    end.outgoing.clear()
+                    end.outgoing.send("rst", b"")
 
     def _break(self, connection: _Connection) -> None:
         connection.break_timer = None

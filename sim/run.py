@@ -237,10 +237,14 @@ class _Schedule:
 
 
 def is_stream_noise(message: str, exc: BaseException | None) -> bool:
-    """asyncio's stream protocol keeps its connection's error in a future that only its own
-    finaliser marks as seen; when the garbage collector frees the future first it reports it. That
-    is asyncio's (it happens over real sockets too) and is no defect of the broker."""
-    return message == "Future exception was never retrieved" and type(exc) in (ConnectionResetError, TimeoutError)
+    """asyncio's own reports that are no defect of the broker: the stream protocol keeps its
+    connection's error in a future only its finaliser marks as seen (the garbage collector may free
+    the future first), and Python 3.11's ``start_server`` callback asks a cancelled connection task
+    for its exception (a crashed node's tasks are cancelled). Both happen over real sockets too."""
+    if message == "Future exception was never retrieved":
+        return type(exc) in (ConnectionResetError, TimeoutError)
+    return message.startswith("Exception in callback StreamReaderProtocol.connection_made") and \
+        isinstance(exc, asyncio.CancelledError)
 
 
 def run_seed(seed: int, options: Options = Options()) -> Outcome:
