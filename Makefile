@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 QUICK ?=
 
-.PHONY: test docs lint bench bench-deps bench-node bench-guard run cluster chaos system-deps clean spark-example jvm
+.PHONY: test docs lint bench bench-deps bench-node bench-guard run cluster chaos sim system-deps clean spark-example jvm
 # The set-up steps install into one .venv: one at a time, in the order a target names them.
 .NOTPARALLEL:
 
@@ -123,6 +123,12 @@ cluster: $(SERVER) system-deps
 DURATION ?= 10m
 chaos: $(CHAOS) system-deps
 	$(PY) -m chaos --duration $(DURATION) --out chaos/results
+
+# The deterministic simulation (decision 0355): SEEDS seeded fault schedules in one process, each
+# failing seed printed with how to replay it (`python -m sim --seed S`).
+SEEDS ?= 500
+sim: $(SERVER)
+	$(PY) -m sim --seeds $(SEEDS)
 
 # The Spark example pipeline against `make run`'s broker (start that first, in another terminal).
 spark-example: $(SPARK) system-deps $(JVM_JAR)

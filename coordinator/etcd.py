@@ -98,18 +98,26 @@ STATUS_TIMEOUT_S: Final = 1.0
 CLOSE_TIMEOUT_S: Final = 2.0
 EXCLUSIVE_PREFIX: Final = "~"  # cluster-wide locks: no topic name starts with it
 DEFAULT_REPLICATION_FACTOR: Final = 2
+ClientFactory = Callable[[Sequence[str], EtcdAccess], EtcdClient]
+
+
+def grpc_client(endpoints: Sequence[str], access: EtcdAccess) -> EtcdClient:
+    return EtcdClient(endpoints, access=access)
 
 
 @final
 class EtcdCoordinator(Coordinator):
     def __init__(self, endpoints: Sequence[str], cluster: str, node: NodeInfo, lease_ttl_ms: int, *,
                  clock: Callable[[], float] = time.monotonic, access: EtcdAccess | None = None,
-                 seal_secret: str | None = None, adopt_unsealed: bool = False) -> None:
-        """``access``: TLS and etcd user (default: plaintext, no user); ``seal_secret``: the
+                 seal_secret: str | None = None, adopt_unsealed: bool = False,
+                 client_factory: ClientFactory = grpc_client) -> None:
+        """``access``: TLS and etcd user (default: plaintext, no user); ``client_factory``: makes
+        the client at ``start`` (the simulation gives an in-memory etcd's); ``seal_secret``: the
         cluster's shared secret the access-granting records are sealed with (``etcd_seal``; None:
         nothing sealed or checked, development only); ``adopt_unsealed``: seal, once at start,
         the records stored before seals existed (the operator vouches for etcd's contents)."""
         self._adopt_unsealed = adopt_unsealed
+        self._client_factory = client_factory
         self._endpoints = list(endpoints)
         self._prefix = cluster_prefix(cluster)
         self._node = node
@@ -172,7 +180,7 @@ class EtcdCoordinator(Coordinator):
         """Connect (bounded: ``CoordinatorUnavailableError`` naming the URL when etcd does not
         answer within ``CONNECT_TIMEOUT_S``), register this node on a new lease, load the cache
         and start the watch and keepalive loops."""
-        client = self._client = EtcdClient(self._endpoints, access=self._access)
+        client = self._client = self._client_factory(self._endpoints, self._access)
         name = f"node {self.node_id}"
         self._feed = MetadataFeed(client, self._prefix, self._cache, self._clock, name)
         for listener in self._listeners:

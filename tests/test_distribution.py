@@ -1,5 +1,5 @@
 """The distribution as a user installs it (decision 0279). The wheel, built from a copy of the
-checkout, ships the broker's packages and not the benchmarks, the chaos harness or the tests. Its
+checkout, ships the broker's packages and not the benchmarks, the chaos harness, the simulation or the tests. Its
 base install is the client: in a fresh virtual environment holding only the wheel and what its base
 requirements pull in, the Python client and the CLI's client commands import and work against a
 real node with no library of the server extra present, and ``serve`` says what to install. Each
@@ -117,7 +117,8 @@ def test_the_wheel_ships_the_broker_and_not_the_harnesses(wheel: Path) -> None:
         names = archive.namelist()
     top = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
     assert top == set(shipped_packages())
-    assert not top & {"benchmarks", "chaos", "tests"} and set(PACKAGES) - top == {"benchmarks", "chaos"}
+    harnesses = {"benchmarks", "chaos", "sim"}
+    assert not top & {*harnesses, "tests"} and set(PACKAGES) - top == harnesses
     assert {"logbroker/client/__init__.py", "http_api/console_static/index.html", "grpc_api/broker.proto"} <= set(names)
 
 
@@ -145,7 +146,7 @@ print(json.dumps({"client": client_loaded, "cli": sorted(sys.modules), "file": l
 
 
 def test_a_client_only_install_imports_no_server_library(client_venv: Path, tmp_path: Path) -> None:
-    done = subprocess.run([str(client_venv / "bin" / "python"), "-c", PROBE, *SERVER_LIBS, "benchmarks", "chaos",
+    done = subprocess.run([str(client_venv / "bin" / "python"), "-c", PROBE, *SERVER_LIBS, "benchmarks", "chaos", "sim",
                            "tests"], cwd=tmp_path, env=_clean_env(), capture_output=True, text=True,
                           timeout=RUN_TIMEOUT_S)
     assert done.returncode == 0, done.stderr

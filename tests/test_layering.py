@@ -23,7 +23,7 @@ from tests.conftest import ROOT
 from tests.support.distribution import shipped_packages
 
 PACKAGES = ("segments", "coordinator", "internal_rpc", "http_api", "grpc_api", "logbroker", "spark_connector",
-            "benchmarks", "chaos")
+            "benchmarks", "chaos", "sim")
 PROJECT = (*PACKAGES, "tests")
 CLIENT = "logbroker.client"
 CLI = "logbroker.cli"
@@ -88,6 +88,11 @@ RULES = (
     *(Rule(package, ("chaos",)) for package in ("coordinator", "internal_rpc", "logbroker", "http_api",
                                                   "grpc_api", "spark_connector", "benchmarks")),
     Rule("chaos", ("http_api", "spark_connector", "benchmarks", "tests")),
+    # The deterministic simulation (decision 0355) runs the broker's own code in one process: it
+    # imports the broker, nothing of the broker imports it, and it takes nothing of the tests.
+    *(Rule(package, ("sim",)) for package in ("segments", "coordinator", "internal_rpc", "logbroker", "http_api",
+                                                "grpc_api", "spark_connector", "benchmarks", "chaos")),
+    Rule("sim", ("spark_connector", "benchmarks", "tests")),
     # The base install is the client (decision 0279): it and the storage engine under it need no
     # library of the server extra; what the distribution ships needs nothing it leaves out.
     Rule(CLIENT, SERVER_LIBS),
@@ -223,7 +228,7 @@ def test_every_package_exists():
 
 
 def test_the_distribution_ships_the_broker_and_not_the_harnesses():
-    assert set(SHIPPED) == set(PACKAGES) - {"benchmarks", "chaos"}
+    assert set(SHIPPED) == set(PACKAGES) - {"benchmarks", "chaos", "sim"}
 
 
 # ---- the checker itself ------------------------------------------------------------------------

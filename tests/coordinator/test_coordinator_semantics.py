@@ -1,9 +1,11 @@
 """Users, ownership, ACLs and consumer-group records behave the same on the embedded and the etcd
-coordinator (one set of assertions, run against both; the etcd one on a real etcd)."""
+coordinator (one set of assertions, run against both; the etcd one on a real etcd, and again on the
+simulation's in-memory etcd, which so keeps the contract the real one does)."""
 
 from __future__ import annotations
 
 import itertools
+import random
 import time
 from collections.abc import AsyncIterator
 
@@ -25,6 +27,7 @@ from coordinator.local import LocalCoordinator
 from coordinator.models import NodeInfo, TopicSpec
 from coordinator.users import GroupRecord, UserRecord
 from segments.config import LogConfig
+from sim.etcd import SimEtcd, SimEtcdClient
 from tests.support.etcd import EtcdServer
 
 NODE = NodeInfo(1, "http://127.0.0.1:1", "127.0.0.1:2")
@@ -32,11 +35,14 @@ _clusters = itertools.count()
 READ, WRITE = frozenset({"read"}), frozenset({"write"})
 
 
-@pytest_asyncio.fixture(loop_scope="function", params=["local", "etcd"])
+@pytest_asyncio.fixture(loop_scope="function", params=["local", "etcd", "sim"])
 async def coordinator(request: pytest.FixtureRequest, tmp_path, etcd_server: EtcdServer) -> AsyncIterator[Coordinator]:
     made: Coordinator
     if request.param == "local":
         made = LocalCoordinator(str(tmp_path), NODE)
+    elif request.param == "sim":
+        made = EtcdCoordinator(["etcd:2379"], "sem", NODE, 2000,
+                               client_factory=SimEtcdClient.factory(SimEtcd(random.Random(0)), "node1"))
     else:
         made = EtcdCoordinator(parse_etcd_url(etcd_server.url), f"sem{next(_clusters)}-{time.monotonic_ns()}",
                                NODE, 2000)
