@@ -193,6 +193,9 @@ class RpcClient:
             raise RpcCallError(status, status.value, f"no answer from {self.address} within {timeout:g} s") from None
         except (ConnectionError, OSError) as exc:
             if connection is not None:
+                # This call's own waiter is not awaited any more: taken out before the close fails
+                # the others, so its error is not left unretrieved.
+                connection.pending.pop(call_id, None)
                 connection.close(f"connection lost: {exc!r}")
             raise RpcCallError(Status.UNKNOWN, "connection_lost",
                                f"connection to {self.address} lost: {exc!r}") from exc

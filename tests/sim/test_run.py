@@ -82,9 +82,6 @@ def test_stream_noise_is_asyncios_own_only():
     assert not is_stream_noise("Task exception was never retrieved", ConnectionResetError(104, "reset"))
 
 
-@pytest.mark.xfail(strict=True, reason="internal_rpc.client: a call whose drain fails on a lost connection "
-                                       "closes the connection with its own waiter still pending, and that waiter's "
-                                       "error is never retrieved (fix: pop the call's waiter before close)")
 def test_a_call_on_a_connection_that_just_broke_leaves_no_unretrieved_error():
     loop = SimLoop()
     network = SimNetwork(loop, random.Random(1), Trace())
