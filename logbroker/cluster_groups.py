@@ -17,15 +17,13 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 from coordinator.errors import TopicExistsError, UnknownTopicError
 from coordinator.models import NodeInfo, TopicSpec
 from logbroker.errors import NoLeaderError, UnknownPartitionError
 from logbroker.internal_log import INTERNAL_LOG_CONFIG, InternalLog
-
-if TYPE_CHECKING:
-    from logbroker.node import Node
+from logbroker.ports import GroupHost, LocalReplicas, MetadataView, PartitionReads
 
 log = logging.getLogger(__name__)
 OFFSETS_TOPIC: Final = "__consumer_offsets"
@@ -35,11 +33,12 @@ CLUSTER_OFFSETS_PARTITIONS: Final = 1
 class ClusterTopics:
     """A cluster node's view of the topics its groups consume (``groups.coordinator.TopicView``)."""
 
-    def __init__(self, node: Node) -> None:
-        self._node = node
+    def __init__(self, metadata: MetadataView, reads: PartitionReads) -> None:
+        self._metadata = metadata
+        self._reads = reads
 
     def partition_count(self, topic: str) -> int:
-        meta = self._node.coordinator.cached_topic(topic)
+        meta = self._metadata.cached_topic(topic)
         if meta is None:
             raise UnknownTopicError(f"unknown topic {topic!r}")
         return meta.partitions
@@ -48,13 +47,13 @@ class ClusterTopics:
         count = self.partition_count(topic)
         if not 0 <= partition < count:
             raise UnknownPartitionError(f"topic {topic!r} has no partition {partition}", partitions=count)
-        return self._node.local_high_watermark(topic, partition)
+        return self._reads.local_high_watermark(topic, partition)
 
     async def offset_at(self, topic: str, partition: int, at: str) -> int | None:
-        return (await self._node.list_offset(topic, partition, at))["offset"]
+        return (await self._reads.list_offset(topic, partition, at))["offset"]
 
 
-async def group_node(node: Node) -> NodeInfo | None:
+async def group_node(node: GroupHost) -> NodeInfo | None:
     """The node that coordinates groups now: None when it is this one; creates
     ``__consumer_offsets`` on first use. ``NoLeaderError`` while it has no live leader."""
     coordinator = node.coordinator
@@ -77,9 +76,10 @@ async def group_node(node: Node) -> NodeInfo | None:
     return info
 
 
-def offsets_log(node: Node) -> InternalLog | None:
-    """The offsets log if this node leads ``__consumer_offsets``/0 with its log open, else None."""
-    state = node.coordinator.cached_partition(OFFSETS_TOPIC, 0)
-    if state is None or state.leader != node.config.node_id or not node.replicas.hosts(OFFSETS_TOPIC, 0):
+def offsets_log(metadata: MetadataView, replicas: LocalReplicas, node_id: int) -> InternalLog | None:
+    """The offsets log if node ``node_id`` (this one) leads ``__consumer_offsets``/0 with its log
+    open, else None."""
+    state = metadata.cached_partition(OFFSETS_TOPIC, 0)
+    if state is None or state.leader != node_id or not replicas.hosts(OFFSETS_TOPIC, 0):
         return None
-    return InternalLog(node.replicas.partitions(OFFSETS_TOPIC))
+    return InternalLog(replicas.partitions(OFFSETS_TOPIC))

@@ -21,7 +21,10 @@ from prometheus_client.registry import Collector
 from logbroker.storage_health import free_bytes, total_bytes
 
 if TYPE_CHECKING:
-    from logbroker.node import Node
+    from coordinator.base import Coordinator
+    from logbroker.cluster_sync import ClusterSync
+    from logbroker.ports import LocalReplicas
+    from logbroker.replication.manager import ReplicationManager
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -47,19 +50,25 @@ def led_partitions(leaderships: Iterable[tuple[Sequence[int], Sequence[int], int
 
 
 class ClusterHealthCollector(Collector):
-    def __init__(self, node: Node, clock: Callable[[], float] = time.monotonic) -> None:
-        self._node = node
+    """Reads the node's coordinator, replicas, replication and cluster sync, and the data
+    directory's filesystem, when scraped."""
+
+    def __init__(self, coordinator: Coordinator, replicas: LocalReplicas, replication: ReplicationManager,
+                 sync: ClusterSync, data_dir: str, clock: Callable[[], float] = time.monotonic) -> None:
+        self._coordinator = coordinator
+        self._replicas = replicas
+        self._replication = replication
+        self._sync = sync
+        self._data_dir = data_dir
         self._clock = clock
 
     def _offline(self) -> int:
-        node = self._node
-        if not node.clustered:
-            return sum(1 for replica in node.replicas.all() if replica.log.offline_reason is not None)
-        return node.coordinator.cached_leaderless_partitions()
+        if not self._coordinator.is_cluster:
+            return sum(1 for replica in self._replicas.all() if replica.log.offline_reason is not None)
+        return self._coordinator.cached_leaderless_partitions()
 
     def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
-        node = self._node
-        replication = node.replication
+        replication = self._replication
         led = led_partitions((lead.replicas, lead.isr, lead.min_insync)
                              for lead in list(replication.leaderships.values()) if not lead.closed)
         yield _gauge("logbroker_leader_partitions", "Partitions this node leads", led.led)
@@ -81,18 +90,18 @@ class ClusterHealthCollector(Collector):
         changes.add_metric(["started"], replication.leaderships_started)
         changes.add_metric(["ended"], replication.leaderships_ended)
         yield changes
-        coordinator = node.coordinator
+        coordinator = self._coordinator
         yield _gauge("logbroker_coordinator_session_up",
                      "1 while this node's coordinator session (its etcd lease) is live; a single node: always 1",
                      1 if coordinator.session_alive() else 0)
         yield _counter("logbroker_coordinator_session_losses",
                        "Times this node's coordinator session was lost (its leaderships went with it)",
-                       node.sync.session_losses)
-        if node.clustered:
+                       self._sync.session_losses)
+        if coordinator.is_cluster:
             yield _gauge("logbroker_coordinator_lease_remaining_seconds",
                          "Seconds this node can still prove its leaderships without a further keepalive",
                          max(0.0, coordinator.lease_valid_until() - self._clock()))
-        free, total = free_bytes(node.config.data_dir), total_bytes(node.config.data_dir)
+        free, total = free_bytes(self._data_dir), total_bytes(self._data_dir)
         if free is not None and total is not None:
             yield _gauge("logbroker_disk_free_bytes", "Bytes available to the node on its data directory's "
                          "filesystem", free)

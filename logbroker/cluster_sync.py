@@ -21,7 +21,9 @@ from coordinator.models import INTERNAL_PREFIX, MetadataChange, TopicMetadata
 from logbroker.partition_roles import hosts, should_stand, topic_ranks
 
 if TYPE_CHECKING:
-    from logbroker.node import Node
+    from coordinator.base import Coordinator
+    from logbroker.ports import PartitionHost
+    from logbroker.replication.manager import ReplicationManager
 
 log = logging.getLogger(__name__)
 FULL_PASS_INTERVAL_S: Final = 5.0
@@ -29,8 +31,13 @@ ELECTIONS_PER_PASS_MAX: Final = 10_000
 
 
 class ClusterSync:
-    def __init__(self, node: Node) -> None:
-        self._node = node
+    def __init__(self, coordinator: Coordinator, replication: ReplicationManager, host: PartitionHost,
+                 node_id: int) -> None:
+        """``host``: the node, which opens and drops what it hosts; ``node_id``: its id."""
+        self._coordinator = coordinator
+        self._replication = replication
+        self._host = host
+        self._me = node_id
         self._pending: set[str] = set()
         self._everything = True
         self._wake = asyncio.Event()
@@ -43,7 +50,7 @@ class ClusterSync:
         self._pending.update(change.topics)
         if change.session_lost:
             self.session_losses += 1
-            self._node.replication.session_lost()
+            self._replication.session_lost()
         if change.nodes or change.session_lost:
             self._everything = True
         self._wake.set()
@@ -67,7 +74,7 @@ class ClusterSync:
 
     async def _sync(self) -> None:
         self._wake.clear()
-        coordinator = self._node.coordinator
+        coordinator = self._coordinator
         if self._everything:
             self._everything = False
             topics = {t.name for t in await coordinator.list_topics()} | set(self._opened_ids)
@@ -80,7 +87,7 @@ class ClusterSync:
         self._racks = {n.info.node_id: n.info.rack for n in members}
         elections: list[Callable[[], Awaitable[object]]] = []
         for name in sorted(topics, key=lambda n: (n.startswith(INTERNAL_PREFIX), n)):  # a queue before its state
-            self._node.topic_changed(name)
+            self._host.topic_changed(name)
             try:
                 elections.extend(await self._sync_topic(name, alive))
             except (CoordinatorError, OSError) as exc:
@@ -94,46 +101,46 @@ class ClusterSync:
                 self._everything = True
         if elections:
             self._wake.set()  # a won election shows in the watch: look again at once
-        await self._node.sync_groups()
-        await self._node.sync_queues()
+        await self._host.sync_groups()
+        await self._host.sync_queues()
         self.passes += 1
 
     async def _sync_topic(self, name: str, alive: set[int]) -> list[Callable[[], Awaitable[object]]]:
-        node = self._node
-        meta = node.coordinator.cached_topic(name)
+        coordinator, replication, host = self._coordinator, self._replication, self._host
+        meta = coordinator.cached_topic(name)
         opened = self._opened_ids.get(name)
         if opened is not None and (meta is None or meta.topic_id != opened):
-            node.replication.drop(name)
-            await node.drop_local_topic(name, opened)
+            replication.drop(name)
+            await host.drop_local_topic(name, opened)
             del self._opened_ids[name]
         if meta is None:
             return []
-        me = node.config.node_id
-        states = await node.coordinator.partition_states(name)
+        me = self._me
+        states = await coordinator.partition_states(name)
         hosted = [s.partition for s in states if hosts(s, me)]
         if hosted:
-            await node.open_hosted(meta, hosted)
+            await host.open_hosted(meta, hosted)
             self._opened_ids[name] = meta.topic_id
         if opened is not None or hosted:
-            moved = [p for p in node.local_partitions(name) if p not in hosted]
+            moved = [p for p in host.local_partitions(name) if p not in hosted]
             if moved:
-                node.replication.drop(name, moved)
-                await node.drop_moved(name, moved)
+                replication.drop(name, moved)
+                await host.drop_moved(name, moved)
         for state in states:  # read again: the awaits above may have let the cache move on
-            fresh = node.coordinator.cached_partition(name, state.partition)
+            fresh = coordinator.cached_partition(name, state.partition)
             if fresh is not None and hosts(fresh, me):
-                node.replication.sync_partition(fresh)
+                replication.sync_partition(fresh)
         ranks = topic_ranks(meta.config, self._racks)
-        return [_election(node, meta, s.partition) for s in states if should_stand(s, me, alive, ranks)]
+        return [_election(coordinator, meta, s.partition) for s in states if should_stand(s, me, alive, ranks)]
 
     def forget(self, name: str) -> None:
         """This node deleted ``name`` itself: its logs are gone already."""
         self._opened_ids.pop(name, None)
 
 
-def _election(node: Node, meta: TopicMetadata, partition: int) -> Callable[[], Awaitable[object]]:
+def _election(coordinator: Coordinator, meta: TopicMetadata, partition: int) -> Callable[[], Awaitable[object]]:
     async def elect() -> object:
-        won = await node.coordinator.elect(meta.name, partition)
+        won = await coordinator.elect(meta.name, partition)
         if won is not None:
             log.info("leading", extra={"fields": {"topic": meta.name, "partition": partition,
                                                   "leader_epoch": won.leader_epoch}})

@@ -21,13 +21,13 @@ from logbroker.errors import TooManyRequestsError
 from logbroker.ownership import creation_cost, holdings
 
 if TYPE_CHECKING:
-    from logbroker.node import Node
+    from logbroker.ports import TopicCreator
 
 Kind = Literal["topic", "queue"]
 OWNED_LIMIT: Final = "auto_create_owned_max"
 
 
-async def missing(node: Node, name: str) -> bool:
+async def missing(node: TopicCreator, name: str) -> bool:
     """Whether a write to ``name`` would create it: auto-create is on and no topic has the name."""
     if node.config.auto_create != "on":
         return False
@@ -50,7 +50,7 @@ def check_allowance(principal: Principal, owned: int, kind: Kind, owned_max: int
                                retry_after_s=RETRY_AFTER_S, limit=OWNED_LIMIT, limit_value=owned_max)
 
 
-async def create(node: Node, name: str, kind: Kind, principal: Principal, limits: QuotaLimits) -> None:
+async def create(node: TopicCreator, name: str, kind: Kind, principal: Principal, limits: QuotaLimits) -> None:
     """Create ``name`` as a ``kind`` owned by ``principal`` unless someone created it meanwhile
     (the caller then authorizes the write against the existing one)."""
     body = {"name": name, "kind": kind}

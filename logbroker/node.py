@@ -161,9 +161,11 @@ class Node:
         self.rpc_address = ""
         self.peers: Peers | None = None
         self.crash_watch = CrashWatch(self.coordinator)
-        self.sync = ClusterSync(self)
-        self.replication = ReplicationManager(self)
-        self.moves = PartitionMover(self)
+        # The helpers take the node's collaborators, and the node itself only as the narrow ports
+        # of ``logbroker.ports`` (decision 0360).
+        self.replication = ReplicationManager(config, self.coordinator, self.replicas, self)
+        self.sync = ClusterSync(self.coordinator, self.replication, self, config.node_id)
+        self.moves = PartitionMover(self.coordinator, self.replicas, self, self.check_leads)
         self._sync_task: asyncio.Task[None] | None = None
         self._replication_task: asyncio.Task[None] | None = None
         self.ready = False
@@ -176,9 +178,10 @@ class Node:
                                    check_managed=self._check_queue_managed)
         self.metrics.registry.register(GroupQueueCollector(lambda: self._groups, self.queues))
         self.metrics.registry.register(UsageCollector(lambda: self.auth.meter.ledger.totals))
-        self.metrics.registry.register(ClusterHealthCollector(self))
+        self.metrics.registry.register(ClusterHealthCollector(self.coordinator, self.replicas, self.replication,
+                                                              self.sync, config.data_dir))
         self._background: set[asyncio.Task[None]] = set()
-        self.storage = StorageUsage(self)
+        self.storage = StorageUsage(self.coordinator, self.auth, self.replicas, self, config.node_id)
         self._storage_task: asyncio.Task[None] | None = None
         self.usage = UsageRecorder(self.auth.meter, self.coordinator, config.node_id, config.usage_retention_days,
                                    self.replicas.all, self.storage.payer_of)
@@ -273,10 +276,10 @@ class Node:
     async def sync_groups(self) -> None:
         """A cluster node coordinates groups exactly while it leads ``__consumer_offsets``
         (``logbroker.cluster_groups``): take them up from the log, or let them go."""
-        log_ = offsets_log(self)
+        log_ = offsets_log(self.coordinator, self.replicas, self.config.node_id)
         if log_ is not None and self._groups is None:
             self.take_up_leaderships(OFFSETS_TOPIC)
-            groups = GroupCoordinator(self.replicas, log_, topics=ClusterTopics(self))
+            groups = GroupCoordinator(self.replicas, log_, topics=ClusterTopics(self.coordinator, self))
             groups.load()
             self._groups = groups
             log.info("coordinating consumer groups", extra={"fields": {"node": self.config.node_id}})
@@ -445,8 +448,9 @@ class Node:
         serve, tls, token = rpc_security(self.config)
         if not serve:
             return
-        self.rpc = RpcServer(self.config.http_host, self.config.rpc_port, {SERVICE: node_service(self)},
-                             tls=tls, cluster_token=token, on_peer_gone=self.crash_watch.departed)
+        service = node_service(self.config.node_id, self, self.moves, self.replication, self.storage)
+        self.rpc = RpcServer(self.config.http_host, self.config.rpc_port, {SERVICE: service}, tls=tls,
+                             cluster_token=token, on_peer_gone=self.crash_watch.departed)
         port = await self.rpc.start()
         self.rpc_address = f"{self.config.http_host}:{port}"
         log.info("internal RPC serving", extra={"fields": {"rpc": self.rpc_address, "tls": tls is not None}})

@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
 from coordinator.errors import StaleEpochError
@@ -36,7 +37,8 @@ from logbroker.partition_machine import ms_of
 from logbroker.partition_roles import NO_LEADER
 
 if TYPE_CHECKING:
-    from logbroker.node import Node
+    from coordinator.base import Coordinator
+    from logbroker.ports import LocalReplicas, PeerTransport
 
 log = logging.getLogger(__name__)
 CATCH_UP_DEADLINE_S: Final = 600.0
@@ -50,8 +52,13 @@ MOVES_AT_ONCE: Final = 16  # partitions catching up at the same time
 
 
 class PartitionMover:
-    def __init__(self, node: Node) -> None:
-        self._node = node
+    def __init__(self, coordinator: Coordinator, replicas: LocalReplicas, peers: PeerTransport,
+                 check_leads: Callable[[str, int], None]) -> None:
+        """``check_leads``: refuses (``NotLeaderError``) a partition this node does not lead now."""
+        self._coordinator = coordinator
+        self._replicas = replicas
+        self._peers = peers
+        self._check_leads = check_leads
         self._frozen: dict[tuple[str, int], float] = {}  # (topic, partition) -> monotonic expiry
         self._moving = asyncio.Lock()  # one rebalance or decommission at a time here, and in the cluster
 
@@ -72,9 +79,9 @@ class PartitionMover:
     async def freeze(self, topic: str, partition: int, ttl_s: float) -> int:
         """Stop acknowledging writes to a partition this node leads, wait until what it appended
         is exposed, and return its log end (the move's last offset)."""
-        self._node.check_leads(topic, partition)
+        self._check_leads(topic, partition)
         self._frozen[(topic, partition)] = time.monotonic() + min(max(ttl_s, 0.1), FREEZE_TTL_S)
-        replica = self._node.replicas.get(topic, partition)
+        replica = self._replicas.get(topic, partition)
         deadline = time.monotonic() + DRAIN_WAIT_S
         while replica.high_watermark < replica.log.log_end_offset:
             if time.monotonic() >= deadline:
@@ -90,8 +97,8 @@ class PartitionMover:
 
     async def move(self, topic: str, partition: int, target: tuple[int, ...]) -> dict[str, Any]:
         """Give ``partition`` the replica list ``target`` (preferred leader first)."""
-        node = self._node
-        state = node.coordinator.cached_partition(topic, partition)
+        coordinator = self._coordinator
+        state = coordinator.cached_partition(topic, partition)
         if state is None:
             raise InvalidRequestError(f"unknown partition {topic}/{partition}")
         leader = state.leader
@@ -100,18 +107,18 @@ class PartitionMover:
         moved = {"topic": topic, "partition": partition, "from": list(state.replicas), "to": list(target),
                  "leader_from": leader, "leader_to": target[0]}
         if target[0] == leader:
-            await node.coordinator.reassign(topic, partition, target)
+            await coordinator.reassign(topic, partition, target)
             return moved
         new = target[0]
         interim = (leader, *[n for n in target if n != leader])
-        await node.coordinator.reassign(topic, partition, interim)
+        await coordinator.reassign(topic, partition, interim)
         try:
             await self._await_in_sync(topic, partition, new)
-            await node.peer_call(leader, FreezeRequest(topic=topic, partition=partition, ttl_s=FREEZE_TTL_S))
+            await self._peers.peer_call(leader, FreezeRequest(topic=topic, partition=partition, ttl_s=FREEZE_TTL_S))
         except BaseException:
             await self._undo(topic, partition, leader, state.replicas, thaw=False)
             raise
-        in_sync = node.coordinator.cached_partition(topic, partition)
+        in_sync = coordinator.cached_partition(topic, partition)
         if in_sync is None or new not in in_sync.isr:  # it left the ISR during the freeze: it may lack the tail
             await self._undo(topic, partition, leader, state.replicas, thaw=True)
             raise NotAvailableError(f"node {new} left the ISR of partition {partition} of {topic!r} during the "
@@ -121,8 +128,8 @@ class PartitionMover:
             # Bounded so that it ends before the freeze can lapse; shielded so that a cancelled
             # request does not leave its outcome unknown to the transaction itself.
             async with asyncio.timeout(HAND_OVER_MARGIN_S - 1.0):
-                await asyncio.shield(node.coordinator.hand_over(topic, partition, target, isr, leader,
-                                                                expected=interim))
+                await asyncio.shield(coordinator.hand_over(topic, partition, target, isr, leader,
+                                                           expected=interim))
         except StaleEpochError:  # the guard failed: nothing changed (someone else changed the
             # partition: its replica list is theirs now), the leader may write again
             await self._undo(topic, partition, leader, None, thaw=True)
@@ -137,7 +144,7 @@ class PartitionMover:
         (in the coordinator) has it."""
         deadline = time.monotonic() + CATCH_UP_DEADLINE_S
         while True:
-            state = self._node.coordinator.cached_partition(topic, partition)
+            state = self._coordinator.cached_partition(topic, partition)
             if state is None:
                 raise NotAvailableError(f"partition {partition} of {topic!r} is gone")
             if node_id in state.isr:
@@ -151,12 +158,12 @@ class PartitionMover:
                     thaw: bool) -> None:
         """After a move failed before its hand-over: thaw the leader and put the replica list
         back (best effort: a freeze lapses by itself, a left-over replica is moved again later)."""
-        node = self._node
+        coordinator = self._coordinator
         try:
             if thaw:
-                await node.peer_call(leader, ThawRequest(topic=topic, partition=partition))
+                await self._peers.peer_call(leader, ThawRequest(topic=topic, partition=partition))
             if replicas is not None:
-                await node.coordinator.reassign(topic, partition, replicas)
+                await coordinator.reassign(topic, partition, replicas)
         except ANY_ERROR as exc:
             log.warning("undoing a failed move", extra={"fields": {"topic": topic, "partition": partition,
                                                                    "error": str(exc)}})
@@ -164,17 +171,17 @@ class PartitionMover:
     async def rebalance(self, leaving: int | None = None) -> dict[str, Any]:
         """Spread the user topics' partitions evenly over the live nodes (``leaving``: move
         everything off that node first), ``MOVES_AT_ONCE`` partitions at a time."""
-        node = self._node
+        coordinator = self._coordinator
         if self._moving.locked():
             raise NotAvailableError("a rebalance is already running on this node")
-        async with self._moving, node.coordinator.exclusive("rebalance"):
-            alive = [n.info for n in await node.coordinator.cluster_nodes() if n.alive]
+        async with self._moving, coordinator.exclusive("rebalance"):
+            alive = [n.info for n in await coordinator.cluster_nodes() if n.alive]
             nodes = [PlacementNode(n.node_id, n.rack) for n in alive]
             current, stays, preferences = {}, [], {}
-            for meta in await node.coordinator.list_topics():
+            for meta in await coordinator.list_topics():
                 pinned = meta.name.startswith(INTERNAL_PREFIX) or meta.kind == "queue"
                 preferences[meta.name] = leader_racks(meta.config)
-                for state in await node.coordinator.partition_states(meta.name):
+                for state in await coordinator.partition_states(meta.name):
                     if not pinned:
                         current[(meta.name, state.partition)] = state.replicas
                     elif leaving in state.replicas:  # a queue stays with its share state (0198)

@@ -40,7 +40,10 @@ from logbroker.config import NodeConfig
 from logbroker.errors import InvalidRequestError
 
 if TYPE_CHECKING:
-    from logbroker.node import Node
+    from logbroker.partition_moves import PartitionMover
+    from logbroker.ports import LeaderCalls
+    from logbroker.replication.manager import ReplicationManager
+    from logbroker.storage_usage import StorageUsage
 
 SERVICE: Final = "logbroker.Node"
 
@@ -62,48 +65,50 @@ def rpc_security(config: NodeConfig) -> tuple[bool, TlsFiles | None, str | None]
     return True, tls, token
 
 
-def node_service(node: Node) -> dict[str, Method]:
+def node_service(node_id: int, leader: LeaderCalls, moves: PartitionMover, replication: ReplicationManager,
+                 storage: StorageUsage) -> dict[str, Method]:
     """The calls one node makes on another: forwarded produce, fetch and offsets (served only by
     the partition's leader, never forwarded again), partition figures for describe, the moves'
     freeze and thaw, shipments, and the bytes stored per payer in the partitions this node leads
     (the storage quota's sums). Each body is decoded into its request type first
-    (``messages.bind``): a malformed one is answered ``invalid_request`` and changes nothing."""
+    (``messages.bind``): a malformed one is answered ``invalid_request`` and changes nothing.
+    ``leader``: the node, which serves the partitions it leads."""
 
     async def ping(request: PingRequest) -> PingAnswer:
-        return PingAnswer(node_id=node.config.node_id)
+        return PingAnswer(node_id=node_id)
 
     async def produce(request: ProduceRequest) -> ProduceAnswer:
-        node.check_topic_id(request.topic, request.topic_id)
-        answer = await node.produce_local_batch(request.topic, request.partition, request.batch, request.acks)
+        leader.check_topic_id(request.topic, request.topic_id)
+        answer = await leader.produce_local_batch(request.topic, request.partition, request.batch, request.acks)
         return ProduceAnswer(base_offset=answer[0]["offset"])
 
     async def fetch(request: FetchRequest) -> FetchAnswer:
-        node.check_topic_id(request.topic, request.topic_id)
-        serve = node.fetch_replica if request.replica else node.fetch_local
+        leader.check_topic_id(request.topic, request.topic_id)
+        serve = leader.fetch_replica if request.replica else leader.fetch_local
         result, high_watermark = await serve(request.topic, request.partition, request.offset, request.max_bytes,
                                              request.wait_ms)
         return FetchAnswer(data=bytes(result.data), first_offset=result.first_offset, next_offset=result.next_offset,
                            high_watermark=high_watermark)
 
     async def list_offset(request: ListOffsetRequest) -> ListOffsetAnswer:
-        answer = node.list_local_offset(request.topic, request.partition, request.at)
+        answer = leader.list_local_offset(request.topic, request.partition, request.at)
         return ListOffsetAnswer(partition=request.partition, offset=answer["offset"])
 
     async def partition_figures(request: PartitionFiguresRequest) -> PartitionFiguresAnswer:
-        return PartitionFiguresAnswer(figures=node.local_figures(request.topic, request.partitions))
+        return PartitionFiguresAnswer(figures=leader.local_figures(request.topic, request.partitions))
 
     async def freeze(request: FreezeRequest) -> FreezeAnswer:
-        return FreezeAnswer(log_end=await node.moves.freeze(request.topic, request.partition, request.ttl_s))
+        return FreezeAnswer(log_end=await moves.freeze(request.topic, request.partition, request.ttl_s))
 
     async def thaw(request: ThawRequest) -> ThawAnswer:
-        node.moves.thaw(request.topic, request.partition)
+        moves.thaw(request.topic, request.partition)
         return ThawAnswer()
 
     async def replicate(request: ReplicateRequest) -> ReplicateAnswer:
-        return await node.replication.replicate(request)
+        return await replication.replicate(request)
 
     async def storage_by_payer(request: StorageByPayerRequest) -> StorageByPayerAnswer:
-        return node.storage.answer()
+        return storage.answer()
 
     return bind({"Ping": ping, "Replicate": replicate, "Produce": produce, "Fetch": fetch, "ListOffset": list_offset,
                  "PartitionFigures": partition_figures, "Freeze": freeze, "Thaw": thaw,

@@ -28,7 +28,9 @@ from logbroker.ownership import INTERNAL_PREFIX, payer_by_topic
 from logbroker.storage_quota import StorageLedger, check_storage
 
 if TYPE_CHECKING:
-    from logbroker.node import Node
+    from coordinator.base import Coordinator
+    from logbroker.auth.service import AuthService
+    from logbroker.ports import LocalReplicas, PeerTransport
 
 RECOUNT_S: Final = 2.0
 PEERS_POLL_S: Final = 2.0
@@ -38,8 +40,15 @@ PEER_STALE_S: Final = 15.0
 
 
 class StorageUsage:
-    def __init__(self, node: Node, *, clock: Callable[[], float] = time.monotonic) -> None:
-        self._node = node
+    def __init__(self, coordinator: Coordinator, auth: AuthService, replicas: LocalReplicas, peers: PeerTransport,
+                 node_id: int, *, clock: Callable[[], float] = time.monotonic) -> None:
+        """``auth``: the node's, whose default limits are read at each use (the node resolves
+        them again when it starts)."""
+        self._coordinator = coordinator
+        self._auth = auth
+        self._replicas = replicas
+        self._peers = peers
+        self._me = node_id
         self._clock = clock
         self.ledger = StorageLedger(peer_stale_s=PEER_STALE_S)
         self._polled_s = -math.inf
@@ -48,7 +57,7 @@ class StorageUsage:
 
     def payer_of(self, topic: str) -> str | None:
         """Who pays for what is written to ``topic`` (its owner; None for internal and ownerless topics)."""
-        meta = self._node.coordinator.cached_topic(topic)
+        meta = self._coordinator.cached_topic(topic)
         if meta is None or meta.owner is None or topic.startswith(INTERNAL_PREFIX):
             return None
         return meta.owner
@@ -56,7 +65,7 @@ class StorageUsage:
     async def limited(self, topic: str) -> tuple[str, int] | None:
         """The payer of ``topic`` and their ``storage_bytes_max`` when writes to it are limited;
         None for admins' topics, ownerless ones, and on a node with auth off."""
-        payer = self.payer_of(topic) if self._node.auth.enabled else None
+        payer = self.payer_of(topic) if self._auth.enabled else None
         if payer is None:
             return None
         limit = await self.limit_of(payer)
@@ -72,8 +81,8 @@ class StorageUsage:
     async def limit_of(self, user: str) -> int:
         """``user``'s ``storage_bytes_max`` (0: unlimited, as for admins). Resolved once per stored
         user record (records are immutable: a change of role or quotas is a new one)."""
-        defaults = self._node.auth.limits
-        record = await self._node.coordinator.find_user(user)
+        defaults = self._auth.limits
+        record = await self._coordinator.find_user(user)
         cached = self._limits.get(user)
         if cached is not None and cached[0] is record and cached[1] is defaults:
             return cached[2]
@@ -98,10 +107,10 @@ class StorageUsage:
 
     async def tick(self) -> None:
         """One round: recount this node's led partitions; on a cluster, ask the peers when due."""
-        topics = await self._node.coordinator.list_topics()
+        topics = await self._coordinator.list_topics()
         self.recount(payer_by_topic(topics))
         now = self._clock()
-        if self._node.clustered and now - self._polled_s >= PEERS_POLL_S:
+        if self._coordinator.is_cluster and now - self._polled_s >= PEERS_POLL_S:
             self._polled_s = now
             await self._poll_peers()
         self.ledger.forget(self._clock())
@@ -109,9 +118,9 @@ class StorageUsage:
     def recount(self, payers: dict[str, str]) -> None:
         """Sum the led partitions' sizes per payer (no await: appends cannot slip in between)."""
         sums: dict[str, int] = {}
-        clustered, me = self._node.clustered, self._node.config.node_id
-        cached_partition = self._node.coordinator.cached_partition
-        for replica in self._node.replicas.all():
+        clustered, me = self._coordinator.is_cluster, self._me
+        cached_partition = self._coordinator.cached_partition
+        for replica in self._replicas.all():
             payer = payers.get(replica.topic)
             if payer is None:
                 continue
@@ -123,15 +132,12 @@ class StorageUsage:
         self.ledger.recounted(sums)
 
     async def _poll_peers(self) -> None:
-        peers = self._node.peers
-        if peers is None:
-            return
-        me = self._node.config.node_id
-        others = [n.node_id for n in await self._node.coordinator.nodes() if n.node_id != me]
+        me = self._me
+        others = [n.node_id for n in await self._coordinator.nodes() if n.node_id != me]
 
         async def ask(node_id: int) -> None:
             try:
-                answer = await peers.call(node_id, StorageByPayerRequest(), deadline_s=PEER_DEADLINE_S)
+                answer = await self._peers.peer_call(node_id, StorageByPayerRequest(), deadline_s=PEER_DEADLINE_S)
             except ANY_ERROR:
                 return  # its last answer stands until it is stale
             self.ledger.heard(node_id, answer.payers, self._clock())

@@ -207,19 +207,26 @@ def test_client_and_cli_have_no_import_cycle():
         assert not cycles(graph), cycles(graph)
 
 
-# The one import circle left: the node and the modules that take the whole node (the broker-core
-# work removes it). A module that joins it, or any other circle, fails the test below.
-NODE_CIRCLE = frozenset({
-    "logbroker.cluster_groups", "logbroker.cluster_metrics", "logbroker.cluster_sync", "logbroker.node",
-    "logbroker.partition_moves", "logbroker.peers", "logbroker.replication.manager", "logbroker.rpc_service",
-    "logbroker.storage_usage"})
+# The helpers the node composes: each takes the narrow ports of ``logbroker.ports`` or the node's
+# collaborators, never the node (decision 0360), so none of them imports ``logbroker.node``.
+NODE_HELPERS = (
+    "logbroker.cluster_groups", "logbroker.cluster_metrics", "logbroker.cluster_sync", "logbroker.first_use",
+    "logbroker.partition_moves", "logbroker.peers", "logbroker.ports", "logbroker.replication.manager",
+    "logbroker.rpc_service", "logbroker.storage_usage")
 
 
-def test_no_import_circle_but_the_nodes_own():
+def test_no_import_circle():
     imports = read_imports()
     graph = import_graph(imports, *PACKAGES)
-    on_circles = {module for cycle in cycles(graph) for module in cycle}
-    assert on_circles <= NODE_CIRCLE, sorted(on_circles - NODE_CIRCLE)
+    assert {"logbroker.node", *NODE_HELPERS} <= set(graph)
+    assert not cycles(graph), cycles(graph)
+
+
+def test_the_nodes_helpers_do_not_import_the_node():
+    imports = read_imports()
+    graph = import_graph(imports, *PACKAGES)
+    assert all(helper in graph for helper in NODE_HELPERS)
+    assert [helper for helper in NODE_HELPERS if "logbroker.node" in graph[helper]] == []
 
 
 def test_every_package_exists():
@@ -300,3 +307,27 @@ def test_cycles_are_found():
     imports = {"p": {"p.x.Thing"}, "p.x": {"p.y.f"}, "p.y": {"p.Thing", "q.z"}}
     assert import_graph(imports, "p") == {"p": {"p.x"}, "p.x": {"p.y"}, "p.y": {"p"}}
     assert cycles(import_graph(imports, "p")) == [["p", "p.x", "p.y", "p"]]
+
+
+def test_a_type_only_import_of_the_node_is_a_circle():
+    node = "from logbroker.ports import PeerTransport\nfrom logbroker.replication.manager import ReplicationManager\n"
+    helper = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from logbroker.node import Node\n"
+    narrow = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from logbroker.ports import PeerTransport\n"
+    imports = {"logbroker.node": imported_names("logbroker.node", node), "logbroker.ports": set(),
+               "logbroker.replication.manager": imported_names("logbroker.replication.manager", narrow)}
+    assert cycles(import_graph(imports, "logbroker")) == []
+    imports["logbroker.replication.manager"] = imported_names("logbroker.replication.manager", helper)
+    assert cycles(import_graph(imports, "logbroker")) == [
+        ["logbroker.node", "logbroker.replication.manager", "logbroker.node"]]
+
+
+def test_a_helper_that_takes_the_node_again_is_a_circle():
+    """A type-only import counts: a helper that names ``Node`` under ``TYPE_CHECKING`` closes a
+    circle with the node that builds it, and the graph of the whole project shows it."""
+    imports = dict(read_imports())
+    assert not cycles(import_graph(imports, *PACKAGES))
+    source = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from logbroker.node import Node\n"
+    for helper in ("logbroker.partition_moves", "logbroker.replication.manager", "logbroker.ports"):
+        names = imports[helper] | imported_names(helper, source)
+        found = cycles(import_graph({**imports, helper: names}, *PACKAGES))
+        assert any("logbroker.node" in cycle and helper in cycle for cycle in found), (helper, found)

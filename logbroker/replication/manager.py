@@ -38,7 +38,9 @@ from segments.errors import StorageError
 from segments.log import AppendInfo
 
 if TYPE_CHECKING:
-    from logbroker.node import Node
+    from coordinator.base import Coordinator
+    from logbroker.config import NodeConfig
+    from logbroker.ports import LocalReplicas, PeerTransport
 
 log = logging.getLogger(__name__)
 TICK_S: Final = 0.2
@@ -49,8 +51,12 @@ SHIP_DEADLINE_S: Final = 5.0
 
 
 class ReplicationManager:
-    def __init__(self, node: Node) -> None:
-        self._node = node
+    def __init__(self, config: NodeConfig, coordinator: Coordinator, replicas: LocalReplicas,
+                 peers: PeerTransport) -> None:
+        self._config = config
+        self._coordinator = coordinator
+        self._replicas = replicas
+        self._peers = peers
         self.leaderships: dict[tuple[str, int], Leadership] = {}
         self._shippers: dict[int, Shipper] = {}
         self._changing: set[asyncio.Task[None]] = set()
@@ -66,7 +72,7 @@ class ReplicationManager:
 
     @property
     def _me(self) -> int:
-        return self._node.config.node_id
+        return self._config.node_id
 
     # ---- roles ------------------------------------------------------------------------------
 
@@ -81,7 +87,7 @@ class ReplicationManager:
             return  # an older view than the one this leadership came from
         if state.leader == self._me and state.leader_epoch <= self._lost.get(key, -1):
             return  # the leadership this node held when its session was lost: not proven again
-        if state.leader != self._me or not self._node.replicas.hosts(*key):
+        if state.leader != self._me or not self._replicas.hosts(*key):
             if current is not None:
                 self._end(current, "another node leads" if state.leader >= 0 else "no leader now")
             return
@@ -95,11 +101,11 @@ class ReplicationManager:
             return
         if current is not None:
             self._end(current, "a new epoch")
-        replica = self._node.replicas.get(*key)
+        replica = self._replicas.get(*key)
         leadership = Leadership(replica, state, self._me, min_insync, self._fenced)
         self.leaderships[key] = leadership
         self.leaderships_started += 1
-        timeout_s = self._node.config.replication_timeout_ms / 1000
+        timeout_s = self._config.replication_timeout_ms / 1000
         replica.epoch = state.leader_epoch
         replica.leader_hook = lambda _replica: leadership.recompute()
         replica.ack_wait = lambda end: leadership.wait_committed(end, timeout_s)
@@ -143,13 +149,13 @@ class ReplicationManager:
             self._shipper(follower).wake()
 
     def _min_insync(self, topic: str) -> int:
-        meta = self._node.coordinator.cached_topic(topic)
+        meta = self._coordinator.cached_topic(topic)
         if meta is None:
             return 1
         return min_insync_replicas(meta.config, meta.replication_factor)
 
     def _fenced(self) -> bool:
-        return time.monotonic() >= self._node.coordinator.lease_valid_until()
+        return time.monotonic() >= self._coordinator.lease_valid_until()
 
     # ---- shipping ---------------------------------------------------------------------------
 
@@ -165,10 +171,10 @@ class ReplicationManager:
         return [lead for lead in self.leaderships.values() if follower in lead.followers]
 
     async def _call(self, follower: int, request: ReplicateRequest) -> ReplicateAnswer:
-        return await self._node.peer_stream_call(follower, request, deadline_s=SHIP_DEADLINE_S)
+        return await self._peers.peer_stream_call(follower, request, deadline_s=SHIP_DEADLINE_S)
 
     def _topic_id(self, topic: str) -> str | None:
-        meta = self._node.coordinator.cached_topic(topic)
+        meta = self._coordinator.cached_topic(topic)
         return None if meta is None else meta.topic_id
 
     def _on_stale(self, leadership: Leadership, epoch: int) -> None:
@@ -204,14 +210,14 @@ class ReplicationManager:
         return ReplicateAnswer(results=results)
 
     def _replica_of(self, topic: str, partition: int, topic_id: str) -> Replica | None:
-        meta = self._node.coordinator.cached_topic(topic)
-        if meta is None or meta.topic_id != topic_id or not self._node.replicas.hosts(topic, partition):
+        meta = self._coordinator.cached_topic(topic)
+        if meta is None or meta.topic_id != topic_id or not self._replicas.hosts(topic, partition):
             return None
-        return self._node.replicas.get(topic, partition)
+        return self._replicas.get(topic, partition)
 
     def _known_epoch(self, topic: str, partition: int, topic_id: str) -> int:
-        meta = self._node.coordinator.cached_topic(topic)
-        state = self._node.coordinator.cached_partition(topic, partition)
+        meta = self._coordinator.cached_topic(topic)
+        state = self._coordinator.cached_partition(topic, partition)
         return -1 if state is None or meta is None or meta.topic_id != topic_id else state.leader_epoch
 
     def _led_epoch(self, topic: str, partition: int) -> int | None:
@@ -228,9 +234,9 @@ class ReplicationManager:
     async def tick(self) -> None:
         """One round of ISR upkeep and failback over every leadership (the supervised loop)."""
         await asyncio.sleep(TICK_S)
-        coordinator = self._node.coordinator
-        lag_ms = self._node.config.replica_lag_ms
-        stall_ms = self._node.config.replica_stall_ms
+        coordinator = self._coordinator
+        lag_ms = self._config.replica_lag_ms
+        stall_ms = self._config.replica_stall_ms
         at = now_ms()
         for leadership in list(self.leaderships.values()):
             if leadership.closed or leadership.isr_changing or leadership.handing_over:
@@ -265,13 +271,13 @@ class ReplicationManager:
 
     def _ranks(self, topic: str, replicas: tuple[int, ...]) -> dict[int, int] | None:
         """The replicas' ranks under the topic's ``leader_racks`` (None: no preference)."""
-        meta = self._node.coordinator.cached_topic(topic)
+        meta = self._coordinator.cached_topic(topic)
         if meta is None:
             return None
         racks = {}
         for node in replicas:
-            info = self._node.coordinator.cached_node(node)
-            racks[node] = (self._node.config.rack or None) if node == self._me else (info.rack if info else None)
+            info = self._coordinator.cached_node(node)
+            racks[node] = (self._config.rack or None) if node == self._me else (info.rack if info else None)
         return topic_ranks(meta.config, racks)
 
     def _spawn(self, work: Any) -> None:
@@ -286,7 +292,7 @@ class ReplicationManager:
             isr = (self._me, *isr)
         leadership.isr_changing = True
         try:
-            state = await self._node.coordinator.set_isr(topic, partition, leadership.epoch, isr)
+            state = await self._coordinator.set_isr(topic, partition, leadership.epoch, isr)
         except StaleEpochError:
             self._end(leadership, "the coordinator has a newer epoch")
             return
@@ -325,7 +331,7 @@ class ReplicationManager:
                 await asyncio.sleep(0.01)
             else:
                 return
-            await self._node.coordinator.resign(topic, partition)
+            await self._coordinator.resign(topic, partition)
             self._end(leadership, "handed back to the preferred replica")
             self.failbacks += 1
             log.info("leadership handed back to the preferred replica", extra={"fields": {
@@ -352,7 +358,7 @@ class ReplicationManager:
 
     def _behind(self, leadership: Leadership) -> bool:
         end = leadership.replica.log.log_end_offset
-        alive = self._node.coordinator.cached_node
+        alive = self._coordinator.cached_node
         return any(node != self._me and alive(node) is not None and (
             (p := leadership.followers.get(node)) is None or p.log_end is None or p.log_end < end)
             for node in leadership.isr)

@@ -58,6 +58,11 @@ def former_checks(*, clustered: bool, lease_s: float, frozen_s: float | None, le
     return None
 
 
+def _no_freeze(topic: str, partition: int) -> None:
+    """The mover's ``check_leads``: only its ``freeze`` calls it, and these tests set a freeze by hand."""
+    raise AssertionError("check_leads is called only by a freeze")
+
+
 @pytest.fixture(scope="module")
 def replica() -> Iterator[Replica]:
     with tempfile.TemporaryDirectory() as root, ThreadPoolExecutor(max_workers=1) as pool:
@@ -91,7 +96,7 @@ def test_the_gate_refuses_what_the_former_checks_refused(
             coordinator=types.SimpleNamespace(lease_valid_until=lambda: lease_s),
             replication=types.SimpleNamespace(leadership=lambda topic, partition: lead if leads else None),
             replicas=types.SimpleNamespace(get=lambda topic, partition: replica))
-        node.moves = PartitionMover(node)  # type: ignore[arg-type]
+        node.moves = PartitionMover(node.coordinator, node.replicas, node, _no_freeze)
         if frozen_s is not None:
             node.moves._frozen[("t", 0)] = frozen_s
         expected = former_checks(clustered=clustered, lease_s=lease_s, frozen_s=frozen_s, leads=leads,
@@ -152,7 +157,7 @@ async def test_a_hand_over_or_freeze_that_begins_during_the_quota_check_refuses_
         _check_serving=lambda: None, _partition_count=lambda topic: 1, _max_batch_bytes=lambda topic, p: 1 << 20,
         _leader=lambda topic, partition: None, _earlier_write=lambda topic, r, batch: None,
         _check_storage=check_storage, _append_once=append_once)
-    node.moves = PartitionMover(node)  # type: ignore[arg-type]
+    node.moves = PartitionMover(node.coordinator, node.replicas, node, _no_freeze)
     _bound(node, ("produce_records", "_check_append", "_check_fence", "_check_leadership"))
     records = [IncomingRecord(ProducerRecord(b"v"), None)]
     with pytest.raises(NotLeaderError):
