@@ -151,9 +151,15 @@ def _node_records(cluster: ChaosCluster, topic: str) -> dict[str, dict[int, list
         data_dir = cluster.data_dir(node)
         if not os.path.isdir(data_dir):
             continue
-        copies[f"node-{node}"] = {p: list(SegmentReader(path).iter_records(opener=opener))
+        copies[f"node-{node}"] = {p: stored_records(SegmentReader(path), opener)
                                   for p, path in partition_directories(data_dir, topic).items()}
     return copies
+
+
+def stored_records(reader: SegmentReader, opener: Any) -> list[Record]:
+    """Every record a copy holds, from its own log start (compaction may have emptied and removed
+    its first segments, and retention its oldest)."""
+    return list(reader.iter_records(reader.log_start_offset(), opener=opener))
 
 
 def replica_copies(cluster: ChaosCluster) -> dict[str, dict[int, dict[int, str]]]:

@@ -5,6 +5,7 @@ replica compacting at its own points) that must pass until an acknowledged updat
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from hypothesis import given
@@ -16,7 +17,12 @@ from prometheus_client.registry import Collector
 from chaos import checker
 from chaos.compacted import KeyedRecord, check_compacted, key_conflicts, key_state, lost_updates, offset_violations
 from chaos.history import Event
+from chaos.run import stored_records
 from chaos.workload import compaction_figures
+from segments.batch import ProducerRecord, encode_batch
+from segments.config import LogConfig
+from segments.log import PartitionLog
+from segments.reader import SegmentReader
 
 
 def ev(type_: str, time: float, write: str, key: str, partition: int = 0, *, tombstone: bool = False,
@@ -195,3 +201,17 @@ def test_dropping_a_keys_latest_acknowledged_value_is_found(ops, data):
         return  # the key may have been deleted by a tombstone whose outcome is unknown
     assert [u.key for u in lost_updates(events, log, {0: len(records)})] == [victim.key]
     assert [c.key for c in key_conflicts(log, {"node-1": {0: records}}, {0: len(records)})] == [victim.key]
+
+
+def test_a_copy_whose_first_segments_are_gone_is_read_from_its_own_log_start(tmp_path: Path) -> None:
+    """Compaction can empty and remove a copy's first segments: the final read of each node's
+    copy starts where that copy starts, not at offset 0."""
+    log = PartitionLog.open(str(tmp_path), LogConfig(segment_bytes=200, flush="never"))
+    for i in range(12):
+        log.append(encode_batch([ProducerRecord(b"v%d" % i, key=b"k%d" % i)]), leader_epoch=0)
+    log.roll()
+    assert log.delete_before(6) > 0 and log.log_start_offset > 0
+    start = log.log_start_offset
+    log.close()
+    records = stored_records(SegmentReader(str(tmp_path)), None)
+    assert [r.offset for r in records] == list(range(start, 12))
