@@ -50,6 +50,7 @@ class CompactionStatus:
     """What compaction did to one partition in this process (for metrics and describe)."""
 
     last_ms: int = 0
+    passes: int = 0
     bytes_read: int = 0
     bytes_removed: int = 0
     records_removed: int = 0
@@ -128,6 +129,7 @@ class Compactor:
         self._idle_until.pop(key, None)
         status = self.status.setdefault(key, CompactionStatus())
         status.last_ms = self._clock_ms()
+        status.passes += 1
         status.bytes_read += result.bytes_read
         status.bytes_removed += result.bytes_read - result.bytes_after
         status.records_removed += result.records_removed
