@@ -4,7 +4,7 @@ cluster prefix from the next revision.
 Invariant: the cache applies every change under the prefix exactly once, in revision order.
 After a stream error the watch resumes from the last applied revision + 1 (bounded backoff); if
 that revision was compacted, the prefix is loaded again and the difference reported. Listeners
-(sync callables, run on the loop, never concurrently) hear which topics and whether nodes
+(plain callables, run on the loop, never concurrently) hear which topics and whether nodes
 changed after each applied batch; a failing listener is logged and the others still run.
 ``visible(revision)`` waits, bounded, until the cache has reached a revision (read-your-writes),
 asking etcd for a progress notification when nothing under the prefix moves the cache.

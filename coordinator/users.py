@@ -25,7 +25,6 @@ from coordinator.errors import InvalidUserError
 
 Role = Literal["admin", "user"]
 ROLES: Final = ("admin", "user")
-Permission = Literal["read", "write"]
 PERMISSIONS: Final = ("read", "write")
 GROUP_PERMISSIONS: Final = ("read",)
 USER_NAME_PATTERN: Final = re.compile(r"[A-Za-z0-9._@-]{1,64}")

@@ -121,7 +121,7 @@ async def _read_messages(request: web.Request, socket: web.WebSocketResponse, an
         appended = asyncio.get_running_loop().create_future()
         task = asyncio.create_task(_append(request, topic, partition, acks, seq, message.data,
                                            functools.partial(_resolve, appended)))
-        task.add_done_callback(functools.partial(_settled, appended))
+        task.add_done_callback(functools.partial(_resolve_when_done, appended))
         await answers.put(task)
         if len(message.data) > PIPELINED_BYTES_MAX:
             await task
@@ -170,7 +170,7 @@ def _resolve(appended: asyncio.Future[None]) -> None:
         appended.set_result(None)
 
 
-def _settled(appended: asyncio.Future[None], _task: asyncio.Task[bytes]) -> None:
+def _resolve_when_done(appended: asyncio.Future[None], _task: asyncio.Task[bytes]) -> None:
     _resolve(appended)
 
 

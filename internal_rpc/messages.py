@@ -25,11 +25,11 @@ import msgspec
 
 from internal_rpc.errors import RpcError
 
-VERSION: Final = 1
+VERSION: Final = 2  # 2: a shipment entry's ``sync`` is ``align`` (decision 0370)
 PARTITIONS_PER_CALL_MAX: Final = 1024
 FETCH_BYTES_MAX: Final = 16 * 1024 * 1024
 ENTRIES_MAX: Final = 4096  # partitions in one shipment
-EPOCHS_MAX: Final = 100_000  # leader-epoch entries in one sync
+EPOCHS_MAX: Final = 100_000  # leader-epoch entries in one align entry
 
 NonNegative = Annotated[int, msgspec.Meta(ge=0)]
 Acks = Literal["0", "1", "all"]
@@ -37,7 +37,7 @@ Acks = Literal["0", "1", "all"]
 # ``stale_leader_epoch`` — the entry's epoch is older than one this node knows (``epoch`` names it);
 # ``unknown_partition`` — this node does not host that partition (of that topic id) now;
 # ``non_sequential_append`` — the entry does not start at the follower's log end, or its batches do
-# not continue it (``log_end`` names the follower's end; the leader syncs);
+# not continue it (``log_end`` names the follower's end; the leader aligns it);
 # ``storage_error`` — the follower's disk refused it.
 ReplicationCode = Literal["stale_leader_epoch", "unknown_partition", "non_sequential_append", "storage_error"]
 REPLICATION_CODES: Final[tuple[ReplicationCode, ...]] = (
@@ -154,7 +154,7 @@ class ThawRequest(Request[ThawAnswer], frozen=True):
 # ---- replication (DESIGN §6) -----------------------------------------------------------------
 
 class ShipmentEntry(Part, frozen=True):
-    """One partition of a shipment: a ``sync`` (the leader's epoch history and log bounds) or
+    """One partition of a shipment: an ``align`` (the leader's epoch history and log bounds) or
     whole batches starting at ``start``, with the leader's epoch and high watermark."""
 
     topic: str
@@ -165,7 +165,7 @@ class ShipmentEntry(Part, frozen=True):
     leader_end: NonNegative
     leader_start: NonNegative
     start: NonNegative = 0
-    sync: bool = False
+    align: bool = False
     data: bytes = b""
     leader_epochs: Annotated[tuple[tuple[NonNegative, NonNegative], ...], msgspec.Meta(max_length=EPOCHS_MAX)] = ()
 

@@ -3,7 +3,7 @@ partitions no node leads, ISR shrinks and expands, leadership changes, the coord
 and the free space of the data directory.
 
 Nothing here is on the request path: the counters are integers the replication loop and the
-cluster sync already touch when a change happens, and the rest is read when ``/metrics`` is
+reconciler already touch when a change happens, and the rest is read when ``/metrics`` is
 scraped (one pass over the leaderships, dictionary lookups over the cached partitions, one
 ``statvfs``). The counting rule over the leaderships is a pure function, tested alone.
 """
@@ -22,8 +22,8 @@ from logbroker.storage_health import free_bytes, total_bytes
 
 if TYPE_CHECKING:
     from coordinator.base import Coordinator
-    from logbroker.cluster_sync import ClusterSync
     from logbroker.ports import LocalReplicas
+    from logbroker.reconciler import Reconciler
     from logbroker.replication.manager import ReplicationManager
 
 
@@ -50,15 +50,15 @@ def led_partitions(leaderships: Iterable[tuple[Sequence[int], Sequence[int], int
 
 
 class ClusterHealthCollector(Collector):
-    """Reads the node's coordinator, replicas, replication and cluster sync, and the data
+    """Reads the node's coordinator, replicas, replication and reconciler, and the data
     directory's filesystem, when scraped."""
 
     def __init__(self, coordinator: Coordinator, replicas: LocalReplicas, replication: ReplicationManager,
-                 sync: ClusterSync, data_dir: str, clock: Callable[[], float] = time.monotonic) -> None:
+                 reconciler: Reconciler, data_dir: str, clock: Callable[[], float] = time.monotonic) -> None:
         self._coordinator = coordinator
         self._replicas = replicas
         self._replication = replication
-        self._sync = sync
+        self._reconciler = reconciler
         self._data_dir = data_dir
         self._clock = clock
 
@@ -96,7 +96,7 @@ class ClusterHealthCollector(Collector):
                      1 if coordinator.session_alive() else 0)
         yield _counter("logbroker_coordinator_session_losses",
                        "Times this node's coordinator session was lost (its leaderships went with it)",
-                       self._sync.session_losses)
+                       self._reconciler.session_losses)
         if coordinator.is_cluster:
             yield _gauge("logbroker_coordinator_lease_remaining_seconds",
                          "Seconds this node can still prove its leaderships without a further keepalive",

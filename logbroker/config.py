@@ -14,7 +14,7 @@ import os
 import re
 import tomllib
 from collections.abc import Mapping
-from typing import Any, Final, Literal
+from typing import Any, Final
 
 from logbroker.errors import InvalidRequestError
 from logbroker.proxies import parse_networks
@@ -23,7 +23,6 @@ ENV_PREFIX: Final = "LOGBROKER_"
 ETCD_URL_SCHEMES: Final = ("etcd://", "etcds://")
 # No --flag: a command line is readable by every local user.
 ENV_ONLY: Final = frozenset({"etcd_password", "encryption_keys"})
-AuthMode = Literal["on", "off"]
 METRICS_TOKEN_CHARS_MIN: Final = 16
 LEASE_TTL_MS_MIN: Final = 2_000
 LEASE_TTL_MS_MAX: Final = 300_000

@@ -60,7 +60,6 @@ from logbroker.auth.groups import GroupAccess
 from logbroker.auth.permissions import Principal
 from logbroker.cluster_groups import ClusterTopics, offsets_log
 from logbroker.cluster_metrics import ClusterHealthCollector
-from logbroker.cluster_sync import ClusterSync
 from logbroker.config import NodeConfig
 from logbroker.crash_watch import CrashWatch
 from logbroker.dedup import WINDOW_KEY, WINDOW_MS_DEFAULT, Appended, identity
@@ -97,6 +96,7 @@ from logbroker.partition_state import rack_replica
 from logbroker.peers import Peers
 from logbroker.producer_ids import Identity, key_identity
 from logbroker.queues.manager import QueueManager, state_topic
+from logbroker.reconciler import Reconciler
 from logbroker.records import IncomingRecord, group_by_partition
 from logbroker.replica_manager import Replica, ReplicaManager
 from logbroker.replication.manager import ReplicationManager
@@ -132,7 +132,7 @@ PEER_DEADLINE_S: Final = 10.0
 DRAIN_S: Final = 2.0  # a clean stop gives in-sync followers the whole log for at most this long
 FORWARD_BATCH_BYTES_MAX: Final = MESSAGE_BYTES_MAX - 64 * 1024  # room for the call's other fields
 LEADERS_WAIT_S: Final = 10.0
-CLUSTER_SYNC_PAUSE_S: Final = 0.02  # between reconcile rounds (each waits for a change itself)
+ROUND_PAUSE_S: Final = 0.02  # between rounds of the reconcile and replication loops (each waits itself)
 LEADERS_POLL_S: Final = 0.02
 FIGURES_DEADLINE_S: Final = 2.0
 GROUP_TICK_MS: Final = 50
@@ -164,9 +164,9 @@ class Node:
         # The helpers take the node's collaborators, and the node itself only as the narrow ports
         # of ``logbroker.ports`` (decision 0360).
         self.replication = ReplicationManager(config, self.coordinator, self.replicas, self)
-        self.sync = ClusterSync(self.coordinator, self.replication, self, config.node_id)
+        self.reconciler = Reconciler(self.coordinator, self.replication, self, config.node_id)
         self.moves = PartitionMover(self.coordinator, self.replicas, self, self.check_leads)
-        self._sync_task: asyncio.Task[None] | None = None
+        self._reconcile_task: asyncio.Task[None] | None = None
         self._replication_task: asyncio.Task[None] | None = None
         self.ready = False
         self._round_robin = itertools.count()
@@ -179,7 +179,7 @@ class Node:
         self.metrics.registry.register(GroupQueueCollector(lambda: self._groups, self.queues))
         self.metrics.registry.register(UsageCollector(lambda: self.auth.meter.ledger.totals))
         self.metrics.registry.register(ClusterHealthCollector(self.coordinator, self.replicas, self.replication,
-                                                              self.sync, config.data_dir))
+                                                              self.reconciler, config.data_dir))
         self._background: set[asyncio.Task[None]] = set()
         self.storage = StorageUsage(self.coordinator, self.auth, self.replicas, self, config.node_id)
         self._storage_task: asyncio.Task[None] | None = None
@@ -245,23 +245,23 @@ class Node:
                         started_ms=time.time_ns() // 1_000_000)
 
     async def _start_cluster(self) -> None:
-        """A cluster node: its partitions follow the coordinator's metadata (``ClusterSync``);
+        """A cluster node: its partitions follow the coordinator's metadata (``Reconciler``);
         ready once a first pass opened them and the coordinator holds a live session."""
         _, tls, token = rpc_security(self.config)
         self.peers = Peers(self.coordinator, tls=tls, cluster_token=token, node_id=self.config.node_id,
                            on_silent=self.crash_watch.suspect)
         self.coordinator.on_crash_witness(self.crash_watch.departed)
-        self.coordinator.on_change(self.sync.notice)
-        await self.sync.sync_once()
+        self.coordinator.on_change(self.reconciler.notice)
+        await self.reconciler.reconcile_once()
         await self.replicas.remove_strays()
         try:
-            await self.sync_queues()
-        except ANY_ERROR as exc:  # the sync rounds open them later
+            await self.reconcile_queues()
+        except ANY_ERROR as exc:  # the reconcile rounds open them later
             log.warning("queues not reopened yet", extra={"fields": {"error": str(exc)}})
-        self._sync_task = asyncio.create_task(run_supervised(
-            "cluster_sync", self.sync.round, CLUSTER_SYNC_PAUSE_S, on_failure=self.metrics.count_background_failure))
+        self._reconcile_task = asyncio.create_task(run_supervised(
+            "reconcile", self.reconciler.round, ROUND_PAUSE_S, on_failure=self.metrics.count_background_failure))
         self._replication_task = asyncio.create_task(run_supervised(
-            "replication", self.replication.tick, CLUSTER_SYNC_PAUSE_S,
+            "replication", self.replication.tick, ROUND_PAUSE_S,
             on_failure=self.metrics.count_background_failure))
         self._start_maintenance()
         self._group_ticker = asyncio.create_task(run_supervised(
@@ -273,7 +273,7 @@ class Node:
     def hosts_groups(self) -> bool:
         return self._groups is not None
 
-    async def sync_groups(self) -> None:
+    async def reconcile_groups(self) -> None:
         """A cluster node coordinates groups exactly while it leads ``__consumer_offsets``
         (``logbroker.cluster_groups``): take them up from the log, or let them go."""
         log_ = offsets_log(self.coordinator, self.replicas, self.config.node_id)
@@ -288,7 +288,7 @@ class Node:
             await groups.close(self.config.shutdown_grace_ms / 1000)
             log.info("no longer coordinating consumer groups", extra={"fields": {"node": self.config.node_id}})
 
-    async def sync_queues(self) -> None:
+    async def reconcile_queues(self) -> None:
         """A cluster node manages exactly the queues whose partitions and state-log partitions it
         all leads (they share one replica list, so they fail over and back together): open those
         not open yet from their replicated state log, let go of the others."""
@@ -386,12 +386,12 @@ class Node:
         self.queues.open(meta, events, await self._dead_letter_binding(meta))
 
     def take_up_leaderships(self, topic: str) -> None:
-        """Take up at once the leaderships of ``topic`` the cache gives this node (before the sync
+        """Take up at once the leaderships of ``topic`` the cache gives this node (before the reconcile
         round does), so that an internal log is written at its leader epoch from the start."""
         for partition in self.local_partitions(topic):
             state = self.coordinator.cached_partition(topic, partition)
             if state is not None and state.leader == self.config.node_id:
-                self.replication.sync_partition(state)
+                self.replication.reconcile_partition(state)
 
     async def _dead_letter_binding(self, queue: TopicMetadata) -> str | None:
         """The id of the topic ``queue``'s dead letters go to. A queue created before queues were
@@ -477,7 +477,7 @@ class Node:
         if self.clustered:
             with contextlib.suppress(*ANY_ERROR):
                 await self.replication.drain(DRAIN_S)
-        for task in (self._sync_task, self._replication_task, self._maintenance, self._group_ticker,
+        for task in (self._reconcile_task, self._replication_task, self._maintenance, self._group_ticker,
                      self._storage_task, self._usage_task):
             if task is not None:
                 task.cancel()
@@ -553,7 +553,7 @@ class Node:
             return await self._create_cluster_queue(spec, owner)
         await self._check_partition_budget(spec.partitions)
         meta = await self.coordinator.create_topic(spec, owner)
-        self.sync.notice(MetadataChange(topics=frozenset({meta.name})))
+        self.reconciler.notice(MetadataChange(topics=frozenset({meta.name})))
         await self._await_leaders(meta.name)
         return await self.describe_topic(meta.name)
 
@@ -576,9 +576,9 @@ class Node:
                 TopicSpec(state_topic(meta), meta.partitions, None, "topic", {**INTERNAL_LOG_CONFIG, **flush}), None,
                 replicas=self._queue_replicas(meta.name))
         for name in (dead_letter, meta.name, state_topic(meta)):
-            self.sync.notice(MetadataChange(topics=frozenset({name})))
+            self.reconciler.notice(MetadataChange(topics=frozenset({name})))
             await self._await_leaders(name)
-        if not self.queues.has(meta.name) and self._leads_queue(meta):  # a sync round may have opened it
+        if not self.queues.has(meta.name) and self._leads_queue(meta):  # a reconcile round may have opened it
             await self._open_queue(meta)
         return await self.describe_topic(meta.name)
 
@@ -630,7 +630,7 @@ class Node:
                 await self._grow_queue_state(current, partitions)
             meta = await self.coordinator.add_partitions(name, partitions)
             if self.clustered:
-                self.sync.notice(MetadataChange(topics=frozenset({name})))
+                self.reconciler.notice(MetadataChange(topics=frozenset({name})))
                 await self._await_leaders(name)
                 return await self.describe_topic(name)
             await self.replicas.open_topic(meta, self.log_config(meta))
@@ -659,11 +659,11 @@ class Node:
         if meta.kind == "queue":
             self.queues.reconfigure(meta)
         if self.clustered:
-            self.sync.notice(MetadataChange(topics=frozenset({name})))
+            self.reconciler.notice(MetadataChange(topics=frozenset({name})))
             for partition in self.local_partitions(name):
                 state = self.coordinator.cached_partition(name, partition)
                 if state is not None:
-                    self.replication.sync_partition(state)
+                    self.replication.reconcile_partition(state)
         return await self.describe_topic(name)
 
     async def _check_partition_budget(self, more: int) -> None:
@@ -702,7 +702,7 @@ class Node:
         for topic in doomed:
             await self.coordinator.delete_topic(topic.name)
             self.replicas.purge_deleted(topic.topic_id)
-            self.sync.forget(topic.name)
+            self.reconciler.forget(topic.name)
 
     async def _finish_deletions(self) -> None:
         """Finish the topic deletions a previous run began (their space is already freed)."""
@@ -786,7 +786,7 @@ class Node:
             raise NoLeaderError(f"partition {partition} of {topic!r} is being opened on its leader")
         leadership = self.replication.leadership(topic, partition)
         if leadership is None or leadership.epoch != state.leader_epoch:
-            self.replication.sync_partition(state)  # the cache moved ahead of the sync rounds
+            self.replication.reconcile_partition(state)  # the cache moved ahead of the reconcile rounds
         return None
 
     async def peer_call(self, node_id: int, request: Request[A], *, deadline_s: float = PEER_DEADLINE_S) -> A:
@@ -898,10 +898,10 @@ class Node:
                 offsets[i] = {"partition": partition, "offset": info.base_offset + n}
             commits.append(replica.commit_replicated(info) if acks == "all" else replica.commit(info))
         if not forwards:
-            await self._settle(commits, acks)
+            await self._await_commits(commits, acks)
             return offsets
         # Every forward runs to its end (its outcome known) before the request answers.
-        settled, *outcomes = await asyncio.gather(self._settle(commits, acks), *(f for _, _, f in forwards),
+        committed, *outcomes = await asyncio.gather(self._await_commits(commits, acks), *(f for _, _, f in forwards),
                                                   return_exceptions=True)
         failures = [(partition, outcome) for (partition, _, _), outcome in zip(forwards, outcomes, strict=True)
                     if isinstance(outcome, BaseException)]
@@ -909,8 +909,8 @@ class Node:
             if isinstance(base, int):
                 for n, i in enumerate(indexes):
                     offsets[i] = {"partition": partition, "offset": base + n}
-        if isinstance(settled, BaseException):
-            failures.append((-1, settled))
+        if isinstance(committed, BaseException):
+            failures.append((-1, committed))
         if not failures:
             return offsets
         if not commits and len(failures) == len(forwards):  # nothing was stored anywhere
@@ -978,7 +978,7 @@ class Node:
         info = self._append_once(topic, replica, batch, None)
         if on_appended is not None:
             on_appended()
-        await self._settle([replica.commit_replicated(info) if acks == "all" else replica.commit(info)], acks)
+        await self._await_commits([replica.commit_replicated(info) if acks == "all" else replica.commit(info)], acks)
         return [{"partition": partition, "offset": info.base_offset}]
 
     def _append_once(self, topic: str, replica: Replica, batch: bytes, records: int | None) -> AppendInfo:
@@ -1070,7 +1070,7 @@ class Node:
         self.metrics.bytes_in.labels(topic).inc(size_bytes)
         self.metrics.records_in.labels(topic).inc(records)
 
-    async def _settle(self, commits: list[Any], acks: str) -> None:
+    async def _await_commits(self, commits: list[Any], acks: str) -> None:
         if acks != "0":
             await asyncio.gather(*commits)
             return

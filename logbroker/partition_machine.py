@@ -4,7 +4,7 @@ the one gate a write passes before it is appended.
 
 No I/O, no asyncio, no clock: the shell turns what happens (a leadership taken up, a follower's
 answer, a coordinator transaction's outcome, a move's freeze) into events, and applies the
-effects (ship, write the ISR to the coordinator, expose records, settle ``acks=all`` waiters).
+effects (ship, write the ISR to the coordinator, expose records, acknowledge or fail ``acks=all`` waiters).
 The rules are ``partition_state``'s; trace tests (``tests/logbroker/partition_traces/``), a
 Hypothesis model (``tests/logbroker/test_partition_machine.py``) and a comparison with the live
 ``Leadership`` (``test_partition_machine_vs_leadership.py``) check them.
@@ -386,7 +386,7 @@ def _appended(state: PartitionState, end: int, acks: str, now_ms: int) -> tuple[
 def _fetched(state: PartitionState, node: int, end: int, now_ms: int) -> tuple[PartitionState, tuple[Effect, ...]]:
     if not state.leads or node == state.me or node not in state.replicas:
         return state, ()
-    end = min(end, state.log_end)  # a follower's longer tail is divergent: the next sync cuts it
+    end = min(end, state.log_end)  # a follower's longer tail is divergent: the next align entry cuts it
     followers = tuple(sorted({**dict(state.followers), node: end}.items()))
     fetched = msgspec.structs.replace(state, followers=followers)
     effects: tuple[Effect, ...] = ()
@@ -416,7 +416,7 @@ def _shipment(state: PartitionState, event: Shipment) -> tuple[PartitionState, t
 
 def _advance(state: PartitionState, now_ms: int) -> tuple[PartitionState, tuple[Effect, ...]]:
     """Move the high watermark to the least log end over the counted ISR (never back, only while
-    the lease is proven) and settle the ``acks=all`` writes it passed."""
+    the lease is proven) and acknowledge the ``acks=all`` writes it passed."""
     if not state.leads or now_ms >= state.lease_until_ms:
         return state, ()
     ends = [state.follower_end(node) for node in state.isr.counted if node != state.me]

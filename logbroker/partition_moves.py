@@ -45,7 +45,6 @@ CATCH_UP_DEADLINE_S: Final = 600.0
 FREEZE_TTL_S: Final = 30.0
 HAND_OVER_MARGIN_S: Final = 8.0  # the hand-over starts no later than this before the freeze lapses
 DRAIN_WAIT_S: Final = 10.0
-OPEN_WAIT_S: Final = 15.0
 POLL_S: Final = 0.02
 MOVES_PER_CALL_MAX: Final = 10_000
 MOVES_AT_ONCE: Final = 16  # partitions catching up at the same time

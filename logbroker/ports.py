@@ -71,7 +71,7 @@ class PartitionReads(Protocol):
 
 class PartitionHost(Protocol):
     """What the node does with the partitions it hosts when the coordinator's metadata changes
-    (``cluster_sync.ClusterSync`` calls it): open, drop, and re-examine groups and queues."""
+    (``reconciler.Reconciler`` calls it): open, drop, and re-examine groups and queues."""
 
     def topic_changed(self, topic: str) -> None: ...
 
@@ -83,9 +83,9 @@ class PartitionHost(Protocol):
 
     async def drop_moved(self, topic: str, partitions: list[int]) -> None: ...
 
-    async def sync_groups(self) -> None: ...
+    async def reconcile_groups(self) -> None: ...
 
-    async def sync_queues(self) -> None: ...
+    async def reconcile_queues(self) -> None: ...
 
 
 class LeaderCalls(Protocol):

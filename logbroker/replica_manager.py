@@ -85,7 +85,7 @@ class WaiterBudget:
 @final
 class Replica:
     __slots__ = ("_budget", "_commit", "_health", "_waiters", "ack_wait", "dedup", "epoch", "high_watermark",
-                 "leader_hook", "local_end", "log", "partition", "replicated", "topic")
+                 "in_cluster", "leader_hook", "local_end", "log", "partition", "topic")
 
     def __init__(self, topic: str, partition: int, partition_log: PartitionLog, commit: GroupCommit,
                  budget: WaiterBudget, health: StorageHealth | None = None, *,
@@ -95,7 +95,7 @@ class Replica:
         self.log = partition_log
         end = partition_log.log_end_offset
         # A cluster's replica: its high watermark moves only by the replication rules.
-        self.replicated = high_watermark is not None
+        self.in_cluster = high_watermark is not None
         self.high_watermark = end if high_watermark is None else max(partition_log.log_start_offset,
                                                                      min(high_watermark, end))
         # The end of what this node holds as its policy wants it (fsynced under ``always``).
@@ -116,7 +116,7 @@ class Replica:
         """Append a batch as the leader (stamped with ``epoch``). No fsync runs here, on the event
         loop: ``always`` waits for one in ``commit``; ``interval`` starts one in the background
         when it falls due."""
-        if self.replicated and self.leader_hook is None:
+        if self.in_cluster and self.leader_hook is None:
             raise NotLeaderError(f"this node does not lead partition {self.partition} of {self.topic!r} now; retry")
         with self._write_faults():
             info = self.log.append(batch, leader_epoch=self.epoch, flush=False)
@@ -147,7 +147,7 @@ class Replica:
         self.local_end = max(self.local_end, info.log_end_offset)
         if self.leader_hook is not None:
             self.leader_hook(self)
-        elif not self.replicated:
+        elif not self.in_cluster:
             self._advance(info.log_end_offset)
 
     def commit_replicated(self, info: AppendInfo) -> Awaitable[None]:
@@ -156,7 +156,7 @@ class Replica:
         right after ``append``, in the same step: it waits on the leadership the batch was
         appended under, and fails with ``not_leader`` if that one is gone already."""
         wait = self.ack_wait
-        if self.replicated and wait is None:
+        if self.in_cluster and wait is None:
             return self._commit_then_fail(info)
         return self._commit_and_wait(info, wait)
 
@@ -380,7 +380,7 @@ class ReplicaManager:
         try:
             self._high_watermarks = read_offsets(os.path.join(self.data_dir, HIGH_WATERMARK_FILE))
         except CorruptCheckpointError as exc:
-            log.warning("high watermark checkpoint unreadable; replicated partitions open at their log start",
+            log.warning("high watermark checkpoint unreadable; partitions in a cluster open at their log start",
                         extra={"fields": {"error": str(exc)}})
             self._high_watermarks = {}
 
@@ -392,7 +392,7 @@ class ReplicaManager:
         wanted = range(meta.partitions) if hosted is None else sorted(p for p in hosted if 0 <= p < meta.partitions)
         try:
             await self._open_partitions(meta, config, [p for p in wanted if p not in replicas], replicas,
-                                        replicated=hosted is not None)
+                                        in_cluster=hosted is not None)
         finally:
             self._replicas[meta.name] = dict(sorted(replicas.items()))
             self._topic_changed(meta.name)
@@ -412,7 +412,7 @@ class ReplicaManager:
         return partition in self._replicas.get(topic, {})
 
     async def _open_partitions(self, meta: TopicMetadata, config: LogConfig, wanted: list[int],
-                               replicas: dict[int, Replica], *, replicated: bool) -> None:
+                               replicas: dict[int, Replica], *, in_cluster: bool) -> None:
         for p in wanted:
             path = os.path.join(self.data_dir, partition_dir_name(meta.name, p))
             point = self._recovery_points.get((meta.name, p), 0)
@@ -430,7 +430,7 @@ class ReplicaManager:
                     "topic": meta.name, "partition": p, "truncated_bytes": report.truncated_bytes,
                     "errors": list(report.errors)}})
             # A cluster's replica opens at its checkpointed high watermark (DESIGN §6).
-            high_watermark = None if not replicated else self._high_watermarks.get((meta.name, p), 0)
+            high_watermark = None if not in_cluster else self._high_watermarks.get((meta.name, p), 0)
             replicas[p] = Replica(meta.name, p, opened, GroupCommit(opened, self._executor), self._budget,
                                   self.health, high_watermark=high_watermark)
 
@@ -560,7 +560,7 @@ class ReplicaManager:
         state (free space, logs gone offline) on the event loop."""
         replicas = self.all()
         loop = asyncio.get_running_loop()
-        await loop.run_in_executor(self._executor, self._maintain_sync, replicas)
+        await loop.run_in_executor(self._executor, self._maintain_blocking, replicas)
         self.compactor.offer(replicas)
         space = await loop.run_in_executor(self._executor, free_bytes, self.data_dir)
         if space is not None:
@@ -574,7 +574,7 @@ class ReplicaManager:
                           extra={"fields": {"topic": replica.topic, "partition": replica.partition,
                                             "reason": replica.log.offline_reason}})
 
-    def _maintain_sync(self, replicas: list[Replica]) -> None:
+    def _maintain_blocking(self, replicas: list[Replica]) -> None:
         for replica in replicas:
             try:
                 replica.log.flush_if_due()
@@ -606,10 +606,10 @@ class ReplicaManager:
             replica.wake_all()
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(None, self.compactor.close)
-        await loop.run_in_executor(self._executor, self._close_sync)
+        await loop.run_in_executor(self._executor, self._close_blocking)
         self._executor.shutdown(wait=True)
 
-    def _close_sync(self) -> None:
+    def _close_blocking(self) -> None:
         replicas = self.all()
         for replica in replicas:
             try:

@@ -2,8 +2,9 @@
 
 Pure logic. Invariant: epochs strictly increase and their start offsets never decrease, so the
 end offset of an epoch is the start offset of the next one (or the log end for the latest). A
-follower of a new leader asks ``end_offset_for(epoch)`` with its own latest epoch and truncates
-to the answer, so that no two replicas keep divergent suffixes.
+follower compares its history with its leader's (``partition_state.truncation_point``, on an
+``align`` entry) and cuts its log where they first differ, so that no two replicas keep
+divergent suffixes.
 """
 
 from __future__ import annotations
@@ -53,19 +54,6 @@ class LeaderEpochCache:
                 self._entries = [e for e in self._entries if e.start_offset < start_offset]
         self._entries.append(EpochEntry(epoch, start_offset))
         return True
-
-    def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
-        """``(epoch, end_offset)`` for the largest known epoch <= ``epoch``.
-
-        For the latest epoch the end is the log end; for an older one, the start of the next
-        epoch. Unknown (older than every entry): ``(UNKNOWN_EPOCH, UNKNOWN_EPOCH)``."""
-        for i in range(len(self._entries) - 1, -1, -1):
-            entry = self._entries[i]
-            if entry.epoch <= epoch:
-                if i == len(self._entries) - 1:
-                    return entry.epoch, log_end_offset
-                return entry.epoch, self._entries[i + 1].start_offset
-        return UNKNOWN_EPOCH, UNKNOWN_EPOCH
 
     def truncate_from_end(self, end_offset: int) -> bool:
         """Drop epochs that start at or after ``end_offset`` (the log was truncated there)."""

@@ -250,7 +250,7 @@ class PartitionLog:
             self._recovery_point = self.log_end_offset
         else:
             # What the crashed process wrote past the recovery point may never have reached the
-            # disk: the next flush syncs those segments too before the point may pass them.
+            # disk: the next flush fsyncs those segments too before the point may pass them.
             self._recovery_point = min(recovery_point, self.log_end_offset)
             self._unflushed = [s for s in self._segments[:-1] if s.next_offset > self._recovery_point]
         return RecoveryReport(clean, len(self._segments), recovered, scanned, truncated, deleted,
@@ -327,11 +327,6 @@ class PartitionLog:
     def epoch_entries(self) -> list[tuple[int, int]]:
         with self._lock:
             return [tuple(e) for e in self._epochs.entries]  # type: ignore[misc]
-
-    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
-        """``(epoch, end_offset)`` of the largest epoch <= ``epoch`` this log knows (see epochs)."""
-        with self._lock:
-            return self._epochs.end_offset_for(epoch, self.log_end_offset)
 
     # ---- appending -------------------------------------------------------------------------
 

@@ -210,7 +210,7 @@ def test_client_and_cli_have_no_import_cycle():
 # The helpers the node composes: each takes the narrow ports of ``logbroker.ports`` or the node's
 # collaborators, never the node (decision 0360), so none of them imports ``logbroker.node``.
 NODE_HELPERS = (
-    "logbroker.cluster_groups", "logbroker.cluster_metrics", "logbroker.cluster_sync", "logbroker.first_use",
+    "logbroker.cluster_groups", "logbroker.cluster_metrics", "logbroker.reconciler", "logbroker.first_use",
     "logbroker.partition_moves", "logbroker.peers", "logbroker.ports", "logbroker.replication.manager",
     "logbroker.rpc_service", "logbroker.storage_usage")
 

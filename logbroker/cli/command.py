@@ -39,7 +39,6 @@ from logbroker.config import ENV_ONLY, field_names, resolve
 from logbroker.errors import InvalidRequestError
 
 URL_ENV: Final = "LOGBROKER_URL"
-PRODUCE_PROGRESS_EVERY: Final = 10_000
 LIST_CONFIG_KEYS: Final = frozenset({"leader_racks"})  # config keys whose value is a list of names
 SERVER_EXTRA_HINT: Final = "pip install 'logbroker[server]' (from a checkout: pip install -e '.[server]')"
 # The project's own packages: one of them missing is a broken install, not a missing extra.

@@ -18,7 +18,7 @@ import itertools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Final
+from typing import Any
 
 from logbroker.client.consumer import Consumer, OffsetReset
 from logbroker.client.consumer_batch import ConsumerBatch, ConsumerRecord, SkippedRecords
@@ -28,7 +28,6 @@ from logbroker.client.errors import LogBrokerError
 log = logging.getLogger(__name__)
 Partitions = list[tuple[str, int]]
 Callback = Callable[[Partitions], Awaitable[None] | None]
-HEARTBEAT_RETRY_MS: Final = 100
 
 
 class CommitFailedError(LogBrokerError):
@@ -121,7 +120,7 @@ class GroupConsumer:
         if added and self.on_assign is not None:
             await _call(self.on_assign, added)
 
-    async def _sync_membership(self) -> None:
+    async def _apply_pending_membership(self) -> None:
         async with self._membership:
             if self._rejoin:
                 await self._join()
@@ -149,7 +148,7 @@ class GroupConsumer:
         if self.enable_auto_commit and time.monotonic() - self._last_commit >= self.auto_commit_interval_ms / 1000:
             with contextlib.suppress(LogBrokerError):
                 await self.commit()
-        await self._sync_membership()
+        await self._apply_pending_membership()
 
     async def commit(self, offsets: dict[tuple[str, int], int] | None = None) -> None:
         """Commit ``offsets`` (default: the position after every record polled so far)."""

@@ -20,7 +20,6 @@ COLUMNS: Final = ("user", "topic", "start_ms", "bytes_in", "records_in", "bytes_
                   "stream_seconds", "storage_bytes")
 ROWS_MAX: Final = 100_000  # rows one answer holds; a wider query is refused (narrow the range or the user)
 STORAGE: Final = FIELDS.index("storage_bytes")
-STREAM_MS: Final = FIELDS.index("stream_ms")
 FORMULA_STARTS: Final = frozenset("=+-@")
 
 

@@ -1,12 +1,12 @@
 """The follower's side of a shipment (DESIGN §6): apply what a leader sent, partition by partition.
 
 A shipment entry is one of two kinds:
-- ``sync``: the leader's epoch history and log bounds; the follower cuts its log to the prefix it
+- ``align``: the leader's epoch history and log bounds; the follower cuts its log to the prefix it
   shares with the leader (``partition_state.truncation_point``), or restarts it empty at the
   leader's log start when it is behind the leader's retention, and answers its log end;
 - data: whole batches as the leader stored them, starting at ``start``, which must be the
   follower's log end (else it answers its log end with ``non_sequential_append`` and the
-  leader syncs again).
+  leader aligns it again).
 
 Every entry carries the leader's epoch: one older than the newest this node knows for the
 partition (from the coordinator or from an earlier shipment) is refused with ``stale_leader_epoch``,
@@ -74,8 +74,8 @@ class FollowerSide:
             return ShipmentResult(error="unknown_partition"), None
         self._seen[seen_key] = entry.epoch
         partition_log = replica.log
-        if entry.sync:
-            self._sync(replica, entry)
+        if entry.align:
+            self._align(replica, entry)
         elif entry.start != partition_log.log_end_offset:
             return ShipmentResult(error="non_sequential_append", log_end=partition_log.log_end_offset), None
         elif entry.data:
@@ -90,7 +90,7 @@ class FollowerSide:
         return ShipmentResult(log_end=partition_log.log_end_offset), replica
 
     @staticmethod
-    def _sync(replica: Replica, entry: ShipmentEntry) -> None:
+    def _align(replica: Replica, entry: ShipmentEntry) -> None:
         partition_log = replica.log
         end = partition_log.log_end_offset
         if end == partition_log.log_start_offset and entry.leader_start <= end <= entry.leader_end:

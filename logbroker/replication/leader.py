@@ -113,7 +113,7 @@ class Leadership:
             phase = Phase.SERVING
         role = Follower(self.epoch) if self.closed else self._role
         known = tuple((n, p.log_end) for n, p in self.followers.items() if p.log_end is not None)
-        waiting = _WaitingEnds(self._acks)  # a settled one holds its slot until released
+        waiting = _WaitingEnds(self._acks)  # a done one holds its slot until released
         expanding = tuple(n for n in self.joining if n not in self.isr) if self.joining else ()
         return MachineState(self.replica.topic, self.replica.partition, self.me, role, self.replicas,
                             Isr(self.isr, expanding), self.min_insync, phase,

@@ -2,10 +2,10 @@
 shippers to its followers, the ISR it maintains, the failback to preferred leaders, and the
 follower side of shipments.
 
-Roles follow the coordinator's cache: ``sync_partition`` (called by ``ClusterSync`` for every
+Roles follow the coordinator's cache: ``reconcile_partition`` (called by ``Reconciler`` for every
 hosted partition, after each watch event) starts a ``Leadership`` when the cache names this node
 leader at an epoch it does not lead yet, and ends it when the cache names another node or a newer
-epoch. A follower needs no state of its own here: its leader syncs it (truncation) and ships to it.
+epoch. A follower needs no state of its own here: its leader aligns it (truncation) and ships to it.
 
 ``tick`` (every ``TICK_S``) applies the ISR rules of ``partition_state`` with this node's clock:
 a follower that is dead or lags more than ``replica_lag_ms`` leaves the ISR, and so does one that
@@ -63,12 +63,10 @@ class ReplicationManager:
         self._in_sync_since: dict[tuple[str, int], int] = {}
         self._lost: dict[tuple[str, int], int] = {}  # the epochs led when the session was lost
         self.follower = FollowerSide(self._replica_of, self._known_epoch, self._led_epoch, self._on_newer_leader)
-        self.isr_changes = 0
         self.isr_shrinks = 0
         self.isr_expands = 0
         self.leaderships_started = 0
         self.leaderships_ended = 0
-        self.failbacks = 0
 
     @property
     def _me(self) -> int:
@@ -79,7 +77,7 @@ class ReplicationManager:
     def leadership(self, topic: str, partition: int) -> Leadership | None:
         return self.leaderships.get((topic, partition))
 
-    def sync_partition(self, state: PartitionState) -> None:
+    def reconcile_partition(self, state: PartitionState) -> None:
         """Take up, update or end this node's leadership of ``state``'s partition."""
         key = (state.topic, state.partition)
         current = self.leaderships.get(key)
@@ -303,7 +301,6 @@ class ReplicationManager:
             return
         finally:
             leadership.isr_changing = False
-        self.isr_changes += 1
         self.isr_shrinks += bool(drop)
         self.isr_expands += bool(join)
         log.info("ISR changed", extra={"fields": {"topic": topic, "partition": partition, "isr": list(isr),
@@ -333,11 +330,10 @@ class ReplicationManager:
                 return
             await self._coordinator.resign(topic, partition)
             self._end(leadership, "handed back to the preferred replica")
-            self.failbacks += 1
             log.info("leadership handed back to the preferred replica", extra={"fields": {
                 "topic": topic, "partition": partition, "preferred": preferred}})
         except CoordinatorError as exc:
-            # The resignation may have committed: stop leading here either way (the sync rounds
+            # The resignation may have committed: stop leading here either way (the reconcile rounds
             # take the leadership up again if the leader key is still this node's).
             self._end(leadership, "a resignation whose outcome is unknown")
             log.warning("failback failed; retried", extra={"fields": {"topic": topic, "error": str(exc)}})

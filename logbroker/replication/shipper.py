@@ -2,17 +2,17 @@
 
 One ``Shipper`` per follower node, not per partition: each ``Replicate`` call carries every
 partition this node leads that the follower replicates and that has something to send (batches
-from the follower's log end, a high watermark it has not seen, or a ``sync`` when its log end is
-not known), bounded by ``SHIPMENT_BYTES_MAX``. One call is in flight at a time, so entries of a
+from the follower's log end, a high watermark it has not seen, or an ``align`` entry when its log
+end is not known), bounded by ``SHIPMENT_BYTES_MAX``. One call is in flight at a time, so entries of a
 partition arrive in order; what was appended meanwhile goes in the next call, which batches under
 load and costs one round trip when idle. An append wakes the shipper; with nothing to send it
 wakes every ``IDLE_S`` to keep the follower's high watermark current.
 
-A failed call forgets what the leader knew of the follower's log ends (the next call syncs) and
-backs off, up to ``BACKOFF_MAX_S``. Each entry's answer is settled by its code
+A failed call forgets what the leader knew of the follower's log ends (the next call aligns) and
+backs off, up to ``BACKOFF_MAX_S``. Each entry's answer is taken by its code
 (``internal_rpc.messages.ReplicationCode``): ``stale_leader_epoch`` means another node leads now
-(the leadership is ended here at once, ``on_stale``); ``non_sequential_append`` syncs the
-partition in the next call, sent at once; ``unknown_partition`` and ``storage_error`` sync it
+(the leadership is ended here at once, ``on_stale``); ``non_sequential_append`` aligns the
+partition in the next call, sent at once; ``unknown_partition`` and ``storage_error`` align it
 when the shipper next wakes.
 """
 
@@ -37,7 +37,6 @@ PARTITION_BYTES_MAX: Final = 1024 * 1024
 IDLE_S: Final = 0.5
 BACKOFF_MIN_S: Final = 0.05
 BACKOFF_MAX_S: Final = 1.0
-CALL_DEADLINE_S: Final = 5.0
 
 Call = Callable[[int, ReplicateRequest], Awaitable[ReplicateAnswer]]
 
@@ -125,7 +124,7 @@ class Shipper:
             raise BrokerError(f"node {self.follower} answered a shipment without its results")
         at = now_ms()
         for (leadership, leader_end), entry, result in zip(sent, entries, results, strict=True):
-            more |= self._settle(leadership, entry, result, leader_end, at)
+            more |= self._take_result(leadership, entry, result, leader_end, at)
         return more
 
     def _entry(self, leadership: Leadership, max_bytes: int) -> ShipmentEntry | None:
@@ -141,7 +140,7 @@ class Shipper:
                                   epoch=leadership.epoch, high_watermark=replica.high_watermark,
                                   leader_end=partition_log.log_end_offset, leader_start=partition_log.log_start_offset)
         if progress.log_end is None or progress.log_end < partition_log.log_start_offset:
-            return entry(sync=True, leader_epochs=tuple(partition_log.epoch_entries()))
+            return entry(align=True, leader_epochs=tuple(partition_log.epoch_entries()))
         if progress.log_end < partition_log.log_end_offset:
             try:
                 first, data = leadership.shipment(progress.log_end, max_bytes)
@@ -150,7 +149,7 @@ class Shipper:
                 progress.log_end = None
                 return None
             if first < progress.log_end and data:
-                progress.log_end = None  # not a batch boundary here: sync again
+                progress.log_end = None  # not a batch boundary here: align again
                 return None
             # A first offset above the follower's end is a gap compaction left (decision 0321);
             # the follower's compacted log takes it.
@@ -159,7 +158,7 @@ class Shipper:
             return entry(start=progress.log_end)
         return None
 
-    def _settle(self, leadership: Leadership, entry: ShipmentEntry, result: ShipmentResult, leader_end: int,
+    def _take_result(self, leadership: Leadership, entry: ShipmentEntry, result: ShipmentResult, leader_end: int,
                 at: int) -> bool:
         progress = leadership.followers.get(self.follower)
         if progress is None:
@@ -168,7 +167,7 @@ class Shipper:
         if result.error == "stale_leader_epoch":
             self._on_stale(leadership, result.epoch if result.epoch is not None else leadership.epoch + 1)
             return False
-        if result.error == "non_sequential_append":  # not where the leader thought: sync, at once
+        if result.error == "non_sequential_append":  # not where the leader thought: align, at once
             progress.log_end = None
             return True
         if result.error is not None or end is None:  # unknown_partition (not open there yet), storage_error

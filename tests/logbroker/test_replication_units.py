@@ -9,11 +9,12 @@ import asyncio
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
+import msgspec
 import pytest
 
 from coordinator.models import PartitionState
 from internal_rpc.frames import pack, unpack
-from internal_rpc.messages import MessageError, ReplicateAnswer, ReplicateRequest, decode
+from internal_rpc.messages import VERSION, MessageError, ReplicateAnswer, ReplicateRequest, ShipmentEntry, decode
 from logbroker.errors import NotEnoughReplicasError, NotLeaderError, ReplicationTimeoutError
 from logbroker.partition_machine import LEASE_FOREVER_MS, check_append
 from logbroker.partition_state import stalling
@@ -228,15 +229,31 @@ async def test_shipping_copies_the_log_and_truncates_a_divergent_tail(tmp_path, 
 def test_malformed_shipments_are_refused():
     entry = {"topic": "t", "topic_id": "i", "partition": 0, "epoch": 0, "hw": 0, "start": 0, "leader_end": 0,
              "leader_start": 0}
-    assert decode(ReplicateRequest, {"v": 1, "entries": [entry]}).entries[0].high_watermark == 0
-    for request in ({"v": 1, "entries": "x"}, {"v": 1, "entries": [1]}, {"v": 1, "entries": [{"topic": "t"}]},
-                    {"v": 1, "entries": [{**entry, "partition": -1}]},
-                    {"v": 1, "entries": [{**entry, "leader_epochs": [[1]]}]},
-                    {"v": 1, "entries": [{**entry, "data": "not bytes"}]},
-                    {"v": 1, "entries": [entry] * 4097},
-                    {"entries": [entry]}, {"v": 2, "entries": [entry]}):
+    assert decode(ReplicateRequest, {"v": VERSION, "entries": [entry]}).entries[0].high_watermark == 0
+    for request in ({"v": VERSION, "entries": "x"}, {"v": VERSION, "entries": [1]},
+                    {"v": VERSION, "entries": [{"topic": "t"}]},
+                    {"v": VERSION, "entries": [{**entry, "partition": -1}]},
+                    {"v": VERSION, "entries": [{**entry, "leader_epochs": [[1]]}]},
+                    {"v": VERSION, "entries": [{**entry, "data": "not bytes"}]},
+                    {"v": VERSION, "entries": [entry] * 4097},
+                    {"entries": [entry]}, {"v": VERSION + 1, "entries": [entry]}):
         with pytest.raises(MessageError):
             decode(ReplicateRequest, request)
+
+
+def test_an_align_entry_is_a_version_2_field_and_a_version_1_sync_entry_is_refused_naming_both_versions():
+    """Decision 0370: the entry that makes a follower's log a prefix of its leader's is ``align``
+    on the wire; a body of the version that called it ``sync`` is refused, never misread."""
+    entry = {"topic": "t", "topic_id": "i", "partition": 0, "epoch": 0, "hw": 0, "leader_end": 0, "leader_start": 0}
+    assert VERSION == 2
+    assert decode(ReplicateRequest, {"v": VERSION, "entries": [{**entry, "align": True}]}).entries[0].align
+    wire = msgspec.to_builtins(ShipmentEntry(topic="t", topic_id="i", partition=0, epoch=0, high_watermark=0,
+                                             leader_end=0, leader_start=0, align=True))
+    assert wire["align"] is True and "sync" not in wire
+    with pytest.raises(MessageError, match=r"version 1 .* speaks 2"):
+        decode(ReplicateRequest, {"v": 1, "entries": [{**entry, "sync": True}]})
+    with pytest.raises(MessageError):
+        decode(ReplicateRequest, {"v": VERSION, "entries": [{**entry, "sync": True}]})
 
 
 @pytest.mark.asyncio

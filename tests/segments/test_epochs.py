@@ -21,7 +21,6 @@ def cache(*entries: tuple[int, int]) -> LeaderEpochCache:
 def test_empty_cache() -> None:
     c = LeaderEpochCache()
     assert c.entries == [] and c.latest_epoch == UNKNOWN_EPOCH
-    assert c.end_offset_for(5, 100) == (UNKNOWN_EPOCH, UNKNOWN_EPOCH)
     assert not c.truncate_from_end(0) and not c.truncate_from_start(10)
 
 
@@ -60,18 +59,6 @@ def test_stale_epoch_raises() -> None:
         LeaderEpochCache([(3, 0), (2, 5)])  # an out-of-order checkpoint
 
 
-def test_end_offset_for() -> None:
-    c = cache((1, 0), (3, 10), (4, 10), (7, 25))
-    assert c.end_offset_for(0, 40) == (UNKNOWN_EPOCH, UNKNOWN_EPOCH)
-    assert c.end_offset_for(1, 40) == (1, 10)
-    assert c.end_offset_for(2, 40) == (1, 10)  # largest known epoch <= 2 is 1
-    assert c.end_offset_for(3, 40) == (3, 10)  # epoch 3 wrote nothing
-    assert c.end_offset_for(4, 40) == (4, 25)
-    assert c.end_offset_for(6, 40) == (4, 25)
-    assert c.end_offset_for(7, 40) == (7, 40)  # the latest epoch ends at the log end
-    assert c.end_offset_for(100, 41) == (7, 41)
-
-
 def test_truncate_from_end() -> None:
     c = cache((1, 0), (3, 10), (4, 10), (7, 25))
     assert not c.truncate_from_end(26)
@@ -90,8 +77,6 @@ def test_truncate_from_start() -> None:
     assert not c.truncate_from_start(0)
     assert c.truncate_from_start(12)
     assert c.entries == [(4, 12), (7, 25)]  # the epoch in force at 12 now starts there
-    assert c.end_offset_for(3, 40) == (UNKNOWN_EPOCH, UNKNOWN_EPOCH)
-    assert c.end_offset_for(4, 40) == (4, 25)
     assert c.truncate_from_start(25)
     assert c.entries == [(7, 25)]
     assert not c.truncate_from_start(25)
@@ -149,13 +134,5 @@ def test_invariants_hold_under_any_sequence(ops) -> None:
         assert all(a < b for a, b in itertools.pairwise(epochs))
         assert all(a <= b for a, b in itertools.pairwise(starts))
         assert c.latest_epoch == (epochs[-1] if epochs else UNKNOWN_EPOCH)
-        for query in range(-1, 14):
-            known = [i for i, e in enumerate(epochs) if e <= query]
-            if not known:
-                expected = (UNKNOWN_EPOCH, UNKNOWN_EPOCH)
-            else:
-                i = known[-1]
-                expected = (epochs[i], 99 if i == len(epochs) - 1 else starts[i + 1])
-            assert c.end_offset_for(query, 99) == expected
         rebuilt = LeaderEpochCache([tuple(e) for e in c.entries])  # a checkpoint round-trip
         assert rebuilt.entries == c.entries

@@ -199,9 +199,7 @@ def test_epochs_persist_and_stale_epoch_is_refused_without_writing(tmp_path):
         with pytest.raises(StaleLeaderEpochError):
             log.append(batch_of(values(2)), leader_epoch=6)
         assert log.log_end_offset == 4
-        assert log.end_offset_for_epoch(5) == (5, 2)
-        assert log.end_offset_for_epoch(6) == (5, 2)
-        assert log.end_offset_for_epoch(9) == (7, 4)
+        assert log.epoch_entries() == [(5, 0), (7, 2)]
     assert read_epochs(os.path.join(path, LEADER_EPOCH_FILE)) == [(5, 0), (7, 2)]
 
 

@@ -30,7 +30,7 @@ FULL_PASS_INTERVAL_S: Final = 5.0
 ELECTIONS_PER_PASS_MAX: Final = 10_000
 
 
-class ClusterSync:
+class Reconciler:
     def __init__(self, coordinator: Coordinator, replication: ReplicationManager, host: PartitionHost,
                  node_id: int) -> None:
         """``host``: the node, which opens and drops what it hosts; ``node_id``: its id."""
@@ -43,7 +43,6 @@ class ClusterSync:
         self._wake = asyncio.Event()
         self._opened_ids: dict[str, str] = {}  # topic -> the id of the topic whose logs are open here
         self._racks: dict[int, str | None] = {}  # node -> rack, of the nodes the cluster knows
-        self.passes = 0
         self.session_losses = 0
 
     def notice(self, change: MetadataChange) -> None:
@@ -62,17 +61,17 @@ class ClusterSync:
             await asyncio.wait_for(self._wake.wait(), FULL_PASS_INTERVAL_S)
         except TimeoutError:
             self._everything = True
-        await self.sync_once()
+        await self.reconcile_once()
 
-    async def sync_once(self) -> None:
+    async def reconcile_once(self) -> None:
         """Reconcile what changed; a pass that fails midway leaves a full pass due."""
         try:
-            await self._sync()
+            await self._reconcile()
         except BaseException:
             self._everything = True
             raise
 
-    async def _sync(self) -> None:
+    async def _reconcile(self) -> None:
         self._wake.clear()
         coordinator = self._coordinator
         if self._everything:
@@ -89,9 +88,9 @@ class ClusterSync:
         for name in sorted(topics, key=lambda n: (n.startswith(INTERNAL_PREFIX), n)):  # a queue before its state
             self._host.topic_changed(name)
             try:
-                elections.extend(await self._sync_topic(name, alive))
+                elections.extend(await self._reconcile_topic(name, alive))
             except (CoordinatorError, OSError) as exc:
-                log.warning("partition sync failed; retried", extra={"fields": {"topic": name, "error": str(exc)}})
+                log.warning("reconcile failed; retried", extra={"fields": {"topic": name, "error": str(exc)}})
                 self._pending.add(name)
         for elect in elections[:ELECTIONS_PER_PASS_MAX]:
             try:
@@ -101,11 +100,10 @@ class ClusterSync:
                 self._everything = True
         if elections:
             self._wake.set()  # a won election shows in the watch: look again at once
-        await self._host.sync_groups()
-        await self._host.sync_queues()
-        self.passes += 1
+        await self._host.reconcile_groups()
+        await self._host.reconcile_queues()
 
-    async def _sync_topic(self, name: str, alive: set[int]) -> list[Callable[[], Awaitable[object]]]:
+    async def _reconcile_topic(self, name: str, alive: set[int]) -> list[Callable[[], Awaitable[object]]]:
         coordinator, replication, host = self._coordinator, self._replication, self._host
         meta = coordinator.cached_topic(name)
         opened = self._opened_ids.get(name)
@@ -129,7 +127,7 @@ class ClusterSync:
         for state in states:  # read again: the awaits above may have let the cache move on
             fresh = coordinator.cached_partition(name, state.partition)
             if fresh is not None and hosts(fresh, me):
-                replication.sync_partition(fresh)
+                replication.reconcile_partition(fresh)
         ranks = topic_ranks(meta.config, self._racks)
         return [_election(coordinator, meta, s.partition) for s in states if should_stand(s, me, alive, ranks)]
 
