@@ -10,6 +10,7 @@ from collections.abc import Callable
 from aiohttp import web
 
 from http_api.auth import call_context, principal_of, recheck_access
+from http_api.bodies import read_body
 from http_api.decoding import DECODER
 from http_api.json_codec import encode, json_response
 from http_api.keys import NODE, SENDFILE
@@ -100,6 +101,8 @@ class _Body:
 
     async def decode(self) -> list[IncomingRecord] | Prebuilt:
         request, content_type = self.request, self.request.content_type
+        if request.body_exists:  # within body_timeout_ms, as every other body (``http_api.bodies``)
+            await read_body(request)
         if content_type == BATCH:
             partition = query_int(request, "partition")
             data = await request.read()
