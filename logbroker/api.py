@@ -188,9 +188,10 @@ class BrokerApi:
 
     async def stream_fetch(self, ctx: CallContext, topic: str, partition: int, offset: int, *, max_bytes: int,
                            wait_ms: int, rack: str | None) -> LogRead:
-        """One read of a stream (authorized when it opened): what it read is charged at once."""
-        result, _ = await self.node.fetch(topic, partition, offset, max_bytes, ctx.wait_ms(wait_ms, self._clock()),
-                                          client_rack=rack)
+        """One read of a stream (authorized when it opened): what it read is charged at once. Its
+        wait is not cut to the call's deadline: a stream ends when its call does, and a read that
+        stopped waiting would make its loop spin."""
+        result, _ = await self.node.fetch(topic, partition, offset, max_bytes, wait_ms, client_rack=rack)
         if result.data:
             self._charge(ctx, "fetch", len(result.data), topic, max(0, result.next_offset - offset), requests=0)
         return result
