@@ -1,6 +1,6 @@
 """A fetched slice turned into the ``Record`` messages a subscriber receives (a partition's or a
-group member's): the bytes are charged to the caller's fetch quota and usage, and records that
-cannot be decoded are reported and skipped, so the ones around them go on (decision 0220)."""
+group member's; ``BrokerApi.stream_fetch`` charged it when it was read): records that cannot be
+decoded are reported and skipped, so the ones around them go on (decision 0220)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,6 @@ from typing import Any, Protocol
 
 from grpc_api import stubs
 from grpc_api.convert import record_messages
-from logbroker.auth.permissions import Principal
-from logbroker.auth.quotas import QuotaLimits
 from logbroker.node import Node
 from logbroker.records import Skipped, iter_fetched_records
 from logbroker.unreadable import report_skipped
@@ -27,12 +25,8 @@ class Fetched(Protocol):
     def next_offset(self) -> int: ...
 
 
-def delivered(node: Node, principal: Principal, limits: QuotaLimits, topic: str, partition: int, offset: int,
-              result: Fetched) -> list[Any]:
-    """The messages for the records of ``result`` from ``offset`` on, charged to ``principal``."""
-    auth = node.auth
-    auth.meter.charge(principal.name, "fetch", limits if auth.enabled else None, len(result.data),
-                      topic=topic, records=max(0, result.next_offset - offset), requests=0)
+def delivered(node: Node, topic: str, partition: int, offset: int, result: Fetched) -> list[Any]:
+    """The messages for the records of ``result`` from ``offset`` on."""
     skipped: list[Skipped] = []
     batch = record_messages(pb.Record, topic, partition, iter_fetched_records(bytes(result.data), offset, skipped))
     if skipped:

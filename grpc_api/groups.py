@@ -43,6 +43,7 @@ from grpc_api.deliveries import delivered
 from grpc_api.errors import CODE_KEY, RETRY_KEY
 from grpc_api.gate import Caller, authorization_of
 from grpc_api.group_channels import GroupChannels, node_channel_opener
+from logbroker.api import BrokerApi, CallContext
 from logbroker.auth.permissions import Principal
 from logbroker.auth.quotas import QuotaLimits
 from logbroker.auth.usage import check_member_limit
@@ -75,9 +76,12 @@ class _Membership:
 
 
 class GroupSubscriptions:
-    def __init__(self, node: Node, slot: Slot, *, fetch_bytes: int, quota_pause_max_s: float) -> None:
-        """``slot(principal, limits)``: a node subscription slot and one of the caller's streams."""
+    def __init__(self, node: Node, front_door: BrokerApi, slot: Slot, *, fetch_bytes: int,
+                 quota_pause_max_s: float) -> None:
+        """``slot(principal, limits)``: a node subscription slot and one of the caller's streams;
+        reads go through ``front_door`` (``stream_fetch``), which charges them."""
         self.node = node
+        self._front_door = front_door
         self._slot = slot
         self._fetch_bytes = fetch_bytes
         self._quota_pause_max_s = quota_pause_max_s
@@ -131,7 +135,7 @@ class GroupSubscriptions:
 
     async def _member_records(self, member: _Membership, view: dict[str, Any], rack: str | None, context: Any,
                               principal: Principal, limits: QuotaLimits) -> AsyncGenerator[list[Any], None]:
-        node, auth = self.node, self.node.auth
+        node = self.node
         checked_at, checked_topics = time.monotonic(), set(view["assignment"])
 
         async def reset_offset(topic: str, partition: int) -> int:
@@ -150,16 +154,18 @@ class GroupSubscriptions:
                 positions = await start_positions(view["assignment"], positions,
                                                   functools.partial(node.groups.committed, member.group),
                                                   reset_offset)
-            delay = auth.quotas.delay_s(principal.name, "fetch", limits) if auth.enabled else 0.0
+            ctx = CallContext(principal, limits)
+            delay = self._front_door.pause_s(ctx)
             if delay > 0:
                 await asyncio.sleep(min(delay, self._quota_pause_max_s))
             else:
                 sent = False
                 for (topic, partition), offset in list(positions.items()):
-                    result, _ = await node.fetch(topic, partition, offset, self._fetch_bytes, 0, client_rack=rack)
+                    result = await self._front_door.stream_fetch(ctx, topic, partition, offset,
+                                                                 max_bytes=self._fetch_bytes, wait_ms=0, rack=rack)
                     if not result.data:
                         continue
-                    batch = delivered(node, principal, limits, topic, partition, offset, result)
+                    batch = delivered(node, topic, partition, offset, result)
                     positions[(topic, partition)] = result.next_offset
                     sent = True
                     if batch:

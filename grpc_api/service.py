@@ -1,10 +1,12 @@
 """``logbroker.v1.Broker``: Publish and Subscribe over the node's own paths.
 
 Every call comes through ``grpc_api.gate``, which authenticated the ``authorization`` metadata as
-HTTP does (``AuthService``) before the request arrived; here it is authorized on the topic (write
-for Publish, read for Subscribe) and charged to the caller's produce or fetch quota. Records go
-through ``Node.produce_records`` and ``Node.fetch``, which forward to the partition's leader, so any
-node answers.
+HTTP does (``AuthService``) before the request arrived; here it is handed to the broker's front
+door (``logbroker.api.BrokerApi``, decision 0373) with the caller and the call's deadline: Publish
+is one ``publish`` (first use, authorization, quota, acks, the node's produce, the charge), and a
+partition subscription authorizes through it when it opens and at each recheck, waits out the
+caller's quota debt and reads through ``stream_fetch``, which charges what it read. The node
+forwards to the partition's leader, so any node answers.
 
 Subscribe follows the tail with one bounded long-poll at a time and sends the next records only
 when gRPC has taken the previous ones (an async generator: a slow client holds the node to one
@@ -32,18 +34,18 @@ from grpc_api.deliveries import delivered
 from grpc_api.errors import abort_for
 from grpc_api.gate import Caller, authorization_of
 from grpc_api.groups import GroupSubscriptions
-from logbroker import first_use
+from logbroker.api import BrokerApi, CallContext
 from logbroker.auth.permissions import Principal
 from logbroker.auth.quotas import QuotaLimits
 from logbroker.errors import ANY_ERROR, InvalidRequestError, NotAvailableError
 from logbroker.node import Node
+from logbroker.records import IncomingRecord
 
 pb, pb_grpc = stubs.load()
 FETCH_BYTES: Final = 1024 * 1024
 WAIT_MS: Final = 1000
 QUOTA_PAUSE_MAX_S: Final = 1.0
 LATEST, EARLIEST = -1, -2
-ACKS: Final = frozenset({"0", "1", "all"})
 STREAMS_MAX: Final = 1_000  # gRPC subscriptions (of a partition or in a group) open on the node at once
 
 
@@ -53,53 +55,29 @@ class BrokerService:
     def __init__(self, node: Node) -> None:
         self.node = node
         self._streams = 0
-        self._groups = GroupSubscriptions(node, self._stream_slot, fetch_bytes=FETCH_BYTES,
+        self.api = BrokerApi(node)
+        self._groups = GroupSubscriptions(node, self.api, self._stream_slot, fetch_bytes=FETCH_BYTES,
                                           quota_pause_max_s=QUOTA_PAUSE_MAX_S)
 
     async def close(self) -> None:
         await self._groups.close()
 
-    async def _caller(self, context: Any, topic: str, action: str) -> Caller:
-        """The caller authenticated again from the call's metadata (an open stream's recheck)."""
-        return await self._authorized(await self.node.auth.authenticate(authorization_of(context)), topic, action)
-
-    async def _authorized(self, caller: Caller, topic: str, action: str) -> Caller:
-        auth = self.node.auth
-        if auth.enabled:
-            await auth.authorize_topic(caller[0], topic, action)  # type: ignore[arg-type]
-        return caller
+    async def _recheck(self, context: Any, topic: str) -> CallContext:
+        """The caller authenticated again from the call's metadata and authorized to read ``topic``
+        (an open stream's recheck)."""
+        ctx = call_context(await self.node.auth.authenticate(authorization_of(context)), context)
+        await self.api.authorize(ctx, topic, "read")
+        return ctx
 
     async def Publish(self, request: Any, context: Any, caller: Caller) -> Any:
-        charged: tuple[Principal, QuotaLimits | None, str] | None = None
-        offsets: list[dict[str, int]] = []
         try:
-            topic = validate_name(request.topic, internal=True)
-            # A missing topic is created on first use (decision 0311) once the records decode,
-            # then the write is authorized against it.
-            creating = await first_use.missing(self.node, topic)
-            principal, limits = caller if creating else await self._authorized(caller, topic, "write")
-            auth = self.node.auth
-            if auth.enabled:
-                auth.check_quota(principal, "produce", limits)
-            charged = (principal, limits if auth.enabled else None, topic)
-            acks = request.acks or "1"
-            if acks not in ACKS:
-                raise InvalidRequestError(f"acks must be 0, 1 or all, not {acks[:20]!r}")
-            records = incoming_records(request.records)
-            if creating:
-                await first_use.create(self.node, topic, "topic", principal, limits)
-                await self._authorized(caller, topic, "write")
-            offsets = await self.node.produce_records(topic, records, acks, request.idempotency_key or None,
-                                                     writer=principal.name)
+            published = await self.api.publish(call_context(caller, context), request.topic, _Message(request),
+                                               request.acks or "1", idempotency_key=request.idempotency_key or None)
         except ANY_ERROR as exc:
             await abort_for(context, exc)
-        finally:  # stored or refused, the message was received and decoded: charged either way
-            if charged is not None:
-                self.node.auth.meter.charge(charged[0].name, "produce", charged[1], request.ByteSize(),
-                                            topic=charged[2], records=len(offsets))
         response = pb.PublishResponse()
         add = response.positions.add
-        for position in offsets:
+        for position in published.offsets:
             add(partition=position["partition"], offset=position["offset"])
         return response
 
@@ -145,8 +123,9 @@ class BrokerService:
 
     async def _partition_records(self, request: Any, topic: str, context: Any,
                                  caller: Caller) -> AsyncIterator[list[Any]]:
-        node, auth = self.node, self.node.auth
-        principal, limits = await self._authorized(caller, topic, "read")
+        node, front_door = self.node, self.api
+        ctx = call_context(caller, context)
+        await front_door.authorize(ctx, topic, "read")
         partition = request.partition
         if partition < 0:
             raise InvalidRequestError("partition must be a non-negative integer")
@@ -157,22 +136,43 @@ class BrokerService:
         if offset < 0:
             found = (await node.list_offset(topic, partition, "latest" if offset == LATEST else "earliest"))["offset"]
             offset = int(found or 0)
-        with self._stream_slot(principal, limits), node.auth.meter.streaming(principal.name, topic):
+        with self._stream_slot(ctx.principal, ctx.limits), node.auth.meter.streaming(ctx.principal.name, topic):
             await context.send_initial_metadata(())  # subscribed: what is appended from now on reaches the caller
             checked = time.monotonic()
             while True:
                 if time.monotonic() - checked >= node.config.access_recheck_ms / 1000:
-                    principal, limits = await self._caller(context, topic, "read")
+                    ctx = await self._recheck(context, topic)
                     checked = time.monotonic()
-                if auth.enabled:
-                    delay = auth.quotas.delay_s(principal.name, "fetch", limits)
-                    if delay > 0:
-                        await asyncio.sleep(min(delay, QUOTA_PAUSE_MAX_S))
-                        continue
-                result, _ = await node.fetch(topic, partition, offset, FETCH_BYTES, WAIT_MS, client_rack=rack)
+                delay = front_door.pause_s(ctx)
+                if delay > 0:
+                    await asyncio.sleep(min(delay, QUOTA_PAUSE_MAX_S))
+                    continue
+                result = await front_door.stream_fetch(ctx, topic, partition, offset, max_bytes=FETCH_BYTES,
+                                                       wait_ms=WAIT_MS, rack=rack)
                 if not result.data:
                     continue
-                batch = delivered(node, principal, limits, topic, partition, offset, result)
+                batch = delivered(node, topic, partition, offset, result)
                 offset = result.next_offset
                 if batch:
                     yield batch
+
+
+class _Message:
+    """A ``PublishRequest`` as the front door's ``Payload``: charged its whole size (it was
+    received and parsed before the call ran)."""
+
+    def __init__(self, request: Any) -> None:
+        self.request = request
+
+    def received_bytes(self) -> int:
+        return int(self.request.ByteSize())
+
+    async def decode(self) -> list[IncomingRecord]:
+        return incoming_records(self.request.records)
+
+
+def call_context(caller: Caller, context: Any) -> CallContext:
+    """The front door's context of a call's authenticated ``caller``, with the call's deadline."""
+    remaining = context.time_remaining()
+    deadline = None if remaining is None else time.monotonic() + remaining
+    return CallContext(caller[0], caller[1], deadline)

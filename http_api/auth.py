@@ -2,7 +2,10 @@
 
 It reads the access a route declared in the route table (``http_api.routing``), so no handler
 checks permissions by hand: the caller's ``Principal`` is put on the request (``principal_of``)
-for handlers that need it (ownership of what they create, self-or-admin checks). Quotas are
+for handlers that need it (ownership of what they create, self-or-admin checks). A route served
+by the broker's front door (``Route.front_door``: produce, fetch, list offsets) is only
+authenticated here: ``logbroker.api.BrokerApi`` authorizes it, checks its quota and charges it,
+with the ``CallContext`` that ``call_context`` builds (decision 0373). For other routes quotas are
 checked before the handler and charged after it with the bytes really moved: the request body
 for produce (whatever was read of it, also when the request is refused: validation has its cost),
 the response body for fetch, through ``Meter`` which counts the same bytes (and the records a
@@ -24,11 +27,11 @@ from http_api.first_use import mark_first_use
 from http_api.keys import NODE
 from http_api.params import path_topic
 from http_api.routing import GROUP_ACCESS, ROUTE_BY_HANDLER, TOPIC_ACCESS, Handler, Route
+from logbroker import api
 from logbroker.auth.permissions import Principal
 from logbroker.auth.quotas import QuotaLimits
 from logbroker.errors import ForbiddenError
 from logbroker.groups.requests import group_name
-from logbroker.metering.ledger import OTHER
 
 PRINCIPAL: Final = "logbroker.principal"
 LIMITS: Final = "logbroker.limits"
@@ -49,6 +52,12 @@ def limits_of(request: web.Request) -> QuotaLimits:
     return limits
 
 
+def call_context(request: web.Request) -> api.CallContext:
+    """The front door's context of the authenticated caller of ``request`` (no deadline: an HTTP
+    request has none but its own timeouts)."""
+    return api.CallContext(principal_of(request), limits_of(request))
+
+
 @web.middleware
 async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     entry = ROUTE_BY_HANDLER.get(request.match_info.handler)
@@ -57,6 +66,10 @@ async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamR
     auth = request.app[NODE].auth
     principal, limits = await auth.authenticate(request.headers.get("Authorization"))
     request[PRINCIPAL], request[LIMITS] = principal, limits
+    if entry.front_door is not None:  # authorized, checked and charged by the front door
+        if auth.enabled:
+            auth.admit_connection(principal, request.protocol, limits)
+        return await handler(request)
     first_use = await mark_first_use(request, entry.method, entry.path)
     if auth.enabled:
         auth.admit_connection(principal, request.protocol, limits)
@@ -85,8 +98,7 @@ def metered_topic(request: web.Request) -> str:
     """The topic a request's usage is counted under: the one its path names when that exists (after
     the handler: a topic created on first use counts), else ``OTHER``, so requests naming
     made-up topics cannot fill the usage ledger with names."""
-    name = request.match_info.get("name", "")
-    return name if request.app[NODE].coordinator.cached_topic(name) is not None else OTHER
+    return api.metered_topic(request.app[NODE], request.match_info.get("name", ""))
 
 
 def count_records(request: web.Request, records: int) -> None:

@@ -10,6 +10,11 @@ not complete in time is answered 408 ``request_timeout`` with ``Connection: clos
 of the body cannot be told from a next request); aiohttp then discards what still arrives for at
 most its ``lingering_time`` (10 s) and closes the connection. The bound is on the whole body, not
 between reads: with the defaults (16 MiB, 60 s) a client must send at least ~280 KB/s.
+
+A produce (a route whose ``front_door`` is ``publish``) reads its body the same way, with
+``read_body``, when the broker's front door asks for it: after the caller was authorized and
+within quota, and inside the call that charges what was read, so a refused body (too large, too
+slow, invalid) is charged as a stored one is (decision 0373).
 """
 
 from __future__ import annotations
@@ -20,17 +25,24 @@ from aiohttp import web
 
 from http_api.errors import Handler
 from http_api.keys import NODE
+from http_api.routing import ROUTE_BY_HANDLER
 from logbroker.errors import RequestTimeoutError
 
 
 @web.middleware
 async def body_deadline_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    if request.body_exists:
-        timeout_ms = request.app[NODE].config.body_timeout_ms
-        try:
-            async with asyncio.timeout(timeout_ms / 1000):
-                await request.read()
-        except TimeoutError:
-            raise RequestTimeoutError(f"the request body did not arrive within {timeout_ms} ms (body_timeout_ms)",
-                                      body_timeout_ms=timeout_ms) from None
+    entry = ROUTE_BY_HANDLER.get(request.match_info.handler)
+    if request.body_exists and (entry is None or entry.front_door != "publish"):
+        await read_body(request)
     return await handler(request)
+
+
+async def read_body(request: web.Request) -> bytes:
+    """The whole body of ``request``, all of it within ``body_timeout_ms`` (else 408)."""
+    timeout_ms = request.app[NODE].config.body_timeout_ms
+    try:
+        async with asyncio.timeout(timeout_ms / 1000):
+            return await request.read()
+    except TimeoutError:
+        raise RequestTimeoutError(f"the request body did not arrive within {timeout_ms} ms (body_timeout_ms)",
+                                  body_timeout_ms=timeout_ms) from None

@@ -48,10 +48,10 @@ from http_api.produce_answers import AnswerQueue
 from http_api.records import append_prebuilt
 from http_api.routing import route
 from http_api.user_limits import stream_slot
+from logbroker.api import check_acks
 from logbroker.errors import ANY_ERROR, AuthenticationError, ForbiddenError, InvalidRequestError
 
 log = logging.getLogger(__name__)
-ACKS: Final = ("0", "1", "all")
 HEARTBEAT_S: Final = 30.0
 REVOKED: Final = (AuthenticationError, ForbiddenError)
 CLOSE_REASON_BYTES_MAX: Final = 120
@@ -69,9 +69,7 @@ PIPELINED_BYTES_MAX: Final = 64 * 1024  # a larger message is answered before th
 async def produce_stream(request: web.Request) -> web.StreamResponse:
     node = request.app[NODE]
     topic, partition = path_topic(request), path_partition(request)
-    acks = request.query.get("acks", "1")
-    if acks not in ACKS:
-        raise InvalidRequestError(f"acks must be one of {', '.join(ACKS)}")
+    acks = check_acks(request.query.get("acks", "1"))
     await node.list_offset(topic, partition, "latest")  # 404 before the upgrade
     socket = web.WebSocketResponse(max_msg_size=node.config.request_body_bytes_max, heartbeat=HEARTBEAT_S)
     if not socket.can_prepare(request).ok:

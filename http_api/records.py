@@ -1,4 +1,6 @@
-"""Produce, fetch (JSON or raw batches with long-poll) and list offsets."""
+"""Produce, fetch (JSON or raw batches with long-poll) and list offsets: each read from HTTP and
+handed to the broker's front door (``logbroker.api``), which authorizes, checks ``acks`` and the
+quota, calls the node and charges; these handlers parse the request and render the answer."""
 
 from __future__ import annotations
 
@@ -7,7 +9,8 @@ from collections.abc import Callable
 
 from aiohttp import web
 
-from http_api.auth import count_records, principal_of, recheck_access
+from http_api.auth import call_context, principal_of, recheck_access
+from http_api.bodies import read_body
 from http_api.decoding import DECODER
 from http_api.json_codec import encode, json_response
 from http_api.keys import NODE, SENDFILE
@@ -27,20 +30,21 @@ from http_api.params import (
 )
 from http_api.routing import route
 from http_api.sendfile import send_slice
-from http_api.user_limits import create_on_first_use, long_poll
+from logbroker.api import Answered, BrokerApi, Prebuilt
 from logbroker.batch_limits import CheckedBatch, check_batch, is_costly, is_costly_read
 from logbroker.errors import UnsupportedMediaTypeError
 from logbroker.producer_ids import check_writer, issue
 from logbroker.records import (
     HEADERS_PER_RECORD_MAX,
     RECORDS_PER_REQUEST_MAX,
+    IncomingRecord,
     Skipped,
     parse_body,
     render_records,
     take_records,
 )
 from logbroker.unreadable import report_skipped
-from segments.log import LogRead
+from segments.log import LogRead, LogSlice
 
 RECORD_PATH = "/v1/topics/{name}/partitions/{partition}"
 FETCH_BYTES_DEFAULT = 1024 * 1024
@@ -64,7 +68,7 @@ PRODUCE_BODY = {"type": "object", "required": ["records"], "additionalProperties
 
 
 @route("POST", "/v1/topics/{name}/records", "Produce records (JSON, msgpack or one prebuilt batch)",
-       access="write", quota="produce",
+       access="write", quota="produce", front_door="publish",
        query=(("acks", "string", "0, 1 (default) or all"),
               ("partition", "integer", "required with application/vnd.logbroker.batch")),
        headers=(IDEMPOTENCY_HEADER,),
@@ -73,32 +77,43 @@ PRODUCE_BODY = {"type": "object", "required": ["records"], "additionalProperties
                                      "413": "Too large", "415": "Unsupported content type"})
 async def produce(request: web.Request) -> web.Response:
     node = request.app[NODE]
-    topic = path_topic(request)
-    acks = request.query.get("acks", "1")
-    content_type = request.content_type
-    if content_type == BATCH:
-        partition = query_int(request, "partition")
-        data = await request.read()
-        await create_on_first_use(request)
-        offsets, checked = await append_prebuilt(request, topic, partition, data, acks)
-        count_records(request, checked.header.record_count)
-        leader = node.leader_elsewhere(topic, partition)
+    body = _Body(request)
+    published = await BrokerApi(node).publish(call_context(request), request.match_info["name"], body,
+                                              request.query.get("acks", "1"),
+                                              idempotency_key=request.headers.get(IDEMPOTENCY_KEY))
+    if body.partition is not None:
+        leader = node.leader_elsewhere(path_topic(request), body.partition)
         if leader is not None:
-            return json_response({"offsets": offsets}, headers={LEADER: str(leader)})
-    elif content_type == JSON:
-        records = parse_body(await read_json(request), binary=False)
-        await create_on_first_use(request)
-        offsets = await node.produce_records(topic, records, acks, request.headers.get(IDEMPOTENCY_KEY),
-                                             writer=principal_of(request).name)
-    elif content_type == MSGPACK:
-        records = parse_body(decode_msgpack(await request.read()), binary=True)
-        await create_on_first_use(request)
-        offsets = await node.produce_records(topic, records, acks, request.headers.get(IDEMPOTENCY_KEY),
-                                             writer=principal_of(request).name)
-    else:
+            return json_response({"offsets": published.offsets}, headers={LEADER: str(leader)})
+    return json_response({"offsets": published.offsets})
+
+
+class _Body:
+    """A produce request's body for the front door (``logbroker.api.Payload``): JSON or msgpack
+    records, or one prebuilt batch for the ``partition`` query parameter, read when decoded."""
+
+    def __init__(self, request: web.Request) -> None:
+        self.request = request
+        self.partition: int | None = None  # a prebuilt batch's
+
+    def received_bytes(self) -> int:
+        return self.request.content.total_bytes
+
+    async def decode(self) -> list[IncomingRecord] | Prebuilt:
+        request, content_type = self.request, self.request.content_type
+        if request.body_exists:  # within body_timeout_ms, as every other body (``http_api.bodies``)
+            await read_body(request)
+        if content_type == BATCH:
+            partition = query_int(request, "partition")
+            data = await request.read()
+            checked = await checked_batch(request, data)
+            self.partition = partition
+            return Prebuilt(partition, data, checked)
+        if content_type == JSON:
+            return parse_body(await read_json(request), binary=False)
+        if content_type == MSGPACK:
+            return parse_body(decode_msgpack(await request.read()), binary=True)
         raise UnsupportedMediaTypeError(f"expected {JSON}, {MSGPACK} or {BATCH}, got {content_type!r}")
-    count_records(request, len(offsets))
-    return json_response({"offsets": offsets})
 
 
 @route("POST", "/v1/producers", "A producer identity for idempotent prebuilt batches (Kafka's InitProducerId): "
@@ -133,7 +148,7 @@ async def checked_batch(request: web.Request, batch: bytes) -> CheckedBatch:
 
 
 @route("GET", RECORD_PATH + "/records", "Fetch records from an offset (long-poll with wait_ms)",
-       access="read", quota="fetch",
+       access="read", quota="fetch", front_door="fetch",
        query=(("offset", "integer", "first offset to read"),
               ("max_records", "integer", "JSON only"), ("max_bytes", "integer", "default 1 MiB"),
               ("wait_ms", "integer", "wait this long for data at the end of the log"),
@@ -151,35 +166,43 @@ async def fetch(request: web.Request) -> web.StreamResponse:
     wait_ms = query_int(request, "wait_ms", default=0)
     force_base64 = query_base64(request)
     rack = query_rack(request)
+    front_door, ctx = BrokerApi(node), call_context(request)
     if BATCH in request.headers.get("Accept", ""):
-        with long_poll(request, wait_ms):
-            piece, hwm = await node.fetch_slice(topic, partition, offset, max_bytes, wait_ms, client_rack=rack)
-        if wait_ms:  # a long-poll: access may have been revoked while it waited (decision 0175)
-            await recheck_access(request)
-        headers = {HIGH_WATERMARK: str(hwm), NEXT_OFFSET: str(offset if piece is None else piece.next_offset)}
-        count_records(request, 0 if piece is None else max(0, piece.next_offset - offset))
-        leader = node.leader_elsewhere(topic, partition)
-        if leader is not None:
-            headers[LEADER] = str(leader)
-        if piece is None:
-            return web.Response(body=b"", content_type=BATCH, headers=headers)
-        if isinstance(piece, LogRead):  # forwarded: the leader's bytes, already in memory
-            return web.Response(body=piece.data, content_type=BATCH, headers=headers)
-        response = web.StreamResponse(headers=headers)
-        response.content_type = BATCH
-        return await send_slice(request, response, piece, request.app[SENDFILE])
+        async def raw_answer(read: tuple[LogSlice | LogRead | None, int]) -> Answered[web.StreamResponse]:
+            piece, hwm = read
+            if wait_ms:  # a long-poll: access may have been revoked while it waited (decision 0175)
+                await recheck_access(request)
+            headers = {HIGH_WATERMARK: str(hwm), NEXT_OFFSET: str(offset if piece is None else piece.next_offset)}
+            records = 0 if piece is None else max(0, piece.next_offset - offset)
+            leader = node.leader_elsewhere(topic, partition)
+            if leader is not None:
+                headers[LEADER] = str(leader)
+            if piece is None:
+                response: web.StreamResponse = web.Response(body=b"", content_type=BATCH, headers=headers)
+            elif isinstance(piece, LogRead):  # forwarded: the leader's bytes, already in memory
+                response = web.Response(body=piece.data, content_type=BATCH, headers=headers)
+            else:
+                response = web.StreamResponse(headers=headers)
+                response.content_type = BATCH
+                response = await send_slice(request, response, piece, request.app[SENDFILE])
+            return Answered(response, response.content_length or 0, records)
+        return await front_door.fetch_raw(ctx, topic, partition, offset, max_bytes=max_bytes, wait_ms=wait_ms,
+                                          rack=rack, answer=raw_answer)
     max_records = query_int(request, "max_records", default=FETCH_RECORDS_DEFAULT, low=1,
                             high=node.config.fetch_records_max)
-    with long_poll(request, wait_ms):
-        result, hwm = await node.fetch(topic, partition, offset, max_bytes, wait_ms, client_rack=rack)
-    if wait_ms:
-        await recheck_access(request)
-    body, skipped, records = await request.app[DECODER].run(_json_answer, result, offset, max_records, force_base64,
-                                                            hwm, inline=not is_costly_read(result.data))
-    count_records(request, records)
-    if skipped:
-        report_skipped(node.metrics.count_skipped, topic, partition, skipped, "fetch")
-    return web.Response(body=body, content_type=JSON, charset="utf-8")
+
+    async def json_answer(read: tuple[LogRead, int]) -> Answered[web.StreamResponse]:
+        result, hwm = read
+        if wait_ms:
+            await recheck_access(request)
+        body, skipped, records = await request.app[DECODER].run(
+            _json_answer, result, offset, max_records, force_base64, hwm, inline=not is_costly_read(result.data))
+        if skipped:
+            report_skipped(node.metrics.count_skipped, topic, partition, skipped, "fetch")
+        response = web.Response(body=body, content_type=JSON, charset="utf-8")
+        return Answered(response, response.content_length or 0, records)
+    return await front_door.fetch(ctx, topic, partition, offset, max_bytes=max_bytes, wait_ms=wait_ms, rack=rack,
+                                  answer=json_answer)
 
 
 def _json_answer(result: LogRead, offset: int, max_records: int, force_base64: bool,
@@ -195,8 +218,8 @@ def _json_answer(result: LogRead, offset: int, max_records: int, force_base64: b
 
 
 @route("GET", RECORD_PATH + "/offsets", "The earliest, latest or first offset at a timestamp", access="read",
-       query=(("at", "string", "earliest, latest (default) or a timestamp in ms"),))
+       front_door="list_offsets", query=(("at", "string", "earliest, latest (default) or a timestamp in ms"),))
 async def list_offsets(request: web.Request) -> web.Response:
-    node = request.app[NODE]
     at = request.query.get("at", "latest")
-    return json_response(await node.list_offset(path_topic(request), path_partition(request), at))
+    return json_response(await BrokerApi(request.app[NODE]).list_offsets(
+        call_context(request), path_topic(request), path_partition(request), at))

@@ -9,6 +9,11 @@ the group actions ``group_describe``, ``group_read``, ``group_manage`` on the co
 ``{group}`` (see ``logbroker.auth.groups``), and ``metrics`` (the scrape credential, or public when
 the node says so). ``quota`` names the byte-rate quota a route is charged to.
 
+``front_door`` names the ``logbroker.api`` operation a route calls (decision 0373): the broker's
+front door then authorizes, checks the quota and charges it, and the auth middleware only
+authenticates the caller. Its declared access and quota must be the ones the operation applies
+(``logbroker.api.OPERATIONS``), so the table and the OpenAPI document still say what it needs.
+
 Every route also has one tag (the section of the API explorer it is listed under), taken from its
 path by ``TAG_PATHS`` unless it names one; a route whose tag is not in ``TAGS`` cannot be registered.
 """
@@ -23,6 +28,7 @@ from aiohttp import web
 
 from coordinator.models import NAME_PATTERN
 from coordinator.users import USER_NAME_PATTERN
+from logbroker.api import OPERATIONS, Operation
 from logbroker.auth.groups import GroupAction
 from logbroker.auth.permissions import Action
 from logbroker.auth.quotas import QuotaKind
@@ -50,6 +56,7 @@ class Route:
     responses: dict[str, str] = dataclasses.field(default_factory=dict)
     documented: bool = True  # False: a page for people (the console), kept out of the OpenAPI document
     tag: str = dataclasses.field(kw_only=True)  # its section of the API (one of ``TAGS``)
+    front_door: Operation | None = dataclasses.field(default=None, kw_only=True)
 
 
 # The sections of the API, in the order the explorer lists them: logging in first, since every
@@ -112,11 +119,15 @@ def route(method: str, path: str, summary: str, *, access: Access, quota: QuotaK
           query: tuple[tuple[str, str, str], ...] = (), required: tuple[str, ...] = (),
           headers: tuple[tuple[str, str, str], ...] = (), body: dict[str, Any] | None = None,
           responses: dict[str, str] | None = None, documented: bool = True,
-          tag: str | None = None) -> Callable[[Handler], Handler]:
+          tag: str | None = None, front_door: Operation | None = None) -> Callable[[Handler], Handler]:
     """Register a handler. ``query`` and ``headers`` are ``(name, type, description)`` triples of
     the query parameters and request headers it reads (``required``: the query parameters it
     refuses to go without); path parameters are taken from ``{name}`` segments of ``path``.
-    ``tag``: its section of the API (default: the one its path gives, see ``TAG_PATHS``)."""
+    ``tag``: its section of the API (default: the one its path gives, see ``TAG_PATHS``);
+    ``front_door``: the ``logbroker.api`` operation that authorizes and charges it."""
+    if front_door is not None and (access, quota) != OPERATIONS[front_door]:
+        raise AssertionError(f"{method} {path}: {front_door!r} needs access and quota {OPERATIONS[front_door]}, "
+                             f"not {(access, quota)}")
     if (access in TOPIC_ACCESS or access == "self") and "{name}" not in path:
         raise AssertionError(f"{method} {path}: access {access!r} needs a {{name}} path segment")
     if access in GROUP_ACCESS and "{group}" not in path:
@@ -133,7 +144,7 @@ def route(method: str, path: str, summary: str, *, access: Access, quota: QuotaK
         params += [{"name": n, "in": where, "required": n in required and where == "query", "schema": {"type": t},
                     "description": d} for where, given in (("query", query), ("header", headers)) for n, t, d in given]
         entry = Route(method, path, handler, summary, access, quota, tuple(params), body,
-                      responses or {"200": "OK"}, documented, tag=section)
+                      responses or {"200": "OK"}, documented, tag=section, front_door=front_door)
         ROUTES.append(entry)
         ROUTE_BY_HANDLER[handler] = entry
         return handler

@@ -165,3 +165,18 @@ def test_two_users_racing_for_a_name_create_it_once(http: Http, admin: As) -> No
         assert sorted(statuses.values()) == [200, 403], statuses
         assert admin.json("GET", f"/v1/topics/{name}")["owner"] == winners[0]
         assert len(admin.json("GET", f"/v1/topics/{name}/partitions/0/records?offset=0")["records"]) == 1
+
+
+def test_a_bad_acks_is_refused_alike_over_http_and_grpc_and_creates_nothing(node: launcher.NodeProcess, http: Http,
+                                                                             admin: As) -> None:
+    kim = make_user(http, admin, "kim")
+    before = names(admin)
+    refused = kim.call("POST", "/v1/topics/kim.acks/records?acks=most", body=RECORD)
+    assert refused.status == 400, refused.data[:300]
+    assert refused.json()["detail"] == "acks must be 0, 1 or all, not 'most'"
+    request = pb.PublishRequest(topic="kim.acks", acks="most", records=[pb.Record(value=b"x")])
+    with pytest.raises(grpc.aio.AioRpcError) as invalid:
+        asyncio.run(publish(node.grpc_address, request, (("authorization", f"Bearer {kim.token}"),)))
+    assert invalid.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert invalid.value.details() == refused.json()["detail"]
+    assert names(admin) == before

@@ -17,6 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from segments.batch import ProducerRecord, encode_batch
 from tests.http_api.conftest import Http
 from tests.http_api.test_user_limits import As, make_user
 from tests.support.auth import ADMIN, ADMIN_PASSWORD, AUTH_ARGS, login
@@ -132,6 +133,17 @@ def test_arbitrary_queries_never_crash(node, http, admin, query) -> None:
     assert reply.status in (200, 400), (query, reply.status, reply.data[:200])
 
 
+def test_a_prebuilt_batch_counts_the_records_it_holds(node, http, admin, users) -> None:
+    alice, _ = users
+    batch = encode_batch([ProducerRecord(b"v%d" % i) for i in range(7)])
+    alice.json("POST", "/v1/topics", 201, body={"name": "alice.batch", "partitions": 1})
+    stored = alice.call("POST", "/v1/topics/alice.batch/records?partition=0", raw=batch,
+                        headers={"Content-Type": "application/vnd.logbroker.batch"})
+    assert stored.status == 200, stored.data[:300]
+    (row,) = [r for r in rows_of(alice) if r["topic"] == "alice.batch"]
+    assert row["records_in"] == 7 and row["bytes_in"] == len(batch) and row["requests"] == 1
+
+
 def test_usage_outlives_a_restart(node, http, admin, users) -> None:
     """The counts are written to the coordinator (the data dir here), not kept in memory only.
     (Last in the module: it stops the module's node.)"""
@@ -142,3 +154,4 @@ def test_usage_outlives_a_restart(node, http, admin, users) -> None:
         after = next(r for r in rows_of(As(again, ADMIN, login(again, ADMIN, ADMIN_PASSWORD)), user="alice")
                      if r["topic"] == "alice.t")
     assert after["bytes_in"] >= before["bytes_in"] and after["records_out"] >= before["records_out"]
+

@@ -1,0 +1,236 @@
+"""The broker's one front door for moving records: every protocol (HTTP, gRPC, any later one)
+authenticates its caller its own way, builds a ``CallContext`` and calls ``BrokerApi``, which
+does the rest in one place and one order (decision 0373).
+
+A request (``publish``, ``fetch``, ``list_offsets``): the topic name checked; for a write, the
+topic created on first use (``logbroker.first_use``); the topic action authorized; the caller's
+byte-rate quota checked; the request decoded and ``acks`` checked (``check_acks``, the one check
+and its one message); the node called; the bytes moved charged to the quota and counted as usage
+through ``Meter`` (one ``_charge``, so usage always matches what quotas saw). A write is charged
+the bytes received whether it is stored or refused once past the quota check (validation has its
+cost); a read is charged the size of the answer the protocol sends, after it rendered it.
+
+A stream (a gRPC subscription) authorizes once when it opens and again on its own schedule
+(``authorize``); each of its reads waits out the caller's quota debt (``pause_s``) instead of
+being refused, and is charged as it is read (``stream_fetch``).
+
+Invariant: authentication and connection limits are the protocol's; authorization, quotas,
+``acks`` and charging for these calls happen here and nowhere else.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Final, Generic, Literal, Protocol, TypeVar
+
+from coordinator.models import validate_name
+from logbroker import first_use
+from logbroker.auth.permissions import Action, Principal
+from logbroker.auth.quotas import QuotaKind, QuotaLimits
+from logbroker.batch_limits import CheckedBatch
+from logbroker.errors import InvalidRequestError
+from logbroker.metering.ledger import OTHER
+from logbroker.producer_ids import check_writer
+from logbroker.records import IncomingRecord
+
+if TYPE_CHECKING:
+    from logbroker.node import Node
+    from segments.log import LogRead, LogSlice
+
+T = TypeVar("T")
+R = TypeVar("R")
+Acks = Literal["0", "1", "all"]
+ACKS: Final[tuple[Acks, ...]] = ("0", "1", "all")
+ACKS_SHOWN_MAX: Final = 20  # characters of a refused acks value quoted back
+Operation = Literal["publish", "fetch", "list_offsets"]
+# What each operation needs: the topic action it is authorized for and the quota it is charged to.
+# The HTTP route table checks the access its front-door routes declare against this.
+OPERATIONS: Final[dict[Operation, tuple[Action, QuotaKind | None]]] = {
+    "publish": ("write", "produce"), "fetch": ("read", "fetch"), "list_offsets": ("read", None)}
+
+
+def check_acks(acks: str) -> Acks:
+    """``acks`` as one of ``ACKS``, else ``InvalidRequestError`` (400 / INVALID_ARGUMENT)."""
+    for allowed in ACKS:
+        if acks == allowed:
+            return allowed
+    raise InvalidRequestError(f"acks must be 0, 1 or all, not {acks[:ACKS_SHOWN_MAX]!r}")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class CallContext:
+    """Who calls, within which limits, and until when (``time.monotonic()`` seconds; None: no
+    deadline). Built by a protocol once it has authenticated the caller."""
+
+    principal: Principal
+    limits: QuotaLimits
+    deadline: float | None = None
+
+    def wait_ms(self, wanted_ms: int, now: float) -> int:
+        """``wanted_ms`` cut to what is left before the deadline (never below 0)."""
+        if self.deadline is None:
+            return wanted_ms
+        return max(0, min(wanted_ms, int((self.deadline - now) * 1000)))
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Prebuilt:
+    """A batch the client built, for one partition, checked by ``batch_limits.check_batch``."""
+
+    partition: int
+    batch: bytes
+    checked: CheckedBatch
+
+
+class Payload(Protocol):
+    """The body of a write as its protocol received it."""
+
+    def received_bytes(self) -> int:
+        """The bytes received so far (what the write is charged, stored or refused)."""
+
+    async def decode(self) -> list[IncomingRecord] | Prebuilt:
+        """The records, or one prebuilt batch; a typed error when the body is not valid."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Published:
+    offsets: list[dict[str, int]]
+    records: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Answered(Generic[T]):
+    """A read rendered by its protocol: its answer, the bytes it sends and the records it holds."""
+
+    value: T
+    size_bytes: int
+    records: int
+
+
+class BrokerApi:
+    def __init__(self, node: Node, clock: Callable[[], float] = time.monotonic) -> None:
+        self.node = node
+        self._clock = clock
+
+    async def publish(self, ctx: CallContext, topic: str, payload: Payload, acks: str, *,
+                      idempotency_key: str | None = None) -> Published:
+        """Store the records of ``payload`` in ``topic`` (created on first use): their offsets."""
+        node, (action, kind) = self.node, OPERATIONS["publish"]
+        assert kind is not None
+        topic = validate_name(topic, internal=True)
+        creating = await first_use.missing(node, topic)
+        if not creating:  # else authorized once created
+            await self.authorize(ctx, topic, action)
+        self._check_quota(ctx, kind)
+        records = 0
+        try:
+            incoming = await payload.decode()
+            checked_acks = check_acks(acks)
+            if isinstance(incoming, Prebuilt):
+                check_writer(incoming.checked.header, ctx.principal.name)
+            if creating:  # only once the body is known good: a refused write creates nothing
+                await first_use.create(node, topic, "topic", ctx.principal, ctx.limits)
+                await self.authorize(ctx, topic, action)
+            if isinstance(incoming, Prebuilt):
+                checked = incoming.checked
+                node.check_timestamps(topic, checked.timestamp_min, checked.timestamp_max)
+                offsets = await node.produce_batch(topic, incoming.partition, incoming.batch, checked_acks)
+                records = checked.header.record_count
+            else:
+                offsets = await node.produce_records(topic, incoming, checked_acks, idempotency_key,
+                                                     writer=ctx.principal.name)
+                records = len(offsets)
+            return Published(offsets, records)
+        finally:
+            self._charge(ctx, kind, payload.received_bytes(), self._metered(topic), records, requests=1)
+
+    async def fetch(self, ctx: CallContext, topic: str, partition: int, offset: int, *, max_bytes: int,
+                    wait_ms: int, rack: str | None,
+                    answer: Callable[[tuple[LogRead, int]], Awaitable[Answered[T]]]) -> T:
+        """Read ``topic``/``partition`` from ``offset`` (waiting up to ``wait_ms`` at the end of the
+        log) into ``answer``, which renders ``(read, high watermark)`` as its protocol sends it."""
+        node = self.node
+
+        def read(wait: int) -> Awaitable[tuple[LogRead, int]]:
+            return node.fetch(topic, partition, offset, max_bytes, wait, client_rack=rack)
+        return await self._read(ctx, topic, wait_ms, read, answer)
+
+    async def fetch_raw(self, ctx: CallContext, topic: str, partition: int, offset: int, *, max_bytes: int,
+                        wait_ms: int, rack: str | None,
+                        answer: Callable[[tuple[LogSlice | LogRead | None, int]], Awaitable[Answered[T]]]) -> T:
+        """``fetch`` as stored batches: a slice of the log (sent from the file), or the leader's
+        bytes when forwarded, or None when there is nothing past ``offset``."""
+        node = self.node
+
+        def read(wait: int) -> Awaitable[tuple[LogSlice | LogRead | None, int]]:
+            return node.fetch_slice(topic, partition, offset, max_bytes, wait, client_rack=rack)
+        return await self._read(ctx, topic, wait_ms, read, answer)
+
+    async def list_offsets(self, ctx: CallContext, topic: str, partition: int, at: str) -> dict[str, int | None]:
+        """The earliest, latest or first offset at a timestamp (``at``) of a partition."""
+        topic = validate_name(topic, internal=True)
+        await self.authorize(ctx, topic, OPERATIONS["list_offsets"][0])
+        return await self.node.list_offset(topic, partition, at)
+
+    async def authorize(self, ctx: CallContext, topic: str, action: Action) -> None:
+        """Refuse (403, or 404 to admins) unless the caller may do ``action`` to ``topic``; a
+        stream calls it when it opens and again at its rechecks."""
+        auth = self.node.auth
+        if auth.enabled:
+            await auth.authorize_topic(ctx.principal, topic, action)
+
+    def pause_s(self, ctx: CallContext) -> float:
+        """How long a stream waits before its next read: the caller's fetch-quota debt."""
+        auth = self.node.auth
+        return auth.quotas.delay_s(ctx.principal.name, "fetch", ctx.limits) if auth.enabled else 0.0
+
+    async def stream_fetch(self, ctx: CallContext, topic: str, partition: int, offset: int, *, max_bytes: int,
+                           wait_ms: int, rack: str | None) -> LogRead:
+        """One read of a stream (authorized when it opened): what it read is charged at once. Its
+        wait is not cut to the call's deadline: a stream ends when its call does, and a read that
+        stopped waiting would make its loop spin."""
+        result, _ = await self.node.fetch(topic, partition, offset, max_bytes, wait_ms, client_rack=rack)
+        if result.data:
+            self._charge(ctx, "fetch", len(result.data), topic, max(0, result.next_offset - offset), requests=0)
+        return result
+
+    async def _read(self, ctx: CallContext, topic: str, wait_ms: int, read: Callable[[int], Awaitable[R]],
+                    answer: Callable[[R], Awaitable[Answered[T]]]) -> T:
+        action, kind = OPERATIONS["fetch"]
+        topic = validate_name(topic, internal=True)
+        await self.authorize(ctx, topic, action)
+        assert kind is not None
+        self._check_quota(ctx, kind)
+        wait = ctx.wait_ms(wait_ms, self._clock())
+        if wait > 0:  # one of the caller's long-polls while it waits (429 past long_polls_max)
+            with self.node.auth.usage.hold(ctx.principal, ctx.limits, "long_polls"):
+                got = await read(wait)
+        else:
+            got = await read(wait)
+        answered = await answer(got)
+        self._charge(ctx, kind, answered.size_bytes, self._metered(topic), answered.records, requests=1)
+        return answered.value
+
+    def _check_quota(self, ctx: CallContext, kind: QuotaKind) -> None:
+        auth = self.node.auth
+        if auth.enabled:  # usage is counted with auth off too; quotas are not
+            auth.check_quota(ctx.principal, kind, ctx.limits)
+
+    def _charge(self, ctx: CallContext, kind: QuotaKind, size_bytes: int, topic: str, records: int, *,
+                requests: int) -> None:
+        auth = self.node.auth
+        auth.meter.charge(ctx.principal.name, kind, ctx.limits if auth.enabled else None, size_bytes,
+                          topic=topic, records=records, requests=requests)
+
+    def _metered(self, topic: str) -> str:
+        """The topic usage is counted under: itself once it exists (after the call: a topic created
+        on first use counts), else ``OTHER``, so calls naming made-up topics cannot fill the usage
+        ledger with names."""
+        return metered_topic(self.node, topic)
+
+
+def metered_topic(node: Node, topic: str) -> str:
+    """``topic`` when this node knows it, else ``OTHER`` (see ``BrokerApi._metered``)."""
+    return topic if node.coordinator.cached_topic(topic) is not None else OTHER
