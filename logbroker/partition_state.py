@@ -114,7 +114,7 @@ def caught_up(progress: FollowerProgress, shipped_to: int, leader_end_when_sent:
 
 
 def truncation_point(leader_epochs: Sequence[tuple[int, int]], leader_end: int,
-                     follower_epochs: Sequence[tuple[int, int]], follower_end: int) -> int:
+                     follower_epochs: Sequence[tuple[int, int]], follower_end: int, committed: int = 0) -> int:
     """Where a follower must cut its log so that it keeps only what it shares with the leader.
 
     ``*_epochs`` are ``(epoch, start offset)`` in ascending order. Two replicas hold the same
@@ -123,17 +123,24 @@ def truncation_point(leader_epochs: Sequence[tuple[int, int]], leader_end: int,
     epoch differs between the two histories, or where either log ends. Both histories are at
     hand, so this is exact in one step where Kafka's OffsetsForLeaderEpoch may need several round
     trips. Below the first start of either history (its retention) nothing is compared. A follower
-    holding records without any epoch history keeps nothing (nothing can vouch for them)."""
+    holding records without any epoch history keeps nothing (nothing can vouch for them).
+
+    ``committed``: the follower's high watermark. What lies below it is committed, so the leader
+    holds the same records (there is no unclean election), and the cut never goes below it,
+    whatever the histories say: compaction moves a replica's epoch starts up (a batch whose first
+    records it removed is rewritten with a later base offset, decision 0321), and replicas that
+    compacted at different points then name different epochs at the same offsets."""
     limit = min(leader_end, follower_end)
+    floor = min(committed, limit)
     if not follower_epochs:
-        return 0 if follower_end > 0 else limit
+        return floor if follower_end > 0 else limit
     starts = sorted({s for _, s in leader_epochs} | {s for _, s in follower_epochs} | {0})
     for start in starts:  # between two consecutive starts both histories name one epoch each
         if start >= limit:
             break
         ours, theirs = _epoch_at(leader_epochs, start), _epoch_at(follower_epochs, start)
         if ours is not None and theirs is not None and ours != theirs:
-            return start
+            return max(start, floor)
     return limit
 
 

@@ -100,7 +100,8 @@ class FollowerSide:
             log.info("replica restarted at its leader's log start", extra={"fields": {
                 "topic": entry.topic, "partition": entry.partition, "offset": entry.leader_start}})
             return
-        cut = truncation_point(entry.leader_epochs, entry.leader_end, partition_log.epoch_entries(), end)
+        cut = truncation_point(entry.leader_epochs, entry.leader_end, partition_log.epoch_entries(), end,
+                               replica.high_watermark)
         if cut < end:
             replica.truncate(cut)
             log.warning("divergent suffix truncated", extra={"fields": {

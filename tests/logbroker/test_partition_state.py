@@ -142,6 +142,19 @@ def test_truncation_examples():
     assert truncation_point([(1, 0)], 10, [], 4) == 0
 
 
+def test_the_cut_never_goes_below_the_followers_high_watermark():
+    # Compaction on the leader rewrote epoch 1's first batch from offset 100 up to 104 before the
+    # follower copied it: the follower's history starts epoch 1 at 104. Offsets 100-103 are in a
+    # gap on the follower, not divergent; what is below its high watermark is committed.
+    assert truncation_point([(0, 0), (1, 100)], 200, [(0, 0), (1, 104)], 160) == 100
+    assert truncation_point([(0, 0), (1, 100)], 200, [(0, 0), (1, 104)], 160, committed=150) == 150
+    # A real divergence above the high watermark is still cut where it begins.
+    assert truncation_point([(0, 0), (1, 5), (2, 8)], 12, [(0, 0), (1, 5)], 11, committed=6) == 8
+    # The floor is never past either log's end.
+    assert truncation_point([(0, 0), (1, 100)], 120, [(0, 0), (1, 104)], 160, committed=150) == 120
+    assert truncation_point([(1, 0)], 10, [], 4, committed=3) == 3
+
+
 def _log(epochs_and_lengths: list[tuple[int, int]]) -> tuple[list[int], list[tuple[int, int]]]:
     """A log as the epoch of each offset, and its epoch history."""
     offsets: list[int] = []
