@@ -8,10 +8,12 @@ follows every partition through a node it picks, each recording the chaos harnes
 (``chaos.history``: ``produce`` invoke/ok/fail/info, ``read`` ok). A nemesis draws a fault every
 ``FAULT_GAP_S`` for ``ClusterOptions.faults_s`` of virtual time: cut a link, cut a node from both
 others, heal, reset a link's connections, cut a node from etcd or let it back, stop or start etcd,
-kill a node (its unsynced tail cut, torn at a seeded point) or restart the killed one on what its
-disk kept. Then everything heals, the killed node restarts, the writers stop, and the cluster
-settles: within ``SETTLE_S`` every partition has a leader, all three replicas in its ISR and every
-replica's log as long as the leader's high watermark.
+kill a node (its unsynced tail cut, torn at a seeded point), kill the leader of the partition that
+acknowledges the next write the moment it does, or restart the killed node on what its disk kept
+(one node at most is down). Then everything heals, the killed node restarts, the writers stop,
+and the cluster settles: within ``SETTLE_S`` every node has its session and sees the same leader,
+epoch and ISR, the leader leads at that epoch, the ISR holds all three replicas, and every
+replica's log is as long as the leader's high watermark.
 
 Invariants (a broken one fails the seed, naming it):
 
@@ -38,9 +40,10 @@ import os
 import random
 import shutil
 import tempfile
+from collections.abc import Callable, Coroutine
 from typing import Any, Final
 
-from chaos.checker import Result, check
+from chaos.checker import check
 from chaos.history import Event
 from logbroker.errors import BrokerError
 from logbroker.node import Node
@@ -88,7 +91,6 @@ class _ClusterSchedule:
         self.ack_watch: asyncio.Future[int] | None = None  # kill-leader: the next acknowledged partition
         self.writing = True
         self.reading = True
-        self.result: Result | None = None
 
     def event(self, text: str) -> None:
         self.trace.add(self.loop.time(), text)
@@ -106,11 +108,12 @@ class _ClusterSchedule:
     def alive(self) -> list[int]:
         return [n for n in NODES if n not in self.down and n in self.cluster.nodes]
 
-    async def call(self, node_id: int, what: str, make: Any) -> tuple[str, Any]:
-        """Run ``make(node)`` as code on node ``node_id``; ``("ok", answer)``, ``("fail", error
+    async def call(self, node_id: int, what: str, method: Callable[..., Coroutine[Any, Any, Any]],
+                   *args: Any) -> tuple[str, Any]:
+        """Run ``method(node, *args)`` as code on node ``node_id``; ``("ok", answer)``, ``("fail", error
         code)`` for the broker's typed refusal, or ``("info", why)`` when the outcome is unknown."""
         node: Node = self.cluster.nodes[node_id]
-        task = self.cluster.network.spawn(self.cluster.host(node_id), make(node), name=what)
+        task = self.cluster.network.spawn(self.cluster.host(node_id), method(node, *args), name=what)
         try:
             async with asyncio.timeout(CALL_TIMEOUT_S):
                 return "ok", await task
@@ -140,8 +143,7 @@ class _ClusterSchedule:
                 via, partition, value = self.rng.choice(alive), self.rng.randrange(PARTITIONS), f"{name}-{seq}"
                 self.record("produce", "invoke", name, value=value, partition=partition, seq=seq)
                 records = [IncomingRecord(ProducerRecord(value.encode()), partition)]
-                kind, answer = await self.call(via, f"produce-{value}", lambda node, r=records: node.produce_records(
-                    TOPIC, r, "all"))
+                kind, answer = await self.call(via, f"produce-{value}", Node.produce_records, TOPIC, records, "all")
                 if kind == "ok":
                     offset = answer[0]["offset"]
                     self.record("produce", "ok", name, value=value, partition=partition, offset=offset)
@@ -160,8 +162,8 @@ class _ClusterSchedule:
             if alive:
                 via, partition = self.rng.choice(alive), self.rng.randrange(PARTITIONS)
                 start = positions[partition]
-                kind, answer = await self.call(via, f"read-p{partition}", lambda node, p=partition, o=start: node.fetch(
-                    TOPIC, p, o, READ_BYTES, 0))
+                kind, answer = await self.call(via, f"read-p{partition}", Node.fetch, TOPIC, partition, start,
+                                               READ_BYTES, 0)
                 if kind == "ok":
                     read, _ = answer
                     got = [(o, v) for o, v in sorted(decode_log(read.data).items()) if o >= start]
@@ -288,8 +290,8 @@ class _ClusterSchedule:
             via = leader.leader if leader is not None and leader.leader in self.cluster.nodes else NODES[0]
             while True:
                 start = max(records, default=-1) + 1
-                kind, answer = await self.call(via, f"final-p{partition}", lambda node, p=partition, o=start:
-                                               node.fetch(TOPIC, p, o, READ_BYTES, 0))
+                kind, answer = await self.call(via, f"final-p{partition}", Node.fetch, TOPIC, partition, start,
+                                               READ_BYTES, 0)
                 if kind != "ok":
                     self.fail("settle", f"the final read of p{partition} via n{via} failed: {answer}")
                     break
@@ -321,7 +323,6 @@ class _ClusterSchedule:
     def judge(self, log: dict[int, dict[int, str]], replicas: dict[str, dict[int, dict[int, str]]],
               end: float) -> None:
         result = check(self.events, log, replicas, partitions=range(PARTITIONS), window=(0.0, end))
-        self.result = result
         examples = result.summary()["examples"]
         for name, count in result.anomalies.items():
             if count:
