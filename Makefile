@@ -124,11 +124,13 @@ DURATION ?= 10m
 chaos: $(CHAOS) system-deps
 	$(PY) -m chaos --duration $(DURATION) --out chaos/results
 
-# The deterministic simulation (decision 0355): SEEDS seeded fault schedules in one process, each
-# failing seed printed with how to replay it (`python -m sim --seed S`).
+# The deterministic simulation (decisions 0355, 0365): SEEDS seeded fault schedules of three nodes in
+# JOBS processes, each failing seed printed with how to replay it (`python -m sim --seed S`).
+# `make test` runs the same 500 seeds (tests/sim/test_cluster_run.py).
 SEEDS ?= 500
+JOBS ?= 2
 sim: $(SERVER)
-	$(PY) -m sim --seeds $(SEEDS)
+	$(PY) -m sim --seeds $(SEEDS) --jobs $(JOBS)
 
 # The Spark example pipeline against `make run`'s broker (start that first, in another terminal).
 spark-example: $(SPARK) system-deps $(JVM_JAR)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import itertools
+import math
 import selectors
 import threading
 import weakref
@@ -128,6 +129,17 @@ class SimLoop(asyncio.BaseEventLoop):
 
     def time(self) -> float:
         return self._now
+
+    def call_later(self, delay: float, callback: Callable[[*Ts], object], *args: *Ts,
+                   context: contextvars.Context | None = None) -> asyncio.TimerHandle:
+        """A positive delay always moves the clock on, by one representable step at least: a
+        delay below half a step of the float clock would land on the present, and code that
+        sleeps the rest of an interval (``sleep(spacing - (now - last))``) would wake to the
+        same time forever. Real time always passes; so does virtual time."""
+        if delay > 0:
+            when = max(self._now + delay, math.nextafter(self._now, math.inf))
+            return self.call_at(when, callback, *args, context=context)
+        return super().call_later(delay, callback, *args, context=context)
 
     def _advance(self, timeout: float | None) -> None:
         """One poll of the (absent) outside world: jump to the earliest timer."""

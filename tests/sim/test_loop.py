@@ -180,3 +180,22 @@ def test_unhandled_errors_are_recorded():
     loop = SimLoop()
     run(main(), loop=loop)
     assert [type(exc) for _, exc in loop.errors] == [ZeroDivisionError]
+
+
+def test_a_delay_below_the_clocks_resolution_still_moves_time_on():
+    # ``sleep(spacing - (now - last))`` may ask for a delay that, added to the float clock, gives
+    # the present back: the sleeper would wake at the same time forever (a crash watch's probe
+    # spacing did, one seed in a few hundred)
+    async def main() -> tuple[float, float, int]:
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        await asyncio.sleep(1e-15)
+        woke = loop.time()
+        last, spacing, rounds = start, 0.1 + 1e-15, 0
+        while loop.time() - last < spacing:  # the crash watch's own loop
+            rounds += 1
+            await asyncio.sleep(spacing - (loop.time() - last))
+        return start, woke, rounds
+
+    start, woke, rounds = run(main(), loop=SimLoop(start_s=1024.070083679927, steps_max=1000))
+    assert woke > start and rounds < 5

@@ -32,13 +32,14 @@ def sim(*args: str, hash_seed: str) -> subprocess.CompletedProcess[str]:
                           timeout=120)
 
 
-def test_a_seed_replays_exactly_in_separate_processes():
-    first = sim("--seed", "1", hash_seed="1")
-    second = sim("--seed", "1", hash_seed="2")  # string hashing differs; the run must not
+@pytest.mark.parametrize("kind", ["cluster", "rpc"])
+def test_a_seed_replays_exactly_in_separate_processes(kind: str):
+    first = sim("--kind", kind, "--seed", "1", hash_seed="1")
+    second = sim("--kind", kind, "--seed", "1", hash_seed="2")  # string hashing differs; the run must not
     assert first.returncode == second.returncode == 0, first.stdout + first.stderr
     assert re.fullmatch(r"sim: seed=1 trace=[0-9a-f]{64}", first.stdout.splitlines()[-1])
     assert first.stdout == second.stdout
-    other = sim("--seed", "2", hash_seed="1")
+    other = sim("--kind", kind, "--seed", "2", hash_seed="1")
     assert other.stdout.splitlines()[-1].split("trace=")[1] != first.stdout.splitlines()[-1].split("trace=")[1]
 
 
@@ -61,11 +62,12 @@ def test_a_network_that_delivers_across_a_cut_is_caught(monkeypatch: pytest.Monk
     caught = [seed for seed in range(6) if any(f.startswith("rpc-partition") for f in run_seed(seed, SHORT).failures)]
     assert caught, "no schedule noticed calls succeeding across a partition"
     # and the command line prints the failing seed, how to replay it, and the count
-    assert cli.main(["--seeds", "1", "--start", str(caught[0]), "--faults-s", "20"]) == 1
+    assert cli.main(["--kind", "rpc", "--seeds", "1", "--start", str(caught[0]), "--faults-s", "20"]) == 1
     out = capsys.readouterr().out.splitlines()
-    assert out[0].startswith(f"sim: seed={caught[0]} FAILED trace=") and f"python -m sim --seed {caught[0]}" in out[0]
+    assert out[0].startswith(f"sim: seed={caught[0]} FAILED trace=")
+    assert f"python -m sim --seed {caught[0]} --kind rpc --faults-s 20" in out[0]
     assert out[1].startswith("  rpc-partition: ") and out[-1] == "sim: seeds=1 failed=1"
-    assert cli.main(["--seed", str(caught[0]), "--faults-s", "20"]) == 1
+    assert cli.main(["--kind", "rpc", "--seed", str(caught[0]), "--faults-s", "20"]) == 1
     assert capsys.readouterr().out.splitlines()[-1].startswith(f"sim: seed={caught[0]} trace=")
 
 
