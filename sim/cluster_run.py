@@ -54,7 +54,7 @@ from sim.cluster import SimCluster
 from sim.loop import SimError, SimLoop
 from sim.loop import run as run_loop
 from sim.run import Outcome, is_stream_noise
-from sim.trace import Trace
+from sim.trace import Judged, Trace
 
 NODES: Final = (1, 2, 3)
 TOPIC: Final = "t"
@@ -78,7 +78,7 @@ class ClusterOptions:
     faults_s: float = 20.0  # virtual seconds under faults
 
 
-class _ClusterSchedule:
+class _ClusterSchedule(Judged):
     def __init__(self, seed: int, options: ClusterOptions, loop: SimLoop, root: str) -> None:
         self.rng = random.Random(seed)
         self.options = options
@@ -91,14 +91,6 @@ class _ClusterSchedule:
         self.ack_watch: asyncio.Future[int] | None = None  # kill-leader: the next acknowledged partition
         self.writing = True
         self.reading = True
-
-    def event(self, text: str) -> None:
-        self.trace.add(self.loop.time(), text)
-
-    def fail(self, invariant: str, detail: str) -> None:
-        self.event(f"FAIL {invariant}: {detail}")
-        if len(self.failures) < 10:
-            self.failures.append(f"{invariant}: {detail}")
 
     def record(self, f: str, type_: str, process: str, **fields: Any) -> Event:
         event: Event = {"f": f, "type": type_, "process": process, "time": round(self.loop.time(), 6), **fields}

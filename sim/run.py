@@ -41,7 +41,7 @@ from sim.etcd import SimEtcd, SimEtcdClient
 from sim.loop import SimError, SimLoop
 from sim.loop import run as run_loop
 from sim.network import SimNetwork
-from sim.trace import Trace
+from sim.trace import Judged, Trace
 
 HOSTS: Final = ("n1", "n2")
 RPC_PORT: Final = 7000
@@ -73,7 +73,7 @@ class Outcome:
         return not self.failures
 
 
-class _Schedule:
+class _Schedule(Judged):
     def __init__(self, seed: int, options: Options, loop: SimLoop) -> None:
         self.rng = random.Random(seed)
         self.options = options
@@ -87,14 +87,6 @@ class _Schedule:
         self.servers: dict[str, RpcServer] = {}
         self.cut_since: float | None = None  # when the n1-n2 link was last cut (None: whole)
         self.running = True
-
-    def event(self, text: str) -> None:
-        self.trace.add(self.loop.time(), text)
-
-    def fail(self, invariant: str, detail: str) -> None:
-        self.event(f"FAIL {invariant}: {detail}")
-        if len(self.failures) < 10:
-            self.failures.append(f"{invariant}: {detail}")
 
     # ---- the nodes --------------------------------------------------------------------------------
 

@@ -7,6 +7,7 @@ memory (to print beside a failure); the hash covers all of them.
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import hashlib
 from typing import Final
@@ -29,3 +30,23 @@ class Trace:
 
     def digest(self) -> str:
         return self._hash.hexdigest()
+
+
+FAILURES_KEPT_MAX: Final = 10  # a seed's broken invariants quoted in its report
+
+
+class Judged:
+    """A schedule's trace of events and the invariants it saw broken (the first
+    ``FAILURES_KEPT_MAX`` quoted; every one is in the trace)."""
+
+    loop: asyncio.AbstractEventLoop
+    trace: Trace
+    failures: list[str]
+
+    def event(self, text: str) -> None:
+        self.trace.add(self.loop.time(), text)
+
+    def fail(self, invariant: str, detail: str) -> None:
+        self.event(f"FAIL {invariant}: {detail}")
+        if len(self.failures) < FAILURES_KEPT_MAX:
+            self.failures.append(f"{invariant}: {detail}")
