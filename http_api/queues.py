@@ -47,7 +47,8 @@ SETTLE_RESPONSES = {"200": "How many were settled, and the receipts that matched
        quota="produce", body=PRODUCE_BODY,
        query=(("acks", "string", "0, 1 (default) or all"),), headers=(IDEMPOTENCY_HEADER,),
        responses={"200": "Offsets", "400": "Invalid", "403": "Not allowed, or past the queue owner's "
-                  "storage_bytes_max (storage_quota_exceeded)", "404": "Unknown queue", "409": "Not a queue"})
+                  "storage_bytes_max (storage_quota_exceeded)", "404": "Unknown queue",
+                  "409": "Not a queue, or the Idempotency-Key was used for other messages (idempotency_conflict)"})
 async def send(request: web.Request) -> web.Response:
     node = request.app[NODE]
     name = path_topic(request)
@@ -115,6 +116,7 @@ async def nack(request: web.Request) -> web.Response:
 
 
 @route("GET", QUEUE_PATH, "A queue's delivery state per partition", access="describe",
-       responses={"200": "OK", "404": "Unknown queue", "409": "Not a queue"})
+       responses={"200": "OK", "404": "Unknown queue",
+                  "409": "Not a queue, or the Idempotency-Key was used for other messages (idempotency_conflict)"})
 async def describe(request: web.Request) -> web.Response:
     return json_response(request.app[NODE].queues.describe(path_topic(request)))

@@ -74,7 +74,8 @@ PRODUCE_BODY = {"type": "object", "required": ["records"], "additionalProperties
        headers=(IDEMPOTENCY_HEADER,),
        body=PRODUCE_BODY, responses={"200": "Offsets", "400": "Invalid", "403": "Not allowed, or past the topic "
                                      "owner's storage_bytes_max (storage_quota_exceeded)", "404": "Unknown topic",
-                                     "413": "Too large", "415": "Unsupported content type"})
+                                     "409": "The Idempotency-Key or producer sequence was used for other records "
+                                     "(idempotency_conflict)", "413": "Too large", "415": "Unsupported content type"})
 async def produce(request: web.Request) -> web.Response:
     node = request.app[NODE]
     body = _Body(request)

@@ -106,6 +106,17 @@ def test_every_operation_declares_the_refusals_of_its_shape(http):
                    if int(status) >= 400), r.path
 
 
+def test_an_operation_taking_an_idempotency_key_declares_its_conflict(http):
+    """A key reused for other records is answered 409 idempotency_conflict (the fuzzer met it)."""
+    document = http.json("GET", "/v1/openapi.json")
+    keyed = [r for r in ROUTES if r.documented and any(p["in"] == "header" and p["name"] == "Idempotency-Key"
+                                                        for p in r.parameters)]
+    assert len(keyed) >= 2
+    for r in keyed:
+        declared = document["paths"][r.path][r.method.lower()]["responses"]
+        assert "idempotency_conflict" in declared.get("409", {}).get("description", ""), (r.method, r.path)
+
+
 def test_path_parameters_say_what_the_handlers_accept(http):
     document = http.json("GET", "/v1/openapi.json")
     fetch = document["paths"]["/v1/topics/{name}/partitions/{partition}/records"]["get"]["parameters"]
