@@ -21,6 +21,7 @@ from benchmarks.drivers.base import Driver, stamped
 from benchmarks.plan import SIZES, Plan
 from benchmarks.procstat import CpuMeter
 from benchmarks.stats import due_count, latency_figures
+from benchmarks.ticker import Ticker
 from benchmarks.worker import Worker
 
 TICK_S: Final = 0.0005           # the paced sender wakes this often and sends what is due
@@ -169,12 +170,13 @@ async def paced_send(driver: Driver, log: str, size: int, rate: int, total: int)
     pad = os.urandom(size - 8)
     started = time.perf_counter()
     sent = 0
-    while sent < total:
-        due = due_count(time.perf_counter() - started, rate, total)
-        if due > sent:
-            await driver.send_now(log, [stamped(pad) for _ in range(due - sent)])
-            sent = due
-        await asyncio.sleep(TICK_S)
+    with Ticker(TICK_S) as ticker:
+        while sent < total:
+            due = due_count(time.perf_counter() - started, rate, total)
+            if due > sent:
+                await driver.send_now(log, [stamped(pad) for _ in range(due - sent)])
+                sent = due
+            await ticker.tick()
     await driver.flush_sends()
     return time.perf_counter() - started
 
