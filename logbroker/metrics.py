@@ -90,6 +90,7 @@ class Metrics:
                                 registry=self.registry)
         self.latency = Histogram("logbroker_http_request_duration_seconds", "HTTP request latency",
                                  ["method", "route"], buckets=LATENCY_BUCKETS_S, registry=self.registry)
+        self._topic_counters: dict[str, tuple[Counter, Counter, Counter, Counter]] = {}
         self.bytes_in = Counter("logbroker_bytes_in", "Record batch bytes appended", ["topic"], registry=self.registry)
         self.bytes_out = Counter("logbroker_bytes_out", "Record batch bytes served", ["topic"], registry=self.registry)
         self.records_in = Counter("logbroker_records_in", "Records appended", ["topic"], registry=self.registry)
@@ -115,10 +116,28 @@ class Metrics:
     def count_background_failure(self, task: str) -> None:
         self.background_failures.labels(task).inc()
 
+    def count_in(self, topic: str, size_bytes: int, records: int) -> None:
+        """An append stored ``size_bytes`` holding ``records`` records."""
+        bytes_in, records_in, _, _ = self._of_topic(topic)
+        bytes_in.inc(size_bytes)
+        records_in.inc(records)
+
     def count_out(self, topic: str, size_bytes: int, offsets: int) -> None:
         """A read served ``size_bytes`` of whole batches, ``offsets`` of them at or past its position."""
-        self.bytes_out.labels(topic).inc(size_bytes)
-        self.records_out.labels(topic).inc(max(0, offsets))
+        _, _, bytes_out, records_out = self._of_topic(topic)
+        bytes_out.inc(size_bytes)
+        records_out.inc(max(0, offsets))
+
+    def _of_topic(self, topic: str) -> tuple[Counter, Counter, Counter, Counter]:
+        """A topic's four traffic counters, looked up once: ``labels()`` costs more than the
+        increment it serves on every append and every read. A topic's series are never removed,
+        so neither are these (there are as many as topics the node has served)."""
+        found = self._topic_counters.get(topic)
+        if found is None:
+            found = (self.bytes_in.labels(topic), self.records_in.labels(topic),
+                     self.bytes_out.labels(topic), self.records_out.labels(topic))
+            self._topic_counters[topic] = found
+        return found
 
     def count_duplicate(self, topic: str) -> None:
         self.duplicates.labels(topic).inc()

@@ -995,7 +995,8 @@ class Node:
             replica.dedup.record(earlier, info.base_offset, info.last_offset, time.time_ns() // 1_000_000)
         self._appended(topic, replica.partition)
         self.storage.appended(topic, len(batch))
-        self._count_in(topic, len(batch), records if records is not None else info.last_offset - info.base_offset + 1)
+        self.metrics.count_in(topic, len(batch),
+                              records if records is not None else info.last_offset - info.base_offset + 1)
         return info
 
     def _at_rest(self, topic: str, batch: bytes) -> bytes | memoryview:
@@ -1066,13 +1067,12 @@ class Node:
             if leadership is not None:
                 self.replication.appended(leadership)
 
-    def _count_in(self, topic: str, size_bytes: int, records: int) -> None:
-        self.metrics.bytes_in.labels(topic).inc(size_bytes)
-        self.metrics.records_in.labels(topic).inc(records)
-
     async def _await_commits(self, commits: list[Any], acks: str) -> None:
         if acks != "0":
-            await asyncio.gather(*commits)
+            if len(commits) == 1:  # one partition: no task and gathering future for it
+                await commits[0]
+            else:
+                await asyncio.gather(*commits)
             return
         if len(self._background) + len(commits) > BACKGROUND_COMMITS_MAX:
             await asyncio.gather(*commits)
@@ -1197,6 +1197,9 @@ class Node:
                           wait_ms: int) -> tuple[LogRead, int]:
         replica = self.replicas.get(topic, partition)
         max_bytes, wait_ms = self._fetch_args(max_bytes, wait_ms)
+        if wait_ms and offset == replica.high_watermark:  # a tail that caught up: nothing to read yet
+            await replica.wait_for_data(offset, wait_ms)
+            wait_ms = 0
         result = self.replicas.read_plain(replica, offset, max_bytes, offset_max=replica.high_watermark)
         if not result.data and wait_ms:
             await replica.wait_for_data(offset, wait_ms)

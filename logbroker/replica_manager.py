@@ -70,6 +70,7 @@ log = logging.getLogger(__name__)
 
 DEDUP_SCAN_BYTES_MAX: Final = 256 * 1024 * 1024
 DEDUP_SCAN_READ_BYTES: Final = 4 * 1024 * 1024
+LAPSED: Final = object()  # what a waiting fetch's future holds when its wait ran out
 
 
 class WaiterBudget:
@@ -107,7 +108,7 @@ class Replica:
         self.epoch = 0  # the leader epoch appends are stamped with (the leadership's, in a cluster)
         # Idempotent writes stored lately; built from the log when first needed (``dedup_window``).
         self.dedup: DedupWindow | None = None
-        self._waiters: list[asyncio.Future[None]] = []
+        self._waiters: list[asyncio.Future[object]] = []
         self._commit = commit
         self._budget = budget
         self._health = health or StorageHealth()
@@ -258,18 +259,22 @@ class Replica:
             return
         if self._budget.used >= self._budget.limit:
             raise NotAvailableError(f"{self._budget.used} fetches are already waiting; retry later")
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[object] = loop.create_future()
         self._waiters.append(future)
         self._budget.used += 1
+        # A timer that resolves the future, not ``asyncio.timeout``: a lapsed wait is an ordinary
+        # return, and a tailing reader waits once per append, so the cancel-and-raise round of a
+        # timeout cost more than the rest of the wait.
+        timer = loop.call_later(timeout_ms / 1000, _lapse, future)
         try:
-            async with asyncio.timeout(timeout_ms / 1000):
-                await future
-        except TimeoutError:
-            pass
+            await future
         finally:
+            timer.cancel()
             self._budget.used -= 1
             if not future.done():
                 future.cancel()
+            if future.cancelled() or future.result() is LAPSED:  # still listed: only a wake-up empties the list
                 self._waiters = [f for f in self._waiters if f is not future]
 
     def wake_all(self) -> None:
@@ -278,6 +283,11 @@ class Replica:
         for future in waiters:
             if not future.done():
                 future.set_result(None)
+
+
+def _lapse(future: asyncio.Future[object]) -> None:
+    if not future.done():
+        future.set_result(LAPSED)
 
 
 def _open_claimed(path: str, config: LogConfig, topic_id: str, **kwargs: Any) -> PartitionLog:

@@ -3,7 +3,8 @@
 ``decode_columns`` decodes a whole batch at once, which is right for consumers that take every
 record. A reader that wants the first few records of a batch (a JSON fetch with ``max_records``,
 one push-stream piece) uses ``iter_records``: the records section is decompressed and unpacked a
-chunk at a time (``compression.open_section``), and each record is checked as it is read with the
+chunk at a time (``compression.open_section``; a small uncompressed section is unpacked whole,
+``WHOLE_SECTION_BYTES_MAX``), and each record is checked as it is read with the
 same rules as ``decode_columns`` (5 fields; integer deltas, increasing, within the batch; key and
 value bytes or nil; headers ``[str, bytes]`` pairs). What it costs is proportional to the records
 taken, not to the batch: a batch of millions of empty records compresses to a few hundred bytes.
@@ -32,10 +33,13 @@ from segments.batch import (
     check_plain,
     validate_batch,
 )
-from segments.compression import open_section
+from segments.compression import Codec, open_section
 from segments.errors import InvalidBatchError
 
 READ_CHUNK_BYTES: Final = 1 << 16
+# An uncompressed section up to this size is unpacked whole: at most this much is decoded beyond
+# the records a reader takes.
+WHOLE_SECTION_BYTES_MAX: Final = 1 << 16
 _UNPACK_ERRORS = (ValueError, msgpack.FormatError, msgpack.StackError)
 
 
@@ -46,6 +50,13 @@ def iter_records(buf: bytes | memoryview, *, from_offset: int = 0,
     records section or a record read so far is malformed."""
     header = validate_batch(buf, size_bytes_max=size_bytes_max)
     check_plain(header)
+    if header.codec == Codec.NONE and len(buf) - HEADER_SIZE <= WHOLE_SECTION_BYTES_MAX:
+        rows = _whole_section(memoryview(buf)[HEADER_SIZE:], header.record_count)
+        if rows is not None:
+            skipped = min(max(from_offset - header.base_offset, 0), len(rows))
+            for index in range(skipped, len(rows)):
+                yield _record(rows[index], header, index)
+            return
     section = open_section(header.codec, memoryview(buf)[HEADER_SIZE:], size_bytes_max)
     unpacker = msgpack.Unpacker(section, raw=False, use_list=False, strict_map_key=True,
                                 read_size=READ_CHUNK_BYTES, max_buffer_size=size_bytes_max)
@@ -67,6 +78,17 @@ def iter_records(buf: bytes | memoryview, *, from_offset: int = 0,
     except _UNPACK_ERRORS:
         pass
     raise InvalidBatchError("records section has data after its records")
+
+
+def _whole_section(section: memoryview, count: int) -> tuple[Any, ...] | None:
+    """A small uncompressed records section unpacked in one call (the tail of a live partition is
+    read one small batch at a time, where an incremental reader cost more than the records); None
+    when it is not a well-formed array of ``count`` items, so the incremental reader says where."""
+    try:
+        rows = msgpack.unpackb(section, raw=False, use_list=False, strict_map_key=True)
+    except (*_UNPACK_ERRORS, msgpack.OutOfData):
+        return None
+    return rows if type(rows) is tuple and len(rows) == count else None
 
 
 def _unpack(unpacker: msgpack.Unpacker) -> Any:

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from segments.batch import HEADER_SIZE, ProducerRecord, decode_records, encode_batch, encode_values
 from segments.compression import Codec, compress, decompress, open_section
 from segments.errors import InvalidBatchError, RecordsTooLargeError
-from segments.record_reader import iter_records
+from segments.record_reader import WHOLE_SECTION_BYTES_MAX, iter_records
 from tests.segments.test_batch import CODECS, RECORDS, ROW, forge
 
 MIB = 1024 * 1024
@@ -130,3 +130,13 @@ def test_the_records_section_starts_after_the_header() -> None:
     batch = encode_values([b"a", b"b"], codec=Codec.LZ4)
     assert read_all(Codec.LZ4, batch[HEADER_SIZE:], MIB, 3) == msgpack.packb(
         [[0, 0, None, b"a", []], [1, 0, None, b"b", []]], use_bin_type=True)
+
+
+@pytest.mark.parametrize("records", [10, 2_000])  # a section under and over WHOLE_SECTION_BYTES_MAX
+def test_small_sections_unpacked_whole_and_large_ones_in_chunks_give_the_same_records(records: int) -> None:
+    values = [f"value-{i:05d}-".encode() * 4 for i in range(records)]
+    batch = encode_values(values, timestamp_ms=9)
+    assert (len(batch) - HEADER_SIZE > WHOLE_SECTION_BYTES_MAX) == (records == 2_000)
+    taken = list(iter_records(batch, from_offset=records // 2))
+    assert [(r.offset, r.value) for r in taken] == [(i, values[i]) for i in range(records // 2, records)]
+    assert taken == [r for r in decode_records(batch) if r.offset >= records // 2]
