@@ -27,6 +27,7 @@ from http_api import (  # noqa: F401  (registers the routes)
     queues,
     records,
     streams,
+    subscribe_stream,
     topics,
     usage,
     users,

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from aiohttp import web
 
@@ -144,7 +144,13 @@ def long_poll(request: web.Request, wait_ms: int) -> Iterator[None]:
         yield
 
 
-async def paced_write(request: web.Request, response: web.StreamResponse, data: bytes, *, topic: str) -> None:
+class Writer(Protocol):
+    """Where ``paced_write`` writes: a streamed response, or a WebSocket's binary messages."""
+
+    async def write(self, data: bytes | bytearray | memoryview) -> None: ...
+
+
+async def paced_write(request: web.Request, response: Writer, data: bytes | memoryview, *, topic: str) -> None:
     """Write ``data`` (events of ``topic``) charged to the caller's fetch quota: in pieces of at
     most a quarter second of it (``PACE_PIECE_S``), each once the quota is out of debt, so over any
     interval a stream sends at most its burst, its rate times the interval, and one piece. Counted

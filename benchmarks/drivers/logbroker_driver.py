@@ -4,8 +4,9 @@ records and posts each as one prebuilt batch with ``IN_FLIGHT`` requests pipelin
 is the client's ``Consumer`` reading columns (``poll_batches``): it fetches raw batches (sent by the
 node with ``sendfile``), verifies every checksum and decodes every record, with the next fetch
 already in flight while the current one is decoded, and the benchmark touches every value. The
-tail reader of the latency scenario follows the partition's push stream (SSE), as NATS and
-RabbitMQ stream consumers are pushed to, rather than paying a request per delivery. Its paced
+tail reader of the latency scenario follows the partition's subscribe stream (stored batches
+pushed over a WebSocket, decision 0379), as NATS and RabbitMQ stream consumers are pushed to,
+rather than paying a request per delivery. Its paced
 sender writes each tick's batch to a produce stream (one WebSocket, decisions 0254 and 0296), as
 NATS and RabbitMQ publishers write to their one connection, rather than paying a request per batch.
 """
@@ -29,7 +30,6 @@ from segments.batch import encode_values
 BATCH_RECORDS: Final = 1000
 IN_FLIGHT: Final = 4
 FETCH_BYTES: Final = 4 << 20
-TAIL_WAIT_MS: Final = 500
 IDLE_WAIT_MS: Final = 10_000
 QUEUE_RECEIVE_MAX: Final = 1000
 QUEUE_RECEIVERS: Final = 4
@@ -73,8 +73,8 @@ class LogBrokerDriver(Driver):
             "consume": f"Consumer.poll_batches (raw-batch fetch, max_bytes {FETCH_BYTES}, one fetch ahead, "
                        "checksums verified, every record decoded into columns, every value touched)",
             "publish": "one record per JSON produce (value_b64), acks=1, awaited before the next",
-            "tail": f"push stream (SSE, Client.stream, keep-alive {TAIL_WAIT_MS} ms), the records pushed as "
-                    "they are appended; paced sends as one prebuilt batch per tick on a produce stream "
+            "tail": "subscribe stream (Client.subscribe, a WebSocket), the stored batches pushed as they are "
+                    "appended; paced sends as one prebuilt batch per tick on a produce stream "
                     f"(Client.produce_stream, a WebSocket, acks=1, {IN_FLIGHT} in flight: while they are, "
                     "the next tick's batch takes what is due meanwhile)",
             "idle": f"one HTTP connection per consumer, long-poll fetch wait_ms {IDLE_WAIT_MS}",
@@ -151,21 +151,20 @@ class LogBrokerDriver(Driver):
     async def receive_latencies(self, log: str, count: int, ready: Callable[[], None],
                                 deadline_s: float) -> list[float]:
         latencies: list[float] = []
+        subscription = await self.client.subscribe(log, 0)
         try:
-            async with asyncio.timeout(max(0.0, deadline_s - time.monotonic())), \
-                    self.client.stream(log, 0, keepalive_ms=TAIL_WAIT_MS) as events:
+            async with asyncio.timeout(max(0.0, deadline_s - time.monotonic())):
                 ready()
-                async for event in events:
-                    if event.kind != "record":
-                        continue
+                async for batch in subscription:
                     now = time.time_ns()
-                    record = json.loads(event.data)
-                    value = base64.b64decode(record["value_b64"]) if "value_b64" in record else record["value"].encode()
-                    latencies.append(latency_ms(value, now))
+                    for value in batch.values:
+                        latencies.append(latency_ms(value or b"", now))
                     if len(latencies) >= count:
                         break
         except TimeoutError:
             pass
+        finally:
+            await subscription.close()
         return latencies
 
     async def hold_idle(self, log: str, consumers: int, ready: Callable[[], None], stop: asyncio.Event) -> int:

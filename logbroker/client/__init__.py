@@ -30,10 +30,12 @@ from logbroker.client.producer import Producer, RecordMetadata
 from logbroker.client.queue_consumer import QueueConsumer, QueueMessage
 from logbroker.client.routing import RetryPolicy
 from logbroker.client.sse import Event
+from logbroker.client.subscription import Subscription
 from logbroker.client.sync import SyncClient
 
 __all__ = ["CA_FILE_ENV", "CERT_FILE_ENV", "DEFAULT_URL", "KEY_FILE_ENV", "PASSWORD_ENV", "TOKEN_ENV", "USER_ENV",
            "Client", "CommitFailedError", "Consumer", "ConsumerBatch", "ConsumerRecord", "Event", "FetchedBatches",
            "GroupConsumer", "LogBrokerError", "OffsetReset", "ProduceStream", "Producer", "QueueConsumer",
-           "QueueMessage", "RecordMetadata", "RetryPolicy", "SkippedRecords", "SyncClient", "UnreachableError",
+           "QueueMessage", "RecordMetadata", "RetryPolicy", "SkippedRecords", "Subscription", "SyncClient",
+           "UnreachableError",
            "key_partition"]
