@@ -37,6 +37,11 @@ class AnswerQueue:
         answer.add_done_callback(self._wake)
         self._changed.set()
 
+    def idle(self) -> bool:
+        """True when no answer waits and the writer has sent every one taken (it waits for more):
+        an answer may then be sent by its producer directly, in order."""
+        return not self._pending and self._idle.is_set()
+
     def close(self) -> None:
         """No more answers will be put; ``ready`` ends once those queued are taken."""
         self._closed = True

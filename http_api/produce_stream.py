@@ -16,9 +16,11 @@ producer id's owner, the topic's timestamp window, the owner's storage quota, ``
 
 Pipelined, in order: a message is appended only once the one before it is (so offsets follow the
 order sent), but its answer's wait (the fsync of ``flush=always``, the ISR of ``acks=all``)
-overlaps the next messages' appends. At most ``IN_FLIGHT_MAX`` messages wait for their answers,
-and a message over ``PIPELINED_BYTES_MAX`` is answered before the next is read, so a stream holds
-at most ``IN_FLIGHT_MAX`` small batches or one large one.
+overlaps the next messages' appends. A message whose answer waits for nothing after its append
+(``Node.answers_at_append``) is checked, appended and answered by the reading loop itself, with no
+task of its own; its answer still queues behind earlier ones that wait. At most ``IN_FLIGHT_MAX``
+messages wait for their answers, and a message over ``PIPELINED_BYTES_MAX`` is answered before
+the next is read, so a stream holds at most ``IN_FLIGHT_MAX`` small batches or one large one.
 
 Bounds and shares: a message is at most ``request_body_bytes_max`` (larger: the node closes the
 stream, code 1009); a stream takes one of the node's stream slots and one of the caller's
@@ -32,6 +34,7 @@ closed (code 1008). A message that is not binary closes the stream (code 1003).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 from collections.abc import Callable
@@ -116,6 +119,14 @@ async def _read_messages(request: web.Request, socket: web.WebSocketResponse, an
             await answers.drained()
             await socket.close(code=WSCloseCode.POLICY_VIOLATION, message=str(exc).encode()[:CLOSE_REASON_BYTES_MAX])
             return
+        if request.app[NODE].answers_at_append(topic, partition, acks):
+            # Nothing waits after the append: answered here, in order, without a task of its own.
+            answer = await _append(request, topic, partition, acks, seq, message.data, _nothing)
+            if answers.idle():
+                await _send(socket, answer)
+            else:
+                await answers.put(_answered(answer))
+            continue
         appended = asyncio.get_running_loop().create_future()
         task = asyncio.create_task(_append(request, topic, partition, acks, seq, message.data,
                                            functools.partial(_resolve, appended)))
@@ -131,13 +142,19 @@ async def _write_answers(socket: web.WebSocketResponse, answers: AnswerQueue) ->
     """Send answers in order, those ready together as one message; once the socket fails, the
     remaining ones are awaited (their appends finish) and dropped."""
     while (ready := await answers.ready()) is not None:
-        if socket.closed:
-            continue
-        frame = ready[0] if len(ready) == 1 else b"[" + b",".join(ready) + b"]"
-        try:
-            await socket.send_frame(frame, WSMsgType.TEXT)
-        except (ConnectionError, RuntimeError):
-            continue
+        await _send(socket, ready[0] if len(ready) == 1 else b"[" + b",".join(ready) + b"]")
+
+
+async def _send(socket: web.WebSocketResponse, frame: bytes) -> None:
+    """One text message of answers; dropped when the socket is closed or fails."""
+    if socket.closed:
+        return
+    with contextlib.suppress(ConnectionError, RuntimeError):
+        await socket.send_frame(frame, WSMsgType.TEXT)
+
+
+def _nothing() -> None:
+    return None
 
 
 async def _append(request: web.Request, topic: str, partition: int, acks: str, seq: int, batch: bytes,

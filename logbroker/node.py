@@ -948,6 +948,21 @@ class Node:
             return [{"partition": partition, "offset": base}]
         return await self._append_here(topic, partition, batch, acks, on_appended)
 
+    def answers_at_append(self, topic: str, partition: int, acks: str) -> bool:
+        """True when a produce of ``acks`` to ``partition`` is answered as soon as this node has
+        appended it: the node holds the partition, its log is not fsynced before an answer
+        (``flush`` other than ``always``) and no in-sync replica is waited for (``acks`` 0 or 1,
+        or a single node). False when in doubt (a partition held elsewhere, an unknown one)."""
+        if acks == "all" and self.clustered:
+            return False
+        try:
+            replica = self.replicas.get(topic, partition)
+        except ANY_ERROR:
+            return False
+        if replica.in_cluster and replica.leader_hook is None:  # a follower here: the produce is forwarded
+            return False
+        return replica.log.config.flush != "always"
+
     async def _check_storage(self, topic: str, batches: list[tuple[int, bytes, int | None]]) -> None:
         """Refuse, before anything is stored or forwarded, batches that would take the topic's
         owner past their storage quota (``logbroker.storage_usage``). A batch this node's partition

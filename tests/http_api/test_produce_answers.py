@@ -84,6 +84,38 @@ def test_drained_returns_once_the_writer_has_taken_everything_and_asks_again():
     assert asyncio.run(scenario()) == ["sent x", "drained"]
 
 
+def test_idle_only_while_nothing_waits_and_the_writer_asks_for_more():
+    async def scenario() -> list[bool]:
+        loop = asyncio.get_running_loop()
+        queue = AnswerQueue(4)
+        seen: list[bool] = [queue.idle()]  # the writer has not asked yet
+        sending = asyncio.Event()
+        release = asyncio.Event()
+
+        async def writer() -> None:
+            while await queue.ready() is not None:
+                sending.set()
+                await release.wait()  # a slow send
+
+        task = asyncio.ensure_future(writer())
+        await asyncio.sleep(0)
+        seen.append(queue.idle())  # asked, nothing waits
+        pending = _future(loop)
+        await queue.put(pending)
+        seen.append(queue.idle())  # an answer waits
+        pending.set_result(b"a")
+        await sending.wait()
+        seen.append(queue.idle())  # taken, but still being sent
+        release.set()
+        await asyncio.sleep(0)
+        seen.append(queue.idle())  # sent, asking again
+        queue.close()
+        await task
+        return seen
+
+    assert asyncio.run(scenario()) == [False, True, False, False, True]
+
+
 def test_a_limit_below_one_is_refused():
     with pytest.raises(ValueError):
         AnswerQueue(0)

@@ -233,6 +233,38 @@ def test_pipelined_batches_keep_their_order_and_every_one_is_answered(node: Node
     assert _values(owner, "ws-pipelined") == [f"p{i}" for i in range(count) if i != bad_at]
 
 
+def test_answers_keep_their_order_when_the_flush_policy_changes_mid_stream(node: NodeProcess,
+                                                                           users: tuple[As, As, As]):
+    """Under ``flush=always`` a message's answer waits for its fsync (a task of its own, the next
+    messages appended meanwhile); otherwise it is answered where it is read. Switching the topic's
+    policy while messages are in flight mixes the two: every answer still comes once, in order."""
+    _, owner, _ = users
+    owner.json("POST", "/v1/topics", 201, body={"name": "ws-mixed", "partitions": 1, "config": {"flush": "always"}})
+    rounds, per_round = ("always", "interval", "always", "interval"), 60
+
+    async def run() -> list[dict[str, Any]]:
+        answers: list[dict[str, Any]] = []
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=TIMEOUT_S)) as session, \
+                session.ws_connect(f"{node.url}/v1/topics/ws-mixed/partitions/0/produce",
+                                   headers=bearer(owner.token)) as socket:
+            for number, flush in enumerate(rounds):
+                await asyncio.to_thread(owner.json, "PATCH", "/v1/topics/ws-mixed/config", body={"flush": flush})
+                for i in range(per_round):
+                    await socket.send_bytes(encode_values([f"{number}-{i}".encode()]))
+            while len(answers) < len(rounds) * per_round:
+                reply = await socket.receive()
+                assert reply.type == aiohttp.WSMsgType.TEXT, reply
+                decoded = json.loads(reply.data)
+                answers.extend(decoded if isinstance(decoded, list) else [decoded])
+        return answers
+
+    answers = asyncio.run(run())
+    total = len(rounds) * per_round
+    assert [a["seq"] for a in answers] == list(range(1, total + 1))
+    assert [a["offset"] for a in answers] == list(range(total))
+    assert _values(owner, "ws-mixed") == [f"{n}-{i}" for n in range(len(rounds)) for i in range(per_round)]
+
+
 def test_the_client_takes_answers_that_share_a_message():
     """A node that answers several batches in one message (a JSON array): each send's future gets
     its own answer, an error included."""
