@@ -92,3 +92,21 @@ def test_the_site_pages_are_read_from_the_navigation() -> None:
     assert pages[:2] == ["docs/index.md", "docs/getting-started.md"]
     assert "docs/operations/clusters.md" in pages and "docs/decisions/index.md" not in pages
     assert all(re.match(r"^docs/[a-z0-9/-]+\.md$", page) for page in pages), pages
+
+
+def _installed_by_make_test() -> set[str]:
+    """The commands ``scripts/ensure-system-deps.sh`` (a prerequisite of ``make test``) installs when missing."""
+    with open(os.path.join(ROOT, "scripts", "ensure-system-deps.sh"), encoding="utf-8") as f:
+        return set(re.findall(r"command -v (\w+)", f.read()))
+
+
+def test_no_block_is_skipped_for_a_command_the_suite_installs() -> None:
+    """A block skipped because it "needs" a tool that ``make test`` installs would run here: it
+    must run, so that what it shows is kept true."""
+    installed = _installed_by_make_test()
+    assert {"promtool", "etcd", "java"} <= installed
+    wrong = [f"{block.file}:{block.line} ({block.reason})"
+             for path in ["README.md", *site_pages()]
+             for block in parse(blocks_of(os.path.join(ROOT, path)), path, sections=False)
+             if block.mode == "skip" and set(re.findall(r"\bneeds (\w+)", block.reason)) & installed]
+    assert not wrong, f"skipped for a tool the suite installs: {wrong}"
