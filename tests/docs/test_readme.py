@@ -110,3 +110,16 @@ def test_no_block_is_skipped_for_a_command_the_suite_installs() -> None:
              for block in parse(blocks_of(os.path.join(ROOT, path)), path, sections=False)
              if block.mode == "skip" and set(re.findall(r"\bneeds (\w+)", block.reason)) & installed]
     assert not wrong, f"skipped for a tool the suite installs: {wrong}"
+
+
+# Pages of a capability a newcomer tries on one machine: each shows it working with blocks the
+# site's run executes, not only with skipped ones.
+DEMONSTRATED = ("docs/security/encryption.md", "docs/operations/usage.md", "docs/operations/monitoring.md",
+                "docs/getting-started.md")
+
+
+@pytest.mark.parametrize("page", DEMONSTRATED)
+def test_a_capabilitys_page_runs_some_of_its_examples(page: str) -> None:
+    assert page in site_pages()
+    blocks = parse(blocks_of(os.path.join(ROOT, page)), page, sections=False)
+    assert [b for b in blocks if b.mode != "skip" and b.language == "sh"], f"{page}: every example is skipped"
