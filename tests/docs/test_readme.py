@@ -123,3 +123,17 @@ def test_a_capabilitys_page_runs_some_of_its_examples(page: str) -> None:
     assert page in site_pages()
     blocks = parse(blocks_of(os.path.join(ROOT, page)), page, sections=False)
     assert [b for b in blocks if b.mode != "skip" and b.language == "sh"], f"{page}: every example is skipped"
+
+
+# Each capability a newcomer can try on one machine, and what a block showing it must hold.
+SHOWN_BY = {"encryption at rest": "--encryption-keys-file", "leaders by rack": "leader_racks=",
+            "usage records": "/v1/usage", "alert rules": "promtool test rules"}
+
+
+@pytest.mark.parametrize("capability", sorted(SHOWN_BY))
+def test_each_capability_is_shown_by_a_block_the_site_runs(capability: str) -> None:
+    needle = SHOWN_BY[capability]
+    running = [f"{block.file}:{block.line}" for page in site_pages()
+               for block in parse(blocks_of(os.path.join(ROOT, page)), page, sections=False)
+               if block.mode != "skip" and needle in block.code]
+    assert running, f"no block the site's run executes shows {capability} ({needle!r})"
