@@ -127,7 +127,8 @@ def test_a_capabilitys_page_runs_some_of_its_examples(page: str) -> None:
 
 # Each capability a newcomer can try on one machine, and what a block showing it must hold.
 SHOWN_BY = {"encryption at rest": "--encryption-keys-file", "leaders by rack": "leader_racks=",
-            "usage records": "/v1/usage", "alert rules": "promtool test rules"}
+            "usage records": "/v1/usage", "alert rules": "promtool test rules",
+            "Kubernetes manifests": "kubectl kustomize"}
 
 
 @pytest.mark.parametrize("capability", sorted(SHOWN_BY))
