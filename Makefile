@@ -120,9 +120,11 @@ cluster: $(SERVER) system-deps
 # skipped, and the summary says so, where namespaces are refused) under producers, a consumer, a
 # group and a queue while a nemesis kills, pauses and cuts them off; the checker's summary, the
 # history (JSONL) and a plot in chaos/results/. Run as root for the namespaces. DURATION: 10m.
+# ENCRYPTION=1: every node with one key ring, records encrypted at rest (decision 0316).
 DURATION ?= 10m
+ENCRYPTION ?=
 chaos: $(CHAOS) system-deps
-	$(PY) -m chaos --duration $(DURATION) --out chaos/results
+	$(PY) -m chaos --duration $(DURATION) --out chaos/results $(if $(ENCRYPTION),--encryption,)
 
 # The deterministic simulation (decisions 0355, 0365): SEEDS seeded fault schedules of three nodes in
 # JOBS processes, each failing seed printed with how to replay it (`python -m sim --seed S`).

@@ -54,9 +54,14 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _create(out: str) -> int:
+    """A missing directory is made (mode 0700: it holds a key); one that cannot be is a clear error."""
     if os.path.lexists(out):
         raise InvalidRequestError(f"{out} exists: a new key ring never replaces one (use `logbroker keys rotate`)")
-    write_ring(out, KeyRing({1: new_key()}, 1))
+    try:
+        os.makedirs(os.path.dirname(out) or ".", mode=0o700, exist_ok=True)
+        write_ring(out, KeyRing({1: new_key()}, 1))
+    except OSError as exc:
+        raise InvalidRequestError(f"cannot write the key ring {out}: {exc.strerror or exc}") from exc
     print(f"{out}: key ring with key 1 (current), mode 0600")
     return 0
 

@@ -128,7 +128,7 @@ def test_the_dashboard_is_well_formed():
             assert target["datasource"] == DATASOURCE and target["expr"].strip(), panel["title"]
     titles = " ".join(p["title"] for p in board["panels"]).lower()
     for needed in ("bytes in", "records in", "latency", "under-replicated", "offline", "isr", "leader",
-                   "lag", "disk", "connections", "etcd session"):
+                   "lag", "disk", "connections", "etcd session", "by user"):
         assert needed in titles, needed
 
 

@@ -61,12 +61,13 @@ class Ports:
     etcd_client: int
     etcd_peer: int
     tls_example: int
+    encryption_example: int
 
     @classmethod
     def free(cls) -> Ports:
-        ports = free_ports(14)
+        ports = free_ports(15)
         return cls(ports[0], ports[1], (ports[2], ports[3], ports[4]), (ports[5], ports[6], ports[7]),
-                   (ports[8], ports[9], ports[10]), ports[11], ports[12], ports[13])
+                   (ports[8], ports[9], ports[10]), ports[11], ports[12], ports[13], ports[14])
 
     def env(self) -> dict[str, str]:
         return {"RUN_PORT": str(self.run_http), "RUN_GRPC_PORT": str(self.run_grpc),
@@ -79,7 +80,8 @@ class Ports:
         """Documented port -> the port in use, for the numbers a block's text may name."""
         return {8080: self.run_http, 9092: self.run_grpc, 8081: self.cluster_http[0], 8082: self.cluster_http[1],
                 8083: self.cluster_http[2], 9094: self.cluster_grpc[0], 9095: self.cluster_grpc[1],
-                9096: self.cluster_grpc[2], 2379: self.etcd_client, 2380: self.etcd_peer, 8443: self.tls_example}
+                9096: self.cluster_grpc[2], 2379: self.etcd_client, 2380: self.etcd_peer, 8443: self.tls_example,
+                8444: self.encryption_example}
 
 
 @dataclasses.dataclass

@@ -92,3 +92,49 @@ def test_the_site_pages_are_read_from_the_navigation() -> None:
     assert pages[:2] == ["docs/index.md", "docs/getting-started.md"]
     assert "docs/operations/clusters.md" in pages and "docs/decisions/index.md" not in pages
     assert all(re.match(r"^docs/[a-z0-9/-]+\.md$", page) for page in pages), pages
+
+
+def _installed_by_make_test() -> set[str]:
+    """The commands ``scripts/ensure-system-deps.sh`` (a prerequisite of ``make test``) installs when missing."""
+    with open(os.path.join(ROOT, "scripts", "ensure-system-deps.sh"), encoding="utf-8") as f:
+        return set(re.findall(r"command -v (\w+)", f.read()))
+
+
+def test_no_block_is_skipped_for_a_command_the_suite_installs() -> None:
+    """A block skipped because it "needs" a tool that ``make test`` installs would run here: it
+    must run, so that what it shows is kept true."""
+    installed = _installed_by_make_test()
+    assert {"promtool", "etcd", "java"} <= installed
+    wrong = [f"{block.file}:{block.line} ({block.reason})"
+             for path in ["README.md", *site_pages()]
+             for block in parse(blocks_of(os.path.join(ROOT, path)), path, sections=False)
+             if block.mode == "skip" and set(re.findall(r"\bneeds (\w+)", block.reason)) & installed]
+    assert not wrong, f"skipped for a tool the suite installs: {wrong}"
+
+
+# Pages of a capability a newcomer tries on one machine: each shows it working with blocks the
+# site's run executes, not only with skipped ones.
+DEMONSTRATED = ("docs/security/encryption.md", "docs/operations/usage.md", "docs/operations/monitoring.md",
+                "docs/getting-started.md")
+
+
+@pytest.mark.parametrize("page", DEMONSTRATED)
+def test_a_capabilitys_page_runs_some_of_its_examples(page: str) -> None:
+    assert page in site_pages()
+    blocks = parse(blocks_of(os.path.join(ROOT, page)), page, sections=False)
+    assert [b for b in blocks if b.mode != "skip" and b.language == "sh"], f"{page}: every example is skipped"
+
+
+# Each capability a newcomer can try on one machine, and what a block showing it must hold.
+SHOWN_BY = {"encryption at rest": "--encryption-keys-file", "leaders by rack": "leader_racks=",
+            "usage records": "/v1/usage", "alert rules": "promtool test rules",
+            "Kubernetes manifests": "kubectl kustomize"}
+
+
+@pytest.mark.parametrize("capability", sorted(SHOWN_BY))
+def test_each_capability_is_shown_by_a_block_the_site_runs(capability: str) -> None:
+    needle = SHOWN_BY[capability]
+    running = [f"{block.file}:{block.line}" for page in site_pages()
+               for block in parse(blocks_of(os.path.join(ROOT, page)), page, sections=False)
+               if block.mode != "skip" and needle in block.code]
+    assert running, f"no block the site's run executes shows {capability} ({needle!r})"

@@ -1,10 +1,12 @@
 """``GET /v1/usage`` through a real node with auth on: what two users produce, fetch and stream is
 counted per user, topic and hour, the bytes equal what their quotas were charged, storage goes
-to the owner, each user sees only their own rows, CSV and days work, bad queries are 400, and the
+to the owner, each user sees only their own rows, CSV and days work, bad queries are 400, gRPC
+and queues are counted as HTTP and topics are, ``/metrics`` carries each user's totals, and the
 counts survive a restart (they are stored, not only in memory)."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import csv
 import io
@@ -16,12 +18,18 @@ from urllib.parse import urlencode
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from prometheus_client.parser import text_string_to_metric_families
 
+from grpc_api import stubs
 from segments.batch import ProducerRecord, encode_batch
+from tests.grpc_api.conftest import auth
 from tests.http_api.conftest import Http
 from tests.http_api.test_user_limits import As, make_user
 from tests.support.auth import ADMIN, ADMIN_PASSWORD, AUTH_ARGS, login
+from tests.support.grpc_calls import publish, subscribe
 from tests.support.nodes import NodeProcess
+
+pb, _ = stubs.load()
 
 HOUR_MS = 3_600_000
 
@@ -142,6 +150,54 @@ def test_a_prebuilt_batch_counts_the_records_it_holds(node, http, admin, users) 
     assert stored.status == 200, stored.data[:300]
     (row,) = [r for r in rows_of(alice) if r["topic"] == "alice.batch"]
     assert row["records_in"] == 7 and row["bytes_in"] == len(batch) and row["requests"] == 1
+
+
+def test_grpc_publish_and_subscribe_are_counted_as_http_calls_are(node, http, admin, users) -> None:
+    alice, _ = users
+    alice.json("POST", "/v1/topics", 201, body={"name": "alice.grpc", "partitions": 1})
+    request = pb.PublishRequest(topic="alice.grpc", records=[pb.Record(value=b"g" * 50) for _ in range(4)])
+    asyncio.run(publish(node.grpc_address, request, auth(alice.token)))
+    got = asyncio.run(subscribe(node.grpc_address, pb.SubscribeRequest(topic="alice.grpc", partition=0, offset=0),
+                                auth(alice.token), 4))
+    assert len(got) == 4
+    deadline = time.monotonic() + 10
+    while True:  # the subscription's time is credited once the node sees it closed
+        (row,) = [r for r in rows_of(alice) if r["topic"] == "alice.grpc"]
+        if row["stream_seconds"] > 0 or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert row["user"] == "alice" and row["records_in"] == 4 and row["records_out"] == 4
+    assert row["bytes_in"] == request.ByteSize(), "the bytes counted: the Publish the quota is charged"
+    assert row["bytes_out"] > 4 * 50 and row["requests"] == 2 and row["stream_seconds"] > 0
+
+
+def test_a_queues_sends_and_receives_are_counted_under_the_queue(node, http, admin, users) -> None:
+    alice, _ = users
+    alice.json("POST", "/v1/topics", 201, body={"name": "alice.jobs", "kind": "queue"})
+    body = {"records": [{"value": f"job-{i}"} for i in range(3)]}
+    sent = alice.call("POST", "/v1/queues/alice.jobs/messages", body=body)
+    assert sent.status == 200, sent.data[:300]
+    received = alice.call("POST", "/v1/queues/alice.jobs/receive", body={"max_messages": 3})
+    assert received.status == 200 and len(received.json()["messages"]) == 3
+    (row,) = [r for r in rows_of(alice) if r["topic"] == "alice.jobs"]
+    assert row["records_in"] == 3 and row["records_out"] == 3 and row["requests"] == 2
+    assert row["bytes_in"] == len(json.dumps(body).encode()) and row["bytes_out"] == len(received.data)
+
+
+def test_metrics_carry_each_users_totals_as_the_usage_rows_sum_them(node, http, admin, users) -> None:
+    """One node, started with this module: its per-user counters since start are the sums of the
+    user's rows (every topic, every hour)."""
+    alice, bob = users
+    scrape = admin.call("GET", "/metrics")
+    assert scrape.status == 200
+    families = {f.name: f for f in text_string_to_metric_families(scrape.data.decode())}
+    for user in (alice, bob):
+        rows = rows_of(admin, user=user.name)
+        for field in ("bytes_in", "records_in", "bytes_out", "records_out", "requests"):
+            (sample,) = [s for s in families[f"logbroker_user_{field}"].samples
+                         if s.name.endswith("_total") and s.labels == {"user": user.name}]
+            assert sample.value == sum(r[field] for r in rows), (user.name, field)
+    assert all(families[f"logbroker_user_{field}"].samples for field in ("records_in", "records_out"))
 
 
 def test_usage_outlives_a_restart(node, http, admin, users) -> None:

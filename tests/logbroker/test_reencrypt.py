@@ -13,6 +13,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from logbroker.cli.command import main
 from segments.batch import iter_batches
 from segments.encryption import open_batch, sealing_key
@@ -87,6 +89,20 @@ def test_keys_create_rotate_remove(tmp_path: Path, capsys: object) -> None:
     assert main(["keys", "remove", "--file", path, "--id", "2"]) == 1  # the current key stays
     assert main(["keys", "remove", "--file", path, "--id", "1"]) == 0
     assert set(load_ring(path).keys) == {2}
+
+
+def test_keys_create_makes_a_missing_directory_and_refuses_an_unwritable_one_clearly(tmp_path: Path,
+                                                                                     capsys: pytest.CaptureFixture[str]
+                                                                                     ) -> None:
+    path = tmp_path / "new" / "dir" / "ring"
+    assert main(["keys", "create", "--out", str(path)]) == 0
+    assert set(load_ring(str(path)).keys) == {1} and oct(path.parent.stat().st_mode & 0o777) == "0o700"
+    blocked = tmp_path / "a-file"
+    blocked.write_text("")
+    capsys.readouterr()
+    assert main(["keys", "create", "--out", str(blocked / "ring")]) == 1
+    err = capsys.readouterr().err
+    assert "cannot write the key ring" in err and "Traceback" not in err
 
 
 def test_reencrypt_moves_every_batch_to_the_current_key_so_the_old_one_can_go(tmp_path: Path) -> None:
