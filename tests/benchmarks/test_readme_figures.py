@@ -101,6 +101,10 @@ QUOTES: Sequence[tuple[str, str, Sequence[Callable[[], float | str]]]] = (
     ("targets", r"p99 at 5,000 records/s is \*\*" + NUMBER + X + r"\*\*\s+(NATS|RabbitMQ) at 100 B and " + NUMBER
      + X + r" the best peer at 1 KiB", (target("latency_5000_100b_p99_ms"), best_peer("latency_5000_100b_p99_ms"),
                                      target("latency_5000_1024b_p99_ms"))),
+    ("targets", r"and p50 \*\*" + NUMBER + X + r"\*\* (NATS|RabbitMQ) at 100 B",
+     (target("latency_5000_100b_p50_ms"), best_peer("latency_5000_100b_p50_ms"))),
+    ("status table", r"NATS \(p50 " + NUMBER + X + r"\) in the latest committed run",
+     (target("latency_5000_100b_p50_ms"),)),
     ("LogBroker alone", r"JVM reader \(`logbroker-segments`\) \| " + NUMBER + r" records/s \(" + NUMBER + TO
      + NUMBER + r"\); JVM direct / HTTP \*\*" + NUMBER + r" \(" + NUMBER + TO + NUMBER + r"\)\*\*",
      (figure("spark.json", "jvm_direct_records_per_s"), figure("spark.json", "jvm_direct_records_per_s_min"),
