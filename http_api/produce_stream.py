@@ -51,8 +51,9 @@ from http_api.produce_answers import AnswerQueue
 from http_api.records import append_prebuilt
 from http_api.routing import route
 from http_api.user_limits import stream_slot
+from http_api.websocket_upgrade import upgrade_opener
 from logbroker.api import check_acks
-from logbroker.errors import ANY_ERROR, AuthenticationError, ForbiddenError, InvalidRequestError
+from logbroker.errors import ANY_ERROR, AuthenticationError, ForbiddenError
 
 log = logging.getLogger(__name__)
 HEARTBEAT_S: Final = 30.0
@@ -75,13 +76,7 @@ async def produce_stream(request: web.Request) -> web.StreamResponse:
     acks = check_acks(request.query.get("acks", "1"))
     await node.list_offset(topic, partition, "latest")  # 404 before the upgrade
     socket = web.WebSocketResponse(max_msg_size=node.config.request_body_bytes_max, heartbeat=HEARTBEAT_S)
-    if not socket.can_prepare(request).ok:
-        raise InvalidRequestError("a produce stream is a WebSocket: send the upgrade headers "
-                                  "(Connection: Upgrade, Upgrade: websocket)")
-
-    async def accept(req: web.Request) -> web.StreamResponse:
-        await socket.prepare(req)
-        return socket
+    accept = upgrade_opener(request, socket, "produce")
 
     async with stream_slot(request, accept):
         await _serve(request, socket, topic, partition, acks)

@@ -32,7 +32,8 @@ from http_api.keys import NODE
 from http_api.params import RACK_QUERY, path_partition, path_topic, query_int, query_rack
 from http_api.routing import route
 from http_api.user_limits import paced_write, stream_slot
-from logbroker.errors import ANY_ERROR, AuthenticationError, ForbiddenError, InvalidRequestError
+from http_api.websocket_upgrade import upgrade_opener
+from logbroker.errors import ANY_ERROR, AuthenticationError, ForbiddenError
 
 SUBSCRIBE_READ_BYTES: Final = 256 * 1024
 HEARTBEAT_S: Final = 30.0
@@ -71,13 +72,7 @@ async def subscribe_stream(request: web.Request) -> web.StreamResponse:
     result, _ = await node.fetch(topic, partition, offset, SUBSCRIBE_READ_BYTES, 0,  # 404/416 before the upgrade
                                  client_rack=rack)
     socket = web.WebSocketResponse(max_msg_size=CLIENT_MESSAGE_BYTES_MAX, heartbeat=HEARTBEAT_S)
-    if not socket.can_prepare(request).ok:
-        raise InvalidRequestError("a subscribe stream is a WebSocket: send the upgrade headers "
-                                  "(Connection: Upgrade, Upgrade: websocket)")
-
-    async def accept(req: web.Request) -> web.StreamResponse:
-        await socket.prepare(req)
-        return socket
+    accept = upgrade_opener(request, socket, "subscribe")
 
     wait_ms = node.config.access_recheck_ms
     frames = _Frames(socket)

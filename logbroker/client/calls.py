@@ -11,7 +11,7 @@ from typing import Any, Final, Literal, TypeVar
 import aiohttp
 import msgpack
 
-from logbroker.client.errors import LogBrokerError, problem_error, transport_error
+from logbroker.client.errors import LogBrokerError, problem_error, problem_of_text, transport_error
 from logbroker.client.sse import Event, SseParser
 
 MSGPACK_TYPE: Final = "application/x-msgpack"
@@ -235,18 +235,9 @@ async def _events(response: aiohttp.ClientResponse) -> AsyncIterator[Event]:
         for line in lines:
             event = parser.feed(line.decode().rstrip("\r"))
             if event is not None and event.kind == "error":  # the node ended the stream (decision 0175)
-                raise _stream_error(event.data)
+                raise problem_of_text(event.data)
             if event is not None:
                 yield event
-
-
-def _stream_error(data: str) -> LogBrokerError:
-    """The ``LogBrokerError`` of an ``error`` event, whose data is a problem body."""
-    try:
-        status = int(json.loads(data).get("status", 0))
-    except (ValueError, AttributeError, TypeError):
-        status = 0
-    return problem_error(status, data.encode())
 
 
 def _json_loads(raw: bytes) -> dict[str, Any]:

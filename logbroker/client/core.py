@@ -432,16 +432,7 @@ class Client(GroupQueueCalls):
         """Open a produce stream (a WebSocket) to the partition's leader: prebuilt batches sent
         one after another on one connection, each answered in order (``ProduceStream.send``).
         A refused upgrade raises ``LogBrokerError`` with the node's status."""
-        url = await self._target((topic, partition))
-        path = f"/v1/topics/{topic}/partitions/{partition}/produce"
-        try:
-            socket = await self._http().ws_connect(url + path, params={"acks": acks},
-                                                   headers=await self._credentials.header() or None)
-        except aiohttp.WSServerHandshakeError as exc:
-            raise LogBrokerError(exc.status, "refused", f"{path} on {url}: {exc.message}",
-                                 retriable=exc.status in RETRIABLE_STATUSES) from exc
-        except (TimeoutError, aiohttp.ClientError) as exc:
-            raise transport_error(url, f"GET {path}", exc) from exc
+        url, socket = await self._partition_socket(topic, partition, "produce", {"acks": acks})
         return ProduceStream(socket, url, in_flight_max=in_flight_max)
 
     async def subscribe(self, topic: str, partition: int, *, offset: int | None = None) -> Subscription:
@@ -450,18 +441,26 @@ class Client(GroupQueueCalls):
         ``Subscription`` for ``ConsumerBatch`` objects, and close it when done. The binary twin
         of ``stream`` (no JSON on either side). A refused upgrade raises ``LogBrokerError`` with
         the node's status."""
-        url = await self._target((topic, partition))
-        path = f"/v1/topics/{topic}/partitions/{partition}/subscribe"
         params = {} if offset is None else {"offset": offset}
+        url, socket = await self._partition_socket(topic, partition, "subscribe", params,
+                                                   max_msg_size=PENDING_BYTES_MAX)
+        return Subscription(socket, url, topic, partition, 0 if offset is None else offset)
+
+    async def _partition_socket(self, topic: str, partition: int, kind: str, params: dict[str, Any], *,
+                                max_msg_size: int = 4 * 1024 * 1024) -> tuple[str, aiohttp.ClientWebSocketResponse]:
+        """A WebSocket to ``/v1/topics/{topic}/partitions/{partition}/{kind}`` on the partition's
+        leader, and that node's URL; a refused upgrade is ``LogBrokerError`` with its status."""
+        url = await self._target((topic, partition))
+        path = f"/v1/topics/{topic}/partitions/{partition}/{kind}"
         try:
-            socket = await self._http().ws_connect(url + path, params=params, max_msg_size=PENDING_BYTES_MAX,
+            socket = await self._http().ws_connect(url + path, params=params, max_msg_size=max_msg_size,
                                                    headers=await self._credentials.header() or None)
         except aiohttp.WSServerHandshakeError as exc:
             raise LogBrokerError(exc.status, "refused", f"{path} on {url}: {exc.message}",
                                  retriable=exc.status in RETRIABLE_STATUSES) from exc
         except (TimeoutError, aiohttp.ClientError) as exc:
             raise transport_error(url, f"GET {path}", exc) from exc
-        return Subscription(socket, url, topic, partition, 0 if offset is None else offset)
+        return url, socket
 
     async def fetch_batches(self, topic: str, partition: int, offset: int, *, max_bytes: int = 1 << 20,
                             wait_ms: int = 0) -> FetchedBatches:

@@ -80,3 +80,13 @@ def _retry_after(headers: Mapping[str, str] | None) -> float | None:
     except ValueError:
         return None
     return value if value is not None and 0 <= value < float("inf") else None
+
+
+def problem_of_text(text: str) -> LogBrokerError:
+    """The error a stream carried as a problem body in text (an SSE ``error`` event, a WebSocket
+    text message), its status read from the body."""
+    try:
+        status = int(json.loads(text).get("status", 0))
+    except (ValueError, AttributeError, TypeError):
+        status = 0
+    return problem_error(status, text.encode())

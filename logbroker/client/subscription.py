@@ -12,14 +12,13 @@ code ends the iteration with a transport error.
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 from typing import Final
 
 import aiohttp
 
 from logbroker.client.consumer_batch import ConsumerBatch, decode_fetched
-from logbroker.client.errors import LogBrokerError, problem_error
+from logbroker.client.errors import LogBrokerError, problem_of_text
 from segments.batch import DEFAULT_RECORDS_BYTES_MAX, HEADER_SIZE, parse_header
 
 PENDING_BYTES_MAX: Final = DEFAULT_RECORDS_BYTES_MAX + HEADER_SIZE
@@ -65,7 +64,7 @@ class Subscription:
     async def _batches(self) -> AsyncIterator[ConsumerBatch]:
         async for message in self._socket:
             if message.type == aiohttp.WSMsgType.TEXT:
-                raise _problem(message.data)
+                raise problem_of_text(message.data)
             if message.type != aiohttp.WSMsgType.BINARY:
                 break
             batch = self._take(message.data)
@@ -95,11 +94,3 @@ class Subscription:
         for skipped in batch.skipped:
             self.position = max(self.position, skipped.next_offset)
         return batch if len(batch) or batch.skipped else None
-
-
-def _problem(text: str) -> LogBrokerError:
-    try:
-        status = int(json.loads(text).get("status", 0))
-    except (ValueError, AttributeError, TypeError):
-        status = 0
-    return problem_error(status, text.encode())

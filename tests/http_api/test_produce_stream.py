@@ -20,6 +20,7 @@ from tests.http_api.conftest import Http
 from tests.http_api.test_auth import As, make_user
 from tests.support.auth import ADMIN, ADMIN_PASSWORD, AUTH_ARGS, bearer, login
 from tests.support.nodes import NodeProcess
+from tests.support.websockets import upgrade_status
 
 BODY_MAX = 64 * 1024
 TIMEOUT_S = 30
@@ -67,17 +68,6 @@ def _exchange(node: NodeProcess, token: str, topic: str, messages: list[bytes | 
                 answers.append(json.loads(reply.data))
             await socket.close()
             return answers, socket.close_code
-    return asyncio.run(run())
-
-
-def _upgrade_status(node: NodeProcess, path: str, token: str | None) -> int:
-    async def run() -> int:
-        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=TIMEOUT_S)) as session:
-            try:
-                async with session.ws_connect(node.url + path, headers=bearer(token) if token else None):
-                    return 101
-            except aiohttp.WSServerHandshakeError as exc:
-                return exc.status
     return asyncio.run(run())
 
 
@@ -131,12 +121,12 @@ def test_the_upgrade_is_authenticated_authorized_and_checked(node: NodeProcess, 
     admin, owner, guest = users
     _topic(owner, "ws-door")
     path = "/v1/topics/ws-door/partitions/0/produce"
-    assert _upgrade_status(node, path, None) == 401
-    assert _upgrade_status(node, path, guest.token) == 403
-    assert _upgrade_status(node, "/v1/topics/ws-none/partitions/0/produce", owner.token) == 403  # unknown: as ever
-    assert _upgrade_status(node, "/v1/topics/ws-none/partitions/0/produce", admin.token) == 404
-    assert _upgrade_status(node, "/v1/topics/ws-door/partitions/7/produce", owner.token) == 404
-    assert _upgrade_status(node, path + "?acks=2", owner.token) == 400
+    assert upgrade_status(node.url, path, None) == 401
+    assert upgrade_status(node.url, path, guest.token) == 403
+    assert upgrade_status(node.url, "/v1/topics/ws-none/partitions/0/produce", owner.token) == 403  # unknown: as ever
+    assert upgrade_status(node.url, "/v1/topics/ws-none/partitions/0/produce", admin.token) == 404
+    assert upgrade_status(node.url, "/v1/topics/ws-door/partitions/7/produce", owner.token) == 404
+    assert upgrade_status(node.url, path + "?acks=2", owner.token) == 400
     plain = owner.call("GET", path)  # not an upgrade: a problem, not a half-open socket
     assert plain.status == 400 and plain.headers["content-type"] == "application/problem+json"
 

@@ -16,6 +16,7 @@ from tests.http_api.conftest import Http
 from tests.http_api.test_auth import As, make_user
 from tests.support.auth import ADMIN, ADMIN_PASSWORD, AUTH_ARGS, bearer, login
 from tests.support.nodes import NodeProcess
+from tests.support.websockets import upgrade_status
 
 TIMEOUT_S = 30
 
@@ -39,17 +40,6 @@ def _topic(owner: As, name: str) -> None:
 def _produce(user: As, topic: str, values: list[bytes]) -> None:
     user.json("POST", f"/v1/topics/{topic}/records?partition=0", raw=encode_values(values),
               content_type="application/vnd.logbroker.batch")
-
-
-def _upgrade_status(node: NodeProcess, path: str, token: str | None) -> int:
-    async def run() -> int:
-        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=TIMEOUT_S)) as session:
-            try:
-                async with session.ws_connect(node.url + path, headers=bearer(token) if token else None):
-                    return 101
-            except aiohttp.WSServerHandshakeError as exc:
-                return exc.status
-    return asyncio.run(run())
 
 
 def test_stored_batches_from_an_offset_then_new_ones_arrive(node: NodeProcess, users: tuple[As, As, As]):
@@ -105,13 +95,13 @@ def test_the_upgrade_is_authenticated_authorized_and_checked(node: NodeProcess, 
     _topic(owner, "sub-door")
     _produce(owner, "sub-door", [b"x"])
     path = "/v1/topics/sub-door/partitions/0/subscribe"
-    assert _upgrade_status(node, path, None) == 401
-    assert _upgrade_status(node, path, guest.token) == 403
-    assert _upgrade_status(node, "/v1/topics/sub-none/partitions/0/subscribe", admin.token) == 404
-    assert _upgrade_status(node, "/v1/topics/sub-door/partitions/3/subscribe", owner.token) == 404
-    assert _upgrade_status(node, path + "?offset=5", owner.token) == 416
-    assert _upgrade_status(node, path + "?offset=-1", owner.token) == 400
-    assert _upgrade_status(node, path + "?offset=1", owner.token) == 101
+    assert upgrade_status(node.url, path, None) == 401
+    assert upgrade_status(node.url, path, guest.token) == 403
+    assert upgrade_status(node.url, "/v1/topics/sub-none/partitions/0/subscribe", admin.token) == 404
+    assert upgrade_status(node.url, "/v1/topics/sub-door/partitions/3/subscribe", owner.token) == 404
+    assert upgrade_status(node.url, path + "?offset=5", owner.token) == 416
+    assert upgrade_status(node.url, path + "?offset=-1", owner.token) == 400
+    assert upgrade_status(node.url, path + "?offset=1", owner.token) == 101
     plain = owner.call("GET", path)  # not an upgrade: a problem, not a half-open socket
     assert plain.status == 400 and plain.headers["content-type"] == "application/problem+json"
 
