@@ -137,7 +137,7 @@ def check_batch(batch: bytes | memoryview) -> CheckedBatch:
 def _rows(header: BatchHeader, section: bytes | memoryview) -> tuple[tuple[Any, ...], ...]:
     try:
         rows: tuple[tuple[Any, ...], ...] = _ROWS.decode(section)
-    except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+    except (msgspec.ValidationError, msgspec.DecodeError, UnicodeDecodeError) as exc:  # a header name not UTF-8
         raise InvalidBatchError(f"the records are not [offset_delta int, timestamp_delta int, key bin|nil, "
                                 f"value bin|nil, headers [[name str, value bin]...]] rows: {exc}") from exc
     if len(rows) != header.record_count:

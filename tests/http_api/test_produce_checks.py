@@ -104,6 +104,8 @@ def prebuilt(draw: st.DrawFn) -> bytes:
                       first_ts=0, max_ts=0))
 @example(batch=forged(msgpack.packb([[0, 2**62, None, b"v", []]]), count=1, codec=0, attributes=0, first_ts=2**62,
                       max_ts=2**63 - 1))
+@example(batch=forged(bytes.fromhex("91950000c0c401769192a18fc40178"), count=1, codec=0, attributes=0, first_ts=0,
+                      max_ts=0))  # a header name whose msgpack str is not UTF-8 (was a 500)
 def test_a_prebuilt_batch_is_refused_and_changes_nothing_or_every_reader_reads_it(http, node, topic, batch):
     before = latest(http, topic)
     reply = http.call("POST", f"/v1/topics/{topic}/records?partition=0", raw=batch, content_type=BATCH)
