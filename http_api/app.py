@@ -36,11 +36,12 @@ from http_api.auth import auth_middleware
 from http_api.bodies import body_deadline_middleware
 from http_api.decoding import decode_pool
 from http_api.errors import Handler, error_middleware
-from http_api.keys import EXECUTOR, NODE, SENDFILE, STREAMS
+from http_api.keys import EXECUTOR, FRONT_DOOR, NODE, SENDFILE, STREAMS
 from http_api.pass_on import forwarder, pass_on_middleware
 from http_api.routing import ROUTES
 from http_api.sendfile import SendfileGate
 from http_api.stream_budget import StreamBudget
+from logbroker.api import BrokerApi
 from logbroker.logs import request_id
 from logbroker.node import Node
 
@@ -86,6 +87,7 @@ def build_app(node: Node) -> web.Application:
                           middlewares=[observe_middleware, error_middleware, pass_on_middleware, auth_middleware,
                                        body_deadline_middleware])
     app[NODE] = node
+    app[FRONT_DOOR] = BrokerApi(node)
     app[STREAMS] = StreamBudget()
     app.cleanup_ctx.append(_sendfile_threads)
     app.cleanup_ctx.append(decode_pool)

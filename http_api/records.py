@@ -13,7 +13,7 @@ from http_api.auth import call_context, principal_of, recheck_access
 from http_api.bodies import read_body
 from http_api.decoding import DECODER
 from http_api.json_codec import encode, json_response
-from http_api.keys import NODE, SENDFILE
+from http_api.keys import FRONT_DOOR, NODE, SENDFILE
 from http_api.params import (
     BATCH,
     ENCODING_QUERY,
@@ -30,7 +30,7 @@ from http_api.params import (
 )
 from http_api.routing import route
 from http_api.sendfile import send_slice
-from logbroker.api import Answered, BrokerApi, Prebuilt
+from logbroker.api import Answered, Prebuilt
 from logbroker.batch_limits import CheckedBatch, check_batch, is_costly, is_costly_read
 from logbroker.errors import UnsupportedMediaTypeError
 from logbroker.producer_ids import check_writer, issue
@@ -79,7 +79,7 @@ PRODUCE_BODY = {"type": "object", "required": ["records"], "additionalProperties
 async def produce(request: web.Request) -> web.Response:
     node = request.app[NODE]
     body = _Body(request)
-    published = await BrokerApi(node).publish(call_context(request), request.match_info["name"], body,
+    published = await request.app[FRONT_DOOR].publish(call_context(request), request.match_info["name"], body,
                                               request.query.get("acks", "1"),
                                               idempotency_key=request.headers.get(IDEMPOTENCY_KEY))
     if body.partition is not None:
@@ -167,7 +167,7 @@ async def fetch(request: web.Request) -> web.StreamResponse:
     wait_ms = query_int(request, "wait_ms", default=0)
     force_base64 = query_base64(request)
     rack = query_rack(request)
-    front_door, ctx = BrokerApi(node), call_context(request)
+    front_door, ctx = request.app[FRONT_DOOR], call_context(request)
     if BATCH in request.headers.get("Accept", ""):
         async def raw_answer(read: tuple[LogSlice | LogRead | None, int]) -> Answered[web.StreamResponse]:
             piece, hwm = read
@@ -222,5 +222,5 @@ def _json_answer(result: LogRead, offset: int, max_records: int, force_base64: b
        front_door="list_offsets", query=(("at", "string", "earliest, latest (default) or a timestamp in ms"),))
 async def list_offsets(request: web.Request) -> web.Response:
     at = request.query.get("at", "latest")
-    return json_response(await BrokerApi(request.app[NODE]).list_offsets(
+    return json_response(await request.app[FRONT_DOOR].list_offsets(
         call_context(request), path_topic(request), path_partition(request), at))
