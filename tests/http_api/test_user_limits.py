@@ -271,3 +271,36 @@ def test_a_gone_member_stream_frees_its_slot(http, node, admin):
     finally:
         for sock in held:
             sock.close()
+
+
+def test_subscribe_streams_take_the_same_slots_as_push_streams(http, node, admin):
+    """A user cannot open more streams by mixing kinds: subscribe streams (WebSockets) count
+    against ``streams_max`` with push streams, and a slot comes back when the subscriber goes."""
+    import asyncio
+
+    import aiohttp
+
+    from tests.support.websockets import upgrade_status
+
+    ivan = make_user(http, admin, "ivan")
+    ivan.json("POST", "/v1/topics", 201, body={"name": "ivan.s"})
+    push, status = _open_stream(node, ivan, "ivan.s")
+    assert status == 200
+    try:
+        async def hold_one_and_try_another() -> tuple[int, int]:
+            async with aiohttp.ClientSession() as session, \
+                    session.ws_connect(f"{node.url}/v1/topics/ivan.s/partitions/0/subscribe",
+                                       headers=bearer(ivan.token)):
+                third = await asyncio.to_thread(upgrade_status, node.url, "/v1/topics/ivan.s/partitions/0/subscribe",
+                                                ivan.token)
+                sse, sse_status = await asyncio.to_thread(_open_stream, node, ivan, "ivan.s")
+                sse.close()
+                return third, sse_status
+
+        assert asyncio.run(hold_one_and_try_another()) == (429, 429)
+        deadline = time.monotonic() + POLL_DEADLINE_S
+        while upgrade_status(node.url, "/v1/topics/ivan.s/partitions/0/subscribe", ivan.token) != 101:
+            assert time.monotonic() < deadline, "the gone subscriber's slot was not freed"
+            time.sleep(0.2)
+    finally:
+        push.close()
