@@ -53,9 +53,14 @@ async def list_topics(request: web.Request) -> web.Response:
 
 
 @route("GET", "/v1/topics/{name}", "Describe a topic: partitions, leaders, offsets, config", access="describe",
+       query=(("offsets", "boolean", "false: the placement alone (leaders, replicas, in-sync replicas), "
+                                     "without the offsets and sizes that each partition's leader is asked for"),),
        responses={"200": "OK", "403": "Not allowed", "404": "Unknown topic"})
 async def describe_topic(request: web.Request) -> web.Response:
-    return json_response(await request.app[NODE].describe_topic(path_topic(request)))
+    offsets = request.query.get("offsets", "true")
+    if offsets not in ("true", "false"):
+        raise InvalidRequestError("offsets must be true or false")
+    return json_response(await request.app[NODE].describe_topic(path_topic(request), offsets=offsets == "true"))
 
 
 @route("DELETE", "/v1/topics/{name}", "Delete a topic and its data (owner or admin)", access="manage",

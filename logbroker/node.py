@@ -737,14 +737,18 @@ class Node:
         return {"name": meta.name, "kind": meta.kind, "partitions": meta.partitions,
                 "replication_factor": meta.replication_factor, "owner": meta.owner}
 
-    async def describe_topic(self, name: str) -> dict[str, Any]:
+    async def describe_topic(self, name: str, *, offsets: bool = True) -> dict[str, Any]:
         """The topic with ``partitions`` as a list (leader, replicas, in-sync replicas, offsets);
-        ``partition_count`` is the number (listings use ``partitions`` for the number)."""
+        ``partition_count`` is the number (listings use ``partitions`` for the number).
+
+        ``offsets=False`` leaves out each partition's offsets and size, which come from its
+        leader: the placement alone is answered from the coordinator and asks no peer, so a
+        client's metadata read never waits on a paused or cut-off leader of another partition."""
         validate_name(name, internal=True)
         meta = await self.coordinator.get_topic(name)
         states = await self.coordinator.partition_states(name)
-        figures = await self._partition_figures(name, states)
-        unknown = dict.fromkeys(("earliest_offset", "latest_offset", "log_end_offset", "size_bytes"))
+        figures = await self._partition_figures(name, states) if offsets else {}
+        unknown = dict.fromkeys(("earliest_offset", "latest_offset", "log_end_offset", "size_bytes")) if offsets else {}
         partitions = []
         for state in states:
             partitions.append({

@@ -226,7 +226,7 @@ class Client(GroupQueueCalls):
             else:
                 self._metadata.set_nodes(parse_nodes(body), time.monotonic())
         if topic is not None and self._metadata.topic_stale(topic, time.monotonic()):
-            body = await self._metadata_get(f"/v1/topics/{topic}")
+            body = await self._metadata_get(f"/v1/topics/{topic}?offsets=false")  # asks no other node
             if body is None:
                 self._metadata.topic_failed(topic, time.monotonic())
             else:
@@ -326,8 +326,11 @@ class Client(GroupQueueCalls):
     async def delete_topic(self, name: str) -> None:
         await self.request("DELETE", f"/v1/topics/{name}")
 
-    async def describe_topic(self, name: str) -> dict[str, Any]:
-        result: dict[str, Any] = await self._json("GET", f"/v1/topics/{name}")
+    async def describe_topic(self, name: str, *, offsets: bool = True) -> dict[str, Any]:
+        """The topic, its config and its partitions' placement; with ``offsets`` also each
+        partition's offsets and size, which the node asks the partition's leader for."""
+        result: dict[str, Any] = await self._json("GET", f"/v1/topics/{name}",
+                                                  params=None if offsets else {"offsets": "false"})
         return result
 
     async def alter_topic_config(self, name: str, changes: dict[str, Any]) -> dict[str, Any]:

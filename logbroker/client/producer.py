@@ -90,7 +90,7 @@ class Producer:
 
     async def partitions_for(self, topic: str) -> int:
         if topic not in self._partitions:
-            self._partitions[topic] = int((await self.client.describe_topic(topic))["partition_count"])
+            self._partitions[topic] = int((await self.client.describe_topic(topic, offsets=False))["partition_count"])
         return self._partitions[topic]
 
     async def send(self, topic: str, value: bytes | None, *, key: bytes | None = None,

@@ -8,6 +8,7 @@ and once the lease takes the follower out it is refused, as is the next one, wit
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import threading
@@ -17,6 +18,9 @@ from typing import Any, Final
 
 import pytest
 
+from logbroker.client import Client
+from logbroker.node import FIGURES_DEADLINE_S
+from segments.batch import encode_values
 from tests.cluster.test_replication import (
     HEAL_S,
     alive_nodes,
@@ -28,6 +32,7 @@ from tests.cluster.test_replication import (
     partition,
     produce,
 )
+from tests.support.auth import ADMIN, ADMIN_PASSWORD
 from tests.support.cluster import Cluster, running_cluster, wait_until
 
 # Long enough that a follower's lease cannot lapse while the tests look: anything the ISR does
@@ -123,3 +128,43 @@ def test_a_stall_never_takes_the_isr_below_min_insync_and_such_writes_are_refuse
         os.kill(cluster.nodes[follower].pid, signal.SIGCONT)
     wait_until(lambda: all_in_sync(cluster, leader, "stall-strict", token), timeout_s=HEAL_S)
     assert produce(cluster, leader, token, "stall-strict", 0, "again", "all").status == 200
+
+
+def test_a_paused_leader_of_one_partition_holds_up_no_client_call_to_the_others(cluster: Cluster,
+                                                                                 token: dict[str, str]) -> None:
+    """A client reads the placement (``GET /v1/topics/{name}?offsets=false``) whenever its
+    metadata is stale, and that read asks no other node: a paused node that leads one partition
+    (its lease still held) does not hold up calls to the others. The full describe asks each
+    leader for its offsets and waits up to ``FIGURES_DEADLINE_S`` on a silent one; every call of
+    a client then waited that long on each metadata read."""
+    heal(cluster, token)
+    placed = create(cluster, token, "stall-placement", 3, 1)
+    paused = int(placed[0]["leader"])
+    target = next(p for p in placed if int(p["leader"]) != paused)
+    via = int(target["leader"])
+    urls = [cluster.nodes[n].url for n in sorted(cluster.nodes) if n != paused]
+    took: list[float] = []
+
+    async def write() -> None:
+        async with Client(urls, username=ADMIN, password=ADMIN_PASSWORD, metadata_max_age_s=0.0) as client:
+            for i in range(5):
+                started = time.monotonic()
+                await client.produce_batch("stall-placement", target["partition"], encode_values([f"v{i}".encode()]))
+                took.append(time.monotonic() - started)
+
+    os.kill(cluster.nodes[paused].pid, signal.SIGSTOP)
+    try:
+        started = time.monotonic()
+        described = cluster.http(via).json("GET", "/v1/topics/stall-placement?offsets=false", headers=token)
+        assert time.monotonic() - started < FIGURES_DEADLINE_S / 2, "the placement read waited on the paused node"
+        assert [(p["partition"], p["leader"]) for p in described["partitions"]] == \
+            [(p["partition"], p["leader"]) for p in placed]
+        assert not any("latest_offset" in p for p in described["partitions"])
+        asyncio.run(write())
+        assert max(took) < FIGURES_DEADLINE_S / 2, took
+        full = cluster.http(via).json("GET", "/v1/topics/stall-placement", headers=token)
+        figures = {p["partition"]: p["latest_offset"] for p in full["partitions"]}
+        assert figures[0] is None, "the paused leader answered for its partition"
+        assert figures[target["partition"]] == 5
+    finally:
+        os.kill(cluster.nodes[paused].pid, signal.SIGCONT)

@@ -24,6 +24,20 @@ def test_create_describe_list_delete(http):
     assert again["partitions"][0]["latest_offset"] == 0
 
 
+def test_describe_without_offsets_gives_the_placement_alone(http):
+    http.json("POST", "/v1/topics", 201, body={"name": "admin.placed", "partitions": 2})
+    http.json("POST", "/v1/topics/admin.placed/records", body={"records": [{"value": "v", "partition": 1}]})
+    full = http.json("GET", "/v1/topics/admin.placed")
+    placed = http.json("GET", "/v1/topics/admin.placed?offsets=false")
+    assert [p["latest_offset"] for p in full["partitions"]] == [0, 1]
+    figures = ("earliest_offset", "latest_offset", "log_end_offset", "size_bytes")
+    assert placed["partitions"] == [{k: v for k, v in p.items() if k not in figures} for p in full["partitions"]]
+    assert placed | {"partitions": []} == full | {"partitions": []}
+    assert http.json("GET", "/v1/topics/admin.placed?offsets=true") == full
+    reply = http.call("GET", "/v1/topics/admin.placed?offsets=maybe")
+    assert reply.status == 400 and reply.json()["code"] == "invalid_request"
+
+
 def test_queue_creates_its_dead_letter_topic(http):
     queue = http.json("POST", "/v1/topics", 201, body={"name": "jobs", "kind": "queue", "partitions": 2,
                                                        "config": {"max_deliveries": 3}})
