@@ -16,6 +16,8 @@ Invariants the rules keep:
 - a follower rejoins only once it holds everything below the high watermark and everything the
   current leader epoch wrote before it (it can serve as leader without losing an acknowledged
   record);
+- leadership is handed back only to a follower that holds the whole log and has answered since
+  the hand-over began (never to one that cannot take it up);
 - truncation keeps exactly the prefix a follower shares with the leader, judged by leader epochs
   (no divergent suffix survives, no shared record is dropped).
 """
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Collection, Mapping, Sequence
+from typing import Final
 
 UNKNOWN = -1
 MIN_INSYNC_KEY = "min_insync_replicas"
@@ -162,6 +165,38 @@ def preferred_ready(replicas: Sequence[int], isr: Collection[int], leader_id: in
     if not replicas or replicas[0] == leader_id:
         return False
     return replicas[0] in isr and replicas[0] in alive
+
+
+def answering(progress: FollowerProgress | None, now_ms: int, silent_ms: int) -> bool:
+    """The follower has answered a shipment within ``silent_ms``: it runs and reaches us now,
+    as a replica that is to take leadership over must (a paused or cut-off node would leave the
+    partition without a leader until its lease lapsed)."""
+    return progress is not None and now_ms - progress.answered_ms < silent_ms
+
+
+HAND_OVER_READY: Final = "ready"
+HAND_OVER_WAIT: Final = "wait"
+HAND_OVER_ABANDON: Final = "abandon"
+
+
+def hand_over(progress: FollowerProgress | None, leader_end: int, high_watermark_now: int, began_ms: int,
+              now_ms: int, silent_ms: int) -> str:
+    """Where a hand-over of leadership to a follower stands (writes are refused meanwhile).
+
+    ``ready`` once the follower holds the leader's whole log, the high watermark covers it, and
+    it has answered since the hand-over began (a live round trip: a node paused since its last
+    answer cannot give one, and leadership handed to it would stay unused until its lease
+    lapsed); ``abandon`` when it has been silent for ``silent_ms``, counted from the later of its
+    last answer and the hand-over's start (writes resume here; a later round tries again);
+    else ``wait``."""
+    if progress is None:
+        return HAND_OVER_ABANDON
+    if progress.answered_ms >= began_ms and progress.log_end is not None and progress.log_end >= leader_end \
+            and high_watermark_now >= leader_end:
+        return HAND_OVER_READY
+    if now_ms - max(progress.answered_ms, began_ms) >= silent_ms:
+        return HAND_OVER_ABANDON
+    return HAND_OVER_WAIT
 
 
 def failback_target(replicas: Sequence[int], isr: Collection[int], leader_id: int, alive: Collection[int],

@@ -29,7 +29,18 @@ from coordinator.models import PartitionState
 from internal_rpc.messages import ReplicateAnswer, ReplicateRequest, ShipmentResult
 from logbroker.errors import NotLeaderError
 from logbroker.partition_roles import topic_ranks
-from logbroker.partition_state import failback_target, min_insync_replicas, out_of_sync, ready_to_join, stalling
+from logbroker.partition_state import (
+    HAND_OVER_ABANDON,
+    HAND_OVER_READY,
+    UNKNOWN,
+    answering,
+    failback_target,
+    hand_over,
+    min_insync_replicas,
+    out_of_sync,
+    ready_to_join,
+    stalling,
+)
 from logbroker.replica_manager import Replica
 from logbroker.replication.follower import FollowerSide
 from logbroker.replication.leader import Leadership, now_ms
@@ -260,7 +271,7 @@ class ReplicationManager:
             if target is not None:
                 since = self._in_sync_since.setdefault(leadership.key, at)
                 if at - since >= FAILBACK_DELAY_MS:
-                    self._spawn(self._fail_back(leadership, target))
+                    self._begin_failback(leadership, target, at, stall_ms)
             else:
                 self._in_sync_since.pop(leadership.key, None)
         followed = {node for leadership in self.leaderships.values() for node in leadership.followers}
@@ -308,22 +319,40 @@ class ReplicationManager:
         if not leadership.closed:
             leadership.update(state, leadership.min_insync)
 
-    async def _fail_back(self, leadership: Leadership, preferred: int) -> None:
+    def _begin_failback(self, leadership: Leadership, target: int, at: int, silent_ms: int) -> None:
+        """Start handing leadership to ``target`` when it answers now; else ask it for a round
+        trip (an idle partition ships nothing) and look again next round, writes going on."""
+        progress = leadership.followers.get(target)
+        if answering(progress, at, silent_ms):
+            self._spawn(self._fail_back(leadership, target, silent_ms))
+        elif progress is not None:
+            progress.high_watermark_sent = UNKNOWN  # the next shipment carries an entry it answers
+            self._shipper(target).wake()
+
+    async def _fail_back(self, leadership: Leadership, preferred: int, silent_ms: int) -> None:
         """Hand leadership to ``preferred`` (the preferred replica, or one in a better-ranked
-        leader rack): refuse new writes, let it take the whole log, then resign (it is then the
-        election's candidate, ``partition_roles.candidate``)."""
+        leader rack): refuse new writes, let it take the whole log and answer once more, then
+        resign (it is then the election's candidate, ``partition_roles.candidate``). A target
+        silent for ``silent_ms`` meanwhile is given up (``partition_state.hand_over``)."""
         topic, partition = leadership.key
         leadership.handing_over = True
+        began = now_ms()
         deadline = time.monotonic() + HAND_OVER_WAIT_S
+        first = leadership.followers.get(preferred)
+        if first is not None:
+            first.high_watermark_sent = UNKNOWN  # a round trip that began after the writes stopped
         try:
             while time.monotonic() < deadline:
-                progress = leadership.followers.get(preferred)
-                end = leadership.replica.log.log_end_offset
-                if leadership.closed or progress is None:
+                if leadership.closed:
                     return
-                if progress.log_end is not None and progress.log_end >= end \
-                        and leadership.replica.high_watermark >= end:
+                stands = hand_over(leadership.followers.get(preferred), leadership.replica.log.log_end_offset,
+                                   leadership.replica.high_watermark, began, now_ms(), silent_ms)
+                if stands == HAND_OVER_READY:
                     break
+                if stands == HAND_OVER_ABANDON:
+                    log.info("failback abandoned: the replica did not answer", extra={"fields": {
+                        "topic": topic, "partition": partition, "preferred": preferred}})
+                    return
                 self._shipper(preferred).wake()
                 await asyncio.sleep(0.01)
             else:

@@ -20,6 +20,7 @@ import pytest
 
 from logbroker.client import Client
 from logbroker.node import FIGURES_DEADLINE_S
+from logbroker.replication.manager import FAILBACK_DELAY_MS
 from segments.batch import encode_values
 from tests.cluster.test_replication import (
     HEAL_S,
@@ -29,8 +30,10 @@ from tests.cluster.test_replication import (
     heal,
     identical_replicas,
     kill,
+    led_elsewhere,
     partition,
     produce,
+    settled,
 )
 from tests.support.auth import ADMIN, ADMIN_PASSWORD
 from tests.support.cluster import Cluster, running_cluster, wait_until
@@ -168,3 +171,34 @@ def test_a_paused_leader_of_one_partition_holds_up_no_client_call_to_the_others(
         assert figures[target["partition"]] == 5
     finally:
         os.kill(cluster.nodes[paused].pid, signal.SIGCONT)
+
+
+def test_leadership_is_not_handed_back_to_a_preferred_replica_that_is_paused(cluster: Cluster,
+                                                                             token: dict[str, str]) -> None:
+    """Failback hands leadership to the preferred replica once it is back in the ISR. One paused
+    by then (its lease still held) must not get it: it could not take it up, and the partition
+    would have no leader until its lease lapsed. The leader keeps it, acks=all writes go on, and
+    the preferred replica gets it once it answers again (decision 0381)."""
+    heal(cluster, token)
+    preferred = int(create(cluster, token, "stall-failback", 1, 3)[0]["leader"])
+    via = next(n for n in sorted(cluster.nodes) if n != preferred)
+    kill(cluster, preferred)
+    interim = int(wait_until(lambda: led_elsewhere(cluster, via, "stall-failback", preferred, token),
+                             timeout_s=HEAL_S)["leader"])
+    cluster.start(preferred)
+    wait_until(lambda: preferred in partition(cluster, via, "stall-failback", 0, token)["in_sync_replicas"],
+               timeout_s=HEAL_S, interval_s=0.02)
+    os.kill(cluster.nodes[preferred].pid, signal.SIGSTOP)
+    try:
+        assert partition(cluster, via, "stall-failback", 0, token)["leader"] == interim, \
+            "handed back before the replica could be paused: nothing shown"
+        time.sleep(FAILBACK_DELAY_MS / 1000 * 3)  # several failback rounds
+        state = partition(cluster, via, "stall-failback", 0, token)
+        assert state["leader"] == interim, state
+        assert alive_nodes(cluster, via, token)[preferred], "its lease lapsed: the lease rule, not this one, acted"
+        reply = produce(cluster, interim, token, "stall-failback", 0, "during", "all")
+        assert reply.status == 200, (reply.status, reply.data[:300])
+    finally:
+        os.kill(cluster.nodes[preferred].pid, signal.SIGCONT)
+    wait_until(lambda: settled(cluster, via, "stall-failback", 0, token), timeout_s=HEAL_S)
+    assert [v for _, v in identical_replicas(cluster, token, "stall-failback", 0)] == ["during"]

@@ -8,9 +8,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from logbroker.partition_state import (
+    HAND_OVER_ABANDON,
+    HAND_OVER_READY,
+    HAND_OVER_WAIT,
     UNKNOWN,
     FollowerProgress,
+    answering,
     caught_up,
+    hand_over,
     high_watermark,
     min_insync_replicas,
     out_of_sync,
@@ -210,6 +215,40 @@ def test_failback_begins_once_the_preferred_replica_is_alive_and_in_sync():
     assert not preferred_ready((1, 2), (1, 2), 2, {2})  # not alive
     assert not preferred_ready((2, 1), (1, 2), 2, {1, 2})  # already the preferred
     assert not preferred_ready((), (), 2, {2})
+
+
+def test_a_failback_begins_only_towards_a_follower_that_answered_just_now():
+    assert answering(FollowerProgress(log_end=5, answered_ms=1_000), 1_400, 500)
+    assert not answering(FollowerProgress(log_end=5, answered_ms=1_000), 1_500, 500)  # paused or idle: ask first
+    assert not answering(None, 1_000, 500)
+
+
+def test_a_hand_over_completes_only_after_a_round_trip_that_began_with_it():
+    level = FollowerProgress(log_end=10, answered_ms=990)
+    assert hand_over(level, 10, 10, 1_000, 1_005, 500) == HAND_OVER_WAIT  # level, but its answer predates it
+    level.answered_ms = 1_020
+    assert hand_over(level, 10, 10, 1_000, 1_030, 500) == HAND_OVER_READY
+    assert hand_over(level, 10, 9, 1_000, 1_030, 500) == HAND_OVER_WAIT  # the high watermark lags
+    behind = FollowerProgress(log_end=8, answered_ms=1_020)
+    assert hand_over(behind, 10, 10, 1_000, 1_400, 500) == HAND_OVER_WAIT  # catching up, answering
+    assert hand_over(behind, 10, 10, 1_000, 1_520, 500) == HAND_OVER_ABANDON  # silent since its last answer
+    assert hand_over(FollowerProgress(log_end=10, answered_ms=900), 10, 10, 1_000, 1_499, 500) == HAND_OVER_WAIT
+    assert hand_over(FollowerProgress(log_end=10, answered_ms=900), 10, 10, 1_000, 1_500, 500) == HAND_OVER_ABANDON
+    assert hand_over(None, 10, 10, 1_000, 1_000, 500) == HAND_OVER_ABANDON
+
+
+@given(log_end=st.one_of(st.none(), st.integers(0, 20)), answered=st.integers(0, 3_000),
+       leader_end=st.integers(0, 20), high_watermark_now=st.integers(0, 20), now=st.integers(1_000, 3_000))
+def test_a_hand_over_is_ready_only_to_a_level_follower_that_answered_since_it_began(
+        log_end: int | None, answered: int, leader_end: int, high_watermark_now: int, now: int) -> None:
+    progress = FollowerProgress(log_end=log_end, answered_ms=answered)
+    stands = hand_over(progress, leader_end, high_watermark_now, 1_000, now, 500)
+    if stands == HAND_OVER_READY:
+        assert answered >= 1_000 and log_end is not None and log_end >= leader_end <= high_watermark_now
+    if stands == HAND_OVER_ABANDON:
+        assert now - max(answered, 1_000) >= 500
+    if stands == HAND_OVER_WAIT:
+        assert now - max(answered, 1_000) < 500
 
 
 def test_min_insync_replicas_defaults_and_config():
