@@ -114,8 +114,22 @@ class EtcdSession:
             await asyncio.sleep(REGISTER_RETRY_S)
         self.lease, self._granted_ttl_s = lease, ttl
         self._valid_until = -math.inf
-        self._extend(sent + ttl - self._margin_s)
-        log.info("etcd session open: node %d lease %x ttl %d s", node_id, lease, ttl)
+        if self._clock() >= sent + ttl - self._margin_s:
+            # Granting took longer than the lease can vouch for (a channel still reconnecting after
+            # a network cut): one keepalive sent now proves it, rather than losing a live lease
+            # at once and granting another after a backoff.
+            sent = self._clock()
+            try:
+                ttl = await self._client.keepalive(lease, timeout_s=self._keepalive_timeout_s)
+            except BaseException:
+                self.lease = None
+                await self._revoke_quietly(lease)
+                raise
+            if ttl <= 0:
+                self.lease = None
+                raise CoordinatorUnavailableError(f"lease {lease:x} expired in etcd while it was being registered")
+        self._extend(sent + min(ttl, self._granted_ttl_s) - self._margin_s)
+        log.info("etcd session open: node %d lease %x ttl %d s", node_id, lease, self._granted_ttl_s)
 
     def start(self) -> None:
         """Start the keepalive loop (after a first ``open``)."""

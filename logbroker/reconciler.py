@@ -50,6 +50,8 @@ class Reconciler:
         if change.session_lost:
             self.session_losses += 1
             self._replication.session_lost()
+        if change.nodes:
+            self._replication.nodes_changed()
         if change.nodes or change.session_lost:
             self._everything = True
         self._wake.set()

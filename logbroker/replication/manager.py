@@ -141,6 +141,12 @@ class ReplicationManager:
         if len(self._lost) > LOST_MAX:
             self._lost.clear()
 
+    def nodes_changed(self) -> None:
+        """A node joined, left or registered again: the shippers try their followers at once
+        (one that was cut off rejoins the ISR without waiting out a backoff)."""
+        for shipper in self._shippers.values():
+            shipper.hurry()
+
     def _end(self, leadership: Leadership, reason: str) -> None:
         if self.leaderships.get(leadership.key) is leadership:
             del self.leaderships[leadership.key]

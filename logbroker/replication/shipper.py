@@ -9,7 +9,8 @@ load and costs one round trip when idle. An append wakes the shipper; with nothi
 wakes every ``IDLE_S`` to keep the follower's high watermark current.
 
 A failed call forgets what the leader knew of the follower's log ends (the next call aligns) and
-backs off, up to ``BACKOFF_MAX_S``. Each entry's answer is taken by its code
+backs off, up to ``BACKOFF_MAX_S``; a follower that registers again ends the backoff (``hurry``).
+Each entry's answer is taken by its code
 (``internal_rpc.messages.ReplicationCode``): ``stale_leader_epoch`` means another node leads now
 (the leadership is ended here at once, ``on_stale``); ``non_sequential_append`` aligns the
 partition in the next call, sent at once; ``unknown_partition`` and ``storage_error`` align it
@@ -50,6 +51,7 @@ class Shipper:
         self._topic_id = topic_id
         self._on_stale = on_stale
         self._wake = asyncio.Event()
+        self._hurry = asyncio.Event()  # ends a backoff: the follower (re)registered just now
         self._task: asyncio.Task[None] | None = None
         self.calls = 0
 
@@ -58,6 +60,12 @@ class Shipper:
             self._task = asyncio.create_task(self._run(), name=f"ship-to-{self.follower}")
 
     def wake(self) -> None:
+        self._wake.set()
+
+    def hurry(self) -> None:
+        """Try the follower at once, ending a backoff after failed calls: it has registered
+        again (a restart, a session back after a cut), so it may be reachable now."""
+        self._hurry.set()
         self._wake.set()
 
     async def close(self) -> None:
@@ -81,16 +89,24 @@ class Shipper:
                 raise
             except BrokerError as exc:
                 log.debug("shipment failed", extra={"fields": {"follower": self.follower, "error": str(exc)}})
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, BACKOFF_MAX_S)
+                backoff = BACKOFF_MIN_S if await self._backoff(backoff) else min(backoff * 2, BACKOFF_MAX_S)
                 continue
             except Exception:
                 log.exception("shipment failed", extra={"fields": {"follower": self.follower}})
-                await asyncio.sleep(BACKOFF_MAX_S)
+                await self._backoff(BACKOFF_MAX_S)
                 continue
             backoff = BACKOFF_MIN_S
             if more:
                 self._wake.set()
+
+    async def _backoff(self, delay_s: float) -> bool:
+        """Wait ``delay_s`` after a failed call, or less when ``hurry`` is called (True then)."""
+        self._hurry.clear()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(delay_s):
+                await self._hurry.wait()
+                return True
+        return False
 
     async def ship_once(self) -> bool:
         """Send one call; True when more is waiting to be sent."""

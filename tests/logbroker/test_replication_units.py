@@ -15,10 +15,11 @@ import pytest
 from coordinator.models import PartitionState
 from internal_rpc.frames import pack, unpack
 from internal_rpc.messages import VERSION, MessageError, ReplicateAnswer, ReplicateRequest, ShipmentEntry, decode
-from logbroker.errors import NotEnoughReplicasError, NotLeaderError, ReplicationTimeoutError
+from logbroker.errors import BrokerError, NotEnoughReplicasError, NotLeaderError, ReplicationTimeoutError
 from logbroker.partition_machine import LEASE_FOREVER_MS, check_append
 from logbroker.partition_state import stalling
 from logbroker.replica_manager import Replica, WaiterBudget
+from logbroker.replication import shipper as shipper_module
 from logbroker.replication.follower import FollowerSide
 from logbroker.replication.leader import Leadership
 from logbroker.replication.shipper import Shipper
@@ -287,3 +288,47 @@ async def test_a_truncation_fails_durability_waits_past_the_cut(tmp_path, pool):
         await asyncio.wait_for(waiter, 1)
     assert log.log_end_offset == 1
     log.close()
+
+
+@pytest.mark.asyncio
+async def test_a_follower_that_registers_again_is_shipped_to_at_once_not_after_the_backoff(
+        tmp_path, pool, monkeypatch):
+    """After failed calls the shipper backs off; ``hurry`` (the follower registered again, e.g.
+    its session is back after a network cut) ends the backoff at once. The backoff here is far
+    longer than the wait, so only ``hurry`` can deliver the record in time."""
+    monkeypatch.setattr(shipper_module, "BACKOFF_MIN_S", 30.0)
+    leader = _replica(str(tmp_path / "l" / "t-0"), pool)
+    follower = _replica(str(tmp_path / "f" / "t-0"), pool)
+    pair = Pair(leader, follower, [1])
+    calls: list[bool] = []
+
+    async def call(node: int, request: ReplicateRequest) -> ReplicateAnswer:
+        calls.append(bool(calls))
+        if len(calls) == 1:
+            raise BrokerError("node 2 did not answer")
+        return await pair._call(node, request)
+
+    shipper = Shipper(2, lambda node: pair.leaderships, call, lambda topic: "id", lambda lead, epoch: None)
+    leader.epoch = follower.epoch = 1
+    lead = Leadership(leader, _state((1, 2), epoch=1, replicas=(1, 2)), 1, min_insync=1, fenced=lambda: False)
+    leader.leader_hook = lambda _r: lead.recompute()
+    pair.leaderships.append(lead)
+    leader.append(batch_of([b"a"]))
+    shipper.start()
+    try:
+        for _ in range(200):
+            if calls:
+                break
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.05)
+        assert calls == [False], "the first call failed and the shipper backs off"
+        shipper.hurry()
+        for _ in range(500):
+            if _values(follower) == [b"a"]:
+                break
+            await asyncio.sleep(0.01)
+        assert _values(follower) == [b"a"], calls
+    finally:
+        await shipper.close()
+        for replica in (leader, follower):
+            replica.log.close()
