@@ -38,6 +38,7 @@ PARTITION_BYTES_MAX: Final = 1024 * 1024
 IDLE_S: Final = 0.5
 BACKOFF_MIN_S: Final = 0.05
 BACKOFF_MAX_S: Final = 1.0
+STUCK_CALL_S: Final = 0.5  # a call unanswered this long is given up when the follower registers again
 
 Call = Callable[[int, ReplicateRequest], Awaitable[ReplicateAnswer]]
 
@@ -52,6 +53,7 @@ class Shipper:
         self._on_stale = on_stale
         self._wake = asyncio.Event()
         self._hurry = asyncio.Event()  # ends a backoff: the follower (re)registered just now
+        self._calling_since: float | None = None  # loop time the call in flight was sent
         self._task: asyncio.Task[None] | None = None
         self.calls = 0
 
@@ -63,10 +65,17 @@ class Shipper:
         self._wake.set()
 
     def hurry(self) -> None:
-        """Try the follower at once, ending a backoff after failed calls: it has registered
-        again (a restart, a session back after a cut), so it may be reachable now."""
+        """Try the follower at once: it has registered again (a restart, a session back after a
+        cut), so it may be reachable now. This ends a backoff after failed calls, and gives up a
+        call unanswered for ``STUCK_CALL_S`` (sent into the cut, it would wait out its whole
+        deadline; the RPC client closes its silent connection and the next call connects anew)."""
         self._hurry.set()
         self._wake.set()
+        task, since = self._task, self._calling_since
+        if task is not None and since is not None and asyncio.get_running_loop().time() - since >= STUCK_CALL_S:
+            task.cancel()
+            self._task = None
+            self.start()
 
     async def close(self) -> None:
         task, self._task = self._task, None
@@ -77,24 +86,35 @@ class Shipper:
 
     async def _run(self) -> None:
         backoff = BACKOFF_MIN_S
+        failing_since: float | None = None  # the loop time of the first failed call in a row
+        loop = asyncio.get_running_loop()
         while True:
             if not self._wake.is_set():  # under load it is set already: no timer, no task
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(IDLE_S):
                         await self._wake.wait()
             self._wake.clear()
+            started = loop.time()
             try:
                 more = await self.ship_once()
             except asyncio.CancelledError:
                 raise
             except BrokerError as exc:
-                log.debug("shipment failed", extra={"fields": {"follower": self.follower, "error": str(exc)}})
+                if failing_since is None:
+                    failing_since = started
+                    log.info("shipments to node %d failing", self.follower, extra={"fields": {
+                        "follower": self.follower, "error": str(exc), "call_s": round(loop.time() - started, 3)}})
                 backoff = BACKOFF_MIN_S if await self._backoff(backoff) else min(backoff * 2, BACKOFF_MAX_S)
                 continue
             except Exception:
                 log.exception("shipment failed", extra={"fields": {"follower": self.follower}})
                 await self._backoff(BACKOFF_MAX_S)
                 continue
+            if failing_since is not None:
+                log.info("shipments to node %d resumed", self.follower, extra={"fields": {
+                    "follower": self.follower, "failed_for_s": round(started - failing_since, 3),
+                    "call_s": round(loop.time() - started, 3)}})
+                failing_since = None
             backoff = BACKOFF_MIN_S
             if more:
                 self._wake.set()
@@ -127,6 +147,7 @@ class Shipper:
         if not entries:
             return more
         self.calls += 1
+        self._calling_since = asyncio.get_running_loop().time()
         try:
             answer = await self._call(self.follower, ReplicateRequest(entries=entries))
         except BaseException:
@@ -135,6 +156,8 @@ class Shipper:
                 if progress is not None:
                     progress.log_end = None
             raise
+        finally:
+            self._calling_since = None
         results = answer.results
         if len(results) != len(entries):
             raise BrokerError(f"node {self.follower} answered a shipment without its results")

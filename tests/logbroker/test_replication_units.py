@@ -332,3 +332,49 @@ async def test_a_follower_that_registers_again_is_shipped_to_at_once_not_after_t
         await shipper.close()
         for replica in (leader, follower):
             replica.log.close()
+
+
+@pytest.mark.asyncio
+async def test_a_call_stuck_since_before_the_follower_registered_again_is_given_up(tmp_path, pool, monkeypatch):
+    """A shipment sent into a network cut waits out its whole deadline (5 s) though the follower
+    is back: when it registers again, ``hurry`` gives up a call unanswered for ``STUCK_CALL_S``
+    and ships anew at once (decision 0383). A call that never answers plays the lost one."""
+    monkeypatch.setattr(shipper_module, "STUCK_CALL_S", 0.1)
+    leader = _replica(str(tmp_path / "l" / "t-0"), pool)
+    follower = _replica(str(tmp_path / "f" / "t-0"), pool)
+    pair = Pair(leader, follower, [1])
+    calls: list[str] = []
+
+    async def call(node: int, request: ReplicateRequest) -> ReplicateAnswer:
+        if not calls:
+            calls.append("lost")
+            try:
+                await asyncio.Event().wait()  # never answered
+            except asyncio.CancelledError:
+                calls.append("given up")
+                raise
+        calls.append("answered")
+        return await pair._call(node, request)
+
+    shipper = Shipper(2, lambda node: pair.leaderships, call, lambda topic: "id", lambda lead, epoch: None)
+    leader.epoch = follower.epoch = 1
+    lead = Leadership(leader, _state((1, 2), epoch=1, replicas=(1, 2)), 1, min_insync=1, fenced=lambda: False)
+    leader.leader_hook = lambda _r: lead.recompute()
+    pair.leaderships.append(lead)
+    leader.append(batch_of([b"a"]))
+    shipper.start()
+    try:
+        await asyncio.sleep(0.05)
+        shipper.hurry()  # too soon: a call this young is left alone
+        await asyncio.sleep(0.15)
+        assert calls == ["lost"]
+        shipper.hurry()
+        for _ in range(300):
+            if _values(follower) == [b"a"]:
+                break
+            await asyncio.sleep(0.01)
+        assert _values(follower) == [b"a"] and calls[:2] == ["lost", "given up"], calls
+    finally:
+        await shipper.close()
+        for replica in (leader, follower):
+            replica.log.close()
