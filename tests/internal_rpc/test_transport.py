@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 
-from internal_rpc import client as client_module
 from internal_rpc.client import RpcClient
 from internal_rpc.errors import RpcCallError, Status
 from internal_rpc.frames import MESSAGE_BYTES_MAX, encode
@@ -175,6 +174,8 @@ async def test_frames_that_are_not_ours_end_only_their_connection():
 
 
 async def test_a_connect_that_failed_after_its_caller_gave_up_is_not_the_next_calls_answer(monkeypatch):
+    from internal_rpc import client as client_module
+
     monkeypatch.setattr(client_module, "CONNECT_TIMEOUT_S", 0.5)
 
     async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -218,75 +219,3 @@ async def test_a_callers_node_id_is_reported_when_its_connection_ends():
         await server.close()
         await held.close()
     assert gone == [7], "a connection the server itself ends is not reported"
-
-
-async def test_a_connection_silent_for_a_whole_deadline_is_not_used_again():
-    """Nothing arrived on the connection between a call's sending and its deadline: the network
-    or the other node went quiet, and frames written to that connection would queue behind what
-    the kernel retransmits with a growing backoff. It is closed; the next call connects anew
-    (decision 0383). A stand-in node that says hello and then nothing plays the silent one."""
-    accepted: list[asyncio.StreamWriter] = []
-
-    async def deaf(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        accepted.append(writer)
-        await reader.readexactly(struct.unpack(">I", await reader.readexactly(4))[0])  # the hello
-        writer.writelines(encode({"hello": 1}))
-        await reader.read()  # then reads, and answers nothing
-
-    server = await asyncio.start_server(deaf, "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
-    try:
-        async with RpcClient(f"127.0.0.1:{port}", tls=None, cluster_token=TOKEN) as client:
-            with pytest.raises(RpcCallError) as late:
-                await client.call("S", "Echo", {"n": 1}, deadline_s=0.2)
-            assert late.value.status is Status.DEADLINE_EXCEEDED
-            first = client._connection
-            assert first is not None and first.lost is not None, "the silent connection is closed"
-            with pytest.raises(RpcCallError):
-                await client.call("S", "Echo", {"n": 2}, deadline_s=0.2)
-            assert client._connection is not first and len(accepted) == 2, "the next call connected anew"
-    finally:
-        for writer in accepted:
-            writer.close()
-        server.close()
-        await server.wait_closed()
-
-
-async def test_a_connection_that_answered_other_calls_meanwhile_is_kept():
-    handlers = Handlers()
-    async with await serve(handlers) as server, RpcClient(f"127.0.0.1:{server.port}", tls=None,
-                                                          cluster_token=TOKEN) as client:
-        assert (await client.call("S", "Echo", {"n": 1}))["n"] == 1
-        connection = client._connection
-
-        async def chatter() -> None:
-            for n in range(10):
-                await client.call("S", "Echo", {"n": n})
-                await asyncio.sleep(0.03)
-
-        talking = asyncio.create_task(chatter())
-        with pytest.raises(RpcCallError):
-            await client.call("S", "Hang", {}, deadline_s=0.2)
-        await talking
-        assert client._connection is connection and connection is not None and connection.lost is None
-
-
-async def test_a_call_given_up_after_a_long_silence_closes_its_connection_and_a_quick_one_does_not():
-    handlers = Handlers()
-    async with await serve(handlers) as server, RpcClient(f"127.0.0.1:{server.port}", tls=None,
-                                                          cluster_token=TOKEN) as client:
-        assert (await client.call("S", "Echo", {"n": 1}))["n"] == 1
-        first = client._connection
-        quick = asyncio.create_task(client.call("S", "Hang", {}, deadline_s=30))
-        await asyncio.sleep(0.1)
-        quick.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await quick
-        assert first is not None and first.lost is None, "a call given up at once says nothing of the connection"
-        stuck = asyncio.create_task(client.call("S", "Hang", {}, deadline_s=30))
-        await asyncio.sleep(client_module.SILENT_CLOSE_S + 0.1)
-        stuck.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await stuck
-        assert first.lost is not None, "silent for longer than SILENT_CLOSE_S: closed"
-        assert (await client.call("S", "Echo", {"n": 2}))["n"] == 2

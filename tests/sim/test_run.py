@@ -72,9 +72,10 @@ def test_a_network_that_delivers_across_a_cut_is_caught(monkeypatch: pytest.Monk
 
 
 def test_a_session_that_outlives_its_lease_is_caught(monkeypatch: pytest.MonkeyPatch):
-    # a broken fencing rule: the node counts on its lease 1 s longer than etcd keeps it
+    # a broken fencing rule: the node counts on its lease 1 s longer than etcd keeps it. Which
+    # seeds catch it depends on the schedule's timing (3 or 4 of these 12 did in the last changes)
     monkeypatch.setattr(EtcdSession, "_margin_s", property(lambda self: -1.0))
-    caught = [seed for seed in range(6) if any(f.startswith("lease-fence") for f in run_seed(seed, SHORT).failures)]
+    caught = [seed for seed in range(12) if any(f.startswith("lease-fence") for f in run_seed(seed, SHORT).failures)]
     assert caught, "no schedule noticed a node trusting a lease etcd had expired"
 
 
