@@ -6,8 +6,9 @@ two logs through a ``Shipper`` whose call is a plain function."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import msgspec
 import pytest
@@ -290,6 +291,36 @@ async def test_a_truncation_fails_durability_waits_past_the_cut(tmp_path, pool):
     log.close()
 
 
+class ShippingToOne:
+    """A leader with one record for follower 2, shipped by a ``Shipper`` whose call is
+    ``call(pair, node, request)``: what the test makes of the network."""
+
+    def __init__(self, tmp_path: Any, pool: ThreadPoolExecutor,
+                 call: Callable[[Pair, int, ReplicateRequest], Awaitable[ReplicateAnswer]]) -> None:
+        leader = _replica(str(tmp_path / "l" / "t-0"), pool)
+        self.follower = _replica(str(tmp_path / "f" / "t-0"), pool)
+        self.pair = pair = Pair(leader, self.follower, [1])
+        self.shipper = Shipper(2, lambda node: pair.leaderships, lambda node, request: call(pair, node, request),
+                               lambda topic: "id", lambda lead, epoch: None)
+        leader.epoch = self.follower.epoch = 1
+        lead = Leadership(leader, _state((1, 2), epoch=1, replicas=(1, 2)), 1, min_insync=1, fenced=lambda: False)
+        leader.leader_hook = lambda _r: lead.recompute()
+        pair.leaderships.append(lead)
+        leader.append(batch_of([b"a"]))
+
+    async def delivered(self, within_s: float) -> bool:
+        for _ in range(int(within_s / 0.01)):
+            if _values(self.follower) == [b"a"]:
+                return True
+            await asyncio.sleep(0.01)
+        return False
+
+    async def close(self) -> None:
+        await self.shipper.close()
+        for replica in (self.pair.leader, self.follower):
+            replica.log.close()
+
+
 @pytest.mark.asyncio
 async def test_a_follower_that_registers_again_is_shipped_to_at_once_not_after_the_backoff(
         tmp_path, pool, monkeypatch):
@@ -297,24 +328,16 @@ async def test_a_follower_that_registers_again_is_shipped_to_at_once_not_after_t
     its session is back after a network cut) ends the backoff at once. The backoff here is far
     longer than the wait, so only ``hurry`` can deliver the record in time."""
     monkeypatch.setattr(shipper_module, "BACKOFF_MIN_S", 30.0)
-    leader = _replica(str(tmp_path / "l" / "t-0"), pool)
-    follower = _replica(str(tmp_path / "f" / "t-0"), pool)
-    pair = Pair(leader, follower, [1])
     calls: list[bool] = []
 
-    async def call(node: int, request: ReplicateRequest) -> ReplicateAnswer:
+    async def call(pair: Pair, node: int, request: ReplicateRequest) -> ReplicateAnswer:
         calls.append(bool(calls))
         if len(calls) == 1:
             raise BrokerError("node 2 did not answer")
         return await pair._call(node, request)
 
-    shipper = Shipper(2, lambda node: pair.leaderships, call, lambda topic: "id", lambda lead, epoch: None)
-    leader.epoch = follower.epoch = 1
-    lead = Leadership(leader, _state((1, 2), epoch=1, replicas=(1, 2)), 1, min_insync=1, fenced=lambda: False)
-    leader.leader_hook = lambda _r: lead.recompute()
-    pair.leaderships.append(lead)
-    leader.append(batch_of([b"a"]))
-    shipper.start()
+    shipping = ShippingToOne(tmp_path, pool, call)
+    shipping.shipper.start()
     try:
         for _ in range(200):
             if calls:
@@ -322,16 +345,10 @@ async def test_a_follower_that_registers_again_is_shipped_to_at_once_not_after_t
             await asyncio.sleep(0.01)
         await asyncio.sleep(0.05)
         assert calls == [False], "the first call failed and the shipper backs off"
-        shipper.hurry()
-        for _ in range(500):
-            if _values(follower) == [b"a"]:
-                break
-            await asyncio.sleep(0.01)
-        assert _values(follower) == [b"a"], calls
+        shipping.shipper.hurry()
+        assert await shipping.delivered(within_s=5.0), calls
     finally:
-        await shipper.close()
-        for replica in (leader, follower):
-            replica.log.close()
+        await shipping.close()
 
 
 @pytest.mark.asyncio
@@ -340,12 +357,9 @@ async def test_a_call_stuck_since_before_the_follower_registered_again_is_given_
     is back: when it registers again, ``hurry`` gives up a call unanswered for ``STUCK_CALL_S``
     and ships anew at once (decision 0383). A call that never answers plays the lost one."""
     monkeypatch.setattr(shipper_module, "STUCK_CALL_S", 0.1)
-    leader = _replica(str(tmp_path / "l" / "t-0"), pool)
-    follower = _replica(str(tmp_path / "f" / "t-0"), pool)
-    pair = Pair(leader, follower, [1])
     calls: list[str] = []
 
-    async def call(node: int, request: ReplicateRequest) -> ReplicateAnswer:
+    async def call(pair: Pair, node: int, request: ReplicateRequest) -> ReplicateAnswer:
         if not calls:
             calls.append("lost")
             try:
@@ -356,25 +370,14 @@ async def test_a_call_stuck_since_before_the_follower_registered_again_is_given_
         calls.append("answered")
         return await pair._call(node, request)
 
-    shipper = Shipper(2, lambda node: pair.leaderships, call, lambda topic: "id", lambda lead, epoch: None)
-    leader.epoch = follower.epoch = 1
-    lead = Leadership(leader, _state((1, 2), epoch=1, replicas=(1, 2)), 1, min_insync=1, fenced=lambda: False)
-    leader.leader_hook = lambda _r: lead.recompute()
-    pair.leaderships.append(lead)
-    leader.append(batch_of([b"a"]))
-    shipper.start()
+    shipping = ShippingToOne(tmp_path, pool, call)
+    shipping.shipper.start()
     try:
         await asyncio.sleep(0.05)
-        shipper.hurry()  # too soon: a call this young is left alone
+        shipping.shipper.hurry()  # too soon: a call this young is left alone
         await asyncio.sleep(0.15)
         assert calls == ["lost"]
-        shipper.hurry()
-        for _ in range(300):
-            if _values(follower) == [b"a"]:
-                break
-            await asyncio.sleep(0.01)
-        assert _values(follower) == [b"a"] and calls[:2] == ["lost", "given up"], calls
+        shipping.shipper.hurry()
+        assert await shipping.delivered(within_s=3.0) and calls[:2] == ["lost", "given up"], calls
     finally:
-        await shipper.close()
-        for replica in (leader, follower):
-            replica.log.close()
+        await shipping.close()
