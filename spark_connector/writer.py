@@ -94,7 +94,7 @@ def partition_count(options: WriteOptions) -> int:
     location = options.location
     with client_for(location) as client:
         try:
-            described = client.json("GET", f"/v1/topics/{options.topic}?offsets=false")
+            described = client.json("GET", f"/v1/topics/{options.topic}", params={"offsets": "false"})
         except HttpError as exc:
             if exc.status == 404:
                 raise TopicNotFoundError(f"topic {options.topic!r} does not exist on {location.url}") from exc
