@@ -123,12 +123,15 @@ def test_a_user_cannot_touch_another_users_topic_without_a_grant(http, admin):
     assert produce(alice, "alice.orders") == 200 and fetch(alice, "alice.orders") == 200
     for status in (produce(bob, "alice.orders"), fetch(bob, "alice.orders"),
                    bob.call("GET", "/v1/topics/alice.orders").status,
+                   bob.call("GET", "/v1/topics/alice.orders?offsets=false").status,
+                   bob.call("GET", "/v1/topics/alice.orders?offsets=maybe").status,
                    bob.call("GET", "/v1/topics/alice.orders/partitions/0/offsets").status,
                    bob.call("DELETE", "/v1/topics/alice.orders").status,
                    bob.call("GET", "/v1/topics/alice.orders/acl").status,
                    bob.call("PUT", "/v1/topics/alice.orders/acl", body={"user": "bob",
                                                                          "permissions": ["read"]}).status):
         assert status == 403
+    assert http.call("GET", "/v1/topics/alice.orders?offsets=false").status == 401  # no token
     assert "alice.orders" not in [t["name"] for t in bob.json("GET", "/v1/topics")["topics"]]
     assert "alice.orders" not in [t["name"] for t in bob.json("GET", "/v1/cluster")["topics"]]
     # an unknown topic is indistinguishable from a forbidden one for non-admins
