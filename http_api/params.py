@@ -49,6 +49,16 @@ def query_base64(request: web.Request) -> bool:
     return encoding == "base64"
 
 
+def query_flag(request: web.Request, name: str, *, default: bool) -> bool:
+    """A ``true``/``false`` query parameter (400 for anything else)."""
+    raw = request.query.get(name)
+    if raw is None:
+        return default
+    if raw not in ("true", "false"):
+        raise InvalidRequestError(f"{name} must be true or false")
+    return raw == "true"
+
+
 def query_int(request: web.Request, name: str, *, default: int | None = None, low: int = 0,
               high: int = INT64_MAX) -> int:
     raw = request.query.get(name)

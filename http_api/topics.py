@@ -8,10 +8,9 @@ from coordinator.models import PARTITIONS_MAX
 from http_api.auth import principal_of
 from http_api.json_codec import json_response
 from http_api.keys import NODE
-from http_api.params import path_topic, read_json
+from http_api.params import path_topic, query_flag, read_json
 from http_api.routing import route
 from http_api.user_limits import adding_partitions, creating_topic
-from logbroker.errors import InvalidRequestError
 
 PARTITION_BUDGET_FULL = "The node holds as many partitions as its descriptor limit allows (delete topics)"
 
@@ -45,10 +44,8 @@ async def create_topic(request: web.Request) -> web.Response:
 @route("GET", "/v1/topics", "List the topics and queues the caller may see", access="user",
        query=(("internal", "boolean", "true: also the broker's internal __ topics"),))
 async def list_topics(request: web.Request) -> web.Response:
-    internal = request.query.get("internal", "false")
-    if internal not in ("true", "false"):
-        raise InvalidRequestError("internal must be true or false")
-    topics = await request.app[NODE].list_topics(principal_of(request), internal=internal == "true")
+    topics = await request.app[NODE].list_topics(principal_of(request),
+                                                 internal=query_flag(request, "internal", default=False))
     return json_response({"topics": topics})
 
 
@@ -57,10 +54,8 @@ async def list_topics(request: web.Request) -> web.Response:
                                      "without the offsets and sizes that each partition's leader is asked for"),),
        responses={"200": "OK", "403": "Not allowed", "404": "Unknown topic"})
 async def describe_topic(request: web.Request) -> web.Response:
-    offsets = request.query.get("offsets", "true")
-    if offsets not in ("true", "false"):
-        raise InvalidRequestError("offsets must be true or false")
-    return json_response(await request.app[NODE].describe_topic(path_topic(request), offsets=offsets == "true"))
+    return json_response(await request.app[NODE].describe_topic(path_topic(request),
+                                                                offsets=query_flag(request, "offsets", default=True)))
 
 
 @route("DELETE", "/v1/topics/{name}", "Delete a topic and its data (owner or admin)", access="manage",
