@@ -159,10 +159,17 @@ class Coordinator(abc.ABC):
         orderly shutdown)."""
         return None
 
-    async def set_isr(self, topic: str, partition: int, leader_epoch: int, isr: tuple[int, ...]) -> PartitionState:
-        """Replace the ISR, guarded by ``leader_epoch`` (``NotLeaderError``-like
-        ``CoordinatorError`` when the epoch moved on)."""
+    async def set_isr(self, topic: str, partition: int, leader_epoch: int, isr: tuple[int, ...],
+                      elr: tuple[int, ...] = ()) -> PartitionState:
+        """Replace the ISR and the eligible leader replicas (``coordinator.eligibility``), guarded
+        by ``leader_epoch`` (``NotLeaderError``-like ``CoordinatorError`` when the epoch moved on)."""
         raise InvalidTopicError("this coordinator has a single replica per partition")
+
+    async def withdraw(self, topic: str, partition: int) -> PartitionState | None:
+        """Leave the partition's ISR and ELR after an unclean restart while another member stays
+        eligible (``eligibility.withdrawn``); None when nothing changed. A single node is the
+        last eligible replica of its partitions: nothing changes."""
+        return None
 
     async def hand_over(self, topic: str, partition: int, replicas: tuple[int, ...], isr: tuple[int, ...],
                         leader: int, *, expected: tuple[int, ...] | None = None) -> None:

@@ -166,7 +166,7 @@ class MetadataCache:
             return None
         leader = self._leaders.get((topic, partition))
         return PartitionState(topic, partition, record.replicas, record.isr,
-                              NO_LEADER if leader is None else leader.node, record.leader_epoch)
+                              NO_LEADER if leader is None else leader.node, record.leader_epoch, record.elr)
 
     def partitions(self, topic: str) -> list[PartitionState] | None:
         """One state per partition of ``topic`` (None: no such topic); a partition whose record

@@ -29,6 +29,7 @@ from typing import Any, Final, final
 
 from coordinator.base import Coordinator
 from coordinator.cache import MetadataCache
+from coordinator.eligibility import check_elr, elected, withdrawn
 from coordinator.errors import (
     CoordinatorError,
     CoordinatorUnavailableError,
@@ -462,25 +463,53 @@ class EtcdCoordinator(Coordinator):
 
     async def elect(self, topic: str, partition: int) -> PartitionState | None:
         """DESIGN §5's election: ``leaders/<t>/<p>`` absent and ``partitions/<t>/<p>`` unchanged
-        since read -> epoch + 1 and the leader key on this node's lease. None when this node is
-        not in the ISR, another node leads, the partition changed meanwhile, or the session is
-        not live."""
+        since read -> epoch + 1 and the leader key on this node's lease. None when this node may
+        not stand (outside the ISR, or in the ELR while a member of the ISR is alive:
+        ``coordinator.eligibility``), another node leads, the partition changed meanwhile, or the
+        session is not live."""
         record = self._cache.partition_record(topic, partition)
-        if record is None or self.node_id not in record.isr or not self.session_alive():
+        if record is None or not self.session_alive():
+            return None
+        if self.node_id not in record.isr and any(self._cache.node(n) is not None for n in record.isr):
+            return None
+        roles = elected(record.replicas, record.isr, record.elr, self.node_id)
+        if roles is None:
             return None
         lease = self._live_lease()
         if self._cache.leader(topic, partition) is not None:
             return None
         pkey, lkey = partition_key(topic, partition), leader_key(topic, partition)
         epoch = record.leader_epoch + 1
-        bumped = PartitionRecord(record.topic_id, record.replicas, record.isr, epoch)
+        bumped = PartitionRecord(record.topic_id, record.replicas, roles[0], epoch, roles[1])
         resp = await self._w.txn([cmp_create(self._w.key(lkey), 0),
                                   cmp_mod(self._w.key(pkey), self._cache.mod_revision(pkey))],
                                [op_put(self._w.key(pkey), bumped.encode()),
                                 op_put(self._w.key(lkey), LeaderRecord(self.node_id, epoch).encode(), lease)])
         if not resp.succeeded:
             return None
-        return PartitionState(topic, partition, record.replicas, record.isr, self.node_id, epoch)
+        return PartitionState(topic, partition, record.replicas, roles[0], self.node_id, epoch, roles[1])
+
+    async def withdraw(self, topic: str, partition: int) -> PartitionState | None:
+        """This node restarted after an unclean shutdown and may lack records it acknowledged:
+        leave the partition's ISR and ELR while another member stays eligible
+        (``eligibility.withdrawn``), guarded by the record's revision. The new state, or None
+        when nothing changed (not a member, or the last eligible replica)."""
+        for _ in range(CONTENTION_RETRIES):
+            record = self._cache.partition_record(topic, partition)
+            if record is None:
+                return None
+            roles = withdrawn(record.replicas, record.isr, record.elr, self.node_id)
+            if roles is None:
+                return None
+            pkey = partition_key(topic, partition)
+            updated = dataclasses.replace(record, isr=roles[0], elr=roles[1])
+            resp = await self._w.txn([cmp_mod(self._w.key(pkey), self._cache.mod_revision(pkey))],
+                                     [op_put(self._w.key(pkey), updated.encode())])
+            if resp.succeeded:
+                leader = self._cache.leader(topic, partition)
+                return PartitionState(topic, partition, record.replicas, roles[0],
+                                      -1 if leader is None else leader.node, record.leader_epoch, roles[1])
+        raise self._w.contended(f"withdrawing from {topic}/{partition}")
 
     async def resign(self, topic: str, partition: int) -> None:
         leader = self._cache.leader(topic, partition)
@@ -489,9 +518,11 @@ class EtcdCoordinator(Coordinator):
         key = self._w.key(leader_key(topic, partition))
         await self._w.txn([cmp_value(key, leader.encode())], [op_delete(key)])
 
-    async def set_isr(self, topic: str, partition: int, leader_epoch: int, isr: tuple[int, ...]) -> PartitionState:
-        """Replace the ISR if this node leads the partition at ``leader_epoch`` (else
-        ``StaleEpochError``); ``isr`` must be a non-empty subset of the replicas."""
+    async def set_isr(self, topic: str, partition: int, leader_epoch: int, isr: tuple[int, ...],
+                      elr: tuple[int, ...] = ()) -> PartitionState:
+        """Replace the ISR and the ELR if this node leads the partition at ``leader_epoch`` (else
+        ``StaleEpochError``); ``isr`` must be a non-empty subset of the replicas, ``elr`` distinct
+        replicas outside it."""
         for _ in range(CONTENTION_RETRIES):
             record = self._cache.partition_record(topic, partition)
             if record is None:
@@ -504,13 +535,17 @@ class EtcdCoordinator(Coordinator):
             if not isr or len(set(isr)) != len(isr) or not set(isr) <= set(record.replicas):
                 raise InvalidTopicError(f"an ISR is a non-empty subset of the replicas {list(record.replicas)}, "
                                         f"not {list(isr)}")
+            wrong = check_elr(record.replicas, isr, elr)
+            if wrong is not None:
+                raise InvalidTopicError(wrong)
             pkey, lkey = partition_key(topic, partition), leader_key(topic, partition)
-            updated = PartitionRecord(record.topic_id, record.replicas, tuple(isr), leader_epoch)
+            updated = PartitionRecord(record.topic_id, record.replicas, tuple(isr), leader_epoch, tuple(elr))
             resp = await self._w.txn([cmp_mod(self._w.key(pkey), self._cache.mod_revision(pkey)),
                                     cmp_value(self._w.key(lkey), leader.encode())],
                                    [op_put(self._w.key(pkey), updated.encode())])
             if resp.succeeded:
-                return PartitionState(topic, partition, record.replicas, tuple(isr), self.node_id, leader_epoch)
+                return PartitionState(topic, partition, record.replicas, tuple(isr), self.node_id, leader_epoch,
+                                      tuple(elr))
         raise self._w.contended(f"setting the ISR of {topic}/{partition}")
 
     async def reassign(self, topic: str, partition: int, replicas: tuple[int, ...]) -> PartitionState:
@@ -531,13 +566,14 @@ class EtcdCoordinator(Coordinator):
             isr = tuple(r for r in record.isr if r in replicas)
             if not isr:
                 isr = (leader.node,) if leader is not None else record.isr
+            elr = tuple(r for r in record.elr if r in replicas and r not in isr)
             pkey = partition_key(topic, partition)
-            updated = PartitionRecord(record.topic_id, tuple(replicas), isr, record.leader_epoch)
+            updated = PartitionRecord(record.topic_id, tuple(replicas), isr, record.leader_epoch, elr)
             resp = await self._w.txn([cmp_mod(self._w.key(pkey), self._cache.mod_revision(pkey))],
                                    [op_put(self._w.key(pkey), updated.encode())])
             if resp.succeeded:
                 return PartitionState(topic, partition, tuple(replicas), isr,
-                                      -1 if leader is None else leader.node, record.leader_epoch)
+                                      -1 if leader is None else leader.node, record.leader_epoch, elr)
         raise self._w.contended(f"reassigning {topic}/{partition}")
 
     @contextlib.asynccontextmanager
@@ -577,7 +613,8 @@ class EtcdCoordinator(Coordinator):
             raise StaleEpochError(f"{topic}/{partition} was reassigned meanwhile (replicas {list(record.replicas)}, "
                                   f"not {list(expected)})", epoch=record.leader_epoch)
         pkey, lkey = partition_key(topic, partition), leader_key(topic, partition)
-        updated = PartitionRecord(record.topic_id, tuple(replicas), tuple(isr), record.leader_epoch)
+        elr = tuple(r for r in record.elr if r in replicas and r not in isr)
+        updated = PartitionRecord(record.topic_id, tuple(replicas), tuple(isr), record.leader_epoch, elr)
         resp = await self._w.txn([cmp_mod(self._w.key(pkey), self._cache.mod_revision(pkey)),
                                 cmp_value(self._w.key(lkey), held.encode())],
                                [op_put(self._w.key(pkey), updated.encode()), op_delete(self._w.key(lkey))])

@@ -147,17 +147,22 @@ def decode(raw: bytes) -> dict[str, Any]:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class PartitionRecord:
-    """``partitions/<topic>/<p>``: placement, ISR and the epoch (which survives every lease).
-    ``topic_id`` tells a stale key of a deleted-and-recreated topic from the live one."""
+    """``partitions/<topic>/<p>``: placement, ISR, eligible leader replicas and the epoch (which
+    survives every lease). ``topic_id`` tells a stale key of a deleted-and-recreated topic from
+    the live one; ``elr`` is stored only when not empty (records from before it read as empty)."""
 
     topic_id: str
     replicas: tuple[int, ...]
     isr: tuple[int, ...]
     leader_epoch: int
+    elr: tuple[int, ...] = ()
 
     def encode(self) -> bytes:
-        return encode({"topic_id": self.topic_id, "replicas": list(self.replicas), "isr": list(self.isr),
-                       "leader_epoch": self.leader_epoch})
+        value: dict[str, Any] = {"topic_id": self.topic_id, "replicas": list(self.replicas), "isr": list(self.isr),
+                                 "leader_epoch": self.leader_epoch}
+        if self.elr:
+            value["elr"] = list(self.elr)
+        return encode(value)
 
     @classmethod
     def decode(cls, raw: bytes) -> PartitionRecord:
@@ -166,7 +171,8 @@ class PartitionRecord:
     @classmethod
     def from_value(cls, value: Mapping[str, Any]) -> PartitionRecord:
         return cls(str(value["topic_id"]), tuple(int(r) for r in value["replicas"]),
-                   tuple(int(r) for r in value["isr"]), int(value["leader_epoch"]))
+                   tuple(int(r) for r in value["isr"]), int(value["leader_epoch"]),
+                   tuple(int(r) for r in value.get("elr", ())))
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -256,7 +256,8 @@ class TopicSpec:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class PartitionState:
-    """Placement and leadership of one partition."""
+    """Placement and leadership of one partition; ``elr``: the eligible leader replicas outside
+    the ISR (``coordinator.eligibility``)."""
 
     topic: str
     partition: int
@@ -264,6 +265,7 @@ class PartitionState:
     isr: tuple[int, ...]
     leader: int
     leader_epoch: int
+    elr: tuple[int, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

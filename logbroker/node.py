@@ -738,7 +738,8 @@ class Node:
                 "replication_factor": meta.replication_factor, "owner": meta.owner}
 
     async def describe_topic(self, name: str, *, offsets: bool = True) -> dict[str, Any]:
-        """The topic with ``partitions`` as a list (leader, replicas, in-sync replicas, offsets);
+        """The topic with ``partitions`` as a list (leader, replicas, in-sync and eligible leader
+        replicas, offsets);
         ``partition_count`` is the number (listings use ``partitions`` for the number).
 
         ``offsets=False`` leaves out each partition's offsets and size, which come from its
@@ -754,7 +755,7 @@ class Node:
             partitions.append({
                 "partition": state.partition, "leader": state.leader, "leader_epoch": state.leader_epoch,
                 "replicas": list(state.replicas), "in_sync_replicas": list(state.isr),
-                **figures.get(state.partition, unknown),
+                "eligible_leader_replicas": list(state.elr), **figures.get(state.partition, unknown),
             })
         config = described_config(meta, self.log_config(meta), encrypted_by_default=self.at_rest.ring is not None)
         return {**self._summary(meta), "partition_count": meta.partitions, "partitions": partitions,
@@ -1387,7 +1388,8 @@ class Node:
             config = described_config(meta, self.log_config(meta), encrypted_by_default=self.at_rest.ring is not None)
             topics.append({"name": meta.name, "config": config, "partitions": [
                 {"partition": s.partition, "leader": s.leader, "leader_epoch": s.leader_epoch,
-                 "replicas": list(s.replicas), "in_sync_replicas": list(s.isr)} for s in states]})
+                 "replicas": list(s.replicas), "in_sync_replicas": list(s.isr),
+                 "eligible_leader_replicas": list(s.elr)} for s in states]})
             kind = "internal_" if meta.name.startswith(INTERNAL_PREFIX) else ""
             counts[f"{kind}topics"] += 1
             counts[f"{kind}partitions"] += len(states)

@@ -3,9 +3,11 @@ coordinator's ``PartitionState`` (no I/O), so that every node of a cluster decid
 
 Invariants:
 - a node hosts (keeps a log for) exactly the partitions whose replica list names it;
-- only a member of the ISR stands (no unclean election), and for a leaderless partition exactly
-  one live node is the candidate: the preferred replica (``replicas[0]``) when it is alive and in
-  sync, else the first live in-sync replica in replica order. With the topic's ``leader_racks``
+- only a member of the ISR stands (no unclean election), or, when no member of the ISR is alive,
+  a member of the eligible leader replicas (ELR, ``coordinator.eligibility``: it holds every
+  acknowledged record); for a leaderless partition exactly one live node is the candidate: the
+  preferred replica (``replicas[0]``) when it is alive and in sync, else the first live in-sync
+  replica in replica order (else the first live ELR member). With the topic's ``leader_racks``
   the live in-sync replicas are ranked by rack first (``coordinator.leader_racks``), replica order
   second. Two nodes that see the same state never both stand; if views differ, the election
   transaction (DESIGN §5) still admits only one.
@@ -31,9 +33,12 @@ def candidate(state: PartitionState, alive: Collection[int], ranks: Mapping[int,
     ``leader_racks`` (lower first; a node not in it ranks with 0)."""
     if state.leader != NO_LEADER:
         return None
-    standing = [(rank_of(ranks, node), position, node) for position, node in enumerate(state.replicas)
-                if node in state.isr and node in alive]
-    return min(standing)[2] if standing else None
+    for eligible in (state.isr, state.elr):
+        standing = [(rank_of(ranks, node), position, node) for position, node in enumerate(state.replicas)
+                    if node in eligible and node in alive]
+        if standing:
+            return min(standing)[2]
+    return None
 
 
 def should_stand(state: PartitionState, node_id: int, alive: Collection[int],

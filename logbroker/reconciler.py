@@ -3,7 +3,8 @@
 The coordinator's watch calls ``notice`` with what changed; one task (``run``) then, for each
 touched topic: opens the logs of the partitions this node is a replica of, drops the data of a
 topic that was deleted (or deleted and created again under a new id) elsewhere, and stands for
-leadership where ``partition_roles`` says this node is the candidate. A change of the node set
+leadership where ``partition_roles`` says this node is the candidate; a replica opened after an
+unclean shutdown first leaves the ISR (decision 0385) and stands only after that. A change of the node set
 re-examines every topic (a dead leader's partitions need a new one). Work is coalesced: topics
 touched many times while a pass runs are handled once in the next pass; a periodic pass repairs
 anything a failed step left behind.
@@ -12,6 +13,7 @@ anything a failed step left behind.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Final
@@ -131,7 +133,13 @@ class Reconciler:
             if fresh is not None and hosts(fresh, me):
                 replication.reconcile_partition(fresh)
         ranks = topic_ranks(meta.config, self._racks)
-        return [_election(coordinator, meta, s.partition) for s in states if should_stand(s, me, alive, ranks)]
+        steps: list[Callable[[], Awaitable[object]]] = []
+        for state in states:
+            if hosts(state, me) and replication.unclean_start(name, state.partition):
+                steps.append(functools.partial(replication.withdraw, name, state.partition))  # stands after it
+            elif should_stand(state, me, alive, ranks):
+                steps.append(_election(coordinator, meta, state.partition))
+        return steps
 
     def forget(self, name: str) -> None:
         """This node deleted ``name`` itself: its logs are gone already."""

@@ -86,7 +86,7 @@ class WaiterBudget:
 @final
 class Replica:
     __slots__ = ("_budget", "_commit", "_health", "_waiters", "ack_wait", "dedup", "epoch", "high_watermark",
-                 "in_cluster", "leader_hook", "local_end", "log", "partition", "topic")
+                 "in_cluster", "leader_hook", "local_end", "log", "partition", "topic", "unclean_start")
 
     def __init__(self, topic: str, partition: int, partition_log: PartitionLog, commit: GroupCommit,
                  budget: WaiterBudget, health: StorageHealth | None = None, *,
@@ -108,6 +108,9 @@ class Replica:
         self.epoch = 0  # the leader epoch appends are stamped with (the leadership's, in a cluster)
         # Idempotent writes stored lately; built from the log when first needed (``dedup_window``).
         self.dedup: DedupWindow | None = None
+        # A cluster's replica whose log was not closed cleanly (a crash, a power cut): it may lack
+        # records it had acknowledged, so it leaves the ISR before it may stand (decision 0385).
+        self.unclean_start = False
         self._waiters: list[asyncio.Future[object]] = []
         self._commit = commit
         self._budget = budget
@@ -441,8 +444,11 @@ class ReplicaManager:
                     "errors": list(report.errors)}})
             # A cluster's replica opens at its checkpointed high watermark (DESIGN §6).
             high_watermark = None if not in_cluster else self._high_watermarks.get((meta.name, p), 0)
-            replicas[p] = Replica(meta.name, p, opened, GroupCommit(opened, self._executor), self._budget,
-                                  self.health, high_watermark=high_watermark)
+            replica = replicas[p] = Replica(meta.name, p, opened, GroupCommit(opened, self._executor), self._budget,
+                                            self.health, high_watermark=high_watermark)
+            # A log that existed (a segment was recovered) and has no clean-shutdown mark.
+            replica.unclean_start = in_cluster and report is not None and not report.clean_shutdown \
+                and report.segments_recovered > 0
 
     async def _open_log(self, path: str, config: LogConfig, recovery_point: int, topic_id: str) -> PartitionLog:
         loop = asyncio.get_running_loop()

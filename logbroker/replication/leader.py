@@ -11,6 +11,9 @@ The rules are ``logbroker.partition_state``'s; this class applies them to a ``Re
   (``oldest_waiting``) tells the ISR upkeep which followers stall writes;
 - ``isr`` is the coordinator's; a follower joining counts towards the high watermark at once (it
   holds everything already), one leaving only once the coordinator has the smaller ISR;
+- while the coordinator names eligible leader replicas (``elr``: followers dropped with the ISR
+  left under ``min_insync_replicas``) the high watermark stays where it is, so that each of them
+  still holds everything below it and may lead without losing a visible record (decision 0385);
 - ``machine_state`` is this leadership as ``partition_machine`` states a partition: the node's
   one write gate (``check_append``, decision 0340) reads it.
 
@@ -49,6 +52,7 @@ class Leadership:
         self._role = Leader(self.epoch)
         self.replicas = state.replicas
         self.isr = state.isr
+        self.elr = state.elr
         self.joining: tuple[int, ...] = ()  # decided to join; counted before the coordinator has them
         self.min_insync = min_insync
         self.epoch_start = replica.log.log_end_offset
@@ -73,6 +77,7 @@ class Leadership:
         a reassignment): adopt it."""
         self.replicas = state.replicas
         self.isr = state.isr
+        self.elr = state.elr
         self.joining = tuple(n for n in self.joining if n not in state.isr)
         self.min_insync = min_insync
         start = now_ms()
@@ -128,7 +133,7 @@ class Leadership:
         if self.closed or self._fenced():
             return
         low = high_watermark(self.me, self.replica.local_end, self.counted_isr(), self.followers)
-        if low != UNKNOWN:
+        if low != UNKNOWN and not self.elr:
             self.replica.advance(low)
         self._release()
 

@@ -24,6 +24,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any, Final
 
+from coordinator.eligibility import after_isr_change
 from coordinator.errors import CoordinatorError, StaleEpochError
 from coordinator.models import PartitionState
 from internal_rpc.messages import ReplicateAnswer, ReplicateRequest, ShipmentResult
@@ -124,6 +125,26 @@ class ReplicationManager:
         leadership.recompute()
         log.info("leading partition", extra={"fields": {"topic": state.topic, "partition": state.partition,
                                                          "leader_epoch": state.leader_epoch, "isr": list(state.isr)}})
+
+    def unclean_start(self, topic: str, partition: int) -> bool:
+        """This node's replica of the partition was opened after an unclean shutdown and has not
+        withdrawn from the ISR yet (it must not stand meanwhile: decision 0385)."""
+        return self._replicas.hosts(topic, partition) and self._replicas.get(topic, partition).unclean_start
+
+    async def withdraw(self, topic: str, partition: int) -> None:
+        """Take this node's replica, opened after an unclean shutdown, out of the ISR and ELR
+        while another replica stays eligible; it rejoins once caught up, as any follower."""
+        state = await self._coordinator.withdraw(topic, partition)
+        if self._replicas.hosts(topic, partition):
+            self._replicas.get(topic, partition).unclean_start = False
+        if state is not None:
+            log.info("left the ISR after an unclean shutdown", extra={"fields": {
+                "topic": topic, "partition": partition, "isr": list(state.isr), "elr": list(state.elr)}})
+            return
+        current = self._coordinator.cached_partition(topic, partition)
+        if current is not None and (self._me in current.isr or self._me in current.elr):
+            log.warning("the last eligible replica restarted after an unclean shutdown: it stays eligible and may "
+                        "lack records it acknowledged", extra={"fields": {"topic": topic, "partition": partition}})
 
     def drop(self, topic: str, partitions: list[int] | None = None) -> None:
         """The partitions (None: every one) of ``topic`` left this node."""
@@ -267,7 +288,7 @@ class ReplicationManager:
             drop += [n for n in stalled if n not in drop]
             join = ready_to_join(leadership.replicas, leadership.isr, leadership.followers, alive,
                                  leadership.replica.high_watermark, leadership.epoch_start)
-            if drop or join:
+            if drop or join or (leadership.elr and len(leadership.isr) >= leadership.min_insync):
                 leadership.joining = tuple(join)
                 leadership.recompute()
                 self._spawn(self._change_isr(leadership, drop, join))
@@ -302,12 +323,11 @@ class ReplicationManager:
 
     async def _change_isr(self, leadership: Leadership, drop: list[int], join: list[int]) -> None:
         topic, partition = leadership.key
-        isr = tuple(n for n in leadership.replicas if (n in leadership.isr and n not in drop) or n in join)
-        if self._me not in isr:
-            isr = (self._me, *isr)
+        isr, elr = after_isr_change(leadership.replicas, leadership.isr, leadership.elr, drop, join, self._me,
+                                    leadership.min_insync)
         leadership.isr_changing = True
         try:
-            state = await self._coordinator.set_isr(topic, partition, leadership.epoch, isr)
+            state = await self._coordinator.set_isr(topic, partition, leadership.epoch, isr, elr)
         except StaleEpochError:
             self._end(leadership, "the coordinator has a newer epoch")
             return
@@ -321,7 +341,7 @@ class ReplicationManager:
         self.isr_shrinks += bool(drop)
         self.isr_expands += bool(join)
         log.info("ISR changed", extra={"fields": {"topic": topic, "partition": partition, "isr": list(isr),
-                                                   "left": drop, "joined": join}})
+                                                   "elr": list(elr), "left": drop, "joined": join}})
         if not leadership.closed:
             leadership.update(state, leadership.min_insync)
 

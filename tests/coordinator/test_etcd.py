@@ -297,6 +297,55 @@ async def test_elections_epochs_isr_and_reassignment(make):
 
 
 @pytest.mark.asyncio
+async def test_eligible_leader_replicas_stand_when_the_isr_is_gone_and_an_unclean_restart_withdraws(make):
+    a, b, c = await make(1), await make(2), await make(3)
+    await eventually(lambda: live(a, 3), "three live nodes")
+    await a.create_topic(spec("t", 1, replication=3), owner=None)
+    await eventually(lambda: b.cached_topic("t") and c.cached_topic("t"), "the topic everywhere")
+    first, second, third = a.cached_partition("t", 0).replicas
+    coordinators = {1: a, 2: b, 3: c}
+    leader, keeper, other = coordinators[first], coordinators[second], coordinators[third]
+    assert await leader.elect("t", 0) is not None
+
+    with pytest.raises(InvalidTopicError, match="ELR"):
+        await leader.set_isr("t", 0, 1, (first,), (first,))
+    with pytest.raises(InvalidTopicError, match="ELR"):
+        await leader.set_isr("t", 0, 1, (first,), (second, second))
+    shrunk = await leader.set_isr("t", 0, 1, (first,), (second,))
+    assert (shrunk.isr, shrunk.elr) == ((first,), (second,))
+    await eventually(lambda: keeper.cached_partition("t", 0).elr == (second,), "the ELR elsewhere")
+    assert await other.withdraw("t", 0) is None, "neither in the ISR nor in the ELR: nothing changes"
+    left = await keeper.withdraw("t", 0)
+    assert left is not None and (left.isr, left.elr) == ((first,), ()), "an ELR member that restarted leaves it"
+    await eventually(lambda: leader.cached_partition("t", 0).elr == (), "the withdrawal on the leader")
+    await leader.set_isr("t", 0, 1, (first,), (second,))
+    await eventually(lambda: keeper.cached_partition("t", 0).elr == (second,), "the ELR again elsewhere")
+
+    await leader.resign("t", 0)
+    await eventually(lambda: keeper.cached_partition("t", 0).leader == -1, "the resignation elsewhere")
+    assert await keeper.elect("t", 0) is None, "an ELR member does not stand while a member of the ISR is alive"
+    assert await other.elect("t", 0) is None, "neither in the ISR nor in the ELR"
+
+    withdrawn = await leader.withdraw("t", 0)  # the leader restarted after an unclean shutdown
+    assert withdrawn is not None and (withdrawn.isr, withdrawn.elr) == ((second,), ()), \
+        "the ISR never empties: the ELR takes the withdrawn replica's place"
+    await eventually(lambda: keeper.cached_partition("t", 0).isr == (second,), "the withdrawal elsewhere")
+    won = await keeper.elect("t", 0)
+    assert won is not None and won.leader == second and won.leader_epoch == 2
+
+    back = await keeper.set_isr("t", 0, 2, (second,), (first,))
+    await eventually(lambda: leader.cached_partition("t", 0) == back, "the ELR on the old leader")
+    await keeper.close(revoke=True)  # the only member of the ISR is gone
+    await eventually(lambda: leader.cached_partition("t", 0).leader == -1 and leader.cached_node(second) is None,
+                     "the leader gone")
+    taken = await leader.elect("t", 0)
+    assert taken is not None and (taken.isr, taken.elr, taken.leader_epoch) == ((first,), (second,), 3), \
+        "an ELR member leads alone; the old ISR member stays eligible"
+    assert await leader.withdraw("t", 0) is not None, "it leaves while another stays eligible"
+    await eventually(lambda: other.cached_partition("t", 0).isr == (second,), "the withdrawal elsewhere")
+
+
+@pytest.mark.asyncio
 async def test_a_leadership_ends_with_its_lease(make):
     a, b = await make(1), await make(2)
     await eventually(lambda: live(a, 2), "two live nodes")

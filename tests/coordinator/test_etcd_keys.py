@@ -63,6 +63,9 @@ def test_records_round_trip_and_encode_deterministically(topic_id, replicas, epo
     record = PartitionRecord(topic_id, tuple(replicas), tuple(replicas[:1]), epoch)
     assert PartitionRecord.decode(record.encode()) == record
     assert record.encode() == PartitionRecord(topic_id, tuple(replicas), tuple(replicas[:1]), epoch).encode()
+    assert b"elr" not in record.encode(), "an empty ELR is not stored: records from before it read alike"
+    eligible = PartitionRecord(topic_id, tuple(replicas), tuple(replicas[:1]), epoch, tuple(replicas[1:]))
+    assert PartitionRecord.decode(eligible.encode()) == eligible
     leader = LeaderRecord(7, epoch)
     assert LeaderRecord.decode(leader.encode()) == leader
 

@@ -17,8 +17,9 @@ NODES = range(1, 6)
 def states(draw: st.DrawFn) -> PartitionState:
     replicas = tuple(draw(st.lists(st.sampled_from(NODES), min_size=1, max_size=4, unique=True)))
     isr = tuple(n for n in replicas if draw(st.booleans()))
+    elr = tuple(n for n in replicas if n not in isr and draw(st.booleans()))
     leader = draw(st.sampled_from((NO_LEADER, *replicas)))
-    return PartitionState("t", 0, replicas, isr, leader, draw(st.integers(0, 9)))
+    return PartitionState("t", 0, replicas, isr, leader, draw(st.integers(0, 9)), elr)
 
 
 def test_the_preferred_replica_stands_when_alive_and_in_sync():
@@ -37,15 +38,26 @@ def test_nobody_stands_with_a_leader_or_without_a_live_in_sync_replica():
     assert candidate(PartitionState("t", 0, (1, 2), (1,), NO_LEADER, 1), {2}) is None
 
 
+def test_an_eligible_leader_replica_stands_only_when_no_member_of_the_isr_is_alive():
+    state = PartitionState("t", 0, (1, 2, 3), (1,), NO_LEADER, 4, (3, 2))
+    assert candidate(state, {1, 2, 3}) == 1
+    assert candidate(state, {2, 3}) == 2, "the ELR in replica order"
+    assert candidate(state, {3}) == 3
+    assert candidate(PartitionState("t", 0, (1, 2, 3), (1,), NO_LEADER, 4), {2, 3}) is None
+
+
 @given(states(), st.sets(st.sampled_from(NODES)))
-def test_at_most_one_node_stands_and_only_from_the_live_isr(state: PartitionState, alive: set[int]):
+def test_at_most_one_node_stands_and_only_from_the_live_isr_else_the_live_elr(state: PartitionState,
+                                                                               alive: set[int]):
     standing = [n for n in NODES if should_stand(state, n, alive)]
     assert len(standing) <= 1
-    for node in standing:
-        assert node in state.isr and node in alive and hosts(state, node) and state.leader == NO_LEADER
     live_isr = [n for n in state.replicas if n in state.isr and n in alive]
-    if state.leader == NO_LEADER and live_isr:
-        assert standing == [live_isr[0]]
+    live_elr = [n for n in state.replicas if n in state.elr and n in alive]
+    for node in standing:
+        assert node in alive and hosts(state, node) and state.leader == NO_LEADER
+        assert node in state.isr or (node in state.elr and not live_isr)
+    if state.leader == NO_LEADER and (live_isr or live_elr):
+        assert standing == [(live_isr or live_elr)[0]]
 
 
 @given(states())

@@ -6,6 +6,7 @@ two logs through a ``Shipper`` whose call is a plain function."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Awaitable, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -125,6 +126,26 @@ async def test_min_insync_refuses_before_the_append_and_after_a_shrink(tmp_path,
     lead.update(_state((1,)), 2)  # the follower left: the high watermark is the leader's end, but too few
     with pytest.raises(NotEnoughReplicasError):
         await asyncio.wait_for(waiting, 1)
+    replica.log.close()
+
+
+@pytest.mark.asyncio
+async def test_the_high_watermark_stays_while_eligible_leader_replicas_are_named(tmp_path, pool):
+    replica = _replica(str(tmp_path / "t-0"), pool)
+    lead = Leadership(replica, _state((1, 2)), 1, min_insync=2, fenced=lambda: False)
+    replica.leader_hook = lambda _r: lead.recompute()
+    replica.epoch = 1
+    await replica.commit(replica.append(batch_of([b"a", b"b"])))
+    lead.followers[2].log_end = 1
+    lead.followers[3].log_end = 0
+    lead.recompute()
+    assert replica.high_watermark == 1
+    lead.update(dataclasses.replace(_state((1,)), elr=(2,)), 2)  # follower 2 dropped under min_insync
+    await replica.commit(replica.append(batch_of([b"c"])))
+    assert replica.high_watermark == 1, "follower 2, which may lead next, holds only what lies below it"
+    lead.followers[3].log_end = 3
+    lead.update(_state((1, 3)), 2)  # back at min_insync: the ELR is cleared
+    assert replica.high_watermark == 3
     replica.log.close()
 
 

@@ -311,8 +311,6 @@ def test_the_sole_isr_member_scenario_reaches_its_state(tmp_path: Path):
     assert seen[1] == "1 files cut", seen
 
 
-@pytest.mark.xfail(strict=True, reason="an ISR shrunk to the leader alone leaves the one follower that holds an "
-                                       "acknowledged write ineligible; the leader's unflushed copy dies with it")
 def test_an_acknowledged_write_survives_the_sole_isr_member_losing_power(tmp_path: Path):
     lost, misplaced, _ = sole_isr_member_scenario(tmp_path, seed=5)
     assert (lost, misplaced) == ([], [])
