@@ -136,10 +136,23 @@ class Reconciler:
         steps: list[Callable[[], Awaitable[object]]] = []
         for state in states:
             if hosts(state, me) and replication.unclean_start(name, state.partition):
-                steps.append(functools.partial(replication.withdraw, name, state.partition))  # stands after it
+                steps.append(functools.partial(self._withdraw, meta, state.partition, alive, ranks))
             elif should_stand(state, me, alive, ranks):
                 steps.append(_election(coordinator, meta, state.partition))
         return steps
+
+    async def _withdraw(self, meta: TopicMetadata, partition: int, alive: set[int],
+                        ranks: dict[int, int] | None) -> None:
+        """Leave the partition's ISR after an unclean shutdown, then stand if this node is the
+        candidate still (the last eligible replica: nothing changed, and no watch event will
+        come), in the same pass, so that a restarted node leads what only it can lead before
+        it serves. (A cache that has not seen the withdrawal yet cannot win: the election is
+        guarded by the record's revision.)"""
+        await self._replication.withdraw(meta.name, partition)
+        state = self._coordinator.cached_partition(meta.name, partition)
+        if state is not None and should_stand(state, self._me, alive, ranks):
+            await _election(self._coordinator, meta, partition)()
+        self._pending.add(meta.name)
 
     def forget(self, name: str) -> None:
         """This node deleted ``name`` itself: its logs are gone already."""

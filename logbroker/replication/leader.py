@@ -6,7 +6,8 @@ The rules are ``logbroker.partition_state``'s; this class applies them to a ``Re
   lease has not possibly lapsed: DESIGN §5 fencing), so a leader resumed from a pause
   acknowledges nothing its successor may lack;
 - an ``acks=all`` write is released once the high watermark passes it with at least
-  ``min_insync_replicas`` in the ISR; it fails with ``not_leader`` when the leadership ends
+  ``min_insync_replicas`` in the ISR; it fails with ``not_enough_replicas`` once the ISR is
+  smaller (at once while the high watermark holds for the ELR), with ``not_leader`` when the leadership ends
   first, with ``replication_timeout`` when the wait outlasts its bound; the oldest one waiting
   (``oldest_waiting``) tells the ISR upkeep which followers stall writes;
 - ``isr`` is the coordinator's; a follower joining counts towards the high watermark at once (it
@@ -141,13 +142,14 @@ class Leadership:
         if not self._acks:
             return
         hwm = self.replica.high_watermark
+        too_few = len(self.isr) < self.min_insync  # the ISR the coordinator holds
         waiting = []
         for end, future, since in self._acks:
             if future.done():
                 continue
-            if end > hwm:
+            if end > hwm and not (too_few and self.elr):  # the high watermark holds while the ELR is named
                 waiting.append((end, future, since))
-            elif len(self.isr) < self.min_insync:  # the ISR the coordinator holds
+            elif too_few:
                 future.set_exception(NotEnoughReplicasError(
                     f"the ISR shrank below min_insync_replicas={self.min_insync} while the write waited; it is "
                     "stored on the leader and may be visible", isr=len(self.isr),
@@ -164,6 +166,10 @@ class Leadership:
         if self.closed:
             raise NotLeaderError(f"node {self.me} no longer leads partition {self.replica.partition} of "
                                  f"{self.replica.topic!r}; the write's outcome is not known here")
+        if self.elr and len(self.isr) < self.min_insync:
+            raise NotEnoughReplicasError(
+                f"the ISR is below min_insync_replicas={self.min_insync}; the write is stored on the leader and may "
+                "become visible", isr=len(self.isr), min_insync_replicas=self.min_insync)
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._acks.append((end, future, now_ms()))
         try:

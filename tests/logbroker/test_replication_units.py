@@ -140,9 +140,16 @@ async def test_the_high_watermark_stays_while_eligible_leader_replicas_are_named
     lead.followers[3].log_end = 0
     lead.recompute()
     assert replica.high_watermark == 1
+    waiting = asyncio.ensure_future(lead.wait_committed(2, 30))
+    await asyncio.sleep(0)
     lead.update(dataclasses.replace(_state((1,)), elr=(2,)), 2)  # follower 2 dropped under min_insync
-    await replica.commit(replica.append(batch_of([b"c"])))
+    with pytest.raises(NotEnoughReplicasError):  # at once: the high watermark will not pass it
+        await asyncio.wait_for(waiting, 1)
+    info = replica.append(batch_of([b"c"]))
+    await replica.commit(info)
     assert replica.high_watermark == 1, "follower 2, which may lead next, holds only what lies below it"
+    with pytest.raises(NotEnoughReplicasError):
+        await lead.wait_committed(info.log_end_offset, 30)
     lead.followers[3].log_end = 3
     lead.update(_state((1, 3)), 2)  # back at min_insync: the ELR is cleared
     assert replica.high_watermark == 3
