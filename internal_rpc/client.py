@@ -15,6 +15,7 @@ import contextlib
 import itertools
 import json
 import ssl
+import time
 from typing import Any, Final
 
 from internal_rpc.errors import ERROR_EXTRA_BYTES_MAX, RpcCallError, Status
@@ -26,6 +27,7 @@ DEADLINE_S: Final = 10.0
 CONNECT_TIMEOUT_S: Final = 5.0
 CLOSE_TIMEOUT_S: Final = 1.0
 PENDING_MAX: Final = 10_000
+SILENT_CLOSE_S: Final = 1.0  # a cancelled call that heard nothing this long closes its connection
 STATUS_BY_RETRIABLE: Final = {True: Status.UNAVAILABLE, False: Status.FAILED_PRECONDITION}
 UNANSWERED: Final = {"unauthenticated": Status.UNAUTHENTICATED, "unimplemented": Status.UNIMPLEMENTED,
                      "deadline_exceeded": Status.DEADLINE_EXCEEDED}
@@ -63,13 +65,19 @@ class _Connection:
         self.writer = writer
         self.pending: dict[int, asyncio.Future[dict[str, Any]]] = {}
         self.lost: str | None = None
+        self.heard_at = time.monotonic()  # when a frame last arrived (not the loop's clock: uvloop's is in whole ms)
         self._task = asyncio.create_task(self._read())
+
+    def silent_since(self, at: float) -> bool:
+        """Nothing has arrived on this connection since ``at`` (``time.monotonic``)."""
+        return self.heard_at < at
 
     async def _read(self) -> None:
         reason = "the other node closed the connection"
         try:
             while True:
                 answer = await read_frame(self._reader)
+                self.heard_at = time.monotonic()
                 call_id = answer.get("i")
                 waiter = self.pending.pop(call_id, None) if isinstance(call_id, int) else None
                 if waiter is not None and not waiter.done():
@@ -169,6 +177,7 @@ class RpcClient:
         connection: _Connection | None = None
         call_id = next(self._ids)
         sent = False
+        sent_at = 0.0
         try:
             async with asyncio.timeout(timeout):
                 connection = await self._open()
@@ -184,13 +193,19 @@ class RpcClient:
                     write_frame(connection.writer, message)
                 except FrameError as exc:
                     raise RpcCallError(Status.RESOURCE_EXHAUSTED, "message_too_large", str(exc)) from exc
-                sent = True
+                sent, sent_at = True, time.monotonic()
                 connection.pending[call_id] = waiter
                 await connection.writer.drain()
                 answer = await waiter
         except TimeoutError:
             status = Status.DEADLINE_EXCEEDED if sent else Status.UNAVAILABLE
+            if sent and connection is not None:
+                self._give_up_if_silent(connection, call_id, sent_at, 0.0)
             raise RpcCallError(status, status.value, f"no answer from {self.address} within {timeout:g} s") from None
+        except asyncio.CancelledError:
+            if sent and connection is not None:
+                self._give_up_if_silent(connection, call_id, sent_at, SILENT_CLOSE_S)
+            raise
         except (ConnectionError, OSError) as exc:
             if connection is not None:
                 # This call's own waiter is not awaited any more: taken out before the close fails
@@ -208,6 +223,16 @@ class RpcClient:
         if not isinstance(body, dict):
             raise RpcCallError(Status.INTERNAL, "internal", f"{self.address} answered without a map")
         return body
+
+    def _give_up_if_silent(self, connection: _Connection, call_id: int, sent_at: float, waited_s: float) -> None:
+        """Close ``connection`` when nothing at all has arrived on it since this call was sent
+        and the call waited at least ``waited_s``: the network or the other node has gone quiet
+        (a cut, a pause). Frames sent on it now would queue behind data the kernel is still
+        retransmitting with a growing backoff; the next call connects anew instead, which gets
+        through as soon as the network does."""
+        if connection.silent_since(sent_at) and time.monotonic() - sent_at >= waited_s:
+            connection.pending.pop(call_id, None)  # this call's own waiter: not failed by the close
+            connection.close(f"nothing heard from {self.address} since a call was sent")
 
     def cancel_stream(self, stream: int) -> None:
         """Tell the other node that what ``stream`` has in flight is given up (best effort)."""

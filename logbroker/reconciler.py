@@ -7,7 +7,8 @@ leadership where ``partition_roles`` says this node is the candidate; a replica 
 unclean shutdown first leaves the ISR (decision 0385) and stands only after that. A change of the node set
 re-examines every topic (a dead leader's partitions need a new one). Work is coalesced: topics
 touched many times while a pass runs are handled once in the next pass; a periodic pass repairs
-anything a failed step left behind.
+anything a failed step left behind. A partition seen without a leader is looked at again each
+``ELECTION_GRACE_MS``, so that the next eligible replica stands when the candidate does not take it.
 """
 
 from __future__ import annotations
@@ -15,12 +16,13 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Final
 
 from coordinator.errors import CoordinatorError
-from coordinator.models import INTERNAL_PREFIX, MetadataChange, TopicMetadata
-from logbroker.partition_roles import hosts, should_stand, topic_ranks
+from coordinator.models import INTERNAL_PREFIX, MetadataChange, PartitionState, TopicMetadata
+from logbroker.partition_roles import ELECTION_GRACE_MS, NO_LEADER, eligible_alive, hosts, should_stand, topic_ranks
 
 if TYPE_CHECKING:
     from coordinator.base import Coordinator
@@ -34,8 +36,11 @@ ELECTIONS_PER_PASS_MAX: Final = 10_000
 
 class Reconciler:
     def __init__(self, coordinator: Coordinator, replication: ReplicationManager, host: PartitionHost,
-                 node_id: int) -> None:
+                 node_id: int, clock: Callable[[], float] = time.monotonic) -> None:
         """``host``: the node, which opens and drops what it hosts; ``node_id``: its id."""
+        self._clock = clock
+        self._leaderless_since: dict[tuple[str, int], float] = {}  # first seen without a leader
+        self._rechecks: dict[str, asyncio.TimerHandle] = {}  # at most one per topic
         self._coordinator = coordinator
         self._replication = replication
         self._host = host
@@ -116,6 +121,7 @@ class Reconciler:
             await host.drop_local_topic(name, opened)
             del self._opened_ids[name]
         if meta is None:
+            self.forget(name)
             return []
         me = self._me
         states = await coordinator.partition_states(name)
@@ -133,11 +139,12 @@ class Reconciler:
             if fresh is not None and hosts(fresh, me):
                 replication.reconcile_partition(fresh)
         ranks = topic_ranks(meta.config, self._racks)
+        waited = self._leaderless_ms(name, states, alive, ranks)
         steps: list[Callable[[], Awaitable[object]]] = []
         for state in states:
             if hosts(state, me) and replication.unclean_start(name, state.partition):
                 steps.append(functools.partial(self._withdraw, meta, state.partition, alive, ranks))
-            elif should_stand(state, me, alive, ranks):
+            elif should_stand(state, me, alive, ranks, waited.get(state.partition, 0)):
                 steps.append(_election(coordinator, meta, state.partition))
         return steps
 
@@ -154,9 +161,46 @@ class Reconciler:
             await _election(self._coordinator, meta, partition)()
         self._pending.add(meta.name)
 
+    def _leaderless_ms(self, name: str, states: list[PartitionState], alive: set[int],
+                       ranks: dict[int, int] | None) -> dict[int, int]:
+        """How long each of ``name``'s leaderless partitions has been seen so. When another live
+        eligible replica could stand in, a look again is due as the grace period ends
+        (``partition_roles.candidate``)."""
+        now = self._clock()
+        waited: dict[int, int] = {}
+        next_in_ms: int | None = None
+        for state in states:
+            key = (name, state.partition)
+            if state.leader != NO_LEADER:
+                self._leaderless_since.pop(key, None)
+                continue
+            ms = waited[state.partition] = int((now - self._leaderless_since.setdefault(key, now)) * 1000)
+            if len(eligible_alive(state, alive, ranks)) > 1:
+                due = ELECTION_GRACE_MS - ms % ELECTION_GRACE_MS
+                next_in_ms = due if next_in_ms is None else min(next_in_ms, due)
+        if next_in_ms is not None:
+            self._recheck(name, next_in_ms / 1000)
+        return waited
+
+    def _recheck(self, name: str, delay_s: float) -> None:
+        held = self._rechecks.pop(name, None)
+        if held is not None:
+            held.cancel()
+        self._rechecks[name] = asyncio.get_running_loop().call_later(delay_s, self._look_again, name)
+
+    def _look_again(self, name: str) -> None:
+        self._rechecks.pop(name, None)
+        self._pending.add(name)
+        self._wake.set()
+
     def forget(self, name: str) -> None:
-        """This node deleted ``name`` itself: its logs are gone already."""
+        """This node deleted ``name`` itself (or it is gone): its logs are gone already."""
         self._opened_ids.pop(name, None)
+        held = self._rechecks.pop(name, None)
+        if held is not None:
+            held.cancel()
+        for key in [k for k in self._leaderless_since if k[0] == name]:
+            del self._leaderless_since[key]
 
 
 def _election(coordinator: Coordinator, meta: TopicMetadata, partition: int) -> Callable[[], Awaitable[object]]:

@@ -327,7 +327,8 @@ class ReplicationManager:
                                     leadership.min_insync)
         leadership.isr_changing = True
         try:
-            state = await self._coordinator.set_isr(topic, partition, leadership.epoch, isr, elr)
+            state = await self._coordinator.set_isr(topic, partition, leadership.epoch, isr, elr,
+                                                    based_on=leadership.isr)
         except StaleEpochError:
             self._end(leadership, "the coordinator has a newer epoch")
             return

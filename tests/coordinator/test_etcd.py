@@ -311,7 +311,10 @@ async def test_eligible_leader_replicas_stand_when_the_isr_is_gone_and_an_unclea
         await leader.set_isr("t", 0, 1, (first,), (first,))
     with pytest.raises(InvalidTopicError, match="ELR"):
         await leader.set_isr("t", 0, 1, (first,), (second, second))
-    shrunk = await leader.set_isr("t", 0, 1, (first,), (second,))
+    with pytest.raises(CoordinatorError, match="changed meanwhile"):
+        await leader.set_isr("t", 0, 1, (first,), (second,), based_on=(first, second))
+    assert leader.cached_partition("t", 0).isr == (first, second, third), "a change from a stale ISR writes nothing"
+    shrunk = await leader.set_isr("t", 0, 1, (first,), (second,), based_on=(first, second, third))
     assert (shrunk.isr, shrunk.elr) == ((first,), (second,))
     await eventually(lambda: keeper.cached_partition("t", 0).elr == (second,), "the ELR elsewhere")
     assert await other.withdraw("t", 0) is None, "neither in the ISR nor in the ELR: nothing changes"

@@ -219,3 +219,34 @@ async def test_a_callers_node_id_is_reported_when_its_connection_ends():
         await server.close()
         await held.close()
     assert gone == [7], "a connection the server itself ends is not reported"
+
+
+async def test_a_call_given_up_after_a_silence_closes_its_connection_and_the_next_connects_anew():
+    handlers = Handlers()
+    async with await serve(handlers) as server, RpcClient(f"127.0.0.1:{server.port}", tls=None,
+                                                          cluster_token=TOKEN) as client:
+        assert (await client.call("S", "Echo", {"n": 1}))["n"] == 1
+        first = client._connection
+        quick = asyncio.create_task(client.call("S", "Hang", {}, deadline_s=30))
+        await asyncio.sleep(0.2)
+        quick.cancel()  # given up soon: the connection stays
+        with pytest.raises(asyncio.CancelledError):
+            await quick
+        assert client._connection is first and first.lost is None
+        silent = asyncio.create_task(client.call("S", "Hang", {}, deadline_s=30))
+        await asyncio.sleep(1.1)  # nothing arrives on the connection meanwhile: a cut, or a paused node
+        silent.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await silent
+        assert first.lost is not None, "frames sent now would queue behind the kernel's retransmissions"
+        assert (await client.call("S", "Echo", {"n": 2}))["n"] == 2
+        assert client._connection is not first
+        talking = asyncio.create_task(client.call("S", "Hang", {}, deadline_s=30))
+        await asyncio.sleep(0.6)
+        assert (await client.call("S", "Echo", {"n": 3}))["n"] == 3  # the other node answers meanwhile
+        await asyncio.sleep(0.6)
+        second = client._connection
+        talking.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await talking
+        assert second is not None and second.lost is None, "a connection that answered since is not silent"

@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from coordinator.models import PartitionState
-from logbroker.partition_roles import NO_LEADER, candidate, hosts, should_stand
+from logbroker.partition_roles import ELECTION_GRACE_MS, NO_LEADER, candidate, hosts, should_stand
 
 NODES = range(1, 6)
 
@@ -63,3 +63,24 @@ def test_at_most_one_node_stands_and_only_from_the_live_isr_else_the_live_elr(st
 @given(states())
 def test_a_node_hosts_exactly_the_partitions_naming_it(state: PartitionState):
     assert [n for n in NODES if hosts(state, n)] == sorted(state.replicas)
+
+
+def test_a_candidate_that_lets_the_grace_period_pass_is_passed_over_in_turn():
+    state = PartitionState("t", 0, (1, 2, 3), (1, 2, 3), NO_LEADER, 4)
+    grace = ELECTION_GRACE_MS
+    assert [candidate(state, {1, 2, 3}, leaderless_ms=ms) for ms in (0, grace - 1, grace, 2 * grace, 3 * grace)] \
+        == [1, 1, 2, 3, 1]
+    assert [candidate(state, {1, 3}, leaderless_ms=ms) for ms in (0, grace, 2 * grace)] == [1, 3, 1]
+    eligible = PartitionState("t", 0, (1, 2, 3), (1,), NO_LEADER, 4, (2, 3))
+    assert [candidate(eligible, {2, 3}, leaderless_ms=ms) for ms in (0, grace)] == [2, 3], "the ELR in turn"
+
+
+@given(states(), st.sets(st.sampled_from(NODES)), st.integers(0, 10 * ELECTION_GRACE_MS))
+def test_whoever_stands_after_a_wait_is_a_live_eligible_replica(state: PartitionState, alive: set[int],
+                                                                leaderless_ms: int):
+    standing = [n for n in NODES if should_stand(state, n, alive, leaderless_ms=leaderless_ms)]
+    assert len(standing) <= 1
+    live_isr = [n for n in state.replicas if n in state.isr and n in alive]
+    for node in standing:
+        assert node in alive and (node in state.isr or (node in state.elr and not live_isr))
+    assert bool(standing) == (candidate(state, alive) is not None)
