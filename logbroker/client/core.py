@@ -423,6 +423,15 @@ class Client(GroupQueueCalls):
         result = await self._json("POST", "/v1/producers", idempotent=True)
         return int(result["producer_id"]), int(result["producer_epoch"])
 
+    async def leader_url(self, topic: str, partition: int, *, refresh: bool = False) -> str | None:
+        """Where the partition's calls go: its leader as the metadata last named it (None: not
+        known). ``refresh``: read the nodes and the topic's leaders again first (one read for all
+        callers waiting on it)."""
+        if refresh:
+            self._metadata.invalidate(topic)
+            await self._lookup(topic)
+        return self._metadata.leader_url(topic, partition, time.monotonic())
+
     async def produce_batch(self, topic: str, partition: int, batch: bytes, *, acks: str = "1") -> int:
         """Send one prebuilt batch to the partition's leader; returns its base offset. Sent again
         only when nothing was appended (a cluster 503, no connection): never after a timeout."""

@@ -21,6 +21,8 @@ from logbroker.client.routing import RetryPolicy, backoff_s, idempotent_resend, 
 from segments.batch import BATCH_RECORDS_MAX, NO_PRODUCER_ID, NO_SEQUENCE, ProducerRecord, encode_batch
 
 PRODUCE_BACKOFF_MAX_S: Final = 5.0
+HEDGE_AFTER_S: Final = 1.0  # an idempotent batch unanswered this long looks for a new leader
+COPIES_MAX: Final = 3  # copies of one batch in flight at once (the first and two sent to new leaders)
 SEQUENCE_WRAP: Final = 2**31  # base_sequence is an i32
 
 
@@ -59,7 +61,11 @@ class Producer:
     ``retries`` times with backoff (``retry_backoff_ms`` doubling, or the node's ``Retry-After``),
     when a node refused it before appending (429 quota, 503 ``too_many_connections``) and, when
     idempotent, also when the outcome is unknown (no answer after sending, 504
-    ``forward_outcome_unknown`` or ``replication_timeout``, a leader change while it waited). Not
+    ``forward_outcome_unknown`` or ``replication_timeout``, a leader change while it waited).
+    An idempotent batch still unanswered after ``HEDGE_AFTER_S`` has the metadata read again,
+    each period: when it names another leader (the one asked may be paused or cut off, and waits
+    out the call's timeout), a copy goes there as well, and the first success answers (the
+    broker stores the batch once). Not
     idempotent, a batch whose request was sent and then timed out or lost its connection is never
     sent again: it may have been stored and a resend could store it twice; its futures fail with
     the error (status 0) and the caller decides.
@@ -166,6 +172,8 @@ class Producer:
                              max(self.retry_backoff_ms / 1000, PRODUCE_BACKOFF_MAX_S), PRODUCE_BACKOFF_MAX_S)
         for attempt in range(self.retries + 1):
             try:
+                if self.idempotent and self.acks != "0":
+                    return await self._hedged(topic, partition, batch)
                 return await self.client.produce_batch(topic, partition, batch, acks=self.acks)
             except LogBrokerError as exc:
                 again = idempotent_resend(exc) if self.idempotent else produce_refused(exc)
@@ -173,6 +181,40 @@ class Producer:
                     raise
                 await asyncio.sleep(backoff_s(attempt, policy, exc.retry_after_s, random.random()))
         raise AssertionError("unreachable")
+
+    async def _hedged(self, topic: str, partition: int, batch: bytes) -> int:
+        """Send the batch; each ``HEDGE_AFTER_S`` without an answer, read the leaders again and,
+        when another leader is named, send a copy there too (at most ``COPIES_MAX`` in flight).
+        The first success answers and the other copies are given up; when every copy failed, the
+        last error is raised."""
+        sent_to = {await self.client.leader_url(topic, partition)}
+        copies = {asyncio.ensure_future(self.client.produce_batch(topic, partition, batch, acks=self.acks))}
+        failure: LogBrokerError | None = None
+        try:
+            while copies:
+                done, _ = await asyncio.wait(copies, timeout=HEDGE_AFTER_S, return_when=asyncio.FIRST_COMPLETED)
+                for copy in done:
+                    copies.discard(copy)
+                    error = copy.exception()
+                    if error is None:
+                        return copy.result()
+                    if not isinstance(error, LogBrokerError):
+                        raise error
+                    failure = error
+                if done or len(copies) >= COPIES_MAX:
+                    continue
+                leader = await self.client.leader_url(topic, partition, refresh=True)
+                if leader is not None and leader not in sent_to:
+                    sent_to.add(leader)
+                    copies.add(asyncio.ensure_future(self.client.produce_batch(topic, partition, batch,
+                                                                               acks=self.acks)))
+        finally:
+            for copy in copies:
+                copy.cancel()
+            if copies:
+                await asyncio.wait(copies)
+        assert failure is not None
+        raise failure
 
     async def flush(self) -> None:
         """Send everything buffered and wait for every answer."""

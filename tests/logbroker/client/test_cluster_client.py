@@ -191,6 +191,42 @@ async def test_a_produce_that_timed_out_is_sent_again_only_when_idempotent_and_a
 
 
 @pytest.mark.asyncio
+async def test_an_idempotent_batch_unanswered_by_a_silent_leader_goes_to_the_new_one(node):
+    """The leader a batch went to falls silent (paused, cut off) and another is elected: the
+    producer does not wait out the call's timeout, but sends a copy to the leader the metadata
+    names once it is read again; the batch is stored once. A producer that is not idempotent
+    never sends a copy."""
+    async with FakeNode(node.url) as bootstrap, FakeNode(node.url) as old, FakeNode(node.url) as new:
+        bootstrap.advertise(NODE_ID, old.url)
+        async with Client(bootstrap.url, retry=FAST, timeout_s=8.0) as client:
+            await client.create_topic("cc.hedge", partitions=1)
+            await client.describe_topic("cc.hedge")
+            old.hang("/v1/topics/cc.hedge/records")
+            async with Producer(client, linger_ms=1, acks="all") as producer:
+                future = await producer.send("cc.hedge", b"once", partition=0)
+                await asyncio.sleep(0.2)
+                bootstrap.advertise(NODE_ID, new.url)  # the new leader, as the next metadata read says
+                started = asyncio.get_running_loop().time()
+                meta = await asyncio.wait_for(future, 5)
+                assert asyncio.get_running_loop().time() - started < 3, "not the call's 8 s timeout"
+            assert meta.offset == 0
+            assert old.count("POST", "/v1/topics/cc.hedge/records") == 1
+            assert new.count("POST", "/v1/topics/cc.hedge/records") == 1
+            assert (await consume(client, "cc.hedge", 1, 1))[0] == [b"once"]
+
+            new.hang("/v1/topics/cc.hedge/records")
+            bootstrap.advertise(NODE_ID, new.url)
+            await client.leader_url("cc.hedge", 0, refresh=True)
+            async with Producer(client, linger_ms=1, idempotent=False) as plain:
+                future = await plain.send("cc.hedge", b"plain", partition=0)
+                await asyncio.sleep(0.2)
+                bootstrap.advertise(NODE_ID, old.url)
+                with pytest.raises(LogBrokerError):
+                    await asyncio.wait_for(future, 12)
+            assert old.count("POST", "/v1/topics/cc.hedge/records") == 1, "no copy: it could be stored twice"
+
+
+@pytest.mark.asyncio
 async def test_send_order_per_partition_survives_retries(node):
     """Batches of one record each, eight requests in flight, and a run of ``not_leader``
     refusals: every partition still stores its records in send order, each once."""
