@@ -18,6 +18,10 @@ Invariants every step keeps:
   ``min_insync`` committed members, so every committed member holds it; it fails with
   ``not_enough_replicas`` when the committed ISR is too small by then, with ``not_leader`` when
   the leadership ends first;
+- while the coordinator names eligible leader replicas (``Isr.eligible``, decision 0385: members
+  dropped with the ISR left under ``min_insync``) the high watermark does not move, so each of
+  them holds everything below it, and every waiting ``acks=all`` write fails with
+  ``not_enough_replicas``;
 - at most one ISR change is in flight (``Isr.changing``); ``shrinking`` lies within ``committed``
   and ``expanding`` outside it;
 - a shipment from an epoch older than the newest one known is refused.
@@ -32,6 +36,7 @@ from typing import Final, Literal
 
 import msgspec
 
+from coordinator.eligibility import after_isr_change
 from logbroker.errors import BrokerError, NotAvailableError, NotEnoughReplicasError, NotLeaderError
 
 ACK_WAITERS_MAX: Final = 100_000  # acks=all writes waiting, per partition
@@ -58,11 +63,13 @@ Role = Follower | Leader
 
 
 class Isr(msgspec.Struct, frozen=True):
-    """The ISR as the coordinator holds it (``committed``) and the one change in flight."""
+    """The ISR as the coordinator holds it (``committed``, with its eligible leader replicas
+    ``eligible``) and the one change in flight."""
 
     committed: tuple[int, ...]
     expanding: tuple[int, ...] = ()
     shrinking: tuple[int, ...] = ()
+    eligible: tuple[int, ...] = ()
 
     @property
     def counted(self) -> tuple[int, ...]:
@@ -131,6 +138,7 @@ class BecameLeader(msgspec.Struct, frozen=True):
     isr: tuple[int, ...]
     min_insync: int
     lease_until_ms: int
+    elr: tuple[int, ...] = ()
 
 
 class BecameFollower(msgspec.Struct, frozen=True):
@@ -170,6 +178,7 @@ class FollowerLagged(msgspec.Struct, frozen=True):
 
 class IsrCommitted(msgspec.Struct, frozen=True):
     isr: tuple[int, ...]
+    elr: tuple[int, ...] = ()
 
 
 class IsrFailed(msgspec.Struct, frozen=True):
@@ -221,6 +230,7 @@ class WriteIsr(msgspec.Struct, frozen=True):
 
     epoch: int
     isr: tuple[int, ...]
+    elr: tuple[int, ...] = ()
 
 
 class Expose(msgspec.Struct, frozen=True):
@@ -306,15 +316,16 @@ def step(state: PartitionState, event: Event, now_ms: int) -> tuple[PartitionSta
         case FollowerLagged(node=node):
             if not state.leads or state.isr.changing or node == state.me or node not in state.isr.committed:
                 return state, ()
-            isr = tuple(n for n in state.isr.committed if n != node)
-            return (msgspec.structs.replace(state, isr=Isr(state.isr.committed, shrinking=(node,))),
-                    (WriteIsr(state.epoch, isr),))
-        case IsrCommitted(isr=isr):
+            isr, elr = after_isr_change(state.replicas, state.isr.committed, state.isr.eligible, (node,), (),
+                                        state.me, state.min_insync)
+            return (msgspec.structs.replace(state, isr=_settled(state.isr, shrinking=(node,))),
+                    (WriteIsr(state.epoch, isr, elr),))
+        case IsrCommitted(isr=isr, elr=elr):
             if not state.leads:
                 return state, ()
-            return _advance(msgspec.structs.replace(state, isr=Isr(tuple(isr))), now_ms)
+            return _advance(msgspec.structs.replace(state, isr=Isr(tuple(isr), eligible=tuple(elr))), now_ms)
         case IsrFailed():
-            return msgspec.structs.replace(state, isr=Isr(state.isr.committed)), ()
+            return msgspec.structs.replace(state, isr=_settled(state.isr)), ()
         case Shipment():
             return _shipment(state, event)
         case Freeze(until_ms=until):
@@ -334,6 +345,11 @@ def step(state: PartitionState, event: Event, now_ms: int) -> tuple[PartitionSta
     raise TypeError(f"not a partition event: {event!r}")
 
 
+def _settled(isr: Isr, *, expanding: tuple[int, ...] = (), shrinking: tuple[int, ...] = ()) -> Isr:
+    """The committed ISR and ELR with ``expanding`` or ``shrinking`` as the change in flight."""
+    return Isr(isr.committed, expanding, shrinking, isr.eligible)
+
+
 def _set_phase(state: PartitionState, phase: Phase, allowed_from: tuple[Phase, ...]) -> PartitionState:
     if not state.leads or state.phase not in allowed_from:
         return state
@@ -349,7 +365,8 @@ def _become_leader(state: PartitionState, event: BecameLeader,
     if event.epoch <= state.epoch:
         return state, ()  # an older view, or the leadership this node holds already
     led = msgspec.structs.replace(
-        state, role=Leader(event.epoch), replicas=tuple(event.replicas), isr=Isr(tuple(event.isr)),
+        state, role=Leader(event.epoch), replicas=tuple(event.replicas),
+        isr=Isr(tuple(event.isr), eligible=tuple(event.elr)),
         min_insync=event.min_insync, phase=Phase.SERVING, frozen_until_ms=0, epoch_start=state.log_end,
         followers=(), waiting=(), lease_until_ms=event.lease_until_ms)
     followers = _followers(led)
@@ -359,7 +376,7 @@ def _become_leader(state: PartitionState, event: BecameLeader,
 
 def _step_down(state: PartitionState, epoch: int) -> tuple[PartitionState, tuple[Effect, ...]]:
     effects: tuple[Effect, ...] = (FailWaiters(EVERY_WAITER, "not_leader"),) if state.waiting else ()
-    return msgspec.structs.replace(state, role=Follower(epoch), isr=Isr(state.isr.committed), phase=Phase.SERVING,
+    return msgspec.structs.replace(state, role=Follower(epoch), isr=_settled(state.isr), phase=Phase.SERVING,
                                frozen_until_ms=0, followers=(), waiting=()), effects
 
 
@@ -393,9 +410,10 @@ def _fetched(state: PartitionState, node: int, end: int, now_ms: int) -> tuple[P
     joins = (node not in fetched.isr.counted and not fetched.isr.changing
              and end >= max(fetched.high_watermark, fetched.epoch_start))
     if joins:
-        isr = tuple(n for n in fetched.replicas if n in fetched.isr.committed or n == node)
-        fetched = msgspec.structs.replace(fetched, isr=Isr(fetched.isr.committed, expanding=(node,)))
-        effects = (WriteIsr(fetched.epoch, isr),)
+        isr, elr = after_isr_change(fetched.replicas, fetched.isr.committed, fetched.isr.eligible, (), (node,),
+                                    fetched.me, fetched.min_insync)
+        fetched = msgspec.structs.replace(fetched, isr=_settled(fetched.isr, expanding=(node,)))
+        effects = (WriteIsr(fetched.epoch, isr, elr),)
     fetched, more = _advance(fetched, now_ms)
     return fetched, effects + more
 
@@ -416,9 +434,15 @@ def _shipment(state: PartitionState, event: Shipment) -> tuple[PartitionState, t
 
 def _advance(state: PartitionState, now_ms: int) -> tuple[PartitionState, tuple[Effect, ...]]:
     """Move the high watermark to the least log end over the counted ISR (never back, only while
-    the lease is proven) and acknowledge the ``acks=all`` writes it passed."""
+    the lease is proven, not while eligible leader replicas are named) and acknowledge the
+    ``acks=all`` writes it passed."""
     if not state.leads or now_ms >= state.lease_until_ms:
         return state, ()
+    if state.isr.eligible:
+        if not state.waiting or len(state.isr.committed) >= state.min_insync:
+            return state, ()
+        return (msgspec.structs.replace(state, waiting=()),
+                (FailWaiters(EVERY_WAITER, "not_enough_replicas"),))
     ends = [state.follower_end(node) for node in state.isr.counted if node != state.me]
     known = [end for end in ends if end is not None]
     low = min([state.log_end, *known]) if len(known) == len(ends) else None  # one not known yet: hold it

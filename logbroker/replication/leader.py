@@ -122,7 +122,7 @@ class Leadership:
         waiting = _WaitingEnds(self._acks)  # a done one holds its slot until released
         expanding = tuple(n for n in self.joining if n not in self.isr) if self.joining else ()
         return MachineState(self.replica.topic, self.replica.partition, self.me, role, self.replicas,
-                            Isr(self.isr, expanding), self.min_insync, phase,
+                            Isr(self.isr, expanding, eligible=self.elr), self.min_insync, phase,
                             0 if frozen_until_ms is None else frozen_until_ms, self.replica.high_watermark,
                             self.replica.local_end, self.epoch_start, known, waiting, lease_until_ms)
 

@@ -34,7 +34,8 @@ class PartitionModel(RuleBasedStateMachine):
         self.lease_until = LEASE_MS
         self.held = {n: 0 for n in FOLLOWERS}  # what each follower really holds
         self.coordinator_isr: tuple[int, ...] = REPLICAS  # as the coordinator committed it
-        self.proposed: tuple[int, ...] | None = None  # a WriteIsr in flight
+        self.coordinator_elr: tuple[int, ...] = ()
+        self.proposed: tuple[tuple[int, ...], tuple[int, ...]] | None = None  # a WriteIsr in flight (ISR, ELR)
         self.waiting: Counter[int] = Counter()  # acks=all writes not settled yet, by end
         self.acknowledged: list[int] = []
         self.min_insync = min_insync
@@ -50,10 +51,11 @@ class PartitionModel(RuleBasedStateMachine):
 
     def _apply(self, effect: pm.Effect, before: pm.PartitionState) -> None:
         match effect:
-            case pm.WriteIsr(epoch=epoch, isr=isr):
+            case pm.WriteIsr(epoch=epoch, isr=isr, elr=elr):
                 assert self.proposed is None, "a second ISR change while one is in flight"
-                assert epoch == self.epoch and ME in isr
-                self.proposed = isr
+                assert epoch == self.epoch and ME in isr and not set(isr) & set(elr)
+                assert not elr or len(isr) < self.min_insync, "an ELR only under min_insync"
+                self.proposed = isr, elr
             case pm.Expose(high_watermark=hw):
                 assert self.now < self.state.lease_until_ms, "the high watermark moved on a lapsed lease"
                 assert hw > before.high_watermark
@@ -100,8 +102,8 @@ class PartitionModel(RuleBasedStateMachine):
     @rule()
     def isr_commits(self) -> None:
         assert self.proposed is not None
-        self.coordinator_isr, self.proposed = self.proposed, None
-        self._step(pm.IsrCommitted(self.coordinator_isr))
+        (self.coordinator_isr, self.coordinator_elr), self.proposed = self.proposed, None
+        self._step(pm.IsrCommitted(self.coordinator_isr, self.coordinator_elr))
 
     @precondition(lambda self: self.proposed is not None)
     @rule()
@@ -134,7 +136,8 @@ class PartitionModel(RuleBasedStateMachine):
         assert not self.waiting and not self.state.leads
         self.epoch += 1
         self.lease_until = self.now + LEASE_MS
-        self._step(pm.BecameLeader(self.epoch, REPLICAS, self.coordinator_isr, self.min_insync, self.lease_until))
+        self._step(pm.BecameLeader(self.epoch, REPLICAS, self.coordinator_isr, self.min_insync, self.lease_until,
+                                   self.coordinator_elr))
 
     # ---- invariants ---------------------------------------------------------------------
 
@@ -143,15 +146,15 @@ class PartitionModel(RuleBasedStateMachine):
         state = self.state
         assert self.best_hw <= state.high_watermark <= state.log_end
         self.best_hw = state.high_watermark
-        members = set(self.coordinator_isr) | set(state.isr.expanding)
-        for node in members - {ME}:
+        members = set(self.coordinator_isr) | set(state.isr.expanding) | set(self.coordinator_elr)
+        for node in members - {ME}:  # an eligible leader replica may lead next: it holds what was visible
             assert state.high_watermark <= self.held[node], \
-                f"high watermark {state.high_watermark} passes ISR member {node} at {self.held[node]}"
+                f"high watermark {state.high_watermark} passes ISR or ELR member {node} at {self.held[node]}"
 
     @invariant()
     def the_isr_counts_only_once_committed(self) -> None:
         isr = self.state.isr
-        assert isr.committed == self.coordinator_isr
+        assert isr.committed == self.coordinator_isr and isr.eligible == self.coordinator_elr
         assert set(isr.shrinking) <= set(isr.committed) and not set(isr.expanding) & set(isr.committed)
         assert isr.changing == (self.proposed is not None)
 

@@ -42,6 +42,8 @@ def render_state(state: pm.PartitionState) -> str:
         isr += f" +{_list(state.isr.expanding)}"
     if state.isr.shrinking:
         isr += f" -{_list(state.isr.shrinking)}"
+    if state.isr.eligible:
+        isr += f" elr={_list(state.isr.eligible)}"
     phase = state.phase.value + (f"<{state.frozen_until_ms}" if state.phase is pm.Phase.FROZEN else "")
     followers = ",".join(f"{n}:{end}" for n, end in state.followers) or "-"
     return (f"state: {role} isr={isr} phase={phase} hw={state.high_watermark} end={state.log_end} "
@@ -52,8 +54,8 @@ def render_effect(effect: pm.Effect) -> str:
     match effect:
         case pm.Ship(followers=followers):
             return f"ship {_list(followers)}"
-        case pm.WriteIsr(epoch=epoch, isr=isr):
-            return f"write-isr epoch={epoch} isr={_list(isr)}"
+        case pm.WriteIsr(epoch=epoch, isr=isr, elr=elr):
+            return f"write-isr epoch={epoch} isr={_list(isr)}" + (f" elr={_list(elr)}" if elr else "")
         case pm.Expose(high_watermark=hw):
             return f"expose {hw}"
         case pm.Acknowledge(up_to=up_to):
@@ -69,14 +71,14 @@ def render_effect(effect: pm.Effect) -> str:
 
 EVENTS: dict[str, Callable[[dict[str, str]], pm.Event]] = {
     "leader": lambda a: pm.BecameLeader(int(a["epoch"]), _nodes(a["replicas"]), _nodes(a["isr"]),
-                                        int(a["min_insync"]), int(a["lease"])),
+                                        int(a["min_insync"]), int(a["lease"]), _nodes(a.get("elr", "-"))),
     "follower": lambda a: pm.BecameFollower(int(a["epoch"])),
     "lease": lambda a: pm.LeaseRenewed(int(a["until"])),
     "reassign": lambda a: pm.Reassigned(_nodes(a["replicas"]), int(a["min_insync"])),
     "append": lambda a: pm.Appended(int(a["end"]), a["acks"]),  # type: ignore[arg-type]
     "fetched": lambda a: pm.FollowerFetched(int(a["node"]), int(a["end"])),
     "lagged": lambda a: pm.FollowerLagged(int(a["node"])),
-    "isr-committed": lambda a: pm.IsrCommitted(_nodes(a["isr"])),
+    "isr-committed": lambda a: pm.IsrCommitted(_nodes(a["isr"]), _nodes(a.get("elr", "-"))),
     "isr-failed": lambda a: pm.IsrFailed(),
     "shipment": lambda a: pm.Shipment(int(a["epoch"]), int(a["end"]), int(a["hw"])),
     "freeze": lambda a: pm.Freeze(int(a["until"])),
