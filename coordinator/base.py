@@ -160,10 +160,11 @@ class Coordinator(abc.ABC):
         return None
 
     async def set_isr(self, topic: str, partition: int, leader_epoch: int, isr: tuple[int, ...],
-                      elr: tuple[int, ...] = (), *, based_on: tuple[int, ...] | None = None) -> PartitionState:
+                      elr: tuple[int, ...] = (), *,
+                      based_on: tuple[tuple[int, ...], tuple[int, ...]] | None = None) -> PartitionState:
         """Replace the ISR and the eligible leader replicas (``coordinator.eligibility``), guarded
         by ``leader_epoch`` (``NotLeaderError``-like ``CoordinatorError`` when the epoch moved on)
-        and, with ``based_on``, by the stored ISR being that one (``CoordinatorError`` if not)."""
+        and, with ``based_on``, by the stored ISR and ELR being those (``CoordinatorError`` if not)."""
         raise InvalidTopicError("this coordinator has a single replica per partition")
 
     async def withdraw(self, topic: str, partition: int) -> PartitionState | None:

@@ -519,12 +519,14 @@ class EtcdCoordinator(Coordinator):
         await self._w.txn([cmp_value(key, leader.encode())], [op_delete(key)])
 
     async def set_isr(self, topic: str, partition: int, leader_epoch: int, isr: tuple[int, ...],
-                      elr: tuple[int, ...] = (), *, based_on: tuple[int, ...] | None = None) -> PartitionState:
+                      elr: tuple[int, ...] = (), *,
+                      based_on: tuple[tuple[int, ...], tuple[int, ...]] | None = None) -> PartitionState:
         """Replace the ISR and the ELR if this node leads the partition at ``leader_epoch`` (else
         ``StaleEpochError``); ``isr`` must be a non-empty subset of the replicas, ``elr`` distinct
-        replicas outside it. ``based_on``: the ISR the change was computed from; when the stored
-        one differs (a replica withdrew meanwhile, decision 0385) nothing is written and
-        ``CoordinatorError`` says so (the leader decides again from the new one)."""
+        replicas outside it. ``based_on``: the ISR and ELR the change was computed from; when the
+        stored ones differ (a replica withdrew meanwhile, decision 0385) nothing is written and
+        ``CoordinatorError`` says so (the leader decides again from the new ones): a stale ELR
+        written back would make a withdrawn replica eligible again."""
         for _ in range(CONTENTION_RETRIES):
             record = self._cache.partition_record(topic, partition)
             if record is None:
@@ -540,9 +542,10 @@ class EtcdCoordinator(Coordinator):
             wrong = check_elr(record.replicas, isr, elr)
             if wrong is not None:
                 raise InvalidTopicError(wrong)
-            if based_on is not None and tuple(record.isr) != tuple(based_on):
-                raise CoordinatorError(f"the ISR of {topic}/{partition} changed meanwhile ({list(record.isr)}, not "
-                                       f"{list(based_on)}); not replaced")
+            if based_on is not None and (tuple(record.isr), tuple(record.elr)) != tuple(map(tuple, based_on)):
+                raise CoordinatorError(f"the ISR or ELR of {topic}/{partition} changed meanwhile "
+                                       f"({list(record.isr)}, {list(record.elr)}, not {list(based_on[0])}, "
+                                       f"{list(based_on[1])}); not replaced")
             pkey, lkey = partition_key(topic, partition), leader_key(topic, partition)
             updated = PartitionRecord(record.topic_id, record.replicas, tuple(isr), leader_epoch, tuple(elr))
             resp = await self._w.txn([cmp_mod(self._w.key(pkey), self._cache.mod_revision(pkey)),

@@ -446,9 +446,11 @@ class ReplicaManager:
             high_watermark = None if not in_cluster else self._high_watermarks.get((meta.name, p), 0)
             replica = replicas[p] = Replica(meta.name, p, opened, GroupCommit(opened, self._executor), self._budget,
                                             self.health, high_watermark=high_watermark)
-            # A log that existed (a segment was recovered) and has no clean-shutdown mark.
-            replica.unclean_start = in_cluster and report is not None and not report.clean_shutdown \
-                and report.segments_recovered > 0
+            # A log that existed (a segment was recovered) and has no clean-shutdown mark, or one
+            # that ends below the high watermark this node checkpointed for it (its files were lost).
+            replica.unclean_start = in_cluster and (
+                (report is not None and not report.clean_shutdown and report.segments_recovered > 0)
+                or (high_watermark or 0) > opened.log_end_offset)
 
     async def _open_log(self, path: str, config: LogConfig, recovery_point: int, topic_id: str) -> PartitionLog:
         loop = asyncio.get_running_loop()

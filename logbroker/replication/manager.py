@@ -74,6 +74,7 @@ class ReplicationManager:
         self._changing: set[asyncio.Task[None]] = set()
         self._in_sync_since: dict[tuple[str, int], int] = {}
         self._lost: dict[tuple[str, int], int] = {}  # the epochs led when the session was lost
+        self._registrations: dict[int, int] = {}  # follower -> the started_ms of its registration last seen
         self.follower = FollowerSide(self._replica_of, self._known_epoch, self._led_epoch, self._on_newer_leader)
         self.isr_shrinks = 0
         self.isr_expands = 0
@@ -273,6 +274,7 @@ class ReplicationManager:
         coordinator = self._coordinator
         lag_ms = self._config.replica_lag_ms
         stall_ms = self._config.replica_stall_ms
+        self.forget_restarted()
         at = now_ms()
         for leadership in list(self.leaderships.values()):
             if leadership.closed or leadership.isr_changing or leadership.handing_over:
@@ -305,6 +307,26 @@ class ReplicationManager:
         for node in [n for n in self._shippers if n not in followed]:  # no partition ships there any more
             await self._shippers.pop(node).close()
 
+    def forget_restarted(self) -> None:
+        """A follower registered by another process than before (it restarted, and may hold less
+        than it last answered: an unclean restart loses its unflushed tail) has its log end asked
+        again before it may rejoin an ISR: what this leader heard from the old process is
+        forgotten (decision 0385). A session re-registered by the same process keeps it."""
+        followed = {node for leadership in self.leaderships.values() for node in leadership.followers}
+        for node in followed:
+            info = self._coordinator.cached_node(node)
+            if info is None:
+                continue
+            seen = self._registrations.get(node)
+            self._registrations[node] = info.started_ms
+            if seen is None or seen == info.started_ms:
+                continue
+            for leadership in self.leaderships.values():
+                progress = leadership.followers.get(node)
+                if progress is not None:
+                    progress.log_end = None  # the next shipment aligns it (asks where its log ends)
+            self._shipper(node).wake()
+
     def _ranks(self, topic: str, replicas: tuple[int, ...]) -> dict[int, int] | None:
         """The replicas' ranks under the topic's ``leader_racks`` (None: no preference)."""
         meta = self._coordinator.cached_topic(topic)
@@ -328,7 +350,7 @@ class ReplicationManager:
         leadership.isr_changing = True
         try:
             state = await self._coordinator.set_isr(topic, partition, leadership.epoch, isr, elr,
-                                                    based_on=leadership.isr)
+                                                    based_on=(leadership.isr, leadership.elr))
         except StaleEpochError:
             self._end(leadership, "the coordinator has a newer epoch")
             return

@@ -312,9 +312,11 @@ async def test_eligible_leader_replicas_stand_when_the_isr_is_gone_and_an_unclea
     with pytest.raises(InvalidTopicError, match="ELR"):
         await leader.set_isr("t", 0, 1, (first,), (second, second))
     with pytest.raises(CoordinatorError, match="changed meanwhile"):
-        await leader.set_isr("t", 0, 1, (first,), (second,), based_on=(first, second))
-    assert leader.cached_partition("t", 0).isr == (first, second, third), "a change from a stale ISR writes nothing"
-    shrunk = await leader.set_isr("t", 0, 1, (first,), (second,), based_on=(first, second, third))
+        await leader.set_isr("t", 0, 1, (first,), (second,), based_on=((first, second), ()))
+    with pytest.raises(CoordinatorError, match="changed meanwhile"):
+        await leader.set_isr("t", 0, 1, (first,), (second,), based_on=((first, second, third), (second,)))
+    assert leader.cached_partition("t", 0).isr == (first, second, third), "a change from a stale view writes nothing"
+    shrunk = await leader.set_isr("t", 0, 1, (first,), (second,), based_on=((first, second, third), ()))
     assert (shrunk.isr, shrunk.elr) == ((first,), (second,))
     await eventually(lambda: keeper.cached_partition("t", 0).elr == (second,), "the ELR elsewhere")
     assert await other.withdraw("t", 0) is None, "neither in the ISR nor in the ELR: nothing changes"

@@ -9,21 +9,24 @@ import asyncio
 import dataclasses
 from collections.abc import Awaitable, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, cast
 
 import msgspec
 import pytest
 
-from coordinator.models import PartitionState
+from coordinator.base import Coordinator
+from coordinator.models import NodeInfo, PartitionState
 from internal_rpc.frames import pack, unpack
 from internal_rpc.messages import VERSION, MessageError, ReplicateAnswer, ReplicateRequest, ShipmentEntry, decode
+from logbroker.config import NodeConfig
 from logbroker.errors import BrokerError, NotEnoughReplicasError, NotLeaderError, ReplicationTimeoutError
 from logbroker.partition_machine import LEASE_FOREVER_MS, check_append
-from logbroker.partition_state import stalling
+from logbroker.partition_state import ready_to_join, stalling
 from logbroker.replica_manager import Replica, WaiterBudget
 from logbroker.replication import shipper as shipper_module
 from logbroker.replication.follower import FollowerSide
 from logbroker.replication.leader import Leadership
+from logbroker.replication.manager import ReplicationManager
 from logbroker.replication.shipper import Shipper
 from segments.batch import ProducerRecord, encode_batch
 from segments.config import LogConfig
@@ -409,3 +412,47 @@ async def test_a_call_stuck_since_before_the_follower_registered_again_is_given_
         assert await shipping.delivered(within_s=3.0) and calls[:2] == ["lost", "given up"], calls
     finally:
         await shipping.close()
+
+
+class _Members:
+    """The coordinator as the replication manager reads it here: the live nodes' registrations."""
+
+    def __init__(self) -> None:
+        self.started: dict[int, int] = {}
+
+    def cached_node(self, node: int) -> NodeInfo | None:
+        started = self.started.get(node)
+        return None if started is None else NodeInfo(node, f"http://n{node}", f"n{node}:1", started_ms=started)
+
+
+class _NoPeers:
+    async def peer_stream_call(self, node: int, request: ReplicateRequest, *, deadline_s: float) -> ReplicateAnswer:
+        raise BrokerError(f"node {node} is not reachable in this test")
+
+
+@pytest.mark.asyncio
+async def test_a_follower_registered_by_a_new_process_has_its_log_end_asked_again(tmp_path, pool):
+    """What a leader heard from a follower's old process (its log end) does not let the new one
+    rejoin the ISR: an unclean restart may have lost that tail. A session registered again by
+    the same process keeps it."""
+    members = _Members()
+    manager = ReplicationManager(NodeConfig(node_id=1), cast(Coordinator, members), cast(Any, None),
+                                 cast(Any, _NoPeers()))
+    replica = _replica(str(tmp_path / "t-0"), pool)
+    lead = Leadership(replica, _state((1, 2, 3)), 1, min_insync=2, fenced=lambda: False)
+    manager.leaderships[lead.key] = lead
+    try:
+        members.started = {2: 100, 3: 100}
+        lead.followers[2].log_end = lead.followers[3].log_end = 5
+        manager.forget_restarted()
+        assert (lead.followers[2].log_end, lead.followers[3].log_end) == (5, 5), "first seen: nothing to forget"
+        members.started = {2: 100}  # node 3 is gone (its lease lapsed) ...
+        manager.forget_restarted()
+        members.started = {2: 100, 3: 250}  # ... and back as another process
+        manager.forget_restarted()
+        assert lead.followers[2].log_end == 5, "the same registration: kept"
+        assert lead.followers[3].log_end is None, "the new process is asked where its log ends"
+        assert ready_to_join((1, 2, 3), (1, 2), lead.followers, {1, 2, 3}, 5, 0) == []
+    finally:
+        await manager.close()
+        replica.log.close()
