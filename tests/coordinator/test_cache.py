@@ -26,7 +26,8 @@ VALUES = {
     "topics/b": [topic("b")],
     "partitions/a/0": [PartitionRecord("id1", (1, 2), (1,), 0).encode(),
                        PartitionRecord("id2", (2, 1), (2,), 3).encode()],
-    "partitions/a/1": [PartitionRecord("id1", (2,), (2,), 1).encode()],
+    "partitions/a/1": [PartitionRecord("id1", (2,), (2,), 1).encode(),
+                       PartitionRecord("id2", (2, 1), (2,), 4, (1,)).encode()],
     "partitions/b/0": [PartitionRecord("id1", (1,), (1,), 0).encode()],
     "leaders/a/0": [LeaderRecord(1, 1).encode(), LeaderRecord(2, 3).encode()],
     "nodes/1": [node(1)],
@@ -110,3 +111,17 @@ def test_revision_never_goes_back_and_bad_values_are_skipped():
     assert cache.revision == 5
     cache.reset([], 4)
     assert cache.revision == 5
+
+
+def test_a_partition_record_with_a_malformed_elr_reads_as_absent():
+    cache = MetadataCache()
+    good = PartitionRecord("id1", (1, 2), (1,), 2, (2,))
+    cache.apply([("topics/x", Entry("topics/x", topic("x"), 1, 1)),
+                 ("partitions/x/0", Entry("partitions/x/0", good.encode(), 1, 1))], 1)
+    assert cache.partition_record("x", 0) == good
+    for bad in ("x", "1,2", 7, {"a": 1}):  # an ELR that is not a list of node ids reads as absent, never raises
+        value = encode({"topic_id": "id1", "replicas": [1, 2], "isr": [1], "leader_epoch": 3, "elr": bad})
+        cache.apply([("partitions/x/0", Entry("partitions/x/0", value, 2, 2))], 2)
+        assert cache.partition_record("x", 0) is None, bad
+        cache.apply([("partitions/x/0", Entry("partitions/x/0", good.encode(), 3, 3))], 3)
+        assert cache.partition_record("x", 0) == good

@@ -236,16 +236,22 @@ async def test_topics_larger_than_one_transaction(make):
 # ---- leadership ------------------------------------------------------------------------------
 
 
-@pytest.mark.asyncio
-async def test_elections_epochs_isr_and_reassignment(make):
+async def three_nodes_with_topic(make: Factory, partitions: int, replication: int) -> dict[int, EtcdCoordinator]:
+    """Three live coordinators, each with topic ``t`` in its cache; by node id."""
     a, b, c = await make(1), await make(2), await make(3)
     await eventually(lambda: live(a, 3), "three live nodes")
-    await a.create_topic(spec("t", 3, replication=2), owner=None)
+    await a.create_topic(spec("t", partitions, replication=replication), owner=None)
     await eventually(lambda: b.cached_topic("t") and c.cached_topic("t"), "the topic everywhere")
+    return {1: a, 2: b, 3: c}
+
+
+@pytest.mark.asyncio
+async def test_elections_epochs_isr_and_reassignment(make):
+    coordinators = await three_nodes_with_topic(make, 3, 2)
+    a = coordinators[1]
     state = a.cached_partition("t", 0)
     assert state is not None
     first, second = state.replicas
-    coordinators = {1: a, 2: b, 3: c}
     leader, follower = coordinators[first], coordinators[second]
     outsider = coordinators[({1, 2, 3} - {first, second}).pop()]
 
@@ -298,12 +304,8 @@ async def test_elections_epochs_isr_and_reassignment(make):
 
 @pytest.mark.asyncio
 async def test_eligible_leader_replicas_stand_when_the_isr_is_gone_and_an_unclean_restart_withdraws(make):
-    a, b, c = await make(1), await make(2), await make(3)
-    await eventually(lambda: live(a, 3), "three live nodes")
-    await a.create_topic(spec("t", 1, replication=3), owner=None)
-    await eventually(lambda: b.cached_topic("t") and c.cached_topic("t"), "the topic everywhere")
-    first, second, third = a.cached_partition("t", 0).replicas
-    coordinators = {1: a, 2: b, 3: c}
+    coordinators = await three_nodes_with_topic(make, 1, 3)
+    first, second, third = coordinators[1].cached_partition("t", 0).replicas
     leader, keeper, other = coordinators[first], coordinators[second], coordinators[third]
     assert await leader.elect("t", 0) is not None
 
