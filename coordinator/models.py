@@ -304,17 +304,21 @@ class NodeInfo:
     rack: str | None = None
     grpc_address: str = ""
     started_ms: int = 0
+    kafka_address: str = ""  # empty: the node has no Kafka listener
 
     def to_json(self) -> dict[str, Any]:
-        return {"node_id": self.node_id, "http_url": self.http_url, "rpc_address": self.rpc_address,
-                "grpc_address": self.grpc_address, "rack": self.rack, "started_ms": self.started_ms}
+        out = {"node_id": self.node_id, "http_url": self.http_url, "rpc_address": self.rpc_address,
+               "grpc_address": self.grpc_address, "rack": self.rack, "started_ms": self.started_ms}
+        if self.kafka_address:
+            out["kafka_address"] = self.kafka_address
+        return out
 
     @classmethod
     def from_json(cls, raw: Mapping[str, Any]) -> NodeInfo:
         rack = raw.get("rack")
         return cls(int(raw["node_id"]), str(raw["http_url"]), str(raw["rpc_address"]),
                    None if rack is None else str(rack), str(raw.get("grpc_address", "")),
-                   int(raw.get("started_ms", 0)))
+                   int(raw.get("started_ms", 0)), str(raw.get("kafka_address", "")))
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -2,7 +2,8 @@
 
 Start-up order: bind the HTTP listener (port 0 picks a free one; HTTPS when a certificate is
 configured; ``http_api.listener`` bounds the connections and the time to send a request head) and
-the public gRPC port, open the node (recovering logs), serve both, print the ready line.
+the public gRPC port (and the Kafka listener, ``--kafka-port``), open the node (recovering logs),
+serve them, print the ready line.
 Shutdown: stop accepting, let in-flight requests finish (bounded by ``shutdown_grace_ms``),
 release long-polls, stop gRPC, flush and close every log.
 """
@@ -23,6 +24,7 @@ from http_api.listener import ConnectionCollector, GuardedSite
 from http_api.peers import watch_peers
 from http_api.protocol import ProblemAppRunner
 from http_api.tls import server_context
+from kafka_api.server import KafkaServer
 from logbroker.auth.hashing import HashLaneCollector
 from logbroker.config import NodeConfig
 from logbroker.data_dir_lock import DataDirLock
@@ -49,11 +51,17 @@ async def _serve_node(config: NodeConfig, ready_stream: TextIO | None) -> None:
     advertised = f"{config.http_scheme}://{config.advertised_host or host}:{port}"
     grpc_server = GrpcServer(config)
     grpc_address = f"{host}:{grpc_server.port}"
+    kafka_server = KafkaServer(config, ssl_context=server_context(config)) if config.kafka_port >= 0 else None
+    kafka_advertised = "" if kafka_server is None else \
+        kafka_server.address(config.kafka_advertised_host or config.advertised_host or host)
     try:
-        await node.start(http_url=advertised, grpc_address=f"{config.advertised_host or host}:{grpc_server.port}")
+        await node.start(http_url=advertised, grpc_address=f"{config.advertised_host or host}:{grpc_server.port}",
+                         kafka_address=kafka_advertised)
     except BaseException:
         sock.close()
         await grpc_server.stop()
+        if kafka_server is not None:
+            await kafka_server.stop()
         await node.stop()
         raise
     gc.freeze()  # what start-up replayed (groups, queues) lives on: no full collection walks it (0176)
@@ -70,8 +78,12 @@ async def _serve_node(config: NodeConfig, ready_stream: TextIO | None) -> None:
         await site.start()
         peers = asyncio.get_running_loop().create_task(watch_peers(node, site.guard)) if node.clustered else None
         await grpc_server.start(node)
+        kafka = ""
+        if kafka_server is not None:
+            await kafka_server.start(node)
+            kafka = f" kafka={kafka_server.address(host)}"
         stream = ready_stream or sys.stdout
-        print(f"logbroker ready http={url} grpc={grpc_address} node={config.node_id}", file=stream, flush=True)
+        print(f"logbroker ready http={url} grpc={grpc_address}{kafka} node={config.node_id}", file=stream, flush=True)
         log.info("serving", extra={"fields": {"http": url, "grpc": grpc_address, "data_dir": config.data_dir,
                                               "auth": config.auth, "connections_max": site.guard.count.limit}})
         stop = asyncio.Event()
@@ -87,6 +99,8 @@ async def _serve_node(config: NodeConfig, ready_stream: TextIO | None) -> None:
         for replica in node.replicas.all():
             replica.wake_all()
         await grpc_server.stop()
+        if kafka_server is not None:
+            await kafka_server.stop()
         await runner.cleanup()
         await node.stop()
         log.info("stopped")

@@ -33,6 +33,9 @@ SETTINGS: Final[tuple[tuple[str, tuple[tuple[str, str], ...]], ...]] = (
         ("http_host", "address of the HTTP listener"),
         ("http_port", "HTTP port (0: any free port; the ready line shows it)"),
         ("grpc_port", "public gRPC API port (0: any free port; the ready line shows it)"),
+        ("kafka_port", "Kafka protocol listener port (-1: none; 0: any free port; the ready line shows it)"),
+        ("kafka_advertised_host", "the host name Kafka clients are told to use for this node (empty: "
+                                  "`advertised_host`, else `http_host`)"),
         ("rpc_port", "internal RPC port, node to node (clustering)"),
         ("advertised_host", "the host name other nodes and clients use for this node (empty: `http_host`)"),
         ("log_level", "debug, info, warning, error; logs are one JSON object per line on stderr"),

@@ -20,7 +20,7 @@ import time
 from collections.abc import Sequence
 from typing import IO, Final
 
-READY: Final = re.compile(r"^logbroker ready http=(\S+) grpc=(\S+) node=(\d+)$")
+READY: Final = re.compile(r"^logbroker ready http=(\S+) grpc=(\S+)(?: kafka=(\S+))? node=(\d+)$")
 START_TIMEOUT_S: Final = 60.0
 STOP_TIMEOUT_S: Final = 15.0
 STDERR_LINES_MAX: Final = 10_000
@@ -67,6 +67,7 @@ class NodeProcess:
         self.proc: subprocess.Popen[str] | None = None
         self.url = ""
         self.grpc_address = ""
+        self.kafka_address = ""  # when the node was started with --kafka-port
         self.stderr_lines: list[str] = []
         self._ready = threading.Event()
         self._log: IO[str] | None = None
@@ -109,6 +110,7 @@ class NodeProcess:
                 match = READY.match(line.strip())
                 if match:
                     self.url, self.grpc_address = match.group(1), match.group(2)
+                    self.kafka_address = match.group(3) or ""
                     self._ready.set()
         if self._log is not None:
             self._log.close()

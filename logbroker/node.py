@@ -201,10 +201,10 @@ class Node:
         ``etcd``: a cluster's, held by a lease-backed session."""
         return "etcd" if self.clustered else "local"
 
-    async def start(self, http_url: str = "", grpc_address: str = "") -> None:
-        """Open the node. ``http_url`` (and ``grpc_address``, the public gRPC API's) is where
-        clients reach this node (the listeners bind first, so a cluster node can advertise its
-        real ports)."""
+    async def start(self, http_url: str = "", grpc_address: str = "", kafka_address: str = "") -> None:
+        """Open the node. ``http_url`` (and ``grpc_address``, the public gRPC API's, and
+        ``kafka_address``, the Kafka listener's) is where clients reach this node (the listeners
+        bind first, so a cluster node can advertise its real ports)."""
         self.descriptors = DescriptorPlan(raise_open_files_limit())
         self.replicas.handles.segments_max = self.descriptors.sealed_segments_max
         self.replicas.load_checkpoints()
@@ -214,7 +214,7 @@ class Node:
                                                         "storage_bytes_max": self.auth.limits.storage_bytes_max}})
         if self.clustered:
             await self._start_rpc()
-        self.coordinator.advertise(self._node_info(http_url, grpc_address))
+        self.coordinator.advertise(self._node_info(http_url, grpc_address, kafka_address))
         await self.coordinator.start()
         await self._finish_deletions()
         self.auth.start()
@@ -238,11 +238,11 @@ class Node:
             on_failure=self.metrics.count_background_failure))
         self.ready = True
 
-    def _node_info(self, http_url: str, grpc_address: str = "") -> NodeInfo:
+    def _node_info(self, http_url: str, grpc_address: str = "", kafka_address: str = "") -> NodeInfo:
         host = self.config.advertised_host or self.config.http_host
         rpc = f"{host}:{self.rpc.port}" if self.rpc is not None else ""
         return NodeInfo(self.config.node_id, http_url, rpc, self.config.rack or None, grpc_address,
-                        started_ms=time.time_ns() // 1_000_000)
+                        started_ms=time.time_ns() // 1_000_000, kafka_address=kafka_address)
 
     async def _start_cluster(self) -> None:
         """A cluster node: its partitions follow the coordinator's metadata (``Reconciler``);
@@ -1399,7 +1399,8 @@ class Node:
                 "nodes": [{"node_id": n.info.node_id, "http_url": n.info.http_url,
                            "rpc_address": self.rpc_address if n.info.node_id == me and not self.clustered
                            else n.info.rpc_address,
-                           "grpc_address": n.info.grpc_address, "rack": n.info.rack, "alive": n.alive}
+                           "grpc_address": n.info.grpc_address, "kafka_address": n.info.kafka_address or None,
+                           "rack": n.info.rack, "alive": n.alive}
                           for n in nodes],
                 "controller": self.coordinator.node_id, "topics": topics}
 

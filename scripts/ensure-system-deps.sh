@@ -5,7 +5,8 @@
 #     `javac` is not on PATH;
 #   - Chromium (the console's browser tests drive it headless) when `chromium` is not on PATH;
 #   - nftables (the fault tests reject a peer's traffic inside a network namespace) when `nft` is not;
-#   - promtool (the alert rules' checks and unit tests), from Debian's prometheus package, when it is not.
+#   - promtool (the alert rules' checks and unit tests), from Debian's prometheus package, when it is not;
+#   - kcat (the Kafka listener's tests run it as a user would) when it is not on PATH.
 # Runs apt-get as root (or through sudo). Quick when nothing is missing.
 set -euo pipefail
 missing=()
@@ -13,6 +14,7 @@ command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 command -v nft >/dev/null 2>&1 || [ -x /usr/sbin/nft ] || missing+=(nftables)
 command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
+command -v kcat >/dev/null 2>&1 || missing+=(kcat)
 if ! command -v java >/dev/null 2>&1 || ! command -v javac >/dev/null 2>&1; then
     missing+=(openjdk-17-jdk-headless)
 fi
@@ -54,5 +56,6 @@ command -v etcd >/dev/null 2>&1 || { echo "etcd is still not on PATH after insta
 command -v chromium >/dev/null 2>&1 || { echo "chromium is still not on PATH after installing ${missing[*]}" >&2; exit 1; }
 command -v nft >/dev/null 2>&1 || [ -x /usr/sbin/nft ] || { echo "nft is still missing after installing ${missing[*]}" >&2; exit 1; }
 command -v promtool >/dev/null 2>&1 || { echo "promtool is still not on PATH after installing ${missing[*]}" >&2; exit 1; }
+command -v kcat >/dev/null 2>&1 || { echo "kcat is still not on PATH after installing ${missing[*]}" >&2; exit 1; }
 command -v javac >/dev/null 2>&1 || { echo "javac is still not on PATH after installing ${missing[*]}" >&2; exit 1; }
 check_java

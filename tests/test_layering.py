@@ -22,8 +22,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from tests.conftest import ROOT
 from tests.support.distribution import shipped_packages
 
-PACKAGES = ("segments", "coordinator", "internal_rpc", "http_api", "grpc_api", "logbroker", "spark_connector",
-            "benchmarks", "chaos", "sim")
+PACKAGES = ("segments", "coordinator", "internal_rpc", "http_api", "grpc_api", "kafka_api", "logbroker",
+            "spark_connector", "benchmarks", "chaos", "sim")
 PROJECT = (*PACKAGES, "tests")
 CLIENT = "logbroker.client"
 CLI = "logbroker.cli"
@@ -39,7 +39,7 @@ NETWORK_LIBS = ("aiohttp", "grpc", "etcd3", "aetcd")
 # What the `server` extra installs, by import name (a test of tests/test_distribution.py checks the
 # list against setup.cfg).
 SERVER_LIBS = ("msgspec", "uvloop", "jwt", "cryptography", "grpc", "grpc_tools", "grpc_reflection", "google",
-               "aetcd", "prometheus_client", "swagger_ui_bundle")
+               "aetcd", "prometheus_client", "swagger_ui_bundle", "kio", "crc32c", "cramjam")
 SHIPPED = shipped_packages()
 
 
@@ -83,15 +83,23 @@ RULES = (
          allowed=(BATCH_CODEC,)),
     Rule("http_api", ("grpc_api",), allowed=("grpc_api.server",)),
     Rule("logbroker", ("grpc_api",)),
+    # The Kafka listener (decision 0387) sits beside HTTP and gRPC on the same front door: of
+    # segments it takes the batch codec and the fetch's value type, nothing of the other protocols;
+    # only the serve path starts it.
+    Rule("kafka_api", ("segments", "spark_connector", "benchmarks", CLIENT, CLI, "http_api", "grpc_api", "aiohttp"),
+         allowed=(BATCH_CODEC, "segments.log.LogRead")),
+    Rule("http_api", ("kafka_api",), allowed=("kafka_api.server",)),
+    Rule("grpc_api", ("kafka_api",)),
+    Rule("logbroker", ("kafka_api",)),
     # The fault harness (decision 0209) drives the broker from outside, as a user does: nothing of
     # the broker imports it, and it takes nothing of the server's HTTP layer or of the tests.
     *(Rule(package, ("chaos",)) for package in ("coordinator", "internal_rpc", "logbroker", "http_api",
-                                                  "grpc_api", "spark_connector", "benchmarks")),
+                                                  "grpc_api", "kafka_api", "spark_connector", "benchmarks")),
     Rule("chaos", ("http_api", "spark_connector", "benchmarks", "tests")),
     # The deterministic simulation (decision 0355) runs the broker's own code in one process: it
     # imports the broker, nothing of the broker imports it, and it takes nothing of the tests.
     *(Rule(package, ("sim",)) for package in ("segments", "coordinator", "internal_rpc", "logbroker", "http_api",
-                                                "grpc_api", "spark_connector", "benchmarks", "chaos")),
+                                                "grpc_api", "kafka_api", "spark_connector", "benchmarks", "chaos")),
     Rule("sim", ("spark_connector", "benchmarks", "tests")),
     # The base install is the client (decision 0279): it and the storage engine under it need no
     # library of the server extra; what the distribution ships needs nothing it leaves out.

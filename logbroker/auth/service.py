@@ -177,6 +177,25 @@ class AuthService:
         name, password = body.get("username"), body.get("password")
         if not isinstance(name, str) or not isinstance(password, str) or len(password) > SENT_PASSWORD_CHARS_MAX:
             raise InvalidRequestError("username and password must be strings")
+        user = await self._checked_user(name, password, address)
+        token, expires_in = tokens.issue(user.name, (user.role,), user_id=user.user_id,
+                                         credential_version=user.credential_version)
+        return {"access_token": token, "token_type": "bearer", "expires_in": expires_in}
+
+    async def authenticate_password(self, name: str, password: str, address: str = "") -> tuple[Principal, QuotaLimits]:
+        """The caller who proved ``name`` with ``password`` (a protocol's own login, such as Kafka's
+        SASL PLAIN), throttled as ``login`` is, and the quota limits that apply to them."""
+        if not self.enabled:
+            return ANONYMOUS_ADMIN, QuotaLimits()
+        if len(password) > SENT_PASSWORD_CHARS_MAX:
+            raise AuthenticationError("invalid username or password")
+        user = await self._checked_user(name, password, address)
+        limits = self.limits.override(user.quotas) if user.quotas else self.limits
+        return Principal(user.name, user.role), limits
+
+    async def _checked_user(self, name: str, password: str, address: str) -> UserRecord:
+        """The user ``name`` when ``password`` is theirs, else ``AuthenticationError``; failed
+        attempts are throttled per username, address and pair before any hashing."""
         trusted = self.login_throttle.begin(name[:64], address)
         ok: bool | None = None
         try:
@@ -189,9 +208,7 @@ class AuthService:
             self.login_throttle.end(name[:64], address, trusted, ok)
         if user is None or not ok:
             raise AuthenticationError("invalid username or password")
-        token, expires_in = tokens.issue(user.name, (user.role,), user_id=user.user_id,
-                                         credential_version=user.credential_version)
-        return {"access_token": token, "token_type": "bearer", "expires_in": expires_in}
+        return user
 
     # ---- requests ------------------------------------------------------------------------------
 

@@ -1,0 +1,1 @@
+"""Kafka wire-protocol listener: record batch codec and request handling."""

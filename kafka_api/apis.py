@@ -1,0 +1,43 @@
+"""The one table of the Kafka APIs this listener serves: key, name, the versions it answers, and
+whether a client may call it before it has authenticated. ApiVersions advertises exactly this
+table and the server dispatches from it, so an API is advertised if and only if it is served
+(an API or version not here is answered UNSUPPORTED_VERSION, or the connection closed, as a Kafka
+broker does)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Final
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Api:
+    key: int
+    name: str  # the handler's method name
+    min_version: int
+    max_version: int
+    before_auth: bool = False
+
+    def serves(self, version: int) -> bool:
+        return self.min_version <= version <= self.max_version
+
+
+API_VERSIONS_KEY: Final = 18
+SASL_HANDSHAKE_KEY: Final = 17
+SASL_AUTHENTICATE_KEY: Final = 36
+
+APIS: Final[tuple[Api, ...]] = (
+    Api(0, "produce", 3, 9),
+    Api(1, "fetch", 4, 12),  # v13 names topics by id
+    Api(2, "list_offsets", 1, 7),
+    Api(3, "metadata", 1, 12),
+    Api(SASL_HANDSHAKE_KEY, "sasl_handshake", 0, 1, before_auth=True),  # after v0, SASL goes unframed
+    Api(API_VERSIONS_KEY, "api_versions", 0, 3, before_auth=True),
+    Api(SASL_AUTHENTICATE_KEY, "sasl_authenticate", 0, 2, before_auth=True),
+)
+BY_KEY: Final[dict[int, Api]] = {api.key: api for api in APIS}
+
+
+def advertised() -> list[dict[str, int]]:
+    """ApiVersions' ``api_keys``: every API of the table with its versions."""
+    return [{"api_key": a.key, "min_version": a.min_version, "max_version": a.max_version} for a in APIS]

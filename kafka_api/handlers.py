@@ -1,0 +1,336 @@
+"""What each Kafka API does, on the broker's own paths: Produce and Fetch through the front door
+(``logbroker.api.BrokerApi``: authorization, quotas, acks, the charge, forwarding to the leader),
+Metadata from the coordinator's placement, SASL against LogBroker's users.
+
+Each handler takes the connection's ``Session`` and the decoded request and returns the response
+as one dict of values, spelled as the newest version it serves (``kafka_api.entities.build``
+keeps what the request's version carries), or None when the request gets no response (Produce
+with ``acks=0``). A LogBroker error becomes its Kafka error code through the one error table
+(``logbroker.error_codes``), per partition where Kafka answers per partition."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import uuid
+from collections.abc import Sequence
+from typing import Any, Final
+
+from coordinator.models import TopicMetadata
+from kafka_api import record_batch, sasl
+from kafka_api.apis import advertised
+from logbroker.api import Answered, BrokerApi, CallContext
+from logbroker.auth.permissions import Principal
+from logbroker.auth.quotas import QuotaLimits
+from logbroker.error_codes import (
+    KAFKA_CORRUPT_MESSAGE,
+    KAFKA_LEADER_NOT_AVAILABLE,
+    KAFKA_UNKNOWN_SERVER_ERROR,
+    KAFKA_UNKNOWN_TOPIC_OR_PARTITION,
+    answer_of,
+)
+from logbroker.errors import ANY_ERROR, InvalidRequestError
+from logbroker.node import Node
+from logbroker.records import IncomingRecord, take_records
+from segments.batch import ProducerRecord, iter_batches
+from segments.log import LogRead
+
+log = logging.getLogger(__name__)
+NONE: Final = 0
+UNSUPPORTED_SASL_MECHANISM: Final = 33
+ILLEGAL_SASL_STATE: Final = 34
+SASL_AUTHENTICATION_FAILED: Final = 58
+UNSUPPORTED_COMPRESSION_TYPE: Final = 76
+UNSUPPORTED_FOR_MESSAGE_FORMAT: Final = 43
+INVALID_REQUIRED_ACKS: Final = 21
+NO_OPERATIONS: Final = -(2**31)  # authorized operations not asked for
+ZERO_UUID: Final = uuid.UUID(int=0)
+ACKS: Final = {0: "0", 1: "1", -1: "all"}
+LATEST, EARLIEST = -1, -2
+FETCH_PARTITIONS_MAX: Final = 1_000  # partitions one Fetch or ListOffsets may name
+
+
+@dataclasses.dataclass(slots=True)
+class Session:
+    """One connection's state: who it authenticated as (None: not yet) and the SASL mechanism its
+    handshake chose."""
+
+    address: str
+    principal: Principal | None = None
+    limits: QuotaLimits | None = None
+    mechanism: str | None = None
+    failed: bool = False  # authentication failed: the connection closes after the answer
+    credential_version: int | None = None  # the user's when it authenticated
+    unframed_sasl: bool = False  # a v0 handshake: the next frame is the bare SASL message
+
+    def context(self) -> CallContext:
+        assert self.principal is not None and self.limits is not None
+        return CallContext(self.principal, self.limits)
+
+
+def error_code(exc: BaseException) -> int:
+    """A LogBroker error as Kafka's error code (one table: ``logbroker.error_codes``)."""
+    if isinstance(exc, record_batch.UnsupportedCompression):
+        return UNSUPPORTED_COMPRESSION_TYPE
+    if isinstance(exc, record_batch.UnsupportedBatch):
+        return UNSUPPORTED_FOR_MESSAGE_FORMAT
+    if isinstance(exc, record_batch.RecordBatchError):
+        return KAFKA_CORRUPT_MESSAGE
+    code = getattr(exc, "code", None)
+    return answer_of(code).kafka if isinstance(code, str) else KAFKA_UNKNOWN_SERVER_ERROR
+
+
+class _Records:
+    """A Produce partition's records as the front door's ``Payload``."""
+
+    def __init__(self, partition: int, records: bytes, config_bytes_max: int, records_max: int) -> None:
+        self.partition = partition
+        self.records = records
+        self._bytes_max = config_bytes_max
+        self._records_max = records_max
+
+    def received_bytes(self) -> int:
+        return len(self.records)
+
+    async def decode(self) -> list[IncomingRecord]:
+        batches = record_batch.decode_batches(self.records, records_max=self._records_max,
+                                              uncompressed_bytes_max=self._bytes_max)
+        if not any(batch.records for batch in batches):
+            raise InvalidRequestError("a produce request names a partition without records")
+        return [IncomingRecord(ProducerRecord(r.value, r.key, [(k, v or b"") for k, v in r.headers], r.timestamp_ms),
+                               self.partition)
+                for batch in batches for r in batch.records]
+
+
+class KafkaHandlers:
+    def __init__(self, node: Node, api: BrokerApi) -> None:
+        self.node = node
+        self.api = api
+
+    # ---- before authentication -------------------------------------------------------------
+
+    async def api_versions(self, session: Session, request: Any) -> dict[str, Any]:
+        return {"error_code": NONE, "api_keys": advertised(), "throttle_time": 0}
+
+    async def sasl_handshake(self, session: Session, request: Any) -> dict[str, Any]:
+        mechanism = str(request.mechanism)
+        if mechanism not in sasl.MECHANISMS or session.principal is not None:
+            return {"error_code": UNSUPPORTED_SASL_MECHANISM if session.principal is None else ILLEGAL_SASL_STATE,
+                    "mechanisms": list(sasl.MECHANISMS)}
+        session.mechanism = mechanism
+        session.unframed_sasl = type(request).__version__ == 0
+        return {"error_code": NONE, "mechanisms": list(sasl.MECHANISMS)}
+
+    async def sasl_authenticate(self, session: Session, request: Any) -> dict[str, Any]:
+        return await self.authenticate(session, bytes(request.auth_bytes))
+
+    async def authenticate(self, session: Session, message: bytes) -> dict[str, Any]:
+        """SaslAuthenticate's answer to ``message`` (also the bare message after a v0 handshake)."""
+        session.unframed_sasl = False
+        if session.mechanism is None or session.principal is not None:
+            session.failed = True
+            return {"error_code": ILLEGAL_SASL_STATE, "error_message": "SaslHandshake first, once",
+                    "auth_bytes": b""}
+        try:
+            proof = sasl.parse(session.mechanism, message)
+            auth = self.node.auth
+            if isinstance(proof, sasl.Password):
+                caller = await auth.authenticate_password(proof.username, proof.password, session.address)
+            else:
+                caller = await auth.authenticate(f"Bearer {proof.token}")
+        except (sasl.SaslError, *ANY_ERROR) as exc:
+            session.failed = True
+            return {"error_code": SASL_AUTHENTICATION_FAILED, "error_message": str(exc)[:200], "auth_bytes": b""}
+        session.principal, session.limits = caller
+        if auth.enabled:
+            session.credential_version = (await auth.user(caller[0].name)).credential_version
+        return {"error_code": NONE, "error_message": None, "auth_bytes": b"", "session_lifetime": 0}
+
+    # ---- metadata ----------------------------------------------------------------------------
+
+    async def metadata(self, session: Session, request: Any) -> dict[str, Any]:
+        node, ctx = self.node, session.context()
+        brokers = []
+        for member in await node.coordinator.cluster_nodes():
+            host, _, port = member.info.kafka_address.rpartition(":")
+            if member.alive and host and port.isdigit():
+                brokers.append({"node_id": member.info.node_id, "host": host.strip("[]"), "port": int(port),
+                                "rack": member.info.rack})
+        topics = []
+        if request.topics is None:  # every topic the caller may see
+            visible = await node.auth.visible(ctx.principal, await node.coordinator.list_topics())
+            for meta in visible:
+                if meta.kind == "topic":
+                    topics.append(await self._topic_metadata(meta))
+        else:
+            for wanted in request.topics[:FETCH_PARTITIONS_MAX]:
+                topics.append(await self._named_topic(ctx, str(wanted.name)))
+        return {"throttle_time": 0, "brokers": brokers, "cluster_id": node.config.cluster_name,
+                "controller_id": node.config.node_id, "topics": topics}
+
+    async def _named_topic(self, ctx: CallContext, name: str) -> dict[str, Any]:
+        try:
+            await self.api.authorize(ctx, name, "describe")
+            meta = await self.node.coordinator.get_topic(name)
+        except ANY_ERROR as exc:
+            return _topic_error(name, error_code(exc))
+        if meta.kind != "topic":
+            return _topic_error(name, KAFKA_UNKNOWN_TOPIC_OR_PARTITION)
+        return await self._topic_metadata(meta)
+
+    async def _topic_metadata(self, meta: TopicMetadata) -> dict[str, Any]:
+        partitions = []
+        for state in await self.node.coordinator.partition_states(meta.name):
+            partitions.append({"error_code": NONE if state.leader >= 0 else KAFKA_LEADER_NOT_AVAILABLE,
+                               "partition_index": state.partition, "leader_id": state.leader,
+                               "leader_epoch": state.leader_epoch, "replica_nodes": list(state.replicas),
+                               "isr_nodes": list(state.isr), "offline_replicas": []})
+        return {"error_code": NONE, "name": meta.name, "topic_id": ZERO_UUID,
+                "is_internal": meta.name.startswith("__"), "partitions": partitions,
+                "topic_authorized_operations": NO_OPERATIONS}
+
+    # ---- produce -----------------------------------------------------------------------------
+
+    async def produce(self, session: Session, request: Any) -> dict[str, Any] | None:
+        acks = ACKS.get(int(request.acks))
+        ctx = session.context()
+        config = self.node.config
+        responses: dict[str, list[dict[str, Any]]] = {}
+        for topic in request.topic_data:
+            name = str(topic.name)
+            for part in topic.partition_data:
+                index = int(part.index)
+                if acks is None:
+                    answer: dict[str, Any] = _produce_error(index, INVALID_REQUIRED_ACKS)
+                    responses.setdefault(name, []).append(answer)
+                    continue
+                payload = _Records(index, bytes(part.records or b""), config.request_body_bytes_max,
+                                   config.fetch_records_max)
+                responses.setdefault(name, []).append(await self._produce_partition(ctx, name, index, payload, acks))
+        if acks == "0":
+            return None
+        return {"responses": [{"name": n, "partition_responses": parts} for n, parts in responses.items()],
+                "throttle_time": 0}
+
+    async def _produce_partition(self, ctx: CallContext, topic: str, partition: int, payload: _Records,
+                                 acks: str) -> dict[str, Any]:
+        try:
+            published = await self.api.publish(ctx, topic, payload, acks)
+        except (record_batch.RecordBatchError, *ANY_ERROR) as exc:
+            return _produce_error(partition, error_code(exc), str(exc)[:200])
+        base = published.offsets[0]["offset"] if published.offsets else -1
+        return {"index": partition, "error_code": NONE, "base_offset": base, "log_append_time": None,
+                "log_start_offset": -1, "record_errors": [], "error_message": None}
+
+    # ---- fetch -------------------------------------------------------------------------------
+
+    async def fetch(self, session: Session, request: Any) -> dict[str, Any]:
+        ctx = session.context()
+        wanted = [(str(t.topic), int(p.partition), int(p.fetch_offset), max(0, int(p.partition_max_bytes)))
+                  for t in request.topics for p in t.partitions][:FETCH_PARTITIONS_MAX]
+        rack = getattr(request, "rack_id", "") or None
+        max_wait_ms = max(0, int(request.max_wait.total_seconds() * 1000))
+        results: dict[tuple[str, int], dict[str, Any]] = {}
+        for item in wanted:
+            results[item[:2]] = await self._fetch_partition(ctx, *item, wait_ms=0, rack=rack)
+        if max_wait_ms > 0 and wanted and not any(r.get("records") for r in results.values()):
+            results.update(await self._first_data(ctx, wanted, max_wait_ms, rack))
+        by_topic: dict[str, list[dict[str, Any]]] = {}
+        for (topic, _), partition in results.items():
+            by_topic.setdefault(topic, []).append(partition)
+        return {"throttle_time": 0, "error_code": NONE, "session_id": 0,
+                "responses": [{"topic": t, "partitions": parts} for t, parts in by_topic.items()]}
+
+    async def _first_data(self, ctx: CallContext, wanted: Sequence[tuple[str, int, int, int]], wait_ms: int,
+                          rack: str | None) -> dict[tuple[str, int], dict[str, Any]]:
+        """Long-poll every partition at once; the first to answer ends the wait for the others."""
+        tasks = {asyncio.create_task(self._fetch_partition(ctx, *item, wait_ms=wait_ms, rack=rack)): item[:2]
+                 for item in wanted}
+        try:
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in tasks:
+                if not task.done():
+                    task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        got = {tasks[t]: t.result() for t in done if not t.cancelled() and t.exception() is None}
+        for item in wanted:
+            if item[:2] not in got:
+                got[item[:2]] = await self._fetch_partition(ctx, *item, wait_ms=0, rack=rack)
+        return got
+
+    async def _fetch_partition(self, ctx: CallContext, topic: str, partition: int, offset: int, max_bytes: int, *,
+                               wait_ms: int, rack: str | None) -> dict[str, Any]:
+        async def render(got: tuple[LogRead, int]) -> Answered[dict[str, Any]]:
+            read, high_watermark = got
+            data, records = kafka_batches(read.data, offset)
+            return Answered({"partition_index": partition, "error_code": NONE, "high_watermark": high_watermark,
+                             "last_stable_offset": high_watermark, "log_start_offset": -1,
+                             "aborted_transactions": None, "preferred_read_replica": -1, "records": data},
+                            len(data), records)
+        try:
+            return await self.api.fetch(ctx, topic, partition, offset, max_bytes=max(1, max_bytes),
+                                        wait_ms=wait_ms, rack=rack, answer=render)
+        except ANY_ERROR as exc:
+            return {"partition_index": partition, "error_code": error_code(exc), "high_watermark": -1,
+                    "last_stable_offset": -1, "log_start_offset": -1, "aborted_transactions": None,
+                    "preferred_read_replica": -1, "records": None}
+
+    # ---- offsets -----------------------------------------------------------------------------
+
+    async def list_offsets(self, session: Session, request: Any) -> dict[str, Any]:
+        ctx = session.context()
+        topics = []
+        count = 0
+        for topic in request.topics:
+            name = str(topic.name)
+            partitions = []
+            for part in topic.partitions:
+                count += 1
+                if count > FETCH_PARTITIONS_MAX:
+                    break
+                partitions.append(await self._offset(ctx, name, int(part.partition_index), int(part.timestamp)))
+            topics.append({"name": name, "partitions": partitions})
+        return {"throttle_time": 0, "topics": topics}
+
+    async def _offset(self, ctx: CallContext, topic: str, partition: int, timestamp: int) -> dict[str, Any]:
+        at = "latest" if timestamp == LATEST else "earliest" if timestamp == EARLIEST else str(timestamp)
+        try:
+            if timestamp < 0 and timestamp not in (LATEST, EARLIEST):
+                raise InvalidRequestError(f"timestamp {timestamp}: only -1 (latest) and -2 (earliest) are served")
+            found = await self.api.list_offsets(ctx, topic, partition, at)
+        except ANY_ERROR as exc:
+            return {"partition_index": partition, "error_code": error_code(exc), "timestamp": -1, "offset": -1}
+        offset = found.get("offset")
+        return {"partition_index": partition, "error_code": NONE, "timestamp": -1,
+                "offset": -1 if offset is None else offset, "leader_epoch": -1}
+
+
+def kafka_batches(data: bytes | memoryview, from_offset: int) -> tuple[bytes, int]:
+    """Stored batches as Kafka record batches (one per stored batch, its offsets and leader epoch
+    kept; records before ``from_offset`` left out) and the number of records."""
+    out = bytearray()
+    count = 0
+    for position, header in iter_batches(data):
+        taken = take_records(data[position:position + header.size_bytes], from_offset, header.record_count)
+        records = taken.records
+        if not records:
+            continue
+        base = records[0].offset
+        out += record_batch.encode_batch(
+            base, [(r.timestamp, r.key, r.value, r.headers) for r in records],
+            partition_leader_epoch=header.leader_epoch, offset_deltas=[r.offset - base for r in records])
+        count += len(records)
+    return bytes(out), count
+
+
+def _topic_error(name: str, code: int) -> dict[str, Any]:
+    return {"error_code": code, "name": name, "topic_id": ZERO_UUID, "is_internal": False, "partitions": [],
+            "topic_authorized_operations": NO_OPERATIONS}
+
+
+def _produce_error(partition: int, code: int, message: str | None = None) -> dict[str, Any]:
+    return {"index": partition, "error_code": code, "base_offset": -1, "log_append_time": None,
+            "log_start_offset": -1, "record_errors": [], "error_message": message}
+

@@ -1,0 +1,607 @@
+"""Apache Kafka record batch v2 (magic 2) codec: the bytes of a Produce request in, a Fetch response out.
+
+Why: the Kafka listener accepts batches from any Kafka client, so this module is where hostile bytes meet
+the broker. It mirrors Kafka's ``DefaultRecordBatch``/``DefaultRecord``. Layout (integers big-endian)::
+
+    offset size field                   note
+    0      8    base_offset             int64
+    8      4    batch_length            int32, bytes after this field (at least 49)
+    12     4    partition_leader_epoch  int32
+    16     1    magic                   int8, 2
+    17     4    crc                     uint32, CRC32C of every byte from attributes to the batch's end
+    21     2    attributes              int16, bits 0-2 codec, 3 log-append time, 4 transactional,
+                                        5 control, 6 delete horizon
+    23     4    last_offset_delta       int32, record_count - 1
+    27     8    base_timestamp          int64, ms, the first record's timestamp
+    35     8    max_timestamp           int64, ms
+    43     8    producer_id             int64, -1 when not idempotent
+    51     2    producer_epoch          int16
+    53     4    base_sequence           int32
+    57     4    record_count            int32
+    61     -    records                 compressed as one stream when the codec is not 0
+
+    Record: length varint (bytes after it), attributes int8 (unused), timestamp_delta varlong,
+    offset_delta varint, key_length varint (-1 = null), key, value_length varint (-1 = null), value,
+    header_count varint, then per header: key_length varint, key (UTF-8), value_length varint (-1 = null),
+    value. Varints are zigzag LEB128: at most 5 bytes (int32) or 10 bytes (varlong, int64).
+
+Invariants kept by ``decode_batches``:
+
+- it never trusts a length beyond the bytes present: each length or count is checked against the bytes
+  left in its frame (data, batch, records section, record) before it is used or looped over;
+- the records decoded in one call are at most ``records_max`` and the decompressed bytes at most
+  ``uncompressed_bytes_max``; decompression is streamed with a bounded output, so a compression bomb
+  costs about ``uncompressed_bytes_max`` of memory, never its expanded size (plus codec state: a zstd
+  window of at most max(8 MiB, ``uncompressed_bytes_max``), LZ4 blocks of at most 4 MiB);
+- a batch it returns passed its CRC, has magic 2, offset deltas 0..n-1 in order with
+  ``last_offset_delta == n - 1``, records that end exactly at the batch's end, UTF-8 header keys and
+  timestamps within int64; anything else raises ``RecordBatchError`` naming the batch's position
+  and what is wrong, and no other exception escapes for any input bytes.
+
+Not supported on decode: transactional and control batches (``UnsupportedBatch``) and codecs other
+than 0-4 (``UnsupportedCompression``). ``max_timestamp`` is returned as written, not checked: Kafka
+brokers recompute it too. Pure functions: no I/O, no clock, no shared mutable state; thread-safe.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Final
+
+import cramjam
+import crc32c
+import lz4.frame
+import zstandard
+
+MAGIC: Final = 2
+COMPRESSION_NONE: Final = 0
+COMPRESSION_GZIP: Final = 1
+COMPRESSION_SNAPPY: Final = 2
+COMPRESSION_LZ4: Final = 3
+COMPRESSION_ZSTD: Final = 4
+NO_TIMESTAMP: Final = -1
+
+_HEADER: Final = struct.Struct(">qiibIhiqqqhii")  # the batch header, one format letter per field above
+_LOG_OVERHEAD: Final = struct.calcsize(">qi")  # base_offset and batch_length, outside batch_length
+_MAGIC_OFFSET: Final = struct.calcsize(">qii")
+_CRC_OFFSET: Final = _MAGIC_OFFSET + 1
+_CRC: Final = struct.Struct(">I")
+_ATTRIBUTES_OFFSET: Final = _CRC_OFFSET + _CRC.size  # the CRC covers from here to the batch's end
+_HEADER_BYTES: Final = _HEADER.size
+_BATCH_LENGTH_MIN: Final = _HEADER_BYTES - _LOG_OVERHEAD
+assert (_MAGIC_OFFSET, _CRC_OFFSET, _ATTRIBUTES_OFFSET, _HEADER_BYTES) == (16, 17, 21, 61)
+
+_CODEC_MASK: Final = 0x07
+_LOG_APPEND_TIME_BIT: Final = 0x08
+_TRANSACTIONAL_BIT: Final = 0x10
+_CONTROL_BIT: Final = 0x20
+_DELETE_HORIZON_BIT: Final = 0x40
+
+_INT32_MAX: Final = 2**31 - 1
+_INT64_MIN: Final = -(2**63)
+_INT64_MAX: Final = 2**63 - 1
+_VARINT_BITS: Final = 32
+_VARLONG_BITS: Final = 64
+# attributes + five one-byte varints (timestamp delta, offset delta, key, value, header count)
+_RECORD_BODY_BYTES_MIN: Final = 6
+_RECORD_BYTES_MIN: Final = _RECORD_BODY_BYTES_MIN + 1  # with its length varint
+_RECORD_HEADER_BYTES_MIN: Final = 2  # key length and value length varints
+
+_GZIP_WBITS: Final = 16 + zlib.MAX_WBITS  # gzip wrapper only, as Kafka's GZIPOutputStream writes
+_GZIP_LEVEL: Final = 6  # java.util.zip's default, as Kafka's producer uses
+_DECOMPRESS_STEP_BYTES: Final = 256 * 1024  # output asked of lz4/zstd per call
+_ZSTD_WINDOW_BYTES_MIN: Final = 8 * 1024 * 1024  # zstd level 19's window; Kafka's default level 3 uses 2 MiB
+_ZSTD_WINDOW_BYTES_MAX: Final = 2**31  # zstd's own ceiling on 64-bit
+_ZSTD_LEVEL: Final = 3  # Kafka's default compression.zstd.level
+_XERIAL_MAGIC: Final = b"\x82SNAPPY\x00"  # snappy-java's block stream, as Kafka's Java producer writes
+_XERIAL_HEADER: Final = struct.Struct(">8sii")  # magic, version, minimum compatible version
+_XERIAL_VERSION: Final = 1
+_XERIAL_BLOCK_LENGTH: Final = struct.Struct(">i")
+_XERIAL_BLOCK_BYTES: Final = 32 * 1024  # snappy-java's default uncompressed block size
+assert _XERIAL_HEADER.size == 16
+
+
+class RecordBatchError(ValueError):
+    """The bytes are not a valid record batch; the message says where and what is wrong."""
+
+
+class UnsupportedCompression(RecordBatchError):
+    """The batch names a compression codec this module cannot decode."""
+
+    def __init__(self, codec: int, message: str = "") -> None:
+        super().__init__(message or f"unsupported compression codec {codec}")
+        self.codec = codec
+
+
+class UnsupportedBatch(RecordBatchError):
+    """A well-formed batch of a kind not accepted yet: transactional, control or with a delete horizon."""
+
+
+@dataclass(frozen=True, slots=True)
+class KafkaRecord:
+    offset_delta: int
+    timestamp_ms: int  # absolute: base_timestamp + the record's delta
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class KafkaBatch:
+    base_offset: int
+    partition_leader_epoch: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    records: tuple[KafkaRecord, ...]
+
+    @property
+    def compression(self) -> int:
+        return self.attributes & _CODEC_MASK
+
+    @property
+    def log_append_time(self) -> bool:
+        return bool(self.attributes & _LOG_APPEND_TIME_BIT)
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & _TRANSACTIONAL_BIT)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & _CONTROL_BIT)
+
+
+class _Allowance:
+    """What one ``decode_batches`` call may still produce."""
+
+    __slots__ = ("bytes_left", "records_left")
+
+    def __init__(self, records_left: int, bytes_left: int) -> None:
+        self.records_left = records_left
+        self.bytes_left = bytes_left
+
+
+# ---------------------------------------------------------------------------------------------------------- decode
+
+
+def decode_batches(
+    data: bytes | bytearray | memoryview, *, records_max: int, uncompressed_bytes_max: int
+) -> list[KafkaBatch]:
+    """Decode the whole batches back to back in ``data`` (a Produce partition's ``records``).
+
+    ``records_max`` bounds the records over all batches; ``uncompressed_bytes_max`` bounds the bytes
+    produced by decompression over all batches (uncompressed batches are already in memory and do not
+    count). Raises ``RecordBatchError`` (or a subclass) for anything invalid, including a partial batch.
+    """
+    assert records_max >= 0 and uncompressed_bytes_max >= 0, (records_max, uncompressed_bytes_max)
+    allowance = _Allowance(records_max, uncompressed_bytes_max)
+    batches: list[KafkaBatch] = []
+    with memoryview(data) as raw, raw.cast("B") as view:
+        position = 0
+        while position < len(view):  # bounded: each pass advances by at least one batch header
+            batch, batch_bytes = _decode_batch(view, position, allowance)
+            batches.append(batch)
+            position += batch_bytes
+    return batches
+
+
+def _decode_batch(view: memoryview, position: int, allowance: _Allowance) -> tuple[KafkaBatch, int]:
+    """Decode the batch at ``position``; returns it and its size in bytes."""
+    present = len(view) - position
+    where = f"batch at position {position}"
+    if present <= _MAGIC_OFFSET:
+        raise RecordBatchError(f"{where}: truncated, {present} bytes present, the header needs {_HEADER_BYTES}")
+    magic = view[position + _MAGIC_OFFSET]
+    if magic != MAGIC:
+        raise RecordBatchError(f"{where}: magic {magic}, only magic {MAGIC} is supported (Produce v3+)")
+    if present < _HEADER_BYTES:
+        raise RecordBatchError(f"{where}: truncated, {present} bytes present, the header needs {_HEADER_BYTES}")
+    (base_offset, batch_length, leader_epoch, _, crc_stored, attributes, last_offset_delta, base_timestamp,
+     max_timestamp, producer_id, producer_epoch, base_sequence, count) = _HEADER.unpack_from(view, position)
+    if batch_length < _BATCH_LENGTH_MIN:
+        raise RecordBatchError(f"{where}: batch_length {batch_length} is below the minimum {_BATCH_LENGTH_MIN}")
+    batch_bytes = _LOG_OVERHEAD + batch_length
+    if batch_bytes > present:
+        raise RecordBatchError(f"{where}: truncated, batch_length says {batch_bytes} bytes, {present} present")
+    end = position + batch_bytes
+    crc_computed = crc32c.crc32c(view[position + _ATTRIBUTES_OFFSET : end])
+    if crc_computed != crc_stored:
+        raise RecordBatchError(f"{where}: CRC mismatch, stored {crc_stored:#010x}, computed {crc_computed:#010x}")
+    _check_attributes(attributes, where)
+    _check_count(count, last_offset_delta, allowance, where)
+    section = view[position + _HEADER_BYTES : end]
+    codec = attributes & _CODEC_MASK
+    payload = bytes(section) if codec == COMPRESSION_NONE else _decompress(codec, section, allowance, where)
+    try:
+        records = _decode_records(payload, count, base_timestamp)
+    except RecordBatchError as exc:
+        raise RecordBatchError(f"{where}, records section ({len(payload)} bytes): {exc}") from None
+    allowance.records_left -= count
+    batch = KafkaBatch(base_offset, leader_epoch, attributes, last_offset_delta, base_timestamp, max_timestamp,
+                       producer_id, producer_epoch, base_sequence, records)  # fmt: skip
+    return batch, batch_bytes
+
+
+def _check_attributes(attributes: int, where: str) -> None:
+    if attributes & _TRANSACTIONAL_BIT:
+        raise UnsupportedBatch(f"{where}: transactional batches are not supported yet")
+    if attributes & _CONTROL_BIT:
+        raise UnsupportedBatch(f"{where}: control batches are not supported")
+    if attributes & _DELETE_HORIZON_BIT:
+        raise UnsupportedBatch(f"{where}: a delete horizon is only written by log compaction")
+    codec = attributes & _CODEC_MASK
+    if codec > COMPRESSION_ZSTD:
+        raise UnsupportedCompression(codec, f"{where}: unsupported compression codec {codec}")
+
+
+def _check_count(count: int, last_offset_delta: int, allowance: _Allowance, where: str) -> None:
+    if count < 0:
+        raise RecordBatchError(f"{where}: negative record count {count}")
+    if last_offset_delta != count - 1:
+        raise RecordBatchError(f"{where}: last_offset_delta {last_offset_delta} with {count} records, want {count - 1}")
+    if count > allowance.records_left:
+        raise RecordBatchError(f"{where}: {count} records exceed the {allowance.records_left} still allowed")
+
+
+def _decode_records(payload: bytes, count: int, base_timestamp: int) -> tuple[KafkaRecord, ...]:
+    """Decode exactly ``count`` records filling ``payload``; offset deltas must be 0..count-1."""
+    payload_end = len(payload)
+    if count > payload_end // _RECORD_BYTES_MIN:
+        raise RecordBatchError(f"{count} records cannot fit, each needs at least {_RECORD_BYTES_MIN} bytes")
+    read_zigzag = _read_zigzag
+    records: list[KafkaRecord] = []
+    position = 0
+    for index in range(count):
+        length, position = read_zigzag(payload, position, payload_end, _VARINT_BITS)
+        if length < _RECORD_BODY_BYTES_MIN or length > payload_end - position:
+            raise RecordBatchError(
+                f"record {index} at byte {position}: length {length}, {payload_end - position} bytes left"
+            )
+        end = position + length
+        position += 1  # attributes: unused in magic 2
+        timestamp_delta, position = read_zigzag(payload, position, end, _VARLONG_BITS)
+        offset_delta, position = read_zigzag(payload, position, end, _VARINT_BITS)
+        if offset_delta != index:
+            raise RecordBatchError(f"record {index}: offset delta {offset_delta}, want {index} (in order, no gaps)")
+        key, position = _read_bytes(payload, position, end, "key")
+        value, position = _read_bytes(payload, position, end, "value")
+        headers, position = _read_headers(payload, position, end)
+        if position != end:
+            raise RecordBatchError(f"record {index}: {end - position} bytes left over after its headers")
+        timestamp = base_timestamp + timestamp_delta
+        if not _INT64_MIN <= timestamp <= _INT64_MAX:
+            raise RecordBatchError(f"record {index}: timestamp {base_timestamp} + {timestamp_delta} overflows int64")
+        records.append(KafkaRecord(offset_delta, timestamp, key, value, headers))
+    if position != payload_end:
+        raise RecordBatchError(f"{payload_end - position} bytes left over after {count} records")
+    return tuple(records)
+
+
+def _read_zigzag(buf: bytes, position: int, end: int, bits: int) -> tuple[int, int]:
+    """Read a zigzag varint of at most ``bits`` bits from ``buf[position:end]``; returns it and the next position."""
+    if position >= end:
+        raise RecordBatchError(f"varint at byte {position} starts past its frame's end {end}")
+    byte = buf[position]
+    if byte < 0x80:  # the common one-byte case
+        return (byte >> 1) ^ -(byte & 1), position + 1
+    start = position
+    last = start + (bits + 6) // 7  # 5 bytes for int32, 10 for int64
+    raw = byte & 0x7F
+    shift = 7
+    position += 1
+    while True:  # bounded: at most 10 passes
+        if position >= last:
+            raise RecordBatchError(f"varint at byte {start} is longer than {last - start} bytes")
+        if position >= end:
+            raise RecordBatchError(f"varint at byte {start} runs past its frame's end {end}")
+        byte = buf[position]
+        position += 1
+        raw |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            break
+        shift += 7
+    if raw >> bits:
+        raise RecordBatchError(f"varint at byte {start} overflows int{bits}")
+    return (raw >> 1) ^ -(raw & 1), position
+
+
+def _read_bytes(buf: bytes, position: int, end: int, what: str) -> tuple[bytes | None, int]:
+    length, position = _read_zigzag(buf, position, end, _VARINT_BITS)
+    if length == -1:
+        return None, position
+    if length < -1 or length > end - position:
+        raise RecordBatchError(f"{what} at byte {position}: length {length}, {end - position} bytes left in the record")
+    return buf[position : position + length], position + length
+
+
+def _read_headers(buf: bytes, position: int, end: int) -> tuple[tuple[tuple[str, bytes | None], ...], int]:
+    count, position = _read_zigzag(buf, position, end, _VARINT_BITS)
+    if count == 0:
+        return (), position
+    if count < 0 or count > (end - position) // _RECORD_HEADER_BYTES_MIN:
+        raise RecordBatchError(f"header count {count} at byte {position}, {end - position} bytes left in the record")
+    headers: list[tuple[str, bytes | None]] = []
+    for _ in range(count):
+        key_length, position = _read_zigzag(buf, position, end, _VARINT_BITS)
+        if key_length < 0 or key_length > end - position:
+            raise RecordBatchError(f"header key at byte {position}: length {key_length}, {end - position} bytes left")
+        try:
+            key = buf[position : position + key_length].decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise RecordBatchError(f"header key at byte {position} is not UTF-8: {exc.reason}") from None
+        value, position = _read_bytes(buf, position + key_length, end, "header value")
+        headers.append((key, value))
+    return tuple(headers), position
+
+
+# ---------------------------------------------------------------------------------------------------- decompress
+
+
+def _decompress(codec: int, section: memoryview, allowance: _Allowance, where: str) -> bytes:
+    """Decompress a records section, producing at most ``allowance.bytes_left`` bytes, and charge it."""
+    if not section:
+        raise RecordBatchError(f"{where}: compressed records section is empty")
+    decompress, name = _DECOMPRESSORS[codec]
+    try:
+        payload = decompress(section, allowance.bytes_left)
+    except RecordBatchError as exc:
+        raise RecordBatchError(f"{where}: {name}: {exc}") from None
+    except (zlib.error, RuntimeError, zstandard.ZstdError, cramjam.DecompressionError) as exc:  # lz4: RuntimeError
+        raise RecordBatchError(f"{where}: {name}: {exc}") from None
+    assert len(payload) <= allowance.bytes_left, (len(payload), allowance.bytes_left)
+    allowance.bytes_left -= len(payload)
+    return payload
+
+
+def _too_big(bytes_max: int) -> RecordBatchError:
+    return RecordBatchError(f"decompresses to more than the {bytes_max} bytes still allowed")
+
+
+def _gunzip(section: memoryview, bytes_max: int) -> bytes:
+    chunks: list[bytes] = []
+    produced = 0
+    pending: bytes | memoryview = section
+    while pending:  # one pass per gzip member (Java's GZIPInputStream reads concatenated members)
+        inflater = zlib.decompressobj(wbits=_GZIP_WBITS)
+        chunk = inflater.decompress(pending, bytes_max - produced + 1)  # zlib grows its output gradually
+        produced += len(chunk)
+        if produced > bytes_max:
+            raise _too_big(bytes_max)
+        if not inflater.eof:
+            raise RecordBatchError("stream ends before its end marker")
+        chunks.append(chunk)
+        pending = inflater.unused_data
+    return b"".join(chunks)
+
+
+def _unlz4(section: memoryview, bytes_max: int) -> bytes:
+    chunks: list[bytes] = []
+    produced = 0
+    pending: bytes | memoryview = section
+    while pending:  # one pass per LZ4 frame
+        decompressor = lz4.frame.LZ4FrameDecompressor()
+        data_in = pending
+        while True:  # bounded: each pass produces output until bytes_max is passed, or stops
+            # lz4 allocates max_length up front, so ask for small steps.
+            step = min(_DECOMPRESS_STEP_BYTES, bytes_max - produced + 1)
+            chunk: bytes = decompressor.decompress(data_in, max_length=step)
+            data_in = b""
+            produced += len(chunk)
+            if produced > bytes_max:
+                raise _too_big(bytes_max)
+            chunks.append(chunk)
+            if decompressor.eof:
+                break
+            if decompressor.needs_input or not chunk:
+                raise RecordBatchError("stream ends before its end mark")
+        pending = decompressor.unused_data
+    return b"".join(chunks)
+
+
+def _unzstd(section: memoryview, bytes_max: int) -> bytes:
+    # A frame may ask for a window of up to 2 GiB, allocated before any output; cap it.
+    window_max = min(max(_ZSTD_WINDOW_BYTES_MIN, 1 << max(bytes_max - 1, 1).bit_length()), _ZSTD_WINDOW_BYTES_MAX)
+    decompressor = zstandard.ZstdDecompressor(max_window_size=window_max)
+    chunks: list[bytes] = []
+    produced = 0
+    # A stream cut short yields a prefix of its output here; the records then fail to fill the section.
+    with decompressor.stream_reader(section, read_across_frames=True, closefd=False) as reader:
+        while True:  # bounded: each pass adds output until bytes_max is passed, or stops
+            chunk = reader.read(min(_DECOMPRESS_STEP_BYTES, bytes_max - produced + 1))
+            if not chunk:
+                break
+            produced += len(chunk)
+            if produced > bytes_max:
+                raise _too_big(bytes_max)
+            chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _unsnappy(section: memoryview, bytes_max: int) -> bytes:
+    """Xerial-framed snappy (Kafka's Java client) or one raw snappy block (librdkafka)."""
+    if bytes(section[: len(_XERIAL_MAGIC)]) != _XERIAL_MAGIC:
+        return _unsnappy_block(section, bytes_max)
+    if len(section) < _XERIAL_HEADER.size:
+        raise RecordBatchError(f"xerial header truncated to {len(section)} bytes")
+    chunks: list[bytes] = []
+    produced = 0
+    position = _XERIAL_HEADER.size
+    while position < len(section):  # bounded: each pass advances by at least the block length field
+        if len(section) - position < _XERIAL_BLOCK_LENGTH.size:
+            raise RecordBatchError(f"xerial block length at byte {position} is truncated")
+        (block_bytes,) = _XERIAL_BLOCK_LENGTH.unpack_from(section, position)
+        position += _XERIAL_BLOCK_LENGTH.size
+        if block_bytes < 0 or block_bytes > len(section) - position:
+            raise RecordBatchError(f"xerial block at byte {position}: length {block_bytes}, "
+                                   f"{len(section) - position} bytes left")  # fmt: skip
+        chunk = _unsnappy_block(section[position : position + block_bytes], bytes_max - produced)
+        produced += len(chunk)
+        chunks.append(chunk)
+        position += block_bytes
+    return b"".join(chunks)
+
+
+def _unsnappy_block(block: memoryview, bytes_max: int) -> bytes:
+    declared = cramjam.snappy.decompress_raw_len(block)  # the block's preamble, read before any allocation
+    if declared > bytes_max:
+        raise _too_big(bytes_max)
+    output = bytearray(declared)
+    written = cramjam.snappy.decompress_raw_into(block, output)
+    if written != declared:
+        raise RecordBatchError(f"snappy block declares {declared} bytes, decompresses to {written}")
+    return bytes(output)
+
+
+_DECOMPRESSORS: Final[dict[int, tuple[Callable[[memoryview, int], bytes], str]]] = {
+    COMPRESSION_GZIP: (_gunzip, "gzip"),
+    COMPRESSION_SNAPPY: (_unsnappy, "snappy"),
+    COMPRESSION_LZ4: (_unlz4, "lz4"),
+    COMPRESSION_ZSTD: (_unzstd, "zstd"),
+}
+
+
+# ---------------------------------------------------------------------------------------------------------- encode
+
+
+def encode_batch(
+    base_offset: int,
+    records: Sequence[tuple[int, bytes | None, bytes | None, Sequence[tuple[str, bytes | None]]]],
+    *,
+    partition_leader_epoch: int = -1,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    compression: int = COMPRESSION_NONE,
+    offset_deltas: Sequence[int] | None = None,
+) -> bytes:
+    """Build one magic-2 batch of ``(timestamp_ms, key, value, headers)`` records, with create-time timestamps.
+
+    Offset deltas are 0..n-1 unless ``offset_deltas`` gives them (strictly increasing, as a fetch after
+    compaction may need); ``last_offset_delta`` is the last of them, -1 for no records. Raises
+    ``ValueError`` for arguments that cannot be encoded (a field or timestamp delta out of range).
+    """
+    if compression != COMPRESSION_NONE and compression not in _COMPRESSORS:
+        raise ValueError(f"unknown compression codec {compression}")
+    count = len(records)
+    deltas: Sequence[int] = range(count) if offset_deltas is None else _checked_deltas(offset_deltas, count)
+    base_timestamp = records[0][0] if count else NO_TIMESTAMP
+    max_timestamp = max(record[0] for record in records) if count else NO_TIMESTAMP
+    plain = _encode_records(records, deltas, base_timestamp)
+    section = plain if compression == COMPRESSION_NONE else _COMPRESSORS[compression](plain)
+    out = bytearray(_HEADER_BYTES)
+    out += section
+    batch_length = len(out) - _LOG_OVERHEAD
+    if batch_length > _INT32_MAX:
+        raise ValueError(f"batch of {len(out)} bytes exceeds int32")
+    last_offset_delta = deltas[-1] if count else -1
+    try:
+        _HEADER.pack_into(out, 0, base_offset, batch_length, partition_leader_epoch, MAGIC, 0, compression,
+                          last_offset_delta, base_timestamp, max_timestamp, producer_id, producer_epoch,
+                          base_sequence, count)  # fmt: skip
+    except struct.error as exc:
+        raise ValueError(f"batch header field out of range: {exc}") from None
+    with memoryview(out) as view:
+        crc = crc32c.crc32c(view[_ATTRIBUTES_OFFSET:])
+    _CRC.pack_into(out, _CRC_OFFSET, crc)
+    return bytes(out)
+
+
+def _checked_deltas(offset_deltas: Sequence[int], count: int) -> Sequence[int]:
+    if len(offset_deltas) != count:
+        raise ValueError(f"{len(offset_deltas)} offset deltas for {count} records")
+    previous = -1
+    for delta in offset_deltas:
+        if not previous < delta <= _INT32_MAX:
+            raise ValueError(f"offset delta {delta} after {previous}: want strictly increasing, 0..{_INT32_MAX}")
+        previous = delta
+    return offset_deltas
+
+
+def _encode_records(
+    records: Sequence[tuple[int, bytes | None, bytes | None, Sequence[tuple[str, bytes | None]]]],
+    offset_deltas: Sequence[int],
+    base_timestamp: int,
+) -> bytearray:
+    out = bytearray()
+    put = _put_zigzag
+    for (timestamp, key, value, headers), offset_delta in zip(records, offset_deltas, strict=True):
+        timestamp_delta = timestamp - base_timestamp
+        if not (_INT64_MIN <= timestamp <= _INT64_MAX and _INT64_MIN <= timestamp_delta <= _INT64_MAX):
+            raise ValueError(f"timestamp {timestamp} out of int64, or too far from the first {base_timestamp}")
+        body = bytearray(b"\x00")  # attributes: unused in magic 2
+        put(body, timestamp_delta)
+        put(body, offset_delta)
+        if key is None:
+            body.append(1)  # zigzag(-1)
+        else:
+            put(body, len(key))
+            body += key
+        if value is None:
+            body.append(1)
+        else:
+            put(body, len(value))
+            body += value
+        put(body, len(headers))
+        for name, header_value in headers:
+            name_bytes = name.encode("utf-8")
+            put(body, len(name_bytes))
+            body += name_bytes
+            if header_value is None:
+                body.append(1)
+            else:
+                put(body, len(header_value))
+                body += header_value
+        put(out, len(body))
+        out += body
+    return out
+
+
+def _put_zigzag(out: bytearray, value: int) -> None:
+    """Append ``value`` (int64) as a zigzag varint."""
+    zigzag = (value << 1) ^ (value >> 63)
+    while zigzag >= 0x80:  # bounded: at most 10 passes for an int64
+        out.append((zigzag & 0x7F) | 0x80)
+        zigzag >>= 7
+    out.append(zigzag)
+
+
+def _gzip(section: bytearray) -> bytes:
+    deflater = zlib.compressobj(_GZIP_LEVEL, zlib.DEFLATED, _GZIP_WBITS)
+    return deflater.compress(section) + deflater.flush()
+
+
+def _snappy(section: bytearray) -> bytes:
+    out = bytearray(_XERIAL_HEADER.pack(_XERIAL_MAGIC, _XERIAL_VERSION, _XERIAL_VERSION))
+    with memoryview(section) as view:
+        # At least one block: a bare header is taken for raw snappy by some readers (kafka-python).
+        for start in range(0, max(len(section), 1), _XERIAL_BLOCK_BYTES):
+            block = bytes(cramjam.snappy.compress_raw(view[start : start + _XERIAL_BLOCK_BYTES]))
+            out += _XERIAL_BLOCK_LENGTH.pack(len(block))
+            out += block
+    return bytes(out)
+
+
+def _lz4(section: bytearray) -> bytes:
+    # Kafka's Java reader needs independent blocks; it writes no content size, nor do we.
+    compressed: bytes = lz4.frame.compress(bytes(section), block_linked=False, store_size=False)
+    return compressed
+
+
+def _zstd(section: bytearray) -> bytes:
+    return zstandard.ZstdCompressor(level=_ZSTD_LEVEL).compress(section)
+
+
+_COMPRESSORS: Final[dict[int, Callable[[bytearray], bytes]]] = {
+    COMPRESSION_GZIP: _gzip,
+    COMPRESSION_SNAPPY: _snappy,
+    COMPRESSION_LZ4: _lz4,
+    COMPRESSION_ZSTD: _zstd,
+}

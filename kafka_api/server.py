@@ -1,0 +1,176 @@
+"""The Kafka listener of a node (DESIGN §4c): ``--kafka-port`` (0 picks a free port), bound before
+the node starts so a cluster node advertises its real address, TLS with the node's certificate
+when HTTPS is on (``SASL_SSL``), SASL PLAIN or OAUTHBEARER when auth is on (``SASL_PLAINTEXT``).
+
+One task per connection reads a request, answers it and reads the next, so answers go out in the
+order of the requests (what Kafka clients expect; a broker does the same). Bounds: connections on
+the node and per address (``connections_max`` and its per-address share, as HTTP's); a request's
+size (the node's ``request_body_bytes_max`` plus room for the header), checked before it is read;
+``AUTH_TIMEOUT_S`` to authenticate (after a SaslHandshake v0, the SASL message and its answer go
+without request headers, as older clients send them); ``body_timeout_ms`` for a request's bytes
+once its size has arrived; ``IDLE_S`` between requests. A frame that is not a request of an API and version in
+``kafka_api.apis``, a body that does not decode, or a request other than ApiVersions or SASL
+before authentication closes the connection (a Kafka broker closes it too); ApiVersions of a
+version past ours is answered, as v0, UNSUPPORTED_VERSION with the versions we serve.
+A user whose password changed, whose tokens were revoked or who was deleted loses its connections
+at its next request after ``access_recheck_ms``."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+import ssl
+import time
+from typing import Any, Final
+
+from kafka_api import entities, sasl, wire
+from kafka_api.apis import API_VERSIONS_KEY, BY_KEY, advertised
+from kafka_api.handlers import KafkaHandlers, Session
+from logbroker.api import BrokerApi
+from logbroker.config import NodeConfig
+from logbroker.errors import ANY_ERROR
+from logbroker.node import Node
+
+log = logging.getLogger(__name__)
+UNSUPPORTED_VERSION: Final = 35
+AUTH_TIMEOUT_S: Final = 10.0
+IDLE_S: Final = 600.0  # Kafka's connections.max.idle.ms
+HEADER_ROOM_BYTES: Final = 64 * 1024
+STOP_GRACE_S: Final = 5.0
+LISTEN_BACKLOG: Final = 1024
+
+
+class KafkaServer:
+    def __init__(self, config: NodeConfig, *, ssl_context: ssl.SSLContext | None) -> None:
+        family = socket.AF_INET6 if ":" in config.http_host else socket.AF_INET
+        self.config = config
+        self._sock = socket.create_server((config.http_host, config.kafka_port), family=family,
+                                          backlog=LISTEN_BACKLOG)
+        self.port: int = self._sock.getsockname()[1]
+        self._ssl = ssl_context
+        self._server: asyncio.Server | None = None
+        self._connections: set[asyncio.Task[None]] = set()
+        self._per_address: dict[str, int] = {}
+        self._per_address_max = config.connections_per_address_max or max(1, config.connections_max // 10)
+        self._frame_max = config.request_body_bytes_max + HEADER_ROOM_BYTES
+        self.handlers: KafkaHandlers | None = None
+        self.node: Node | None = None
+
+    def address(self, host: str) -> str:
+        return f"{host}:{self.port}"
+
+    async def start(self, node: Node) -> None:
+        self.node = node
+        self.handlers = KafkaHandlers(node, BrokerApi(node))
+        tls: dict[str, Any] = {} if self._ssl is None else {
+            "ssl": self._ssl, "ssl_handshake_timeout": self.config.tls_handshake_timeout_ms / 1000}
+        self._server = await asyncio.start_server(self._accept, sock=self._sock, **tls)
+
+    async def stop(self) -> None:
+        server, self._server = self._server, None
+        if server is None:
+            self._sock.close()
+            return
+        server.close()
+        for task in list(self._connections):
+            task.cancel()
+        if self._connections:
+            await asyncio.wait(self._connections, timeout=STOP_GRACE_S)
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(STOP_GRACE_S):
+                await server.wait_closed()
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        peer = writer.get_extra_info("peername")
+        address = str(peer[0]) if isinstance(peer, tuple) and peer else ""
+        if len(self._connections) >= self.config.connections_max \
+                or self._per_address.get(address, 0) >= self._per_address_max:
+            writer.transport.abort()
+            return
+        task = asyncio.current_task()
+        assert task is not None
+        self._connections.add(task)
+        self._per_address[address] = self._per_address.get(address, 0) + 1
+        try:
+            await self._serve(reader, writer, Session(address))
+        except (asyncio.IncompleteReadError, ConnectionError, TimeoutError, ssl.SSLError, wire.FrameError,
+                wire.HeaderError, entities.BodyError) as exc:
+            log.debug("kafka connection closed", extra={"fields": {"peer": address, "reason": repr(exc)[:200]}})
+        finally:
+            self._connections.discard(task)
+            left = self._per_address.get(address, 1) - 1
+            if left:
+                self._per_address[address] = left
+            else:
+                self._per_address.pop(address, None)
+            writer.transport.abort()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, session: Session) -> None:
+        node, handlers = self.node, self.handlers
+        assert node is not None and handlers is not None
+        if not node.auth.enabled:
+            session.principal, session.limits = await node.auth.authenticate(None)
+        body_s = self.config.body_timeout_ms / 1000
+        checked_at = time.monotonic()
+        while not session.failed:
+            async with asyncio.timeout(IDLE_S if session.principal is not None else AUTH_TIMEOUT_S):
+                prefix = await reader.readexactly(wire.SIZE.size)
+            size = wire.frame_size(prefix, sasl.MESSAGE_BYTES_MAX, size_min=0) if session.unframed_sasl \
+                else wire.frame_size(prefix, self._frame_max)
+            async with asyncio.timeout(body_s):
+                frame = await reader.readexactly(size)
+            if session.principal is not None and node.auth.enabled \
+                    and time.monotonic() - checked_at >= self.config.access_recheck_ms / 1000:
+                if not await self._still_valid(session):
+                    return
+                checked_at = time.monotonic()
+            if session.unframed_sasl:  # after a v0 handshake: a bare message, a bare (empty) answer
+                result = await handlers.authenticate(session, frame)
+                if result["error_code"]:
+                    return
+                answer: bytes | None = wire.SIZE.pack(0)
+            else:
+                answer = await self._answer(session, frame)
+            if answer is None:
+                continue
+            writer.write(answer)
+            await writer.drain()
+
+    async def _answer(self, session: Session, frame: bytes) -> bytes | None:
+        """The response frame to one request (None: it gets none); an error closes the connection."""
+        handlers = self.handlers
+        assert handlers is not None
+        api_key, version, correlation_id = wire.peek_key(frame)
+        api = BY_KEY.get(api_key)
+        if api is None:
+            raise wire.FrameError(f"API key {api_key} is not served here")
+        if not api.serves(version):
+            if api_key == API_VERSIONS_KEY:  # answered in v0, which every client reads
+                body = entities.encode(entities.build(entities.response_class(api_key, 0), {
+                    "error_code": UNSUPPORTED_VERSION, "api_keys": advertised()}))
+                return wire.response_frame(correlation_id, body, flexible_header=False)
+            raise wire.FrameError(f"{api.name} v{version} is not served here")
+        flexible = entities.flexible(api_key, version)
+        header = wire.read_header(frame, flexible=flexible)
+        if session.principal is None and not api.before_auth:
+            raise wire.FrameError(f"{api.name} before authentication")
+        request = entities.read_request(api_key, version, frame, header.body_offset)
+        values: dict[str, Any] | None = await getattr(handlers, api.name)(session, request)
+        if values is None:
+            return None
+        body = entities.encode(entities.build(entities.response_class(api_key, version), values))
+        return wire.response_frame(correlation_id, body, flexible_header=flexible and api_key != API_VERSIONS_KEY)
+
+    async def _still_valid(self, session: Session) -> bool:
+        """Whether the session's user still stands (not deleted, password and tokens unchanged)."""
+        node = self.node
+        assert node is not None and session.principal is not None
+        try:
+            user = await node.auth.user(session.principal.name)
+        except ANY_ERROR:
+            return False
+        if session.credential_version is None:
+            session.credential_version = user.credential_version
+        return user.credential_version == session.credential_version
