@@ -13,7 +13,7 @@ from typing import Final
 @dataclasses.dataclass(frozen=True, slots=True)
 class Api:
     key: int
-    name: str  # the handler's method name
+    name: str  # the handler: a method of ``KafkaHandlers`` (dotted: of one of its parts, e.g. ``admin.create_topics``)
     min_version: int
     max_version: int
     before_auth: bool = False
@@ -31,6 +31,13 @@ APIS: Final[tuple[Api, ...]] = (
     Api(1, "fetch", 4, 12),  # v13 names topics by id
     Api(2, "list_offsets", 1, 7),
     Api(3, "metadata", 1, 12),
+    Api(8, "groups.offset_commit", 2, 8),
+    Api(9, "groups.offset_fetch", 1, 7),  # v8 batches groups
+    Api(10, "groups.find_coordinator", 0, 4),
+    Api(11, "groups.join_group", 0, 7),
+    Api(12, "groups.heartbeat", 0, 4),
+    Api(13, "groups.leave_group", 0, 4),
+    Api(14, "groups.sync_group", 0, 5),
     Api(SASL_HANDSHAKE_KEY, "sasl_handshake", 0, 1, before_auth=True),  # after v0, SASL goes unframed
     Api(API_VERSIONS_KEY, "api_versions", 0, 3, before_auth=True),
     Api(SASL_AUTHENTICATE_KEY, "sasl_authenticate", 0, 2, before_auth=True),

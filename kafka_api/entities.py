@@ -61,12 +61,23 @@ def encode(entity: Any) -> bytes:
 def build(cls: type[Any], values: Mapping[str, Any]) -> Any:
     """An instance of ``cls`` from ``values``: the fields ``cls`` declares, nested mappings and
     sequences of mappings made into its nested classes, error codes and durations as plain ints
-(milliseconds); a missing field takes its default."""
+(milliseconds); a missing field takes its default, and a None the version's field cannot carry
+its empty string or bytes (else its default)."""
     kwargs: dict[str, Any] = {}
     for name, hint in _field_hints(cls):
-        if name in values:
-            kwargs[name] = _convert(hint, values[name])
+        if name not in values:
+            continue
+        value = values[name]
+        if value is None and not _nullable(hint):  # a null this version cannot carry: its empty value
+            if hint not in (str, bytes):
+                continue
+            value = hint()
+        kwargs[name] = _convert(hint, value)
     return cls(**kwargs)
+
+
+def _nullable(hint: Any) -> bool:
+    return typing.get_origin(hint) in (typing.Union, types.UnionType) and type(None) in typing.get_args(hint)
 
 
 def _convert(hint: Any, value: Any) -> Any:

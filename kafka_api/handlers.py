@@ -11,7 +11,6 @@ with ``acks=0``). A LogBroker error becomes its Kafka error code through the one
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import uuid
 from collections.abc import Sequence
@@ -20,15 +19,12 @@ from typing import Any, Final
 from coordinator.models import TopicMetadata
 from kafka_api import record_batch, sasl
 from kafka_api.apis import advertised
+from kafka_api.groups import GroupHandlers
+from kafka_api.session import Session, error_code
 from logbroker.api import Answered, BrokerApi, CallContext
-from logbroker.auth.permissions import Principal
-from logbroker.auth.quotas import QuotaLimits
 from logbroker.error_codes import (
-    KAFKA_CORRUPT_MESSAGE,
     KAFKA_LEADER_NOT_AVAILABLE,
-    KAFKA_UNKNOWN_SERVER_ERROR,
     KAFKA_UNKNOWN_TOPIC_OR_PARTITION,
-    answer_of,
 )
 from logbroker.errors import ANY_ERROR, InvalidRequestError
 from logbroker.node import Node
@@ -41,44 +37,12 @@ NONE: Final = 0
 UNSUPPORTED_SASL_MECHANISM: Final = 33
 ILLEGAL_SASL_STATE: Final = 34
 SASL_AUTHENTICATION_FAILED: Final = 58
-UNSUPPORTED_COMPRESSION_TYPE: Final = 76
-UNSUPPORTED_FOR_MESSAGE_FORMAT: Final = 43
 INVALID_REQUIRED_ACKS: Final = 21
 NO_OPERATIONS: Final = -(2**31)  # authorized operations not asked for
 ZERO_UUID: Final = uuid.UUID(int=0)
 ACKS: Final = {0: "0", 1: "1", -1: "all"}
 LATEST, EARLIEST = -1, -2
 FETCH_PARTITIONS_MAX: Final = 1_000  # partitions one Fetch or ListOffsets may name
-
-
-@dataclasses.dataclass(slots=True)
-class Session:
-    """One connection's state: who it authenticated as (None: not yet) and the SASL mechanism its
-    handshake chose."""
-
-    address: str
-    principal: Principal | None = None
-    limits: QuotaLimits | None = None
-    mechanism: str | None = None
-    failed: bool = False  # authentication failed: the connection closes after the answer
-    credential_version: int | None = None  # the user's when it authenticated
-    unframed_sasl: bool = False  # a v0 handshake: the next frame is the bare SASL message
-
-    def context(self) -> CallContext:
-        assert self.principal is not None and self.limits is not None
-        return CallContext(self.principal, self.limits)
-
-
-def error_code(exc: BaseException) -> int:
-    """A LogBroker error as Kafka's error code (one table: ``logbroker.error_codes``)."""
-    if isinstance(exc, record_batch.UnsupportedCompression):
-        return UNSUPPORTED_COMPRESSION_TYPE
-    if isinstance(exc, record_batch.UnsupportedBatch):
-        return UNSUPPORTED_FOR_MESSAGE_FORMAT
-    if isinstance(exc, record_batch.RecordBatchError):
-        return KAFKA_CORRUPT_MESSAGE
-    code = getattr(exc, "code", None)
-    return answer_of(code).kafka if isinstance(code, str) else KAFKA_UNKNOWN_SERVER_ERROR
 
 
 class _Records:
@@ -107,6 +71,7 @@ class KafkaHandlers:
     def __init__(self, node: Node, api: BrokerApi) -> None:
         self.node = node
         self.api = api
+        self.groups = GroupHandlers(node, api)
 
     # ---- before authentication -------------------------------------------------------------
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import operator
 import socket
 import ssl
 import time
@@ -27,7 +28,8 @@ from typing import Any, Final
 
 from kafka_api import entities, sasl, wire
 from kafka_api.apis import API_VERSIONS_KEY, BY_KEY, advertised
-from kafka_api.handlers import KafkaHandlers, Session
+from kafka_api.handlers import KafkaHandlers
+from kafka_api.session import Session
 from logbroker.api import BrokerApi
 from logbroker.config import NodeConfig
 from logbroker.errors import ANY_ERROR
@@ -69,6 +71,8 @@ class KafkaServer:
         self._server = await asyncio.start_server(self._accept, sock=self._sock, **tls)
 
     async def stop(self) -> None:
+        if self.handlers is not None:
+            await self.handlers.groups.close()
         server, self._server = self._server, None
         if server is None:
             self._sock.close()
@@ -98,6 +102,8 @@ class KafkaServer:
         except (asyncio.IncompleteReadError, ConnectionError, TimeoutError, ssl.SSLError, wire.FrameError,
                 wire.HeaderError, entities.BodyError) as exc:
             log.debug("kafka connection closed", extra={"fields": {"peer": address, "reason": repr(exc)[:200]}})
+        except Exception:  # a bug: this connection ends, the listener goes on
+            log.exception("kafka request failed", extra={"fields": {"peer": address}})
         finally:
             self._connections.discard(task)
             left = self._per_address.get(address, 1) - 1
@@ -157,7 +163,7 @@ class KafkaServer:
         if session.principal is None and not api.before_auth:
             raise wire.FrameError(f"{api.name} before authentication")
         request = entities.read_request(api_key, version, frame, header.body_offset)
-        values: dict[str, Any] | None = await getattr(handlers, api.name)(session, request)
+        values: dict[str, Any] | None = await operator.attrgetter(api.name)(handlers)(session, request)
         if values is None:
             return None
         body = entities.encode(entities.build(entities.response_class(api_key, version), values))

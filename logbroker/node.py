@@ -169,6 +169,7 @@ class Node:
         self._reconcile_task: asyncio.Task[None] | None = None
         self._replication_task: asyncio.Task[None] | None = None
         self.ready = False
+        self.kafka_address = ""  # the Kafka listener's advertised address (empty: none), set by ``start``
         self._round_robin = itertools.count()
         self._maintenance: asyncio.Task[None] | None = None
         self._group_ticker: asyncio.Task[None] | None = None
@@ -214,6 +215,7 @@ class Node:
                                                         "storage_bytes_max": self.auth.limits.storage_bytes_max}})
         if self.clustered:
             await self._start_rpc()
+        self.kafka_address = kafka_address
         self.coordinator.advertise(self._node_info(http_url, grpc_address, kafka_address))
         await self.coordinator.start()
         await self._finish_deletions()

@@ -526,6 +526,10 @@ class GroupCoordinator:
         found = self._visible.get(name, {}).get((topic, partition))
         return None if found is None else found.offset
 
+    def committed_offsets(self, name: str) -> list[tuple[str, int, int]]:
+        """Every committed offset of the group: (topic, partition, offset), in order."""
+        return sorted((t, p, c.offset) for (t, p), c in self._visible.get(name, {}).items())
+
     # ---- views ---------------------------------------------------------------------------------
 
     def list_groups(self) -> list[dict[str, Any]]:

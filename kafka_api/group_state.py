@@ -1,0 +1,228 @@
+"""One Kafka consumer group's membership under Kafka's classic group protocol (pure: the clock is
+an argument, no I/O, no asyncio). The broker relays and the clients assign: members join with the
+protocols (assignors) they support and their metadata; when every member expected has joined (or
+the rebalance timeout passes), a generation begins, the first member to join is its leader and
+receives everyone's metadata; the leader's SyncGroup carries each member's assignment, which the
+others' SyncGroup calls receive.
+
+States (Kafka's ``GroupState``): ``empty`` → ``preparing`` (a rebalance: joins are collected) →
+``completing`` (a generation, waiting for the leader's assignments) → ``stable``; any join of a new
+member, leave or session expiry goes back to ``preparing``. Invariants:
+
+- ``generation`` only grows, by one per completed join phase;
+- the answers a join phase gives name the same generation, leader and protocol to every member,
+  and the protocol is one every member supports;
+- an assignment is handed out only for the generation it was made for, and only by its leader;
+- a heartbeat, sync or commit of an unknown member is UNKNOWN_MEMBER_ID, of another generation
+  ILLEGAL_GENERATION, and during a join phase REBALANCE_IN_PROGRESS (the member joins again).
+
+The shell (``kafka_api.groups``) holds the waiting calls; this class says who is answered what.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from collections.abc import Sequence
+from typing import Final, Literal
+
+State = Literal["empty", "preparing", "completing", "stable"]
+NONE: Final = 0
+ILLEGAL_GENERATION: Final = 22
+INCONSISTENT_GROUP_PROTOCOL: Final = 23
+UNKNOWN_MEMBER_ID: Final = 25
+INVALID_SESSION_TIMEOUT: Final = 26
+REBALANCE_IN_PROGRESS: Final = 27
+GROUP_MAX_SIZE_REACHED: Final = 81
+MEMBERS_MAX: Final = 1_000
+SESSION_TIMEOUT_MS_MIN: Final = 1_000
+SESSION_TIMEOUT_MS_MAX: Final = 300_000
+PROTOCOLS_MAX: Final = 20
+
+
+@dataclasses.dataclass(slots=True)
+class KafkaMember:
+    member_id: str
+    instance_id: str | None
+    principal: str | None
+    protocol_type: str
+    protocols: tuple[tuple[str, bytes], ...]  # (assignor name, metadata), in the member's order
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    deadline_ms: int
+    joined: bool = False  # joined in the current join phase
+    assignment: bytes = b""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class JoinAnswer:
+    member_id: str
+    error_code: int
+    generation: int = -1
+    protocol_name: str | None = None
+    leader: str = ""
+    members: tuple[tuple[str, str | None, bytes], ...] = ()  # for the leader only: (id, instance, metadata)
+
+
+class KafkaGroup:
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.state: State = "empty"
+        self.generation = 0
+        self.protocol_type = ""
+        self.protocol_name: str | None = None
+        self.leader = ""
+        self.members: dict[str, KafkaMember] = {}
+        self.join_deadline_ms = 0  # when a join phase ends even without every member
+
+    # ---- join ----------------------------------------------------------------------------------
+
+    def join(self, member_id: str, instance_id: str | None, principal: str | None, protocol_type: str,
+             protocols: Sequence[tuple[str, bytes]], session_timeout_ms: int, rebalance_timeout_ms: int,
+             now_ms: int) -> tuple[str, int]:
+        """Take a join: (the member's id, an error code). With no error the call waits for the join
+        phase to end (``join_complete``)."""
+        if not SESSION_TIMEOUT_MS_MIN <= session_timeout_ms <= SESSION_TIMEOUT_MS_MAX:
+            return member_id, INVALID_SESSION_TIMEOUT
+        if not protocols or len(protocols) > PROTOCOLS_MAX:
+            return member_id, INCONSISTENT_GROUP_PROTOCOL
+        if self.members and (protocol_type != self.protocol_type
+                             or not self._common({n for n, _ in protocols}, exclude=member_id)):
+            return member_id, INCONSISTENT_GROUP_PROTOCOL
+        if member_id and member_id not in self.members:
+            return member_id, UNKNOWN_MEMBER_ID
+        if not member_id:
+            if len(self.members) >= MEMBERS_MAX:
+                return member_id, GROUP_MAX_SIZE_REACHED
+            member_id = f"{(instance_id or 'member')[:40]}-{uuid.uuid4()}"
+        member = self.members.get(member_id)
+        if member is None:
+            member = self.members[member_id] = KafkaMember(
+                member_id, instance_id, principal, protocol_type, tuple(protocols), session_timeout_ms,
+                rebalance_timeout_ms, now_ms + session_timeout_ms)
+        else:
+            member.protocols, member.session_timeout_ms = tuple(protocols), session_timeout_ms
+            member.rebalance_timeout_ms, member.deadline_ms = rebalance_timeout_ms, now_ms + session_timeout_ms
+        self.protocol_type = protocol_type
+        if self.state != "preparing":
+            self._prepare(now_ms)
+        member.joined = True
+        return member_id, NONE
+
+    def _prepare(self, now_ms: int) -> None:
+        self.state = "preparing"
+        for member in self.members.values():
+            member.joined = False
+            member.assignment = b""
+        timeout = max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
+        self.join_deadline_ms = now_ms + timeout
+
+    def join_ready(self, now_ms: int) -> bool:
+        """Whether the join phase can end: every member joined again, or its time is up."""
+        return self.state == "preparing" and bool(self.members) and (
+            all(m.joined for m in self.members.values()) or now_ms >= self.join_deadline_ms)
+
+    def complete_join(self) -> list[JoinAnswer]:
+        """End the join phase: members that did not join again are dropped, a generation begins;
+        the answer to each member's waiting join."""
+        for member_id in [m for m, member in self.members.items() if not member.joined]:
+            del self.members[member_id]
+        if not self.members:
+            self.state = "empty"
+            self.generation += 1
+            return []
+        self.generation += 1
+        self.state = "completing"
+        if self.leader not in self.members:
+            self.leader = next(iter(self.members))
+        self.protocol_name = self._chosen()
+        everyone = tuple((m.member_id, m.instance_id, dict(m.protocols)[self.protocol_name])
+                         for m in self.members.values())
+        return [JoinAnswer(m, NONE, self.generation, self.protocol_name, self.leader,
+                           everyone if m == self.leader else ()) for m in self.members]
+
+    def _common(self, names: set[str], exclude: str = "") -> set[str]:
+        for member in self.members.values():
+            if member.member_id != exclude:
+                names &= {n for n, _ in member.protocols}
+        return names
+
+    def _chosen(self) -> str:
+        """The protocol every member supports that the most members list first (Kafka's vote), ties
+        to the leader's order."""
+        common = self._common({n for n, _ in self.members[self.leader].protocols})
+        votes = {name: 0 for name in common}
+        for member in self.members.values():
+            first = next(n for n, _ in member.protocols if n in common)
+            votes[first] += 1
+        order = [n for n, _ in self.members[self.leader].protocols if n in common]
+        return max(order, key=lambda n: (votes[n], -order.index(n)))
+
+    # ---- sync, heartbeat, leave, commit ---------------------------------------------------------
+
+    def check(self, member_id: str, generation: int) -> int:
+        """The error (or NONE) for a call of ``member_id`` in ``generation``."""
+        if member_id not in self.members:
+            return UNKNOWN_MEMBER_ID
+        if self.state == "preparing":
+            return REBALANCE_IN_PROGRESS
+        if generation != self.generation:
+            return ILLEGAL_GENERATION
+        return NONE
+
+    def sync(self, member_id: str, generation: int, assignments: Sequence[tuple[str, bytes]], now_ms: int) -> int:
+        """Take a SyncGroup; with no error the caller waits for ``assignment_of`` (the leader's
+        call brings everyone's assignment and ends the phase)."""
+        error = self.check(member_id, generation)
+        if error:
+            return error
+        self.heartbeat(member_id, generation, now_ms)
+        if member_id == self.leader and self.state == "completing":
+            for target, assignment in assignments:
+                if target in self.members:
+                    self.members[target].assignment = assignment
+            self.state = "stable"
+        return NONE
+
+    def assignment_of(self, member_id: str) -> bytes | None:
+        """The member's assignment once the leader gave them (None: not yet)."""
+        if self.state != "stable" or member_id not in self.members:
+            return None
+        return self.members[member_id].assignment
+
+    def heartbeat(self, member_id: str, generation: int, now_ms: int) -> int:
+        error = self.check(member_id, generation) if self.state != "preparing" or member_id not in self.members \
+            else REBALANCE_IN_PROGRESS
+        member = self.members.get(member_id)
+        if member is not None:
+            member.deadline_ms = now_ms + member.session_timeout_ms
+        return error
+
+    def leave(self, member_id: str, now_ms: int) -> int:
+        if member_id not in self.members:
+            return UNKNOWN_MEMBER_ID
+        del self.members[member_id]
+        self._rebalance_or_empty(now_ms)
+        return NONE
+
+    def expire(self, now_ms: int) -> list[str]:
+        """Drop the members whose session lapsed (a member waiting in a join phase is kept until
+        the phase ends); their ids."""
+        gone = [m for m, member in self.members.items()
+                if member.deadline_ms <= now_ms and not (self.state == "preparing" and member.joined)]
+        for member_id in gone:
+            del self.members[member_id]
+        if gone:
+            self._rebalance_or_empty(now_ms)
+        return gone
+
+    def _rebalance_or_empty(self, now_ms: int) -> None:
+        if not self.members:
+            self.state = "empty"
+            self.leader = ""
+        elif self.state != "preparing":
+            self._prepare(now_ms)
+
+    def principal_of(self, member_id: str) -> str | None:
+        member = self.members.get(member_id)
+        return None if member is None else member.principal

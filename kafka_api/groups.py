@@ -1,0 +1,338 @@
+"""Kafka's consumer-group APIs on the node that coordinates groups: FindCoordinator, JoinGroup,
+SyncGroup, Heartbeat, LeaveGroup (the classic protocol, ``kafka_api.group_state``: the broker
+relays, the clients assign) and OffsetCommit / OffsetFetch on the broker's own committed offsets
+(``__consumer_offsets``, the ones ``GET /v1/groups/{group}`` shows).
+
+A group is a LogBroker group as a resource: the first join or commit claims it for the caller, and
+others need a ``read`` grant on it (GROUP_AUTHORIZATION_FAILED); a member is acted on only by the
+user that joined it; committing needs ``read`` on the topic. Members count against the user's
+``group_members_max``. On a cluster every group call goes to the node FindCoordinator names (the
+one that coordinates groups, as for HTTP); another node answers NOT_COORDINATOR.
+
+Bounds: ``GROUPS_MAX`` Kafka groups on the node, ``MEMBERS_MAX`` members per group (group_state);
+a join waits at most its rebalance timeout (capped at ``JOIN_WAIT_MAX_S``), a sync at most the
+member's session timeout; one ticker ends join phases and expires sessions every ``TICK_S``.
+Membership lives in memory: after a restart members join again, as after a coordinator move."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from typing import Any, Final
+
+from coordinator.models import NodeInfo
+from kafka_api.group_state import NONE, JoinAnswer, KafkaGroup
+from kafka_api.session import Session, error_code, group_error_code
+from logbroker.api import BrokerApi
+from logbroker.auth.usage import check_member_limit
+from logbroker.cluster_groups import group_node
+from logbroker.error_codes import KAFKA_INVALID_REQUEST
+from logbroker.errors import ANY_ERROR, InvalidRequestError
+from logbroker.groups.group import ANY_CALLER, STANDALONE
+from logbroker.groups.requests import CommitRequest, group_name
+from logbroker.node import Node
+
+COORDINATOR_NOT_AVAILABLE: Final = 15
+NOT_COORDINATOR: Final = 16
+INVALID_GROUP_ID: Final = 24
+UNKNOWN_MEMBER_ID: Final = 25
+GROUP_AUTHORIZATION_FAILED: Final = 30
+GROUPS_MAX: Final = 10_000
+TICK_S: Final = 0.1
+JOIN_WAIT_MAX_S: Final = 300.0
+GROUP_KEY: Final = 0
+
+
+def _now_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
+
+
+class GroupHandlers:
+    def __init__(self, node: Node, api: BrokerApi) -> None:
+        self.node = node
+        self.api = api
+        self._groups: dict[str, KafkaGroup] = {}
+        self._joins: dict[tuple[str, str], asyncio.Future[JoinAnswer]] = {}
+        self._syncs: dict[tuple[str, str], asyncio.Future[bytes]] = {}
+        self._ticker: asyncio.Task[None] | None = None
+
+    async def close(self) -> None:
+        ticker, self._ticker = self._ticker, None
+        if ticker is not None:
+            ticker.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await ticker
+
+    # ---- where ---------------------------------------------------------------------------------
+
+    async def _coordinator(self) -> NodeInfo | None:
+        """The node that coordinates groups: None when it is this one."""
+        return await group_node(self.node) if self.node.clustered else None
+
+    async def find_coordinator(self, session: Session, request: Any) -> dict[str, Any]:
+        keys = list(getattr(request, "coordinator_keys", ()) or ()) or [str(getattr(request, "key", ""))]
+        key_type = int(getattr(request, "key_type", GROUP_KEY))
+        found: dict[str, Any] = {"error_code": COORDINATOR_NOT_AVAILABLE, "error_message": None, "node_id": -1,
+                                 "host": "", "port": -1}
+        if key_type == GROUP_KEY:
+            try:
+                info = await self._coordinator()
+            except ANY_ERROR as exc:
+                found = {**found, "error_message": str(exc)[:200]}
+            else:
+                node_id = self.node.config.node_id if info is None else info.node_id
+                address = self.node.kafka_address if info is None else info.kafka_address
+                host, _, port = address.rpartition(":")
+                if host and port.isdigit():
+                    found = {"error_code": NONE, "error_message": None, "node_id": node_id,
+                             "host": host.strip("[]"), "port": int(port)}
+        return {"throttle_time": 0, **found, "coordinators": [{"key": str(k), **found} for k in keys]}
+
+    async def _here(self, session: Session, group_id: str, *, claim: bool) -> tuple[str, int]:
+        """The group's checked name and NONE, or an error code: not coordinated here, a bad name,
+        or a caller without ``read`` on the group (a first ``claim`` makes it theirs)."""
+        try:
+            name = group_name(group_id)
+        except InvalidRequestError:
+            return group_id, INVALID_GROUP_ID
+        try:
+            if await self._coordinator() is not None:
+                return name, NOT_COORDINATOR
+        except ANY_ERROR:
+            return name, COORDINATOR_NOT_AVAILABLE
+        ctx = session.context()
+        access = self.node.group_access
+        try:
+            if claim:
+                await access.claim(ctx.principal, name, ctx.limits)
+            else:
+                await access.authorize(ctx.principal, name, "read")
+        except ANY_ERROR as exc:
+            return name, group_error_code(exc)
+        return name, NONE
+
+    def _owned(self, session: Session, group: KafkaGroup, member_id: str) -> bool:
+        principal = session.context().principal
+        owner = group.principal_of(member_id)
+        return principal.is_admin or owner is None or owner == principal.name
+
+    # ---- membership ------------------------------------------------------------------------------
+
+    async def join_group(self, session: Session, request: Any) -> dict[str, Any]:
+        member_id = str(request.member_id or "")
+        name, error = await self._here(session, str(request.group_id), claim=True)
+        group = self._groups.get(name)
+        if not error and group is None and len(self._groups) >= GROUPS_MAX:
+            error = COORDINATOR_NOT_AVAILABLE
+        if not error and member_id and group is not None and not self._owned(session, group, member_id):
+            error = GROUP_AUTHORIZATION_FAILED
+        if not error and not member_id:
+            ctx = session.context()
+            try:
+                check_member_limit(ctx.principal, ctx.limits, self._members_of(ctx.principal.name))
+            except ANY_ERROR as exc:
+                error = error_code(exc)
+        if error:
+            return _join_error(member_id, error)
+        group = self._groups.setdefault(name, KafkaGroup(name))
+        protocols = [(str(p.name), bytes(p.metadata)) for p in request.protocols]
+        rebalance_ms = int(getattr(request, "rebalance_timeout", request.session_timeout).total_seconds() * 1000)
+        member_id, error = group.join(
+            member_id, getattr(request, "group_instance_id", None), session.context().principal.name,
+            str(request.protocol_type), protocols, int(request.session_timeout.total_seconds() * 1000),
+            max(0, rebalance_ms), _now_ms())
+        if error:
+            return _join_error(member_id, error)
+        waiter: asyncio.Future[JoinAnswer] = asyncio.get_running_loop().create_future()
+        previous = self._joins.pop((name, member_id), None)
+        if previous is not None and not previous.done():
+            previous.set_result(JoinAnswer(member_id, UNKNOWN_MEMBER_ID))
+        self._joins[(name, member_id)] = waiter
+        self._start_ticker()
+        self._end_join_phase(group)
+        try:
+            async with asyncio.timeout(min(JOIN_WAIT_MAX_S, max(1.0, rebalance_ms / 1000 + 1))):
+                answer = await waiter
+        except TimeoutError:
+            return _join_error(member_id, UNKNOWN_MEMBER_ID)
+        finally:
+            if self._joins.get((name, member_id)) is waiter:
+                del self._joins[(name, member_id)]
+        return {"throttle_time": 0, "error_code": answer.error_code, "generation_id": answer.generation,
+                "protocol_type": group.protocol_type, "protocol_name": answer.protocol_name,
+                "leader": answer.leader, "skip_assignment": False, "member_id": member_id,
+                "members": [{"member_id": m, "group_instance_id": i, "metadata": md} for m, i, md in answer.members]}
+
+    def _members_of(self, principal: str) -> int:
+        return sum(1 for g in self._groups.values() for m in g.members.values() if m.principal == principal)
+
+    def _end_join_phase(self, group: KafkaGroup) -> None:
+        if not group.join_ready(_now_ms()):
+            return
+        for answer in group.complete_join():
+            waiter = self._joins.pop((group.name, answer.member_id), None)
+            if waiter is not None and not waiter.done():
+                waiter.set_result(answer)
+
+    async def sync_group(self, session: Session, request: Any) -> dict[str, Any]:
+        member_id, generation = str(request.member_id), int(request.generation_id)
+        name, error = await self._here(session, str(request.group_id), claim=False)
+        group = self._groups.get(name)
+        if not error:
+            error = UNKNOWN_MEMBER_ID if group is None else \
+                GROUP_AUTHORIZATION_FAILED if not self._owned(session, group, member_id) else NONE
+        if not error:
+            assert group is not None
+            assignments = [(str(a.member_id), bytes(a.assignment)) for a in request.assignments]
+            error = group.sync(member_id, generation, assignments, _now_ms())
+        if error:
+            return _sync(error)
+        assert group is not None
+        self._hand_out(group)
+        assignment = group.assignment_of(member_id)
+        if assignment is None:
+            waiter: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+            self._syncs[(name, member_id)] = waiter
+            timeout_s = group.members[member_id].session_timeout_ms / 1000
+            try:
+                async with asyncio.timeout(timeout_s):
+                    assignment = await waiter
+            except TimeoutError:
+                return _sync(group.check(member_id, generation) or UNKNOWN_MEMBER_ID)
+            finally:
+                if self._syncs.get((name, member_id)) is waiter:
+                    del self._syncs[(name, member_id)]
+        return {**_sync(NONE), "protocol_type": group.protocol_type, "protocol_name": group.protocol_name,
+                "assignment": assignment}
+
+    def _hand_out(self, group: KafkaGroup) -> None:
+        """Answer the syncs waiting for the leader's assignments once it gave them."""
+        for member_id in list(group.members):
+            assignment = group.assignment_of(member_id)
+            waiter = self._syncs.pop((group.name, member_id), None) if assignment is not None else None
+            if waiter is not None and not waiter.done():
+                waiter.set_result(assignment or b"")
+
+    async def heartbeat(self, session: Session, request: Any) -> dict[str, Any]:
+        name, error = await self._here(session, str(request.group_id), claim=False)
+        group = self._groups.get(name)
+        member_id = str(request.member_id)
+        if not error:
+            error = UNKNOWN_MEMBER_ID if group is None else \
+                GROUP_AUTHORIZATION_FAILED if not self._owned(session, group, member_id) else \
+                group.heartbeat(member_id, int(request.generation_id), _now_ms())
+        return {"throttle_time": 0, "error_code": error}
+
+    async def leave_group(self, session: Session, request: Any) -> dict[str, Any]:
+        name, error = await self._here(session, str(request.group_id), claim=False)
+        group = self._groups.get(name)
+        leaving = [(str(m.member_id), m.group_instance_id) for m in getattr(request, "members", ())] or \
+            [(str(getattr(request, "member_id", "")), None)]
+        results = []
+        for member_id, instance in leaving:
+            code = error or (UNKNOWN_MEMBER_ID if group is None else
+                             GROUP_AUTHORIZATION_FAILED if not self._owned(session, group, member_id) else
+                             group.leave(member_id, _now_ms()))
+            results.append({"member_id": member_id, "group_instance_id": instance, "error_code": code})
+        if group is not None:
+            self._after_change(group)
+        top = error or (results[0]["error_code"] if len(results) == 1 else NONE)
+        return {"throttle_time": 0, "error_code": top, "members": results}
+
+    def _after_change(self, group: KafkaGroup) -> None:
+        self._end_join_phase(group)
+        if not group.members and group.state == "empty" and not any(k[0] == group.name for k in self._joins):
+            self._groups.pop(group.name, None)
+
+    def _start_ticker(self) -> None:
+        if self._ticker is None or self._ticker.done():
+            self._ticker = asyncio.create_task(self._tick(), name="kafka-groups")
+
+    async def _tick(self) -> None:
+        """End join phases whose time is up and expire lapsed sessions, while any group exists."""
+        while self._groups:
+            await asyncio.sleep(TICK_S)
+            now = _now_ms()
+            for group in list(self._groups.values()):
+                group.expire(now)
+                self._after_change(group)
+
+    # ---- offsets ---------------------------------------------------------------------------------
+
+    async def offset_commit(self, session: Session, request: Any) -> dict[str, Any]:
+        member_id = str(getattr(request, "member_id", "") or "")
+        generation = int(getattr(request, "generation_id_or_member_epoch", -1))
+        name, error = await self._here(session, str(request.group_id), claim=not member_id)
+        group = self._groups.get(name)
+        if not error:
+            if not member_id:
+                error = UNKNOWN_MEMBER_ID if group is not None and group.members else NONE
+            elif group is None:
+                error = UNKNOWN_MEMBER_ID
+            elif not self._owned(session, group, member_id):
+                error = GROUP_AUTHORIZATION_FAILED
+            else:
+                error = group.check(member_id, generation)
+        topics: list[dict[str, Any]] = []
+        offsets: list[tuple[str, int, int]] = []
+        for topic in request.topics:
+            topic_name = str(topic.name)
+            code = error or await self._readable(session, topic_name)
+            parts: list[dict[str, Any]] = []
+            for part in topic.partitions:
+                index, offset = int(part.partition_index), int(part.committed_offset)
+                part_code = code or (KAFKA_INVALID_REQUEST if offset < 0 else NONE)
+                parts.append({"partition_index": index, "error_code": part_code})
+                if not part_code:
+                    offsets.append((topic_name, index, offset))
+            topics.append({"name": topic_name, "partitions": parts})
+        if offsets:
+            try:
+                await self.node.groups.commit(name, CommitRequest(STANDALONE, -1, tuple(offsets)), ANY_CALLER)
+            except ANY_ERROR as exc:
+                failed = error_code(exc)
+                for topic_answer in topics:
+                    for part_answer in topic_answer["partitions"]:
+                        part_answer["error_code"] = part_answer["error_code"] or failed
+        return {"throttle_time": 0, "topics": topics}
+
+    async def _readable(self, session: Session, topic: str) -> int:
+        try:
+            await self.api.authorize(session.context(), topic, "read")
+        except ANY_ERROR as exc:
+            return error_code(exc)
+        return NONE
+
+    async def offset_fetch(self, session: Session, request: Any) -> dict[str, Any]:
+        name, error = await self._here(session, str(request.group_id), claim=False)
+        topics = []
+        if not error:
+            groups = self.node.groups
+            if request.topics is None:
+                wanted: dict[str, list[int]] = {}
+                for topic, partition, _ in groups.committed_offsets(name):
+                    wanted.setdefault(topic, []).append(partition)
+            else:
+                wanted = {str(t.name): [int(p) for p in t.partition_indexes] for t in request.topics}
+            for topic, partitions in wanted.items():
+                code = await self._readable(session, topic)
+                topics.append({"name": topic, "partitions": [
+                    {"partition_index": p, "committed_offset": -1 if code else _or(groups.committed(name, topic, p)),
+                     "committed_leader_epoch": -1, "metadata": "", "error_code": code} for p in partitions]})
+        return {"throttle_time": 0, "topics": topics, "error_code": error}
+
+
+def _or(offset: int | None) -> int:
+    return -1 if offset is None else offset
+
+
+def _join_error(member_id: str, error: int) -> dict[str, Any]:
+    return {"throttle_time": 0, "error_code": error, "generation_id": -1, "protocol_type": None,
+            "protocol_name": None, "leader": "", "skip_assignment": False, "member_id": member_id, "members": []}
+
+
+def _sync(error: int) -> dict[str, Any]:
+    return {"throttle_time": 0, "error_code": error, "protocol_type": None, "protocol_name": None,
+            "assignment": b""}
+

@@ -1,0 +1,53 @@
+"""A Kafka connection's state, and how a LogBroker error reads as a Kafka error code (one table:
+``logbroker.error_codes``; the record codec's own errors have Kafka's codes for them)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Final
+
+from kafka_api import record_batch
+from logbroker.api import CallContext
+from logbroker.auth.permissions import Principal
+from logbroker.auth.quotas import QuotaLimits
+from logbroker.error_codes import KAFKA_CORRUPT_MESSAGE, KAFKA_UNKNOWN_SERVER_ERROR, answer_of
+from logbroker.errors import ForbiddenError
+
+UNSUPPORTED_COMPRESSION_TYPE: Final = 76
+UNSUPPORTED_FOR_MESSAGE_FORMAT: Final = 43
+GROUP_AUTHORIZATION_FAILED: Final = 30
+
+
+@dataclasses.dataclass(slots=True)
+class Session:
+    """One connection's state: who it authenticated as (None: not yet) and the SASL mechanism its
+    handshake chose."""
+
+    address: str
+    principal: Principal | None = None
+    limits: QuotaLimits | None = None
+    mechanism: str | None = None
+    failed: bool = False  # authentication failed: the connection closes after the answer
+    credential_version: int | None = None  # the user's when it authenticated
+    unframed_sasl: bool = False  # a v0 handshake: the next frame is the bare SASL message
+
+    def context(self) -> CallContext:
+        assert self.principal is not None and self.limits is not None
+        return CallContext(self.principal, self.limits)
+
+
+def error_code(exc: BaseException) -> int:
+    """A LogBroker error as Kafka's error code (one table: ``logbroker.error_codes``)."""
+    if isinstance(exc, record_batch.UnsupportedCompression):
+        return UNSUPPORTED_COMPRESSION_TYPE
+    if isinstance(exc, record_batch.UnsupportedBatch):
+        return UNSUPPORTED_FOR_MESSAGE_FORMAT
+    if isinstance(exc, record_batch.RecordBatchError):
+        return KAFKA_CORRUPT_MESSAGE
+    code = getattr(exc, "code", None)
+    return answer_of(code).kafka if isinstance(code, str) else KAFKA_UNKNOWN_SERVER_ERROR
+
+
+def group_error_code(exc: BaseException) -> int:
+    """``error_code`` where the thing refused is a group (GROUP_AUTHORIZATION_FAILED, not the topic's)."""
+    return GROUP_AUTHORIZATION_FAILED if isinstance(exc, ForbiddenError) else error_code(exc)
