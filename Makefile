@@ -85,9 +85,10 @@ bench-guard: $(BENCHING) $(JVM_JAR)
 	$(PY) -m benchmarks guard --baseline $(BASELINE) $(if $(CANDIDATE),--candidate $(CANDIDATE),) \
 		$(if $(SCENARIOS),--scenarios $(SCENARIOS),) $(if $(REPEAT),--repeat $(REPEAT),) $(if $(NICE),--nice $(NICE),)
 
-# Another port for `make run`: RUN_PORT=8090 RUN_GRPC_PORT=9192 make run (or as make arguments).
+# Another port for `make run`: RUN_PORT=8090 RUN_GRPC_PORT=9192 RUN_KAFKA_PORT=9193 make run (or as make arguments).
 RUN_PORT ?= 8080
 RUN_GRPC_PORT ?= 9092
+RUN_KAFKA_PORT ?= 9093
 RUN_URL := http://127.0.0.1:$(RUN_PORT)
 DEV_ADMIN := admin
 DEV_PASSWORD := dev-admin-password
@@ -100,6 +101,7 @@ run: $(SERVER)
 	@echo "  URL:    $(RUN_URL)   (OpenAPI: $(RUN_URL)/v1/openapi.json)"
 	@echo "  console: $(RUN_URL)/console   (log in as the admin below)   API explorer: $(RUN_URL)/docs"
 	@echo "  gRPC:   127.0.0.1:$(RUN_GRPC_PORT)   (logbroker.v1.Broker, reflection on; the same token as metadata 'authorization: Bearer ...')"
+	@echo "  Kafka:  127.0.0.1:$(RUN_KAFKA_PORT)   (SASL PLAIN as the admin below: kcat -b 127.0.0.1:$(RUN_KAFKA_PORT) -X security.protocol=SASL_PLAINTEXT -X sasl.mechanisms=PLAIN -X sasl.username=$(DEV_ADMIN) -X sasl.password=$(DEV_PASSWORD) -L)"
 	@echo "  admin:  $(DEV_ADMIN) / $(DEV_PASSWORD)   (development credentials; auth is on)"
 	@echo "  token:  export TOKEN=\$$($(TOKEN_CURL) | python3 -c 'import json,sys; print(json.load(sys.stdin)[\"access_token\"])')"
 	@echo "  try:    curl -s -XPOST $(RUN_URL)/v1/topics -H \"Authorization: Bearer \$$TOKEN\" -H 'Content-Type: application/json' -d '{\"name\":\"demo\",\"partitions\":3}'"
@@ -107,7 +109,7 @@ run: $(SERVER)
 	@echo "          curl -s '$(RUN_URL)/v1/topics/demo/partitions/0/records?offset=0' -H \"Authorization: Bearer \$$TOKEN\""
 	@echo "  metrics: curl -s $(RUN_URL)/metrics -H \"Authorization: Bearer \$$TOKEN\"   (an admin's token; a scraper: --metrics-token, or --metrics-public true)"
 	@echo "  CLI:    export LOGBROKER_USER=$(DEV_ADMIN) LOGBROKER_PASSWORD=$(DEV_PASSWORD); .venv/bin/logbroker topic list"
-	$(PY) -m logbroker serve --node-id 1 --http-host 127.0.0.1 --http-port $(RUN_PORT) --grpc-port $(RUN_GRPC_PORT) --coordinator local --auth on \
+	$(PY) -m logbroker serve --node-id 1 --http-host 127.0.0.1 --http-port $(RUN_PORT) --grpc-port $(RUN_GRPC_PORT) --kafka-port $(RUN_KAFKA_PORT) --coordinator local --auth on \
 		--admin-user $(DEV_ADMIN)
 
 # A real etcd and three nodes on loopback (auth on, mutual TLS between nodes, one shared signing key,

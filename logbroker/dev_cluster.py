@@ -10,11 +10,11 @@ own CA with its server and the nodes' client certificate, made once by ``logbrok
 certificate (``--client-cert-auth``); the nodes reach it at ``etcds://``. Secrets and the admin's
 password go to the nodes through their environment, never their command line (which every local
 user can read in ``/proc/<pid>/cmdline``). Ports are fixed so the printed URLs stay valid from run to run
-(etcd 2379/2380, HTTP 8081-8083, RPC 9091-9093, gRPC 9094-9096), overridable by
-``CLUSTER_ETCD_CLIENT_PORT``, ``CLUSTER_ETCD_PEER_PORT``, ``CLUSTER_HTTP_PORTS``,
-``CLUSTER_RPC_PORTS`` and ``CLUSTER_GRPC_PORTS`` (comma-separated, one per node); a port that is
-taken is said before anything starts. ``CLUSTER_RACKS`` (say ``a,a,b``) gives the nodes racks, so
-rack-aware placement and nearest-replica reads can be tried on one machine.
+(etcd 2379/2380, HTTP 8081-8083, RPC 9091-9093, gRPC 9094-9096, Kafka 9097-9099), overridable
+by ``CLUSTER_ETCD_CLIENT_PORT``, ``CLUSTER_ETCD_PEER_PORT``, ``CLUSTER_HTTP_PORTS``,
+``CLUSTER_RPC_PORTS``, ``CLUSTER_GRPC_PORTS`` and ``CLUSTER_KAFKA_PORTS`` (comma-separated, one
+per node); a port that is taken is said before anything starts. ``CLUSTER_RACKS`` (say ``a,a,b``)
+gives the nodes racks, so rack-aware placement and nearest-replica reads can be tried on one machine.
 
 The children run in process groups of their own, so a terminal's Ctrl-C reaches only this
 supervisor, which stops them in order: the nodes (SIGTERM, SIGKILL after a bound), then etcd, each
@@ -63,6 +63,7 @@ from segments.errors import InvalidArgumentError
 DEFAULT_HTTP_PORTS: Final = (8081, 8082, 8083)
 DEFAULT_RPC_PORTS: Final = (9091, 9092, 9093)
 DEFAULT_GRPC_PORTS: Final = (9094, 9095, 9096)
+DEFAULT_KAFKA_PORTS: Final = (9097, 9098, 9099)
 HOST: Final = "127.0.0.1"
 SECRET_BYTES: Final = 32  # token_urlsafe(32): 43 characters, above jwt_secret's 32-byte floor
 ETCD_HEALTH_TIMEOUT_S: Final = 20.0
@@ -82,6 +83,7 @@ class ClusterPlan:
     http_ports: tuple[int, ...] = DEFAULT_HTTP_PORTS
     rpc_ports: tuple[int, ...] = DEFAULT_RPC_PORTS
     grpc_ports: tuple[int, ...] = DEFAULT_GRPC_PORTS
+    kafka_ports: tuple[int, ...] = DEFAULT_KAFKA_PORTS
     racks: tuple[str, ...] = ()  # one per node, or none
 
     @property
@@ -114,10 +116,12 @@ class ClusterPlan:
         """Every port this cluster listens on, with what listens there."""
         named = [(self.etcd_client_port, "etcd client (CLUSTER_ETCD_CLIENT_PORT)"),
                  (self.etcd_peer_port, "etcd peer (CLUSTER_ETCD_PEER_PORT)")]
-        for node_id, http, rpc, grpc in zip(NODE_IDS, self.http_ports, self.rpc_ports, self.grpc_ports, strict=True):
+        for node_id, http, rpc, grpc, kafka in zip(NODE_IDS, self.http_ports, self.rpc_ports, self.grpc_ports,
+                                                   self.kafka_ports, strict=True):
             named += [(http, f"node {node_id} HTTP (CLUSTER_HTTP_PORTS)"),
                       (rpc, f"node {node_id} RPC (CLUSTER_RPC_PORTS)"),
-                      (grpc, f"node {node_id} gRPC (CLUSTER_GRPC_PORTS)")]
+                      (grpc, f"node {node_id} gRPC (CLUSTER_GRPC_PORTS)"),
+                      (kafka, f"node {node_id} Kafka (CLUSTER_KAFKA_PORTS)")]
         return named
 
 
@@ -148,7 +152,7 @@ def plan_from_env(env: Mapping[str, str]) -> ClusterPlan:
     """The plan: defaults, overridden by the ``CLUSTER_*`` variables; every port distinct."""
     lists: dict[str, tuple[int, ...]] = {}
     for name, default in (("CLUSTER_HTTP_PORTS", DEFAULT_HTTP_PORTS), ("CLUSTER_RPC_PORTS", DEFAULT_RPC_PORTS),
-                          ("CLUSTER_GRPC_PORTS", DEFAULT_GRPC_PORTS)):
+                          ("CLUSTER_GRPC_PORTS", DEFAULT_GRPC_PORTS), ("CLUSTER_KAFKA_PORTS", DEFAULT_KAFKA_PORTS)):
         raw = env.get(name)
         lists[name] = default if raw is None else tuple(_port(p.strip(), name) for p in raw.split(","))
         if len(lists[name]) != len(NODE_IDS):
@@ -163,7 +167,7 @@ def plan_from_env(env: Mapping[str, str]) -> ClusterPlan:
                        etcd_client_port=_port(env.get("CLUSTER_ETCD_CLIENT_PORT", "2379"), "CLUSTER_ETCD_CLIENT_PORT"),
                        etcd_peer_port=_port(env.get("CLUSTER_ETCD_PEER_PORT", "2380"), "CLUSTER_ETCD_PEER_PORT"),
                        http_ports=lists["CLUSTER_HTTP_PORTS"], rpc_ports=lists["CLUSTER_RPC_PORTS"],
-                       grpc_ports=lists["CLUSTER_GRPC_PORTS"], racks=racks)
+                       grpc_ports=lists["CLUSTER_GRPC_PORTS"], kafka_ports=lists["CLUSTER_KAFKA_PORTS"], racks=racks)
     ports = [port for port, _ in plan.ports()]
     if len(set(ports)) != len(ports):
         raise ClusterError(f"the cluster's ports must all differ: {ports}")
@@ -194,7 +198,7 @@ def node_process(plan: ClusterPlan, node_id: int, keys: Secrets, base_env: Mappi
     extra: tuple[str, ...] = (
         "--http-host", HOST, "--http-port", str(plan.http_ports[index]),
         "--rpc-port", str(plan.rpc_ports[index]), "--grpc-port", str(plan.grpc_ports[index]),
-        "--coordinator", plan.etcd_url,
+        "--kafka-port", str(plan.kafka_ports[index]), "--coordinator", plan.etcd_url,
         "--etcd-ca-file", etcd["ca"], "--etcd-cert-file", etcd["client_cert"], "--etcd-key-file", etcd["client_key"],
         "--auth", "on", "--admin-user", ADMIN_USER,
         "--rpc-tls-ca-file", os.path.join(certs, CA_CERT),
@@ -334,7 +338,7 @@ def banner(plan: ClusterPlan, nodes: Sequence[NodeProcess], etcd_pid: int) -> st
     lines = [f"LogBroker cluster: etcd at {HOST}:{plan.etcd_client_port} (pid {etcd_pid}) and {len(nodes)} nodes, "
              f"data in {plan.work_dir} (kept across runs), logs in {plan.logs_dir}"]
     racks = dict(zip(NODE_IDS, plan.racks, strict=False))
-    lines += [f"  node {n.node_id}: {n.url}   gRPC {n.grpc_address}"
+    lines += [f"  node {n.node_id}: {n.url}   gRPC {n.grpc_address}   Kafka {n.kafka_address}"
               + (f"   rack {racks[n.node_id]}" if n.node_id in racks else "") + f"   (pid {n.pid})" for n in nodes]
     etcd = plan.etcd_certs
     lines += [f"  etcd:   TLS, client certificates only: etcdctl --endpoints https://{HOST}:{plan.etcd_client_port} "

@@ -6,7 +6,7 @@ The blocks run in a scratch copy of the checkout: a temporary directory holding 
 each top-level entry (``.venv`` links to the environment running the tests), so that what the
 blocks write (``.data/``, ``certs/``, generated stubs) stays there and a person's own ``.data`` is
 never touched. Documented ports are taken from free ones: the servers get them through the
-settings the README documents for that (``RUN_PORT``/``RUN_GRPC_PORT`` for ``make run``, the
+settings the README documents for that (``RUN_PORT``/``RUN_GRPC_PORT``/``RUN_KAFKA_PORT`` for ``make run``, the
 ``CLUSTER_*_PORTS`` of ``make cluster``), and each block's text has the documented number replaced
 by the one in use. Every shell block runs under ``set -eo pipefail`` with ``curl`` failing on an
 HTTP error (``--fail-with-body``: what a person would read as a failure); variables set by one
@@ -62,18 +62,23 @@ class Ports:
     etcd_peer: int
     tls_example: int
     encryption_example: int
+    run_kafka: int
+    cluster_kafka: tuple[int, int, int]
 
     @classmethod
     def free(cls) -> Ports:
-        ports = free_ports(15)
+        ports = free_ports(19)
         return cls(ports[0], ports[1], (ports[2], ports[3], ports[4]), (ports[5], ports[6], ports[7]),
-                   (ports[8], ports[9], ports[10]), ports[11], ports[12], ports[13], ports[14])
+                   (ports[8], ports[9], ports[10]), ports[11], ports[12], ports[13], ports[14], ports[15],
+                   (ports[16], ports[17], ports[18]))
 
     def env(self) -> dict[str, str]:
         return {"RUN_PORT": str(self.run_http), "RUN_GRPC_PORT": str(self.run_grpc),
+                "RUN_KAFKA_PORT": str(self.run_kafka),
                 "CLUSTER_HTTP_PORTS": ",".join(map(str, self.cluster_http)),
                 "CLUSTER_RPC_PORTS": ",".join(map(str, self.cluster_rpc)),
                 "CLUSTER_GRPC_PORTS": ",".join(map(str, self.cluster_grpc)),
+                "CLUSTER_KAFKA_PORTS": ",".join(map(str, self.cluster_kafka)),
                 "CLUSTER_ETCD_CLIENT_PORT": str(self.etcd_client), "CLUSTER_ETCD_PEER_PORT": str(self.etcd_peer)}
 
     def documented(self) -> dict[int, int]:
@@ -81,7 +86,8 @@ class Ports:
         return {8080: self.run_http, 9092: self.run_grpc, 8081: self.cluster_http[0], 8082: self.cluster_http[1],
                 8083: self.cluster_http[2], 9094: self.cluster_grpc[0], 9095: self.cluster_grpc[1],
                 9096: self.cluster_grpc[2], 2379: self.etcd_client, 2380: self.etcd_peer, 8443: self.tls_example,
-                8444: self.encryption_example}
+                8444: self.encryption_example, 9093: self.run_kafka, 9097: self.cluster_kafka[0],
+                9098: self.cluster_kafka[1], 9099: self.cluster_kafka[2]}
 
 
 @dataclasses.dataclass

@@ -100,9 +100,10 @@ def test_a_node_command_line_names_each_flag_once_and_reads_as_what_runs():
 def test_overrides_move_every_port_and_etcd_follows():
     plan = plan_from_env({"CLUSTER_DIR": "/x", "CLUSTER_ETCD_CLIENT_PORT": "3379", "CLUSTER_ETCD_PEER_PORT": "3380",
                           "CLUSTER_HTTP_PORTS": "7001, 7002,7003", "CLUSTER_RPC_PORTS": "7101,7102,7103",
-                          "CLUSTER_GRPC_PORTS": "7201,7202,7203"})
+                          "CLUSTER_GRPC_PORTS": "7201,7202,7203", "CLUSTER_KAFKA_PORTS": "7301,7302,7303"})
     assert [node_config(plan, n).http_port for n in NODE_IDS] == [7001, 7002, 7003]
     assert [node_config(plan, n).grpc_port for n in NODE_IDS] == [7201, 7202, 7203]
+    assert [node_config(plan, n).kafka_port for n in NODE_IDS] == [7301, 7302, 7303]
     assert {node_config(plan, n).coordinator for n in NODE_IDS} == {"etcds://127.0.0.1:3379"}
     args = etcd_args(plan, "/usr/bin/etcd")
     assert args[args.index("--listen-client-urls") + 1] == "https://127.0.0.1:3379"
@@ -120,6 +121,7 @@ def test_racks_when_asked_one_per_node():
 @pytest.mark.parametrize("env", [{"CLUSTER_HTTP_PORTS": "8081,8082"}, {"CLUSTER_RPC_PORTS": "1,2,x"},
                                  {"CLUSTER_ETCD_CLIENT_PORT": "70000"}, {"CLUSTER_HTTP_PORTS": "2379,8082,8083"},
                                  {"CLUSTER_GRPC_PORTS": "9094,9095"}, {"CLUSTER_GRPC_PORTS": "8081,9095,9096"},
+                                 {"CLUSTER_KAFKA_PORTS": "9097"}, {"CLUSTER_KAFKA_PORTS": "9094,9098,9099"},
                                  {"CLUSTER_RACKS": "a,b"}, {"CLUSTER_RACKS": "a,,b"}, {"CLUSTER_RACKS": "a,b,\x1b"}])
 def test_a_bad_override_is_said(env: dict[str, str]):
     with pytest.raises(ClusterError):
@@ -134,6 +136,7 @@ def test_a_taken_port_is_named():
         plan = plan_from_env({"CLUSTER_HTTP_PORTS": f"{free_port()},{port},{free_port()}",
                               "CLUSTER_RPC_PORTS": ",".join(str(free_port()) for _ in NODE_IDS),
                               "CLUSTER_GRPC_PORTS": ",".join(str(free_port()) for _ in NODE_IDS),
+                              "CLUSTER_KAFKA_PORTS": ",".join(str(free_port()) for _ in NODE_IDS),
                               "CLUSTER_ETCD_CLIENT_PORT": str(free_port()), "CLUSTER_ETCD_PEER_PORT": str(free_port())})
         with pytest.raises(ClusterError, match=f"port {port} for the node 2 HTTP"):
             check_ports_free(plan)
@@ -190,11 +193,11 @@ class Supervisor:
 
 def cluster_ports() -> dict[str, str]:
     """Every port setting of ``make cluster``, all different and free."""
-    ports = [str(p) for p in free_ports(3 * len(NODE_IDS) + 2)]
+    ports = [str(p) for p in free_ports(4 * len(NODE_IDS) + 2)]
     n = len(NODE_IDS)
     return {"CLUSTER_HTTP_PORTS": ",".join(ports[:n]), "CLUSTER_RPC_PORTS": ",".join(ports[n:2 * n]),
-            "CLUSTER_GRPC_PORTS": ",".join(ports[2 * n:3 * n]), "CLUSTER_ETCD_CLIENT_PORT": ports[-2],
-            "CLUSTER_ETCD_PEER_PORT": ports[-1]}
+            "CLUSTER_GRPC_PORTS": ",".join(ports[2 * n:3 * n]), "CLUSTER_KAFKA_PORTS": ",".join(ports[3 * n:4 * n]),
+            "CLUSTER_ETCD_CLIENT_PORT": ports[-2], "CLUSTER_ETCD_PEER_PORT": ports[-1]}
 
 
 @contextlib.contextmanager
@@ -204,6 +207,7 @@ def running_script(tmp_path: Any) -> Iterator[tuple[Supervisor, list[str], dict[
     ordered stop), then SIGKILL with its children by PID, each wait bounded."""
     ports = cluster_ports()
     http_ports, grpc_ports = ports["CLUSTER_HTTP_PORTS"].split(","), ports["CLUSTER_GRPC_PORTS"].split(",")
+    kafka_ports = ports["CLUSTER_KAFKA_PORTS"].split(",")
     env = {**os.environ, "PYTHONPATH": ROOT, "CLUSTER_DIR": str(tmp_path / "cluster"), **ports,
            "CLUSTER_RACKS": "a,a,b"}
     supervisor = Supervisor(env)
@@ -216,6 +220,7 @@ def running_script(tmp_path: Any) -> Iterator[tuple[Supervisor, list[str], dict[
         urls = [f"http://127.0.0.1:{port}" for port in http_ports]
         assert all(url in "".join(supervisor.out) for url in urls)
         assert all(f"gRPC 127.0.0.1:{port}" in "".join(supervisor.out) for port in grpc_ports)
+        assert all(f"Kafka 127.0.0.1:{port}" in "".join(supervisor.out) for port in kafka_ports)
         yield supervisor, urls, pids
     finally:
         if supervisor.proc.poll() is None:
