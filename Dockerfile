@@ -10,7 +10,8 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     LOGBROKER_HTTP_HOST=0.0.0.0 \
     LOGBROKER_HTTP_PORT=8080 \
     LOGBROKER_RPC_PORT=9090 \
-    LOGBROKER_GRPC_PORT=9092
+    LOGBROKER_GRPC_PORT=9092 \
+    LOGBROKER_KAFKA_PORT=9093
 
 WORKDIR /app
 COPY setup.cfg pyproject.toml README.md ./
@@ -19,6 +20,7 @@ COPY coordinator ./coordinator
 COPY internal_rpc ./internal_rpc
 COPY http_api ./http_api
 COPY grpc_api ./grpc_api
+COPY kafka_api ./kafka_api
 COPY logbroker ./logbroker
 COPY spark_connector ./spark_connector
 # The public gRPC API's modules are generated from grpc_api/broker.proto (not committed). The image
@@ -30,7 +32,7 @@ RUN pip install --no-cache-dir "grpcio-tools>=1.85,<1.86" && python -m grpc_api.
 
 USER logbroker
 VOLUME ["/data"]
-EXPOSE 8080 9090 9092
+EXPOSE 8080 9090 9092 9093
 HEALTHCHECK --interval=10s --timeout=3s --retries=3 \
     CMD python -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8080/readyz', timeout=2)"
 ENTRYPOINT ["logbroker", "serve"]

@@ -64,6 +64,7 @@ def test_single_node_compose_file_is_valid_and_uses_real_settings():
     assert service["environment"]["LOGBROKER_COORDINATOR"] == "local"
     assert any(port.endswith(":8080") for port in service["ports"])
     assert any(port.endswith(":9092") for port in service["ports"])  # gRPC (the image's LOGBROKER_GRPC_PORT)
+    assert any(port.endswith(":9093") for port in service["ports"])  # Kafka (the image's LOGBROKER_KAFKA_PORT)
     volume = service["volumes"][0].split(":")[0]
     assert volume in compose["volumes"]
 
