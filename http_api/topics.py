@@ -1,16 +1,17 @@
-"""Topic and queue administration: create, list, describe, delete, add partitions, change config."""
+"""Topic and queue administration: create, list, describe, delete, add partitions, change config.
+Creating, deleting, adding partitions and changing config go through the broker's front door
+(``logbroker.api.BrokerApi``: owner, holding limits, authorization), as Kafka's admin APIs do."""
 
 from __future__ import annotations
 
 from aiohttp import web
 
 from coordinator.models import PARTITIONS_MAX
-from http_api.auth import principal_of
+from http_api.auth import call_context, principal_of
 from http_api.json_codec import json_response
-from http_api.keys import NODE
+from http_api.keys import FRONT_DOOR, NODE
 from http_api.params import path_topic, query_flag, read_json
 from http_api.routing import route
-from http_api.user_limits import adding_partitions, creating_topic
 
 PARTITION_BUDGET_FULL = "The node holds as many partitions as its descriptor limit allows (delete topics)"
 
@@ -34,10 +35,7 @@ TOPIC_BODY = {
                                    "503": PARTITION_BUDGET_FULL})
 async def create_topic(request: web.Request) -> web.Response:
     body = await read_json(request)
-    node = request.app[NODE]
-    owner = principal_of(request).name if node.auth.enabled else None
-    async with creating_topic(request, body):
-        described = await node.create_topic(body, owner=owner)
+    described = await request.app[FRONT_DOOR].create_topic(call_context(request), body)
     return json_response(described, status=201)
 
 
@@ -61,7 +59,7 @@ async def describe_topic(request: web.Request) -> web.Response:
 @route("DELETE", "/v1/topics/{name}", "Delete a topic and its data (owner or admin)", access="manage",
        responses={"204": "Deleted", "403": "Not allowed", "404": "Unknown"})
 async def delete_topic(request: web.Request) -> web.Response:
-    await request.app[NODE].delete_topic(path_topic(request))
+    await request.app[FRONT_DOOR].delete_topic(call_context(request), path_topic(request))
     return web.Response(status=204)
 
 
@@ -73,8 +71,7 @@ async def delete_topic(request: web.Request) -> web.Response:
                   "429": "Past the caller's partitions_max", "503": PARTITION_BUDGET_FULL})
 async def add_partitions(request: web.Request) -> web.Response:
     body, topic = await read_json(request), path_topic(request)
-    async with adding_partitions(request, topic, body):
-        return json_response(await request.app[NODE].add_partitions(topic, body))
+    return json_response(await request.app[FRONT_DOOR].add_partitions(call_context(request), topic, body))
 
 
 CONFIG_CHANGE_BODY = {
@@ -94,4 +91,4 @@ CONFIG_CHANGE_BODY = {
                   "403": "Not the owner or an admin", "404": "Unknown topic"})
 async def alter_topic_config(request: web.Request) -> web.Response:
     body, topic = await read_json(request), path_topic(request)
-    return json_response(await request.app[NODE].alter_topic_config(topic, body))
+    return json_response(await request.app[FRONT_DOOR].alter_topic_config(call_context(request), topic, body))

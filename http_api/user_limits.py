@@ -1,8 +1,9 @@
 """The HTTP side of per-user limits and egress pacing (``logbroker.auth.usage``, decision 0178).
 
-Hooks the handlers call: ``creating_topic`` and ``adding_partitions`` count what the caller owns
-and refuse (429) before anything is created; ``stream_slot`` takes a node stream slot and one of
-the caller's own, and gives both back as soon as the client is gone (a watcher looks at the
+Hooks the handlers call (the limits on what a caller creates, ``topics_max`` and
+``partitions_max``, are the front door's: ``logbroker.api.BrokerApi``): ``create_on_first_use``
+creates what a queue call names on its first use; ``stream_slot`` takes a node stream slot and
+one of the caller's own, and gives both back as soon as the client is gone (a watcher looks at the
 transport every ``DISCONNECT_POLL_S`` and ends the handler, so a slot is not held until the
 next write fails); ``long_poll`` holds one of the caller's long-polls while a fetch or receive
 waits; ``paced_write`` charges the bytes a push stream sends to the caller's fetch quota and,
@@ -23,45 +24,12 @@ from http_api.first_use import FIRST_USE_KIND
 from http_api.keys import NODE, STREAMS
 from http_api.params import path_topic
 from logbroker import first_use
-from logbroker.auth.usage import check_limit
-from logbroker.errors import ANY_ERROR, NotAvailableError
-from logbroker.ownership import creation_cost, growth_cost, holdings
+from logbroker.errors import NotAvailableError
 
 DISCONNECT_POLL_S: Final = 0.5
 PACE_PIECE_S: Final = 0.25
 PACE_PIECE_BYTES_MIN: Final = 1024
 Opener = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-
-async def _owned(request: web.Request) -> tuple[int, int]:
-    """The topics (queues included) the caller owns, internal topics left out, and the partitions
-    charged to them: their topics' and their queues' state partitions (``logbroker.ownership``)."""
-    return holdings(principal_of(request).name, await request.app[NODE].coordinator.list_topics())
-
-
-def _asked_partitions(body: object) -> int:
-    """The partition count a body asks for (1 when it does not say; the node checks the body)."""
-    value = body.get("partitions", 1) if isinstance(body, dict) else 1
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 1
-
-
-@contextlib.asynccontextmanager
-async def creating_topic(request: web.Request, body: object) -> AsyncIterator[None]:
-    """Around creating a topic or queue: refuse when it would take the caller past ``topics_max``
-    or ``partitions_max``. A queue costs two topics and twice its partitions and one more: its
-    state log has a partition per queue partition, and its dead-letter topic (one partition) is
-    created with it and owned by the same user."""
-    principal, limits = principal_of(request), limits_of(request)
-    if principal.is_admin or not (limits.topics_max or limits.partitions_max):
-        yield
-        return
-    kind = body.get("kind") if isinstance(body, dict) else None
-    async with request.app[NODE].auth.usage.creating(principal.name):
-        topics, partitions = await _owned(request)
-        check_limit(principal, limits, "topics_max", topics, 2 if kind == "queue" else 1)
-        check_limit(principal, limits, "partitions_max", partitions,
-                    creation_cost(kind, _asked_partitions(body), new_dead_letter=True))
-        yield
 
 
 async def create_on_first_use(request: web.Request) -> None:
@@ -75,27 +43,6 @@ async def create_on_first_use(request: web.Request) -> None:
     await first_use.create(node, name, kind, principal, limits_of(request))
     if node.auth.enabled:
         await node.auth.authorize_topic(principal, name, "write")
-
-
-@contextlib.asynccontextmanager
-async def adding_partitions(request: web.Request, topic: str, body: object) -> AsyncIterator[None]:
-    """Around growing ``topic``: refuse when its new partitions (a queue's state partitions too)
-    take its owner-caller past ``partitions_max`` (growth is charged to the caller, who manages
-    the topic)."""
-    principal, limits = principal_of(request), limits_of(request)
-    if principal.is_admin or not limits.partitions_max:
-        yield
-        return
-    async with request.app[NODE].auth.usage.creating(principal.name):
-        _, partitions = await _owned(request)
-        try:
-            current = await request.app[NODE].coordinator.get_topic(topic)
-        except ANY_ERROR:
-            current = None  # the node answers for an unknown topic
-        more = _asked_partitions(body) - current.partitions if current is not None else 0
-        if current is not None and more > 0:
-            check_limit(principal, limits, "partitions_max", partitions, growth_cost(current.kind, more))
-        yield
 
 
 @contextlib.asynccontextmanager

@@ -38,9 +38,17 @@ APIS: Final[tuple[Api, ...]] = (
     Api(12, "groups.heartbeat", 0, 4),
     Api(13, "groups.leave_group", 0, 4),
     Api(14, "groups.sync_group", 0, 5),
+    Api(22, "init_producer_id", 0, 4),
     Api(SASL_HANDSHAKE_KEY, "sasl_handshake", 0, 1, before_auth=True),  # after v0, SASL goes unframed
     Api(API_VERSIONS_KEY, "api_versions", 0, 3, before_auth=True),
     Api(SASL_AUTHENTICATE_KEY, "sasl_authenticate", 0, 2, before_auth=True),
+    Api(19, "admin.create_topics", 2, 7),
+    Api(20, "admin.delete_topics", 1, 6),  # v6 names topics by name or id (ids: UNKNOWN_TOPIC_ID)
+    Api(32, "admin.describe_configs", 1, 4),
+    Api(33, "admin.alter_configs", 0, 2),
+    Api(37, "admin.create_partitions", 0, 3),
+    Api(44, "admin.incremental_alter_configs", 0, 1),
+    Api(60, "admin.describe_cluster", 0, 2),
 )
 BY_KEY: Final[dict[int, Api]] = {api.key: api for api in APIS}
 

@@ -12,24 +12,29 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 import uuid
 from collections.abc import Sequence
 from typing import Any, Final
 
 from coordinator.models import TopicMetadata
 from kafka_api import record_batch, sasl
+from kafka_api.admin import AdminHandlers, live_brokers
 from kafka_api.apis import advertised
 from kafka_api.groups import GroupHandlers
 from kafka_api.session import Session, error_code
-from logbroker.api import Answered, BrokerApi, CallContext
+from logbroker.api import Answered, BrokerApi, CallContext, Prebuilt
+from logbroker.batch_limits import check_batch
 from logbroker.error_codes import (
+    KAFKA_INVALID_REQUEST,
     KAFKA_LEADER_NOT_AVAILABLE,
     KAFKA_UNKNOWN_TOPIC_OR_PARTITION,
 )
 from logbroker.errors import ANY_ERROR, InvalidRequestError
 from logbroker.node import Node
-from logbroker.records import IncomingRecord, take_records
-from segments.batch import ProducerRecord, iter_batches
+from logbroker.producer_ids import issue
+from logbroker.records import take_records
+from segments.batch import BATCH_RECORDS_MAX, ProducerRecord, encode_batch, iter_batches
 from segments.log import LogRead
 
 log = logging.getLogger(__name__)
@@ -43,28 +48,38 @@ ZERO_UUID: Final = uuid.UUID(int=0)
 ACKS: Final = {0: "0", 1: "1", -1: "all"}
 LATEST, EARLIEST = -1, -2
 FETCH_PARTITIONS_MAX: Final = 1_000  # partitions one Fetch or ListOffsets may name
+_PRODUCER_RNG: Final = random.SystemRandom()
 
 
 class _Records:
-    """A Produce partition's records as the front door's ``Payload``."""
+    """A Produce partition's Kafka batch as the front door's ``Payload``: one stored batch with the
+    same records, and the same producer id, epoch and base sequence when the Kafka producer is
+    idempotent (so a retried batch is stored once, ``logbroker.dedup``)."""
 
-    def __init__(self, partition: int, records: bytes, config_bytes_max: int, records_max: int) -> None:
+    def __init__(self, partition: int, records: bytes, uncompressed_bytes_max: int) -> None:
         self.partition = partition
         self.records = records
-        self._bytes_max = config_bytes_max
-        self._records_max = records_max
+        self._bytes_max = uncompressed_bytes_max
 
     def received_bytes(self) -> int:
         return len(self.records)
 
-    async def decode(self) -> list[IncomingRecord]:
-        batches = record_batch.decode_batches(self.records, records_max=self._records_max,
+    async def decode(self) -> Prebuilt:
+        batches = record_batch.decode_batches(self.records, records_max=BATCH_RECORDS_MAX,
                                               uncompressed_bytes_max=self._bytes_max)
-        if not any(batch.records for batch in batches):
+        records = [ProducerRecord(r.value, r.key, [(k, v or b"") for k, v in r.headers], r.timestamp_ms)
+                   for batch in batches for r in batch.records]
+        if not records:
             raise InvalidRequestError("a produce request names a partition without records")
-        return [IncomingRecord(ProducerRecord(r.value, r.key, [(k, v or b"") for k, v in r.headers], r.timestamp_ms),
-                               self.partition)
-                for batch in batches for r in batch.records]
+        first = batches[0]
+        if first.producer_id >= 0 and len(batches) > 1:
+            raise InvalidRequestError("an idempotent producer sends one batch per partition and request")
+        if first.producer_id < 0:
+            batch = encode_batch(records)
+        else:
+            batch = encode_batch(records, producer_id=first.producer_id, producer_epoch=first.producer_epoch,
+                                 base_sequence=first.base_sequence)
+        return Prebuilt(self.partition, batch, check_batch(batch))
 
 
 class KafkaHandlers:
@@ -72,6 +87,7 @@ class KafkaHandlers:
         self.node = node
         self.api = api
         self.groups = GroupHandlers(node, api)
+        self.admin = AdminHandlers(node, api)
 
     # ---- before authentication -------------------------------------------------------------
 
@@ -116,12 +132,7 @@ class KafkaHandlers:
 
     async def metadata(self, session: Session, request: Any) -> dict[str, Any]:
         node, ctx = self.node, session.context()
-        brokers = []
-        for member in await node.coordinator.cluster_nodes():
-            host, _, port = member.info.kafka_address.rpartition(":")
-            if member.alive and host and port.isdigit():
-                brokers.append({"node_id": member.info.node_id, "host": host.strip("[]"), "port": int(port),
-                                "rack": member.info.rack})
+        brokers = await live_brokers(node)
         topics = []
         if request.topics is None:  # every topic the caller may see
             visible = await node.auth.visible(ctx.principal, await node.coordinator.list_topics())
@@ -170,8 +181,7 @@ class KafkaHandlers:
                     answer: dict[str, Any] = _produce_error(index, INVALID_REQUIRED_ACKS)
                     responses.setdefault(name, []).append(answer)
                     continue
-                payload = _Records(index, bytes(part.records or b""), config.request_body_bytes_max,
-                                   config.fetch_records_max)
+                payload = _Records(index, bytes(part.records or b""), config.request_body_bytes_max)
                 responses.setdefault(name, []).append(await self._produce_partition(ctx, name, index, payload, acks))
         if acks == "0":
             return None
@@ -187,6 +197,16 @@ class KafkaHandlers:
         base = published.offsets[0]["offset"] if published.offsets else -1
         return {"index": partition, "error_code": NONE, "base_offset": base, "log_append_time": None,
                 "log_start_offset": -1, "record_errors": [], "error_message": None}
+
+    async def init_producer_id(self, session: Session, request: Any) -> dict[str, Any]:
+        """A producer identity bound to the caller (``logbroker.producer_ids``), as
+        ``POST /v1/producers`` gives; transactions are not served yet."""
+        if request.transactional_id is not None:
+            return {"throttle_time": 0, "error_code": KAFKA_INVALID_REQUEST, "producer_id": -1,
+                    "producer_epoch": -1}
+        issued = issue(session.context().principal.name, _PRODUCER_RNG)
+        return {"throttle_time": 0, "error_code": NONE, "producer_id": issued.producer_id,
+                "producer_epoch": issued.producer_epoch}
 
     # ---- fetch -------------------------------------------------------------------------------
 

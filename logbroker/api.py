@@ -14,24 +14,47 @@ A stream (a gRPC subscription) authorizes once when it opens and again on its ow
 (``authorize``); each of its reads waits out the caller's quota debt (``pause_s``) instead of
 being refused, and is charged as it is read (``stream_fetch``).
 
+Topic administration (``create_topic``, ``add_partitions``, ``alter_topic_config``,
+``delete_topic``, ``describe_topic``; the ``check_*`` twins do every check and change nothing,
+for Kafka's ``validate_only``): the topic action authorized (``manage``, ``describe``; creating
+needs only an authenticated caller, who becomes the owner, nobody with authentication off); the
+caller's holdings checked against ``topics_max`` and ``partitions_max`` under their creation
+lock, so two concurrent creates cannot both pass a check only one fits (admins are exempt); the
+node called. ``kind`` lets a protocol that knows only topics (Kafka) treat a queue as unknown,
+after the caller was authorized (so it learns no more than from any other name). HTTP's route
+table also authorizes its ``manage`` routes before their body is read (a refused caller gets 403
+before any 400): the check here repeats it, in memory.
+
 Invariant: authentication and connection limits are the protocol's; authorization, quotas,
 ``acks`` and charging for these calls happen here and nowhere else.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Final, Generic, Literal, Protocol, TypeVar
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Final, Generic, Literal, Protocol, TypeVar
 
-from coordinator.models import validate_name
+from coordinator.errors import InvalidTopicError, TopicExistsError, UnknownTopicError
+from coordinator.models import (
+    INTERNAL_PREFIX,
+    TopicKind,
+    TopicMetadata,
+    TopicSpec,
+    check_partition_growth,
+    validate_name,
+)
+from coordinator.topic_config import alter_config
 from logbroker import first_use
 from logbroker.auth.permissions import Action, Principal
 from logbroker.auth.quotas import QuotaKind, QuotaLimits
+from logbroker.auth.usage import check_limit
 from logbroker.batch_limits import CheckedBatch
-from logbroker.errors import InvalidRequestError
+from logbroker.errors import ANY_ERROR, InvalidRequestError
 from logbroker.metering.ledger import OTHER
+from logbroker.ownership import creation_cost, growth_cost, holdings
 from logbroker.producer_ids import check_writer
 from logbroker.records import IncomingRecord
 
@@ -181,6 +204,127 @@ class BrokerApi:
         if auth.enabled:
             await auth.authorize_topic(ctx.principal, topic, action)
 
+    # ---- topic administration ----------------------------------------------------------------
+
+    async def create_topic(self, ctx: CallContext, body: object) -> dict[str, Any]:
+        """Create the topic or queue ``body`` describes (``POST /v1/topics``' body), owned by the
+        caller (nobody with authentication off), within the caller's holding limits: the topic
+        as described."""
+        owner = ctx.principal.name if self.node.auth.enabled else None
+        async with self._creating(ctx, body):
+            return await self.node.create_topic(body, owner=owner)
+
+    async def check_create_topic(self, ctx: CallContext, body: object) -> TopicSpec:
+        """``create_topic``'s checks, creating nothing: the holding limits, the body as the node
+        parses it, the node's encryption and the name still free (a queue's dead-letter topic and
+        the node's partition budget are the node's, checked when it creates)."""
+        node = self.node
+        async with self._creating(ctx, body):
+            spec = TopicSpec.parse(body, base_config=node.base_log_config, bounds=node.config_bounds)
+            node.at_rest.check_topic_config(spec.config)
+            try:
+                await node.coordinator.get_topic(spec.name)
+            except UnknownTopicError:
+                return spec
+            raise TopicExistsError(f"{spec.name!r} already exists")
+
+    async def add_partitions(self, ctx: CallContext, topic: str, body: object, *,
+                             kind: TopicKind | None = None) -> dict[str, Any]:
+        """Raise ``topic``'s partition count to ``body``'s (``{"partitions": N}``), charged to the
+        caller's ``partitions_max``: the topic as described."""
+        await self._authorized(ctx, topic, "manage", kind)
+        async with self._growing(ctx, topic, body):
+            return await self.node.add_partitions(topic, body)
+
+    async def check_add_partitions(self, ctx: CallContext, topic: str, partitions: int, *,
+                                   kind: TopicKind | None = None) -> None:
+        """``add_partitions``' checks, adding nothing."""
+        meta = await self._authorized(ctx, topic, "manage", kind)
+        async with self._growing(ctx, topic, {"partitions": partitions}):
+            _check_not_internal(topic, "its partitions follow what it belongs to")
+            check_partition_growth(meta or await self.node.coordinator.get_topic(topic), partitions)
+
+    async def alter_topic_config(self, ctx: CallContext, topic: str, changes: object, *,
+                                 kind: TopicKind | None = None) -> dict[str, Any]:
+        """Change ``topic``'s config (``{key: value}``, None: back to the default): the topic as
+        described."""
+        await self._authorized(ctx, topic, "manage", kind)
+        return await self.node.alter_topic_config(topic, changes)
+
+    async def check_alter_topic_config(self, ctx: CallContext, topic: str, changes: object, *,
+                                       kind: TopicKind | None = None) -> dict[str, Any]:
+        """``alter_topic_config``'s checks, changing nothing: the config the topic would store."""
+        node = self.node
+        meta = await self._authorized(ctx, topic, "manage", kind)
+        _check_not_internal(topic, "its config is the broker's")
+        merged = alter_config(meta or await node.coordinator.get_topic(topic), changes,
+                              base_config=node.base_log_config, bounds=node.config_bounds)
+        if isinstance(changes, dict):
+            node.at_rest.check_topic_config(changes)
+        return merged
+
+    async def describe_topic(self, ctx: CallContext, topic: str, *, kind: TopicKind | None = None,
+                             offsets: bool = True) -> dict[str, Any]:
+        """``topic`` as ``Node.describe_topic`` describes it, to a caller who may describe it."""
+        await self._authorized(ctx, topic, "describe", kind)
+        return await self.node.describe_topic(topic, offsets=offsets)
+
+    async def delete_topic(self, ctx: CallContext, topic: str, *, kind: TopicKind | None = None) -> None:
+        """Delete ``topic`` and its data."""
+        await self._authorized(ctx, topic, "manage", kind)
+        await self.node.delete_topic(topic)
+
+    async def _authorized(self, ctx: CallContext, topic: str, action: Action,
+                          kind: TopicKind | None) -> TopicMetadata | None:
+        """``authorize``, then, when ``kind`` is given, ``UnknownTopicError`` unless ``topic`` is
+        one: its metadata (None when ``kind`` is not given)."""
+        await self.authorize(ctx, topic, action)
+        if kind is None:
+            return None
+        meta = await self.node.coordinator.get_topic(topic)
+        if meta.kind != kind:
+            raise UnknownTopicError(f"unknown {kind} {topic!r} (it is a {meta.kind})")
+        return meta
+
+    @contextlib.asynccontextmanager
+    async def _creating(self, ctx: CallContext, body: object) -> AsyncIterator[None]:
+        """Around creating a topic or queue: refuse (429) when it would take the caller past
+        ``topics_max`` or ``partitions_max``. A queue costs two topics and twice its partitions and
+        one more: its state log has a partition per queue partition, and its dead-letter topic (one
+        partition) is created with it and owned by the same user."""
+        principal, limits = ctx.principal, ctx.limits
+        if principal.is_admin or not (limits.topics_max or limits.partitions_max):
+            yield
+            return
+        kind = body.get("kind") if isinstance(body, dict) else None
+        async with self.node.auth.usage.creating(principal.name):
+            topics, partitions = holdings(principal.name, await self.node.coordinator.list_topics())
+            check_limit(principal, limits, "topics_max", topics, 2 if kind == "queue" else 1)
+            check_limit(principal, limits, "partitions_max", partitions,
+                        creation_cost(kind, _asked_partitions(body), new_dead_letter=True))
+            yield
+
+    @contextlib.asynccontextmanager
+    async def _growing(self, ctx: CallContext, topic: str, body: object) -> AsyncIterator[None]:
+        """Around growing ``topic``: refuse (429) when its new partitions (a queue's state
+        partitions too) take the caller past ``partitions_max`` (growth is charged to the caller,
+        who manages the topic)."""
+        principal, limits = ctx.principal, ctx.limits
+        if principal.is_admin or not limits.partitions_max:
+            yield
+            return
+        node = self.node
+        async with node.auth.usage.creating(principal.name):
+            _, partitions = holdings(principal.name, await node.coordinator.list_topics())
+            try:
+                current: TopicMetadata | None = await node.coordinator.get_topic(topic)
+            except ANY_ERROR:
+                current = None  # the node answers for an unknown topic
+            more = _asked_partitions(body) - current.partitions if current is not None else 0
+            if current is not None and more > 0:
+                check_limit(principal, limits, "partitions_max", partitions, growth_cost(current.kind, more))
+            yield
+
     def pause_s(self, ctx: CallContext) -> float:
         """How long a stream waits before its next read: the caller's fetch-quota debt."""
         auth = self.node.auth
@@ -229,6 +373,17 @@ class BrokerApi:
         on first use counts), else ``OTHER``, so calls naming made-up topics cannot fill the usage
         ledger with names."""
         return metered_topic(self.node, topic)
+
+
+def _asked_partitions(body: object) -> int:
+    """The partition count a body asks for (1 when it does not say; the node checks the body)."""
+    value = body.get("partitions", 1) if isinstance(body, dict) else 1
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 1
+
+
+def _check_not_internal(topic: str, why: str) -> None:
+    if topic.startswith(INTERNAL_PREFIX):
+        raise InvalidTopicError(f"{topic!r} is internal: {why}")
 
 
 def metered_topic(node: Node, topic: str) -> str:

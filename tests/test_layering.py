@@ -84,10 +84,10 @@ RULES = (
     Rule("http_api", ("grpc_api",), allowed=("grpc_api.server",)),
     Rule("logbroker", ("grpc_api",)),
     # The Kafka listener (decision 0387) sits beside HTTP and gRPC on the same front door: of
-    # segments it takes the batch codec and the fetch's value type, nothing of the other protocols;
-    # only the serve path starts it.
+    # segments it takes the batch codec, the fetch's value type and the kinds of topic settings (to
+    # read Kafka's config names), nothing of the other protocols; only the serve path starts it.
     Rule("kafka_api", ("segments", "spark_connector", "benchmarks", CLIENT, CLI, "http_api", "grpc_api", "aiohttp"),
-         allowed=(BATCH_CODEC, "segments.log.LogRead")),
+         allowed=(BATCH_CODEC, "segments.log.LogRead", "segments.config.CONFIG_FLOAT", "segments.config.CONFIG_INT")),
     Rule("http_api", ("kafka_api",), allowed=("kafka_api.server",)),
     Rule("grpc_api", ("kafka_api",)),
     Rule("logbroker", ("kafka_api",)),

@@ -18,7 +18,9 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
+from kio.serial import entity_reader
 
+from kafka_api import entities, record_batch
 from tests.http_api.conftest import Http
 from tests.support.auth import ADMIN, ADMIN_PASSWORD, AUTH_ARGS, bearer, login
 from tests.support.nodes import NodeProcess
@@ -265,3 +267,61 @@ def test_what_no_client_sends_closes_the_connection_and_nothing_else(node, frame
     with raw_connection(node) as sock:  # the listener still answers
         sock.sendall(api_versions_frame(3))
         assert read_answer(sock)[:4] == struct.pack(">i", 7)
+
+
+def test_an_idempotent_producer_gets_an_id_and_a_resent_batch_is_stored_once(node, http, admin_token):
+    create_topic(http, admin_token, "idempotent")
+    delivered = produce(node, "idempotent", [(None, b"once-%d" % i, []) for i in range(20)],
+                        **{"enable.idempotence": True, "acks": "all"})
+    assert [m.offset() for m in delivered] == list(range(20))
+    # The same batch again, as a retry after a lost answer sends it: same producer id, epoch and sequence.
+    producer_id, epoch = init_producer_id(node)
+    batch = record_batch.encode_batch(0, [(1_700_000_000_000, None, b"retried", [])], producer_id=producer_id,
+                                      producer_epoch=epoch, base_sequence=0)
+    first = raw_produce(node, "idempotent", batch)
+    again = raw_produce(node, "idempotent", batch)
+    assert first == again == (0, 20)
+    got = http.json("GET", "/v1/topics/idempotent/partitions/0/records?offset=20", headers=bearer(admin_token))
+    assert [r["value"] for r in got["records"]] == ["retried"]
+
+
+def authenticated(node: NodeProcess) -> socket.socket:
+    """A raw connection past SASL PLAIN (handshake v1, authenticate v2) as the admin."""
+    sock = raw_connection(node)
+    send_request(sock, 17, 1, encode_body(17, 1, {"mechanism": "PLAIN"}))
+    send_request(sock, 36, 2, encode_body(36, 2, {"auth_bytes": f"\x00{ADMIN}\x00{ADMIN_PASSWORD}".encode()}))
+    return sock
+
+
+def encode_body(api_key: int, version: int, values: dict[str, Any]) -> bytes:
+    return entities.encode(entities.build(entities.request_class(api_key, version), values))
+
+
+def send_request(sock: socket.socket, api_key: int, version: int, body: bytes) -> Any:
+    flexible = entities.flexible(api_key, version)
+    header = struct.pack(">hhih", api_key, version, 5, 8) + b"raw-test" + (b"\x00" if flexible else b"")
+    sock.sendall(struct.pack(">i", len(header) + len(body)) + header + body)
+    answer = read_answer(sock)
+    offset = 4 + (1 if flexible and api_key != 18 else 0)
+    cls = entities.response_class(api_key, version)
+    entity, _ = entity_reader(cls)(answer, offset)
+    return entity
+
+
+def init_producer_id(node: NodeProcess) -> tuple[int, int]:
+    with authenticated(node) as sock:
+        answer = send_request(sock, 22, 4, encode_body(22, 4, {"transactional_id": None,
+                                                               "transaction_timeout": 60_000,
+                                                               "producer_id": -1, "producer_epoch": -1}))
+    assert answer.error_code.value == 0 and answer.producer_id >= 0
+    return int(answer.producer_id), int(answer.producer_epoch)
+
+
+def raw_produce(node: NodeProcess, topic: str, batch: bytes) -> tuple[int, int]:
+    """One Produce v9 (acks=all) of ``batch`` to partition 0: (error code, base offset)."""
+    with authenticated(node) as sock:
+        answer = send_request(sock, 0, 9, encode_body(0, 9, {
+            "transactional_id": None, "acks": -1, "timeout": 10_000,
+            "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": batch}]}]}))
+    (part,) = answer.responses[0].partition_responses
+    return int(part.error_code.value), int(part.base_offset)

@@ -1,0 +1,122 @@
+"""The Kafka listener on a three-node cluster (real etcd, real processes), driven by librdkafka:
+Metadata names every node and each partition's leader, replicas and ISR as the HTTP API does; an
+idempotent ``acks=all`` producer writes through the kill of its partition's leader and every record
+is stored once, in order; a consumer group is coordinated by the node FindCoordinator names."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient
+
+from tests.support.auth import ADMIN, ADMIN_PASSWORD, bearer, login
+from tests.support.cluster import LEASE_TTL_MS, Cluster, running_cluster, wait_until
+
+RECORDS = 300
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    with running_cluster(str(tmp_path_factory.mktemp("kafka-cluster")), extra=("--kafka-port", "0")) as running:
+        yield running
+
+
+def kafka(cluster: Cluster, via: int, **extra: Any) -> dict[str, Any]:
+    return {"bootstrap.servers": cluster.nodes[via].kafka_address, "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanisms": "PLAIN", "sasl.username": ADMIN, "sasl.password": ADMIN_PASSWORD, **extra}
+
+
+def described(cluster: Cluster, via: int, token: dict[str, str], topic: str) -> list[dict[str, Any]]:
+    partitions: list[dict[str, Any]] = cluster.http(via).json("GET", f"/v1/topics/{topic}", headers=token)["partitions"]
+    return partitions
+
+
+def test_metadata_names_every_node_and_the_placement_http_shows(cluster: Cluster):
+    token = bearer(login(cluster.http(1), ADMIN, ADMIN_PASSWORD))
+    cluster.http(1).json("POST", "/v1/topics", expect=201, headers=token,
+                         body={"name": "k-placed", "partitions": 3, "replication_factor": 3})
+    wait_until(lambda: all(p["leader"] != -1 for p in described(cluster, 1, token, "k-placed")))
+    listed = AdminClient(kafka(cluster, 2)).list_topics(timeout=20)
+    assert {b.id: f"{b.host}:{b.port}" for b in listed.brokers.values()} == \
+        {n: cluster.nodes[n].kafka_address for n in (1, 2, 3)}
+    http = {p["partition"]: p for p in described(cluster, 1, token, "k-placed")}
+    for index, partition in listed.topics["k-placed"].partitions.items():
+        assert partition.leader == http[index]["leader"]
+        assert sorted(partition.replicas) == sorted(http[index]["replicas"])
+        assert sorted(partition.isrs) == sorted(http[index]["in_sync_replicas"])
+
+
+def test_an_idempotent_producer_writes_through_a_leader_kill_once_and_in_order(cluster: Cluster):
+    token = bearer(login(cluster.http(1), ADMIN, ADMIN_PASSWORD))
+    cluster.http(1).json("POST", "/v1/topics", expect=201, headers=token,
+                         body={"name": "k-failover", "partitions": 1, "replication_factor": 3})
+    wait_until(lambda: described(cluster, 1, token, "k-failover")[0]["leader"] != -1)
+    leader = described(cluster, 1, token, "k-failover")[0]["leader"]
+    via = next(n for n in (1, 2, 3) if n != leader)
+    producer = Producer(kafka(cluster, via, **{"enable.idempotence": True, "acks": "all", "linger.ms": 5,
+                                               "max.in.flight.requests.per.connection": 1,
+                                               "message.timeout.ms": 60_000}))
+    failed: list[Any] = []
+    done = threading.Event()
+
+    def write() -> None:
+        for i in range(RECORDS):
+            producer.produce("k-failover", value=b"r%d" % i, partition=0,
+                             on_delivery=lambda err, _msg: failed.append(err) if err else None)
+            producer.poll(0)
+            time.sleep(0.01)
+        producer.flush(90)
+        done.set()
+
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    time.sleep(RECORDS * 0.01 / 3)  # a third of the records written
+    os.kill(cluster.nodes[leader].pid, signal.SIGKILL)
+    cluster.nodes[leader].kill()
+    assert done.wait(timeout=LEASE_TTL_MS / 1000 + 100), "the producer did not finish"
+    assert failed == []
+    values = []
+    offset = 0
+    while True:
+        got = cluster.http(via).json("GET", f"/v1/topics/k-failover/partitions/0/records?offset={offset}",
+                                     headers=token)
+        values += [r["value"] for r in got["records"]]
+        if not got["records"]:
+            break
+        offset = got["next_offset"]
+    assert values == [f"r{i}" for i in range(RECORDS)], "every record once, in order"
+    cluster.start(leader)
+
+
+def test_a_group_is_coordinated_by_the_node_find_coordinator_names(cluster: Cluster):
+    token = bearer(login(cluster.http(1), ADMIN, ADMIN_PASSWORD))
+    cluster.http(1).json("POST", "/v1/topics", expect=201, headers=token,
+                         body={"name": "k-grouped", "partitions": 2, "replication_factor": 2})
+    wait_until(lambda: all(p["leader"] != -1 for p in described(cluster, 1, token, "k-grouped")))
+    producer = Producer(kafka(cluster, 1))
+    for i in range(10):
+        producer.produce("k-grouped", value=b"g%d" % i, partition=i % 2)
+    assert producer.flush(20) == 0
+    consumer = Consumer(kafka(cluster, 3, **{"group.id": "k-readers", "auto.offset.reset": "earliest",
+                                             "enable.auto.commit": False}))
+    try:
+        consumer.subscribe(["k-grouped"])
+        seen: list[bytes] = []
+        deadline = time.monotonic() + 30
+        while len(seen) < 10 and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                seen.append(message.value())
+        assert sorted(seen) == sorted(b"g%d" % i for i in range(10))
+        consumer.commit(asynchronous=False)
+    finally:
+        consumer.close()
+    group = cluster.http(2).json("GET", "/v1/groups/k-readers", headers=token)
+    assert sorted((o["partition"], o["committed_offset"]) for o in group["offsets"]) == [(0, 5), (1, 5)]
