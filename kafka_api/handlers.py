@@ -215,7 +215,7 @@ class KafkaHandlers:
         wanted = [(str(t.topic), int(p.partition), int(p.fetch_offset), max(0, int(p.partition_max_bytes)))
                   for t in request.topics for p in t.partitions][:FETCH_PARTITIONS_MAX]
         rack = getattr(request, "rack_id", "") or None
-        max_wait_ms = max(0, int(request.max_wait.total_seconds() * 1000))
+        max_wait_ms = min(max(0, int(request.max_wait.total_seconds() * 1000)), self.node.config.fetch_wait_ms_max)
         results: dict[tuple[str, int], dict[str, Any]] = {}
         for item in wanted:
             results[item[:2]] = await self._fetch_partition(ctx, *item, wait_ms=0, rack=rack)
