@@ -103,8 +103,11 @@ CONFIG_NAMES: Final[tuple[ConfigName, ...]] = (
 BY_KAFKA_NAME: Final = {name.kafka: name for name in CONFIG_NAMES}
 BY_KEY: Final = {name.key: name for name in CONFIG_NAMES}
 # What AlterConfigs (which replaces a topic's whole config) puts back to the default when it does
-# not name it; a key that cannot change on a live topic stays as it is.
-RESETTABLE: Final = tuple(name.key for name in CONFIG_NAMES if name.key not in FIXED_KEYS)
+# not name it; a key that cannot change on a live topic stays as it is, and so do the two a reset
+# must never change unasked: encryption at rest, and the batch bound (it only grows).
+KEPT_UNLESS_NAMED: Final = frozenset({"encryption", "max_batch_bytes"})
+RESETTABLE: Final = tuple(name.key for name in CONFIG_NAMES
+                          if name.key not in FIXED_KEYS and name.key not in KEPT_UNLESS_NAMED)
 
 
 class Refused(Exception):

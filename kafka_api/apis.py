@@ -29,10 +29,10 @@ SASL_AUTHENTICATE_KEY: Final = 36
 APIS: Final[tuple[Api, ...]] = (
     Api(0, "produce", 3, 9),
     Api(1, "fetch", 4, 12),  # v13 names topics by id
-    Api(2, "list_offsets", 1, 7),
+    Api(2, "list_offsets", 1, 6),  # v7 asks for the greatest timestamp (-3)
     Api(3, "metadata", 1, 12),
     Api(8, "groups.offset_commit", 2, 8),
-    Api(9, "groups.offset_fetch", 1, 7),  # v8 batches groups
+    Api(9, "groups.offset_fetch", 2, 7),  # v1 has no group-level error code; v8 batches groups
     Api(10, "groups.find_coordinator", 0, 4),
     Api(11, "groups.join_group", 0, 7),
     Api(12, "groups.heartbeat", 0, 4),

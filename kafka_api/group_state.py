@@ -37,6 +37,7 @@ GROUP_MAX_SIZE_REACHED: Final = 81
 MEMBERS_MAX: Final = 1_000
 SESSION_TIMEOUT_MS_MIN: Final = 1_000
 SESSION_TIMEOUT_MS_MAX: Final = 300_000
+REBALANCE_TIMEOUT_MS_MAX: Final = 300_000  # a join phase ends by then, whatever its members ask
 PROTOCOLS_MAX: Final = 20
 
 
@@ -115,7 +116,7 @@ class KafkaGroup:
             member.joined = False
             member.assignment = b""
         timeout = max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
-        self.join_deadline_ms = now_ms + timeout
+        self.join_deadline_ms = now_ms + min(timeout, REBALANCE_TIMEOUT_MS_MAX)
 
     def join_ready(self, now_ms: int) -> bool:
         """Whether the join phase can end: every member joined again, or its time is up."""
@@ -170,6 +171,16 @@ class KafkaGroup:
             return ILLEGAL_GENERATION
         return NONE
 
+    def check_commit(self, member_id: str, generation: int) -> int:
+        """The error (or NONE) for an offset commit: as Kafka, a commit of the current generation
+        stands while a join phase collects members (it is what a member does before it rejoins),
+        and waits out the assignment (REBALANCE_IN_PROGRESS) while the leader has not given it."""
+        if member_id not in self.members:
+            return UNKNOWN_MEMBER_ID
+        if generation != self.generation:
+            return ILLEGAL_GENERATION
+        return REBALANCE_IN_PROGRESS if self.state == "completing" else NONE
+
     def sync(self, member_id: str, generation: int, assignments: Sequence[tuple[str, bytes]], now_ms: int) -> int:
         """Take a SyncGroup; with no error the caller waits for ``assignment_of`` (the leader's
         call brings everyone's assignment and ends the phase)."""
@@ -191,8 +202,7 @@ class KafkaGroup:
         return self.members[member_id].assignment
 
     def heartbeat(self, member_id: str, generation: int, now_ms: int) -> int:
-        error = self.check(member_id, generation) if self.state != "preparing" or member_id not in self.members \
-            else REBALANCE_IN_PROGRESS
+        error = self.check(member_id, generation)
         member = self.members.get(member_id)
         if member is not None:
             member.deadline_ms = now_ms + member.session_timeout_ms

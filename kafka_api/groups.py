@@ -22,7 +22,7 @@ import time
 from typing import Any, Final
 
 from coordinator.models import NodeInfo
-from kafka_api.group_state import NONE, JoinAnswer, KafkaGroup
+from kafka_api.group_state import NONE, REBALANCE_IN_PROGRESS, REBALANCE_TIMEOUT_MS_MAX, JoinAnswer, KafkaGroup
 from kafka_api.session import Session, error_code, group_error_code
 from logbroker.api import BrokerApi
 from logbroker.auth.usage import check_member_limit
@@ -40,7 +40,7 @@ UNKNOWN_MEMBER_ID: Final = 25
 GROUP_AUTHORIZATION_FAILED: Final = 30
 GROUPS_MAX: Final = 10_000
 TICK_S: Final = 0.1
-JOIN_WAIT_MAX_S: Final = 300.0
+JOIN_WAIT_MAX_S: Final = REBALANCE_TIMEOUT_MS_MAX / 1000 + 5.0
 GROUP_KEY: Final = 0
 
 
@@ -54,7 +54,8 @@ class GroupHandlers:
         self.api = api
         self._groups: dict[str, KafkaGroup] = {}
         self._joins: dict[tuple[str, str], asyncio.Future[JoinAnswer]] = {}
-        self._syncs: dict[tuple[str, str], asyncio.Future[bytes]] = {}
+        # per group, per member: a waiting SyncGroup's answer, an assignment or an error code
+        self._syncs: dict[str, dict[str, asyncio.Future[bytes | int]]] = {}
         self._ticker: asyncio.Task[None] | None = None
 
     async def close(self) -> None:
@@ -135,6 +136,7 @@ class GroupHandlers:
                 error = error_code(exc)
         if error:
             return _join_error(member_id, error)
+        created = name not in self._groups
         group = self._groups.setdefault(name, KafkaGroup(name))
         protocols = [(str(p.name), bytes(p.metadata)) for p in request.protocols]
         rebalance_ms = int(getattr(request, "rebalance_timeout", request.session_timeout).total_seconds() * 1000)
@@ -143,6 +145,8 @@ class GroupHandlers:
             str(request.protocol_type), protocols, int(request.session_timeout.total_seconds() * 1000),
             max(0, rebalance_ms), _now_ms())
         if error:
+            if created and not group.members:
+                del self._groups[name]
             return _join_error(member_id, error)
         waiter: asyncio.Future[JoinAnswer] = asyncio.get_running_loop().create_future()
         previous = self._joins.pop((name, member_id), None)
@@ -150,11 +154,14 @@ class GroupHandlers:
             previous.set_result(JoinAnswer(member_id, UNKNOWN_MEMBER_ID))
         self._joins[(name, member_id)] = waiter
         self._start_ticker()
+        self._release_syncs(group)
         self._end_join_phase(group)
-        try:
-            async with asyncio.timeout(min(JOIN_WAIT_MAX_S, max(1.0, rebalance_ms / 1000 + 1))):
+        try:  # the phase ends by its deadline (capped in group_state): this bound is only a backstop
+            async with asyncio.timeout(JOIN_WAIT_MAX_S):
                 answer = await waiter
         except TimeoutError:
+            group.leave(member_id, _now_ms())  # no ghost member left holding partitions
+            self._after_change(group)
             return _join_error(member_id, UNKNOWN_MEMBER_ID)
         finally:
             if self._joins.get((name, member_id)) is waiter:
@@ -192,17 +199,23 @@ class GroupHandlers:
         self._hand_out(group)
         assignment = group.assignment_of(member_id)
         if assignment is None:
-            waiter: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
-            self._syncs[(name, member_id)] = waiter
+            waiter: asyncio.Future[bytes | int] = asyncio.get_running_loop().create_future()
+            self._syncs.setdefault(name, {})[member_id] = waiter
             timeout_s = group.members[member_id].session_timeout_ms / 1000
             try:
                 async with asyncio.timeout(timeout_s):
-                    assignment = await waiter
+                    got = await waiter
             except TimeoutError:
                 return _sync(group.check(member_id, generation) or UNKNOWN_MEMBER_ID)
             finally:
-                if self._syncs.get((name, member_id)) is waiter:
-                    del self._syncs[(name, member_id)]
+                waiting = self._syncs.get(name, {})
+                if waiting.get(member_id) is waiter:
+                    del waiting[member_id]
+                if not waiting:
+                    self._syncs.pop(name, None)
+            if isinstance(got, int):
+                return _sync(got)
+            assignment = got
         return {**_sync(NONE), "protocol_type": group.protocol_type, "protocol_name": group.protocol_name,
                 "assignment": assignment}
 
@@ -210,7 +223,8 @@ class GroupHandlers:
         """Answer the syncs waiting for the leader's assignments once it gave them."""
         for member_id in list(group.members):
             assignment = group.assignment_of(member_id)
-            waiter = self._syncs.pop((group.name, member_id), None) if assignment is not None else None
+            waiting = self._syncs.get(group.name, {})
+            waiter = waiting.pop(member_id, None) if assignment is not None else None
             if waiter is not None and not waiter.done():
                 waiter.set_result(assignment or b"")
 
@@ -240,7 +254,17 @@ class GroupHandlers:
         top = error or (results[0]["error_code"] if len(results) == 1 else NONE)
         return {"throttle_time": 0, "error_code": top, "members": results}
 
+    def _release_syncs(self, group: KafkaGroup) -> None:
+        """Syncs waiting for an assignment that will not come (a new join phase began, or their
+        member left) are answered REBALANCE_IN_PROGRESS (or UNKNOWN_MEMBER_ID): they join again."""
+        if group.state == "completing":
+            return
+        for member_id, waiter in self._syncs.pop(group.name, {}).items():
+            if not waiter.done():
+                waiter.set_result(REBALANCE_IN_PROGRESS if member_id in group.members else UNKNOWN_MEMBER_ID)
+
     def _after_change(self, group: KafkaGroup) -> None:
+        self._release_syncs(group)
         self._end_join_phase(group)
         if not group.members and group.state == "empty" and not any(k[0] == group.name for k in self._joins):
             self._groups.pop(group.name, None)
@@ -273,7 +297,7 @@ class GroupHandlers:
             elif not self._owned(session, group, member_id):
                 error = GROUP_AUTHORIZATION_FAILED
             else:
-                error = group.check(member_id, generation)
+                error = group.check_commit(member_id, generation)
         topics: list[dict[str, Any]] = []
         offsets: list[tuple[str, int, int]] = []
         for topic in request.topics:

@@ -11,7 +11,6 @@ with ``acks=0``). A LogBroker error becomes its Kafka error code through the one
 from __future__ import annotations
 
 import asyncio
-import logging
 import random
 import uuid
 from collections.abc import Sequence
@@ -21,6 +20,7 @@ from coordinator.models import TopicMetadata
 from kafka_api import record_batch, sasl
 from kafka_api.admin import AdminHandlers, live_brokers
 from kafka_api.apis import advertised
+from kafka_api.entities import BodyError
 from kafka_api.groups import GroupHandlers
 from kafka_api.session import Session, error_code
 from logbroker.api import Answered, BrokerApi, CallContext, Prebuilt
@@ -30,14 +30,13 @@ from logbroker.error_codes import (
     KAFKA_LEADER_NOT_AVAILABLE,
     KAFKA_UNKNOWN_TOPIC_OR_PARTITION,
 )
-from logbroker.errors import ANY_ERROR, InvalidRequestError
+from logbroker.errors import ANY_ERROR, InvalidRequestError, TooManyRequestsError
 from logbroker.node import Node
 from logbroker.producer_ids import issue
 from logbroker.records import take_records
 from segments.batch import BATCH_RECORDS_MAX, ProducerRecord, encode_batch, iter_batches
 from segments.log import LogRead
 
-log = logging.getLogger(__name__)
 NONE: Final = 0
 UNSUPPORTED_SASL_MECHANISM: Final = 33
 ILLEGAL_SASL_STATE: Final = 34
@@ -47,7 +46,7 @@ NO_OPERATIONS: Final = -(2**31)  # authorized operations not asked for
 ZERO_UUID: Final = uuid.UUID(int=0)
 ACKS: Final = {0: "0", 1: "1", -1: "all"}
 LATEST, EARLIEST = -1, -2
-FETCH_PARTITIONS_MAX: Final = 1_000  # partitions one Fetch or ListOffsets may name
+PARTITIONS_PER_REQUEST_MAX: Final = 1_000  # partitions (or topics) one request may name; more closes it
 _PRODUCER_RNG: Final = random.SystemRandom()
 
 
@@ -56,19 +55,21 @@ class _Records:
     same records, and the same producer id, epoch and base sequence when the Kafka producer is
     idempotent (so a retried batch is stored once, ``logbroker.dedup``)."""
 
-    def __init__(self, partition: int, records: bytes, uncompressed_bytes_max: int) -> None:
+    def __init__(self, partition: int, records: bytes, budget: list[int]) -> None:
         self.partition = partition
         self.records = records
-        self._bytes_max = uncompressed_bytes_max
+        self._budget = budget  # the bytes the request's batches may still unpack to, shared by its partitions
 
     def received_bytes(self) -> int:
         return len(self.records)
 
     async def decode(self) -> Prebuilt:
         batches = record_batch.decode_batches(self.records, records_max=BATCH_RECORDS_MAX,
-                                              uncompressed_bytes_max=self._bytes_max)
+                                              uncompressed_bytes_max=max(0, self._budget[0]))
         records = [ProducerRecord(r.value, r.key, [(k, v or b"") for k, v in r.headers], r.timestamp_ms)
                    for batch in batches for r in batch.records]
+        if any(batch.compression for batch in batches):
+            self._budget[0] -= sum(len(r.value or b"") + len(r.key or b"") + 16 for r in records)
         if not records:
             raise InvalidRequestError("a produce request names a partition without records")
         first = batches[0]
@@ -125,7 +126,8 @@ class KafkaHandlers:
             return {"error_code": SASL_AUTHENTICATION_FAILED, "error_message": str(exc)[:200], "auth_bytes": b""}
         session.principal, session.limits = caller
         if auth.enabled:
-            session.credential_version = (await auth.user(caller[0].name)).credential_version
+            user = await auth.user(caller[0].name)
+            session.credential_version, session.user_id = user.credential_version, user.user_id
         return {"error_code": NONE, "error_message": None, "auth_bytes": b"", "session_lifetime": 0}
 
     # ---- metadata ----------------------------------------------------------------------------
@@ -140,7 +142,9 @@ class KafkaHandlers:
                 if meta.kind == "topic":
                     topics.append(await self._topic_metadata(meta))
         else:
-            for wanted in request.topics[:FETCH_PARTITIONS_MAX]:
+            if len(request.topics) > PARTITIONS_PER_REQUEST_MAX:
+                raise BodyError(f"a Metadata request naming more than {PARTITIONS_PER_REQUEST_MAX} topics")
+            for wanted in request.topics:
                 topics.append(await self._named_topic(ctx, str(wanted.name)))
         return {"throttle_time": 0, "brokers": brokers, "cluster_id": node.config.cluster_name,
                 "controller_id": node.config.node_id, "topics": topics}
@@ -157,7 +161,11 @@ class KafkaHandlers:
 
     async def _topic_metadata(self, meta: TopicMetadata) -> dict[str, Any]:
         partitions = []
-        for state in await self.node.coordinator.partition_states(meta.name):
+        try:
+            states = await self.node.coordinator.partition_states(meta.name)
+        except ANY_ERROR as exc:
+            return _topic_error(meta.name, error_code(exc))
+        for state in states:
             partitions.append({"error_code": NONE if state.leader >= 0 else KAFKA_LEADER_NOT_AVAILABLE,
                                "partition_index": state.partition, "leader_id": state.leader,
                                "leader_epoch": state.leader_epoch, "replica_nodes": list(state.replicas),
@@ -171,7 +179,9 @@ class KafkaHandlers:
     async def produce(self, session: Session, request: Any) -> dict[str, Any] | None:
         acks = ACKS.get(int(request.acks))
         ctx = session.context()
-        config = self.node.config
+        budget = [self.node.config.request_body_bytes_max]
+        if sum(len(topic.partition_data) for topic in request.topic_data) > PARTITIONS_PER_REQUEST_MAX:
+            raise BodyError(f"a Produce naming more than {PARTITIONS_PER_REQUEST_MAX} partitions")
         responses: dict[str, list[dict[str, Any]]] = {}
         for topic in request.topic_data:
             name = str(topic.name)
@@ -179,11 +189,12 @@ class KafkaHandlers:
                 index = int(part.index)
                 if acks is None:
                     answer: dict[str, Any] = _produce_error(index, INVALID_REQUIRED_ACKS)
-                    responses.setdefault(name, []).append(answer)
-                    continue
-                payload = _Records(index, bytes(part.records or b""), config.request_body_bytes_max)
-                responses.setdefault(name, []).append(await self._produce_partition(ctx, name, index, payload, acks))
-        if acks == "0":
+                else:
+                    payload = _Records(index, bytes(part.records or b""), budget)
+                    answer = await self._produce_partition(ctx, name, index, payload, acks)
+                responses.setdefault(name, []).append(answer)
+        if acks == "0":  # no answer: a failed write closes the connection, as Kafka does, so the client sees it
+            session.failed = any(p["error_code"] for parts in responses.values() for p in parts)
             return None
         return {"responses": [{"name": n, "partition_responses": parts} for n, parts in responses.items()],
                 "throttle_time": 0}
@@ -211,42 +222,74 @@ class KafkaHandlers:
     # ---- fetch -------------------------------------------------------------------------------
 
     async def fetch(self, session: Session, request: Any) -> dict[str, Any]:
+        """Partitions in request order until the response's bytes reach ``max_bytes`` (the first
+        batch always goes, KIP-74; later partitions get their high watermark and no records).
+        With nothing to send, every partition is long-polled at once on one of the caller's
+        long-polls, and the first to get records ends the wait."""
         ctx = session.context()
         wanted = [(str(t.topic), int(p.partition), int(p.fetch_offset), max(0, int(p.partition_max_bytes)))
-                  for t in request.topics for p in t.partitions][:FETCH_PARTITIONS_MAX]
+                  for t in request.topics for p in t.partitions]
+        if len(wanted) > PARTITIONS_PER_REQUEST_MAX:
+            raise BodyError(f"a Fetch naming more than {PARTITIONS_PER_REQUEST_MAX} partitions")
+        config = self.node.config
         rack = getattr(request, "rack_id", "") or None
-        max_wait_ms = min(max(0, int(request.max_wait.total_seconds() * 1000)), self.node.config.fetch_wait_ms_max)
-        results: dict[tuple[str, int], dict[str, Any]] = {}
-        for item in wanted:
-            results[item[:2]] = await self._fetch_partition(ctx, *item, wait_ms=0, rack=rack)
-        if max_wait_ms > 0 and wanted and not any(r.get("records") for r in results.values()):
-            results.update(await self._first_data(ctx, wanted, max_wait_ms, rack))
+        max_wait_ms = min(max(0, int(request.max_wait.total_seconds() * 1000)), config.fetch_wait_ms_max)
+        budget = min(max(1, int(getattr(request, "max_bytes", config.fetch_bytes_max))), config.fetch_bytes_max)
+        results = await self._read_in_order(ctx, wanted, budget, rack, {})
+        if max_wait_ms > 0 and wanted and not any(r["records"] for r in results.values()):
+            first = await self._first_data(ctx, wanted, max_wait_ms, rack)
+            if first:
+                results = await self._read_in_order(ctx, wanted, budget, rack, first)
         by_topic: dict[str, list[dict[str, Any]]] = {}
         for (topic, _), partition in results.items():
             by_topic.setdefault(topic, []).append(partition)
         return {"throttle_time": 0, "error_code": NONE, "session_id": 0,
                 "responses": [{"topic": t, "partitions": parts} for t, parts in by_topic.items()]}
 
+    async def _read_in_order(self, ctx: CallContext, wanted: Sequence[tuple[str, int, int, int]], budget: int,
+                             rack: str | None, got: dict[tuple[str, int], dict[str, Any]]
+                             ) -> dict[tuple[str, int], dict[str, Any]]:
+        """Each partition read without waiting (or taken from ``got``), within ``budget`` bytes."""
+        results: dict[tuple[str, int], dict[str, Any]] = {}
+        sent = 0
+        for topic, partition, offset, partition_bytes in wanted:
+            result = got.get((topic, partition))
+            if result is None:
+                room = min(partition_bytes, budget - sent)
+                result = await self._fetch_partition(ctx, topic, partition, offset, max(1, room), wait_ms=0,
+                                                     rack=rack)
+                if room <= 0 or (sent and sent + len(result["records"] or b"") > budget):
+                    result["records"] = b"" if result["records"] is not None else None  # its watermark only
+            sent += len(result["records"] or b"")
+            results[(topic, partition)] = result
+        return results
+
     async def _first_data(self, ctx: CallContext, wanted: Sequence[tuple[str, int, int, int]], wait_ms: int,
                           rack: str | None) -> dict[tuple[str, int], dict[str, Any]]:
-        """Long-poll every partition at once; the first to answer ends the wait for the others."""
-        tasks = {asyncio.create_task(self._fetch_partition(ctx, *item, wait_ms=wait_ms, rack=rack)): item[:2]
-                 for item in wanted}
+        """Long-poll every partition at once (one of the caller's long-polls for them all): the
+        partitions that got records by the time the first did."""
+        try:
+            with self.api.long_polls_hold(ctx):
+                return await self._wait_first(ctx, wanted, wait_ms, rack)
+        except TooManyRequestsError:  # past long_polls_max: no wait (the answer has no records)
+            return {}
+
+    async def _wait_first(self, ctx: CallContext, wanted: Sequence[tuple[str, int, int, int]], wait_ms: int,
+                          rack: str | None) -> dict[tuple[str, int], dict[str, Any]]:
+        tasks = {asyncio.create_task(self._fetch_partition(ctx, *item, wait_ms=wait_ms, rack=rack,
+                                                           long_poll_held=True)): item[:2] for item in wanted}
         try:
             done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
         finally:
             for task in tasks:
                 if not task.done():
                     task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        got = {tasks[t]: t.result() for t in done if not t.cancelled() and t.exception() is None}
-        for item in wanted:
-            if item[:2] not in got:
-                got[item[:2]] = await self._fetch_partition(ctx, *item, wait_ms=0, rack=rack)
-        return got
+            await asyncio.gather(*tasks, return_exceptions=True)
+        return {tasks[t]: t.result() for t in done
+                if not t.cancelled() and t.exception() is None and t.result()["records"]}
 
     async def _fetch_partition(self, ctx: CallContext, topic: str, partition: int, offset: int, max_bytes: int, *,
-                               wait_ms: int, rack: str | None) -> dict[str, Any]:
+                               wait_ms: int, rack: str | None, long_poll_held: bool = False) -> dict[str, Any]:
         async def render(got: tuple[LogRead, int]) -> Answered[dict[str, Any]]:
             read, high_watermark = got
             data, records = kafka_batches(read.data, offset)
@@ -256,7 +299,7 @@ class KafkaHandlers:
                             len(data), records)
         try:
             return await self.api.fetch(ctx, topic, partition, offset, max_bytes=max(1, max_bytes),
-                                        wait_ms=wait_ms, rack=rack, answer=render)
+                                        wait_ms=wait_ms, rack=rack, answer=render, long_poll_held=long_poll_held)
         except ANY_ERROR as exc:
             return {"partition_index": partition, "error_code": error_code(exc), "high_watermark": -1,
                     "last_stable_offset": -1, "log_start_offset": -1, "aborted_transactions": None,
@@ -266,15 +309,13 @@ class KafkaHandlers:
 
     async def list_offsets(self, session: Session, request: Any) -> dict[str, Any]:
         ctx = session.context()
+        if sum(len(topic.partitions) for topic in request.topics) > PARTITIONS_PER_REQUEST_MAX:
+            raise BodyError(f"a ListOffsets naming more than {PARTITIONS_PER_REQUEST_MAX} partitions")
         topics = []
-        count = 0
         for topic in request.topics:
             name = str(topic.name)
             partitions = []
             for part in topic.partitions:
-                count += 1
-                if count > FETCH_PARTITIONS_MAX:
-                    break
                 partitions.append(await self._offset(ctx, name, int(part.partition_index), int(part.timestamp)))
             topics.append({"name": name, "partitions": partitions})
         return {"throttle_time": 0, "topics": topics}

@@ -5,15 +5,17 @@ when HTTPS is on (``SASL_SSL``), SASL PLAIN or OAUTHBEARER when auth is on (``SA
 One task per connection reads a request, answers it and reads the next, so answers go out in the
 order of the requests (what Kafka clients expect; a broker does the same). Bounds: connections on
 the node and per address (``connections_max`` and its per-address share, as HTTP's); a request's
-size (the node's ``request_body_bytes_max`` plus room for the header), checked before it is read;
-``AUTH_TIMEOUT_S`` to authenticate (after a SaslHandshake v0, the SASL message and its answer go
-without request headers, as older clients send them); ``body_timeout_ms`` for a request's bytes
-once its size has arrived; ``IDLE_S`` between requests. A frame that is not a request of an API and version in
-``kafka_api.apis``, a body that does not decode, or a request other than ApiVersions or SASL
-before authentication closes the connection (a Kafka broker closes it too); ApiVersions of a
-version past ours is answered, as v0, UNSUPPORTED_VERSION with the versions we serve.
-A user whose password changed, whose tokens were revoked or who was deleted loses its connections
-at its next request after ``access_recheck_ms``."""
+size (the node's ``request_body_bytes_max`` plus room for the header; before authentication
+``PRE_AUTH_FRAME_MAX``), checked before it is read; ``AUTH_TIMEOUT_S`` from the connection's
+start to authenticate (after a SaslHandshake v0 the SASL message and its answer go without
+request headers, as older clients send them); ``body_timeout_ms`` for a request's bytes once its
+size has arrived; ``IDLE_S`` between requests. A frame that is not a request of an API and
+version in ``kafka_api.apis``, a body that does not decode, or a request other than ApiVersions
+or SASL before authentication closes the connection (a Kafka broker closes it too); ApiVersions
+of a version past ours is answered, as v0, UNSUPPORTED_VERSION with the versions we serve.
+A user deleted (or made again under its name), whose password changed or whose tokens were
+revoked loses its connections at its next request after ``access_recheck_ms``; its quota limits
+are read again then too."""
 
 from __future__ import annotations
 
@@ -40,6 +42,7 @@ UNSUPPORTED_VERSION: Final = 35
 AUTH_TIMEOUT_S: Final = 10.0
 IDLE_S: Final = 600.0  # Kafka's connections.max.idle.ms
 HEADER_ROOM_BYTES: Final = 64 * 1024
+PRE_AUTH_FRAME_MAX: Final = sasl.MESSAGE_BYTES_MAX + HEADER_ROOM_BYTES
 STOP_GRACE_S: Final = 5.0
 LISTEN_BACKLOG: Final = 1024
 
@@ -71,8 +74,6 @@ class KafkaServer:
         self._server = await asyncio.start_server(self._accept, sock=self._sock, **tls)
 
     async def stop(self) -> None:
-        if self.handlers is not None:
-            await self.handlers.groups.close()
         server, self._server = self._server, None
         if server is None:
             self._sock.close()
@@ -82,6 +83,8 @@ class KafkaServer:
             task.cancel()
         if self._connections:
             await asyncio.wait(self._connections, timeout=STOP_GRACE_S)
+        if self.handlers is not None:  # after the connections: none can start its ticker again
+            await self.handlers.groups.close()
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(STOP_GRACE_S):
                 await server.wait_closed()
@@ -119,15 +122,22 @@ class KafkaServer:
         if not node.auth.enabled:
             session.principal, session.limits = await node.auth.authenticate(None)
         body_s = self.config.body_timeout_ms / 1000
+        login_by = time.monotonic() + AUTH_TIMEOUT_S  # the whole login, not each of its requests
         checked_at = time.monotonic()
         while not session.failed:
-            async with asyncio.timeout(IDLE_S if session.principal is not None else AUTH_TIMEOUT_S):
+            authenticated = session.principal is not None
+            wait_s = IDLE_S if authenticated else login_by - time.monotonic()
+            if wait_s <= 0:
+                return
+            async with asyncio.timeout(wait_s):
                 prefix = await reader.readexactly(wire.SIZE.size)
-            size = wire.frame_size(prefix, sasl.MESSAGE_BYTES_MAX, size_min=0) if session.unframed_sasl \
-                else wire.frame_size(prefix, self._frame_max)
+            if session.unframed_sasl:
+                size = wire.frame_size(prefix, sasl.MESSAGE_BYTES_MAX, size_min=0)
+            else:  # before authentication only ApiVersions and SASL, all small
+                size = wire.frame_size(prefix, self._frame_max if authenticated else PRE_AUTH_FRAME_MAX)
             async with asyncio.timeout(body_s):
                 frame = await reader.readexactly(size)
-            if session.principal is not None and node.auth.enabled \
+            if authenticated and node.auth.enabled \
                     and time.monotonic() - checked_at >= self.config.access_recheck_ms / 1000:
                 if not await self._still_valid(session):
                     return
@@ -170,13 +180,15 @@ class KafkaServer:
         return wire.response_frame(correlation_id, body, flexible_header=flexible and api_key != API_VERSIONS_KEY)
 
     async def _still_valid(self, session: Session) -> bool:
-        """Whether the session's user still stands (not deleted, password and tokens unchanged)."""
+        """Whether the session's user still stands: the same user (not deleted, nor made again
+        under its name), its password and tokens unchanged; its quota limits are read again."""
         node = self.node
         assert node is not None and session.principal is not None
         try:
             user = await node.auth.user(session.principal.name)
         except ANY_ERROR:
             return False
-        if session.credential_version is None:
-            session.credential_version = user.credential_version
-        return user.credential_version == session.credential_version
+        if (user.user_id, user.credential_version) != (session.user_id, session.credential_version):
+            return False
+        session.limits = node.auth.limits.override(user.quotas) if user.quotas else node.auth.limits
+        return True

@@ -29,6 +29,7 @@ class Session:
     mechanism: str | None = None
     failed: bool = False  # authentication failed: the connection closes after the answer
     credential_version: int | None = None  # the user's when it authenticated
+    user_id: str | None = None  # and its id (a user made again under the name has another)
     unframed_sasl: bool = False  # a v0 handshake: the next frame is the bare SASL message
 
     def context(self) -> CallContext:

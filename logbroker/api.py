@@ -171,14 +171,20 @@ class BrokerApi:
 
     async def fetch(self, ctx: CallContext, topic: str, partition: int, offset: int, *, max_bytes: int,
                     wait_ms: int, rack: str | None,
-                    answer: Callable[[tuple[LogRead, int]], Awaitable[Answered[T]]]) -> T:
+                    answer: Callable[[tuple[LogRead, int]], Awaitable[Answered[T]]], long_poll_held: bool = False) -> T:
         """Read ``topic``/``partition`` from ``offset`` (waiting up to ``wait_ms`` at the end of the
-        log) into ``answer``, which renders ``(read, high watermark)`` as its protocol sends it."""
+        log) into ``answer``, which renders ``(read, high watermark)`` as its protocol sends it.
+        ``long_poll_held``: the caller holds one of its long-polls for a request that waits on many
+        partitions at once (``long_polls_hold``), so this wait takes none of its own."""
         node = self.node
 
         def read(wait: int) -> Awaitable[tuple[LogRead, int]]:
             return node.fetch(topic, partition, offset, max_bytes, wait, client_rack=rack)
-        return await self._read(ctx, topic, wait_ms, read, answer)
+        return await self._read(ctx, topic, wait_ms, read, answer, long_poll_held=long_poll_held)
+
+    def long_polls_hold(self, ctx: CallContext) -> contextlib.AbstractContextManager[None]:
+        """One of the caller's long-polls, held while one request waits (429 past long_polls_max)."""
+        return self.node.auth.usage.hold(ctx.principal, ctx.limits, "long_polls")
 
     async def fetch_raw(self, ctx: CallContext, topic: str, partition: int, offset: int, *, max_bytes: int,
                         wait_ms: int, rack: str | None,
@@ -341,15 +347,15 @@ class BrokerApi:
         return result
 
     async def _read(self, ctx: CallContext, topic: str, wait_ms: int, read: Callable[[int], Awaitable[R]],
-                    answer: Callable[[R], Awaitable[Answered[T]]]) -> T:
+                    answer: Callable[[R], Awaitable[Answered[T]]], *, long_poll_held: bool = False) -> T:
         action, kind = OPERATIONS["fetch"]
         topic = validate_name(topic, internal=True)
         await self.authorize(ctx, topic, action)
         assert kind is not None
         self._check_quota(ctx, kind)
         wait = ctx.wait_ms(wait_ms, self._clock())
-        if wait > 0:  # one of the caller's long-polls while it waits (429 past long_polls_max)
-            with self.node.auth.usage.hold(ctx.principal, ctx.limits, "long_polls"):
+        if wait > 0 and not long_poll_held:  # one of the caller's long-polls while it waits
+            with self.long_polls_hold(ctx):
                 got = await read(wait)
         else:
             got = await read(wait)

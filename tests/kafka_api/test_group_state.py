@@ -130,3 +130,27 @@ def test_random_schedules_keep_the_invariants(actions):
         assert group.state != "empty" or not group.members
         if group.state == "stable":
             assert group.leader in group.members
+
+
+def test_a_commit_of_the_current_generation_stands_while_members_rejoin_not_before_the_assignment():
+    group = KafkaGroup("g")
+    a = join(group)
+    group.complete_join()
+    group.sync(a, 1, [(a, b"x")], 0)
+    assert group.check_commit(a, 1) == NONE
+    join(group, now=10)  # a second member: a join phase begins
+    assert group.check_commit(a, 1) == NONE, "a member commits what it read before it rejoins"
+    assert group.check_commit(a, 0) == ILLEGAL_GENERATION
+    join(group, a, now=20)
+    group.complete_join()
+    assert group.check_commit(a, 2) == REBALANCE_IN_PROGRESS, "not until the leader's assignment"
+    assert group.check_commit("nobody", 2) == UNKNOWN_MEMBER_ID
+
+
+def test_a_join_phase_ends_by_the_capped_rebalance_timeout():
+    group = KafkaGroup("g")
+    a, _ = group.join("", None, "u", "consumer", RANGE, 10_000, 10**9, 0)
+    group.complete_join()
+    group.join("", None, "u", "consumer", RANGE, 10_000, 10**9, 0)
+    assert not group.join_ready(299_999) and group.join_ready(300_000)
+    assert a not in {x.member_id for x in group.complete_join()}

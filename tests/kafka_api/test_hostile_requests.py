@@ -57,7 +57,7 @@ def valid_requests(topic: str, *, joins: bool = True) -> list[bytes]:
                       "topics": [{"topic": topic, "partitions": [{"partition": 0, "fetch_offset": 0,
                                                                    "partition_max_bytes": 65_536}]}],
                       "forgotten_topics_data": []}),
-        frame(2, 7, {"replica_id": -1, "isolation_level": 0,
+        frame(2, 6, {"replica_id": -1, "isolation_level": 0,
                      "topics": [{"name": topic, "partitions": [{"partition_index": 0, "timestamp": -1}]}]}),
         *([frame(11, 7, {"group_id": "hostile-g", "session_timeout": 6_000, "rebalance_timeout": 1_000,
                       "member_id": "", "group_instance_id": None, "protocol_type": "consumer",

@@ -258,6 +258,7 @@ def test_an_api_versions_past_ours_is_answered_unsupported_in_v0(node):
     struct.pack(">i", -5),                                              # a negative size
     struct.pack(">i", 10) + struct.pack(">hhih", 999, 0, 1, -1),        # an unknown API
     struct.pack(">i", 10) + struct.pack(">hhih", 3, 12, 1, -1),         # metadata before authentication
+    struct.pack(">i", 200_000) + struct.pack(">hhih", 18, 3, 1, -1),    # a large frame before authentication
     struct.pack(">i", 12) + struct.pack(">hhih", 17, 1, 1, -1) + b"\xff\xff",  # a body that does not decode
 ])
 def test_what_no_client_sends_closes_the_connection_and_nothing_else(node, frame):
@@ -325,3 +326,29 @@ def raw_produce(node: NodeProcess, topic: str, batch: bytes) -> tuple[int, int]:
             "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": batch}]}]}))
     (part,) = answer.responses[0].partition_responses
     return int(part.error_code.value), int(part.base_offset)
+
+
+def test_fetch_stops_at_the_requests_max_bytes_after_the_first_batch(node, http, admin_token):
+    create_topic(http, admin_token, "fetch-bounded", partitions=2)
+    for partition in (0, 1):
+        produce(node, "fetch-bounded", [(None, b"x" * 1000, [])] * 5, partition=partition)
+    with authenticated(node) as sock:
+        answer = send_request(sock, 1, 12, encode_body(1, 12, {
+            "replica_id": -1, "max_wait": 0, "min_bytes": 1, "max_bytes": 100, "isolation_level": 0,
+            "session_id": 0, "session_epoch": -1, "rack_id": "", "forgotten_topics_data": [],
+            "topics": [{"topic": "fetch-bounded", "partitions": [
+                {"partition": p, "fetch_offset": 0, "partition_max_bytes": 1_000_000} for p in (0, 1)]}]}))
+    first, second = answer.responses[0].partitions
+    assert len(record_batch.decode_batches(first.records, records_max=100, uncompressed_bytes_max=10**6)[0]
+               .records) == 5, "the first batch goes whole, past max_bytes"
+    assert second.records in (b"", None) and second.high_watermark == 5, "the next only says where it ends"
+
+
+def test_a_failed_write_with_acks_0_closes_the_connection(node):
+    batch = record_batch.encode_batch(0, [(1_700_000_000_000, None, b"x", [])])
+    with authenticated(node) as sock:
+        body = encode_body(0, 9, {"transactional_id": None, "acks": 0, "timeout": 1_000, "topic_data": [
+            {"name": "no-such-topic", "partition_data": [{"index": 0, "records": batch}]}]})
+        header = struct.pack(">hhih", 0, 9, 5, -1) + b"\x00"
+        sock.sendall(struct.pack(">i", len(header) + len(body)) + header + body)
+        assert closed(sock)
