@@ -27,6 +27,7 @@ from benchmarks import (
     groups_bench,
     grpc_bench,
     guard,
+    kafka_bench,
     log_bench,
     node_bench,
     queue_bench,
@@ -57,6 +58,8 @@ LOGBROKER_ONLY = (
      "coordinator", "a short run"),
     ("grpc", "the public gRPC API against HTTP on one node: Publish and Subscribe throughput, publish p99",
      "a short run"),
+    ("kafka", "the Kafka listener against HTTP on one node: librdkafka produce and consume against the binary "
+     "HTTP path, side by side", "a short run"),
     ("racks", "nearest-replica reads: fetch latency from the leader in another rack (behind a delay) against "
      "the in-sync replica in the reader's rack; nearest-leader writes: produce latency to a leader in the "
      "producer's rack (leader_racks) against one in the other rack", "a short run"),
@@ -138,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
         "encryption": encryption_bench.run, "compaction": compaction_bench.run,
         "groups": groups_bench.run, "groupscale": group_scale_bench.run,
         "groupscale-auth": functools.partial(group_scale_bench.run, auth=True), "queue": queue_bench.run,
-        "grpc": grpc_bench.run, "racks": racks_bench.run}
+        "grpc": grpc_bench.run, "racks": racks_bench.run, "kafka": kafka_bench.run}
     if args.scenario == "replication":
         systems = args.systems if isinstance(args.systems, list) else _systems(args.systems)
         documents = replication_bench.run(

@@ -1,0 +1,180 @@
+"""The Kafka listener against the HTTP API on one node (auth on), side by side in one run (issue
+31): librdkafka (``confluent-kafka``) producing and consuming through the Kafka protocol, and the
+HTTP binary path (prebuilt batches in, raw batches out, as the Python client uses it) on the same
+node, the two alternating their order between repetitions.
+
+Produce: ``records`` records of ``RECORD_BYTES`` to one partition, ``acks=1``; librdkafka batches
+as it likes (``linger.ms`` 5, its default batch size), HTTP sends ``IN_FLIGHT`` requests of
+``BATCH`` records at a time; records/s from the first send to the last acknowledgement. Consume:
+the same records read from offset 0, librdkafka's ``consume`` in lists of up to ``BATCH`` with
+every value touched, HTTP raw fetches of ``FETCH_BYTES`` decoded to columns. Both counts are
+checked. The ratios are Kafka ÷ HTTP per repetition.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import datetime
+import os
+import time
+from typing import Any, Final
+
+import aiohttp
+import uvloop
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from benchmarks import single_node
+from benchmarks.cluster_bench import login
+from benchmarks.results import summarize
+from benchmarks.single_node import Samples, gather, publish, summarize_all
+from logbroker.launcher import NodeProcess
+from segments.batch import ProducerRecord, decode_columns, encode_batch, iter_batches
+
+ADMIN: Final = "bench-admin"
+PASSWORD: Final = "bench-admin-password"
+RECORD_BYTES: Final = 100
+BATCH: Final = 1_000
+IN_FLIGHT: Final = 4
+FETCH_BYTES: Final = 4 * 1024 * 1024
+BATCH_TYPE: Final = "application/vnd.logbroker.batch"
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    reps: int
+    records: int
+
+
+QUICK = Plan(reps=3, records=100_000)
+FULL = Plan(reps=5, records=500_000)
+
+
+def kafka_config(address: str) -> dict[str, Any]:
+    return {"bootstrap.servers": address, "security.protocol": "SASL_PLAINTEXT", "sasl.mechanisms": "PLAIN",
+            "sasl.username": ADMIN, "sasl.password": PASSWORD}
+
+
+def kafka_produce(address: str, topic: str, records: int) -> float:
+    producer = Producer({**kafka_config(address), "acks": "1", "linger.ms": 5,
+                         "queue.buffering.max.messages": 1_000_000})
+    value = b"x" * RECORD_BYTES
+    failed: list[Any] = []
+    started = time.perf_counter()
+    for _ in range(records):
+        while True:
+            try:
+                producer.produce(topic, value, partition=0,
+                                 on_delivery=lambda err, _msg: failed.append(err) if err else None)
+                break
+            except BufferError:
+                producer.poll(0.01)
+        producer.poll(0)
+    assert producer.flush(120) == 0 and not failed, failed[:3]
+    return records / (time.perf_counter() - started)
+
+
+def kafka_consume(address: str, topic: str, records: int) -> float:
+    consumer = Consumer({**kafka_config(address), "group.id": "kafkabench", "enable.auto.commit": False,
+                         "fetch.max.bytes": FETCH_BYTES})
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        read, touched = 0, 0
+        started = time.perf_counter()
+        while read < records:
+            for message in consumer.consume(BATCH, timeout=1.0):
+                assert message.error() is None, message.error()
+                touched += len(message.value() or b"")
+                read += 1
+        elapsed = time.perf_counter() - started
+        assert touched == read * RECORD_BYTES
+        return read / elapsed
+    finally:
+        consumer.close()
+
+
+async def http_produce(url: str, token: str, topic: str, records: int) -> float:
+    batch = encode_batch([ProducerRecord(b"x" * RECORD_BYTES)] * BATCH)
+    headers = {"Authorization": f"Bearer {token}", "Content-Type": BATCH_TYPE}
+    path = f"{url}/v1/topics/{topic}/records?partition=0&acks=1"
+    left = records // BATCH
+    async with aiohttp.ClientSession() as session:
+        async def sender() -> None:
+            nonlocal left
+            while left > 0:
+                left -= 1
+                async with session.post(path, data=batch, headers=headers) as response:
+                    assert response.status == 200, await response.text()
+                    await response.read()
+        started = time.perf_counter()
+        await asyncio.gather(*(sender() for _ in range(IN_FLIGHT)))
+        return (records // BATCH * BATCH) / (time.perf_counter() - started)
+
+
+async def http_consume(url: str, token: str, topic: str, records: int) -> float:
+    headers = {"Authorization": f"Bearer {token}", "Accept": BATCH_TYPE}
+    read, offset, touched = 0, 0, 0
+    async with aiohttp.ClientSession() as session:
+        started = time.perf_counter()
+        while read < records:
+            async with session.get(f"{url}/v1/topics/{topic}/partitions/0/records", headers=headers,
+                                   params={"offset": offset, "max_bytes": FETCH_BYTES}) as response:
+                assert response.status == 200, await response.text()
+                data = await response.read()
+            for position, header in iter_batches(data):
+                columns = decode_columns(data[position:position + header.size_bytes])
+                touched += sum(len(v or b"") for v in columns.values)
+                read += header.record_count
+                offset = header.next_offset
+        elapsed = time.perf_counter() - started
+    assert touched == read * RECORD_BYTES
+    return read / elapsed
+
+
+def one_rep(node: NodeProcess, token: str, rep: int, plan: Plan) -> dict[str, float]:
+    out: dict[str, float] = {}
+    order = ("kafka", "http") if rep % 2 == 0 else ("http", "kafka")
+    for api in order:
+        topic = f"kafkabench-{api}-{rep}"
+        uvloop.run(_create_topic(node.url, token, topic))
+        if api == "kafka":
+            out["kafka_produce"] = kafka_produce(node.kafka_address, topic, plan.records)
+            out["kafka_consume"] = kafka_consume(node.kafka_address, topic, plan.records)
+        else:
+            out["http_produce"] = uvloop.run(http_produce(node.url, token, topic, plan.records))
+            out["http_consume"] = uvloop.run(http_consume(node.url, token, topic, plan.records))
+    return out
+
+
+def run(*, quick: bool, out_dir: str | None, work_dir: str | None) -> dict[str, float]:
+    plan = QUICK if quick else FULL
+    started = datetime.datetime.now(datetime.UTC)
+    samples: Samples = {}
+    with single_node.work_dir("kafkabench-", work_dir) as work, \
+            NodeProcess(os.path.join(work, "node"), "--log-level", "warning", "--auth", "on", "--admin-user", ADMIN,
+                        "--admin-password", PASSWORD, "--kafka-port", "0") as node:
+        token = uvloop.run(_token(node.url))
+        for rep in range(plan.reps):
+            print(f"[kafka] repetition {rep + 1}/{plan.reps}", flush=True)
+            gather(samples, one_rep(node, token, rep, plan))
+    figures, units = summarize_all(samples, lambda _name: "records/s")
+    for what in ("produce", "consume"):
+        ratios = [k / h for k, h in zip(samples[f"kafka_{what}"], samples[f"http_{what}"], strict=True)]
+        summarize(f"kafka_over_http_{what}_ratio", ratios, "kafka/http", figures, units)
+    params = {"quick": quick, **dataclasses.asdict(plan), "record_bytes": RECORD_BYTES, "acks": "1", "auth": "on",
+              "kafka_client": "confluent-kafka (librdkafka), linger.ms 5, SASL PLAIN",
+              "http_client": f"aiohttp, prebuilt batches of {BATCH}, {IN_FLIGHT} in flight; raw fetches of "
+                             f"{FETCH_BYTES} B decoded to columns"}
+    return publish("kafka", figures, units, out_dir=out_dir, started_at=started, params=params)
+
+
+async def _token(url: str) -> str:
+    async with aiohttp.ClientSession() as session:
+        return await login(session, url, ADMIN, PASSWORD)
+
+
+async def _create_topic(url: str, token: str, topic: str) -> None:
+    async with aiohttp.ClientSession() as session, \
+            session.post(f"{url}/v1/topics", json={"name": topic, "partitions": 1},
+                         headers={"Authorization": f"Bearer {token}"}) as response:
+        assert response.status in (201, 409), await response.text()
