@@ -80,7 +80,7 @@ async def _serve_node(config: NodeConfig, ready_stream: TextIO | None) -> None:
         await grpc_server.start(node)
         kafka = ""
         if kafka_server is not None:
-            await kafka_server.start(node)
+            await kafka_server.start(node, site.guard)
             kafka = f" kafka={kafka_server.address(host)}"
         stream = ready_stream or sys.stdout
         print(f"logbroker ready http={url} grpc={grpc_address}{kafka} node={config.node_id}", file=stream, flush=True)

@@ -48,7 +48,24 @@ def read_request(api_key: int, version: int, frame: bytes | memoryview, offset: 
         entity, _ = entity_reader(cls)(frame, offset)
     except Exception as exc:  # kio's readers raise assorted errors on malformed input
         raise BodyError(f"the {cls.__name__} v{version} body does not decode: {type(exc).__name__}") from None
+    _check_nulls(entity)
     return entity
+
+
+def _check_nulls(entity: Any) -> None:
+    """``BodyError`` when a field the schema does not let be null is null (kio reads a null
+    array wherever the bytes say so), in ``entity`` or the entities it holds."""
+    for name, hint in _field_hints(type(entity)):
+        value = getattr(entity, name)
+        if value is None:
+            if not _nullable(hint):
+                raise BodyError(f"{type(entity).__name__}.{name} is null")
+        elif isinstance(value, tuple):
+            for item in value:
+                if dataclasses.is_dataclass(item):
+                    _check_nulls(item)
+        elif dataclasses.is_dataclass(value):
+            _check_nulls(value)
 
 
 def encode(entity: Any) -> bytes:

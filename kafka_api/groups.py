@@ -28,7 +28,7 @@ from logbroker.api import BrokerApi
 from logbroker.auth.usage import check_member_limit
 from logbroker.cluster_groups import group_node
 from logbroker.error_codes import KAFKA_INVALID_REQUEST
-from logbroker.errors import ANY_ERROR, InvalidRequestError
+from logbroker.errors import ANY_ERROR
 from logbroker.groups.group import ANY_CALLER, STANDALONE
 from logbroker.groups.requests import CommitRequest, group_name
 from logbroker.node import Node
@@ -95,7 +95,7 @@ class GroupHandlers:
         or a caller without ``read`` on the group (a first ``claim`` makes it theirs)."""
         try:
             name = group_name(group_id)
-        except InvalidRequestError:
+        except ANY_ERROR:  # InvalidTopicError, as for a topic's name
             return group_id, INVALID_GROUP_ID
         try:
             if await self._coordinator() is not None:

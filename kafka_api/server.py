@@ -3,9 +3,10 @@ the node starts so a cluster node advertises its real address, TLS with the node
 when HTTPS is on (``SASL_SSL``), SASL PLAIN or OAUTHBEARER when auth is on (``SASL_PLAINTEXT``).
 
 One task per connection reads a request, answers it and reads the next, so answers go out in the
-order of the requests (what Kafka clients expect; a broker does the same). Bounds: connections on
-the node and per address (``connections_max`` and its per-address share, as HTTP's); a request's
-size (the node's ``request_body_bytes_max`` plus room for the header; before authentication
+order of the requests (what Kafka clients expect; a broker does the same). Bounds: connections, in
+the HTTP listener's budget (the node's bound and each address's share by HTTP's rules, an IPv6
+/64 as one) and the user's ``connections_max`` once authenticated; a request's size (the node's
+``request_body_bytes_max`` plus room for the header; before authentication
 ``PRE_AUTH_FRAME_MAX``), checked before it is read; ``AUTH_TIMEOUT_S`` from the connection's
 start to authenticate (after a SaslHandshake v0 the SASL message and its answer go without
 request headers, as older clients send them); ``body_timeout_ms`` for a request's bytes once its
@@ -26,7 +27,7 @@ import operator
 import socket
 import ssl
 import time
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from kafka_api import entities, sasl, wire
 from kafka_api.apis import API_VERSIONS_KEY, BY_KEY, advertised
@@ -47,6 +48,21 @@ STOP_GRACE_S: Final = 5.0
 LISTEN_BACKLOG: Final = 1024
 
 
+class Counted(Protocol):
+    def release(self, key: str | None = None) -> None: ...
+
+
+class ConnectionBudget(Protocol):
+    """The HTTP listener's guard (``http_api.listener.ConnectionGuard``): ``admit`` counts a
+    connection against the node's bound and its address's share (none for this host, trusted
+    proxies and the cluster's nodes), saying which refuses it and the share key it holds."""
+
+    @property
+    def count(self) -> Counted: ...
+
+    def admit(self, transport: Any) -> tuple[str | None, str | None]: ...
+
+
 class KafkaServer:
     def __init__(self, config: NodeConfig, *, ssl_context: ssl.SSLContext | None) -> None:
         family = socket.AF_INET6 if ":" in config.http_host else socket.AF_INET
@@ -57,8 +73,7 @@ class KafkaServer:
         self._ssl = ssl_context
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
-        self._per_address: dict[str, int] = {}
-        self._per_address_max = config.connections_per_address_max or max(1, config.connections_max // 10)
+        self._budget: ConnectionBudget | None = None
         self._frame_max = config.request_body_bytes_max + HEADER_ROOM_BYTES
         self.handlers: KafkaHandlers | None = None
         self.node: Node | None = None
@@ -66,8 +81,11 @@ class KafkaServer:
     def address(self, host: str) -> str:
         return f"{host}:{self.port}"
 
-    async def start(self, node: Node) -> None:
+    async def start(self, node: Node, connections: ConnectionBudget) -> None:
+        """Serve ``node``; ``connections`` is the budget the node's HTTP listener counts its
+        connections in (the node's bound and each address's share), which Kafka's take from too."""
         self.node = node
+        self._budget = connections
         self.handlers = KafkaHandlers(node, BrokerApi(node))
         tls: dict[str, Any] = {} if self._ssl is None else {
             "ssl": self._ssl, "ssl_handshake_timeout": self.config.tls_handshake_timeout_ms / 1000}
@@ -92,14 +110,15 @@ class KafkaServer:
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peer = writer.get_extra_info("peername")
         address = str(peer[0]) if isinstance(peer, tuple) and peer else ""
-        if len(self._connections) >= self.config.connections_max \
-                or self._per_address.get(address, 0) >= self._per_address_max:
+        budget = self._budget
+        assert budget is not None
+        refused, key = budget.admit(writer.transport)
+        if refused is not None:
             writer.transport.abort()
             return
         task = asyncio.current_task()
         assert task is not None
         self._connections.add(task)
-        self._per_address[address] = self._per_address.get(address, 0) + 1
         try:
             await self._serve(reader, writer, Session(address))
         except (asyncio.IncompleteReadError, ConnectionError, TimeoutError, ssl.SSLError, wire.FrameError,
@@ -109,11 +128,7 @@ class KafkaServer:
             log.exception("kafka request failed", extra={"fields": {"peer": address}})
         finally:
             self._connections.discard(task)
-            left = self._per_address.get(address, 1) - 1
-            if left:
-                self._per_address[address] = left
-            else:
-                self._per_address.pop(address, None)
+            budget.count.release(key)
             writer.transport.abort()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, session: Session) -> None:
@@ -149,10 +164,14 @@ class KafkaServer:
                 answer: bytes | None = wire.SIZE.pack(0)
             else:
                 answer = await self._answer(session, frame)
-            if answer is None:
-                continue
-            writer.write(answer)
-            await writer.drain()
+            if answer is not None:
+                writer.write(answer)
+                await writer.drain()
+            if not authenticated and session.principal is not None and node.auth.enabled:
+                try:  # the user's share of connections, as for HTTP
+                    node.auth.admit_connection(session.principal, writer, session.context().limits)
+                except ANY_ERROR:
+                    return
 
     async def _answer(self, session: Session, frame: bytes) -> bytes | None:
         """The response frame to one request (None: it gets none); an error closes the connection."""

@@ -6,6 +6,7 @@ everyone else. Auth is off here so that each example costs one connection, not a
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import struct
 import zlib
@@ -154,3 +155,30 @@ def _produce_error(answer: bytes) -> int:
     from kio.serial import entity_reader
     response, _ = entity_reader(entities.response_class(0, 9))(answer, 5)
     return int(response.responses[0].partition_responses[0].error_code.value)
+
+
+def test_kafka_connections_take_from_the_http_listeners_budget(tmp_path):
+    """The node's bound on connections counts both listeners' connections (an address's share
+    counts the same way; loopback has none of its own, as for HTTP)."""
+    with NodeProcess(str(tmp_path / "node"), "--kafka-port", "0", "--connections-max", "2") as small:
+        host, _, port = small.kafka_address.rpartition(":")
+        first = socket.create_connection((host, int(port)), timeout=ANSWER_WAIT_S)
+        second = socket.create_connection((host, int(port)), timeout=ANSWER_WAIT_S)
+        try:
+            for sock in (first, second):
+                sock.sendall(api_versions_frame(3))
+                assert read_answer(sock)[:4] == struct.pack(">i", 7)
+            with socket.create_connection((host, int(port)), timeout=ANSWER_WAIT_S) as third:
+                third.sendall(api_versions_frame(3))
+                with contextlib.suppress(ConnectionResetError):
+                    assert third.recv(1) == b"", "a third connection is refused"
+            from tests.http_api.conftest import Http
+            try:  # the HTTP listener counts in the same budget: its connection is refused too
+                status = Http(small.url).call("GET", "/readyz").status
+            except (ConnectionError, OSError):
+                status = None
+            assert status != 200
+        finally:
+            first.close()
+            second.close()
+        still_serving(small)
