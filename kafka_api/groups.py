@@ -17,6 +17,7 @@ Membership lives in memory: after a restart members join again, as after a coord
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import time
 from typing import Any, Final
@@ -57,6 +58,9 @@ class GroupHandlers:
         # per group, per member: a waiting SyncGroup's answer, an assignment or an error code
         self._syncs: dict[str, dict[str, asyncio.Future[bytes | int]]] = {}
         self._ticker: asyncio.Task[None] | None = None
+        # members per user over every Kafka group here, kept as groups change (``_recount``)
+        self._held: collections.Counter[str | None] = collections.Counter()
+        self._counted: dict[str, collections.Counter[str | None]] = {}
 
     async def close(self) -> None:
         ticker, self._ticker = self._ticker, None
@@ -144,6 +148,7 @@ class GroupHandlers:
             member_id, getattr(request, "group_instance_id", None), session.context().principal.name,
             str(request.protocol_type), protocols, int(request.session_timeout.total_seconds() * 1000),
             max(0, rebalance_ms), _now_ms())
+        self._recount(group)
         if error:
             if created and not group.members:
                 del self._groups[name]
@@ -172,7 +177,20 @@ class GroupHandlers:
                 "members": [{"member_id": m, "group_instance_id": i, "metadata": md} for m, i, md in answer.members]}
 
     def _members_of(self, principal: str) -> int:
-        return sum(1 for g in self._groups.values() for m in g.members.values() if m.principal == principal)
+        """The members ``principal`` holds in every group this node coordinates, Kafka's and HTTP's."""
+        return self._held[principal] + self.node.groups.members_of(principal)
+
+    def _recount(self, group: KafkaGroup) -> None:
+        """Bring the per-user member counts up to date with ``group`` (O(its members))."""
+        now = collections.Counter(m.principal for m in group.members.values())
+        before = self._counted.pop(group.name, collections.Counter())
+        self._held.update(now)
+        self._held.subtract(before)
+        for principal in before:
+            if self._held[principal] <= 0:
+                del self._held[principal]
+        if now:
+            self._counted[group.name] = now
 
     def _end_join_phase(self, group: KafkaGroup) -> None:
         if not group.join_ready(_now_ms()):
@@ -266,6 +284,7 @@ class GroupHandlers:
     def _after_change(self, group: KafkaGroup) -> None:
         self._release_syncs(group)
         self._end_join_phase(group)
+        self._recount(group)
         if not group.members and group.state == "empty" and not any(k[0] == group.name for k in self._joins):
             self._groups.pop(group.name, None)
 
@@ -279,8 +298,8 @@ class GroupHandlers:
             await asyncio.sleep(TICK_S)
             now = _now_ms()
             for group in list(self._groups.values()):
-                group.expire(now)
-                self._after_change(group)
+                if group.expire(now) or group.state in ("preparing", "empty"):
+                    self._after_change(group)
 
     # ---- offsets ---------------------------------------------------------------------------------
 

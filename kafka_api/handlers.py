@@ -144,13 +144,18 @@ class KafkaHandlers:
         else:
             if len(request.topics) > PARTITIONS_PER_REQUEST_MAX:
                 raise BodyError(f"a Metadata request naming more than {PARTITIONS_PER_REQUEST_MAX} topics")
+            create = bool(getattr(request, "allow_auto_topic_creation", False))
             for wanted in request.topics:
-                topics.append(await self._named_topic(ctx, str(wanted.name)))
+                topics.append(await self._named_topic(ctx, str(wanted.name), create=create))
         return {"throttle_time": 0, "brokers": brokers, "cluster_id": node.config.cluster_name,
                 "controller_id": node.config.node_id, "topics": topics}
 
-    async def _named_topic(self, ctx: CallContext, name: str) -> dict[str, Any]:
+    async def _named_topic(self, ctx: CallContext, name: str, *, create: bool) -> dict[str, Any]:
+        """A topic the request names; with ``create`` (a producer's Metadata asks for it) and the
+        node's ``auto_create`` on, a missing one is made on first use, as a write would make it."""
         try:
+            if create:
+                await self.api.create_on_first_use(ctx, name)
             await self.api.authorize(ctx, name, "describe")
             meta = await self.node.coordinator.get_topic(name)
         except ANY_ERROR as exc:

@@ -169,6 +169,16 @@ class BrokerApi:
         finally:
             self._charge(ctx, kind, payload.received_bytes(), self._metered(topic), records, requests=1)
 
+    async def create_on_first_use(self, ctx: CallContext, topic: str) -> bool:
+        """Make ``topic`` as a write to it would (node setting ``auto_create``, ``first_use``): for a
+        protocol whose clients ask for a topic before they write (Kafka's Metadata). Whether it
+        was made."""
+        topic = validate_name(topic, internal=True)
+        if not await first_use.missing(self.node, topic):
+            return False
+        await first_use.create(self.node, topic, "topic", ctx.principal, ctx.limits)
+        return True
+
     async def fetch(self, ctx: CallContext, topic: str, partition: int, offset: int, *, max_bytes: int,
                     wait_ms: int, rack: str | None,
                     answer: Callable[[tuple[LogRead, int]], Awaitable[Answered[T]]], long_poll_held: bool = False) -> T:

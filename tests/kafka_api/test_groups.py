@@ -129,3 +129,34 @@ def test_another_users_group_is_refused(node, http, admin_token):
             intruder.close()
     finally:
         owner.close()
+
+
+def test_a_users_members_are_counted_across_groups_and_protocols(node, http, admin_token):
+    name, password = "kafka-member-limited", "member-limited-password"
+    http.json("POST", "/v1/users", 201, body={"username": name, "password": password}, headers=bearer(admin_token))
+    http.json("PUT", f"/v1/users/{name}/quotas", body={"group_members_max": 2}, headers=bearer(admin_token))
+    topic = "limited-" + uuid.uuid4().hex[:6]
+    create_topic(http, admin_token, topic)
+    http.json("PUT", f"/v1/topics/{topic}/acl", body={"user": name, "permissions": ["read"]},
+              headers=bearer(admin_token))
+    token = login(http, name, password)
+    http.json("POST", "/v1/groups/limited-http/members", body={"topics": [topic]}, headers=bearer(token))
+    creds = {"sasl.username": name, "sasl.password": password}
+    first = member(node, "limited-kafka-1", **creds)
+    second = member(node, "limited-kafka-2", **creds)
+    try:
+        first.subscribe([topic])
+        poll_until([first], lambda _: bool(first.assignment()), timeout_s=10)
+        assert first.assignment(), "an HTTP member and a Kafka member: within the limit of 2"
+        second.subscribe([topic])
+        errors: list[Any] = []
+        deadline = time.monotonic() + 10
+        while not errors and time.monotonic() < deadline:
+            message = second.poll(0.2)
+            if message is not None and message.error() is not None:
+                errors.append(message.error())
+        assert not second.assignment() and errors, "a third member is refused"
+        assert errors[0].code() == KafkaError.THROTTLING_QUOTA_EXCEEDED, errors[0]
+    finally:
+        first.close()
+        second.close()

@@ -352,3 +352,18 @@ def test_a_failed_write_with_acks_0_closes_the_connection(node):
         header = struct.pack(">hhih", 0, 9, 5, -1) + b"\x00"
         sock.sendall(struct.pack(">i", len(header) + len(body)) + header + body)
         assert closed(sock)
+
+
+def test_a_producer_makes_its_topic_on_first_use_where_the_node_allows_it(tmp_path):
+    with NodeProcess(str(tmp_path / "node"), *AUTH_ARGS, "--kafka-port", "0", "--auto-create", "on") as auto:
+        delivered = produce(auto, "made-by-kafka", [(None, b"first", [])], **{"allow.auto.create.topics": True})
+        assert delivered[0].offset() == 0
+        token = login(Http(auto.url), ADMIN, ADMIN_PASSWORD)
+        described = Http(auto.url).json("GET", "/v1/topics/made-by-kafka", headers=bearer(token))
+        assert described["partition_count"] >= 1
+
+
+def test_without_auto_create_an_unknown_topic_stays_unknown(node, http, admin_token):
+    delivered = produce(node, "never-made", [(None, b"x", [])], **{"message.timeout.ms": 3000})
+    assert isinstance(delivered[0], KafkaError)
+    assert http.call("GET", "/v1/topics/never-made", headers=bearer(admin_token)).status == 404
