@@ -19,7 +19,7 @@ import time
 from typing import Any, Final
 
 from internal_rpc.errors import ERROR_EXTRA_BYTES_MAX, RpcCallError, Status
-from internal_rpc.frames import FrameError
+from internal_rpc.frames import HEADER, FrameError, body_length, unpack
 from internal_rpc.security import TlsFiles
 from internal_rpc.server import keep_alive, read_frame, write_frame
 
@@ -65,18 +65,25 @@ class _Connection:
         self.writer = writer
         self.pending: dict[int, asyncio.Future[dict[str, Any]]] = {}
         self.lost: str | None = None
-        self.heard_at = time.monotonic()  # when a frame last arrived (not the loop's clock: uvloop's is in whole ms)
+        # When a frame's header or body last arrived (not the loop's clock: uvloop's is in whole ms).
+        self.heard_at = time.monotonic()
+        self._mid_frame = False
         self._task = asyncio.create_task(self._read())
 
     def silent_since(self, at: float) -> bool:
-        """Nothing has arrived on this connection since ``at`` (``time.monotonic``)."""
-        return self.heard_at < at
+        """Nothing has arrived on this connection since ``at`` (``time.monotonic``), and no frame
+        is arriving now (a large answer in transit is not a silence)."""
+        return self.heard_at < at and not self._mid_frame
 
     async def _read(self) -> None:
         reason = "the other node closed the connection"
         try:
             while True:
-                answer = await read_frame(self._reader)
+                header = await self._reader.readexactly(HEADER.size)
+                self.heard_at = time.monotonic()
+                self._mid_frame = True  # bytes are arriving: the connection is not silent
+                answer = unpack(await self._reader.readexactly(body_length(header)))
+                self._mid_frame = False
                 self.heard_at = time.monotonic()
                 call_id = answer.get("i")
                 waiter = self.pending.pop(call_id, None) if isinstance(call_id, int) else None
@@ -200,7 +207,7 @@ class RpcClient:
         except TimeoutError:
             status = Status.DEADLINE_EXCEEDED if sent else Status.UNAVAILABLE
             if sent and connection is not None:
-                self._give_up_if_silent(connection, call_id, sent_at, 0.0)
+                self._give_up_if_silent(connection, call_id, sent_at, SILENT_CLOSE_S)
             raise RpcCallError(status, status.value, f"no answer from {self.address} within {timeout:g} s") from None
         except asyncio.CancelledError:
             if sent and connection is not None:
@@ -226,7 +233,9 @@ class RpcClient:
 
     def _give_up_if_silent(self, connection: _Connection, call_id: int, sent_at: float, waited_s: float) -> None:
         """Close ``connection`` when nothing at all has arrived on it since this call was sent
-        and the call waited at least ``waited_s``: the network or the other node has gone quiet
+        and the call waited at least ``waited_s`` (a short deadline that lapses is no evidence:
+        the connection's other calls, a forwarded long-poll, may rightly be quiet for longer): the
+        network or the other node has gone quiet
         (a cut, a pause). Frames sent on it now would queue behind data the kernel is still
         retransmitting with a growing backoff; the next call connects anew instead, which gets
         through as soon as the network does."""

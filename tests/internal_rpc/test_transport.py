@@ -250,3 +250,20 @@ async def test_a_call_given_up_after_a_silence_closes_its_connection_and_the_nex
         with pytest.raises(asyncio.CancelledError):
             await talking
         assert second is not None and second.lost is None, "a connection that answered since is not silent"
+
+
+async def test_a_short_deadline_that_lapses_leaves_the_connection_and_its_long_waits_alone():
+    handlers = Handlers()
+    async with await serve(handlers) as server, RpcClient(f"127.0.0.1:{server.port}", tls=None,
+                                                          cluster_token=TOKEN) as client:
+        assert (await client.call("S", "Echo", {"n": 1}))["n"] == 1
+        first = client._connection
+        long_poll = asyncio.create_task(client.call("S", "Hang", {}, deadline_s=30))
+        await asyncio.sleep(0.05)
+        with pytest.raises(RpcCallError):
+            await client.call("S", "Hang", {}, deadline_s=0.3)  # lapses: nothing heard for 0.3 s
+        assert client._connection is first and first.lost is None, "a lapsed short deadline is no evidence"
+        assert not long_poll.done(), "the long wait on the same connection goes on"
+        long_poll.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await long_poll
