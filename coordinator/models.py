@@ -24,6 +24,7 @@ from coordinator.leader_racks import LEADER_RACKS_KEY, RACK_CHARS_MAX, parse_lea
 from segments.batch import BATCH_RECORDS_BYTES_MAX, HEADER_SIZE
 from segments.config import KIB, MIB, SEGMENT_BYTES_MAX, LogConfig, config_int
 from segments.errors import InvalidArgumentError
+from segments.partitioning import KEY_HASH_KEY, KEY_HASHES
 
 TopicKind = Literal["topic", "queue"]
 NAME_PATTERN: Final = re.compile(r"[A-Za-z0-9._-]{1,200}")
@@ -182,7 +183,15 @@ class TopicSpec:
             raise InvalidTopicError(f"config.{LEADER_RACKS_KEY} applies to topics, not queues",
                                     field=f"config.{LEADER_RACKS_KEY}")
         spec.check_encryption()
+        spec.check_key_hash()
         return spec
+
+    def check_key_hash(self) -> None:
+        """``key_hash`` is one of ``segments.partitioning.KEY_HASHES``."""
+        value = self.config.get(KEY_HASH_KEY)
+        if value is not None and value not in KEY_HASHES:
+            raise InvalidTopicError(f"config.{KEY_HASH_KEY} must be one of {', '.join(KEY_HASHES)}, not {value!r}",
+                                    field=f"config.{KEY_HASH_KEY}")
 
     def check_encryption(self) -> None:
         """``encryption`` is ``on`` or ``off``."""
@@ -223,7 +232,7 @@ class TopicSpec:
         """The storage config of this topic over the node's defaults."""
         storage = {k: v for k, v in self.config.items()
                    if k not in QUEUE_CONFIG_KEYS and k not in REPLICATION_CONFIG_KEYS
-                   and k not in TIMESTAMP_WINDOW_KEYS and k != ENCRYPTION_CONFIG_KEY}
+                   and k not in TIMESTAMP_WINDOW_KEYS and k not in (ENCRYPTION_CONFIG_KEY, KEY_HASH_KEY)}
         try:
             return LogConfig.from_mapping(storage, base)
         except InvalidArgumentError as exc:

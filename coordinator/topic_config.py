@@ -8,7 +8,8 @@ user bounds (a key stored before the bounds keeps opening clamped, as ``clamp_co
 
 Invariant: a key is changeable only when every node can make it take effect on an open log,
 leadership or queue without a restart. Refused, with the reason: the topic's shape (``name``,
-``kind``, ``partitions``, ``replication_factor``), ``segment_index_bytes`` (each segment's index
+``kind``, ``partitions``, ``replication_factor``), ``key_hash`` (a key's records would part),
+``segment_index_bytes`` (each segment's index
 is pre-sized when the segment opens), ``dead_letter_topic`` (a queue is bound to its dead-letter
 topic's id at creation), the broker's own ``dead_letter_topic_id``, and a smaller
 ``max_batch_bytes`` (stored batches are scanned with it: a smaller one would read them as
@@ -33,10 +34,11 @@ from coordinator.models import (
     TopicSpec,
 )
 from segments.config import LogConfig
+from segments.partitioning import KEY_HASH_KEY
 
 STORAGE_KEYS: Final = frozenset(f.name for f in dataclasses.fields(LogConfig))
 KNOWN_KEYS: Final = (STORAGE_KEYS | QUEUE_CONFIG_KEYS | REPLICATION_CONFIG_KEYS | TIMESTAMP_WINDOW_KEYS
-                     | {ENCRYPTION_CONFIG_KEY})
+                     | {ENCRYPTION_CONFIG_KEY, KEY_HASH_KEY})
 # Keys a client may name that cannot change on a live topic, and why (the message says which).
 FIXED_KEYS: Final[Mapping[str, str]] = {
     "name": "a topic cannot be renamed",
@@ -44,6 +46,7 @@ FIXED_KEYS: Final[Mapping[str, str]] = {
     "partitions": "the partition count grows with POST /v1/topics/{name}/partitions, not as a config key",
     "replication_factor": "the replication factor is fixed when the topic is placed",
     "segment_index_bytes": "each segment's index is sized when the segment opens; it cannot change on a live topic",
+    KEY_HASH_KEY: "records already stored by a key's partition would no longer be where its new records go",
     "dead_letter_topic": "a queue is bound to its dead-letter topic when it is created",
     DEAD_LETTER_ID_KEY: "it is set by the broker, not by clients",
 }

@@ -41,6 +41,7 @@ from logbroker.error_codes import KAFKA_INVALID_REQUEST
 from logbroker.errors import ANY_ERROR
 from logbroker.node import Node
 from segments.config import CONFIG_FLOAT, CONFIG_INT
+from segments.partitioning import KEY_HASH_KEY
 
 T = TypeVar("T")
 NONE: Final = 0
@@ -99,6 +100,7 @@ CONFIG_NAMES: Final[tuple[ConfigName, ...]] = (
     ConfigName("encryption", "encryption", "text", STRING),
     ConfigName("flush", "flush", "text", STRING),
     ConfigName(LEADER_RACKS_KEY, LEADER_RACKS_KEY, "list", LIST),
+    ConfigName(KEY_HASH_KEY, KEY_HASH_KEY, "text", STRING),
 )
 BY_KAFKA_NAME: Final = {name.kafka: name for name in CONFIG_NAMES}
 BY_KEY: Final = {name.key: name for name in CONFIG_NAMES}

@@ -120,6 +120,7 @@ from segments.batch import (
 from segments.config import LogConfig
 from segments.errors import InvalidBatchError, TooManyOpenFilesError
 from segments.log import AppendInfo, LogRead, LogSlice
+from segments.partitioning import DEFAULT_KEY_HASH, KEY_HASH_KEY
 
 log = logging.getLogger(__name__)
 A = TypeVar("A", bound=Answer)  # the answer type of an internal RPC request
@@ -870,12 +871,13 @@ class Node:
             self._timestamp_window(topic).check_all((r.record.timestamp for r in records), time.time_ns() // 1_000_000)
         if idempotency_key is None:
             producer_id, producer_epoch, sequence = NO_PRODUCER_ID, -1, NO_SEQUENCE
-            groups = group_by_partition(records, self._partition_count(topic), next(self._round_robin))
+            groups = group_by_partition(records, self._partition_count(topic), next(self._round_robin),
+                                        self._key_hash(topic))
         else:  # placed by the key, so that a retry lands where the first try did
             if writer is None:
                 raise ValueError("an idempotency key belongs to a writer; name it")
             producer_id, producer_epoch, sequence = key_identity(writer, idempotency_key)
-            groups = group_by_partition(records, self._partition_count(topic), producer_id)
+            groups = group_by_partition(records, self._partition_count(topic), producer_id, self._key_hash(topic))
         batches = []
         for partition, indexes in groups.items():
             batch = encode_batch([records[i].record for i in indexes], producer_id=producer_id,
@@ -1056,6 +1058,12 @@ class Node:
     def _timestamp_window(self, topic: str) -> TimestampWindow:
         meta = self.coordinator.cached_topic(topic)
         return TimestampWindow.of({} if meta is None else meta.config)
+
+    def _key_hash(self, topic: str) -> str:
+        """The topic's ``key_hash`` (``segments.partitioning``): where its keyed records go."""
+        meta = self.coordinator.cached_topic(topic)
+        value = None if meta is None else meta.config.get(KEY_HASH_KEY)
+        return value if isinstance(value, str) else DEFAULT_KEY_HASH
 
     def _dedup_window_ms(self, topic: str) -> int:
         meta = self.coordinator.cached_topic(topic)

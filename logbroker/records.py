@@ -26,10 +26,9 @@ import itertools
 from collections.abc import Iterator, Sequence
 from typing import Any, Final, NamedTuple
 
-import xxhash
-
 from logbroker.errors import InvalidBatchError, InvalidRequestError
 from segments.batch import BATCH_RECORDS_MAX, BatchHeader, ProducerRecord, Record, decode_records, iter_batches
+from segments.partitioning import DEFAULT_KEY_HASH, key_partition
 from segments.record_reader import iter_records
 
 # A request becomes at most one batch per partition, so it is held to what one batch may hold.
@@ -67,9 +66,6 @@ class IncomingRecord(NamedTuple):
     partition: int | None
 
 
-def key_partition(key: bytes, partitions: int) -> int:
-    """The partition of a keyed record: xxh3-64 of the key modulo the partition count."""
-    return xxhash.xxh3_64_intdigest(key) % partitions
 
 
 def parse_body(body: object, *, binary: bool) -> list[IncomingRecord]:
@@ -164,13 +160,15 @@ def is_reserved_header(name: str) -> bool:
 
 
 def group_by_partition(records: Sequence[IncomingRecord], partitions: int,
-                       round_robin: int) -> dict[int, list[int]]:
+                       round_robin: int, key_hash: str = DEFAULT_KEY_HASH) -> dict[int, list[int]]:
     """Indexes of ``records`` per partition, in request order. Explicit partitions win; keyed
-    records hash; keyless ones all go to ``round_robin % partitions`` (round-robin per batch)."""
+    records hash (the topic's ``key_hash``, ``segments.partitioning``); keyless ones all go to
+    ``round_robin % partitions`` (round-robin per batch)."""
     groups: dict[int, list[int]] = {}
     for i, (record, partition) in enumerate(records):
         if partition is None:
-            partition = key_partition(record.key, partitions) if record.key is not None else round_robin % partitions
+            partition = key_partition(record.key, partitions, key_hash) if record.key is not None \
+                else round_robin % partitions
         elif partition >= partitions:
             raise InvalidRequestError(f"partition {partition} does not exist (the topic has {partitions})")
         groups.setdefault(partition, []).append(i)

@@ -17,6 +17,7 @@ from logbroker.dedup import WINDOW_KEY, WINDOW_MS_DEFAULT
 from logbroker.partition_state import MIN_INSYNC_KEY, min_insync_replicas
 from logbroker.timestamps import TimestampWindow
 from segments.config import LogConfig
+from segments.partitioning import DEFAULT_KEY_HASH, KEY_HASH_KEY
 
 
 def described_config(meta: TopicMetadata, log_config: LogConfig, *, encrypted_by_default: bool = False
@@ -33,6 +34,7 @@ def described_config(meta: TopicMetadata, log_config: LogConfig, *, encrypted_by
         TIMESTAMP_AFTER_KEY: window.after_max_ms, TIMESTAMP_BEFORE_KEY: window.before_max_ms,
         LEADER_RACKS_KEY: list(leader_racks(meta.config)),  # [] when any rack may lead
         ENCRYPTION_CONFIG_KEY: meta.config.get(ENCRYPTION_CONFIG_KEY, "on" if encrypted_by_default else "off"),
+        KEY_HASH_KEY: meta.config.get(KEY_HASH_KEY, DEFAULT_KEY_HASH),
     })
     if meta.kind == "queue":
         config.update(TopicSpec(meta.name, meta.partitions, None, meta.kind, meta.config).queue_settings())

@@ -18,7 +18,7 @@ from spark_connector.writer import (
     StreamWriter,
     batch_scope,
     check_input_schema,
-    partition_count,
+    topic_placement,
     writer_tag,
 )
 
@@ -49,9 +49,11 @@ class LogBrokerDataSource(DataSource):
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         options = parse_write_options(self.options)
         check_input_schema(schema)
-        return BatchWriter(options, partition_count(options), writer_tag(options), batch_scope())
+        partitions, key_hash = topic_placement(options)
+        return BatchWriter(options, partitions, writer_tag(options), batch_scope(), key_hash)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> StreamWriter:
         options = parse_write_options(self.options)
         check_input_schema(schema)
-        return StreamWriter(options, partition_count(options), writer_tag(options))
+        partitions, key_hash = topic_placement(options)
+        return StreamWriter(options, partitions, writer_tag(options), key_hash)

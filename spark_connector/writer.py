@@ -38,8 +38,8 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from logbroker.records import key_partition
 from segments.batch import BATCH_RECORDS_MAX, ProducerRecord, encode_batch
+from segments.partitioning import DEFAULT_KEY_HASH, KEY_HASH_KEY, key_partition
 from spark_connector.errors import OptionError, TopicNotFoundError, WriteError
 from spark_connector.http import HttpClient, HttpError, client_for
 from spark_connector.options import WriteOptions
@@ -90,7 +90,9 @@ def _headers_type_ok(kind: DataType) -> bool:
     return False
 
 
-def partition_count(options: WriteOptions) -> int:
+def topic_placement(options: WriteOptions) -> tuple[int, str]:
+    """The topic's partition count and ``key_hash``: where the sink puts a keyed record, as the
+    broker would (``segments.partitioning``)."""
     location = options.location
     with client_for(location) as client:
         try:
@@ -99,7 +101,8 @@ def partition_count(options: WriteOptions) -> int:
             if exc.status == 404:
                 raise TopicNotFoundError(f"topic {options.topic!r} does not exist on {location.url}") from exc
             raise
-    return int(described["partition_count"])
+    key_hash = described.get("config", {}).get(KEY_HASH_KEY, DEFAULT_KEY_HASH)
+    return int(described["partition_count"]), str(key_hash)
 
 
 def writer_tag(options: WriteOptions) -> int | None:
@@ -151,10 +154,11 @@ class _ProduceMixin:
     tag: int | None
     scope: str | None = None
     epoch: int | None = None
+    key_hash: str = DEFAULT_KEY_HASH
 
     def _produce(self, batches: Iterator[pa.RecordBatch]) -> Written:
         identity = task_identity(self.tag, self.scope, self.epoch)
-        sender = _Sender(client_for(self.options.location), self.options, self.partitions, identity)
+        sender = _Sender(client_for(self.options.location), self.options, self.partitions, identity, self.key_hash)
         try:
             for batch in batches:
                 sender.add(batch)
@@ -165,9 +169,9 @@ class _ProduceMixin:
 
 
 class BatchWriter(_ProduceMixin, DataSourceArrowWriter):
-    def __init__(self, options: WriteOptions, partitions: int, tag: int | None = None, scope: str | None = None
-                 ) -> None:
-        self.options, self.partitions, self.tag = options, partitions, tag
+    def __init__(self, options: WriteOptions, partitions: int, tag: int | None = None, scope: str | None = None,
+                 key_hash: str = DEFAULT_KEY_HASH) -> None:
+        self.options, self.partitions, self.tag, self.key_hash = options, partitions, tag, key_hash
         self.scope = scope or batch_scope()
         self.epoch = random.randrange(EPOCHS)  # with the scope: fixed for the job, so retried tasks repeat it
 
@@ -176,8 +180,9 @@ class BatchWriter(_ProduceMixin, DataSourceArrowWriter):
 
 
 class StreamWriter(_ProduceMixin, DataSourceStreamArrowWriter):
-    def __init__(self, options: WriteOptions, partitions: int, tag: int | None = None) -> None:
-        self.options, self.partitions, self.tag = options, partitions, tag
+    def __init__(self, options: WriteOptions, partitions: int, tag: int | None = None,
+                 key_hash: str = DEFAULT_KEY_HASH) -> None:
+        self.options, self.partitions, self.tag, self.key_hash = options, partitions, tag, key_hash
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> Written:
         return self._produce(iterator)
@@ -194,8 +199,9 @@ class _Sender:
     """Per-partition buffers of records, each sent as one batch when it reaches ``batch_bytes``."""
 
     def __init__(self, client: HttpClient, options: WriteOptions, partitions: int,
-                 identity: TaskIdentity | None = None) -> None:
+                 identity: TaskIdentity | None = None, key_hash: str = DEFAULT_KEY_HASH) -> None:
         self.client, self.options, self.partitions, self.identity = client, options, partitions, identity
+        self.key_hash = key_hash
         self._pending: dict[int, list[ProducerRecord]] = {}
         self._sizes: dict[int, int] = {}
         self._sequences: dict[int, int] = {}  # records sent per partition (each batch's base sequence)
@@ -215,7 +221,7 @@ class _Sender:
         for key, value, part, pairs, stamp in zip(keys, values, parts, headers, stamps, strict=True):
             sticky = part is None and key is None
             if part is None:
-                part = key_partition(key, self.partitions) if key is not None else self._sticky
+                part = key_partition(key, self.partitions, self.key_hash) if key is not None else self._sticky
             elif not 0 <= part < self.partitions:
                 raise WriteError(f"partition {part} is not a partition of topic {self.options.topic} "
                                  f"(it has {self.partitions})")

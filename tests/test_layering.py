@@ -33,6 +33,8 @@ BATCH_CODEC = "segments.batch"
 # The same codec's record-at-a-time reader and its error: a consumer decodes the good records of a
 # batch up to a bad one, as the server's readers do (decision 0220).
 RECORD_READER = ("segments.record_reader.iter_records", "segments.errors.InvalidBatchError")
+# Where a keyed record goes: the one rule the broker, the Spark sink and the client share (0388).
+KEY_PLACEMENT = "segments.partitioning"
 SERVE_COMMAND = "logbroker.cli.command"
 ENCRYPTION = "segments.encryption"
 NETWORK_LIBS = ("aiohttp", "grpc", "etcd3", "aetcd")
@@ -67,7 +69,7 @@ RULES = (
     # The server does not depend on the client library or the command line.
     Rule("logbroker", (CLIENT, CLI), outside=(CLIENT, CLI, "logbroker.__main__")),
     # What a user imports: itself, third-party libraries and the batch codec, nothing of the server.
-    Rule(CLIENT, PROJECT, allowed=(CLIENT, BATCH_CODEC, *RECORD_READER)),
+    Rule(CLIENT, PROJECT, allowed=(CLIENT, BATCH_CODEC, *RECORD_READER, KEY_PLACEMENT)),
     # The HTTP layer reaches storage through logbroker: of segments it takes only the batch codec and
     # the two value types the node's fetch hands back unchanged (storage errors come re-exported by
     # logbroker.errors).
@@ -87,7 +89,8 @@ RULES = (
     # segments it takes the batch codec, the fetch's value type and the kinds of topic settings (to
     # read Kafka's config names), nothing of the other protocols; only the serve path starts it.
     Rule("kafka_api", ("segments", "spark_connector", "benchmarks", CLIENT, CLI, "http_api", "grpc_api", "aiohttp"),
-         allowed=(BATCH_CODEC, "segments.log.LogRead", "segments.config.CONFIG_FLOAT", "segments.config.CONFIG_INT")),
+         allowed=(BATCH_CODEC, KEY_PLACEMENT, "segments.log.LogRead", "segments.config.CONFIG_FLOAT",
+                  "segments.config.CONFIG_INT")),
     Rule("http_api", ("kafka_api",), allowed=("kafka_api.server",)),
     Rule("grpc_api", ("kafka_api",)),
     Rule("logbroker", ("kafka_api",)),

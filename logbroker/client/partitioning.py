@@ -1,13 +1,9 @@
-"""The partition of a keyed record, as the HTTP API defines it (DESIGN §4): xxh3-64 of the key
-modulo the partition count. The broker applies the same rule to records produced without a
-partition (``logbroker.records``); the client keeps its own copy because it imports nothing of
-the server, and a test checks that both agree."""
+"""The partition of a keyed record, as the HTTP API defines it (DESIGN §4): the topic's
+``key_hash`` (xxh3-64 by default, or Kafka's murmur2) of the key modulo the partition count. The
+one rule is ``segments.partitioning``, which the broker, the Spark sink and this client share."""
 
 from __future__ import annotations
 
-import xxhash
+from segments.partitioning import DEFAULT_KEY_HASH, KEY_HASH_KEY, KEY_HASHES, key_partition, murmur2
 
-
-def key_partition(key: bytes, partitions: int) -> int:
-    """The partition of a record with this key in a topic of ``partitions`` partitions."""
-    return xxhash.xxh3_64_intdigest(key) % partitions
+__all__ = ["DEFAULT_KEY_HASH", "KEY_HASHES", "KEY_HASH_KEY", "key_partition", "murmur2"]

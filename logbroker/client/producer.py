@@ -16,7 +16,7 @@ from typing import Any, Final
 
 from logbroker.client.core import Client
 from logbroker.client.errors import LogBrokerError
-from logbroker.client.partitioning import key_partition
+from logbroker.client.partitioning import DEFAULT_KEY_HASH, KEY_HASH_KEY, key_partition
 from logbroker.client.routing import RetryPolicy, backoff_s, idempotent_resend, produce_refused
 from segments.batch import BATCH_RECORDS_MAX, NO_PRODUCER_ID, NO_SEQUENCE, ProducerRecord, encode_batch
 
@@ -86,6 +86,7 @@ class Producer:
         self.retries, self.retry_backoff_ms = retries, retry_backoff_ms
         self._pending: dict[tuple[str, int], _Pending] = {}
         self._partitions: dict[str, int] = {}
+        self._key_hash: dict[str, str] = {}  # each topic's key_hash, read with its partition count
         self._sticky: dict[str, int] = {}
         self._in_flight = asyncio.Semaphore(in_flight_max)
         self._in_order: dict[tuple[str, int], asyncio.Lock] = {}  # one per partition written to
@@ -96,7 +97,9 @@ class Producer:
 
     async def partitions_for(self, topic: str) -> int:
         if topic not in self._partitions:
-            self._partitions[topic] = int((await self.client.describe_topic(topic, offsets=False))["partition_count"])
+            described = await self.client.describe_topic(topic, offsets=False)
+            self._key_hash[topic] = str(described.get("config", {}).get(KEY_HASH_KEY, DEFAULT_KEY_HASH))
+            self._partitions[topic] = int(described["partition_count"])
         return self._partitions[topic]
 
     async def send(self, topic: str, value: bytes | None, *, key: bytes | None = None,
@@ -104,7 +107,8 @@ class Producer:
                    timestamp: int | None = None) -> asyncio.Future[RecordMetadata]:
         count = await self.partitions_for(topic)
         if partition is None:
-            partition = key_partition(key, count) if key is not None else self._sticky.setdefault(topic, 0) % count
+            partition = key_partition(key, count, self._key_hash.get(topic, DEFAULT_KEY_HASH)) if key is not None \
+                else self._sticky.setdefault(topic, 0) % count
         size = len(value or b"") + len(key or b"") + sum(len(n) + len(v) for n, v in headers) + 16
         async with self._room:
             await self._room.wait_for(lambda: self._buffered + size <= self._buffer_max or self._buffered == 0)

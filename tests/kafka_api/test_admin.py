@@ -280,7 +280,7 @@ def test_describe_configs_gives_the_config_in_force_in_kafkas_names(http, admin_
         assert entry.value == kafka_value(value), key
         set_here = key in ("retention_ms", "leader_racks")
         assert entry.source == (ConfigSource.DYNAMIC_TOPIC_CONFIG if set_here else ConfigSource.DEFAULT_CONFIG).value
-        assert entry.is_read_only == (key == "segment_index_bytes")
+        assert entry.is_read_only == (key in ("segment_index_bytes", "key_hash")), key  # fixed at creation
     assert (entries["retention.ms"].value, entries["leader_racks"].value) == ("7200000", "r1,r2")
     assert failure(describe(as_bob, name)) == KafkaError.TOPIC_AUTHORIZATION_FAILED
 

@@ -367,3 +367,25 @@ def test_without_auto_create_an_unknown_topic_stays_unknown(node, http, admin_to
     delivered = produce(node, "never-made", [(None, b"x", [])], **{"message.timeout.ms": 3000})
     assert isinstance(delivered[0], KafkaError)
     assert http.call("GET", "/v1/topics/never-made", headers=bearer(admin_token)).status == 404
+
+
+def test_a_murmur2_topic_places_keys_where_kafka_producers_do(node, http, admin_token):
+    http.json("POST", "/v1/topics", 201, body={"name": "murmur-keys", "partitions": 6,
+                                                "config": {"key_hash": "murmur2"}}, headers=bearer(admin_token))
+    keys = [b"user-%d" % i for i in range(30)]
+    producer = Producer(sasl(node, **{"partitioner": "murmur2_random"}))
+    placed: dict[bytes, int] = {}
+    for key in keys:
+        producer.produce("murmur-keys", value=b"kafka", key=key,
+                         on_delivery=lambda err, msg: placed.__setitem__(msg.key(), msg.partition()))
+    assert producer.flush(TIMEOUT_S) == 0
+    answer = http.json("POST", "/v1/topics/murmur-keys/records", headers=bearer(admin_token),
+                       body={"records": [{"key": k.decode(), "value": "http"} for k in keys]})
+    assert [p["partition"] for p in answer["offsets"]] == [placed[k] for k in keys]
+    assert len(set(placed.values())) > 1
+    refused = http.call("PATCH", "/v1/topics/murmur-keys/config", body={"key_hash": "xxh3"},
+                        headers=bearer(admin_token))
+    assert refused.status in (400, 409) and "key_hash" in refused.data.decode()
+    bad = http.call("POST", "/v1/topics", body={"name": "bad-hash", "config": {"key_hash": "md5"}},
+                    headers=bearer(admin_token))
+    assert bad.status == 400 and "key_hash" in bad.data.decode()
