@@ -44,7 +44,10 @@ def test_failures_from_one_address_do_not_lock_out_a_first_login_from_it(node, a
     statuses = [_login(shared, f"guess{i}" if i % 2 else "mallory", f"wrong-{i:04d}") for i in range(FAILURES)]
     assert set(statuses) <= {401, 429}, statuses
     assert statuses.count(401) > 22, "the address was locked: 22 failures from one address used to lock it"
-    assert _login(shared, "mallory", "wrong-again") == 429, "the guessed name backs off"
+    # The guessed name backs off: its last counted failure blocked it for a while that the guesses
+    # since may have outlasted, but a failure now blocks it again at once (a longer block each time).
+    assert 429 in (_login(shared, "mallory", "wrong-again"), _login(shared, "mallory", "wrong-again-2")), \
+        "the guessed name backs off"
     assert _login(shared, "carol", PASSWORD) == 200, "someone else behind the same address logs in"
 
 
