@@ -27,7 +27,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import uuid
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Final, Literal, TypeVar
 
 from coordinator.errors import InvalidTopicError
@@ -236,6 +236,23 @@ async def live_brokers(node: Node) -> list[dict[str, Any]]:
     return brokers
 
 
+async def _each_topic(resources: Sequence[Any], alter: Callable[[Any], Awaitable[None]]) -> list[dict[str, Any]]:
+    """``alter`` each resource, a topic within the request's bound; one result per resource."""
+    results = []
+    for resource, within in bounded(resources):
+        kind, name = int(resource.resource_type), str(resource.resource_name)
+        try:
+            if not within:
+                raise too_many()
+            check_topic_resource(kind)
+            await alter(resource)
+        except (Refused, *ANY_ERROR) as exc:
+            results.append(_resource_result(kind, name, exc))
+            continue
+        results.append(_resource_result(kind, name, None))
+    return results
+
+
 def bounded(items: Sequence[T]) -> Iterator[tuple[T, bool]]:
     """Each item and whether it is within ``ITEMS_MAX``."""
     for index, item in enumerate(items):
@@ -406,44 +423,26 @@ class AdminHandlers:
     async def alter_configs(self, session: Session, request: Any) -> dict[str, Any]:
         """A topic's whole config replaced: what the request does not name goes back to the default."""
         ctx = session.context()
-        responses = []
-        for resource, within in bounded(request.resources):
-            kind, name = int(resource.resource_type), str(resource.resource_name)
-            try:
-                if not within:
-                    raise too_many()
-                check_topic_resource(kind)
-                given = dict(config_value(str(config.name), config.value) for config in resource.configs)
-                if len(given) < len(resource.configs):
-                    raise Refused(KAFKA_INVALID_REQUEST, "a config is named twice")
-                changes = {**dict.fromkeys(RESETTABLE), **given}
-                await self._alter(ctx, name, changes, bool(request.validate_only))
-            except (Refused, *ANY_ERROR) as exc:
-                responses.append(_resource_result(kind, name, exc))
-                continue
-            responses.append(_resource_result(kind, name, None))
-        return {"throttle_time": 0, "responses": responses}
+
+        async def replace(resource: Any) -> None:
+            given = dict(config_value(str(config.name), config.value) for config in resource.configs)
+            if len(given) < len(resource.configs):
+                raise Refused(KAFKA_INVALID_REQUEST, "a config is named twice")
+            changes = {**dict.fromkeys(RESETTABLE), **given}
+            await self._alter(ctx, str(resource.resource_name), changes, bool(request.validate_only))
+        return {"throttle_time": 0, "responses": await _each_topic(request.resources, replace)}
 
     async def incremental_alter_configs(self, session: Session, request: Any) -> dict[str, Any]:
         ctx = session.context()
-        responses = []
-        for resource, within in bounded(request.resources):
-            kind, name = int(resource.resource_type), str(resource.resource_name)
-            try:
-                if not within:
-                    raise too_many()
-                check_topic_resource(kind)
-                effective = None
-                if needs_effective(resource.configs):
-                    described = await self.api.describe_topic(ctx, name, kind="topic", offsets=False)
-                    effective = described["config"]
-                await self._alter(ctx, name, incremental_changes(resource.configs, effective),
-                                  bool(request.validate_only))
-            except (Refused, *ANY_ERROR) as exc:
-                responses.append(_resource_result(kind, name, exc))
-                continue
-            responses.append(_resource_result(kind, name, None))
-        return {"throttle_time": 0, "responses": responses}
+
+        async def change(resource: Any) -> None:
+            name = str(resource.resource_name)
+            effective = None
+            if needs_effective(resource.configs):
+                described = await self.api.describe_topic(ctx, name, kind="topic", offsets=False)
+                effective = described["config"]
+            await self._alter(ctx, name, incremental_changes(resource.configs, effective), bool(request.validate_only))
+        return {"throttle_time": 0, "responses": await _each_topic(request.resources, change)}
 
     async def _alter(self, ctx: CallContext, name: str, changes: dict[str, Any], validate_only: bool) -> None:
         """Change (or, ``validate_only``, check) a topic's config; an empty change only authorizes."""

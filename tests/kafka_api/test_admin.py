@@ -9,7 +9,6 @@ their holding limits (``LIMITS``)."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from concurrent.futures import Future
 from typing import Any
 
@@ -47,28 +46,12 @@ from logbroker.topic_config_view import described_config
 from segments.config import LogConfig
 from tests.http_api.conftest import Http
 from tests.kafka_api.test_listener import TIMEOUT_S, sasl
-from tests.support.auth import ADMIN, ADMIN_PASSWORD, AUTH_ARGS, bearer, login
+from tests.support.auth import ADMIN, ADMIN_PASSWORD, bearer
 from tests.support.nodes import NodeProcess
 
 PASSWORD = "a-kafka-admin-test-password"
 LIMITS = {"topics_max": 4, "partitions_max": 10}
 ADMIN_KEYS = {19, 20, 32, 33, 37, 44, 60}
-
-
-@pytest.fixture(scope="module")
-def node(tmp_path_factory) -> Iterator[NodeProcess]:
-    with NodeProcess(str(tmp_path_factory.mktemp("kafka-admin")), *AUTH_ARGS, "--kafka-port", "0") as process:
-        yield process
-
-
-@pytest.fixture(scope="module")
-def http(node) -> Http:
-    return Http(node.url)
-
-
-@pytest.fixture(scope="module")
-def admin_token(http) -> str:
-    return login(http, ADMIN, ADMIN_PASSWORD)
 
 
 @pytest.fixture(scope="module")

@@ -6,32 +6,13 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
-from tests.http_api.conftest import Http
 from tests.kafka_api.test_listener import TIMEOUT_S, USER, USER_PASSWORD, create_topic, produce, sasl
-from tests.support.auth import ADMIN, ADMIN_PASSWORD, AUTH_ARGS, bearer, login
+from tests.support.auth import bearer, login
 from tests.support.nodes import NodeProcess
-
-
-@pytest.fixture(scope="module")
-def node(tmp_path_factory) -> Iterator[NodeProcess]:
-    with NodeProcess(str(tmp_path_factory.mktemp("kafka-groups")), *AUTH_ARGS, "--kafka-port", "0") as process:
-        yield process
-
-
-@pytest.fixture(scope="module")
-def http(node) -> Http:
-    return Http(node.url)
-
-
-@pytest.fixture(scope="module")
-def admin_token(http) -> str:
-    return login(http, ADMIN, ADMIN_PASSWORD)
 
 
 def member(node: NodeProcess, group: str, **config: Any) -> Consumer:

@@ -37,16 +37,6 @@ def node(tmp_path_factory) -> Iterator[NodeProcess]:
 
 
 @pytest.fixture(scope="module")
-def http(node) -> Http:
-    return Http(node.url)
-
-
-@pytest.fixture(scope="module")
-def admin_token(http) -> str:
-    return login(http, ADMIN, ADMIN_PASSWORD)
-
-
-@pytest.fixture(scope="module")
 def user(http, admin_token) -> str:
     http.json("POST", "/v1/users", 201, body={"username": USER, "password": USER_PASSWORD},
               headers=bearer(admin_token))
