@@ -154,7 +154,8 @@ async def test_a_hand_over_or_freeze_that_begins_during_the_quota_check_refuses_
         coordinator=types.SimpleNamespace(lease_valid_until=lambda: math.inf),
         replication=types.SimpleNamespace(leadership=lambda topic, partition: lead),
         replicas=types.SimpleNamespace(get=lambda topic, partition: replica),
-        _check_serving=lambda: None, _partition_count=lambda topic: 1, _max_batch_bytes=lambda topic, p: 1 << 20,
+        _check_serving=lambda: None, _partition_count=lambda topic: 1, _key_hash=lambda topic: "xxh3",
+        _max_batch_bytes=lambda topic, p: 1 << 20,
         _leader=lambda topic, partition: None, _earlier_write=lambda topic, r, batch: None,
         _check_storage=check_storage, _append_once=append_once)
     node.moves = PartitionMover(node.coordinator, node.replicas, node, _no_freeze)
