@@ -9,11 +9,10 @@ user bounds (a key stored before the bounds keeps opening clamped, as ``clamp_co
 Invariant: a key is changeable only when every node can make it take effect on an open log,
 leadership or queue without a restart. Refused, with the reason: the topic's shape (``name``,
 ``kind``, ``partitions``, ``replication_factor``), ``key_hash`` (a key's records would part),
-``segment_index_bytes`` (each segment's index
-is pre-sized when the segment opens), ``dead_letter_topic`` (a queue is bound to its dead-letter
-topic's id at creation), the broker's own ``dead_letter_topic_id``, and a smaller
-``max_batch_bytes`` (stored batches are scanned with it: a smaller one would read them as
-corrupt).
+``segment_index_bytes`` (each segment's index is pre-sized when the segment opens),
+``dead_letter_topic`` (a queue is bound to its dead-letter topic's id at creation), the broker's
+own ``dead_letter_topic_id``, and a smaller ``max_batch_bytes`` (stored batches are scanned with
+it: a smaller one would read them as corrupt).
 """
 
 from __future__ import annotations

@@ -66,8 +66,6 @@ class IncomingRecord(NamedTuple):
     partition: int | None
 
 
-
-
 def parse_body(body: object, *, binary: bool) -> list[IncomingRecord]:
     """Validate a decoded produce body (JSON when ``binary`` is False, msgpack when True)."""
     if not isinstance(body, dict) or set(body) != {"records"}:
