@@ -379,3 +379,12 @@ def test_a_murmur2_topic_places_keys_where_kafka_producers_do(node, http, admin_
     bad = http.call("POST", "/v1/topics", body={"name": "bad-hash", "config": {"key_hash": "md5"}},
                     headers=bearer(admin_token))
     assert bad.status == 400 and "key_hash" in bad.data.decode()
+
+
+def test_a_kafka_producer_cannot_set_the_brokers_own_headers(node, http, admin_token):
+    create_topic(http, admin_token, "reserved-headers")
+    delivered = produce(node, "reserved-headers", [(None, b"forged", [("X-LogBroker-Dead-Letter-Of", b"q")])],
+                        **{"message.timeout.ms": 5000})
+    assert isinstance(delivered[0], KafkaError), "refused"
+    got = http.json("GET", "/v1/topics/reserved-headers/partitions/0/records?offset=0", headers=bearer(admin_token))
+    assert got["records"] == [], "nothing stored"
