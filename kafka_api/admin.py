@@ -35,6 +35,7 @@ from coordinator.leader_racks import LEADER_RACKS_KEY
 from coordinator.models import PARTITIONS_MAX, REPLICATION_FACTOR_MAX, TopicSpec, validate_name
 from coordinator.topic_config import FIXED_KEYS
 from kafka_api import session as sessions
+from kafka_api import wire
 from kafka_api.session import Session
 from logbroker.api import BrokerApi, CallContext
 from logbroker.error_codes import KAFKA_INVALID_REQUEST
@@ -229,9 +230,9 @@ async def live_brokers(node: Node) -> list[dict[str, Any]]:
     address, its LogBroker node id as the broker id."""
     brokers = []
     for member in await node.coordinator.cluster_nodes():
-        host, _, port = member.info.kafka_address.rpartition(":")
-        if member.alive and host and port.isdigit():
-            brokers.append({"node_id": member.info.node_id, "host": host.strip("[]"), "port": int(port),
+        where = wire.host_port(member.info.kafka_address)
+        if member.alive and where is not None:
+            brokers.append({"node_id": member.info.node_id, "host": where[0], "port": where[1],
                             "rack": member.info.rack})
     return brokers
 

@@ -23,6 +23,7 @@ import time
 from typing import Any, Final
 
 from coordinator.models import NodeInfo
+from kafka_api import wire
 from kafka_api.group_state import NONE, REBALANCE_IN_PROGRESS, REBALANCE_TIMEOUT_MS_MAX, JoinAnswer, KafkaGroup
 from kafka_api.session import Session, error_code, group_error_code
 from logbroker.api import BrokerApi
@@ -88,10 +89,10 @@ class GroupHandlers:
             else:
                 node_id = self.node.config.node_id if info is None else info.node_id
                 address = self.node.kafka_address if info is None else info.kafka_address
-                host, _, port = address.rpartition(":")
-                if host and port.isdigit():
+                where = wire.host_port(address)
+                if where is not None:
                     found = {"error_code": NONE, "error_message": None, "node_id": node_id,
-                             "host": host.strip("[]"), "port": int(port)}
+                             "host": where[0], "port": where[1]}
         return {"throttle_time": 0, **found, "coordinators": [{"key": str(k), **found} for k in keys]}
 
     async def _here(self, session: Session, group_id: str, *, claim: bool) -> tuple[str, int]:

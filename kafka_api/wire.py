@@ -116,3 +116,10 @@ def response_frame(correlation_id: int, body: bytes, *, flexible_header: bool) -
     ``flexible_header``, else v0) and ``body``."""
     header = SIZE.pack(correlation_id) + (b"\x00" if flexible_header else b"")
     return SIZE.pack(len(header) + len(body)) + header + body
+
+
+def host_port(address: str) -> tuple[str, int] | None:
+    """A node's advertised ``HOST:PORT`` (IPv6 in brackets) as Kafka's broker fields; None when it
+    has none (no Kafka listener)."""
+    host, _, port = address.rpartition(":")
+    return (host.strip("[]"), int(port)) if host and port.isdigit() else None

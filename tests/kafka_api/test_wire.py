@@ -68,3 +68,9 @@ def test_a_response_frame_carries_its_size_and_correlation_id():
     frame = wire.response_frame(9, b"abc", flexible_header=True)
     assert frame == struct.pack(">ii", 8, 9) + b"\x00abc"
     assert wire.response_frame(9, b"abc", flexible_header=False) == struct.pack(">ii", 7, 9) + b"abc"
+
+
+def test_an_advertised_address_reads_as_host_and_port():
+    assert wire.host_port("127.0.0.1:9093") == ("127.0.0.1", 9093)
+    assert wire.host_port("[::1]:9093") == ("::1", 9093)
+    assert wire.host_port("") is None and wire.host_port("host:") is None and wire.host_port("host:x") is None
