@@ -23,8 +23,8 @@ from kafka_api.apis import advertised
 from kafka_api.entities import BodyError
 from kafka_api.groups import GroupHandlers
 from kafka_api.session import Session, error_code
+from kafka_api.stored_batches import kafka_batches, stored_batch
 from logbroker.api import Answered, BrokerApi, CallContext, Prebuilt
-from logbroker.batch_limits import check_batch
 from logbroker.error_codes import (
     KAFKA_INVALID_REQUEST,
     KAFKA_LEADER_NOT_AVAILABLE,
@@ -33,8 +33,6 @@ from logbroker.error_codes import (
 from logbroker.errors import ANY_ERROR, InvalidRequestError, TooManyRequestsError
 from logbroker.node import Node
 from logbroker.producer_ids import issue
-from logbroker.records import take_records
-from segments.batch import BATCH_RECORDS_MAX, ProducerRecord, encode_batch, iter_batches
 from segments.log import LogRead
 
 NONE: Final = 0
@@ -51,9 +49,9 @@ _PRODUCER_RNG: Final = random.SystemRandom()
 
 
 class _Records:
-    """A Produce partition's Kafka batch as the front door's ``Payload``: one stored batch with the
-    same records, and the same producer id, epoch and base sequence when the Kafka producer is
-    idempotent (so a retried batch is stored once, ``logbroker.dedup``)."""
+    """A Produce partition's Kafka batch as the front door's ``Payload``: stored as it was sent
+    (``kafka_api.stored_batches``), with its producer id, epoch and base sequence when the Kafka
+    producer is idempotent (so a retried batch is stored once, ``logbroker.dedup``)."""
 
     def __init__(self, partition: int, records: bytes, budget: list[int]) -> None:
         self.partition = partition
@@ -64,23 +62,11 @@ class _Records:
         return len(self.records)
 
     async def decode(self) -> Prebuilt:
-        batches = record_batch.decode_batches(self.records, records_max=BATCH_RECORDS_MAX,
-                                              uncompressed_bytes_max=max(0, self._budget[0]))
-        records = [ProducerRecord(r.value, r.key, [(k, v or b"") for k, v in r.headers], r.timestamp_ms)
-                   for batch in batches for r in batch.records]
-        if any(batch.compression for batch in batches):
-            self._budget[0] -= sum(len(r.value or b"") + len(r.key or b"") + 16 for r in records)
-        if not records:
+        if not self.records:
             raise InvalidRequestError("a produce request names a partition without records")
-        first = batches[0]
-        if first.producer_id >= 0 and len(batches) > 1:
-            raise InvalidRequestError("an idempotent producer sends one batch per partition and request")
-        if first.producer_id < 0:
-            batch = encode_batch(records)
-        else:
-            batch = encode_batch(records, producer_id=first.producer_id, producer_epoch=first.producer_epoch,
-                                 base_sequence=first.base_sequence)
-        return Prebuilt(self.partition, batch, check_batch(batch))
+        batch, checked, unpacked = stored_batch(self.records, bytes_max=max(0, self._budget[0]))
+        self._budget[0] -= unpacked
+        return Prebuilt(self.partition, batch, checked)
 
 
 class KafkaHandlers:
@@ -336,24 +322,6 @@ class KafkaHandlers:
         offset = found.get("offset")
         return {"partition_index": partition, "error_code": NONE, "timestamp": -1,
                 "offset": -1 if offset is None else offset, "leader_epoch": -1}
-
-
-def kafka_batches(data: bytes | memoryview, from_offset: int) -> tuple[bytes, int]:
-    """Stored batches as Kafka record batches (one per stored batch, its offsets and leader epoch
-    kept; records before ``from_offset`` left out) and the number of records."""
-    out = bytearray()
-    count = 0
-    for position, header in iter_batches(data):
-        taken = take_records(data[position:position + header.size_bytes], from_offset, header.record_count)
-        records = taken.records
-        if not records:
-            continue
-        base = records[0].offset
-        out += record_batch.encode_batch(
-            base, [(r.timestamp, r.key, r.value, r.headers) for r in records],
-            partition_leader_epoch=header.leader_epoch, offset_deltas=[r.offset - base for r in records])
-        count += len(records)
-    return bytes(out), count
 
 
 def _topic_error(name: str, code: int) -> dict[str, Any]:

@@ -49,12 +49,15 @@ import struct
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, NamedTuple
 
 import cramjam
 import crc32c
 import lz4.frame
 import zstandard
+
+from segments import kafka_records
+from segments.errors import InvalidBatchError
 
 MAGIC: Final = 2
 COMPRESSION_NONE: Final = 0
@@ -81,27 +84,13 @@ _CONTROL_BIT: Final = 0x20
 _DELETE_HORIZON_BIT: Final = 0x40
 
 _INT32_MAX: Final = 2**31 - 1
-_INT64_MIN: Final = -(2**63)
-_INT64_MAX: Final = 2**63 - 1
-_VARINT_BITS: Final = 32
-_VARLONG_BITS: Final = 64
-# attributes + five one-byte varints (timestamp delta, offset delta, key, value, header count)
-_RECORD_BODY_BYTES_MIN: Final = 6
-_RECORD_BYTES_MIN: Final = _RECORD_BODY_BYTES_MIN + 1  # with its length varint
-_RECORD_HEADER_BYTES_MIN: Final = 2  # key length and value length varints
-
-_GZIP_WBITS: Final = 16 + zlib.MAX_WBITS  # gzip wrapper only, as Kafka's GZIPOutputStream writes
+_INT64_MIN: Final = kafka_records.INT64_MIN
+_INT64_MAX: Final = kafka_records.INT64_MAX
+_GZIP_WBITS: Final = kafka_records.GZIP_WBITS
 _GZIP_LEVEL: Final = 6  # java.util.zip's default, as Kafka's producer uses
-_DECOMPRESS_STEP_BYTES: Final = 256 * 1024  # output asked of lz4/zstd per call
-_ZSTD_WINDOW_BYTES_MIN: Final = 8 * 1024 * 1024  # zstd level 19's window; Kafka's default level 3 uses 2 MiB
-_ZSTD_WINDOW_BYTES_MAX: Final = 2**31  # zstd's own ceiling on 64-bit
 _ZSTD_LEVEL: Final = 3  # Kafka's default compression.zstd.level
-_XERIAL_MAGIC: Final = b"\x82SNAPPY\x00"  # snappy-java's block stream, as Kafka's Java producer writes
-_XERIAL_HEADER: Final = struct.Struct(">8sii")  # magic, version, minimum compatible version
 _XERIAL_VERSION: Final = 1
-_XERIAL_BLOCK_LENGTH: Final = struct.Struct(">i")
 _XERIAL_BLOCK_BYTES: Final = 32 * 1024  # snappy-java's default uncompressed block size
-assert _XERIAL_HEADER.size == 16
 
 
 class RecordBatchError(ValueError):
@@ -159,6 +148,24 @@ class KafkaBatch:
         return bool(self.attributes & _CONTROL_BIT)
 
 
+class KafkaHeader(NamedTuple):
+    """The 61-byte header of a record batch, field by field as laid out above."""
+
+    base_offset: int
+    batch_length: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    record_count: int
+
+
 class _Allowance:
     """What one ``decode_batches`` call may still produce."""
 
@@ -193,8 +200,9 @@ def decode_batches(
     return batches
 
 
-def _decode_batch(view: memoryview, position: int, allowance: _Allowance) -> tuple[KafkaBatch, int]:
-    """Decode the batch at ``position``; returns it and its size in bytes."""
+def checked_header(view: memoryview, position: int) -> tuple[KafkaHeader, int]:
+    """The header of the whole batch at ``position``, its CRC and attributes checked, and the
+    batch's size in bytes; ``RecordBatchError`` for a truncated or invalid one."""
     present = len(view) - position
     where = f"batch at position {position}"
     if present <= _MAGIC_OFFSET:
@@ -204,25 +212,33 @@ def _decode_batch(view: memoryview, position: int, allowance: _Allowance) -> tup
         raise RecordBatchError(f"{where}: magic {magic}, only magic {MAGIC} is supported (Produce v3+)")
     if present < _HEADER_BYTES:
         raise RecordBatchError(f"{where}: truncated, {present} bytes present, the header needs {_HEADER_BYTES}")
-    (base_offset, batch_length, leader_epoch, _, crc_stored, attributes, last_offset_delta, base_timestamp,
-     max_timestamp, producer_id, producer_epoch, base_sequence, count) = _HEADER.unpack_from(view, position)
-    if batch_length < _BATCH_LENGTH_MIN:
-        raise RecordBatchError(f"{where}: batch_length {batch_length} is below the minimum {_BATCH_LENGTH_MIN}")
-    batch_bytes = _LOG_OVERHEAD + batch_length
+    header = KafkaHeader._make(_HEADER.unpack_from(view, position))
+    if header.batch_length < _BATCH_LENGTH_MIN:
+        raise RecordBatchError(f"{where}: batch_length {header.batch_length} is below the minimum {_BATCH_LENGTH_MIN}")
+    batch_bytes = _LOG_OVERHEAD + header.batch_length
     if batch_bytes > present:
         raise RecordBatchError(f"{where}: truncated, batch_length says {batch_bytes} bytes, {present} present")
+    crc_computed = crc32c.crc32c(view[position + _ATTRIBUTES_OFFSET : position + batch_bytes])
+    if crc_computed != header.crc:
+        raise RecordBatchError(f"{where}: CRC mismatch, stored {header.crc:#010x}, computed {crc_computed:#010x}")
+    _check_attributes(header.attributes, where)
+    return header, batch_bytes
+
+
+def _decode_batch(view: memoryview, position: int, allowance: _Allowance) -> tuple[KafkaBatch, int]:
+    """Decode the batch at ``position``; returns it and its size in bytes."""
+    where = f"batch at position {position}"
+    header, batch_bytes = checked_header(view, position)
+    (base_offset, _, leader_epoch, _, _, attributes, last_offset_delta, base_timestamp,
+     max_timestamp, producer_id, producer_epoch, base_sequence, count) = header
     end = position + batch_bytes
-    crc_computed = crc32c.crc32c(view[position + _ATTRIBUTES_OFFSET : end])
-    if crc_computed != crc_stored:
-        raise RecordBatchError(f"{where}: CRC mismatch, stored {crc_stored:#010x}, computed {crc_computed:#010x}")
-    _check_attributes(attributes, where)
     _check_count(count, last_offset_delta, allowance, where)
     section = view[position + _HEADER_BYTES : end]
     codec = attributes & _CODEC_MASK
     payload = bytes(section) if codec == COMPRESSION_NONE else _decompress(codec, section, allowance, where)
     try:
-        records = _decode_records(payload, count, base_timestamp)
-    except RecordBatchError as exc:
+        records = tuple(KafkaRecord(*row) for row in kafka_records.records(payload, count, base_timestamp))
+    except InvalidBatchError as exc:
         raise RecordBatchError(f"{where}, records section ({len(payload)} bytes): {exc}") from None
     allowance.records_left -= count
     batch = KafkaBatch(base_offset, leader_epoch, attributes, last_offset_delta, base_timestamp, max_timestamp,
@@ -251,221 +267,18 @@ def _check_count(count: int, last_offset_delta: int, allowance: _Allowance, wher
         raise RecordBatchError(f"{where}: {count} records exceed the {allowance.records_left} still allowed")
 
 
-def _decode_records(payload: bytes, count: int, base_timestamp: int) -> tuple[KafkaRecord, ...]:
-    """Decode exactly ``count`` records filling ``payload``; offset deltas must be 0..count-1."""
-    payload_end = len(payload)
-    if count > payload_end // _RECORD_BYTES_MIN:
-        raise RecordBatchError(f"{count} records cannot fit, each needs at least {_RECORD_BYTES_MIN} bytes")
-    read_zigzag = _read_zigzag
-    records: list[KafkaRecord] = []
-    position = 0
-    for index in range(count):
-        length, position = read_zigzag(payload, position, payload_end, _VARINT_BITS)
-        if length < _RECORD_BODY_BYTES_MIN or length > payload_end - position:
-            raise RecordBatchError(
-                f"record {index} at byte {position}: length {length}, {payload_end - position} bytes left"
-            )
-        end = position + length
-        position += 1  # attributes: unused in magic 2
-        timestamp_delta, position = read_zigzag(payload, position, end, _VARLONG_BITS)
-        offset_delta, position = read_zigzag(payload, position, end, _VARINT_BITS)
-        if offset_delta != index:
-            raise RecordBatchError(f"record {index}: offset delta {offset_delta}, want {index} (in order, no gaps)")
-        key, position = _read_bytes(payload, position, end, "key")
-        value, position = _read_bytes(payload, position, end, "value")
-        headers, position = _read_headers(payload, position, end)
-        if position != end:
-            raise RecordBatchError(f"record {index}: {end - position} bytes left over after its headers")
-        timestamp = base_timestamp + timestamp_delta
-        if not _INT64_MIN <= timestamp <= _INT64_MAX:
-            raise RecordBatchError(f"record {index}: timestamp {base_timestamp} + {timestamp_delta} overflows int64")
-        records.append(KafkaRecord(offset_delta, timestamp, key, value, headers))
-    if position != payload_end:
-        raise RecordBatchError(f"{payload_end - position} bytes left over after {count} records")
-    return tuple(records)
-
-
-def _read_zigzag(buf: bytes, position: int, end: int, bits: int) -> tuple[int, int]:
-    """Read a zigzag varint of at most ``bits`` bits from ``buf[position:end]``; returns it and the next position."""
-    if position >= end:
-        raise RecordBatchError(f"varint at byte {position} starts past its frame's end {end}")
-    byte = buf[position]
-    if byte < 0x80:  # the common one-byte case
-        return (byte >> 1) ^ -(byte & 1), position + 1
-    start = position
-    last = start + (bits + 6) // 7  # 5 bytes for int32, 10 for int64
-    raw = byte & 0x7F
-    shift = 7
-    position += 1
-    while True:  # bounded: at most 10 passes
-        if position >= last:
-            raise RecordBatchError(f"varint at byte {start} is longer than {last - start} bytes")
-        if position >= end:
-            raise RecordBatchError(f"varint at byte {start} runs past its frame's end {end}")
-        byte = buf[position]
-        position += 1
-        raw |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            break
-        shift += 7
-    if raw >> bits:
-        raise RecordBatchError(f"varint at byte {start} overflows int{bits}")
-    return (raw >> 1) ^ -(raw & 1), position
-
-
-def _read_bytes(buf: bytes, position: int, end: int, what: str) -> tuple[bytes | None, int]:
-    length, position = _read_zigzag(buf, position, end, _VARINT_BITS)
-    if length == -1:
-        return None, position
-    if length < -1 or length > end - position:
-        raise RecordBatchError(f"{what} at byte {position}: length {length}, {end - position} bytes left in the record")
-    return buf[position : position + length], position + length
-
-
-def _read_headers(buf: bytes, position: int, end: int) -> tuple[tuple[tuple[str, bytes | None], ...], int]:
-    count, position = _read_zigzag(buf, position, end, _VARINT_BITS)
-    if count == 0:
-        return (), position
-    if count < 0 or count > (end - position) // _RECORD_HEADER_BYTES_MIN:
-        raise RecordBatchError(f"header count {count} at byte {position}, {end - position} bytes left in the record")
-    headers: list[tuple[str, bytes | None]] = []
-    for _ in range(count):
-        key_length, position = _read_zigzag(buf, position, end, _VARINT_BITS)
-        if key_length < 0 or key_length > end - position:
-            raise RecordBatchError(f"header key at byte {position}: length {key_length}, {end - position} bytes left")
-        try:
-            key = buf[position : position + key_length].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise RecordBatchError(f"header key at byte {position} is not UTF-8: {exc.reason}") from None
-        value, position = _read_bytes(buf, position + key_length, end, "header value")
-        headers.append((key, value))
-    return tuple(headers), position
-
-
 # ---------------------------------------------------------------------------------------------------- decompress
 
 
 def _decompress(codec: int, section: memoryview, allowance: _Allowance, where: str) -> bytes:
     """Decompress a records section, producing at most ``allowance.bytes_left`` bytes, and charge it."""
-    if not section:
-        raise RecordBatchError(f"{where}: compressed records section is empty")
-    decompress, name = _DECOMPRESSORS[codec]
     try:
-        payload = decompress(section, allowance.bytes_left)
-    except RecordBatchError as exc:
-        raise RecordBatchError(f"{where}: {name}: {exc}") from None
-    except (zlib.error, RuntimeError, zstandard.ZstdError, cramjam.DecompressionError) as exc:  # lz4: RuntimeError
-        raise RecordBatchError(f"{where}: {name}: {exc}") from None
+        payload = bytes(kafka_records.decompress(codec, section, allowance.bytes_left))
+    except InvalidBatchError as exc:  # RecordsTooLargeError too
+        raise RecordBatchError(f"{where}: {exc}") from None
     assert len(payload) <= allowance.bytes_left, (len(payload), allowance.bytes_left)
     allowance.bytes_left -= len(payload)
     return payload
-
-
-def _too_big(bytes_max: int) -> RecordBatchError:
-    return RecordBatchError(f"decompresses to more than the {bytes_max} bytes still allowed")
-
-
-def _gunzip(section: memoryview, bytes_max: int) -> bytes:
-    chunks: list[bytes] = []
-    produced = 0
-    pending: bytes | memoryview = section
-    while pending:  # one pass per gzip member (Java's GZIPInputStream reads concatenated members)
-        inflater = zlib.decompressobj(wbits=_GZIP_WBITS)
-        chunk = inflater.decompress(pending, bytes_max - produced + 1)  # zlib grows its output gradually
-        produced += len(chunk)
-        if produced > bytes_max:
-            raise _too_big(bytes_max)
-        if not inflater.eof:
-            raise RecordBatchError("stream ends before its end marker")
-        chunks.append(chunk)
-        pending = inflater.unused_data
-    return b"".join(chunks)
-
-
-def _unlz4(section: memoryview, bytes_max: int) -> bytes:
-    chunks: list[bytes] = []
-    produced = 0
-    pending: bytes | memoryview = section
-    while pending:  # one pass per LZ4 frame
-        decompressor = lz4.frame.LZ4FrameDecompressor()
-        data_in = pending
-        while True:  # bounded: each pass produces output until bytes_max is passed, or stops
-            # lz4 allocates max_length up front, so ask for small steps.
-            step = min(_DECOMPRESS_STEP_BYTES, bytes_max - produced + 1)
-            chunk: bytes = decompressor.decompress(data_in, max_length=step)
-            data_in = b""
-            produced += len(chunk)
-            if produced > bytes_max:
-                raise _too_big(bytes_max)
-            chunks.append(chunk)
-            if decompressor.eof:
-                break
-            if decompressor.needs_input or not chunk:
-                raise RecordBatchError("stream ends before its end mark")
-        pending = decompressor.unused_data
-    return b"".join(chunks)
-
-
-def _unzstd(section: memoryview, bytes_max: int) -> bytes:
-    # A frame may ask for a window of up to 2 GiB, allocated before any output; cap it.
-    window_max = min(max(_ZSTD_WINDOW_BYTES_MIN, 1 << max(bytes_max - 1, 1).bit_length()), _ZSTD_WINDOW_BYTES_MAX)
-    decompressor = zstandard.ZstdDecompressor(max_window_size=window_max)
-    chunks: list[bytes] = []
-    produced = 0
-    # A stream cut short yields a prefix of its output here; the records then fail to fill the section.
-    with decompressor.stream_reader(section, read_across_frames=True, closefd=False) as reader:
-        while True:  # bounded: each pass adds output until bytes_max is passed, or stops
-            chunk = reader.read(min(_DECOMPRESS_STEP_BYTES, bytes_max - produced + 1))
-            if not chunk:
-                break
-            produced += len(chunk)
-            if produced > bytes_max:
-                raise _too_big(bytes_max)
-            chunks.append(chunk)
-    return b"".join(chunks)
-
-
-def _unsnappy(section: memoryview, bytes_max: int) -> bytes:
-    """Xerial-framed snappy (Kafka's Java client) or one raw snappy block (librdkafka)."""
-    if bytes(section[: len(_XERIAL_MAGIC)]) != _XERIAL_MAGIC:
-        return _unsnappy_block(section, bytes_max)
-    if len(section) < _XERIAL_HEADER.size:
-        raise RecordBatchError(f"xerial header truncated to {len(section)} bytes")
-    chunks: list[bytes] = []
-    produced = 0
-    position = _XERIAL_HEADER.size
-    while position < len(section):  # bounded: each pass advances by at least the block length field
-        if len(section) - position < _XERIAL_BLOCK_LENGTH.size:
-            raise RecordBatchError(f"xerial block length at byte {position} is truncated")
-        (block_bytes,) = _XERIAL_BLOCK_LENGTH.unpack_from(section, position)
-        position += _XERIAL_BLOCK_LENGTH.size
-        if block_bytes < 0 or block_bytes > len(section) - position:
-            raise RecordBatchError(f"xerial block at byte {position}: length {block_bytes}, "
-                                   f"{len(section) - position} bytes left")  # fmt: skip
-        chunk = _unsnappy_block(section[position : position + block_bytes], bytes_max - produced)
-        produced += len(chunk)
-        chunks.append(chunk)
-        position += block_bytes
-    return b"".join(chunks)
-
-
-def _unsnappy_block(block: memoryview, bytes_max: int) -> bytes:
-    declared = cramjam.snappy.decompress_raw_len(block)  # the block's preamble, read before any allocation
-    if declared > bytes_max:
-        raise _too_big(bytes_max)
-    output = bytearray(declared)
-    written = cramjam.snappy.decompress_raw_into(block, output)
-    if written != declared:
-        raise RecordBatchError(f"snappy block declares {declared} bytes, decompresses to {written}")
-    return bytes(output)
-
-
-_DECOMPRESSORS: Final[dict[int, tuple[Callable[[memoryview, int], bytes], str]]] = {
-    COMPRESSION_GZIP: (_gunzip, "gzip"),
-    COMPRESSION_SNAPPY: (_unsnappy, "snappy"),
-    COMPRESSION_LZ4: (_unlz4, "lz4"),
-    COMPRESSION_ZSTD: (_unzstd, "zstd"),
-}
 
 
 # ---------------------------------------------------------------------------------------------------------- encode
@@ -579,12 +392,12 @@ def _gzip(section: bytearray) -> bytes:
 
 
 def _snappy(section: bytearray) -> bytes:
-    out = bytearray(_XERIAL_HEADER.pack(_XERIAL_MAGIC, _XERIAL_VERSION, _XERIAL_VERSION))
+    out = bytearray(kafka_records.XERIAL_HEADER.pack(kafka_records.XERIAL_MAGIC, _XERIAL_VERSION, _XERIAL_VERSION))
     with memoryview(section) as view:
         # At least one block: a bare header is taken for raw snappy by some readers (kafka-python).
         for start in range(0, max(len(section), 1), _XERIAL_BLOCK_BYTES):
             block = bytes(cramjam.snappy.compress_raw(view[start : start + _XERIAL_BLOCK_BYTES]))
-            out += _XERIAL_BLOCK_LENGTH.pack(len(block))
+            out += kafka_records.XERIAL_BLOCK_LENGTH.pack(len(block))
             out += block
     return bytes(out)
 

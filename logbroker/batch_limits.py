@@ -148,7 +148,7 @@ def _rows(header: BatchHeader, section: bytes | memoryview) -> tuple[tuple[Any, 
     return rows
 
 
-def check_header_names(headers: Iterable[Iterable[tuple[str, bytes]]]) -> None:
+def check_header_names(headers: Iterable[Iterable[tuple[str, bytes | None]]]) -> None:
     """Refuse a header named like the broker's own in any record's ``headers``."""
     names = {pair[0] for pairs in headers for pair in pairs}  # each distinct name looked at once
     for name in names:

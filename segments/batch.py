@@ -9,7 +9,8 @@ Wire and disk layout (little-endian, fixed header, then the records section)::
     16     1    magic              u8, format version (1)
     17     8    checksum           u64, xxh3_64 of every byte after this field
     25     2    attributes         u16, bits 0-2 codec, bit 3 timestamp type, bit 5 control,
-                                   bit 6 encrypted at rest (``segments.encryption``)
+                                   bit 6 encrypted at rest (``segments.encryption``), bit 7 the
+                                   records section is Kafka's (``segments.kafka_records``)
     27     4    last_offset_delta  u32, record_count - 1
     31     8    first_timestamp    i64, ms
     39     8    max_timestamp      i64, ms
@@ -18,7 +19,9 @@ Wire and disk layout (little-endian, fixed header, then the records section)::
     57     4    base_sequence      i32
     61     4    record_count       u32
     65     -    records            msgpack array of [offset_delta, timestamp_delta, key, value,
-                                   headers]; compressed as a whole when the codec is not 0
+                                   headers]; compressed as a whole when the codec is not 0. With
+                                   bit 7, Kafka's records section (magic 2) as a Kafka producer
+                                   sent it, codec numbers Kafka's (2 is snappy; decision 0389)
 
 Because the checksum starts after itself, patching the offset and epoch on append never requires
 re-checksumming. The broker never decodes the records section on the hot path: it validates the
@@ -41,6 +44,7 @@ from typing import Any, NamedTuple
 import msgpack
 import xxhash
 
+from segments import kafka_records
 from segments.compression import Codec, compress, decompress
 from segments.errors import CorruptBatchError, InvalidArgumentError, InvalidBatchError, UndecryptableBatchError
 
@@ -72,7 +76,10 @@ CONTROL_FLAG = 1 << 5
 # Set on a stored batch whose records section is sealed with a node key (``segments.encryption``);
 # such a batch is decoded only after ``open_batch``, never here.
 ENCRYPTED_FLAG = 1 << 6
-KNOWN_ATTRIBUTES = CODEC_MASK | TIMESTAMP_TYPE_LOG_APPEND | CONTROL_FLAG | ENCRYPTED_FLAG
+# Set on a batch whose records section is Kafka's record format (``segments.kafka_records``):
+# written by the Kafka listener, decoded by every other reader there (decision 0389).
+KAFKA_RECORDS_FLAG = 1 << 7
+KNOWN_ATTRIBUTES = CODEC_MASK | TIMESTAMP_TYPE_LOG_APPEND | CONTROL_FLAG | ENCRYPTED_FLAG | KAFKA_RECORDS_FLAG
 NO_PRODUCER_ID = -1
 NO_SEQUENCE = -1
 U32_MAX = (1 << 32) - 1
@@ -222,14 +229,21 @@ def _assemble(
 ) -> bytes:
     if count - 1 > U32_MAX:
         raise InvalidArgumentError(f"too many records in one batch: {count}")
-    records_section = compress(Codec(codec), section)
-    body_header = BODY_HEADER.pack(
-        int(codec), count - 1, first_ts, max_ts, producer[0], producer[1], producer[2], count
-    )
-    checksum = _checksum(body_header + records_section)
+    return wrap_section(compress(Codec(codec), section), attributes=int(codec), count=count, first_ts=first_ts,
+                        max_ts=max_ts, producer=producer, base_offset=base_offset, leader_epoch=leader_epoch)
+
+
+def wrap_section(records_section: bytes | memoryview, *, attributes: int, count: int, first_ts: int, max_ts: int,
+                 producer: tuple[int, int, int], base_offset: int = 0, leader_epoch: int = 0) -> bytes:
+    """One batch around a records section that is already encoded (and compressed) as
+    ``attributes`` says; the section is copied once, into the batch."""
+    body_header = BODY_HEADER.pack(attributes, count - 1, first_ts, max_ts, producer[0], producer[1], producer[2],
+                                   count)
+    digest = xxhash.xxh3_64(body_header)
+    digest.update(records_section)
     batch_length = HEADER_SIZE - LENGTH_PREFIX_SIZE + len(records_section)
     head = PREFIX.pack(base_offset, batch_length, leader_epoch)
-    return b"".join((head, bytes((MAGIC,)), CHECKSUM_STRUCT.pack(checksum), body_header, records_section))
+    return b"".join((head, bytes((MAGIC,)), CHECKSUM_STRUCT.pack(digest.intdigest()), body_header, records_section))
 
 
 def parse_header(buf: bytes | memoryview, position: int = 0) -> BatchHeader:
@@ -253,7 +267,8 @@ def check_header(header: BatchHeader, *, size_bytes_max: int, position: int = -1
         raise InvalidBatchError(
             f"record count {count} does not match last offset delta {header.last_offset_delta}"
         )
-    if attributes & ~KNOWN_ATTRIBUTES or (attributes & CODEC_MASK) not in _CODECS:
+    codecs = kafka_records.CODECS if attributes & KAFKA_RECORDS_FLAG else _CODECS
+    if attributes & ~KNOWN_ATTRIBUTES or (attributes & CODEC_MASK) not in codecs:
         raise InvalidBatchError(f"unknown batch attributes {attributes:#x}")
 
 
@@ -332,7 +347,19 @@ def decode_columns(
     look. Consumers spend most of their time here, so each step is measured (``benchmarks``)."""
     header = validate_batch(buf, size_bytes_max=size_bytes_max)
     check_plain(header)
-    return section_columns(header, decompress(header.codec, memoryview(buf)[HEADER_SIZE:], size_bytes_max))
+    return batch_columns(header, memoryview(buf)[HEADER_SIZE:header.size_bytes], size_bytes_max)
+
+
+def batch_columns(header: BatchHeader, records: bytes | memoryview, size_bytes_max: int) -> RecordColumns:
+    """The columns of a plain batch whose header is ``header`` and whose records section, as
+    stored (compressed or not), is ``records``: either record format, decompressed within
+    ``size_bytes_max``."""
+    if header[5] & KAFKA_RECORDS_FLAG:
+        section = kafka_records.decompress(header.codec, records, size_bytes_max)
+        return RecordColumns(*kafka_records.columns(
+            header.base_offset, header.record_count, header.first_timestamp, header.max_timestamp,
+            bool(header.attributes & TIMESTAMP_TYPE_LOG_APPEND), section))
+    return section_columns(header, decompress(header.codec, records, size_bytes_max))
 
 
 def check_plain(header: BatchHeader) -> None:
@@ -345,7 +372,7 @@ def check_plain(header: BatchHeader) -> None:
 
 
 def section_columns(header: BatchHeader, section: bytes | memoryview) -> RecordColumns:
-    """Decode the (decompressed) records section of the batch whose header is ``header`` into
+    """Decode the (decompressed) msgpack records section of the batch whose header is ``header`` into
     columns, checking every row as ``decode_columns`` does (for a caller that has validated the
     header and decompressed the section already)."""
     try:

@@ -39,11 +39,11 @@ from segments.batch import (
     BatchHeader,
     ProducerRecord,
     RecordColumns,
+    batch_columns,
     encode_batch,
     parse_header,
-    section_columns,
 )
-from segments.compression import Codec, decompress
+from segments.compression import Codec
 
 # Opens a batch sealed at rest (``segments.encryption.open_batch`` with a ring), and seals one.
 Opener = Callable[[bytes | memoryview], bytes | bytearray]
@@ -78,8 +78,7 @@ def _columns(batch: bytes | memoryview, header: BatchHeader, opener: Opener | No
             return None
         batch = memoryview(opener(batch))
         header = parse_header(batch)
-    section = decompress(header.codec, memoryview(batch)[HEADER_SIZE:header.size_bytes], size_bytes_max)
-    return section_columns(header, section)
+    return batch_columns(header, memoryview(batch)[HEADER_SIZE:header.size_bytes], size_bytes_max)
 
 
 def add_latest_offsets(latest: dict[bytes, int], batches: Iterable[tuple[BatchHeader, bytes | memoryview]], *,
@@ -103,6 +102,12 @@ def latest_offsets(batches: Iterable[tuple[BatchHeader, bytes | memoryview]], *,
     latest: dict[bytes, int] = {}
     add_latest_offsets(latest, batches, opener=opener)
     return latest
+
+
+def _rewrite_codec(codec: int) -> Codec:
+    """The codec a rewritten run is stored with: the batch's own, or lz4 for a Kafka batch's snappy
+    (runs are rewritten in the broker's record format, which has no snappy)."""
+    return Codec(codec) if codec in Codec.__members__.values() else Codec.LZ4
 
 
 def keeps(key: bytes | None, value: bytes | None, offset: int, timestamp: int, latest: Mapping[bytes, int],
@@ -157,7 +162,7 @@ def compact_batch(batch: bytes | memoryview, header: BatchHeader, latest: Mappin
         sequence = header.base_sequence + first if header.base_sequence != NO_SEQUENCE else NO_SEQUENCE
         rewritten = encode_batch(
             records, base_offset=columns.offsets[first], leader_epoch=header.leader_epoch,
-            codec=Codec(header.codec), producer_id=header.producer_id, producer_epoch=header.producer_epoch,
+            codec=_rewrite_codec(header.codec), producer_id=header.producer_id, producer_epoch=header.producer_epoch,
             base_sequence=sequence)
         if _sealed(header):
             assert sealer is not None, "a sealed batch is read only with an opener, and rewritten with a sealer"

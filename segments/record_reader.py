@@ -14,6 +14,10 @@ A batch holds ``record_count`` records whose offset deltas increase within ``[0,
 before ``from_offset`` are skipped unread (msgpack's ``skip``, in C), and each record read must
 have the delta of its place. Records skipped or after the ones taken are not checked.
 
+A batch in Kafka's record format (``segments.kafka_records``) is decoded whole: its records were
+counted and its section's size bounded when it was produced (``BATCH_RECORDS_MAX``,
+``BATCH_RECORDS_BYTES_MAX``), so the cost stays within what one batch may hold.
+
 Pure: no files, no clock.
 """
 
@@ -27,9 +31,11 @@ import msgpack
 from segments.batch import (
     DEFAULT_RECORDS_BYTES_MAX,
     HEADER_SIZE,
+    KAFKA_RECORDS_FLAG,
     TIMESTAMP_TYPE_LOG_APPEND,
     BatchHeader,
     Record,
+    batch_columns,
     check_plain,
     validate_batch,
 )
@@ -50,6 +56,9 @@ def iter_records(buf: bytes | memoryview, *, from_offset: int = 0,
     records section or a record read so far is malformed."""
     header = validate_batch(buf, size_bytes_max=size_bytes_max)
     check_plain(header)
+    if header.attributes & KAFKA_RECORDS_FLAG:
+        yield from _whole_kafka_batch(buf, header, from_offset, size_bytes_max)
+        return
     if header.codec == Codec.NONE and len(buf) - HEADER_SIZE <= WHOLE_SECTION_BYTES_MAX:
         rows = _whole_section(memoryview(buf)[HEADER_SIZE:], header.record_count)
         if rows is not None:
@@ -78,6 +87,14 @@ def iter_records(buf: bytes | memoryview, *, from_offset: int = 0,
     except _UNPACK_ERRORS:
         pass
     raise InvalidBatchError("records section has data after its records")
+
+
+def _whole_kafka_batch(buf: bytes | memoryview, header: BatchHeader, from_offset: int,
+                       size_bytes_max: int) -> Iterator[Record]:
+    c = batch_columns(header, memoryview(buf)[HEADER_SIZE:header.size_bytes], size_bytes_max)
+    skipped = min(max(from_offset - header.base_offset, 0), header.record_count)
+    for index in range(skipped, header.record_count):
+        yield Record(c.offsets[index], c.timestamps[index], c.keys[index], c.values[index], list(c.headers[index]))
 
 
 def _whole_section(section: memoryview, count: int) -> tuple[Any, ...] | None:

@@ -7,7 +7,8 @@ into numpy buffers that become Arrow arrays without another copy.
 
 It is an accelerator, never the judge: it accepts only the common shape (records of exactly
 ``[int, int, bin|nil, bin|nil, []]``, offset deltas increasing within the batch, nothing after the
-last record) and answers ``None`` for anything else (headers, string keys, a malformed section),
+last record) and answers ``None`` for anything else (headers, string keys, a malformed section,
+a batch in Kafka's record format),
 and the caller then uses ``decode_columns``, which raises the precise error or decodes the rest.
 The header and checksum are validated by ``segments.batch.validate_batch`` first, always.
 Every read of the buffer is bounds-checked explicitly (numba does not check indexes).
@@ -23,6 +24,7 @@ import numpy as np
 from segments.batch import (
     DEFAULT_RECORDS_BYTES_MAX,
     HEADER_SIZE,
+    KAFKA_RECORDS_FLAG,
     TIMESTAMP_TYPE_LOG_APPEND,
     check_plain,
     validate_batch,
@@ -190,6 +192,8 @@ def decode(batch: bytes | memoryview) -> Columns | None:
         return None
     header = validate_batch(batch)
     check_plain(header)
+    if header.attributes & KAFKA_RECORDS_FLAG:  # Kafka's record format: decode_columns reads it
+        return None
     section = decompress(header.codec, memoryview(batch)[HEADER_SIZE:], DEFAULT_RECORDS_BYTES_MAX)
     buf = np.frombuffer(section, dtype=np.uint8)
     count = header.record_count

@@ -41,7 +41,11 @@ NETWORK_LIBS = ("aiohttp", "grpc", "etcd3", "aetcd")
 # What the `server` extra installs, by import name (a test of tests/test_distribution.py checks the
 # list against setup.cfg).
 SERVER_LIBS = ("msgspec", "uvloop", "jwt", "cryptography", "grpc", "grpc_tools", "grpc_reflection", "google",
-               "aetcd", "prometheus_client", "swagger_ui_bundle", "kio", "crc32c", "cramjam")
+               "aetcd", "prometheus_client", "swagger_ui_bundle", "kio", "crc32c", "aiokafka")
+# Kafka's record format as stored (decision 0389) is read everywhere, the client too; aiokafka's
+# compiled reader speeds it where the server extra installed it, the reference decoder stands in.
+KAFKA_RECORDS = "segments.kafka_records"
+COMPILED_KAFKA_READER = "aiokafka.record._crecords"
 SHIPPED = shipped_packages()
 
 
@@ -86,11 +90,13 @@ RULES = (
     Rule("http_api", ("grpc_api",), allowed=("grpc_api.server",)),
     Rule("logbroker", ("grpc_api",)),
     # The Kafka listener (decision 0387) sits beside HTTP and gRPC on the same front door: of
-    # segments it takes the batch codec, the fetch's value type and the kinds of topic settings (to
-    # read Kafka's config names), nothing of the other protocols; only the serve path starts it.
+    # segments it takes the batch codec and Kafka's record format (0389) with their errors, the
+    # fetch's value type and the kinds of topic settings (to read Kafka's config names), nothing of
+    # the other protocols; only the serve path starts it.
     Rule("kafka_api", ("segments", "spark_connector", "benchmarks", CLIENT, CLI, "http_api", "grpc_api", "aiohttp"),
-         allowed=(BATCH_CODEC, KEY_PLACEMENT, "segments.log.LogRead", "segments.config.CONFIG_FLOAT",
-                  "segments.config.CONFIG_INT")),
+         allowed=(BATCH_CODEC, KEY_PLACEMENT, KAFKA_RECORDS, "segments.log.LogRead", "segments.config.CONFIG_FLOAT",
+                  "segments.config.CONFIG_INT", "segments.errors.InvalidBatchError",
+                  "segments.errors.RecordsTooLargeError")),
     Rule("http_api", ("kafka_api",), allowed=("kafka_api.server",)),
     Rule("grpc_api", ("kafka_api",)),
     Rule("logbroker", ("kafka_api",)),
@@ -107,10 +113,11 @@ RULES = (
     # The base install is the client (decision 0279): it and the storage engine under it need no
     # library of the server extra; what the distribution ships needs nothing it leaves out.
     Rule(CLIENT, SERVER_LIBS),
+    Rule("segments", (COMPILED_KAFKA_READER,), outside=(KAFKA_RECORDS,)),
     # The cipher of encryption at rest (decision 0315) is the one module of segments that needs the
     # server extra (``cryptography``): the node and the Spark readers import it; nothing else of
     # segments does, so the client's codec never loads it.
-    Rule("segments", SERVER_LIBS, outside=(ENCRYPTION,)),
+    Rule("segments", SERVER_LIBS, outside=(ENCRYPTION,), allowed=(COMPILED_KAFKA_READER,)),
     Rule("segments", (ENCRYPTION,), outside=(ENCRYPTION,)),
     *(Rule(package, tuple(p for p in PROJECT if p not in SHIPPED)) for package in SHIPPED),
 )

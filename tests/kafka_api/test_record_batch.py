@@ -1,6 +1,6 @@
 """Kafka record batch v2 codec: round trips, kafka-python as an independent codec, and hostile bytes.
 
-Hostile batches are built here with a small encoder of the test's own (``_zigzag``, ``_raw_record``,
+Hostile batches are built here with a small encoder of the tests' own (``tests.support.kafka_bytes``,
 ``_raw_batch``) so that a bug in the module's encoder cannot hide the same bug in its decoder.
 """
 
@@ -36,6 +36,7 @@ from kafka_api.record_batch import (
     decode_batches,
     encode_batch,
 )
+from tests.support.kafka_bytes import raw_record, zigzag
 
 try:
     with warnings.catch_warnings():  # kafka-python's protocol schemas use deprecated importlib.resources calls
@@ -104,26 +105,6 @@ def decode(data: bytes | bytearray | memoryview, **limits: int) -> list[KafkaBat
 
 
 # ---------------------------------------------------------------------------------- a test-side encoder
-
-
-def _zigzag(value: int) -> bytes:
-    unsigned = (value << 1) ^ (value >> 63)
-    out = bytearray()
-    while unsigned >= 0x80:
-        out.append(0x80 | (unsigned & 0x7F))
-        unsigned >>= 7
-    out.append(unsigned)
-    return bytes(out)
-
-
-def _blob(data: bytes | None) -> bytes:
-    return _zigzag(-1) if data is None else _zigzag(len(data)) + data
-
-
-def _raw_record(offset_delta: int, *, ts_delta: int = 0, key: bytes | None = b"k", value: bytes | None = b"v",
-                headers: bytes = b"\x00", length: int | None = None) -> bytes:  # fmt: skip
-    body = b"\x00" + _zigzag(ts_delta) + _zigzag(offset_delta) + _blob(key) + _blob(value) + headers
-    return _zigzag(len(body) if length is None else length) + body
 
 
 def _raw_batch(section: bytes, *, count: int, last_offset_delta: int | None = None, attributes: int = 0,
@@ -361,7 +342,7 @@ def test_crc_mismatch_names_both_values() -> None:
 @pytest.mark.parametrize("batch_length", [-1, 0, 48, 2**31 - 1])
 def test_absurd_batch_lengths(batch_length: int) -> None:
     with pytest.raises(RecordBatchError, match="batch_length"):
-        decode(_raw_batch(_raw_record(0), count=1, batch_length=batch_length))
+        decode(_raw_batch(raw_record(0), count=1, batch_length=batch_length))
 
 
 ELEVEN_BYTE_VARINT = b"\xff" * 10 + b"\x01"
@@ -370,31 +351,30 @@ NO_KEY_NO_VALUE_NO_HEADERS = b"\x01\x01\x00"
 
 def _framed(body: bytes) -> bytes:
     """A record body behind its correct length varint."""
-    return _zigzag(len(body)) + body
+    return zigzag(len(body)) + body
 
 
 @pytest.mark.parametrize(
     ("section", "count", "message"),
     [
-        (_zigzag(2**31 - 1) + _raw_record(0)[1:], 1, "record 0 at byte 5: length 2147483647"),
-        (ELEVEN_BYTE_VARINT + _raw_record(0)[1:], 1, "varint at byte 0 is longer than 5 bytes"),
-        (b"\xff\xff\xff\xff\x7f" + _raw_record(0)[1:], 1, "varint at byte 0 overflows int32"),
+        (zigzag(2**31 - 1) + raw_record(0)[1:], 1, "record 0 at byte 5: length 2147483647"),
+        (ELEVEN_BYTE_VARINT + raw_record(0)[1:], 1, "varint at byte 0 is longer than 5 bytes"),
+        (b"\xff\xff\xff\xff\x7f" + raw_record(0)[1:], 1, "varint at byte 0 overflows int32"),
         (_framed(b"\x00" + ELEVEN_BYTE_VARINT + b"\x00" + NO_KEY_NO_VALUE_NO_HEADERS), 1, "longer than 10 bytes"),
-        (_framed(b"\x00\x00\x00" + _zigzag(2**31 - 1) + b"ab\x01\x00"), 1, r"key at byte 9: length 2147483647"),
-        (_framed(b"\x00\x00\x00" + _zigzag(-2) + b"\x01\x00"), 1, "key at byte 5: length -2"),
-        (_raw_record(0, value=b"\x00" * 3, length=8), 1, "value at byte 7: length 3, 2 bytes left"),
-        (_raw_record(0, headers=_zigzag(2**31 - 1)), 1, "header count 2147483647"),
-        (_raw_record(0, headers=_zigzag(-1)), 1, "header count -1"),
-        (_raw_record(0, headers=b"\x02" + _zigzag(2**31 - 1) + b"ab"), 1, "header key at byte 14: length 2147483647"),
-        (_raw_record(0, headers=b"\x02" + _zigzag(-1) + b"\x01"), 1, "header key at byte 10: length -1"),
-        (_raw_record(0, headers=b"\x02\x02\xff\x01"), 1, "header key at byte 10 is not UTF-8"),
-        (_raw_record(0, headers=b"\x00\x00"), 1, "record 0: 1 bytes left over after its headers"),
-        (_raw_record(0) + b"\x00", 1, "1 bytes left over after 1 records"),
-        (_raw_record(0), 2, "2 records cannot fit"),
-        (_raw_record(0) * 4, 2**31 - 1, "2147483647 records cannot fit"),
-        (_raw_record(1) + _raw_record(0), 2, "record 0: offset delta 1, want 0"),
-        (_raw_record(0) + _raw_record(2), 2, "record 1: offset delta 2, want 1"),
-        (_raw_record(0, ts_delta=1), 1, "record 0: timestamp .* overflows int64"),
+        (_framed(b"\x00\x00\x00" + zigzag(2**31 - 1) + b"ab\x01\x00"), 1, r"key at byte 9: length 2147483647"),
+        (raw_record(0, value=b"\x00" * 3, length=8), 1, "value at byte 7: length 3, 2 bytes left"),
+        (raw_record(0, headers=zigzag(2**31 - 1)), 1, "header count 2147483647"),
+        (raw_record(0, headers=zigzag(-1)), 1, "header count -1"),
+        (raw_record(0, headers=b"\x02" + zigzag(2**31 - 1) + b"ab"), 1, "header key at byte 14: length 2147483647"),
+        (raw_record(0, headers=b"\x02" + zigzag(-1) + b"\x01"), 1, "header key at byte 10: length -1"),
+        (raw_record(0, headers=b"\x02\x02\xff\x01"), 1, "header key at byte 10 is not UTF-8"),
+        (raw_record(0, headers=b"\x00\x00"), 1, "record 0: 1 bytes left over after its headers"),
+        (raw_record(0) + b"\x00", 1, "1 bytes left over after 1 records"),
+        (raw_record(0), 2, "2 records cannot fit"),
+        (raw_record(0) * 4, 2**31 - 1, "2147483647 records cannot fit"),
+        (raw_record(1) + raw_record(0), 2, "record 0: offset delta 1, want 0"),
+        (raw_record(0) + raw_record(2), 2, "record 1: offset delta 2, want 1"),
+        (raw_record(0, ts_delta=1), 1, "record 0: timestamp .* overflows int64"),
     ],
 )
 def test_absurd_records(section: bytes, count: int, message: str) -> None:
@@ -403,14 +383,21 @@ def test_absurd_records(section: bytes, count: int, message: str) -> None:
         decode(_raw_batch(section, count=count, base_timestamp=base_timestamp), records_max=2**31)
 
 
+def test_any_negative_length_is_null_as_kafkas_reader_takes_it() -> None:
+    """Kafka writes -1 for null; its Java reader (and aiokafka's) takes any negative length as null."""
+    section = _framed(b"\x00\x00\x00" + zigzag(-2) + zigzag(-7) + b"\x00")
+    (batch,) = decode(_raw_batch(section, count=1))
+    assert (batch.records[0].key, batch.records[0].value) == (None, None)
+
+
 def test_a_valid_header_value_may_be_null() -> None:
-    [batch] = decode(_raw_batch(_raw_record(0, headers=b"\x02\x02a\x01"), count=1))
+    [batch] = decode(_raw_batch(raw_record(0, headers=b"\x02\x02a\x01"), count=1))
     assert batch.records[0].headers == (("a", None),)
 
 
 @pytest.mark.parametrize(("count", "last_offset_delta"), [(-1, -2), (2, 0), (0, 0), (1, 1)])
 def test_count_must_match_last_offset_delta(count: int, last_offset_delta: int) -> None:
-    section = _raw_record(0) * max(count, 0)
+    section = raw_record(0) * max(count, 0)
     with pytest.raises(RecordBatchError, match=r"record count|last_offset_delta"):
         decode(_raw_batch(section, count=count, last_offset_delta=last_offset_delta))
 
@@ -434,32 +421,32 @@ def test_uncompressed_bytes_max_counts_over_all_batches() -> None:
 @pytest.mark.parametrize("attributes", [0x10, 0x20, 0x30, 0x40])
 def test_transactional_control_and_compacted_batches_are_unsupported(attributes: int) -> None:
     with pytest.raises(UnsupportedBatch):
-        decode(_raw_batch(_raw_record(0), count=1, attributes=attributes))
+        decode(_raw_batch(raw_record(0), count=1, attributes=attributes))
 
 
 @pytest.mark.parametrize("codec", [5, 6, 7])
 def test_unknown_codec(codec: int) -> None:
     with pytest.raises(UnsupportedCompression) as caught:
-        decode(_raw_batch(_raw_record(0), count=1, attributes=codec))
+        decode(_raw_batch(raw_record(0), count=1, attributes=codec))
     assert caught.value.codec == codec
     assert isinstance(caught.value, RecordBatchError)
 
 
 @pytest.mark.parametrize("codec", COMPRESSED_CODECS)
 def test_producer_compressed_sections_decode(codec: int) -> None:
-    plain = _raw_record(0, key=b"a" * 100) + _raw_record(1, value=None)
+    plain = raw_record(0, key=b"a" * 100) + raw_record(1, value=None)
     [batch] = decode(_raw_batch(_sections(codec, plain), count=2, attributes=codec))
     assert [r.key for r in batch.records] == [b"a" * 100, b"k"]
 
 
 def test_raw_snappy_as_librdkafka_writes_it() -> None:
-    plain = _raw_record(0, value=b"librdkafka" * 30)
+    plain = raw_record(0, value=b"librdkafka" * 30)
     [batch] = decode(_raw_batch(bytes(cramjam.snappy.compress_raw(plain)), count=1, attributes=COMPRESSION_SNAPPY))
     assert batch.records[0].value == b"librdkafka" * 30
 
 
 def test_concatenated_gzip_members_decode() -> None:
-    plain = _raw_record(0, value=b"x" * 50) + _raw_record(1)
+    plain = raw_record(0, value=b"x" * 50) + raw_record(1)
     section = _gzip(plain[:30]) + _gzip(plain[30:])
     [batch] = decode(_raw_batch(section, count=2, attributes=COMPRESSION_GZIP))
     assert [r.value for r in batch.records] == [b"x" * 50, b"v"]
@@ -467,7 +454,7 @@ def test_concatenated_gzip_members_decode() -> None:
 
 @pytest.mark.parametrize("codec", COMPRESSED_CODECS)
 def test_truncated_compressed_streams(codec: int) -> None:
-    section = _sections(codec, _raw_record(0, value=b"payload" * 40))
+    section = _sections(codec, raw_record(0, value=b"payload" * 40))
     for cut in range(0, len(section)):
         with pytest.raises(RecordBatchError):
             decode(_raw_batch(section[:cut], count=1, attributes=codec))
@@ -524,7 +511,7 @@ def test_snappy_blocks_declaring_huge_sizes_are_refused_before_allocating() -> N
 def test_zstd_frame_asking_for_a_huge_window_is_refused() -> None:
     params = zstandard.ZstdCompressionParameters.from_level(3, window_log=27)
     zstd = zstandard.ZstdCompressor(compression_params=params).compressobj()  # streamed: no content size
-    section = zstd.compress(_raw_record(0)) + zstd.flush()
+    section = zstd.compress(raw_record(0)) + zstd.flush()
     assert zstandard.get_frame_parameters(section).window_size == 2**27
     with pytest.raises(RecordBatchError, match="zstd"):
         decode(_raw_batch(section, count=1, attributes=COMPRESSION_ZSTD), uncompressed_bytes_max=MIB)

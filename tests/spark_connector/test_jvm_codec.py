@@ -193,3 +193,59 @@ def test_the_jvm_refuses_a_sealed_batch_it_cannot_open(probe: JvmProbe) -> None:
     assert isinstance(found, str) and found.startswith(name) and "authentication tag" in found
     with pytest.raises(Py4JJavaError, match="encryptionKeysFile"):
         probe.decodeBatch(bytearray(sealed))  # no ring: never ciphertext decoded as records
+
+
+kafka_records = st.lists(st.tuples(st.integers(0, 2**50), blobs, blobs,
+                                   st.lists(st.tuples(st.text(max_size=6), st.none() | st.binary(max_size=6)),
+                                            max_size=3)), min_size=1, max_size=30)
+
+
+def _kafka_stored(records: list[tuple[Any, ...]], codec: int, base: int) -> bytes:
+    """A stored batch in Kafka's record format, as the Kafka listener writes it."""
+    from kafka_api.record_batch import encode_batch as kafka_batch
+    from segments.batch import KAFKA_RECORDS_FLAG, wrap_section
+
+    section = kafka_batch(0, records, compression=codec)[61:]
+    return wrap_section(section, attributes=codec | KAFKA_RECORDS_FLAG, count=len(records), first_ts=records[0][0],
+                        max_ts=max(r[0] for r in records), producer=(-1, -1, -1), base_offset=base)
+
+
+@settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(kafka_records, st.sampled_from([0, 1, 2, 3, 4]), st.integers(0, 2**40))
+def test_kafka_format_batches_decode_to_the_same_records_as_python(probe, group, codec, base):
+    """Every codec a Kafka producer may use, snappy included (xerial-framed here)."""
+    raw = _kafka_stored(group, codec, base)
+    expected = _python_records(raw)
+    assert expected is not None
+    assert _jvm_records(probe, raw) == expected
+
+
+def test_a_raw_snappy_kafka_section_as_librdkafka_writes_it(probe):
+    import cramjam
+
+    from kafka_api.record_batch import encode_batch as kafka_batch
+    from segments.batch import KAFKA_RECORDS_FLAG, wrap_section
+
+    plain = kafka_batch(0, [(5, b"k", b"v" * 300, [("h", None)])])[61:]
+    raw = wrap_section(bytes(cramjam.snappy.compress_raw(plain)), attributes=2 | KAFKA_RECORDS_FLAG, count=1,
+                       first_ts=5, max_ts=5, producer=(-1, -1, -1))
+    assert _jvm_records(probe, raw) == _python_records(raw) == [(0, 5, b"k", b"v" * 300, [("h", b"")])]
+
+
+@settings(max_examples=150, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(kafka_records, st.data())
+def test_changed_kafka_sections_decode_the_same_or_are_refused_by_both(probe, group, data):
+    from segments import kafka_records as stored_format
+    from segments.batch import KAFKA_RECORDS_FLAG, wrap_section
+
+    raw = bytearray(_kafka_stored([(abs(r[0]) % 1000, *r[1:]) for r in group], 0, 3))
+    section = raw[HEADER_SIZE:]
+    for _ in range(data.draw(st.integers(1, 3))):
+        section[data.draw(st.integers(0, len(section) - 1))] = data.draw(st.integers(0, 255))
+    try:
+        stored_format.check_attributes(bytes(section), len(group))
+    except InvalidBatchError:
+        return  # refused at produce, never stored
+    changed = wrap_section(bytes(section), attributes=KAFKA_RECORDS_FLAG, count=len(group), first_ts=0, max_ts=0,
+                           producer=(-1, -1, -1), base_offset=3)
+    assert _jvm_records(probe, changed) == _python_records(changed)

@@ -14,6 +14,7 @@ import javax.crypto.Cipher;
 import javax.crypto.spec.GCMParameterSpec;
 import javax.crypto.spec.SecretKeySpec;
 import net.jpountz.lz4.LZ4FrameInputStream;
+import org.xerial.snappy.Snappy;
 
 /**
  * The record batch header (65 bytes, little-endian), its checks, the checksum and decompression
@@ -28,7 +29,7 @@ import net.jpountz.lz4.LZ4FrameInputStream;
  * 16     1    magic              u8 (1)
  * 17     8    checksum           u64, xxh3_64 of every byte after this field
  * 25     2    attributes         u16, bits 0-2 codec, bit 3 log-append time, bit 5 control,
- *                                   bit 6 encrypted at rest
+ *                                   bit 6 encrypted at rest, bit 7 Kafka's record format
  * 27     4    last_offset_delta  u32
  * 31     8    first_timestamp    i64 ms
  * 39     8    max_timestamp      i64 ms
@@ -54,7 +55,10 @@ public final class BatchFormat {
     public static final int TIMESTAMP_LOG_APPEND = 1 << 3;
     public static final int CONTROL_FLAG = 1 << 5;
     public static final int ENCRYPTED_FLAG = 1 << 6;
-    public static final int KNOWN_ATTRIBUTES = CODEC_MASK | TIMESTAMP_LOG_APPEND | CONTROL_FLAG | ENCRYPTED_FLAG;
+    /** The records section is Kafka's (record batch magic 2), as a Kafka producer sent it (decision 0389). */
+    public static final int KAFKA_RECORDS_FLAG = 1 << 7;
+    public static final int KNOWN_ATTRIBUTES =
+            CODEC_MASK | TIMESTAMP_LOG_APPEND | CONTROL_FLAG | ENCRYPTED_FLAG | KAFKA_RECORDS_FLAG;
     static final int NONCE_BYTES = 12;
     static final int TAG_BITS = 128;
     static final int SEAL_PREFIX_BYTES = 4 + NONCE_BYTES;
@@ -62,6 +66,8 @@ public final class BatchFormat {
     static final int ASSOCIATED_BODY_BYTES = HEADER_SIZE - CHECKSUMMED_FROM;
     public static final int CODEC_NONE = 0;
     public static final int CODEC_GZIP = 1;
+    /** Only in Kafka's record format: xerial-framed (Kafka's Java client) or one raw block (librdkafka). */
+    public static final int CODEC_SNAPPY = 2;
     public static final int CODEC_LZ4 = 3;
     public static final int CODEC_ZSTD = 4;
     /** The largest batch trusted from disk, and the most its records may expand to. */
@@ -96,6 +102,10 @@ public final class BatchFormat {
             return attributes & CODEC_MASK;
         }
 
+        public boolean kafkaRecords() {
+            return (attributes & KAFKA_RECORDS_FLAG) != 0;
+        }
+
         public boolean logAppendTime() {
             return (attributes & TIMESTAMP_LOG_APPEND) != 0;
         }
@@ -128,7 +138,8 @@ public final class BatchFormat {
             return "record count " + h.recordCount() + " does not match last offset delta " + h.lastOffsetDelta();
         }
         int codec = h.codec();
-        boolean knownCodec = codec == CODEC_NONE || codec == CODEC_GZIP || codec == CODEC_LZ4 || codec == CODEC_ZSTD;
+        boolean knownCodec = codec == CODEC_NONE || codec == CODEC_GZIP || codec == CODEC_LZ4 || codec == CODEC_ZSTD
+                || (codec == CODEC_SNAPPY && h.kafkaRecords());
         if ((h.attributes() & ~KNOWN_ATTRIBUTES) != 0 || !knownCodec) {
             return "unknown batch attributes 0x" + Integer.toHexString(h.attributes());
         }
@@ -224,6 +235,9 @@ public final class BatchFormat {
     }
 
     private static int decompress(int codec, byte[] b, int offset, int length, Scratch scratch) {
+        if (codec == CODEC_SNAPPY) {
+            return unsnappy(b, offset, length, scratch);
+        }
         try (InputStream in = open(codec, new ByteArrayInputStream(b, offset, length))) {
             int size = 0;
             while (true) {
@@ -249,6 +263,54 @@ public final class BatchFormat {
             }
             throw new CorruptDataException("cannot decompress records (codec " + codec + "): " + e, e);
         }
+    }
+
+    private static final byte[] XERIAL_MAGIC = {(byte) 0x82, 'S', 'N', 'A', 'P', 'P', 'Y', 0};
+    private static final int XERIAL_HEADER_BYTES = 16;
+
+    /** Snappy as Kafka's producers write it: xerial blocks (a 16-byte header, then length-prefixed
+     *  blocks) or one raw block; each block's declared size is checked before it is expanded. */
+    private static int unsnappy(byte[] b, int offset, int length, Scratch scratch) {
+        try {
+            if (length < XERIAL_MAGIC.length
+                    || !java.util.Arrays.equals(b, offset, offset + XERIAL_MAGIC.length, XERIAL_MAGIC, 0, XERIAL_MAGIC.length)) {
+                return unsnappyBlock(b, offset, length, scratch, 0);
+            }
+            if (length < XERIAL_HEADER_BYTES) {
+                throw new CorruptDataException("cannot decompress records (codec 2): xerial header truncated");
+            }
+            int pos = offset + XERIAL_HEADER_BYTES;
+            int end = offset + length;
+            int size = 0;
+            while (pos < end) {
+                if (end - pos < 4) {
+                    throw new CorruptDataException("cannot decompress records (codec 2): a block length is truncated");
+                }
+                int block = ((b[pos] & 0xFF) << 24) | ((b[pos + 1] & 0xFF) << 16) | ((b[pos + 2] & 0xFF) << 8) | (b[pos + 3] & 0xFF);
+                pos += 4;
+                if (block < 0 || block > end - pos) {
+                    throw new CorruptDataException("cannot decompress records (codec 2): a block of " + block
+                            + " bytes with " + (end - pos) + " left");
+                }
+                size = unsnappyBlock(b, pos, block, scratch, size);
+                pos += block;
+            }
+            return size;
+        } catch (IOException e) {
+            throw new CorruptDataException("cannot decompress records (codec 2): " + e, e);
+        }
+    }
+
+    private static int unsnappyBlock(byte[] b, int offset, int length, Scratch scratch, int at) throws IOException {
+        int declared = Snappy.uncompressedLength(b, offset, length);
+        if (declared < 0 || declared > RECORDS_BYTES_MAX - at) {
+            throw new CorruptDataException("records expand past the limit of " + RECORDS_BYTES_MAX + " bytes");
+        }
+        if (scratch.buffer.length < at + declared) {
+            scratch.buffer = java.util.Arrays.copyOf(scratch.buffer,
+                    Math.min(Math.max(at + declared, scratch.buffer.length * 2), RECORDS_BYTES_MAX));
+        }
+        return at + Snappy.uncompress(b, offset, length, scratch.buffer, at);
     }
 
     private static InputStream open(int codec, InputStream raw) throws IOException {

@@ -17,6 +17,12 @@ import java.util.Arrays;
  * [str, bin]]}, offset deltas increasing from >= 0 up to at most {@code last_offset_delta}, header
  * names valid UTF-8, timestamps that fit in 64 bits, and nothing after the last record. Anything
  * else raises {@link CorruptDataException}; no partially parsed batch is ever used.
+ *
+ * <p>A batch in Kafka's record format ({@link BatchFormat#KAFKA_RECORDS_FLAG}) is walked as
+ * {@code segments.kafka_records.records} walks it: exactly {@code record_count} varint-framed records
+ * filling the section, offset deltas 0..n-1, varints of at most 5 (10 for the timestamp delta) bytes,
+ * any negative key or value length null, header names UTF-8; a header value Kafka wrote as null
+ * reads as empty bytes.
  */
 public final class RecordColumns {
     /** Key or value length that stands for nil. */
@@ -50,6 +56,10 @@ public final class RecordColumns {
         this.end = end;
         this.headerTotal = 0;
         this.count = 0;
+        if (h.kafkaRecords()) {
+            parseKafka(h);
+            return;
+        }
         long records = h.recordCount();
         if (arrayLength("records section") != records) {
             throw new CorruptDataException("records section does not hold " + records + " records");
@@ -81,6 +91,123 @@ public final class RecordColumns {
                     + " extra bytes after the records");
         }
         count = n;
+    }
+
+    private static final int KAFKA_RECORD_BODY_MIN = 6;
+
+    private void parseKafka(BatchFormat.Header h) {
+        long records = h.recordCount();
+        if (records > (end - pos) / (KAFKA_RECORD_BODY_MIN + 1)) {
+            throw new CorruptDataException(records + " records cannot fit in a Kafka records section of " + (end - pos)
+                    + " bytes");
+        }
+        int n = (int) records;
+        ensure(n);
+        boolean logAppend = h.logAppendTime();
+        for (int i = 0; i < n; i++) {
+            long length = varint(32, end);
+            if (length < KAFKA_RECORD_BODY_MIN || length > end - pos) {
+                throw new CorruptDataException("record " + i + ": length " + length + ", " + (end - pos) + " bytes left");
+            }
+            int recordEnd = pos + (int) length;
+            pos++;  // attributes: unused in magic 2
+            long tsDelta = varint(64, recordEnd);
+            if (varint(32, recordEnd) != i) {
+                throw new CorruptDataException("record " + i + ": offset deltas must be 0, 1, 2 ... in order");
+            }
+            offsets[i] = h.baseOffset() + i;
+            timestamps[i] = logAppend ? h.maxTimestamp() : timestamp(h.firstTimestamp(), tsDelta, false);
+            keyLen[i] = kafkaBytes(recordEnd, "key");
+            keyPos[i] = pos - Math.max(keyLen[i], 0);
+            valueLen[i] = kafkaBytes(recordEnd, "value");
+            valuePos[i] = pos - Math.max(valueLen[i], 0);
+            kafkaHeaders(i, recordEnd);
+            if (pos != recordEnd) {
+                throw new CorruptDataException("record " + i + ": " + (recordEnd - pos) + " bytes left over after its headers");
+            }
+        }
+        if (pos != end) {
+            throw new CorruptDataException((end - pos) + " bytes left over after " + n + " Kafka records");
+        }
+        count = n;
+    }
+
+    /** A zigzag varint of at most {@code bits} bits that must end before {@code limit}. */
+    private long varint(int bits, int limit) {
+        int start = pos;
+        int maxBytes = (bits + 6) / 7;
+        long raw = 0;
+        for (int shift = 0; ; shift += 7) {
+            if (pos >= limit) {
+                throw new CorruptDataException("a varint at byte " + start + " runs past its record");
+            }
+            if (pos - start >= maxBytes) {
+                throw new CorruptDataException("a varint at byte " + start + " is longer than " + maxBytes + " bytes");
+            }
+            int b = data[pos++] & 0xFF;
+            if (shift == 63 && (b & 0x7E) != 0) {
+                throw new CorruptDataException("a varint at byte " + start + " overflows int64");
+            }
+            raw |= (long) (b & 0x7F) << shift;
+            if (b < 0x80) {
+                break;
+            }
+        }
+        if (bits == 32 && (raw >>> 32) != 0) {
+            throw new CorruptDataException("a varint at byte " + start + " overflows int32");
+        }
+        return (raw >>> 1) ^ -(raw & 1);
+    }
+
+    /** A Kafka nullable byte string's length (its bytes skipped) or {@link #NIL} for any negative length. */
+    private int kafkaBytes(int limit, String what) {
+        long length = varint(32, limit);
+        if (length < 0) {
+            return NIL;
+        }
+        if (length > limit - pos) {
+            throw new CorruptDataException(what + ": length " + length + ", " + (limit - pos) + " bytes left in the record");
+        }
+        pos += (int) length;
+        return (int) length;
+    }
+
+    private void kafkaHeaders(int record, int limit) {
+        long pairs = varint(32, limit);
+        if (pairs < 0 || pairs > (limit - pos) / 2) {
+            throw new CorruptDataException("record " + record + ": header count " + pairs);
+        }
+        headerStart[record] = headerTotal;
+        headerCount[record] = (int) pairs;
+        for (long j = 0; j < pairs; j++) {
+            long nameLength = varint(32, limit);
+            if (nameLength < 0 || nameLength > limit - pos) {
+                throw new CorruptDataException("record " + record + ": header name length " + nameLength);
+            }
+            int at = pos;
+            pos += (int) nameLength;
+            String name;
+            try {
+                name = utf8.decode(ByteBuffer.wrap(data, at, (int) nameLength)).toString();
+            } catch (CharacterCodingException e) {
+                throw new CorruptDataException("record " + record + ": a header name is not UTF-8");
+            }
+            int length = Math.max(kafkaBytes(limit, "header value"), 0);  // null reads as empty bytes
+            addHeader(name, length);
+        }
+    }
+
+    private void addHeader(String name, int length) {
+        if (headerTotal == headerNames.length) {
+            int size = Math.max(16, headerTotal * 2);
+            headerNames = Arrays.copyOf(headerNames, size);
+            headerValuePos = Arrays.copyOf(headerValuePos, size);
+            headerValueLen = Arrays.copyOf(headerValueLen, size);
+        }
+        headerNames[headerTotal] = name;
+        headerValuePos[headerTotal] = pos - length;
+        headerValueLen[headerTotal] = length;
+        headerTotal++;
     }
 
     private void ensure(int n) {
@@ -124,16 +251,7 @@ public final class RecordColumns {
             if (length == NIL) {
                 throw new CorruptDataException("a record header must be a [name str, value bin] pair");
             }
-            if (headerTotal == headerNames.length) {
-                int size = Math.max(16, headerTotal * 2);
-                headerNames = Arrays.copyOf(headerNames, size);
-                headerValuePos = Arrays.copyOf(headerValuePos, size);
-                headerValueLen = Arrays.copyOf(headerValueLen, size);
-            }
-            headerNames[headerTotal] = name;
-            headerValuePos[headerTotal] = pos - length;
-            headerValueLen[headerTotal] = length;
-            headerTotal++;
+            addHeader(name, length);
         }
     }
 
