@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import random
+import time
 import uuid
-from collections.abc import Sequence
-from typing import Any, Final
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Final, TypeVar
 
 from coordinator.models import TopicMetadata
 from kafka_api import record_batch, sasl
@@ -46,6 +47,41 @@ ACKS: Final = {0: "0", 1: "1", -1: "all"}
 LATEST, EARLIEST = -1, -2
 PARTITIONS_PER_REQUEST_MAX: Final = 1_000  # partitions (or topics) one request may name; more closes it
 _PRODUCER_RNG: Final = random.SystemRandom()
+# A call refused by the caller's quota is tried again after the wait the refusal names, at most this
+# many times and within the request's own timeout (Produce) or wait (Fetch), capped here.
+THROTTLED_TRIES_MAX: Final = 20
+THROTTLE_WAIT_MAX_S: Final = 30.0
+THROTTLE_PAUSE_MIN_S: Final = 0.005
+T = TypeVar("T")
+
+
+class Throttle:
+    """How long one request was held back by its caller's quotas: its ``throttle_time_ms``.
+
+    Kafka slows a client over its quota (the answer carries the delay, KIP-219), it does not fail
+    it: a failed Produce is records a client may drop. So a call the quota refuses waits the time
+    the refusal names and is tried again, within ``deadline``; only past it does the refusal stand
+    (THROTTLING_QUOTA_EXCEEDED)."""
+
+    def __init__(self, wait_s: float) -> None:
+        self.deadline = time.monotonic() + min(max(0.0, wait_s), THROTTLE_WAIT_MAX_S)
+        self.waited_s = 0.0
+
+    @property
+    def ms(self) -> int:
+        return round(self.waited_s * 1000)
+
+    async def call(self, attempt: Callable[[], Awaitable[T]]) -> T:
+        for _ in range(THROTTLED_TRIES_MAX):
+            try:
+                return await attempt()
+            except TooManyRequestsError as exc:
+                pause = min(max(exc.retry_after_s, THROTTLE_PAUSE_MIN_S), self.deadline - time.monotonic())
+                if pause <= 0:
+                    raise
+                await asyncio.sleep(pause)
+                self.waited_s += pause
+        return await attempt()
 
 
 class _Records:
@@ -57,16 +93,19 @@ class _Records:
         self.partition = partition
         self.records = records
         self._budget = budget  # the bytes the request's batches may still unpack to, shared by its partitions
+        self._decoded: Prebuilt | None = None  # kept: a call tried again after a quota wait decodes once
 
     def received_bytes(self) -> int:
         return len(self.records)
 
     async def decode(self) -> Prebuilt:
-        if not self.records:
-            raise InvalidRequestError("a produce request names a partition without records")
-        batch, checked, unpacked = stored_batch(self.records, bytes_max=max(0, self._budget[0]))
-        self._budget[0] -= unpacked
-        return Prebuilt(self.partition, batch, checked)
+        if self._decoded is None:
+            if not self.records:
+                raise InvalidRequestError("a produce request names a partition without records")
+            batch, checked, unpacked = stored_batch(self.records, bytes_max=max(0, self._budget[0]))
+            self._budget[0] -= unpacked
+            self._decoded = Prebuilt(self.partition, batch, checked)
+        return self._decoded
 
 
 class KafkaHandlers:
@@ -174,6 +213,7 @@ class KafkaHandlers:
         if sum(len(topic.partition_data) for topic in request.topic_data) > PARTITIONS_PER_REQUEST_MAX:
             raise BodyError(f"a Produce naming more than {PARTITIONS_PER_REQUEST_MAX} partitions")
         responses: dict[str, list[dict[str, Any]]] = {}
+        throttle = Throttle(request.timeout.total_seconds())
         for topic in request.topic_data:
             name = str(topic.name)
             for part in topic.partition_data:
@@ -182,18 +222,18 @@ class KafkaHandlers:
                     answer: dict[str, Any] = _produce_error(index, INVALID_REQUIRED_ACKS)
                 else:
                     payload = _Records(index, bytes(part.records or b""), budget)
-                    answer = await self._produce_partition(ctx, name, index, payload, acks)
+                    answer = await self._produce_partition(ctx, name, index, payload, acks, throttle)
                 responses.setdefault(name, []).append(answer)
         if acks == "0":  # no answer: a failed write closes the connection, as Kafka does, so the client sees it
             session.failed = any(p["error_code"] for parts in responses.values() for p in parts)
             return None
         return {"responses": [{"name": n, "partition_responses": parts} for n, parts in responses.items()],
-                "throttle_time": 0}
+                "throttle_time": throttle.ms}
 
     async def _produce_partition(self, ctx: CallContext, topic: str, partition: int, payload: _Records,
-                                 acks: str) -> dict[str, Any]:
+                                 acks: str, throttle: Throttle) -> dict[str, Any]:
         try:
-            published = await self.api.publish(ctx, topic, payload, acks)
+            published = await throttle.call(lambda: self.api.publish(ctx, topic, payload, acks))
         except (record_batch.RecordBatchError, *ANY_ERROR) as exc:
             return _produce_error(partition, error_code(exc), str(exc)[:200])
         base = published.offsets[0]["offset"] if published.offsets else -1
@@ -226,6 +266,7 @@ class KafkaHandlers:
         rack = getattr(request, "rack_id", "") or None
         max_wait_ms = min(max(0, int(request.max_wait.total_seconds() * 1000)), config.fetch_wait_ms_max)
         budget = min(max(1, int(getattr(request, "max_bytes", config.fetch_bytes_max))), config.fetch_bytes_max)
+        throttle_ms = await self._repay_fetch_debt(ctx)
         results = await self._read_in_order(ctx, wanted, budget, rack, {})
         if max_wait_ms > 0 and wanted and not any(r["records"] for r in results.values()):
             first = await self._first_data(ctx, wanted, max_wait_ms, rack)
@@ -234,8 +275,17 @@ class KafkaHandlers:
         by_topic: dict[str, list[dict[str, Any]]] = {}
         for (topic, _), partition in results.items():
             by_topic.setdefault(topic, []).append(partition)
-        return {"throttle_time": 0, "error_code": NONE, "session_id": 0,
+        return {"throttle_time": throttle_ms, "error_code": NONE, "session_id": 0,
                 "responses": [{"topic": t, "partitions": parts} for t, parts in by_topic.items()]}
+
+    async def _repay_fetch_debt(self, ctx: CallContext) -> int:
+        """Wait out the caller's fetch-quota debt before reading (at most ``THROTTLE_WAIT_MAX_S``),
+        as a stream does: the Fetch is slowed, not refused; the wait is its ``throttle_time_ms``."""
+        pause = min(self.api.pause_s(ctx), THROTTLE_WAIT_MAX_S)
+        if pause <= 0:
+            return 0
+        await asyncio.sleep(pause)
+        return round(pause * 1000)
 
     async def _read_in_order(self, ctx: CallContext, wanted: Sequence[tuple[str, int, int, int]], budget: int,
                              rack: str | None, got: dict[tuple[str, int], dict[str, Any]]

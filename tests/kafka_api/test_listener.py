@@ -190,6 +190,35 @@ def test_a_user_without_a_grant_is_refused_the_topic(node, http, admin_token, us
     assert got["records"] == []
 
 
+def test_a_client_over_its_quota_is_slowed_not_failed(node, http, admin_token):
+    """Kafka's way (KIP-219): a Produce or Fetch past the user's byte rate waits, and its answer says
+    how long (``throttle_time_ms``); no record is refused for it."""
+    http.json("POST", "/v1/users", 201, body={"username": "kafka-slow", "password": USER_PASSWORD},
+              headers=bearer(admin_token))
+    rate = 40_000
+    http.json("PUT", "/v1/users/kafka-slow/quotas", body={"produce_bytes_per_s": rate, "fetch_bytes_per_s": rate},
+              headers=bearer(admin_token))
+    token = login(http, "kafka-slow", USER_PASSWORD)
+    create_topic(http, token, "kafka-slow-topic")
+    throttled: list[int] = []
+    config = sasl(node, "kafka-slow", USER_PASSWORD, **{"batch.size": 20_000, "linger.ms": 5,
+                  "throttle_cb": lambda event: throttled.append(int(event.throttle_time * 1000))})
+    producer = Producer(config)
+    failed: list[Any] = []
+    started = time.monotonic()
+    for _ in range(100):  # 100 kB: 1 s of burst, then 1.5 s at the rate
+        producer.produce("kafka-slow-topic", value=b"x" * 1000, partition=0,
+                         on_delivery=lambda err, _msg: failed.append(err) if err else None)
+        producer.poll(0)
+    assert producer.flush(TIMEOUT_S) == 0 and failed == []
+    assert time.monotonic() - started > 1.0
+    assert throttled and max(throttled) > 0
+    got = consume(node, "kafka-slow-topic", 0, 100, username="kafka-slow", password=USER_PASSWORD,
+                  throttle_cb=lambda event: throttled.append(-1),  # fetches of 20 kB: the later ones wait
+                  **{"max.partition.fetch.bytes": 20_000, "fetch.max.bytes": 20_000, "message.max.bytes": 20_000})
+    assert len(got) == 100 and -1 in throttled
+
+
 # ---- what no client sends ---------------------------------------------------------------------
 
 def raw_connection(node: NodeProcess) -> socket.socket:
