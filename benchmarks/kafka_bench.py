@@ -15,6 +15,11 @@ fetches of ``FETCH_BYTES`` decoded to columns; the Kafka consumer's clock starts
 (after its login and first fetch). Both counts are checked. The ratios are Kafka ÷ HTTP
 per repetition.
 
+Latency: records of ``RECORD_BYTES`` sent one at a time at ``LATENCY_RATE`` per second for
+``latency_seconds`` (librdkafka with ``linger.ms`` 0, ``acks=1``), each stamped with the time it
+was sent and read by a long-polling consumer in its own process: p50 ... max of send-to-receive,
+the figure NATS JetStream's committed latency scenario gives at the same rate and size.
+
 The consumer sets ``fetch.queue.backoff.ms`` to 10: by default librdkafka stops fetching for a whole
 second each time its local queue holds ``queued.min.messages`` (100,000), which a consumer that
 keeps up with the broker reaches every few hundred milliseconds; the figure would then measure
@@ -26,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import datetime
+import multiprocessing
 import os
 import time
 from typing import Any, Final
@@ -38,6 +44,7 @@ from benchmarks import single_node
 from benchmarks.cluster_bench import login
 from benchmarks.results import summarize
 from benchmarks.single_node import Samples, gather, publish, summarize_all
+from benchmarks.stats import latency_figures
 from logbroker.launcher import NodeProcess
 from segments.batch import ProducerRecord, decode_columns, encode_batch, iter_batches
 
@@ -54,10 +61,13 @@ BATCH_TYPE: Final = "application/vnd.logbroker.batch"
 class Plan:
     reps: int
     records: int
+    latency_seconds: float = 3.0
 
 
-QUICK = Plan(reps=3, records=100_000)
-FULL = Plan(reps=5, records=500_000)
+QUICK = Plan(reps=3, records=100_000, latency_seconds=2.0)
+FULL = Plan(reps=5, records=500_000, latency_seconds=5.0)
+LATENCY_RATE: Final = 5_000  # records/s, the rate of the latency scenario's comparison with NATS
+LATENCY_WAIT_S: Final = 20.0
 
 
 def kafka_config(address: str) -> dict[str, Any]:
@@ -149,6 +159,61 @@ async def http_consume(url: str, token: str, topic: str, records: int) -> float:
     return read / elapsed
 
 
+def kafka_latency(address: str, topic: str, rate: int, seconds: float) -> list[float]:
+    """Produce-to-consume latency (ms) of each of ``rate * seconds`` records sent at ``rate``, one at
+    a time (``linger.ms`` 0, ``acks=1``), read by a consumer in its own process that long-polls."""
+    total = max(1, int(rate * seconds))
+    context = multiprocessing.get_context("spawn")
+    results: Any = context.Queue()
+    reader = context.Process(target=_latency_reader, args=(address, topic, total + 1, results), daemon=True)
+    reader.start()
+    try:
+        producer = Producer({**kafka_config(address), "acks": "1", "linger.ms": 0})
+        producer.produce(topic, _stamped(), partition=0)  # the reader starts its clock at this one
+        producer.flush(LATENCY_WAIT_S)
+        assert results.get(timeout=LATENCY_WAIT_S) == "ready"
+        started = time.perf_counter()
+        for i in range(total):  # paced: record i leaves at started + i / rate
+            delay = started + i / rate - time.perf_counter()
+            if delay > 0:
+                time.sleep(delay)
+            producer.produce(topic, _stamped(), partition=0)
+            producer.poll(0)
+        assert producer.flush(LATENCY_WAIT_S) == 0
+        latencies: list[float] = results.get(timeout=LATENCY_WAIT_S + seconds)
+        return latencies
+    finally:
+        reader.join(timeout=5)
+        if reader.is_alive():
+            reader.kill()
+
+
+def _stamped() -> bytes:
+    """A 100-byte value that starts with the time it was sent (ns since the epoch)."""
+    return time.time_ns().to_bytes(8, "big") + b"x" * (RECORD_BYTES - 8)
+
+
+def _latency_reader(address: str, topic: str, count: int, results: Any) -> None:
+    consumer = Consumer({**kafka_config(address), "group.id": "kafkabench-latency", "enable.auto.commit": False,
+                         "fetch.wait.max.ms": 500, "fetch.queue.backoff.ms": 10})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    latencies: list[float] = []
+    deadline = time.monotonic() + LATENCY_WAIT_S * 3
+    seen = 0
+    while seen < count and time.monotonic() < deadline:
+        message = consumer.poll(0.5)  # returns at the first record (``consume`` waits to fill its list)
+        if message is None:
+            continue
+        now = time.time_ns()
+        if seen:
+            latencies.append((now - int.from_bytes((message.value() or bytes(8))[:8], "big")) / 1e6)
+        else:
+            results.put("ready")
+        seen += 1
+    consumer.close()
+    results.put(latencies)
+
+
 def one_rep(node: NodeProcess, token: str, rep: int, plan: Plan) -> dict[str, float]:
     out: dict[str, float] = {}
     order = ("kafka", "http") if rep % 2 == 0 else ("http", "kafka")
@@ -158,6 +223,9 @@ def one_rep(node: NodeProcess, token: str, rep: int, plan: Plan) -> dict[str, fl
         if api == "kafka":
             out["kafka_produce"] = kafka_produce(node.kafka_address, topic, plan.records)
             out["kafka_consume"] = kafka_consume(node.kafka_address, topic, plan.records)
+            uvloop.run(_create_topic(node.url, token, f"{topic}-latency"))
+            latencies = kafka_latency(node.kafka_address, f"{topic}-latency", LATENCY_RATE, plan.latency_seconds)
+            out.update(latency_figures(f"kafka_latency_{LATENCY_RATE}", latencies))
         else:
             out["http_produce"] = uvloop.run(http_produce(node.url, token, topic, plan.records))
             out["http_consume"] = uvloop.run(http_consume(node.url, token, topic, plan.records))
@@ -175,11 +243,12 @@ def run(*, quick: bool, out_dir: str | None, work_dir: str | None) -> dict[str, 
         for rep in range(plan.reps):
             print(f"[kafka] repetition {rep + 1}/{plan.reps}", flush=True)
             gather(samples, one_rep(node, token, rep, plan))
-    figures, units = summarize_all(samples, lambda _name: "records/s")
+    figures, units = summarize_all(samples, lambda name: "ms" if name.endswith("_ms") else "records/s")
     for what in ("produce", "consume"):
         ratios = [k / h for k, h in zip(samples[f"kafka_{what}"], samples[f"http_{what}"], strict=True)]
         summarize(f"kafka_over_http_{what}_ratio", ratios, "kafka/http", figures, units)
     params = {"quick": quick, **dataclasses.asdict(plan), "record_bytes": RECORD_BYTES, "acks": "1", "auth": "on",
+              "latency_rate_per_s": LATENCY_RATE, "latency_client": "librdkafka, linger.ms 0, one record at a time",
               "kafka_client": f"confluent-kafka (librdkafka), produce_batch of {BATCH}, linger.ms 5; consumer "
                               "fetch.queue.backoff.ms 10; SASL PLAIN",
               "http_client": f"aiohttp, prebuilt batches of {BATCH}, {IN_FLIGHT} in flight; raw fetches of "

@@ -9,7 +9,7 @@ import os
 from benchmarks import kafka_bench
 from benchmarks.__main__ import main
 
-TINY = kafka_bench.Plan(reps=2, records=3_000)
+TINY = kafka_bench.Plan(reps=2, records=3_000, latency_seconds=0.2)
 
 
 def test_the_kafka_benchmark_measures_both_paths(tmp_path, monkeypatch):
@@ -23,6 +23,10 @@ def test_the_kafka_benchmark_measures_both_paths(tmp_path, monkeypatch):
             name = f"{api}_{what}"
             assert 0 < figures[f"{name}_min"] <= figures[name] <= figures[f"{name}_max"], name
             assert units[name] == "records/s"
+    for name in ("p50", "p99", "max"):
+        figure = f"kafka_latency_{kafka_bench.LATENCY_RATE}_{name}_ms"
+        assert 0 < figures[f"{figure}_min"] <= figures[figure] <= figures[f"{figure}_max"], figure
+        assert units[figure] == "ms"
     for what in ("produce", "consume"):
         assert figures[f"kafka_over_http_{what}_ratio"] > 0 and units[f"kafka_over_http_{what}_ratio"] == "kafka/http"
     assert not [p for p in os.listdir(tmp_path) if p.startswith("kafkabench-")]
