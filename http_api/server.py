@@ -53,7 +53,8 @@ async def _serve_node(config: NodeConfig, ready_stream: TextIO | None) -> None:
     grpc_address = f"{host}:{grpc_server.port}"
     kafka_server = KafkaServer(config, ssl_context=server_context(config)) if config.kafka_port >= 0 else None
     kafka_advertised = "" if kafka_server is None else \
-        kafka_server.address(config.kafka_advertised_host or config.advertised_host or host)
+        kafka_server.address(config.kafka_advertised_host or config.advertised_host or host,
+                             config.kafka_advertised_port)
     try:
         await node.start(http_url=advertised, grpc_address=f"{config.advertised_host or host}:{grpc_server.port}",
                          kafka_address=kafka_advertised)

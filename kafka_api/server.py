@@ -78,8 +78,9 @@ class KafkaServer:
         self.handlers: KafkaHandlers | None = None
         self.node: Node | None = None
 
-    def address(self, host: str) -> str:
-        return f"{host}:{self.port}"
+    def address(self, host: str, port: int = 0) -> str:
+        """The address clients are told: ``host`` and ``port``, or the listener's own port for 0."""
+        return f"{host}:{port or self.port}"
 
     async def start(self, node: Node, connections: ConnectionBudget) -> None:
         """Serve ``node``; ``connections`` is the budget the node's HTTP listener counts its

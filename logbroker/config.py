@@ -50,6 +50,7 @@ class NodeConfig:
     grpc_request_timeout_ms: int = 5_000  # a call's request message must arrive within this, or it ends
     kafka_port: int = -1  # the Kafka protocol listener (DESIGN §4c); -1: none, 0: a free port, told by the ready line
     kafka_advertised_host: str = ""  # the host Kafka clients are told to connect to (empty: advertised_host)
+    kafka_advertised_port: int = 0  # the port they are told (0: the listener's own; decision 0391)
     coordinator: str = "local"
     cluster_name: str = "logbroker"
     rack: str = ""
@@ -125,6 +126,8 @@ class NodeConfig:
         _check(all(0 <= port <= 65535 for port in (self.http_port, self.rpc_port, self.grpc_port)),
                "ports must be in [0, 65535]")
         _check(-1 <= self.kafka_port <= 65535, "kafka_port must be in [0, 65535], or -1 for no Kafka listener")
+        _check(0 <= self.kafka_advertised_port <= 65535,
+               "kafka_advertised_port must be in [1, 65535], or 0 for the listener's own port")
         _check(self.auth in ("on", "off"), f"auth must be on or off, not {self.auth!r}")
         _check(self.coordinator == "local" or self.coordinator.startswith(ETCD_URL_SCHEMES),
                f"coordinator must be local, etcd://host:port[,...] or etcds://host:port[,...] (TLS), not "

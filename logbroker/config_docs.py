@@ -36,6 +36,8 @@ SETTINGS: Final[tuple[tuple[str, tuple[tuple[str, str], ...]], ...]] = (
         ("kafka_port", "Kafka protocol listener port (-1: none; 0: any free port; the ready line shows it)"),
         ("kafka_advertised_host", "the host name Kafka clients are told to use for this node (empty: "
                                   "`advertised_host`, else `http_host`)"),
+        ("kafka_advertised_port", "the port Kafka clients are told to use for this node, when a proxy or a "
+                                  "container's published port differs from `kafka_port` (0: `kafka_port`'s own)"),
         ("rpc_port", "internal RPC port, node to node (clustering)"),
         ("advertised_host", "the host name other nodes and clients use for this node (empty: `http_host`)"),
         ("log_level", "debug, info, warning, error; logs are one JSON object per line on stderr"),

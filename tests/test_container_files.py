@@ -95,6 +95,7 @@ def test_cluster_compose_file_has_etcd_three_nodes_and_nginx():
     assert "--endpoints=https://127.0.0.1:2379" in health and "--cert=/certs/etcd-client.pem" in health
     assert any(v.endswith(":/etcd-data") for v in services["etcd"]["volumes"]) and "--data-dir=/etcd-data" in etcd
     configs = {}
+    kafka_ports: set[int] = set()
     for name in NODES:
         service = services[name]
         environment = service["environment"]
@@ -114,6 +115,11 @@ def test_cluster_compose_file_has_etcd_three_nodes_and_nginx():
         assert len(data) == 1 and data[0] in compose["volumes"]
         assert "./deploy/certs:/certs:ro" in service["volumes"]
         configs[name] = (config.node_id, data[0])
+        # Kafka clients on the host reach every node at the address its Metadata advertises.
+        assert config.kafka_port == 9093 and config.kafka_advertised_host == "127.0.0.1"
+        assert service["ports"] == [f"127.0.0.1:{config.kafka_advertised_port}:{config.kafka_port}"]
+        kafka_ports.add(config.kafka_advertised_port)
+    assert kafka_ports == {9097, 9098, 9099}  # the ports `make cluster` uses too
     assert sorted(node_id for node_id, _ in configs.values()) == [1, 2, 3]
     assert len({volume for _, volume in configs.values()}) == 3
     nginx = services["nginx"]
