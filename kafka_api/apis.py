@@ -38,6 +38,8 @@ APIS: Final[tuple[Api, ...]] = (
     Api(12, "groups.heartbeat", 0, 4),
     Api(13, "groups.leave_group", 0, 4),
     Api(14, "groups.sync_group", 0, 5),
+    Api(15, "groups.describe_groups", 0, 5),  # v6 answers an unknown group GROUP_ID_NOT_FOUND, not Dead
+    Api(16, "groups.list_groups", 0, 5),  # v4 filters by state, v5 by type (every group here is classic)
     Api(22, "init_producer_id", 0, 4),
     Api(SASL_HANDSHAKE_KEY, "sasl_handshake", 0, 1, before_auth=True),  # after v0, SASL goes unframed
     Api(API_VERSIONS_KEY, "api_versions", 0, 3, before_auth=True),

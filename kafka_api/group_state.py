@@ -16,14 +16,16 @@ member, leave or session expiry goes back to ``preparing``. Invariants:
 - a heartbeat, sync or commit of an unknown member is UNKNOWN_MEMBER_ID, of another generation
   ILLEGAL_GENERATION, and during a join phase REBALANCE_IN_PROGRESS (the member joins again).
 
-The shell (``kafka_api.groups``) holds the waiting calls; this class says who is answered what.
+The shell (``kafka_api.groups``) holds the waiting calls; this class says who is answered what,
+and how ListGroups and DescribeGroups show a group (``summary``, ``listed``: Kafka's state names,
+its metadata and assignments only once a generation is stable, as Kafka's ``GroupMetadata.summary``).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Final, Literal
 
 State = Literal["empty", "preparing", "completing", "stable"]
@@ -39,6 +41,13 @@ SESSION_TIMEOUT_MS_MIN: Final = 1_000
 SESSION_TIMEOUT_MS_MAX: Final = 300_000
 REBALANCE_TIMEOUT_MS_MAX: Final = 300_000  # a join phase ends by then, whatever its members ask
 PROTOCOLS_MAX: Final = 20
+# Kafka's names for the states (``GroupState.toString``), as ListGroups and DescribeGroups give them.
+STATE_NAMES: Final[dict[State, str]] = {"empty": "Empty", "preparing": "PreparingRebalance",
+                                        "completing": "CompletingRebalance", "stable": "Stable"}
+EMPTY: Final = "Empty"
+STABLE: Final = "Stable"
+DEAD: Final = "Dead"  # a group the coordinator does not know
+CLASSIC: Final = "classic"  # ListGroups' group type: every group here speaks the classic protocol
 
 
 @dataclasses.dataclass(slots=True)
@@ -53,6 +62,35 @@ class KafkaMember:
     deadline_ms: int
     joined: bool = False  # joined in the current join phase
     assignment: bytes = b""
+    client_id: str = ""  # as DescribeGroups shows the member
+    client_host: str = ""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class MemberSummary:
+    """A member as DescribeGroups shows it (``principal``: whose it is, for who may see it)."""
+
+    member_id: str
+    instance_id: str | None
+    principal: str | None
+    client_id: str
+    client_host: str
+    metadata: bytes
+    assignment: bytes
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class GroupSummary:
+    """A group as DescribeGroups shows it: Kafka's state name, protocol type, the chosen protocol
+    ("" until a generation is stable) and members."""
+
+    state: str
+    protocol_type: str = ""
+    protocol_name: str = ""
+    members: tuple[MemberSummary, ...] = ()
+
+
+DEAD_GROUP: Final = GroupSummary(DEAD)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -80,9 +118,10 @@ class KafkaGroup:
 
     def join(self, member_id: str, instance_id: str | None, principal: str | None, protocol_type: str,
              protocols: Sequence[tuple[str, bytes]], session_timeout_ms: int, rebalance_timeout_ms: int,
-             now_ms: int) -> tuple[str, int]:
+             now_ms: int, *, client_id: str = "", client_host: str = "") -> tuple[str, int]:
         """Take a join: (the member's id, an error code). With no error the call waits for the join
-        phase to end (``join_complete``)."""
+        phase to end (``join_complete``). ``client_id`` and ``client_host`` are only shown
+        (DescribeGroups), as of the member's latest join."""
         if not SESSION_TIMEOUT_MS_MIN <= session_timeout_ms <= SESSION_TIMEOUT_MS_MAX:
             return member_id, INVALID_SESSION_TIMEOUT
         if not protocols or len(protocols) > PROTOCOLS_MAX:
@@ -104,6 +143,7 @@ class KafkaGroup:
         else:
             member.protocols, member.session_timeout_ms = tuple(protocols), session_timeout_ms
             member.rebalance_timeout_ms, member.deadline_ms = rebalance_timeout_ms, now_ms + session_timeout_ms
+        member.client_id, member.client_host = client_id, client_host
         self.protocol_type = protocol_type
         if self.state != "preparing":
             self._prepare(now_ms)
@@ -236,3 +276,38 @@ class KafkaGroup:
     def principal_of(self, member_id: str) -> str | None:
         member = self.members.get(member_id)
         return None if member is None else member.principal
+
+    # ---- views ---------------------------------------------------------------------------------
+
+    def summary(self) -> GroupSummary:
+        """The group as DescribeGroups shows it. As Kafka: the protocol and each member's metadata
+        (for that protocol) and assignment only while stable; in a rebalance they are not settled,
+        so members come without them."""
+        stable = self.state == "stable" and self.protocol_name is not None
+        members = tuple(
+            MemberSummary(m.member_id, m.instance_id, m.principal, m.client_id, m.client_host,
+                          dict(m.protocols).get(self.protocol_name or "", b"") if stable else b"",
+                          m.assignment if stable else b"")
+            for m in self.members.values())
+        return GroupSummary(STATE_NAMES[self.state], self.protocol_type,
+                            (self.protocol_name or "") if stable else "", members)
+
+
+def stored_summary(has_members: bool) -> GroupSummary:
+    """A group the broker knows with no Kafka group here: only committed offsets (Empty, as Kafka
+    lists a group that has only offsets), or members of LogBroker's own (HTTP) protocol, which
+    Kafka's protocol cannot show: Stable, so that a tool that resets only an Empty group's offsets
+    leaves an active group's alone."""
+    return GroupSummary(STABLE if has_members else EMPTY)
+
+
+def filter_names(names: Iterable[str]) -> frozenset[str]:
+    """A ListGroups filter as ``listed`` takes it: names compare without case (librdkafka sends
+    "Stable", "Classic"; Kafka's own names are "Stable", "classic"), made once per request so that
+    each group costs one look-up whatever the filter's length."""
+    return frozenset(name.lower() for name in names)
+
+
+def listed(summary: GroupSummary, states: frozenset[str], types: frozenset[str]) -> bool:
+    """Whether ListGroups' filters (``filter_names``) keep a group: an empty one keeps every group."""
+    return (not states or summary.state.lower() in states) and (not types or CLASSIC in types)

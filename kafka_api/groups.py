@@ -12,7 +12,14 @@ one that coordinates groups, as for HTTP); another node answers NOT_COORDINATOR.
 Bounds: ``GROUPS_MAX`` Kafka groups on the node, ``MEMBERS_MAX`` members per group (group_state);
 a join waits at most its rebalance timeout (capped at ``JOIN_WAIT_MAX_S``), a sync at most the
 member's session timeout; one ticker ends join phases and expires sessions every ``TICK_S``.
-Membership lives in memory: after a restart members join again, as after a coordinator move."""
+Membership lives in memory: after a restart members join again, as after a coordinator move.
+
+ListGroups and DescribeGroups show what the coordinator knows: the Kafka groups here (state,
+protocol, members) and the groups the broker keeps (committed offsets, HTTP members; no Kafka
+members to show). A caller sees only the groups it may ``describe`` (any grant); a grantee who
+does not manage the group sees only its own members, as over HTTP. Bounds: a DescribeGroups names
+at most ``GROUPS_PER_REQUEST_MAX`` groups (more closes the connection, as a Fetch naming too many
+partitions); a ListGroups answer lists at most ``LISTED_MAX`` groups, the first by name."""
 
 from __future__ import annotations
 
@@ -24,7 +31,20 @@ from typing import Any, Final
 
 from coordinator.models import NodeInfo
 from kafka_api import wire
-from kafka_api.group_state import NONE, REBALANCE_IN_PROGRESS, REBALANCE_TIMEOUT_MS_MAX, JoinAnswer, KafkaGroup
+from kafka_api.entities import BodyError
+from kafka_api.group_state import (
+    CLASSIC,
+    DEAD_GROUP,
+    NONE,
+    REBALANCE_IN_PROGRESS,
+    REBALANCE_TIMEOUT_MS_MAX,
+    GroupSummary,
+    JoinAnswer,
+    KafkaGroup,
+    filter_names,
+    listed,
+    stored_summary,
+)
 from kafka_api.session import Session, error_code, group_error_code
 from logbroker.api import BrokerApi
 from logbroker.auth.usage import check_member_limit
@@ -44,6 +64,11 @@ GROUPS_MAX: Final = 10_000
 TICK_S: Final = 0.1
 JOIN_WAIT_MAX_S: Final = REBALANCE_TIMEOUT_MS_MAX / 1000 + 5.0
 GROUP_KEY: Final = 0
+GROUPS_PER_REQUEST_MAX: Final = 1_000  # groups one DescribeGroups may name (handlers' PARTITIONS_PER_REQUEST_MAX)
+LISTED_MAX: Final = 10_000  # groups one ListGroups answer lists
+NO_OPERATIONS: Final = -(2**31)  # authorized operations not asked for
+# Kafka's AclOperation codes a group has (READ, DELETE, DESCRIBE), as authorized_operations' bits.
+READ_OPERATION, DELETE_OPERATION, DESCRIBE_OPERATION = 3, 6, 8
 
 
 def _now_ms() -> int:
@@ -98,15 +123,12 @@ class GroupHandlers:
     async def _here(self, session: Session, group_id: str, *, claim: bool) -> tuple[str, int]:
         """The group's checked name and NONE, or an error code: not coordinated here, a bad name,
         or a caller without ``read`` on the group (a first ``claim`` makes it theirs)."""
-        try:
-            name = group_name(group_id)
-        except ANY_ERROR:  # InvalidTopicError, as for a topic's name
-            return group_id, INVALID_GROUP_ID
-        try:
-            if await self._coordinator() is not None:
-                return name, NOT_COORDINATOR
-        except ANY_ERROR:
-            return name, COORDINATOR_NOT_AVAILABLE
+        name, error = _checked_name(group_id)
+        if error:
+            return name, error
+        error = await self._elsewhere()
+        if error:
+            return name, error
         ctx = session.context()
         access = self.node.group_access
         try:
@@ -117,6 +139,14 @@ class GroupHandlers:
         except ANY_ERROR as exc:
             return name, group_error_code(exc)
         return name, NONE
+
+    async def _elsewhere(self) -> int:
+        """NONE when this node coordinates groups, else NOT_COORDINATOR (or COORDINATOR_NOT_AVAILABLE
+        while no node does)."""
+        try:
+            return NONE if await self._coordinator() is None else NOT_COORDINATOR
+        except ANY_ERROR:
+            return COORDINATOR_NOT_AVAILABLE
 
     def _owned(self, session: Session, group: KafkaGroup, member_id: str) -> bool:
         principal = session.context().principal
@@ -148,7 +178,7 @@ class GroupHandlers:
         member_id, error = group.join(
             member_id, getattr(request, "group_instance_id", None), session.context().principal.name,
             str(request.protocol_type), protocols, int(request.session_timeout.total_seconds() * 1000),
-            max(0, rebalance_ms), _now_ms())
+            max(0, rebalance_ms), _now_ms(), client_id=session.client_id, client_host=_client_host(session))
         self._recount(group)
         if error:
             if created and not group.members:
@@ -302,6 +332,88 @@ class GroupHandlers:
                 if group.expire(now) or group.state in ("preparing", "empty"):
                     self._after_change(group)
 
+    # ---- listing ---------------------------------------------------------------------------------
+
+    async def list_groups(self, session: Session, request: Any) -> dict[str, Any]:
+        """The groups this node coordinates that the caller may describe, by name (another node
+        coordinates none: an empty list, as a Kafka broker lists only its own groups; clients ask
+        every broker)."""
+        states = filter_names(str(s) for s in getattr(request, "states_filter", ()) or ())
+        types = filter_names(str(t) for t in getattr(request, "types_filter", ()) or ())
+        error = await self._elsewhere()
+        if error:
+            return _listing(NONE if error == NOT_COORDINATOR else error, [])
+        stored, _ = self.node.groups.names_after(None, LISTED_MAX)
+        names = sorted(set(self._groups) | set(stored))[:LISTED_MAX]
+        kept = []
+        for name in names:
+            summary = self._summary(name)
+            if listed(summary, states, types):
+                kept.append((name, summary))
+        principal = session.context().principal
+        access = self.node.group_access
+        if access.enabled and not principal.is_admin:
+            visible = []
+            for name, summary in kept:
+                try:
+                    await access.authorize(principal, name, "describe")
+                except ANY_ERROR as exc:
+                    code = group_error_code(exc)
+                    if code != GROUP_AUTHORIZATION_FAILED:
+                        return _listing(code, [])
+                else:
+                    visible.append((name, summary))
+            kept = visible
+        return _listing(NONE, [{"group_id": name, "protocol_type": summary.protocol_type,
+                                "group_state": summary.state, "group_type": CLASSIC} for name, summary in kept])
+
+    async def describe_groups(self, session: Session, request: Any) -> dict[str, Any]:
+        """Each group the request names, in its order: its state, protocol and members; an unknown
+        group is Dead (error NONE, as Kafka answers), one the caller may not describe
+        GROUP_AUTHORIZATION_FAILED (the same for an unknown one, to all but admins: a name says
+        nothing of whether another user's group exists)."""
+        if len(request.groups) > GROUPS_PER_REQUEST_MAX:
+            raise BodyError(f"a DescribeGroups naming more than {GROUPS_PER_REQUEST_MAX} groups")
+        wants_operations = bool(getattr(request, "include_authorized_operations", False))
+        elsewhere = await self._elsewhere()
+        principal = session.context().principal
+        access = self.node.group_access
+        groups = []
+        for group_id in request.groups:
+            name, error = _checked_name(str(group_id))
+            error = error or elsewhere
+            record = None
+            if not error:
+                try:
+                    record = await access.authorize(principal, name, "describe")
+                except ANY_ERROR as exc:
+                    error = group_error_code(exc)
+            if error:
+                groups.append({"error_code": error, "group_id": str(group_id), "group_state": "",
+                               "protocol_type": "", "protocol_data": "", "members": [],
+                               "authorized_operations": NO_OPERATIONS})
+                continue
+            manager = access.is_manager(principal, record)
+            summary = self._summary(name)
+            members = [m for m in summary.members if manager or m.principal == principal.name]
+            groups.append({
+                "error_code": NONE, "group_id": name, "group_state": summary.state,
+                "protocol_type": summary.protocol_type, "protocol_data": summary.protocol_name,
+                "members": [{"member_id": m.member_id, "group_instance_id": m.instance_id, "client_id": m.client_id,
+                             "client_host": m.client_host, "member_metadata": m.metadata,
+                             "member_assignment": m.assignment} for m in members],
+                "authorized_operations": _operations(manager) if wants_operations else NO_OPERATIONS})
+        return {"throttle_time": 0, "groups": groups}
+
+    def _summary(self, name: str) -> GroupSummary:
+        """The group as this coordinator knows it: its Kafka group, else the broker's (committed
+        offsets, HTTP members), else Dead."""
+        group = self._groups.get(name)
+        if group is not None:
+            return group.summary()
+        stored = self.node.groups.summaries([name])
+        return stored_summary(bool(stored[0]["members"])) if stored else DEAD_GROUP
+
     # ---- offsets ---------------------------------------------------------------------------------
 
     async def offset_commit(self, session: Session, request: Any) -> dict[str, Any]:
@@ -365,6 +477,29 @@ class GroupHandlers:
                     {"partition_index": p, "committed_offset": -1 if code else _or(groups.committed(name, topic, p)),
                      "committed_leader_epoch": -1, "metadata": "", "error_code": code} for p in partitions]})
         return {"throttle_time": 0, "topics": topics, "error_code": error}
+
+
+def _checked_name(group_id: str) -> tuple[str, int]:
+    try:
+        return group_name(group_id), NONE
+    except ANY_ERROR:  # InvalidTopicError, as for a topic's name
+        return group_id, INVALID_GROUP_ID
+
+
+def _client_host(session: Session) -> str:
+    """The member's address as Kafka shows it (``InetAddress.toString`` without a host name)."""
+    return f"/{session.address}" if session.address else ""
+
+
+def _operations(manager: bool) -> int:
+    """DescribeGroups' ``authorized_operations``: a caller who may describe a group may read it
+    (``read`` is the only grant); its owner and admins may delete it too."""
+    operations = (READ_OPERATION, DESCRIBE_OPERATION) + ((DELETE_OPERATION,) if manager else ())
+    return sum(1 << op for op in operations)
+
+
+def _listing(error: int, groups: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"throttle_time": 0, "error_code": error, "groups": groups}
 
 
 def _or(offset: int | None) -> int:

@@ -190,6 +190,7 @@ class KafkaServer:
             raise wire.FrameError(f"{api.name} v{version} is not served here")
         flexible = entities.flexible(api_key, version)
         header = wire.read_header(frame, flexible=flexible)
+        session.client_id = header.client_id or ""
         if session.principal is None and not api.before_auth:
             raise wire.FrameError(f"{api.name} before authentication")
         request = entities.read_request(api_key, version, frame, header.body_offset)

@@ -1,5 +1,6 @@
 """``kafka_api.group_state``: the classic group protocol's join phases, syncs, heartbeats and
-expiry, by example and against random schedules (Hypothesis)."""
+expiry, and how ListGroups and DescribeGroups show a group, by example and against random
+schedules (Hypothesis)."""
 
 from __future__ import annotations
 
@@ -7,12 +8,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kafka_api.group_state import (
+    DEAD_GROUP,
     ILLEGAL_GENERATION,
     INCONSISTENT_GROUP_PROTOCOL,
     NONE,
     REBALANCE_IN_PROGRESS,
+    STATE_NAMES,
     UNKNOWN_MEMBER_ID,
+    GroupSummary,
     KafkaGroup,
+    MemberSummary,
+    filter_names,
+    listed,
+    stored_summary,
 )
 
 RANGE = [("range", b"m-range"), ("roundrobin", b"m-rr")]
@@ -130,6 +138,11 @@ def test_random_schedules_keep_the_invariants(actions):
         assert group.state != "empty" or not group.members
         if group.state == "stable":
             assert group.leader in group.members
+        summary = group.summary()
+        assert summary.state == STATE_NAMES[group.state]
+        assert [m.member_id for m in summary.members] == list(group.members)
+        if group.state != "stable":
+            assert summary.protocol_name == "" and all(m.metadata == m.assignment == b"" for m in summary.members)
 
 
 def test_a_commit_of_the_current_generation_stands_while_members_rejoin_not_before_the_assignment():
@@ -154,3 +167,47 @@ def test_a_join_phase_ends_by_the_capped_rebalance_timeout():
     group.join("", None, "u", "consumer", RANGE, 10_000, 10**9, 0)
     assert not group.join_ready(299_999) and group.join_ready(300_000)
     assert a not in {x.member_id for x in group.complete_join()}
+
+
+# ---- ListGroups and DescribeGroups ---------------------------------------------------------------
+
+def test_a_group_shows_its_protocol_metadata_and_assignments_only_once_stable():
+    group = KafkaGroup("g")
+    a, _ = group.join("", "static-a", "alice", "consumer", RANGE, 10_000, 5_000, 0,
+                      client_id="rdkafka", client_host="/10.0.0.1")
+    assert group.summary() == GroupSummary("PreparingRebalance", "consumer", "", (
+        MemberSummary(a, "static-a", "alice", "rdkafka", "/10.0.0.1", b"", b""),))
+    group.complete_join()
+    assert group.summary().state == "CompletingRebalance" and group.summary().members[0].metadata == b""
+    group.sync(a, 1, [(a, b"assigned")], 0)
+    assert group.summary() == GroupSummary("Stable", "consumer", "range", (
+        MemberSummary(a, "static-a", "alice", "rdkafka", "/10.0.0.1", b"m-range", b"assigned"),))
+    group.leave(a, 1)
+    assert group.summary() == GroupSummary("Empty", "consumer", "", ())
+
+
+def test_a_rejoin_updates_what_the_member_shows():
+    group = KafkaGroup("g")
+    a, _ = group.join("", None, "alice", "consumer", RANGE, 10_000, 5_000, 0, client_host="/10.0.0.1")
+    group.join(a, None, "alice", "consumer", RANGE, 10_000, 5_000, 1, client_id="again", client_host="/10.0.0.2")
+    (member,) = group.summary().members
+    assert (member.client_id, member.client_host, member.instance_id) == ("again", "/10.0.0.2", None)
+
+
+def test_a_group_the_broker_keeps_without_kafka_members_is_empty_or_stable_and_unknown_is_dead():
+    assert stored_summary(False) == GroupSummary("Empty")
+    assert stored_summary(True) == GroupSummary("Stable"), "HTTP members: not to be reset as an idle group"
+    assert GroupSummary("Dead", "", "", ()) == DEAD_GROUP
+
+
+def test_list_filters_match_states_and_the_classic_type_without_case():
+    stable, empty = GroupSummary("Stable", "consumer"), GroupSummary("Empty")
+
+    def kept(summary: GroupSummary, states: list[str], types: list[str]) -> bool:
+        return listed(summary, filter_names(states), filter_names(types))
+
+    assert kept(stable, [], []) and kept(empty, [], [])
+    assert kept(stable, ["Stable"], []) and kept(stable, ["stable", "Empty"], [])
+    assert not kept(empty, ["Stable", "PreparingRebalance"], [])
+    assert kept(stable, [], ["Classic"]) and kept(stable, [], ["consumer", "classic"])
+    assert not kept(stable, [], ["Consumer"]) and not kept(stable, ["Stable"], ["share"])

@@ -64,6 +64,8 @@ def valid_requests(topic: str, *, joins: bool = True) -> list[bytes]:
                       "member_id": "", "group_instance_id": None, "protocol_type": "consumer",
                       "protocols": [{"name": "range", "metadata": b"\x00\x01"}]})] if joins else []),
         frame(9, 7, {"group_id": "hostile-g", "topics": None, "require_stable": False}),
+        frame(15, 5, {"groups": ["hostile-g", "hostile-unknown"], "include_authorized_operations": True}),
+        frame(16, 5, {"states_filter": ["Stable", "Empty"], "types_filter": ["classic"]}),
         frame(19, 7, {"topics": [{"name": "made-" + topic, "num_partitions": 1, "replication_factor": 1,
                                   "assignments": [], "configs": []}], "timeout": 5_000, "validate_only": True}),
     ]
