@@ -44,6 +44,7 @@ from segments.batch import (
     DEFAULT_RECORDS_BYTES_MAX,
     ENCRYPTED_FLAG,
     HEADER_SIZE,
+    KAFKA_RECORDS_FLAG,
     TIMESTAMP_TYPE_LOG_APPEND,
     BatchHeader,
     dense_deltas,
@@ -115,6 +116,9 @@ def check_batch(batch: bytes | memoryview) -> CheckedBatch:
     if header.attributes & CONTROL_FLAG:
         raise InvalidBatchError("a produced batch cannot be a control batch (attributes bit 5): only the broker "
                                 "writes those")
+    if header.attributes & KAFKA_RECORDS_FLAG:  # checked here as msgpack, it would be read as Kafka's records
+        raise InvalidBatchError("a produced batch cannot carry Kafka's record format (attributes bit 7): only the "
+                                "Kafka listener stores those")
     if header.record_count > BATCH_RECORDS_MAX:
         raise RecordsTooLargeError(f"the batch holds {header.record_count} records; at most {BATCH_RECORDS_MAX} "
                                    f"may be sent in one batch", limit=BATCH_RECORDS_MAX)

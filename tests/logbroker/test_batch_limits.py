@@ -124,10 +124,12 @@ def test_a_flipped_byte_is_a_checksum_error_before_anything_is_decompressed() ->
         check_batch(bytes(batch))
 
 
-@pytest.mark.parametrize(("flag", "what"), [(1 << 5, "control batch"), (1 << 6, "encrypted-at-rest flag")])
+@pytest.mark.parametrize(("flag", "what"), [(1 << 5, "control batch"), (1 << 6, "encrypted-at-rest flag"),
+                                            (1 << 7, "Kafka's record format"), (2 | 1 << 7, "Kafka's record format")])
 def test_a_client_batch_cannot_claim_what_only_the_broker_writes(flag: int, what: str) -> None:
-    """Control batches (transaction markers, later) and sealed batches come from the broker alone:
-    a produced batch that sets their attribute bit would be read as one."""
+    """Control batches (transaction markers, later), sealed batches and Kafka-format batches come
+    from the broker alone: a produced batch that sets their attribute bit would be read as one (a
+    msgpack section checked here would be read as Kafka records, unchecked)."""
     section = msgpack.packb([[0, 0, None, b"v", []]], use_bin_type=True)
     body = struct.pack("<HIqqqhiI", flag, 0, 0, 0, -1, -1, -1, 1)
     checksum = xxhash.xxh3_64_intdigest(body + section)
