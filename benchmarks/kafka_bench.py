@@ -68,6 +68,7 @@ QUICK = Plan(reps=3, records=100_000, latency_seconds=2.0)
 FULL = Plan(reps=5, records=500_000, latency_seconds=5.0)
 LATENCY_RATE: Final = 5_000  # records/s, the rate of the latency scenario's comparison with NATS
 LATENCY_WAIT_S: Final = 20.0
+LATENCY_LINGER_MS: Final = 1
 
 
 def kafka_config(address: str) -> dict[str, Any]:
@@ -168,7 +169,7 @@ def kafka_latency(address: str, topic: str, rate: int, seconds: float) -> list[f
     reader = context.Process(target=_latency_reader, args=(address, topic, total + 1, results), daemon=True)
     reader.start()
     try:
-        producer = Producer({**kafka_config(address), "acks": "1", "linger.ms": 0})
+        producer = Producer({**kafka_config(address), "acks": "1", "linger.ms": LATENCY_LINGER_MS})
         producer.produce(topic, _stamped(), partition=0)  # the reader starts its clock at this one
         producer.flush(LATENCY_WAIT_S)
         assert results.get(timeout=LATENCY_WAIT_S) == "ready"

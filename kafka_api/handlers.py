@@ -11,10 +11,12 @@ with ``acks=0``). A LogBroker error becomes its Kafka error code through the one
 from __future__ import annotations
 
 import asyncio
+import functools
 import random
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
+from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import Any, Final, TypeVar
 
 from coordinator.models import TopicMetadata
@@ -26,6 +28,7 @@ from kafka_api.groups import GroupHandlers
 from kafka_api.session import Session, error_code
 from kafka_api.stored_batches import kafka_batches, stored_batch
 from logbroker.api import Answered, BrokerApi, CallContext, Prebuilt
+from logbroker.batch_limits import LOOP_CHECK_BYTES_MAX
 from logbroker.error_codes import (
     KAFKA_INVALID_REQUEST,
     KAFKA_LEADER_NOT_AVAILABLE,
@@ -52,6 +55,8 @@ _PRODUCER_RNG: Final = random.SystemRandom()
 THROTTLED_TRIES_MAX: Final = 20
 THROTTLE_WAIT_MAX_S: Final = 30.0
 THROTTLE_PAUSE_MIN_S: Final = 0.005
+CHECK_THREADS: Final = 2  # threads checking compressed or large Produce batches (one request per connection at a time)
+ATTRIBUTES_LOW_BYTE: Final = 22  # of a Kafka batch: its attributes are bytes 21-22, big-endian
 T = TypeVar("T")
 
 
@@ -89,10 +94,11 @@ class _Records:
     (``kafka_api.stored_batches``), with its producer id, epoch and base sequence when the Kafka
     producer is idempotent (so a retried batch is stored once, ``logbroker.dedup``)."""
 
-    def __init__(self, partition: int, records: bytes, budget: list[int]) -> None:
+    def __init__(self, partition: int, records: bytes, budget: list[int], checks: Executor) -> None:
         self.partition = partition
         self.records = records
         self._budget = budget  # the bytes the request's batches may still unpack to, shared by its partitions
+        self._checks = checks
         self._decoded: Prebuilt | None = None  # kept: a call tried again after a quota wait decodes once
 
     def received_bytes(self) -> int:
@@ -102,16 +108,27 @@ class _Records:
         if self._decoded is None:
             if not self.records:
                 raise InvalidRequestError("a produce request names a partition without records")
-            batch, checked, unpacked = stored_batch(self.records, bytes_max=max(0, self._budget[0]))
+            check = functools.partial(stored_batch, self.records, bytes_max=max(0, self._budget[0]))
+            if len(self.records) > LOOP_CHECK_BYTES_MAX or _compressed(self.records):
+                batch, checked, unpacked = await asyncio.get_running_loop().run_in_executor(self._checks, check)
+            else:  # small and plain: cheaper on the loop than a hand-over to a thread (decision 0251)
+                batch, checked, unpacked = check()
             self._budget[0] -= unpacked
             self._decoded = Prebuilt(self.partition, batch, checked)
         return self._decoded
+
+
+def _compressed(records: bytes) -> bool:
+    """Whether the Kafka batch in ``records`` names a codec (attributes' low byte, offset 22)."""
+    return len(records) > ATTRIBUTES_LOW_BYTE and bool(records[ATTRIBUTES_LOW_BYTE] & 0x07)
 
 
 class KafkaHandlers:
     def __init__(self, node: Node, api: BrokerApi) -> None:
         self.node = node
         self.api = api
+        # Checking a compressed or large batch decodes it: off the event loop, as HTTP does (0220).
+        self.checks = ThreadPoolExecutor(max_workers=CHECK_THREADS, thread_name_prefix="logbroker-kafka-check")
         self.groups = GroupHandlers(node, api)
         self.admin = AdminHandlers(node, api)
 
@@ -221,7 +238,7 @@ class KafkaHandlers:
                 if acks is None:
                     answer: dict[str, Any] = _produce_error(index, INVALID_REQUIRED_ACKS)
                 else:
-                    payload = _Records(index, bytes(part.records or b""), budget)
+                    payload = _Records(index, bytes(part.records or b""), budget, self.checks)
                     answer = await self._produce_partition(ctx, name, index, payload, acks, throttle)
                 responses.setdefault(name, []).append(answer)
         if acks == "0":  # no answer: a failed write closes the connection, as Kafka does, so the client sees it

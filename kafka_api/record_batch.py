@@ -1,7 +1,10 @@
-"""Apache Kafka record batch v2 (magic 2) codec: the bytes of a Produce request in, a Fetch response out.
+"""Apache Kafka record batch v2 (magic 2) codec: Kafka batches built and read whole.
 
-Why: the Kafka listener accepts batches from any Kafka client, so this module is where hostile bytes meet
-the broker. It mirrors Kafka's ``DefaultRecordBatch``/``DefaultRecord``. Layout (integers big-endian)::
+Why: Fetch converts batches stored in the broker's own record format into Kafka batches here
+(``encode_batch``), Produce checks a Kafka batch's header here (``checked_header``; its records
+section is judged by ``segments.kafka_records``, whose reference decoder ``decode_batches`` uses), and
+``decode_batches`` reads whole Kafka batches for tests and tools as Kafka's ``DefaultRecordBatch``
+does. Layout (integers big-endian)::
 
     offset size field                   note
     0      8    base_offset             int64

@@ -104,6 +104,7 @@ class KafkaServer:
             await asyncio.wait(self._connections, timeout=STOP_GRACE_S)
         if self.handlers is not None:  # after the connections: none can start its ticker again
             await self.handlers.groups.close()
+            self.handlers.checks.shutdown(wait=False, cancel_futures=True)
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(STOP_GRACE_S):
                 await server.wait_closed()

@@ -4,9 +4,10 @@ rebuilding Kafka's 61-byte header, so neither decodes or re-encodes a record on 
 
 ``stored_batch`` is where a Kafka producer's bytes are judged before they are stored: exactly one
 batch (as Kafka requires of Produce v3+), its CRC32C, magic 2, no transactional or control batch,
-at most ``BATCH_RECORDS_MAX`` records and ``BATCH_RECORDS_BYTES_MAX`` decompressed bytes, records that
-every reader decodes alike (``segments.kafka_records``: offset deltas 0..n-1, attributes bytes under
-0x80), timestamps in the broker's range and no header named like the broker's own. The stored
+at most ``BATCH_RECORDS_MAX`` records and ``BATCH_RECORDS_BYTES_MAX`` decompressed bytes, a section
+every reader (Kafka's Java one, librdkafka, aiokafka, the reference decoder, the Spark reader) reads
+alike (``segments.kafka_records.produced_facts``), timestamps in the broker's range and no header
+named like the broker's own. The stored
 header's ``max_timestamp`` is the records' greatest, whatever the producer wrote (as Kafka's broker
 does); the producer id, epoch and base sequence are kept for de-duplication.
 

@@ -7,26 +7,31 @@ The Kafka listener then stores a batch without decoding it and serves it back by
 61-byte header; every other reader decodes the section here into the same columns as the broker's
 own msgpack section. Layout of one record (integers are zigzag LEB128 varints)::
 
-    length varint (bytes after it), attributes int8 (unused), timestamp_delta varlong,
+    length varint (bytes after it), attributes int8 (unused: 0), timestamp_delta varlong,
     offset_delta varint, key_length varint (-1 = null), key, value_length varint (-1 = null), value,
     header_count varint, then per header: key_length varint, key (UTF-8), value_length varint
     (-1 = null), value
 
 Invariants:
 
-- ``records`` (the reference decoder, pure Python) never trusts a length beyond the bytes present and
-  raises ``InvalidBatchError`` for anything but exactly ``count`` records with offset deltas
-  ``0 .. count-1`` that fill the section, UTF-8 header keys and int64 timestamps; it reads as Kafka's
-  Java reader does (any negative key or value length is null; varints at most 5 or 10 bytes);
+- what is stored is read alike by every reader: Kafka's Java reader, librdkafka, aiokafka's compiled
+  reader, the reference decoder here and the Java Spark reader. ``produced_facts``, the producer-side
+  check, lets a section through only when it is canonical (byte for byte what aiokafka's writer
+  makes of its records: shortest varints, -1 for null, attributes 0) or the reference decoder
+  accepts it, which refuses what those readers read otherwise (an attributes byte other than 0, a
+  length below -1, a varint longer than 5 or 10 bytes, a timestamp past int64);
+- ``records`` (the reference decoder, pure Python) never trusts a length beyond the bytes present;
+  it raises ``InvalidBatchError`` for anything but exactly ``count`` records with offset deltas
+  ``0 .. count-1`` that fill the section, with UTF-8 header keys, at most
+  ``HEADERS_PER_RECORD_MAX`` headers a record and ``HEADERS_PER_BATCH_MAX`` a batch;
 - ``columns`` gives what ``records`` gives, faster: it walks the section with aiokafka's compiled
-  reader when that is installed (a copy of the section with zero padding after it, so that reader's
-  varint reads, which check their first byte only, never leave the buffer) and falls back to
-  ``records`` for anything that reader refuses, so the reference decoder always has the last word;
-- the two agree on every section ``check_attributes`` accepts: aiokafka reads a record's attributes
-  as a varint, Kafka as one byte, which differ only for a byte of 0x80 or more (Kafka writes 0);
-  ``produced_facts``, the producer-side check, lets through only sections both read alike;
-- ``decompress`` reads every member or frame of the section (as Kafka's Java reader does), refuses
-  bytes after the last one, and never produces more than ``bytes_max`` bytes.
+  reader when that is installed (on a copy of the section followed by zero padding, as that reader's
+  varint reads check their first byte only) and falls back to ``records`` for anything that reader
+  refuses or reads past int64;
+- ``decompress`` takes one gzip member, one LZ4 frame of the kind Kafka's Java reader takes, one
+  complete zstd frame (librdkafka reads only the first member of a gzip stream, Kafka's Java reader
+  only the first LZ4 frame), or snappy raw or xerial-framed; nothing may follow; it never produces
+  more than ``bytes_max`` bytes.
 
 Pure functions over bytes: no files, no clock, no shared mutable state.
 """
@@ -65,6 +70,15 @@ VARLONG_BITS: Final = 64
 RECORD_BODY_BYTES_MIN: Final = 6
 RECORD_BYTES_MIN: Final = RECORD_BODY_BYTES_MIN + 1  # with its length varint
 _RECORD_HEADER_BYTES_MIN: Final = 2  # key length and value length varints
+# Headers one record, and one batch, may carry (librdkafka reads at most 100,000 per record): each
+# costs a Python tuple (~140 bytes) in a reader for its two bytes on the wire.
+HEADERS_PER_RECORD_MAX: Final = 10_000
+HEADERS_PER_BATCH_MAX: Final = 100_000
+# A record longer than this may hold more than HEADERS_PER_RECORD_MAX headers: its header count is
+# read before the compiled reader builds them.
+_RECORD_BYTES_UNCHECKED_MAX: Final = RECORD_BODY_BYTES_MIN + HEADERS_PER_RECORD_MAX * _RECORD_HEADER_BYTES_MIN
+# A produced section larger than this is walked record by record before the compiled reader reads it.
+FRAMING_CHECKED_BYTES_MIN: Final = 1 << 20
 
 # The Kafka batch header the compiled reader is handed (codec 0: the section given is plain).
 _KAFKA_HEADER: Final = struct.Struct(">qiibIhiqqqhii")
@@ -139,9 +153,15 @@ def _compiled_columns(base_offset: int, count: int, first_timestamp: int, max_ti
             headers.append(tuple(pairs) if pairs else ())
     except Exception:  # any refusal (corrupt, a huge length, bad UTF-8): the reference decoder decides
         return None
-    if offset - base_offset != count:
+    if offset - base_offset != count or not _deltas_fit(stamps, first_timestamp):
         return None
     return stamps, tuple(keys), tuple(values), tuple(headers)
+
+
+def _deltas_fit(stamps: list[int], base_timestamp: int) -> bool:
+    """Whether every timestamp is ``base_timestamp`` plus an int64 delta: the compiled reader adds in
+    int64 and wraps, so a sum past int64 shows here as a delta out of range."""
+    return not stamps or (min(stamps) - base_timestamp >= INT64_MIN and max(stamps) - base_timestamp <= INT64_MAX)
 
 
 def _compiled_batch(base_offset: int, count: int, first_timestamp: int, max_timestamp: int, log_append_time: bool,
@@ -164,18 +184,23 @@ def _compiled_batch(base_offset: int, count: int, first_timestamp: int, max_time
 def produced_facts(section: bytes | memoryview, count: int, base_timestamp: int
                    ) -> tuple[int, int, list[tuple[tuple[str, bytes | None], ...]]]:
     """What the broker checks of a produced section: the least and greatest record timestamp, and
-    the header pairs of the records that carry some; ``InvalidBatchError`` for a section the
-    reference decoder refuses, or whose records' attributes bytes are 0x80 or more.
+    the header pairs of the records that carry some; ``InvalidBatchError`` for a section any reader
+    would refuse or read otherwise.
 
-    The compiled reader looks at each record once without keeping it (a quarter of what decoding
-    into columns costs) and the records' sizes are summed as Kafka's writers encode them (shortest
-    varints, a one-byte attributes field): a section of exactly that size is canonical, which every
-    reader, Kafka's and aiokafka's, reads alike. Any other section (odd but valid, or invalid) is
-    judged by ``check_attributes`` and the reference decoder."""
+    A section over ``FRAMING_CHECKED_BYTES_MIN`` is walked by ``check_framing`` first (record
+    lengths, attributes bytes 0, header counts of long records), so that the compiled reader never
+    builds more headers than the bounds allow; a smaller one holds at most half its size in headers
+    (about 35 times its size in memory, briefly). Then the fast way: the compiled reader
+    reads the records and aiokafka's writer encodes them again; a section equal to that encoding is
+    canonical (shortest varints, -1 for null, attributes 0), which every reader, Kafka's Java one,
+    librdkafka, aiokafka and the reference decoder, reads alike. Any other section is judged by the
+    reference decoder, which refuses what Kafka's readers would read differently."""
+    if len(section) > FRAMING_CHECKED_BYTES_MIN:
+        check_framing(section, count)
     facts = _canonical_facts(section, count, base_timestamp)
     if facts is not None:
         return facts
-    check_attributes(section, count)
+    check_framing(section, count)
     rows = records(section, count, base_timestamp)
     stamps = [row[1] for row in rows]
     return min(stamps), max(stamps), [row[4] for row in rows if row[4]]
@@ -184,28 +209,33 @@ def produced_facts(section: bytes | memoryview, count: int, base_timestamp: int
 def _canonical_facts(section: bytes | memoryview, count: int, base_timestamp: int
                      ) -> tuple[int, int, list[tuple[tuple[str, bytes | None], ...]]] | None:
     batch = _compiled_batch(0, count, base_timestamp, base_timestamp, False, section)
-    if batch is None or base_timestamp == -1:  # -1: aiokafka's builder takes it for "no first record yet"
+    if batch is None:
         return None
-    sizer = _CompiledBuilder(magic=2, compression_type=0, is_transactional=0, producer_id=-1, producer_epoch=-1,
-                             base_sequence=-1, batch_size=0)
-    sizer.append(0, timestamp=base_timestamp, key=None, value=None, headers=[])  # deltas from base_timestamp
-    size_of = sizer.size_in_bytes
+    writer = _CompiledBuilder(magic=2, compression_type=0, is_transactional=0, producer_id=-1, producer_epoch=-1,
+                              base_sequence=-1, batch_size=len(section) + _KAFKA_HEADER.size + 64)
+    append = writer.append
     stamps: list[int] = []
     with_headers: list[tuple[tuple[str, bytes | None], ...]] = []
-    offset = size = 0
+    offset = headers_total = 0
     try:
         for record in batch:  # bounded: the reader stops after ``count`` records
             if record.offset != offset:
                 return None
             timestamp, headers = record.timestamp, record.headers
-            size += size_of(offset, timestamp, record.key, record.value, headers)
+            if append(offset, timestamp, record.key, record.value, headers) is None:
+                return None
             offset += 1
             stamps.append(timestamp)
             if headers:
+                headers_total += len(headers)
+                if headers_total > HEADERS_PER_BATCH_MAX or len(headers) > HEADERS_PER_RECORD_MAX:
+                    return None  # the reference decoder says so
                 with_headers.append(tuple(headers))
     except Exception:  # any refusal: the reference decoder decides
         return None
-    if offset != count or size != len(section):
+    if offset != count or not _deltas_fit(stamps, base_timestamp) or stamps[0] != base_timestamp:
+        return None
+    if writer.build()[_KAFKA_HEADER.size:] != section:  # a bytearray against the buffer: one memcmp
         return None
     return min(stamps), max(stamps), with_headers
 
@@ -221,14 +251,17 @@ def records(payload: bytes | memoryview, count: int, base_timestamp: int) -> lis
         raise InvalidBatchError(f"{count} records cannot fit, each needs at least {RECORD_BYTES_MIN} bytes")
     read_zigzag = _read_zigzag
     rows: list[KafkaRow] = []
-    position = 0
+    position = headers_total = 0
     for index in range(count):
         length, position = read_zigzag(payload, position, payload_end, VARINT_BITS)
         if length < RECORD_BODY_BYTES_MIN or length > payload_end - position:
             raise InvalidBatchError(
                 f"record {index} at byte {position}: length {length}, {payload_end - position} bytes left")
         end = position + length
-        position += 1  # attributes: unused in magic 2
+        if payload[position]:
+            raise InvalidBatchError(f"record {index}: attributes byte {payload[position]:#x}; magic 2 records leave "
+                                    "it 0 (librdkafka reads bit 3 as log-append time)")
+        position += 1
         timestamp_delta, position = read_zigzag(payload, position, end, VARLONG_BITS)
         offset_delta, position = read_zigzag(payload, position, end, VARINT_BITS)
         if offset_delta != index:
@@ -236,6 +269,9 @@ def records(payload: bytes | memoryview, count: int, base_timestamp: int) -> lis
         key, position = _read_bytes(payload, position, end, "key")
         value, position = _read_bytes(payload, position, end, "value")
         headers, position = _read_headers(payload, position, end)
+        headers_total += len(headers)
+        if headers_total > HEADERS_PER_BATCH_MAX:
+            raise InvalidBatchError(f"more than {HEADERS_PER_BATCH_MAX} headers in one batch")
         if position != end:
             raise InvalidBatchError(f"record {index}: {end - position} bytes left over after its headers")
         timestamp = base_timestamp + timestamp_delta
@@ -247,10 +283,11 @@ def records(payload: bytes | memoryview, count: int, base_timestamp: int) -> lis
     return rows
 
 
-def check_attributes(payload: bytes | memoryview, count: int) -> None:
-    """Refuse a section in which a record's attributes byte is 0x80 or more (unused in magic 2; Kafka
-    clients write 0): there aiokafka's reader and Kafka's would read different records. Walks the
-    records' length prefixes only; ``records`` or ``columns`` checks the rest."""
+def check_framing(payload: bytes | memoryview, count: int) -> None:
+    """Walk the records' length prefixes: each record fits, its attributes byte is 0 (aiokafka reads
+    that field as a varint, Kafka as a byte, librdkafka takes its bit 3 for log-append time), and a
+    record long enough to hold more than ``HEADERS_PER_RECORD_MAX`` headers holds at most that many
+    (read here, before a reader builds them). ``records`` or ``columns`` checks the rest."""
     position = 0
     end = len(payload)
     for index in range(count):
@@ -265,10 +302,27 @@ def check_attributes(payload: bytes | memoryview, count: int) -> None:
             length, position = _read_zigzag(payload, position, end, VARINT_BITS)
         if length < RECORD_BODY_BYTES_MIN or length > end - position:
             raise InvalidBatchError(f"record {index} at byte {position}: length {length}, {end - position} bytes left")
-        if payload[position] >= 0x80:
+        if payload[position]:
             raise InvalidBatchError(f"record {index}: attributes byte {payload[position]:#x}; magic 2 records "
-                                    "leave it unused (0)")
+                                    "leave it 0")
+        if length > _RECORD_BYTES_UNCHECKED_MAX:
+            _header_count(payload, position + 1, position + length, index)
         position += length
+
+
+def _header_count(buf: bytes | memoryview, position: int, end: int, index: int) -> int:
+    """The header count of the record whose body after the attributes byte is ``buf[position:end]``."""
+    _, position = _read_zigzag(buf, position, end, VARLONG_BITS)  # timestamp delta
+    _, position = _read_zigzag(buf, position, end, VARINT_BITS)  # offset delta
+    for what in ("key", "value"):
+        length, position = _read_zigzag(buf, position, end, VARINT_BITS)
+        if length > end - position:
+            raise InvalidBatchError(f"record {index}: {what} length {length}, {end - position} bytes left")
+        position += max(length, 0)
+    count, _ = _read_zigzag(buf, position, end, VARINT_BITS)
+    if count > HEADERS_PER_RECORD_MAX:
+        raise InvalidBatchError(f"record {index}: {count} headers, at most {HEADERS_PER_RECORD_MAX}")
+    return count
 
 
 def _read_zigzag(buf: bytes | memoryview, position: int, end: int, bits: int) -> tuple[int, int]:
@@ -301,9 +355,9 @@ def _read_zigzag(buf: bytes | memoryview, position: int, end: int, bits: int) ->
 
 def _read_bytes(buf: bytes, position: int, end: int, what: str) -> tuple[bytes | None, int]:
     length, position = _read_zigzag(buf, position, end, VARINT_BITS)
-    if length < 0:  # Kafka writes -1; its reader, and aiokafka's, take any negative length for null
+    if length == -1:
         return None, position
-    if length > end - position:
+    if length < -1 or length > end - position:  # below -1: Kafka's Java reader takes it for null, librdkafka fails
         raise InvalidBatchError(f"{what} at byte {position}: length {length}, "
                                 f"{end - position} bytes left in the record")
     return buf[position : position + length], position + length
@@ -313,8 +367,9 @@ def _read_headers(buf: bytes, position: int, end: int) -> tuple[tuple[tuple[str,
     count, position = _read_zigzag(buf, position, end, VARINT_BITS)
     if count == 0:
         return (), position
-    if count < 0 or count > (end - position) // _RECORD_HEADER_BYTES_MIN:
-        raise InvalidBatchError(f"header count {count} at byte {position}, {end - position} bytes left in the record")
+    if count < 0 or count > (end - position) // _RECORD_HEADER_BYTES_MIN or count > HEADERS_PER_RECORD_MAX:
+        raise InvalidBatchError(f"header count {count} at byte {position}, {end - position} bytes left in the record "
+                                f"(at most {HEADERS_PER_RECORD_MAX})")
     headers: list[tuple[str, bytes | None]] = []
     for _ in range(count):
         key_length, position = _read_zigzag(buf, position, end, VARINT_BITS)
@@ -357,63 +412,79 @@ def _too_big(bytes_max: int) -> RecordsTooLargeError:
 
 
 def _gunzip(section: memoryview, bytes_max: int) -> bytes:
-    chunks: list[bytes] = []
-    produced = 0
-    pending: bytes | memoryview = section
-    while pending:  # one pass per gzip member (Java's GZIPInputStream reads concatenated members)
-        inflater = zlib.decompressobj(wbits=GZIP_WBITS)
-        chunk = inflater.decompress(pending, bytes_max - produced + 1)  # zlib grows its output gradually
-        produced += len(chunk)
-        if produced > bytes_max:
-            raise _too_big(bytes_max)
-        if not inflater.eof:
-            raise InvalidBatchError("gzip: stream ends before its end marker")
-        chunks.append(chunk)
-        pending = inflater.unused_data
-    return b"".join(chunks)
+    """One gzip member and nothing after it: librdkafka reads only the first member of a section,
+    Kafka's Java reader every one."""
+    inflater = zlib.decompressobj(wbits=GZIP_WBITS)
+    out = inflater.decompress(section, bytes_max + 1)  # zlib grows its output gradually
+    if len(out) > bytes_max:
+        raise _too_big(bytes_max)
+    if not inflater.eof:
+        raise InvalidBatchError("gzip: the stream ends before its end marker")
+    if inflater.unused_data:
+        raise InvalidBatchError(f"gzip: {len(inflater.unused_data)} bytes follow the stream (one member only)")
+    return out
+
+
+_LZ4_MAGIC: Final = b"\x04\x22\x4d\x18"
 
 
 def _unlz4(section: memoryview, bytes_max: int) -> bytes:
+    """One LZ4 frame of the kind Kafka's Java reader takes (version 1, independent blocks, no
+    dictionary, reserved bits 0) and nothing after it: that reader reads only the first frame."""
+    if len(section) < 7 or bytes(section[:4]) != _LZ4_MAGIC:
+        raise InvalidBatchError("lz4: not an LZ4 frame")
+    flags, block = section[4], section[5]
+    if flags >> 6 != 1 or not flags & 0x20 or flags & 0x03 or block & 0x8F or not 4 <= (block >> 4) & 0x07 <= 7:
+        raise InvalidBatchError(f"lz4: frame descriptor {flags:#04x} {block:#04x}; Kafka's readers take version 1, "
+                                "independent blocks, no dictionary, reserved bits 0")
+    decompressor = lz4.frame.LZ4FrameDecompressor()
     chunks: list[bytes] = []
     produced = 0
-    pending: bytes | memoryview = section
-    while pending:  # one pass per LZ4 frame
-        decompressor = lz4.frame.LZ4FrameDecompressor()
-        data_in = pending
-        while True:  # bounded: each pass produces output until bytes_max is passed, or stops
-            # lz4 allocates max_length up front, so ask for small steps.
-            step = min(_DECOMPRESS_STEP_BYTES, bytes_max - produced + 1)
-            chunk: bytes = decompressor.decompress(data_in, max_length=step)
-            data_in = b""
-            produced += len(chunk)
-            if produced > bytes_max:
-                raise _too_big(bytes_max)
-            chunks.append(chunk)
-            if decompressor.eof:
-                break
-            if decompressor.needs_input or not chunk:
-                raise InvalidBatchError("lz4: stream ends before its end mark")
-        pending = decompressor.unused_data
+    data_in: bytes | memoryview = section
+    while True:  # bounded: each pass produces output until bytes_max is passed, or stops
+        # lz4 allocates max_length up front, so ask for small steps.
+        step = min(_DECOMPRESS_STEP_BYTES, bytes_max - produced + 1)
+        chunk: bytes = decompressor.decompress(data_in, max_length=step)
+        data_in = b""
+        produced += len(chunk)
+        if produced > bytes_max:
+            raise _too_big(bytes_max)
+        chunks.append(chunk)
+        if decompressor.eof:
+            break
+        if decompressor.needs_input or not chunk:
+            raise InvalidBatchError("lz4: the stream ends before its end mark")
+    if decompressor.unused_data:
+        raise InvalidBatchError(f"lz4: {len(decompressor.unused_data)} bytes follow the frame (one frame only)")
     return b"".join(chunks)
+
+
+# Input per call: a 4-byte RLE block stands for 128 KiB, so one call makes at most 32 Ki times its
+# input; fed at most bytes_max / 32 Ki (64 bytes at least), a bomb stops near twice bytes_max.
+_ZSTD_FEED_BYTES_MIN: Final = 64
+_ZSTD_FEED_BYTES_MAX: Final = 4096
 
 
 def _unzstd(section: memoryview, bytes_max: int) -> bytes:
+    """One complete zstd frame and nothing after it (librdkafka refuses a cut frame or trailing
+    bytes), fed a little at a time so that a bomb stops near ``bytes_max``."""
     # A frame may ask for a window of up to 2 GiB, allocated before any output; cap it.
     window_max = min(max(_ZSTD_WINDOW_BYTES_MIN, 1 << max(bytes_max - 1, 1).bit_length()), _ZSTD_WINDOW_BYTES_MAX)
-    decompressor = zstandard.ZstdDecompressor(max_window_size=window_max)
+    decompressor = zstandard.ZstdDecompressor(max_window_size=window_max).decompressobj()
     chunks: list[bytes] = []
     produced = 0
-    # A stream cut short yields a prefix of its output here; the records then fail to fill the section.
-    with decompressor.stream_reader(section, read_across_frames=True, closefd=False) as reader:
-        while True:  # bounded: each pass adds output until bytes_max is passed, or stops
-            chunk = reader.read(min(_DECOMPRESS_STEP_BYTES, bytes_max - produced + 1))
-            if not chunk:
-                break
-            produced += len(chunk)
-            if produced > bytes_max:
-                raise _too_big(bytes_max)
-            chunks.append(chunk)
-    return b"".join(chunks)
+    feed = min(max(_ZSTD_FEED_BYTES_MIN, bytes_max >> 15), _ZSTD_FEED_BYTES_MAX)
+    for start in range(0, len(section), feed):  # bounded by the section's size
+        chunk = decompressor.decompress(bytes(section[start:start + feed]))
+        produced += len(chunk)
+        if produced > bytes_max:
+            raise _too_big(bytes_max)
+        chunks.append(chunk)
+        if decompressor.eof:
+            if decompressor.unused_data or start + feed < len(section):
+                raise InvalidBatchError("zstd: bytes follow the frame (one frame only)")
+            return b"".join(chunks)
+    raise InvalidBatchError("zstd: the stream ends before its frame does")
 
 
 def _unsnappy(section: memoryview, bytes_max: int) -> bytes:

@@ -73,32 +73,21 @@ def test_a_stored_kafka_batch_reads_the_same_through_every_reader(records: list[
 
 @settings(max_examples=300)
 @given(records=records_strategy, data=st.data())
-def test_compiled_and_reference_readers_agree_on_changed_bytes(records: list[Rec], data: st.DataObject) -> None:
-    """Bytes changed anywhere in a section: the compiled reader's columns are the reference
-    decoder's, or both refuse (sections whose attributes bytes are 0x80 or more are refused at
-    produce and left out here; base timestamp 0, so no delta overflows)."""
+def test_what_produce_accepts_every_reader_reads_alike(records: list[Rec], data: st.DataObject) -> None:
+    """Bytes changed anywhere in a section: when the producer-side check lets it through, the
+    compiled reader's columns are the reference decoder's records (and the Java Spark reader's,
+    tests/spark_connector/test_jvm_codec.py). Base timestamp 0: every timestamp fits."""
     section = bytearray(section_of([(abs(r[0]) % 10**6, *r[1:]) for r in records]))
     for _ in range(data.draw(st.integers(1, 3))):
         section[data.draw(st.integers(0, len(section) - 1))] = data.draw(st.integers(0, 255))
-    count = len(records)
+    count, changed = len(records), bytes(section)
     try:
-        kafka_records.check_attributes(bytes(section), count)
-        reference = kafka_records.records(bytes(section), count, 0)
+        low, high, _ = kafka_records.produced_facts(changed, count, 0)
     except InvalidBatchError:
-        reference = None
-    try:
-        columns = kafka_records.columns(0, count, 0, 0, False, bytes(section))
-    except InvalidBatchError:
-        columns = None
-    if reference is None:
-        try:
-            kafka_records.check_attributes(bytes(section), count)
-        except InvalidBatchError:
-            return  # refused at produce: never stored
-        assert columns is None
-        return
-    assert columns is not None
-    assert list(columns[1]) == [row[1] for row in reference]
+        return  # never stored
+    reference = kafka_records.records(changed, count, 0)
+    columns = kafka_records.columns(0, count, 0, 0, False, changed)
+    assert list(columns[1]) == [row[1] for row in reference] and (low, high) == (min(columns[1]), max(columns[1]))
     assert columns[2] == tuple(row[2] for row in reference)
     assert columns[3] == tuple(row[3] for row in reference)
     assert columns[4] == tuple(plain_headers(list(row[4])) for row in reference)
@@ -121,13 +110,43 @@ def test_produced_facts_are_the_records_timestamps_and_headers(records: list[Rec
     assert headers == [tuple(r[3]) for r in records if r[3]]
 
 
-@pytest.mark.parametrize("attributes", [b"\x80\x00", b"\xff\x01", b"\x80"])
-def test_an_attributes_byte_of_0x80_or_more_is_refused_at_produce(attributes: bytes) -> None:
-    """aiokafka's reader takes the attributes as a varint, Kafka's as one byte: such a record would
-    read differently through the two doors, so it is never stored."""
+@pytest.mark.parametrize("attributes", [b"\x80\x00", b"\xff\x01", b"\x80", b"\x08", b"\x01"])
+def test_a_records_attributes_byte_other_than_0_is_refused_at_produce(attributes: bytes) -> None:
+    """aiokafka's reader takes the attributes as a varint, Kafka's as one byte, and librdkafka reads
+    its bit 3 as log-append time: such a record would read differently through the doors."""
     section = raw_record(0, attributes=attributes)
     with pytest.raises(InvalidBatchError, match="attributes byte"):
         kafka_records.produced_facts(section, 1, 0)
+
+
+@pytest.mark.parametrize("body", [
+    b"\x00" + zigzag(0) + zigzag(0) + zigzag(-2) + zigzag(1) + b"v" + zigzag(0),
+    b"\x00" + zigzag(0) + zigzag(0) + zigzag(-1) + zigzag(1) + b"v" + zigzag(1) + zigzag(1) + b"h" + zigzag(-3),
+], ids=["key length -2", "header value length -3"])
+def test_a_length_below_minus_one_is_refused_at_produce(body: bytes) -> None:
+    """Kafka writes -1 for null; librdkafka fails on a record with any other negative length (its
+    consumer stalls there), aiokafka takes it for null: never stored."""
+    with pytest.raises(InvalidBatchError, match=r"length -[23]"):
+        kafka_records.produced_facts(zigzag(len(body)) + body, 1, 0)
+
+
+def test_a_timestamp_past_int64_is_refused_though_the_compiled_reader_wraps_it() -> None:
+    """Base -2^62 and a delta of -2^63: aiokafka adds in int64 and reads 2^62, within the broker's
+    range; the reference decoder and the Java reader refuse it, so produce does."""
+    section = raw_record(0, ts_delta=0) + raw_record(1, ts_delta=-(2**63))
+    with pytest.raises(InvalidBatchError, match="overflows int64"):
+        kafka_records.produced_facts(section, 2, -(2**62))
+
+
+def test_header_counts_are_bounded_before_any_reader_builds_them() -> None:
+    many = zigzag(kafka_records.HEADERS_PER_RECORD_MAX + 1) + (zigzag(0) + zigzag(-1)) * \
+        (kafka_records.HEADERS_PER_RECORD_MAX + 1)
+    with pytest.raises(InvalidBatchError, match="headers"):
+        kafka_records.produced_facts(raw_record(0, headers=many), 1, 0)
+    per_record = kafka_records.HEADERS_PER_BATCH_MAX // 20 + 1
+    each = zigzag(per_record) + (zigzag(0) + zigzag(-1)) * per_record
+    with pytest.raises(InvalidBatchError, match="headers in one batch"):
+        kafka_records.records(b"".join(raw_record(i, headers=each) for i in range(20)), 20, 0)
 
 
 def test_a_non_canonical_but_valid_section_is_judged_by_the_reference_decoder() -> None:
@@ -160,18 +179,35 @@ def test_log_append_time_gives_every_record_the_batch_time() -> None:
     assert kafka_records.columns(0, 2, 1, 99, True, section)[1] == [99, 99]
 
 
-def test_decompress_reads_every_member_and_refuses_what_follows() -> None:
+def test_decompress_takes_one_stream_as_every_kafka_reader_reads_it() -> None:
+    """librdkafka reads only a gzip section's first member, Kafka's Java reader only the first LZ4
+    frame and neither takes dependent LZ4 blocks; librdkafka refuses a cut or followed zstd frame."""
     import zlib
+
+    import lz4.frame
+    import zstandard
 
     def gz(data: bytes) -> bytes:
         packer = zlib.compressobj(6, zlib.DEFLATED, 31)
         return packer.compress(data) + packer.flush()
 
-    assert kafka_records.decompress(1, gz(b"ab") + gz(b"cd"), 100) == b"abcd"
-    with pytest.raises(InvalidBatchError):
-        kafka_records.decompress(1, gz(b"ab") + b"junk", 100)
+    assert kafka_records.decompress(1, gz(b"abcd"), 100) == b"abcd"
+    for bad in (gz(b"ab") + gz(b"cd"), gz(b"ab") + b"junk"):
+        with pytest.raises(InvalidBatchError, match="gzip"):
+            kafka_records.decompress(1, bad, 100)
     with pytest.raises(RecordsTooLargeError):
         kafka_records.decompress(1, gz(b"x" * 1000), 100)
+    frame = lz4.frame.compress(b"abcd", block_linked=False)
+    assert kafka_records.decompress(3, frame, 100) == b"abcd"
+    dependent = frame[:4] + bytes([frame[4] & ~0x20]) + frame[5:]  # the block-independence flag cleared
+    for bad in (frame + frame, dependent, frame + b"x"):
+        with pytest.raises(InvalidBatchError, match="lz4"):
+            kafka_records.decompress(3, bad, 100)
+    zframe = zstandard.ZstdCompressor(write_checksum=True).compress(b"abcd" * 100)
+    assert kafka_records.decompress(4, zframe, 1000) == b"abcd" * 100
+    for bad in (zframe + zframe, zframe + b"\x28\xb5\x2f\xfd", zframe[:-2]):
+        with pytest.raises(InvalidBatchError, match="zstd"):
+            kafka_records.decompress(4, bad, 1000)
     with pytest.raises(InvalidBatchError, match="unknown compression codec 5"):
         kafka_records.decompress(5, b"x", 100)
 

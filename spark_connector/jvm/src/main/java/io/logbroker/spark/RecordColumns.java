@@ -20,9 +20,9 @@ import java.util.Arrays;
  *
  * <p>A batch in Kafka's record format ({@link BatchFormat#KAFKA_RECORDS_FLAG}) is walked as
  * {@code segments.kafka_records.records} walks it: exactly {@code record_count} varint-framed records
- * filling the section, offset deltas 0..n-1, varints of at most 5 (10 for the timestamp delta) bytes,
- * any negative key or value length null, header names UTF-8; a header value Kafka wrote as null
- * reads as empty bytes.
+ * filling the section, attributes bytes 0, offset deltas 0..n-1, varints of at most 5 (10 for the
+ * timestamp delta) bytes, lengths of -1 (null) or more, at most 10,000 headers a record, header
+ * names UTF-8; a header value Kafka wrote as null reads as empty bytes.
  */
 public final class RecordColumns {
     /** Key or value length that stands for nil. */
@@ -94,6 +94,8 @@ public final class RecordColumns {
     }
 
     private static final int KAFKA_RECORD_BODY_MIN = 6;
+    /** {@code segments.kafka_records.HEADERS_PER_RECORD_MAX}. */
+    private static final int KAFKA_HEADERS_PER_RECORD_MAX = 10_000;
 
     private void parseKafka(BatchFormat.Header h) {
         long records = h.recordCount();
@@ -110,7 +112,9 @@ public final class RecordColumns {
                 throw new CorruptDataException("record " + i + ": length " + length + ", " + (end - pos) + " bytes left");
             }
             int recordEnd = pos + (int) length;
-            pos++;  // attributes: unused in magic 2
+            if (data[pos++] != 0) {  // unused in magic 2: Kafka's writers write 0, librdkafka reads bit 3
+                throw new CorruptDataException("record " + i + ": attributes byte " + (data[pos - 1] & 0xFF) + ", not 0");
+            }
             long tsDelta = varint(64, recordEnd);
             if (varint(32, recordEnd) != i) {
                 throw new CorruptDataException("record " + i + ": offset deltas must be 0, 1, 2 ... in order");
@@ -159,13 +163,13 @@ public final class RecordColumns {
         return (raw >>> 1) ^ -(raw & 1);
     }
 
-    /** A Kafka nullable byte string's length (its bytes skipped) or {@link #NIL} for any negative length. */
+    /** A Kafka nullable byte string's length (its bytes skipped) or {@link #NIL} for -1. */
     private int kafkaBytes(int limit, String what) {
         long length = varint(32, limit);
-        if (length < 0) {
+        if (length == -1) {
             return NIL;
         }
-        if (length > limit - pos) {
+        if (length < -1 || length > limit - pos) {
             throw new CorruptDataException(what + ": length " + length + ", " + (limit - pos) + " bytes left in the record");
         }
         pos += (int) length;
@@ -174,7 +178,7 @@ public final class RecordColumns {
 
     private void kafkaHeaders(int record, int limit) {
         long pairs = varint(32, limit);
-        if (pairs < 0 || pairs > (limit - pos) / 2) {
+        if (pairs < 0 || pairs > (limit - pos) / 2 || pairs > KAFKA_HEADERS_PER_RECORD_MAX) {
             throw new CorruptDataException("record " + record + ": header count " + pairs);
         }
         headerStart[record] = headerTotal;
