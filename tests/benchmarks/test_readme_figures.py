@@ -124,6 +124,19 @@ QUOTES: Sequence[tuple[str, str, Sequence[Callable[[], float | str]]]] = (
     ("LogBroker alone", r"one process\), p50 / p99 / p99.9 \| " + NUMBER + " / " + NUMBER + " / " + NUMBER + " ms",
      (figure("node.json", "latency_p50_ms"), figure("node.json", "latency_p99_ms"),
       figure("node.json", "latency_p999_ms"))),
+    ("LogBroker alone", r"librdkafka produce \(`produce_batch` of 1000, `acks=1`\) / consume \| " + NUMBER
+     + r" records/s \(" + NUMBER + TO + NUMBER + r"\) / " + NUMBER + r" records/s \(" + NUMBER + TO + NUMBER
+     + r"\); ÷ the binary HTTP path in the same run " + NUMBER + " / " + NUMBER + r"; ÷ RabbitMQ streams' committed "
+     r"figures " + NUMBER + " / " + NUMBER,
+     (figure("kafka.json", "kafka_produce"), figure("kafka.json", "kafka_produce_min"),
+      figure("kafka.json", "kafka_produce_max"), figure("kafka.json", "kafka_consume"),
+      figure("kafka.json", "kafka_consume_min"), figure("kafka.json", "kafka_consume_max"),
+      figure("kafka.json", "kafka_over_http_produce_ratio"), figure("kafka.json", "kafka_over_http_consume_ratio"),
+      lambda: result("kafka.json")["kafka_produce"] / result("produce.rabbitmq.json")["produce_100b_records_per_s"],
+      lambda: result("kafka.json")["kafka_consume"] / result("consume.rabbitmq.json")["consume_100b_records_per_s"])),
+    ("LogBroker alone", r"`linger.ms` 1\), p50 / p99 / p99.9 \| " + NUMBER + " / " + NUMBER + " / " + NUMBER + " ms",
+     (figure("kafka.json", "kafka_latency_5000_p50_ms"), figure("kafka.json", "kafka_latency_5000_p99_ms"),
+      figure("kafka.json", "kafka_latency_5000_p999_ms"))),
     ("LogBroker alone", r"commit after every poll \| " + NUMBER + r" records/s \(" + NUMBER + TO + NUMBER,
      (figure("groups.json", "consume_records_per_s"), figure("groups.json", "consume_records_per_s_min"),
       figure("groups.json", "consume_records_per_s_max"))),
