@@ -356,6 +356,15 @@ class KafkaHandlers:
                              "aborted_transactions": None, "preferred_read_replica": -1, "records": data},
                             len(data), records)
         try:
+            if rack:  # KIP-392: a reader in another rack than this node's is sent to a replica in its own
+                await self.api.authorize(ctx, topic, "read")
+                replica = self.node.preferred_read_replica(topic, partition, rack)
+                if replica is not None:
+                    high_watermark = self.node.local_high_watermark(topic, partition)
+                    hw = -1 if high_watermark is None else high_watermark
+                    return {"partition_index": partition, "error_code": NONE, "high_watermark": hw,
+                            "last_stable_offset": hw, "log_start_offset": -1, "aborted_transactions": None,
+                            "preferred_read_replica": replica, "records": b""}
             return await self.api.fetch(ctx, topic, partition, offset, max_bytes=max(1, max_bytes),
                                         wait_ms=wait_ms, rack=rack, answer=render, long_poll_held=long_poll_held)
         except ANY_ERROR as exc:

@@ -15,7 +15,7 @@ import itertools
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any, Final, Literal, TypeVar, cast
 
 import msgspec
@@ -1199,10 +1199,7 @@ class Node:
         if state is None or state.leader == NO_LEADER:
             return None
         me = self.config.node_id
-        racks = {n: (info.rack if info is not None else None)
-                 for n, info in ((n, self.coordinator.cached_node(n) if n != me else None) for n in state.isr)}
-        racks[me] = self.config.rack or None
-        target = rack_replica(state.isr, state.leader, racks, client_rack, me)
+        target = rack_replica(state.isr, state.leader, self._isr_racks(state.isr), client_rack, me)
         if target is None or target == state.leader:
             return None
         if target == me:
@@ -1215,6 +1212,25 @@ class Node:
             return await self._fetch_remote(target, topic, partition, offset, max_bytes, wait_ms, replica=True)
         except (NoLeaderError, RemoteError):
             return None
+
+    def _isr_racks(self, isr: Collection[int]) -> dict[int, str | None]:
+        me = self.config.node_id
+        racks = {n: (info.rack if info is not None else None)
+                 for n, info in ((n, self.coordinator.cached_node(n) if n != me else None) for n in isr)}
+        racks[me] = self.config.rack or None
+        return racks
+
+    def preferred_read_replica(self, topic: str, partition: int, client_rack: str | None) -> int | None:
+        """The node a reader in ``client_rack`` should fetch from instead of this one, Kafka's
+        ``preferred_read_replica`` (KIP-392): the in-sync replica ``partition_state.rack_replica``
+        names, when that is another node; None to read here (this node is it, no replica is in the
+        rack, or the partition has no leader now)."""
+        state = self.coordinator.cached_partition(topic, partition) if self.clustered and client_rack else None
+        if state is None or state.leader == NO_LEADER:
+            return None
+        me = self.config.node_id
+        target = rack_replica(state.isr, state.leader, self._isr_racks(state.isr), client_rack, me)
+        return None if target is None or target == me or self._peers().unreachable(target) else target
 
     async def fetch_local(self, topic: str, partition: int, offset: int, max_bytes: int,
                           wait_ms: int) -> tuple[LogRead, int]:

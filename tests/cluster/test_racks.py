@@ -1,6 +1,7 @@
 """Racks on a real cluster (nodes 1 and 2 in rack a, node 3 in rack b): replicas spread over the
 racks, a reader in rack b is served by rack b's in-sync replica (the leader serves nothing), never
-past that replica's high watermark, and falls back to the leader when that replica stops."""
+past that replica's high watermark, and falls back to the leader when that replica stops; a Kafka
+reader naming its rack is sent by the leader to rack b's replica and reads from it directly (KIP-392)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from collections.abc import Iterator
 
 import aiohttp
 import pytest
+from confluent_kafka import Consumer, TopicPartition
 
 from logbroker.client import Client
 from tests.support.auth import ADMIN, ADMIN_PASSWORD
@@ -25,7 +27,7 @@ RACKS = {1: "a", 2: "a", 3: "b"}
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    with running_cluster(str(tmp_path_factory.mktemp("racks")), racks=RACKS) as running:
+    with running_cluster(str(tmp_path_factory.mktemp("racks")), racks=RACKS, extra=("--kafka-port", "0")) as running:
         yield running
 
 
@@ -189,3 +191,41 @@ def test_push_streams_and_a_grpc_group_member_with_a_rack_read_from_that_racks_r
     # Without a rack the leaders serve (what makes the counter above a proof).
     asyncio.run(sse(f"/v1/topics/{topic}/partitions/{chosen['partition']}/stream?offset=0", 4))
     assert rack_a_bytes_out(cluster, topic, token) > before
+
+
+def test_a_kafka_reader_in_rack_b_is_sent_to_rack_bs_replica(cluster: Cluster, token: dict[str, str]):
+    """The leader answers a Fetch naming rack b with ``preferred_read_replica`` 3 and no records;
+    librdkafka then fetches from node 3, which serves its copy: node 3's Kafka listener sees the
+    reader's fetches, the leader's only its first."""
+    topic = "racked.kafka"
+    cluster.http(1).json("POST", "/v1/topics", 201, headers=token,
+                         body={"name": topic, "partitions": 3, "replication_factor": 2})
+    partitions = cluster.http(1).json("GET", f"/v1/topics/{topic}", headers=token)["partitions"]
+    chosen = next(p for p in partitions if p["leader"] != 3 and 3 in p["in_sync_replicas"])
+    partition, leader = chosen["partition"], chosen["leader"]
+    cluster.http(1).json("POST", f"/v1/topics/{topic}/records?acks=all", headers=token,
+                         body={"records": [{"value": f"k{n}", "partition": partition} for n in range(20)]})
+    rack_read = f"/v1/topics/{topic}/partitions/{partition}/records?offset=0&rack=b"
+    wait_until(lambda: cluster.http(3).json("GET", rack_read, headers=token)["high_watermark"] == 20)
+    logs: list[str] = []
+
+    class Lines:
+        def log(self, _level: int, message: str, *args: object) -> None:
+            logs.append(message % args if args else message)
+
+    consumer = Consumer({"bootstrap.servers": cluster.nodes[leader].kafka_address,
+                         "security.protocol": "SASL_PLAINTEXT", "sasl.mechanisms": "PLAIN",
+                         "sasl.username": ADMIN, "sasl.password": ADMIN_PASSWORD, "group.id": "racked-kafka",
+                         "enable.auto.commit": False, "client.rack": "b", "debug": "fetch", "logger": Lines()})
+    try:
+        consumer.assign([TopicPartition(topic, partition, 0)])
+        got: list[bytes] = []
+        deadline = time.monotonic() + 30
+        while len(got) < 20 and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                got.append(message.value())
+    finally:
+        consumer.close()
+    assert got == [b"k%d" % n for n in range(20)]
+    assert any("preferred" in line.lower() and "3" in line for line in logs), logs[-20:]
