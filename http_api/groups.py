@@ -5,6 +5,7 @@ the read check on the topics a call names is ``require_read``."""
 
 from __future__ import annotations
 
+import time
 from typing import Any, Final
 
 from aiohttp import web
@@ -19,6 +20,7 @@ from logbroker.auth.groups import LIST_SCAN_NAMES_MAX, SEALED_PREFIX, restricted
 from logbroker.auth.usage import check_member_limit
 from logbroker.errors import ForbiddenError
 from logbroker.groups.group import STANDALONE
+from logbroker.groups.live import live_group, merged_summary, merged_view
 from logbroker.groups.requests import group_name, member_id, parse_commit, parse_join, parse_reset
 
 GROUP_PATH = "/v1/groups/{group}"
@@ -70,7 +72,9 @@ async def list_groups(request: web.Request) -> web.Response:
         after = node.group_access.unseal(after) if after.startswith(SEALED_PREFIX) else group_name(after)
     names, next_after = await node.group_access.visible_page(principal_of(request), node.groups.names_after,
                                                              after, limit)
-    body: dict[str, Any] = {"groups": node.groups.summaries(names)}
+    now = time.time_ns() // 1_000_000
+    body: dict[str, Any] = {"groups": [merged_summary(summary, live_group(node.live_groups, summary["group"], now))
+                                       for summary in node.groups.summaries(names)]}
     if next_after is not None:
         body["next_after"] = next_after
     return json_response(body)
@@ -81,7 +85,7 @@ async def list_groups(request: web.Request) -> web.Response:
        responses={"200": "OK", "403": "Not allowed (or unknown, to non-admins)", "404": "Unknown group"})
 async def describe_group(request: web.Request) -> web.Response:
     node, name, principal = request.app[NODE], _group(request), principal_of(request)
-    view = node.groups.describe(name)
+    view = merged_view(node.groups.describe(name), live_group(node.live_groups, name, time.time_ns() // 1_000_000))
     if node.group_access.is_manager(principal, await node.coordinator.get_group(name)):
         return json_response(view)
 

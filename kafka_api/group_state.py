@@ -24,9 +24,10 @@ its metadata and assignments only once a generation is stable, as Kafka's ``Grou
 from __future__ import annotations
 
 import dataclasses
+import struct
 import uuid
 from collections.abc import Iterable, Sequence
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 State = Literal["empty", "preparing", "completing", "stable"]
 NONE: Final = 0
@@ -291,6 +292,53 @@ class KafkaGroup:
             for m in self.members.values())
         return GroupSummary(STATE_NAMES[self.state], self.protocol_type,
                             (self.protocol_name or "") if stable else "", members)
+
+
+# The state names GET /v1/groups shows (the broker's own groups: "stable", "empty").
+HTTP_STATES: Final[dict[str, str]] = {"empty": "empty", "preparing": "preparing-rebalance",
+                                      "completing": "completing-rebalance", "stable": "stable"}
+_I16: Final = struct.Struct(">h")
+_I32: Final = struct.Struct(">i")
+
+
+def consumer_assignment(data: bytes) -> dict[str, list[int]]:
+    """The partitions a consumer-protocol assignment gives (Kafka's ``ConsumerProtocolAssignment``:
+    version int16, then topics as int32 count of (int16-length name, int32 count of int32
+    partitions)); {} for bytes that are not one. Counts are checked against the bytes left."""
+    try:
+        position = _I16.size
+        (topics,) = _I32.unpack_from(data, position)
+        position += _I32.size
+        if not 0 <= topics <= (len(data) - position) // 6:
+            return {}
+        out: dict[str, list[int]] = {}
+        for _ in range(topics):
+            (length,) = _I16.unpack_from(data, position)
+            position += _I16.size
+            if not 0 <= length <= len(data) - position:
+                return {}
+            topic = data[position:position + length].decode("utf-8")
+            position += length
+            (count,) = _I32.unpack_from(data, position)
+            position += _I32.size
+            if not 0 <= count <= (len(data) - position) // _I32.size:
+                return {}
+            out[topic] = sorted(struct.unpack_from(f">{count}i", data, position))
+            position += count * _I32.size
+        return out
+    except (struct.error, UnicodeDecodeError):
+        return {}
+
+
+def http_members(group: KafkaGroup, now_ms: int) -> list[dict[str, Any]]:
+    """The group's members as GET /v1/groups/{group} shows a member, marked ``"protocol": "kafka"``,
+    with the partitions their assignment names (none outside Stable)."""
+    return [{"member_id": m.member_id, "protocol": "kafka", "principal": m.principal, "client_id": m.client_id,
+             "client_host": m.client_host, "instance_id": m.instance_id, "session_timeout_ms": m.session_timeout_ms,
+             "expires_in_ms": max(0, m.deadline_ms - now_ms),
+             "assignment": consumer_assignment(m.assignment) if group.state == "stable" else {},
+             "topics": sorted(consumer_assignment(m.assignment)) if group.state == "stable" else []}
+            for m in group.members.values()]
 
 
 def stored_summary(has_members: bool) -> GroupSummary:

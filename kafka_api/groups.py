@@ -35,6 +35,7 @@ from kafka_api.entities import BodyError
 from kafka_api.group_state import (
     CLASSIC,
     DEAD_GROUP,
+    HTTP_STATES,
     NONE,
     REBALANCE_IN_PROGRESS,
     REBALANCE_TIMEOUT_MS_MAX,
@@ -42,6 +43,7 @@ from kafka_api.group_state import (
     JoinAnswer,
     KafkaGroup,
     filter_names,
+    http_members,
     listed,
     stored_summary,
 )
@@ -52,6 +54,7 @@ from logbroker.cluster_groups import group_node
 from logbroker.error_codes import KAFKA_INVALID_REQUEST
 from logbroker.errors import ANY_ERROR
 from logbroker.groups.group import ANY_CALLER, STANDALONE
+from logbroker.groups.live import LiveGroup
 from logbroker.groups.requests import CommitRequest, group_name
 from logbroker.node import Node
 
@@ -404,6 +407,15 @@ class GroupHandlers:
                              "member_assignment": m.assignment} for m in members],
                 "authorized_operations": _operations(manager) if wants_operations else NO_OPERATIONS})
         return {"throttle_time": 0, "groups": groups}
+
+    def live(self, name: str, now_ms: int) -> LiveGroup | None:
+        """The Kafka group ``name`` as ``GET /v1/groups`` shows it beside the broker's own groups
+        (``logbroker.groups.live``); None when no Kafka group of that name is here."""
+        group = self._groups.get(name)
+        if group is None or not group.members:
+            return None
+        strategy = group.protocol_name if group.state == "stable" else None
+        return LiveGroup(HTTP_STATES[group.state], group.generation, strategy, http_members(group, now_ms))
 
     def _summary(self, name: str) -> GroupSummary:
         """The group as this coordinator knows it: its Kafka group, else the broker's (committed

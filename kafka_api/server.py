@@ -88,6 +88,7 @@ class KafkaServer:
         self.node = node
         self._budget = connections
         self.handlers = KafkaHandlers(node, BrokerApi(node))
+        node.live_groups.append(self.handlers.groups)  # Kafka's groups in GET /v1/groups and the console
         tls: dict[str, Any] = {} if self._ssl is None else {
             "ssl": self._ssl, "ssl_handshake_timeout": self.config.tls_handshake_timeout_ms / 1000}
         self._server = await asyncio.start_server(self._accept, sock=self._sock, **tls)

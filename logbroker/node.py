@@ -84,6 +84,7 @@ from logbroker.errors import (
 )
 from logbroker.etcd_settings import etcd_coordinator, register_etcd_metrics
 from logbroker.groups.coordinator import OFFSETS_PARTITIONS, OFFSETS_TOPIC, GroupCoordinator
+from logbroker.groups.live import LiveGroups
 from logbroker.internal_log import INTERNAL_LOG_CONFIG, ensure_internal_topic
 from logbroker.metering.metrics import UsageCollector
 from logbroker.metering.recorder import UsageRecorder
@@ -158,6 +159,7 @@ class Node:
         self.descriptors = DescriptorPlan(PARTITIONS_MIN * 4)
         self.auth = build_auth(config, self.coordinator, node_partitions_max=self.descriptors.partitions_max)
         self.group_access = GroupAccess(self.coordinator, self.auth.enabled)
+        self.live_groups: list[LiveGroups] = []  # other protocols' groups (Kafka's), shown beside ours
         self.rpc: RpcServer | None = None
         self.rpc_address = ""
         self.peers: Peers | None = None

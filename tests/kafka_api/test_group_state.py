@@ -211,3 +211,22 @@ def test_list_filters_match_states_and_the_classic_type_without_case():
     assert not kept(empty, ["Stable", "PreparingRebalance"], [])
     assert kept(stable, [], ["Classic"]) and kept(stable, [], ["consumer", "classic"])
     assert not kept(stable, [], ["Consumer"]) and not kept(stable, ["Stable"], ["share"])
+
+
+def test_a_consumer_assignment_is_read_within_its_bytes() -> None:
+    import struct
+
+    from kafka_api.group_state import consumer_assignment
+
+    def assignment(topics: dict[str, list[int]], user_data: bytes = b"") -> bytes:
+        out = struct.pack(">hi", 1, len(topics))
+        for topic, partitions in topics.items():
+            out += struct.pack(">h", len(topic)) + topic.encode()
+            out += struct.pack(f">i{len(partitions)}i", len(partitions), *partitions)
+        return out + struct.pack(">i", len(user_data)) + user_data
+
+    assert consumer_assignment(assignment({"a": [2, 0], "b": []})) == {"a": [0, 2], "b": []}
+    assert consumer_assignment(b"") == {}
+    whole = assignment({"a": [1, 2, 3]})
+    assert all(consumer_assignment(whole[:cut]) == {} for cut in range(len(whole) - 4))  # cut before the user data
+    assert consumer_assignment(struct.pack(">hi", 0, 2**31 - 1)) == {}  # an absurd count, no loop over it

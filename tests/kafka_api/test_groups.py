@@ -217,6 +217,19 @@ def test_admin_client_lists_and_describes_a_group_of_two_members(node, http, adm
                 for m in described.members} == assignments
         assert all(m.host == "/127.0.0.1" and m.group_instance_id is None and m.member_id for m in described.members)
         assert sorted(m.client_id for m in described.members) == ["reader-0", "reader-1"]
+
+        # The same group over HTTP (and so in the console): its Kafka members, their partitions.
+        consumers[0].commit(offsets=[TopicPartition(topic, 0, 0)], asynchronous=False)  # the group exists for HTTP
+        over_http = http.json("GET", f"/v1/groups/{group}", headers=bearer(admin_token))
+        assert (over_http["state"], over_http["strategy"]) == ("stable", "range")
+        assert sorted(m["client_id"] for m in over_http["members"]) == ["reader-0", "reader-1"]
+        assert {m["protocol"] for m in over_http["members"]} == {"kafka"}
+        assert {frozenset((t, p) for t, ps in m["assignment"].items() for p in ps)
+                for m in over_http["members"]} == assignments
+        owners = {m["member_id"] for m in over_http["members"]}
+        assert {o["member_id"] for o in over_http["offsets"] if o["partition"] == 0} <= owners
+        page = http.json("GET", "/v1/groups", headers=bearer(admin_token))["groups"]
+        assert [(g["state"], g["members"]) for g in page if g["group"] == group] == [("stable", 2)]
         assert set(described.authorized_operations) == {AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DELETE}
 
         assert group not in listed_groups(other), "another user's group is not listed"
