@@ -30,7 +30,7 @@ WAIT_MS = 15_000
 
 @pytest.fixture(scope="module")
 def node(tmp_path_factory) -> Iterator[NodeProcess]:
-    with NodeProcess(str(tmp_path_factory.mktemp("console-node")), *AUTH_ARGS) as process:
+    with NodeProcess(str(tmp_path_factory.mktemp("console-node")), *AUTH_ARGS, "--kafka-port", "0") as process:
         yield process
 
 
@@ -274,6 +274,35 @@ def test_a_groups_lag_is_shown(node, page, http, admin):
     assert cells[3:] == ["2", "7", "5"]
     page.wait_for_function("() => document.querySelector('.chart .value').textContent === '5.0'")
     shot(page, "group")
+
+
+def test_a_kafka_clients_group_is_shown_with_its_members(node, page, http, admin):
+    """A consumer group of librdkafka's (the Kafka listener's own protocol) is listed and described
+    as the broker's own groups are: its member, the partition it was given, its offsets."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    http.json("POST", "/v1/topics", 201, body={"name": "console.kafka", "partitions": 1}, headers=admin)
+    http.json("POST", "/v1/topics/console.kafka/records", body={"records": [{"value": "k"}] * 4}, headers=admin)
+    consumer = Consumer({"bootstrap.servers": node.kafka_address, "security.protocol": "SASL_PLAINTEXT",
+                         "sasl.mechanisms": "PLAIN", "sasl.username": ADMIN, "sasl.password": ADMIN_PASSWORD,
+                         "group.id": "console.kafka-readers", "client.id": "console-reader",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    try:
+        consumer.subscribe(["console.kafka"])
+        deadline = time.monotonic() + 20
+        while not consumer.assignment() and time.monotonic() < deadline:
+            consumer.poll(0.2)
+        consumer.commit(offsets=[TopicPartition("console.kafka", 0, 1)], asynchronous=False)
+        log_in(page, node.url, ADMIN, ADMIN_PASSWORD)
+        page.goto(f"{node.url}/console#/groups")
+        page.click("a[href='#/groups/console.kafka-readers']")
+        row = page.wait_for_selector("tr:has(td:text-is('console.kafka: 0'))")
+        cells = [c.text_content() for c in row.query_selector_all("td")]
+        assert cells[1:4] == [ADMIN, "console.kafka", "console.kafka: 0"]
+        offsets = page.wait_for_selector("#group-offsets tr:has(td:text-is('console.kafka'))")
+        assert [c.text_content() for c in offsets.query_selector_all("td")][2:] == [cells[0], "1", "4", "3"]
+    finally:
+        consumer.close()
 
 
 def test_usage_is_shown_per_user_and_topic(node, page, http, admin):
