@@ -138,39 +138,55 @@ class KafkaHandlers:
         return {"error_code": NONE, "api_keys": advertised(), "throttle_time": 0}
 
     async def sasl_handshake(self, session: Session, request: Any) -> dict[str, Any]:
+        """Before login, or to re-authenticate an authenticated connection (KIP-368, v1 only: after
+        v0 the next frame would be a bare SASL message)."""
         mechanism = str(request.mechanism)
-        if mechanism not in sasl.MECHANISMS or session.principal is not None:
-            return {"error_code": UNSUPPORTED_SASL_MECHANISM if session.principal is None else ILLEGAL_SASL_STATE,
-                    "mechanisms": list(sasl.MECHANISMS)}
+        legacy = type(request).__version__ == 0
+        if mechanism not in sasl.MECHANISMS:
+            return {"error_code": UNSUPPORTED_SASL_MECHANISM, "mechanisms": list(sasl.MECHANISMS)}
+        if legacy and session.principal is not None:
+            return {"error_code": ILLEGAL_SASL_STATE, "mechanisms": list(sasl.MECHANISMS)}
         session.mechanism = mechanism
-        session.unframed_sasl = type(request).__version__ == 0
+        session.unframed_sasl = legacy
         return {"error_code": NONE, "mechanisms": list(sasl.MECHANISMS)}
 
     async def sasl_authenticate(self, session: Session, request: Any) -> dict[str, Any]:
         return await self.authenticate(session, bytes(request.auth_bytes))
 
     async def authenticate(self, session: Session, message: bytes) -> dict[str, Any]:
-        """SaslAuthenticate's answer to ``message`` (also the bare message after a v0 handshake)."""
+        """SaslAuthenticate's answer to ``message`` (also the bare message after a v0 handshake):
+        one per handshake. A token's session lasts until the token expires (``session_lifetime``,
+        which Kafka clients re-authenticate before); a password's is rechecked instead
+        (``access_recheck_ms``). Re-authentication must name the same user."""
         session.unframed_sasl = False
-        if session.mechanism is None or session.principal is not None:
+        mechanism, session.mechanism = session.mechanism, None
+        if mechanism is None:
             session.failed = True
-            return {"error_code": ILLEGAL_SASL_STATE, "error_message": "SaslHandshake first, once",
+            return {"error_code": ILLEGAL_SASL_STATE, "error_message": "SaslHandshake first, for each SaslAuthenticate",
                     "auth_bytes": b""}
+        auth = self.node.auth
         try:
-            proof = sasl.parse(session.mechanism, message)
-            auth = self.node.auth
+            proof = sasl.parse(mechanism, message)
+            expires_at: float | None = None
             if isinstance(proof, sasl.Password):
                 caller = await auth.authenticate_password(proof.username, proof.password, session.address)
             else:
                 caller = await auth.authenticate(f"Bearer {proof.token}")
+                expires_at = float(auth.token_expires_at(proof.token)) if auth.enabled else None
         except (sasl.SaslError, *ANY_ERROR) as exc:
             session.failed = True
             return {"error_code": SASL_AUTHENTICATION_FAILED, "error_message": str(exc)[:200], "auth_bytes": b""}
+        if session.principal is not None and caller[0].name != session.principal.name:
+            session.failed = True
+            return {"error_code": SASL_AUTHENTICATION_FAILED, "auth_bytes": b"",
+                    "error_message": "re-authentication must name the connection's user"}
         session.principal, session.limits = caller
+        session.expires_at = expires_at
         if auth.enabled:
             user = await auth.user(caller[0].name)
             session.credential_version, session.user_id = user.credential_version, user.user_id
-        return {"error_code": NONE, "error_message": None, "auth_bytes": b"", "session_lifetime": 0}
+        lifetime_ms = 0 if expires_at is None else max(1, int((expires_at - time.time()) * 1000))
+        return {"error_code": NONE, "error_message": None, "auth_bytes": b"", "session_lifetime": lifetime_ms}
 
     # ---- metadata ----------------------------------------------------------------------------
 

@@ -195,6 +195,8 @@ class KafkaServer:
         session.client_id = header.client_id or ""
         if session.principal is None and not api.before_auth:
             raise wire.FrameError(f"{api.name} before authentication")
+        if session.expires_at is not None and not api.before_auth and time.time() >= session.expires_at:
+            raise wire.FrameError(f"{api.name} after the session's token expired (re-authenticate, KIP-368)")
         request = entities.read_request(api_key, version, frame, header.body_offset)
         values: dict[str, Any] | None = await operator.attrgetter(api.name)(handlers)(session, request)
         if values is None:

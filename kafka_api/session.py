@@ -31,6 +31,7 @@ class Session:
     credential_version: int | None = None  # the user's when it authenticated
     user_id: str | None = None  # and its id (a user made again under the name has another)
     unframed_sasl: bool = False  # a v0 handshake: the next frame is the bare SASL message
+    expires_at: float | None = None  # a token's session ends then (epoch s) unless re-authenticated (KIP-368)
     client_id: str = ""  # the last request header's (wire.CLIENT_ID_CHARS_MAX at most): DescribeGroups shows it
 
     def context(self) -> CallContext:

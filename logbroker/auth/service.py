@@ -226,6 +226,11 @@ class AuthService:
         limits = self.limits.override(user.quotas) if user.quotas else self.limits
         return Principal(user.name, user.role), limits
 
+    def token_expires_at(self, token: str) -> int:
+        """When ``token`` expires (seconds since the epoch); ``AuthenticationError`` for a token
+        that is not valid now. For a protocol whose sessions outlive a request (Kafka's)."""
+        return self._started_tokens().verify(token).expires_at
+
     async def current_user(self, claims: TokenClaims) -> UserRecord:
         """The stored user ``claims`` were issued to, if they still stand, else ``AuthenticationError``."""
         user = await self.coordinator.find_user(claims.subject)
