@@ -15,12 +15,13 @@ from collections.abc import Iterator
 
 import aiohttp
 import pytest
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer
 
 from logbroker.client import Client
 from tests.support.auth import ADMIN, ADMIN_PASSWORD
 from tests.support.cluster import Cluster, running_cluster, wait_until
 from tests.support.grpc_calls import pb, subscribe
+from tests.support.kafka import read_values
 
 RACKS = {1: "a", 2: "a", 3: "b"}
 
@@ -217,15 +218,5 @@ def test_a_kafka_reader_in_rack_b_is_sent_to_rack_bs_replica(cluster: Cluster, t
                          "security.protocol": "SASL_PLAINTEXT", "sasl.mechanisms": "PLAIN",
                          "sasl.username": ADMIN, "sasl.password": ADMIN_PASSWORD, "group.id": "racked-kafka",
                          "enable.auto.commit": False, "client.rack": "b", "debug": "fetch", "logger": Lines()})
-    try:
-        consumer.assign([TopicPartition(topic, partition, 0)])
-        got: list[bytes] = []
-        deadline = time.monotonic() + 30
-        while len(got) < 20 and time.monotonic() < deadline:
-            message = consumer.poll(0.5)
-            if message is not None and message.error() is None:
-                got.append(message.value())
-    finally:
-        consumer.close()
-    assert got == [b"k%d" % n for n in range(20)]
+    assert read_values(consumer, topic, partition, 20, 30) == [b"k%d" % n for n in range(20)]
     assert any("preferred" in line.lower() and "3" in line for line in logs), logs[-20:]

@@ -7,18 +7,18 @@ from __future__ import annotations
 import socket
 import ssl
 import struct
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
 from logbroker.certs import CA_CERT
 from tests.http_api.conftest import Http
 from tests.support.auth import ADMIN, ADMIN_PASSWORD, AUTH_ARGS, bearer, login
+from tests.support.kafka import read_values
 from tests.support.nodes import NodeProcess, make_certs, tls_args
 
 TIMEOUT_S = 20.0
@@ -53,17 +53,7 @@ def test_librdkafka_produces_and_consumes_over_sasl_ssl(node, certs):
     assert producer.flush(TIMEOUT_S) == 0
     assert delivered == list(range(20))
     consumer = Consumer(sasl_ssl(node, certs, **{"group.id": "tls-readers", "enable.auto.commit": False}))
-    try:
-        consumer.assign([TopicPartition("over-tls", 0, 0)])
-        got: list[bytes] = []
-        deadline = time.monotonic() + TIMEOUT_S
-        while len(got) < 20 and time.monotonic() < deadline:
-            message = consumer.poll(0.5)
-            if message is not None and message.error() is None:
-                got.append(message.value())
-    finally:
-        consumer.close()
-    assert got == [b"secret-%d" % i for i in range(20)]
+    assert read_values(consumer, "over-tls", 0, 20, TIMEOUT_S) == [b"secret-%d" % i for i in range(20)]
 
 
 def test_a_client_that_does_not_trust_the_ca_is_refused(node, certs, tmp_path):
