@@ -279,7 +279,7 @@ class KafkaHandlers:
         if request.transactional_id is not None:
             return {"throttle_time": 0, "error_code": KAFKA_INVALID_REQUEST, "producer_id": -1,
                     "producer_epoch": -1}
-        issued = issue(session.context().principal.name, _PRODUCER_RNG)
+        issued = issue(session.context().principal.name, _PRODUCER_RNG, sequenced=True)
         return {"throttle_time": 0, "error_code": NONE, "producer_id": issued.producer_id,
                 "producer_epoch": issued.producer_epoch}
 

@@ -13,6 +13,11 @@ from the tail of its log when it first needs it (after a start or a leader chang
 
 Invariants: an entry names the offsets the first write got; entries older than ``window_ms`` are
 forgotten (a retry after that is a new write); at most ``entries_max`` entries per partition.
+A sequenced producer (``producer_ids.is_sequenced``: Kafka's idempotent producers) is also held to
+sequences without gaps: a batch that is not a retry must start where its producer's last batch in
+the partition ended (modulo 2^31, as Kafka wraps), else ``OutOfOrderSequenceError``; a producer
+the window does not know (new, or idle longer than ``window_ms``) may start anywhere, as Kafka lets
+an unknown producer.
 When full, the writer holding the most entries loses its oldest one: one writer's flood of keys
 evicts its own entries, never those of a writer holding fewer. Pure logic: no I/O, the clock
 comes in as an argument.
@@ -24,10 +29,12 @@ import collections
 from collections.abc import Iterable
 from typing import Final, NamedTuple
 
-from logbroker.producer_ids import Identity, writer_of
+from logbroker.errors import OutOfOrderSequenceError
+from logbroker.producer_ids import Identity, is_sequenced, writer_of
 from segments.batch import NO_PRODUCER_ID, BatchHeader
 
 ENTRIES_MAX: Final = 100_000
+SEQUENCE_WRAP: Final = 2**31  # base_sequence is an int32; Kafka's producers wrap to 0
 WINDOW_MS_DEFAULT: Final = 120_000
 WINDOW_KEY: Final = "dedup_window_ms"
 
@@ -57,6 +64,9 @@ class DedupWindow:
         self._entries_max = entries_max
         self._entries: collections.OrderedDict[Identity, Appended] = collections.OrderedDict()  # oldest first
         self._by_writer: dict[int, collections.OrderedDict[Identity, None]] = {}  # the same, per writer tag
+        # Per sequenced producer id: its epoch, the sequence its next batch starts at, when its last was appended
+        # (least recently appended first; at most entries_max, as each has an entry).
+        self._next: collections.OrderedDict[int, tuple[int, int, int]] = collections.OrderedDict()
 
     @classmethod
     def from_headers(cls, headers: Iterable[BatchHeader], window_ms: int, now_ms: int,
@@ -82,9 +92,28 @@ class DedupWindow:
         self.expire(now_ms)
         return self._entries.get(key)
 
+    def check_sequence(self, key: Identity, now_ms: int) -> None:
+        """Raise ``OutOfOrderSequenceError`` when ``key`` (not a retry: ``find`` did not know it) is
+        a sequenced producer's batch that does not start where its last one ended."""
+        if not is_sequenced(key):
+            return
+        known = self._next.get(key.producer_id)
+        if known is None or known[2] < now_ms - self.window_ms or known[0] != key.producer_epoch:
+            return
+        if key.base_sequence != known[1]:
+            raise OutOfOrderSequenceError(
+                f"producer {key.producer_id}'s batch starts at sequence {key.base_sequence}; its last batch in this "
+                f"partition ended before {known[1]}: a batch between them is missing (nothing was stored)")
+
     def record(self, key: Identity, base_offset: int, last_offset: int, now_ms: int) -> None:
         self._drop(key)
         self._entries[key] = Appended(base_offset, last_offset, now_ms)
+        if is_sequenced(key):
+            following = (key.base_sequence + last_offset - base_offset + 1) % SEQUENCE_WRAP
+            self._next[key.producer_id] = (key.producer_epoch, following, now_ms)
+            self._next.move_to_end(key.producer_id)
+            if len(self._next) > self._entries_max:
+                self._next.popitem(last=False)
         self._by_writer.setdefault(writer_of(key[0]), collections.OrderedDict())[key] = None
         if len(self._entries) > self._entries_max:
             largest = max(self._by_writer.values(), key=len)
@@ -97,6 +126,11 @@ class DedupWindow:
             if oldest.appended_ms >= horizon:
                 break
             self._drop(key)
+        while self._next:
+            producer_id, (_, _, appended_ms) = next(iter(self._next.items()))
+            if appended_ms >= horizon:
+                break
+            del self._next[producer_id]
 
     def _drop(self, key: Identity) -> None:
         if self._entries.pop(key, None) is None:

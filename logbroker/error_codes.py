@@ -55,6 +55,7 @@ KAFKA_INVALID_TIMESTAMP: Final = 32
 KAFKA_TOPIC_ALREADY_EXISTS: Final = 36
 KAFKA_INVALID_REQUEST: Final = 42
 KAFKA_POLICY_VIOLATION: Final = 44
+KAFKA_OUT_OF_ORDER_SEQUENCE_NUMBER: Final = 45
 KAFKA_KAFKA_STORAGE_ERROR: Final = 56
 KAFKA_SASL_AUTHENTICATION_FAILED: Final = 58
 KAFKA_NON_EMPTY_GROUP: Final = 68
@@ -116,6 +117,7 @@ ANSWERS: Final[dict[str, Answer]] = {
     "inconsistent_strategy": Answer(409, "FAILED_PRECONDITION", kafka=KAFKA_INCONSISTENT_GROUP_PROTOCOL),
     "not_a_queue": _CONFLICT,
     "idempotency_conflict": _CONFLICT,
+    "out_of_order_sequence": Answer(409, "FAILED_PRECONDITION", kafka=KAFKA_OUT_OF_ORDER_SEQUENCE_NUMBER),
     "dead_letter_refused": _CONFLICT,
     "lease_expired": _CONFLICT,
     "not_a_cluster": _CONFLICT,

@@ -209,6 +209,14 @@ class IdempotencyConflictError(BrokerError):
     code = "idempotency_conflict"
 
 
+class OutOfOrderSequenceError(BrokerError):
+    """A sequenced producer's batch does not start where its previous one in the partition ended
+    (a batch before it was lost, or it overtook one): nothing was stored (Kafka's
+    OUT_OF_ORDER_SEQUENCE_NUMBER)."""
+
+    code = "out_of_order_sequence"
+
+
 class PartialWriteError(BrokerError):
     """A produce spanning partitions on several nodes was stored on some and failed on others:
     not retriable as a whole (a resend would store the stored part twice). ``results`` lists

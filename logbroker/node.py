@@ -1042,8 +1042,10 @@ class Node:
         if found is None:
             return None
         now = time.time_ns() // 1_000_000
-        first = replica.dedup_window(self._dedup_window_ms(topic), now, self.config.dedup_entries_max).find(found, now)
+        window = replica.dedup_window(self._dedup_window_ms(topic), now, self.config.dedup_entries_max)
+        first = window.find(found, now)
         if first is None:
+            window.check_sequence(found, now)
             return found
         count = parse_header(batch).record_count
         if count != first.records:

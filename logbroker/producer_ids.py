@@ -13,7 +13,9 @@ Layout of a producer id (63 bits, non-negative):
 
 - An **issued** identity (``issue``, ``POST /v1/producers``, Kafka's InitProducerId) carries the
   caller's tag, a random serial and a random epoch below ``KEY_EPOCH``: 46 random bits, so two
-  producers of one user meet by chance about once in 2^45 pairs.
+  producers of one user meet by chance about once in 2^45 pairs. Kafka's InitProducerId issues a
+  **sequenced** one (an epoch from ``SEQUENCED_EPOCH_MIN``): its batches must follow each other
+  without gaps in each partition (``logbroker.dedup``), as Kafka's broker holds its producers to.
 - An **Idempotency-Key** write is built by the broker (``key_identity``) with the caller's tag,
   epoch ``KEY_EPOCH`` and 62 bits of a hash of the key spread over the serial and the base
   sequence: the same key of two users is two identities.
@@ -38,6 +40,7 @@ from logbroker.errors import ForbiddenError, InvalidRequestError
 from segments.batch import NO_PRODUCER_ID, BatchHeader
 
 KEY_EPOCH: Final = 32_767  # the producer epoch of a batch built for an Idempotency-Key
+SEQUENCED_EPOCH_MIN: Final = 16_384  # epochs from here below KEY_EPOCH: a producer held to gapless sequences
 SERIAL_BITS: Final = 31
 SERIAL_MASK: Final = (1 << SERIAL_BITS) - 1
 TAG_BITS: Final = 32
@@ -64,11 +67,17 @@ def writer_of(producer_id: int) -> int:
     return producer_id >> SERIAL_BITS
 
 
-def issue(user: str, rng: random.Random) -> Identity:
+def issue(user: str, rng: random.Random, *, sequenced: bool = False) -> Identity:
     """A new producer identity for ``user``: its tag, a random serial and a random epoch below
-    ``KEY_EPOCH``; the producer numbers its batches from sequence 0 per partition."""
-    return Identity((writer_tag(user) << SERIAL_BITS) | rng.getrandbits(SERIAL_BITS),
-                    rng.randrange(KEY_EPOCH), 0)
+    ``KEY_EPOCH`` (from ``SEQUENCED_EPOCH_MIN`` when ``sequenced``); the producer numbers its
+    batches from sequence 0 per partition."""
+    low, high = (SEQUENCED_EPOCH_MIN, KEY_EPOCH) if sequenced else (0, SEQUENCED_EPOCH_MIN)
+    return Identity((writer_tag(user) << SERIAL_BITS) | rng.getrandbits(SERIAL_BITS), rng.randrange(low, high), 0)
+
+
+def is_sequenced(key: Identity) -> bool:
+    """Whether the identity's batches must follow each other without gaps (``issue``)."""
+    return SEQUENCED_EPOCH_MIN <= key.producer_epoch < KEY_EPOCH
 
 
 def check_idempotency_key(key: str) -> str:

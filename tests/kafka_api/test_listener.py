@@ -337,6 +337,24 @@ def init_producer_id(node: NodeProcess) -> tuple[int, int]:
     return int(answer.producer_id), int(answer.producer_epoch)
 
 
+def test_an_idempotent_producers_batch_after_a_gap_is_refused(node, http, admin_token):
+    """Kafka's broker holds an idempotent producer to gapless sequences per partition: a batch
+    after a lost one is OUT_OF_ORDER_SEQUENCE_NUMBER (45) and nothing is stored; the one in line is."""
+    create_topic(http, admin_token, "sequenced")
+    producer_id, epoch = init_producer_id(node)
+
+    def batch(sequence: int, count: int) -> bytes:
+        return record_batch.encode_batch(0, [(1_700_000_000_000, None, b"s%d" % (sequence + i), [])
+                                             for i in range(count)],
+                                         producer_id=producer_id, producer_epoch=epoch, base_sequence=sequence)
+
+    assert raw_produce(node, "sequenced", batch(0, 3)) == (0, 0)
+    assert raw_produce(node, "sequenced", batch(5, 1))[0] == 45  # 3 and 4 never came
+    assert raw_produce(node, "sequenced", batch(3, 2)) == (0, 3)
+    got = http.json("GET", "/v1/topics/sequenced/partitions/0/records?offset=0", headers=bearer(admin_token))
+    assert [r["value"] for r in got["records"]] == ["s0", "s1", "s2", "s3", "s4"]
+
+
 def raw_produce(node: NodeProcess, topic: str, batch: bytes) -> tuple[int, int]:
     """One Produce v9 (acks=all) of ``batch`` to partition 0: (error code, base offset)."""
     with authenticated(node) as sock:

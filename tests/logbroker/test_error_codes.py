@@ -42,7 +42,9 @@ BEFORE = [
     ("not_a_queue", 409, "FAILED_PRECONDITION"), ("not_assigned", 409, "FAILED_PRECONDITION"),
     ("not_available", 503, "UNAVAILABLE"), ("not_enough_replicas", 503, "UNAVAILABLE"),
     ("not_found", 404, "NOT_FOUND"), ("not_leader", 503, "UNAVAILABLE"),
-    ("offset_out_of_range", 416, "OUT_OF_RANGE"), ("partial_write", 502, "ABORTED"),
+    ("offset_out_of_range", 416, "OUT_OF_RANGE"),
+    ("out_of_order_sequence", 409, "FAILED_PRECONDITION"),  # since Kafka's sequence checks (0392)
+    ("partial_write", 502, "ABORTED"),
     ("payload_too_large", 413, "INVALID_ARGUMENT"), ("replication_timeout", 504, "DEADLINE_EXCEEDED"),
     ("request_timeout", 408, "DEADLINE_EXCEEDED"), ("segment_write_failed", 500, "INTERNAL"),
     ("stale_generation", 409, "FAILED_PRECONDITION"), ("stale_leader_epoch", 409, "FAILED_PRECONDITION"),
