@@ -102,7 +102,6 @@ Columns = tuple[range, list[int], tuple[Any, ...], tuple[Any, ...], tuple[Any, .
 """offsets, timestamps, keys, values, headers (per record: () or its (name, value bytes) pairs), has_headers."""
 
 
-
 # ------------------------------------------------------------------------------------------------ columns
 
 
