@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Final
 
 import cramjam
@@ -97,6 +97,9 @@ assert XERIAL_HEADER.size == 16
 
 KafkaRow = tuple[int, int, "bytes | None", "bytes | None", tuple[tuple[str, "bytes | None"], ...]]
 """One decoded record: offset delta, absolute timestamp (ms), key, value, headers (values may be null)."""
+
+PlainRow = tuple[int, int, "bytes | None", "bytes | None", tuple[tuple[str, bytes], ...]]
+"""One record as readers take it: offset, timestamp (ms), key, value, headers (null values as empty bytes)."""
 
 Columns = tuple[range, list[int], tuple[Any, ...], tuple[Any, ...], tuple[Any, ...], bool]
 """offsets, timestamps, keys, values, headers (per record: () or its (name, value bytes) pairs), has_headers."""
@@ -155,6 +158,38 @@ def _compiled_columns(base_offset: int, count: int, first_timestamp: int, max_ti
     if offset - base_offset != count or not _deltas_fit(stamps, first_timestamp):
         return None
     return stamps, tuple(keys), tuple(values), tuple(headers)
+
+
+def iter_records(base_offset: int, count: int, first_timestamp: int, max_timestamp: int, log_append_time: bool,
+                 section: bytes | memoryview, from_offset: int) -> Iterator[PlainRow]:
+    """The records at or after ``from_offset`` one at a time, as (offset, timestamp, key, value,
+    headers with null values as empty bytes): a reader that wants a few records of a large batch
+    (a page of a JSON fetch) builds only those. The compiled reader skips the ones before without
+    keeping them; what it refuses, the reference decoder reads from there (or raises for)."""
+    index = 0
+    batch = _compiled_batch(base_offset, count, first_timestamp, max_timestamp, log_append_time, section)
+    if batch is not None:
+        try:
+            for record in batch:  # bounded: the reader stops after ``count`` records
+                offset, timestamp = record.offset, record.timestamp
+                if offset != base_offset + index or not INT64_MIN <= timestamp - first_timestamp <= INT64_MAX:
+                    break
+                index += 1
+                if offset >= from_offset:
+                    yield offset, timestamp, record.key, record.value, _plain_headers(record.headers)
+            else:
+                if index == count:
+                    return
+        except Exception:  # any refusal: the reference decoder reads on from ``index``
+            pass
+    rows = records(section, count, first_timestamp)
+    for delta, timestamp, key, value, headers in rows[max(index, from_offset - base_offset, 0):]:
+        yield (base_offset + delta, max_timestamp if log_append_time else timestamp, key, value,
+               _plain_headers(headers))
+
+
+def _plain_headers(pairs: Iterable[tuple[str, bytes | None]]) -> tuple[tuple[str, bytes], ...]:
+    return tuple((name, b"" if value is None else value) for name, value in pairs)
 
 
 def _deltas_fit(stamps: list[int], base_timestamp: int) -> bool:

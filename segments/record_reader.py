@@ -14,9 +14,9 @@ A batch holds ``record_count`` records whose offset deltas increase within ``[0,
 before ``from_offset`` are skipped unread (msgpack's ``skip``, in C), and each record read must
 have the delta of its place. Records skipped or after the ones taken are not checked.
 
-A batch in Kafka's record format (``segments.kafka_records``) is decoded whole: its records were
-counted and its section's size bounded when it was produced (``BATCH_RECORDS_MAX``,
-``BATCH_RECORDS_BYTES_MAX``), so the cost stays within what one batch may hold.
+A batch in Kafka's record format (``segments.kafka_records``) is decompressed whole (its section's
+size was bounded when it was produced, ``BATCH_RECORDS_BYTES_MAX``) and its records are read one at
+a time: the ones before ``from_offset`` are walked over without being built.
 
 Pure: no files, no clock.
 """
@@ -28,6 +28,7 @@ from typing import Any, Final
 
 import msgpack
 
+from segments import kafka_records
 from segments.batch import (
     DEFAULT_RECORDS_BYTES_MAX,
     HEADER_SIZE,
@@ -35,7 +36,6 @@ from segments.batch import (
     TIMESTAMP_TYPE_LOG_APPEND,
     BatchHeader,
     Record,
-    batch_columns,
     check_plain,
     validate_batch,
 )
@@ -57,7 +57,7 @@ def iter_records(buf: bytes | memoryview, *, from_offset: int = 0,
     header = validate_batch(buf, size_bytes_max=size_bytes_max)
     check_plain(header)
     if header.attributes & KAFKA_RECORDS_FLAG:
-        yield from _whole_kafka_batch(buf, header, from_offset, size_bytes_max)
+        yield from _kafka_records(buf, header, from_offset, size_bytes_max)
         return
     if header.codec == Codec.NONE and len(buf) - HEADER_SIZE <= WHOLE_SECTION_BYTES_MAX:
         rows = _whole_section(memoryview(buf)[HEADER_SIZE:], header.record_count)
@@ -89,12 +89,13 @@ def iter_records(buf: bytes | memoryview, *, from_offset: int = 0,
     raise InvalidBatchError("records section has data after its records")
 
 
-def _whole_kafka_batch(buf: bytes | memoryview, header: BatchHeader, from_offset: int,
-                       size_bytes_max: int) -> Iterator[Record]:
-    c = batch_columns(header, memoryview(buf)[HEADER_SIZE:header.size_bytes], size_bytes_max)
-    skipped = min(max(from_offset - header.base_offset, 0), header.record_count)
-    for index in range(skipped, header.record_count):
-        yield Record(c.offsets[index], c.timestamps[index], c.keys[index], c.values[index], list(c.headers[index]))
+def _kafka_records(buf: bytes | memoryview, header: BatchHeader, from_offset: int,
+                   size_bytes_max: int) -> Iterator[Record]:
+    section = kafka_records.decompress(header.codec, memoryview(buf)[HEADER_SIZE:header.size_bytes], size_bytes_max)
+    for offset, timestamp, key, value, headers in kafka_records.iter_records(
+            header.base_offset, header.record_count, header.first_timestamp, header.max_timestamp,
+            bool(header.attributes & TIMESTAMP_TYPE_LOG_APPEND), section, from_offset):
+        yield Record(offset, timestamp, key, value, list(headers))
 
 
 def _whole_section(section: memoryview, count: int) -> tuple[Any, ...] | None:

@@ -234,3 +234,25 @@ def test_compaction_rewrites_a_kafka_batch_in_the_brokers_format() -> None:
     assert not validate_batch(rewritten).attributes & KAFKA_RECORDS_FLAG
     assert [(r.offset, r.key, r.value, r.headers) for r in decode_records(rewritten)] == [
         (11, b"b", b"2", [("h", b"")]), (12, b"a", b"3", [])]
+
+
+@settings(max_examples=60)
+@given(records=records_strategy, base_offset=st.integers(0, 2**40), data=st.data())
+def test_reading_from_an_offset_builds_only_the_records_from_there(records: list[Rec], base_offset: int,
+                                                                  data: st.DataObject) -> None:
+    batch = stored(records, base_offset=base_offset)
+    start = base_offset + data.draw(st.integers(0, len(records)))
+    expected = [(base_offset + i, r[0], r[1], r[2], list(plain_headers(r[3]))) for i, r in enumerate(records)
+                if base_offset + i >= start]
+    assert [tuple(r) for r in iter_records(batch, from_offset=start)] == expected
+
+
+def test_a_section_the_compiled_reader_refuses_midway_is_read_on_by_the_reference() -> None:
+    """Past the records the compiled reader read, the reference decoder says what is wrong: the
+    records before the bad one are yielded, then InvalidBatchError."""
+    section = section_of([(1, None, b"a", []), (2, None, b"b", [])]) + raw_record(2, key=None)[:-1] + b"\x03"
+    got = []
+    with pytest.raises(InvalidBatchError):
+        for row in kafka_records.iter_records(0, 3, 1, 2, False, section, 0):
+            got.append(row[3])
+    assert got == [b"a", b"b"]
