@@ -53,6 +53,7 @@ from segments.errors import OffsetOutOfRangeError
 from sim.cluster import SimCluster
 from sim.loop import SimError, SimLoop
 from sim.loop import run as run_loop
+from sim.queue_workload import QueueWorkload, queue_spec
 from sim.run import Outcome, is_stream_noise
 from sim.trace import Judged, Trace
 
@@ -60,6 +61,8 @@ NODES: Final = (1, 2, 3)
 TOPIC: Final = "t"
 PARTITIONS: Final = 2
 WRITERS: Final = 3
+QUEUE_SENDERS: Final = 2
+QUEUE_RECEIVERS: Final = 2
 WRITE_GAP_S: Final = (0.05, 0.4)
 READ_GAP_S: Final = (0.2, 1.0)
 FAULT_GAP_S: Final = (0.5, 4.0)
@@ -91,6 +94,7 @@ class _ClusterSchedule(Judged):
         self.ack_watch: asyncio.Future[int] | None = None  # kill-leader: the next acknowledged partition
         self.writing = True
         self.reading = True
+        self.queue = QueueWorkload(self)
 
     def record(self, f: str, type_: str, process: str, **fields: Any) -> Event:
         event: Event = {"f": f, "type": type_, "process": process, "time": round(self.loop.time(), 6), **fields}
@@ -99,6 +103,9 @@ class _ClusterSchedule(Judged):
 
     def alive(self) -> list[int]:
         return [n for n in NODES if n not in self.down and n in self.cluster.nodes]
+
+    def nodes(self) -> dict[int, Node]:
+        return self.cluster.nodes
 
     async def call(self, node_id: int, what: str, method: Callable[..., Coroutine[Any, Any, Any]],
                    *args: Any) -> tuple[str, Any]:
@@ -313,33 +320,39 @@ class _ClusterSchedule(Judged):
         return copies
 
     def judge(self, log: dict[int, dict[int, str]], replicas: dict[str, dict[int, dict[int, str]]],
-              end: float) -> None:
-        result = check(self.events, log, replicas, partitions=range(PARTITIONS), window=(0.0, end))
+              end: float, queue_drained: bool) -> None:
+        result = check(self.events, log, replicas, partitions=range(PARTITIONS), window=(0.0, end),
+                       queue_drained=queue_drained)
         examples = result.summary()["examples"]
         for name, count in result.anomalies.items():
             if count:
                 self.fail(name, f"{count}, e.g. {examples.get(name, [])[:3]}")
-        self.event(f"checked: {result.acked} acked, {result.unknown} unknown, {len(self.failures)} failures")
+        self.event(f"checked: {result.acked} acked, {result.unknown} unknown, {result.queue_sent} queue sends and "
+                   f"{result.queue_acked} queue acks answered, {len(self.failures)} failures")
 
     async def main(self) -> None:
         for node_id in NODES:
             await self.cluster.start_node(node_id)
         await self.cluster.network.spawn("n1", self.cluster.nodes[1].create_topic(
             {"name": TOPIC, "partitions": PARTITIONS, "replication_factor": len(NODES)}))
+        await self.cluster.network.spawn("n1", self.cluster.nodes[1].create_topic(queue_spec(len(NODES))))
         await asyncio.sleep(1.0)
         writers = [self.loop.create_task(self.writer(f"w{i + 1}"), name=f"writer-{i + 1}") for i in range(WRITERS)]
-        reader = self.loop.create_task(self.reader(), name="reader")
+        writers += [self.loop.create_task(self.queue.sender(f"s{i + 1}"), name=f"sender-{i + 1}")
+                    for i in range(QUEUE_SENDERS)]
+        readers = [self.loop.create_task(self.reader(), name="reader")]
+        readers += [self.loop.create_task(self.queue.receiver(f"r{i + 1}"), name=f"receiver-{i + 1}")
+                    for i in range(QUEUE_RECEIVERS)]
         await self.nemesis()
         faults_end = self.loop.time()
-        self.writing = False
+        self.writing = self.queue.sending = False
         await asyncio.gather(*writers)
-        if await self.settle():
-            self.reading = False
-            await reader
-            self.judge(await self.final_log(), self.replica_copies(), faults_end)
-        else:
-            self.reading = False
-            await reader
+        settled = await self.settle()
+        self.reading = self.queue.receiving = False
+        await asyncio.gather(*readers)
+        if settled:
+            drained = await self.queue.drain()
+            self.judge(await self.final_log(), self.replica_copies(), faults_end, drained)
         await self.cluster.stop()
         self.event("stopped")
 

@@ -42,7 +42,14 @@ from logbroker.errors import BrokerError, DeadLetterRefusedError, LeaseExpiredEr
 from logbroker.internal_log import InternalLog, InternalRecord, pack, unpack
 from logbroker.queues.batch_cache import BATCHES_PER_PARTITION_MAX, BatchCache, DecodedBatch, decoded
 from logbroker.queues.requests import Receipt, ReceiveRequest
-from logbroker.queues.share_state import PartitionShare, ack_event, dead_event, lease_event, nack_event
+from logbroker.queues.share_state import (
+    PartitionShare,
+    ack_event,
+    dead_event,
+    lease_event,
+    nack_event,
+    withdraw_event,
+)
 from logbroker.records import IncomingRecord, is_reserved_header, render_records
 from logbroker.replica_manager import Replica, ReplicaManager
 from segments.batch import BATCH_RECORDS_MAX, ProducerRecord, Record, decode_records, iter_batches
@@ -193,27 +200,39 @@ class QueueManager:
         queue = self.get(name)
         visibility = request.visibility_timeout_ms or queue.visibility_ms
         deadline = time.monotonic() + request.wait_ms / 1000
-        while True:
-            leased, durable = self._acquire(queue, request.max_messages, visibility)
-            remaining_ms = int((deadline - time.monotonic()) * 1000)
-            if leased or remaining_ms <= 0:
-                break
-            await self._wait(queue, remaining_ms)
-        await asyncio.gather(*durable)
-        messages: list[dict[str, Any]] = []
-        settled: list[Awaitable[None]] = []
-        for partition, token, offsets in leased:
-            messages.extend(self._render(queue, partition, token, offsets, binary, settled))
-        await asyncio.gather(*settled)
+        leased: list[tuple[int, int, list[int]]] = []
+        durable: list[Awaitable[None]] = []
+        gathered = False  # ``durable`` handed to gather (else nothing awaits it yet)
+        try:
+            while True:
+                self._acquire(queue, request.max_messages, visibility, leased, durable)
+                remaining_ms = int((deadline - time.monotonic()) * 1000)
+                if leased or remaining_ms <= 0:
+                    break
+                await self._wait(queue, remaining_ms)
+            gathered = True
+            await asyncio.gather(*durable)
+            messages: list[dict[str, Any]] = []
+            settled: list[Awaitable[None]] = []
+            for partition, token, offsets in leased:
+                messages.extend(self._render(queue, partition, token, offsets, binary, settled))
+            await asyncio.gather(*settled)
+        except BaseException:  # no client gets these leases: they are not deliveries
+            if not gathered:
+                _let_run(durable)
+            self._withdraw(queue, leased)
+            raise
         return messages
 
-    def _acquire(self, queue: Queue, wanted: int,
-                 visibility_ms: int) -> tuple[list[tuple[int, int, list[int]]], list[Awaitable[None]]]:
+    def _acquire(self, queue: Queue, wanted: int, visibility_ms: int, leased: list[tuple[int, int, list[int]]],
+                 durable: list[Awaitable[None]]) -> None:
+        """Lease up to ``wanted`` messages under one new token, adding each partition's lease to
+        ``leased`` the moment it is taken (so a failure part-way can undo it) and its event's
+        durability to ``durable``."""
         token = secrets.randbits(63) or 1
         now = self._clock_ms()
         count = len(queue.shares)
         start, queue.rotation = queue.rotation, queue.rotation + 1
-        leased, durable = [], []
         for i in range(count):
             if wanted <= 0:
                 break
@@ -221,10 +240,22 @@ class QueueManager:
             hwm = self._replicas.get(queue.name, partition).high_watermark
             offsets = queue.shares[partition].acquire(now, wanted, visibility_ms, hwm, token)
             if offsets:
-                durable.append(self._record(queue, partition, lease_event(token, now + visibility_ms, offsets)))
                 leased.append((partition, token, offsets))
+                durable.append(self._record(queue, partition, lease_event(token, now + visibility_ms, offsets)))
                 wanted -= len(offsets)
-        return leased, durable
+
+    def _withdraw(self, queue: Queue, leased: list[tuple[int, int, list[int]]]) -> None:
+        """Undo the leases of a receive that failed before it answered; the events are recorded
+        without waiting (the state log is what just failed). Should they be lost while the lease
+        events stay, a replay counts those deliveries: at most one too many per failed receive."""
+        for partition, token, offsets in leased:
+            queue.shares[partition].withdraw(offsets, token)
+            try:
+                recorded = asyncio.ensure_future(self._record(queue, partition, withdraw_event(token, offsets)))
+            except Exception as exc:  # not appended either: the receive's own error is the one to raise
+                log.info("a withdrawn lease's event was not appended", extra={"fields": {"error": str(exc)}})
+                continue
+            recorded.add_done_callback(_log_failure)
 
     async def _wait(self, queue: Queue, remaining_ms: int) -> None:
         """Until new data arrives in a partition, a lease or delay falls due, or ``remaining_ms``."""
@@ -440,6 +471,17 @@ class QueueManager:
                 "dead_letter_topic": queue.dead_letter_topic, "dead_letter_topic_id": queue.dead_letter_id,
                 "visibility_timeout_ms": queue.visibility_ms,
                 "partitions": partitions}
+
+
+def _let_run(awaitables: list[Awaitable[None]]) -> None:
+    """Let durability waits nobody will await finish on their own, their errors retrieved."""
+    for awaitable in awaitables:
+        asyncio.ensure_future(awaitable).add_done_callback(_log_failure)
+
+
+def _log_failure(task: asyncio.Future[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.info("a queue state event did not become durable", extra={"fields": {"error": str(task.exception())}})
 
 
 def _client_headers(record: Record) -> list[tuple[str, bytes]]:

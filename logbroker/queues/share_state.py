@@ -10,6 +10,9 @@ Each offset moves ``available -> leased -> (acked | available again | dead)``:
   another receiver, ``lease_expired`` tells the two refusals apart);
 - ``nack(offset, token, now, delay)`` makes it available again after ``delay`` (the receipt is
   spent), under the same rule;
+- ``withdraw(offsets, token)`` undoes a lease the receive never handed out (its lease event did
+  not become durable, or the receive was cancelled): the messages are available again at once and
+  that delivery is not counted, so a failing state log never dead-letters a message nobody got;
 - a lease that expires makes the message available again, unless its delivery count reached
   ``max_deliveries``: then (as for a nack at that count) it is handed over for the dead-letter
   topic (``take_dead``) and finished once ``dead_lettered`` confirms it.
@@ -19,7 +22,7 @@ time; an acked or dead-lettered offset is never delivered again; delivery counts
 ``max_deliveries``; offsets below ``done_below`` are all finished. The window of unfinished offsets
 ``[done_below, next_offset)`` is capped at ``window_max`` (no new messages beyond it).
 
-Every transition is also an event (``L``/``A``/``N``/``D``) that ``apply`` replays without
+Every transition is also an event (``L``/``A``/``N``/``D``/``W``) that ``apply`` replays without
 checks, so state rebuilt from the event log equals the state that wrote it; an ``S`` event
 (``snapshot_event``) stands for the whole state, so the events before it can be deleted.
 """
@@ -128,6 +131,15 @@ class PartitionShare:
         self._seq += 1
         heapq.heappush(self._timers, (until_ms, self._seq, token, offsets))
 
+    def withdraw(self, offsets: list[int], token: int) -> None:
+        """Undo ``token``'s lease of ``offsets`` (those it still holds): the receive that took them
+        failed before a client got them. The caller records ``withdraw_event(token, offsets)``."""
+        for offset in offsets:
+            entry = self.entries.get(offset)
+            if entry is not None and entry.state == LEASED and entry.token == token:
+                entry.count -= 1
+                self._release(offset, entry)
+
     def _held(self, offset: int, token: int, now_ms: int) -> Entry | None:
         """The entry of ``offset`` if ``token`` holds its lease and the lease is still running."""
         entry = self.entries.get(offset)
@@ -207,6 +219,8 @@ class PartitionShare:
         elif kind == "D":
             for offset in event[1]:
                 self.dead_lettered(offset)
+        elif kind == "W":
+            self.withdraw(list(event[2]), event[1])
         elif kind == "S":
             self._restore(event[1], event[2], event[3])
 
@@ -241,6 +255,10 @@ class PartitionShare:
 
 def lease_event(token: int, until_ms: int, offsets: list[int]) -> list[Any]:
     return ["L", token, until_ms, offsets]
+
+
+def withdraw_event(token: int, offsets: list[int]) -> list[Any]:
+    return ["W", token, offsets]
 
 
 def ack_event(offsets: list[int]) -> list[Any]:

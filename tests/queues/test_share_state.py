@@ -13,6 +13,7 @@ from logbroker.queues.share_state import (
     dead_event,
     lease_event,
     nack_event,
+    withdraw_event,
 )
 
 
@@ -74,6 +75,29 @@ def test_an_offset_no_recorded_lease_took_is_delivered_after_a_replay():
     assert rebuilt.ack(1, 3, now_ms=3_050) and rebuilt.done_below == 3
 
 
+def test_a_withdrawn_lease_is_no_delivery_and_the_message_is_available_at_once():
+    share = PartitionShare(max_deliveries=2)
+    for token in range(1, 6):  # five receives that never answered: nothing is dead-lettered
+        assert share.acquire(0, 2, 100, high_watermark=2, token=token) == [0, 1]
+        share.withdraw([0, 1], token)
+    assert share.take_dead() == [] and share.entries[0].count == 0
+    assert share.acquire(0, 2, 100, high_watermark=2, token=9) == [0, 1]
+    share.withdraw([0], token=8)  # another receive's token withdraws nothing
+    assert share.entries[0].count == 1 and share.ack(0, 9, now_ms=1)
+
+
+def test_replaying_a_withdrawal_rebuilds_the_state_that_wrote_it():
+    share = PartitionShare(max_deliveries=3)
+    events = [lease_event(4, 100, share.acquire(0, 3, 100, high_watermark=3, token=4))]
+    share.withdraw([0, 1, 2], 4)
+    events.append(withdraw_event(4, [0, 1, 2]))
+    rebuilt = PartitionShare(max_deliveries=3)
+    for event in events:
+        rebuilt.apply(event)
+    assert {o: (e.state, e.count) for o, e in rebuilt.entries.items()} == \
+        {o: (e.state, e.count) for o, e in share.entries.items()} == {0: (0, 0), 1: (0, 0), 2: (0, 0)}
+
+
 class ShareMachine(RuleBasedStateMachine):
     """Random receives, acks, nacks, clock steps and restarts (replay of the recorded events)."""
 
@@ -115,6 +139,18 @@ class ShareMachine(RuleBasedStateMachine):
         self.receipts += [(o, self.token, self.now + visibility) for o in got]
         if got:
             self.events.append(lease_event(self.token, self.now + visibility, got))
+        self._dead_letter()
+
+    @rule(n=st.integers(1, 8), visibility=st.integers(1, 200))
+    def receive_that_fails(self, n, visibility):
+        """A receive whose lease event did not become durable: its leases are withdrawn."""
+        self.token += 1
+        got = self.share.acquire(self.now, n, visibility, self.high_watermark, self.token)
+        live = {o for o, _, until in self.receipts if until > self.now}
+        assert not (set(got) & (live | self.acked | self.dead))
+        self.share.withdraw(got, self.token)
+        if got:
+            self.events += [lease_event(self.token, self.now + visibility, got), withdraw_event(self.token, got)]
         self._dead_letter()
 
     @precondition(lambda self: self.receipts)

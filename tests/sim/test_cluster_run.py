@@ -10,6 +10,7 @@ import sys
 
 import pytest
 
+from logbroker.queues.share_state import PartitionShare
 from logbroker.replication.leader import Leadership
 from sim import __main__ as cli
 from sim.cluster_run import ClusterOptions, run_cluster_seed
@@ -19,6 +20,9 @@ CI_SEEDS = 500
 CI_JOBS = 2
 BROKEN_SEEDS = range(12)  # at 10 s of faults, seeds 1 and 7 lose a record under the broken rule today
 SHORT = ClusterOptions(faults_s=10.0)
+# Before failed receives withdrew their leases (decision 0394) each lost acknowledged queue messages:
+# 37 to a state log under min_insync_replicas, 221 to a queue home cut from etcd (not_leader).
+QUEUE_SEEDS = (37, 221)
 
 
 def test_a_cluster_seed_passes_the_checker_and_replays_exactly():
@@ -50,6 +54,24 @@ def test_a_broken_isr_rule_that_acknowledges_before_the_followers_have_it_is_cau
     assert f"python -m sim --seed {caught.seed} --faults-s 10" in out[0]
     assert any(line.startswith("  lost: ") or line.startswith("  misplaced: ") for line in out)
     assert out[-1] == f"sim: seed={caught.seed} trace={caught.trace}"
+
+
+def test_the_queue_seeds_that_lost_messages_pass_and_drain_the_queue():
+    for seed in QUEUE_SEEDS:
+        outcome = run_cluster_seed(seed)
+        assert outcome.ok, (seed, outcome.failures)
+        assert any(line.endswith(" queue drained") for line in outcome.tail), seed
+        assert any(" queue sends and " in line and " 0 queue acks" not in line for line in outcome.tail), seed
+
+
+def test_receives_that_keep_their_leases_when_they_fail_are_caught(monkeypatch: pytest.MonkeyPatch):
+    def keep(self: PartitionShare, offsets: list[int], token: int) -> None:
+        return None  # the broken rule: a receive that failed still counts as a delivery
+
+    monkeypatch.setattr(PartitionShare, "withdraw", keep)
+    for seed in QUEUE_SEEDS:
+        outcome = run_cluster_seed(seed)
+        assert any(f.startswith("queue_lost:") for f in outcome.failures), (seed, outcome.failures)
 
 
 def test_a_batch_in_several_processes_reports_what_one_process_does(capsys: pytest.CaptureFixture[str]):

@@ -1,0 +1,159 @@
+"""The queue part of a cluster schedule (``sim.cluster_run``): competing consumers on a replicated
+queue, through the nodes' real queue code, under the same faults as the topic's writers.
+
+A queue of ``QUEUE_PARTITIONS`` partitions with three replicas lives on the leader of its
+partition 0 (its *home*, ``Node.queue_home``); a call made at another node goes to the home as the
+HTTP API's pass-on would (``http_api.pass_on``), by the calling node's view of the placement.
+
+- ``sender``: one message at a time with ``acks=all`` (``queue_send`` invoke/ok/fail/info);
+- ``receiver``: receives up to ``RECEIVE_MAX`` messages, leased for ``VISIBILITY_MS``, records
+  them (``deliver``) and acknowledges them (``queue_ack``: ok when every receipt was settled);
+- ``drain``: after the heal, receives and acknowledges until nothing was delivered for longer than
+  a lease (so every message leased by a receive whose ack failed has come back).
+
+The chaos checker judges them (``chaos.checker``): no acknowledged send is never delivered
+(``queue_lost``, once drained), and no message is delivered by a receive that began after its
+acknowledgement was answered (``queue_redelivered_after_ack``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Callable, Coroutine
+from typing import Any, Final, Protocol
+
+from chaos.history import Event
+from logbroker.node import Node
+from logbroker.queues.requests import ReceiveRequest, parse_receipt
+from logbroker.records import IncomingRecord
+from segments.batch import ProducerRecord
+
+QUEUE: Final = "q"
+QUEUE_PARTITIONS: Final = 2
+SEND_GAP_S: Final = (0.1, 0.6)
+RECEIVE_GAP_S: Final = (0.1, 0.8)
+RECEIVE_MAX: Final = 10
+VISIBILITY_MS: Final = 2_000
+DRAIN_QUIET_S: Final = VISIBILITY_MS / 1000 + 1.0  # nothing delivered this long: the queue is empty
+DRAIN_MAX_S: Final = 60.0
+DRAIN_POLL_S: Final = 0.25
+
+Method = Callable[..., Coroutine[Any, Any, Any]]
+
+
+class Schedule(Protocol):
+    """What the workload needs of the schedule that runs it."""
+
+    rng: random.Random
+    loop: asyncio.AbstractEventLoop
+
+    def alive(self) -> list[int]: ...
+
+    def nodes(self) -> dict[int, Node]: ...
+
+    def record(self, f: str, type_: str, process: str, **fields: Any) -> Event: ...
+
+    def event(self, text: str) -> None: ...
+
+    def fail(self, invariant: str, detail: str) -> None: ...
+
+    async def call(self, node_id: int, what: str, method: Method, *args: Any) -> tuple[str, Any]: ...
+
+
+def queue_spec(replicas: int) -> dict[str, Any]:
+    return {"name": QUEUE, "kind": "queue", "partitions": QUEUE_PARTITIONS, "replication_factor": replicas}
+
+
+class QueueWorkload:
+    def __init__(self, schedule: Schedule) -> None:
+        self._s = schedule
+        self.sending = self.receiving = True
+
+    def _home(self, via: int) -> int | None:
+        """Where ``via`` would pass a queue call on to (itself when it is the home), None when it
+        knows no live home (the HTTP API answers ``no_leader`` then)."""
+        home = self._s.nodes()[via].queue_home(QUEUE)
+        return home if home is not None and home in self._s.alive() else None
+
+    async def sender(self, name: str) -> None:
+        s = self._s
+        n = 0
+        while self.sending:
+            alive = s.alive()
+            via = s.rng.choice(alive) if alive else None
+            home = None if via is None else self._home(via)
+            if home is not None:
+                n += 1
+                value = f"{name}-{n}"
+                s.record("queue_send", "invoke", name, value=value)
+                records = [IncomingRecord(ProducerRecord(value.encode()), None)]
+                kind, answer = await s.call(home, f"send-{value}", _send, records)
+                if kind == "ok":
+                    s.record("queue_send", kind, name, value=value)
+                    s.event(f"{name} {value} via n{via} at n{home} ok @{answer[0]['partition']}:{answer[0]['offset']}")
+                else:
+                    s.record("queue_send", kind, name, value=value, error=answer)
+                    s.event(f"{name} {value} via n{via} at n{home} {kind} {answer}")
+            await asyncio.sleep(s.rng.uniform(*SEND_GAP_S))
+
+    async def receiver(self, name: str) -> None:
+        while self.receiving:
+            await self.receive_once(name)
+            await asyncio.sleep(self._s.rng.uniform(*RECEIVE_GAP_S))
+
+    async def receive_once(self, name: str) -> int:
+        """One receive and the ack of what it got; how many messages it got (0 when the call failed)."""
+        s = self._s
+        alive = s.alive()
+        via = s.rng.choice(alive) if alive else None
+        home = None if via is None else self._home(via)
+        if home is None:
+            return 0
+        begun = s.loop.time()
+        kind, answer = await s.call(home, f"receive-{name}", _receive)
+        if kind != "ok":
+            s.record("deliver", "info", name, invoke_time=begun, error=answer)
+            s.event(f"{name} receive at n{home} {kind} {answer}")
+            return 0
+        if not answer:
+            return 0
+        ids = [f"{m['partition']}:{m['offset']}" for m in answer]
+        s.record("deliver", "ok", name, invoke_time=begun,
+                 values=[[bytes(m["value"] or b"").decode(), m["delivery_count"], i] for m, i in zip(answer, ids,
+                                                                                                   strict=True)])
+        receipts = [m["receipt"] for m in answer]
+        kind, settled = await s.call(home, f"ack-{name}", _ack, receipts)
+        complete = kind == "ok" and int(settled.get("acked", 0)) == len(ids) and not settled.get("failed")
+        s.record("queue_ack", "ok" if complete else "info", name, ids=ids)
+        s.event(f"{name} got {ids} at n{home}, ack {'ok' if complete else f'{kind} {settled}'}")
+        return len(ids)
+
+    async def drain(self) -> bool:
+        """Receive and acknowledge until nothing came for ``DRAIN_QUIET_S``; False (and the seed
+        fails) when the queue still delivered after ``DRAIN_MAX_S``."""
+        s = self._s
+        end = s.loop.time() + DRAIN_MAX_S
+        quiet_since = s.loop.time()
+        while s.loop.time() < end:
+            if await self.receive_once("drain"):
+                quiet_since = s.loop.time()
+            elif s.loop.time() - quiet_since >= DRAIN_QUIET_S:
+                s.event("queue drained")
+                return True
+            await asyncio.sleep(DRAIN_POLL_S)
+        s.fail("queue-drain", f"the queue still delivered {DRAIN_MAX_S:g} s after the heal")
+        return False
+
+
+async def _send(node: Node, records: list[IncomingRecord]) -> Any:
+    node.queues.get(QUEUE)  # as the HTTP handler: a node that does not manage the queue refuses
+    return await node.produce_records(QUEUE, records, "all")
+
+
+async def _receive(node: Node) -> list[dict[str, Any]]:
+    return await node.queues.receive(QUEUE, ReceiveRequest(RECEIVE_MAX, VISIBILITY_MS, 0), binary=True)
+
+
+async def _ack(node: Node, receipts: list[str]) -> dict[str, Any]:
+    return await node.queues.ack(QUEUE, [parse_receipt(r) for r in receipts])
