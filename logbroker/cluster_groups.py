@@ -28,6 +28,11 @@ from logbroker.ports import GroupHost, LocalReplicas, MetadataView, PartitionRea
 log = logging.getLogger(__name__)
 OFFSETS_TOPIC: Final = "__consumer_offsets"
 CLUSTER_OFFSETS_PARTITIONS: Final = 1
+# Committed offsets on three replicas where there are three nodes: with the default
+# min_insync_replicas (2 at three replicas) an acknowledged commit survives the loss of any one
+# node, power loss of the sole in-sync replica included (decision 0396; Kafka's
+# offsets.topic.replication.factor is 3 too).
+OFFSETS_REPLICATION_FACTOR: Final = 3
 
 
 class ClusterTopics:
@@ -58,8 +63,8 @@ async def group_node(node: GroupHost) -> NodeInfo | None:
     ``__consumer_offsets`` on first use. ``NoLeaderError`` while it has no live leader."""
     coordinator = node.coordinator
     if coordinator.cached_topic(OFFSETS_TOPIC) is None:
-        # The default replication factor (None), as any topic: committed offsets outlive their node.
-        spec = TopicSpec(OFFSETS_TOPIC, CLUSTER_OFFSETS_PARTITIONS, None, "topic", INTERNAL_LOG_CONFIG)
+        replication = min(OFFSETS_REPLICATION_FACTOR, len(await coordinator.nodes()))
+        spec = TopicSpec(OFFSETS_TOPIC, CLUSTER_OFFSETS_PARTITIONS, replication or None, "topic", INTERNAL_LOG_CONFIG)
         with contextlib.suppress(TopicExistsError):
             await coordinator.create_topic(spec, None)
         await node.await_leaders(OFFSETS_TOPIC)

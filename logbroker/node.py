@@ -177,6 +177,10 @@ class Node:
         self._maintenance: asyncio.Task[None] | None = None
         self._group_ticker: asyncio.Task[None] | None = None
         self._groups: GroupCoordinator | None = None
+        # the leader epochs this node's group and queue state were loaded at (a cluster): state
+        # loaded under an earlier leadership is stale once another node led in between
+        self._groups_epoch: int | None = None
+        self._queue_epochs: dict[str, dict[tuple[str, int], int | None]] = {}
         self.queues = QueueManager(self.replicas, self._produce_to_dead_letters,
                                    on_withheld=self.metrics.count_withheld_dead_letters,
                                    check_managed=self._check_queue_managed)
@@ -279,36 +283,60 @@ class Node:
         return self._groups is not None
 
     async def reconcile_groups(self) -> None:
-        """A cluster node coordinates groups exactly while it leads ``__consumer_offsets``
-        (``logbroker.cluster_groups``): take them up from the log, or let them go."""
+        """A cluster node coordinates groups exactly while it leads ``__consumer_offsets``/0
+        (``logbroker.cluster_groups``): take them up from the log, or let them go. Groups loaded
+        under one leadership are let go when it ends, even if a later one is this node's again
+        (another node may have led, and changed them, in between): they are loaded afresh."""
         log_ = offsets_log(self.coordinator, self.replicas, self.config.node_id)
         if log_ is not None and self._groups is None:
             self.take_up_leaderships(OFFSETS_TOPIC)
-            groups = GroupCoordinator(self.replicas, log_, topics=ClusterTopics(self.coordinator, self))
-            groups.load()
-            self._groups = groups
-            log.info("coordinating consumer groups", extra={"fields": {"node": self.config.node_id}})
-        elif log_ is None and self._groups is not None:
+        epoch = self._groups_epoch_now() if log_ is not None else None
+        if self._groups is not None and epoch != self._groups_epoch:
             groups, self._groups = self._groups, None
             await groups.close(self.config.shutdown_grace_ms / 1000)
-            log.info("no longer coordinating consumer groups", extra={"fields": {"node": self.config.node_id}})
+            log.info("no longer coordinating consumer groups", extra={"fields": {
+                "node": self.config.node_id, "loaded_at_epoch": self._groups_epoch, "epoch": epoch}})
+        if log_ is not None and epoch is not None and self._groups is None:
+            groups = GroupCoordinator(self.replicas, log_, topics=ClusterTopics(self.coordinator, self))
+            groups.load()
+            self._groups, self._groups_epoch = groups, epoch
+            log.info("coordinating consumer groups", extra={"fields": {"node": self.config.node_id, "epoch": epoch}})
 
     async def reconcile_queues(self) -> None:
         """A cluster node manages exactly the queues whose partitions and state-log partitions it
         all leads (they share one replica list, so they fail over and back together): open those
-        not open yet from their replicated state log, let go of the others."""
+        not open yet from their replicated state log, let go of the others. A queue opened under
+        leaderships that have since changed (another node may have managed it in between) is let
+        go and opened afresh from its log."""
         for meta in await self.coordinator.list_topics():
             if meta.kind != "queue":
                 continue
             led = self._leads_queue(meta)
+            if self.queues.has(meta.name) and (not led or not self._queue_still_led(meta.name)):
+                self.queues.remove(meta.name)
+                self._queue_epochs.pop(meta.name, None)
+                log.info("no longer managing queue", extra={"fields": {"queue": meta.name}})
             if led and self.queues.has(meta.name):
                 self.queues.reconfigure(meta)
-            elif led and not self.queues.has(meta.name):
+            elif led:
                 await self._open_queue(meta)
+                self._queue_epochs[meta.name] = self._queue_led_at(meta)
                 log.info("managing queue", extra={"fields": {"queue": meta.name}})
-            elif not led and self.queues.has(meta.name):
-                self.queues.remove(meta.name)
-                log.info("no longer managing queue", extra={"fields": {"queue": meta.name}})
+
+    def _queue_led_at(self, meta: TopicMetadata) -> dict[tuple[str, int], int | None]:
+        """The epochs this node leads a queue's partitions and state-log partitions at (None: not)."""
+        return {(topic, partition): self._led_epoch(topic, partition)
+                for topic in (meta.name, state_topic(meta)) for partition in range(meta.partitions)}
+
+    def _queue_still_led(self, name: str) -> bool:
+        """Every partition the queue was opened with is led at the epoch it was opened at (a
+        partition added since is the growth's business)."""
+        return all(self._led_epoch(t, p) == epoch for (t, p), epoch in self._queue_epochs.get(name, {}).items())
+
+    def _led_epoch(self, topic: str, partition: int) -> int | None:
+        """The epoch this node leads a partition at now (None: it does not)."""
+        leadership = self.replication.leadership(topic, partition)
+        return None if leadership is None or leadership.closed else leadership.epoch
 
     def _check_queue_managed(self, name: str) -> None:
         meta = self.coordinator.cached_topic(name) if self.clustered else None
@@ -436,10 +464,25 @@ class Node:
 
     @property
     def groups(self) -> GroupCoordinator:
+        """The group coordinator this node runs, while it provably does: on a cluster, it leads the
+        offsets log at the epoch the groups were loaded at and its lease has not lapsed (DESIGN §5
+        fencing, as for writes). A node cut from etcd, or one whose cache still names it after
+        another node led, answers no group call, reads included: its state may be stale."""
         self._check_serving()
         if self._groups is None:
             raise NoLeaderError("this node does not coordinate consumer groups now; retry")
+        if self.clustered and not self._coordinates_groups():
+            raise NoLeaderError("this node cannot prove it still coordinates consumer groups; retry")
         return self._groups
+
+    def _coordinates_groups(self) -> bool:
+        lease_valid = time.monotonic() < self.coordinator.lease_valid_until()
+        return lease_valid and self._groups_epoch_now() == self._groups_epoch
+
+    def _groups_epoch_now(self) -> int | None:
+        """The leadership under which this node may coordinate groups now: the epoch at which it
+        leads ``__consumer_offsets``/0 (its own leadership, not the cache's word; None: it does not)."""
+        return self._led_epoch(OFFSETS_TOPIC, 0)
 
     async def _tick_groups(self) -> None:
         """Expire group members whose sessions lapsed and redeliver queue messages whose leases did."""

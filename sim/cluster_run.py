@@ -5,7 +5,9 @@ A schedule (``run_cluster_seed``): three nodes ``n1``..``n3`` start; a topic of 
 partitions with three replicas is created (``min_insync_replicas`` 2, the default). Writers send
 one record at a time with ``acks=all`` through a node they pick (forwarded to the leader), a reader
 follows every partition through a node it picks, each recording the chaos harness's events
-(``chaos.history``: ``produce`` invoke/ok/fail/info, ``read`` ok). A nemesis draws a fault every
+(``chaos.history``: ``produce`` invoke/ok/fail/info, ``read`` ok). Beside them, queue senders and
+receivers (``sim.queue_workload``) and consumer-group members with an observer of their committed
+offsets (``sim.group_workload``). A nemesis draws a fault every
 ``FAULT_GAP_S`` for ``ClusterOptions.faults_s`` of virtual time: cut a link, cut a node from both
 others, heal, reset a link's connections, cut a node from etcd or let it back, stop or start etcd,
 kill a node (its unsynced tail cut, torn at a seeded point), kill the leader of the partition that
@@ -20,7 +22,10 @@ Invariants (a broken one fails the seed, naming it):
 - the chaos checker's (``chaos.checker.check``): no acknowledged write ``lost`` or ``misplaced``,
   none ``duplicated``, one writer's records of a partition in the order acknowledged
   (``reordered``), every replica equal to the log below the high watermark
-  (``replica_conflicts``), nothing a reader got that the final log does not hold (``dirty_reads``);
+  (``replica_conflicts``), nothing a reader got that the final log does not hold (``dirty_reads``),
+  no acknowledged queue message never delivered once the queue is drained (``queue_lost``) or
+  delivered after its ack (``queue_redelivered_after_ack``), no committed offset going backwards
+  (``commit_regressions``); ``queue-drain``: the queue was not drained after the heal;
 - ``settle``: the cluster converged as above after the heal;
 - ``unexpected-error``: a call of the workload raised anything but the broker's typed errors, a
   timeout, or the cancellation of a killed node's call;
@@ -45,12 +50,14 @@ from typing import Any, Final
 
 from chaos.checker import check
 from chaos.history import Event
+from logbroker.cluster_groups import group_node
 from logbroker.errors import BrokerError
 from logbroker.node import Node
 from logbroker.records import IncomingRecord
 from segments.batch import ProducerRecord, decode_records, iter_batches
 from segments.errors import OffsetOutOfRangeError
 from sim.cluster import SimCluster
+from sim.group_workload import GroupWorkload
 from sim.loop import SimError, SimLoop
 from sim.loop import run as run_loop
 from sim.queue_workload import QueueWorkload, queue_spec
@@ -63,6 +70,7 @@ PARTITIONS: Final = 2
 WRITERS: Final = 3
 QUEUE_SENDERS: Final = 2
 QUEUE_RECEIVERS: Final = 2
+GROUP_MEMBERS: Final = 2
 WRITE_GAP_S: Final = (0.05, 0.4)
 READ_GAP_S: Final = (0.2, 1.0)
 FAULT_GAP_S: Final = (0.5, 4.0)
@@ -95,6 +103,7 @@ class _ClusterSchedule(Judged):
         self.writing = True
         self.reading = True
         self.queue = QueueWorkload(self)
+        self.group = GroupWorkload(self, TOPIC)
 
     def record(self, f: str, type_: str, process: str, **fields: Any) -> Event:
         event: Event = {"f": f, "type": type_, "process": process, "time": round(self.loop.time(), 6), **fields}
@@ -111,7 +120,9 @@ class _ClusterSchedule(Judged):
                    *args: Any) -> tuple[str, Any]:
         """Run ``method(node, *args)`` as code on node ``node_id``; ``("ok", answer)``, ``("fail", error
         code)`` for the broker's typed refusal, or ``("info", why)`` when the outcome is unknown."""
-        node: Node = self.cluster.nodes[node_id]
+        node = self.cluster.nodes.get(node_id)
+        if node is None:  # it died since the caller picked it: the call is never made
+            return "fail", "node_down"
         task = self.cluster.network.spawn(self.cluster.host(node_id), method(node, *args), name=what)
         try:
             async with asyncio.timeout(CALL_TIMEOUT_S):
@@ -328,7 +339,8 @@ class _ClusterSchedule(Judged):
             if count:
                 self.fail(name, f"{count}, e.g. {examples.get(name, [])[:3]}")
         self.event(f"checked: {result.acked} acked, {result.unknown} unknown, {result.queue_sent} queue sends and "
-                   f"{result.queue_acked} queue acks answered, {len(self.failures)} failures")
+                   f"{result.queue_acked} queue acks answered, {result.commits} commits acknowledged, "
+                   f"{len(self.failures)} failures")
 
     async def main(self) -> None:
         for node_id in NODES:
@@ -336,6 +348,7 @@ class _ClusterSchedule(Judged):
         await self.cluster.network.spawn("n1", self.cluster.nodes[1].create_topic(
             {"name": TOPIC, "partitions": PARTITIONS, "replication_factor": len(NODES)}))
         await self.cluster.network.spawn("n1", self.cluster.nodes[1].create_topic(queue_spec(len(NODES))))
+        await self.cluster.network.spawn("n1", group_node(self.cluster.nodes[1]))  # creates the offsets log
         await asyncio.sleep(1.0)
         writers = [self.loop.create_task(self.writer(f"w{i + 1}"), name=f"writer-{i + 1}") for i in range(WRITERS)]
         writers += [self.loop.create_task(self.queue.sender(f"s{i + 1}"), name=f"sender-{i + 1}")
@@ -343,12 +356,15 @@ class _ClusterSchedule(Judged):
         readers = [self.loop.create_task(self.reader(), name="reader")]
         readers += [self.loop.create_task(self.queue.receiver(f"r{i + 1}"), name=f"receiver-{i + 1}")
                     for i in range(QUEUE_RECEIVERS)]
+        readers += [self.loop.create_task(self.group.member(f"m{i + 1}"), name=f"member-{i + 1}")
+                    for i in range(GROUP_MEMBERS)]
+        readers.append(self.loop.create_task(self.group.observer(), name="observer"))
         await self.nemesis()
         faults_end = self.loop.time()
         self.writing = self.queue.sending = False
         await asyncio.gather(*writers)
         settled = await self.settle()
-        self.reading = self.queue.receiving = False
+        self.reading = self.queue.receiving = self.group.running = False
         await asyncio.gather(*readers)
         if settled:
             drained = await self.queue.drain()

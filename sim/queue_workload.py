@@ -19,15 +19,13 @@ acknowledgement was answered (``queue_redelivered_after_ack``).
 from __future__ import annotations
 
 import asyncio
-import random
-from collections.abc import Callable, Coroutine
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
-from chaos.history import Event
 from logbroker.node import Node
 from logbroker.queues.requests import ReceiveRequest, parse_receipt
 from logbroker.records import IncomingRecord
 from segments.batch import ProducerRecord
+from sim.schedule import Schedule
 
 QUEUE: Final = "q"
 QUEUE_PARTITIONS: Final = 2
@@ -38,27 +36,6 @@ VISIBILITY_MS: Final = 2_000
 DRAIN_QUIET_S: Final = VISIBILITY_MS / 1000 + 1.0  # nothing delivered this long: the queue is empty
 DRAIN_MAX_S: Final = 60.0
 DRAIN_POLL_S: Final = 0.25
-
-Method = Callable[..., Coroutine[Any, Any, Any]]
-
-
-class Schedule(Protocol):
-    """What the workload needs of the schedule that runs it."""
-
-    rng: random.Random
-    loop: asyncio.AbstractEventLoop
-
-    def alive(self) -> list[int]: ...
-
-    def nodes(self) -> dict[int, Node]: ...
-
-    def record(self, f: str, type_: str, process: str, **fields: Any) -> Event: ...
-
-    def event(self, text: str) -> None: ...
-
-    def fail(self, invariant: str, detail: str) -> None: ...
-
-    async def call(self, node_id: int, what: str, method: Method, *args: Any) -> tuple[str, Any]: ...
 
 
 def queue_spec(replicas: int) -> dict[str, Any]:
@@ -102,20 +79,21 @@ class QueueWorkload:
             await self.receive_once(name)
             await asyncio.sleep(self._s.rng.uniform(*RECEIVE_GAP_S))
 
-    async def receive_once(self, name: str) -> int:
-        """One receive and the ack of what it got; how many messages it got (0 when the call failed)."""
+    async def receive_once(self, name: str) -> int | None:
+        """One receive and the ack of what it got; how many messages it got (None: no home was
+        known, or the receive failed)."""
         s = self._s
         alive = s.alive()
         via = s.rng.choice(alive) if alive else None
         home = None if via is None else self._home(via)
         if home is None:
-            return 0
+            return None
         begun = s.loop.time()
         kind, answer = await s.call(home, f"receive-{name}", _receive)
         if kind != "ok":
             s.record("deliver", "info", name, invoke_time=begun, error=answer)
             s.event(f"{name} receive at n{home} {kind} {answer}")
-            return 0
+            return None
         if not answer:
             return 0
         ids = [f"{m['partition']}:{m['offset']}" for m in answer]
@@ -130,19 +108,24 @@ class QueueWorkload:
         return len(ids)
 
     async def drain(self) -> bool:
-        """Receive and acknowledge until nothing came for ``DRAIN_QUIET_S``; False (and the seed
-        fails) when the queue still delivered after ``DRAIN_MAX_S``."""
+        """Receive and acknowledge until the queue's home answered every receive, with nothing,
+        for ``DRAIN_QUIET_S``; False (and the seed fails) when that did not happen within
+        ``DRAIN_MAX_S``."""
         s = self._s
         end = s.loop.time() + DRAIN_MAX_S
-        quiet_since = s.loop.time()
+        quiet_since: float | None = None  # since when every receive was answered empty
         while s.loop.time() < end:
-            if await self.receive_once("drain"):
+            got = await self.receive_once("drain")
+            if got is None or got:
+                quiet_since = None
+            elif quiet_since is None:
                 quiet_since = s.loop.time()
             elif s.loop.time() - quiet_since >= DRAIN_QUIET_S:
                 s.event("queue drained")
                 return True
             await asyncio.sleep(DRAIN_POLL_S)
-        s.fail("queue-drain", f"the queue still delivered {DRAIN_MAX_S:g} s after the heal")
+        s.fail("queue-drain", f"the queue was not answered empty for {DRAIN_QUIET_S:g} s within {DRAIN_MAX_S:g} s "
+                              "of the heal")
         return False
 
 

@@ -418,7 +418,7 @@ def test_committed_group_offsets_survive_a_failover_of_the_offsets_leader(cluste
     assert offsets(3) == committed
     [state] = placement(cluster, 1, OFFSETS_TOPIC, token)
     coordinator = state["leader"]
-    assert len(state["replicas"]) == 2, f"{OFFSETS_TOPIC} is not replicated: {state}"
+    assert len(state["replicas"]) == 3, f"{OFFSETS_TOPIC} is not on three replicas (decision 0396): {state}"
     wait_until(lambda: sorted(placement(cluster, 1, OFFSETS_TOPIC, token)[0]["in_sync_replicas"])
                == sorted(state["replicas"]))
     via = next(n for n in NODES if n != coordinator)
