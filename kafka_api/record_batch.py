@@ -47,6 +47,12 @@ COMPRESSION_ZSTD: Final = 4
 NO_TIMESTAMP: Final = -1
 
 _BATCH_LENGTH_MIN: Final = KAFKA_HEADER_BYTES - KAFKA_LOG_OVERHEAD
+# Bound once: CPython 3.11 calls a method of a name imported with ``from`` without LOAD_METHOD (it
+# takes the name for a module's), making a bound method on every call of these per-batch paths.
+_unpack_header: Final = KAFKA_HEADER.unpack_from
+_make_header: Final = KafkaHeader._make
+_pack_header: Final = KAFKA_HEADER.pack_into
+_pack_crc: Final = KAFKA_CRC.pack_into
 
 _CODEC_MASK: Final = 0x07
 _TRANSACTIONAL_BIT: Final = 0x10
@@ -94,7 +100,7 @@ def checked_header(view: memoryview, position: int) -> tuple[KafkaHeader, int]:
         raise RecordBatchError(f"{where}: magic {magic}, only magic {MAGIC} is supported (Produce v3+)")
     if present < KAFKA_HEADER_BYTES:
         raise RecordBatchError(f"{where}: truncated, {present} bytes present, the header needs {KAFKA_HEADER_BYTES}")
-    header = KafkaHeader._make(KAFKA_HEADER.unpack_from(view, position))
+    header = _make_header(_unpack_header(view, position))
     if header.batch_length < _BATCH_LENGTH_MIN:
         raise RecordBatchError(f"{where}: batch_length {header.batch_length} is below the minimum {_BATCH_LENGTH_MIN}")
     batch_bytes = KAFKA_LOG_OVERHEAD + header.batch_length
@@ -154,14 +160,14 @@ def encode_batch(
         raise ValueError(f"batch of {len(out)} bytes exceeds int32")
     last_offset_delta = deltas[-1] if count else -1
     try:
-        KAFKA_HEADER.pack_into(out, 0, base_offset, batch_length, partition_leader_epoch, MAGIC, 0, compression,
-                          last_offset_delta, base_timestamp, max_timestamp, producer_id, producer_epoch,
-                          base_sequence, count)  # fmt: skip
+        _pack_header(out, 0, base_offset, batch_length, partition_leader_epoch, MAGIC, 0, compression,
+                     last_offset_delta, base_timestamp, max_timestamp, producer_id, producer_epoch,
+                     base_sequence, count)  # fmt: skip
     except struct.error as exc:
         raise ValueError(f"batch header field out of range: {exc}") from None
     with memoryview(out) as view:
         crc = crc32c.crc32c(view[KAFKA_ATTRIBUTES_OFFSET:])
-    KAFKA_CRC.pack_into(out, KAFKA_CRC_OFFSET, crc)
+    _pack_crc(out, KAFKA_CRC_OFFSET, crc)
     return bytes(out)
 
 

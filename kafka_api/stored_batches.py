@@ -17,6 +17,8 @@ included: Kafka's clients skip them), a batch in the broker's own format convert
 
 from __future__ import annotations
 
+from typing import Final
+
 import crc32c
 
 from kafka_api import record_batch
@@ -43,6 +45,11 @@ from segments.kafka_records import (
     KAFKA_LOG_OVERHEAD,
     KAFKA_MAGIC,
 )
+
+# Bound once: CPython 3.11 calls a method of a name imported with ``from`` without LOAD_METHOD (it
+# takes the name for a module's), making a bound method on every call of this per-batch path.
+_pack_prefix: Final = KAFKA_HEADER_PREFIX.pack
+_pack_body: Final = KAFKA_HEADER_BODY.pack
 
 
 def stored_batch(data: bytes, *, bytes_max: int) -> tuple[bytes, CheckedBatch, int]:
@@ -108,10 +115,10 @@ def kafka_batch(batch: memoryview, header: BatchHeader) -> list[bytes | memoryvi
     """A stored batch in Kafka's record format as the pieces of the Kafka batch it was (its
     records section is not copied here)."""
     section = batch[HEADER_SIZE:header.size_bytes]
-    body = KAFKA_HEADER_BODY.pack(header.attributes & (CODEC_MASK | TIMESTAMP_TYPE_LOG_APPEND),
-                                  header.last_offset_delta, header.first_timestamp, header.max_timestamp,
-                                  header.producer_id, header.producer_epoch, header.base_sequence, header.record_count)
+    body = _pack_body(header.attributes & (CODEC_MASK | TIMESTAMP_TYPE_LOG_APPEND), header.last_offset_delta,
+                      header.first_timestamp, header.max_timestamp, header.producer_id, header.producer_epoch,
+                      header.base_sequence, header.record_count)
     crc = crc32c.crc32c(section, value=crc32c.crc32c(body))
-    prefix = KAFKA_HEADER_PREFIX.pack(header.base_offset, KAFKA_HEADER_BYTES - KAFKA_LOG_OVERHEAD + len(section),
-                                      header.leader_epoch, KAFKA_MAGIC, crc)
+    prefix = _pack_prefix(header.base_offset, KAFKA_HEADER_BYTES - KAFKA_LOG_OVERHEAD + len(section),
+                          header.leader_epoch, KAFKA_MAGIC, crc)
     return [prefix, body, section]
