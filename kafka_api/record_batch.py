@@ -1,49 +1,17 @@
-"""Apache Kafka record batch v2 (magic 2) codec: Kafka batches built and read whole.
+"""Apache Kafka record batch v2 (magic 2) codec: Kafka batches built and checked.
 
 Why: Fetch converts batches stored in the broker's own record format into Kafka batches here
-(``encode_batch``), Produce checks a Kafka batch's header here (``checked_header``; its records
-section is judged by ``segments.kafka_records``, whose reference decoder ``decode_batches`` uses), and
-``decode_batches`` reads whole Kafka batches for tests and tools as Kafka's ``DefaultRecordBatch``
-does. Layout (integers big-endian)::
+(``encode_batch``), and Produce checks a Kafka batch's header here (``checked_header``; its records
+section is judged by ``segments.kafka_records``). The layouts, of the 61-byte header
+(``KAFKA_HEADER``) and of a record, are given in ``segments.kafka_records``.
 
-    offset size field                   note
-    0      8    base_offset             int64
-    8      4    batch_length            int32, bytes after this field (at least 49)
-    12     4    partition_leader_epoch  int32
-    16     1    magic                   int8, 2
-    17     4    crc                     uint32, CRC32C of every byte from attributes to the batch's end
-    21     2    attributes              int16, bits 0-2 codec, 3 log-append time, 4 transactional,
-                                        5 control, 6 delete horizon
-    23     4    last_offset_delta       int32, record_count - 1
-    27     8    base_timestamp          int64, ms, the first record's timestamp
-    35     8    max_timestamp           int64, ms
-    43     8    producer_id             int64, -1 when not idempotent
-    51     2    producer_epoch          int16
-    53     4    base_sequence           int32
-    57     4    record_count            int32
-    61     -    records                 compressed as one stream when the codec is not 0
-
-    Record: length varint (bytes after it), attributes int8 (unused), timestamp_delta varlong,
-    offset_delta varint, key_length varint (-1 = null), key, value_length varint (-1 = null), value,
-    header_count varint, then per header: key_length varint, key (UTF-8), value_length varint (-1 = null),
-    value. Varints are zigzag LEB128: at most 5 bytes (int32) or 10 bytes (varlong, int64).
-
-Invariants kept by ``decode_batches``:
-
-- it never trusts a length beyond the bytes present: each length or count is checked against the bytes
-  left in its frame (data, batch, records section, record) before it is used or looped over;
-- the records decoded in one call are at most ``records_max`` and the decompressed bytes at most
-  ``uncompressed_bytes_max``; decompression is streamed with a bounded output, so a compression bomb
-  costs about ``uncompressed_bytes_max`` of memory, never its expanded size (plus codec state: a zstd
-  window of at most max(8 MiB, ``uncompressed_bytes_max``), LZ4 blocks of at most 4 MiB);
-- a batch it returns passed its CRC, has magic 2, offset deltas 0..n-1 in order with
-  ``last_offset_delta == n - 1``, records that end exactly at the batch's end, UTF-8 header keys and
-  timestamps within int64; anything else raises ``RecordBatchError`` naming the batch's position
-  and what is wrong, and no other exception escapes for any input bytes.
-
-Not supported on decode: transactional and control batches (``UnsupportedBatch``) and codecs other
-than 0-4 (``UnsupportedCompression``). ``max_timestamp`` is returned as written, not checked: Kafka
-brokers recompute it too. Pure functions: no I/O, no clock, no shared mutable state; thread-safe.
+``checked_header`` never trusts a length beyond the bytes present, and refuses (``RecordBatchError``,
+naming the batch's position and what is wrong) a truncated batch, a magic other than 2, a
+``batch_length`` below the header's, a CRC mismatch, transactional and control batches and a delete
+horizon (``UnsupportedBatch``), and codecs other than 0-4 (``UnsupportedCompression``). Whole batches
+are decoded, records included, only by the tests' reference decoder (``tests.support.kafka_decoder``):
+the broker stores a Kafka batch's records section as it came and gives it back unchanged. Pure
+functions: no I/O, no clock, no shared mutable state; thread-safe.
 """
 
 from __future__ import annotations
@@ -51,8 +19,7 @@ from __future__ import annotations
 import struct
 import zlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Final, NamedTuple
+from typing import Final
 
 import cramjam
 import crc32c
@@ -60,9 +27,18 @@ import lz4.frame
 import zstandard
 
 from segments import kafka_records
-from segments.errors import InvalidBatchError
+from segments.kafka_records import (
+    KAFKA_ATTRIBUTES_OFFSET,
+    KAFKA_CRC,
+    KAFKA_CRC_OFFSET,
+    KAFKA_HEADER,
+    KAFKA_HEADER_BYTES,
+    KAFKA_LOG_OVERHEAD,
+    KAFKA_MAGIC_OFFSET,
+    KafkaHeader,
+)
 
-MAGIC: Final = 2
+MAGIC: Final = kafka_records.KAFKA_MAGIC
 COMPRESSION_NONE: Final = 0
 COMPRESSION_GZIP: Final = 1
 COMPRESSION_SNAPPY: Final = 2
@@ -70,18 +46,15 @@ COMPRESSION_LZ4: Final = 3
 COMPRESSION_ZSTD: Final = 4
 NO_TIMESTAMP: Final = -1
 
-_HEADER: Final = struct.Struct(">qiibIhiqqqhii")  # the batch header, one format letter per field above
-_LOG_OVERHEAD: Final = struct.calcsize(">qi")  # base_offset and batch_length, outside batch_length
-_MAGIC_OFFSET: Final = struct.calcsize(">qii")
-_CRC_OFFSET: Final = _MAGIC_OFFSET + 1
-_CRC: Final = struct.Struct(">I")
-_ATTRIBUTES_OFFSET: Final = _CRC_OFFSET + _CRC.size  # the CRC covers from here to the batch's end
-_HEADER_BYTES: Final = _HEADER.size
-_BATCH_LENGTH_MIN: Final = _HEADER_BYTES - _LOG_OVERHEAD
-assert (_MAGIC_OFFSET, _CRC_OFFSET, _ATTRIBUTES_OFFSET, _HEADER_BYTES) == (16, 17, 21, 61)
+_BATCH_LENGTH_MIN: Final = KAFKA_HEADER_BYTES - KAFKA_LOG_OVERHEAD
+# Bound once: CPython 3.11 calls a method of a name imported with ``from`` without LOAD_METHOD (it
+# takes the name for a module's), making a bound method on every call of these per-batch paths.
+_unpack_header: Final = KAFKA_HEADER.unpack_from
+_make_header: Final = KafkaHeader._make
+_pack_header: Final = KAFKA_HEADER.pack_into
+_pack_crc: Final = KAFKA_CRC.pack_into
 
 _CODEC_MASK: Final = 0x07
-_LOG_APPEND_TIME_BIT: Final = 0x08
 _TRANSACTIONAL_BIT: Final = 0x10
 _CONTROL_BIT: Final = 0x20
 _DELETE_HORIZON_BIT: Final = 0x40
@@ -112,95 +85,7 @@ class UnsupportedBatch(RecordBatchError):
     """A well-formed batch of a kind not accepted yet: transactional, control or with a delete horizon."""
 
 
-@dataclass(frozen=True, slots=True)
-class KafkaRecord:
-    offset_delta: int
-    timestamp_ms: int  # absolute: base_timestamp + the record's delta
-    key: bytes | None
-    value: bytes | None
-    headers: tuple[tuple[str, bytes | None], ...]
-
-
-@dataclass(frozen=True, slots=True)
-class KafkaBatch:
-    base_offset: int
-    partition_leader_epoch: int
-    attributes: int
-    last_offset_delta: int
-    base_timestamp: int
-    max_timestamp: int
-    producer_id: int
-    producer_epoch: int
-    base_sequence: int
-    records: tuple[KafkaRecord, ...]
-
-    @property
-    def compression(self) -> int:
-        return self.attributes & _CODEC_MASK
-
-    @property
-    def log_append_time(self) -> bool:
-        return bool(self.attributes & _LOG_APPEND_TIME_BIT)
-
-    @property
-    def is_transactional(self) -> bool:
-        return bool(self.attributes & _TRANSACTIONAL_BIT)
-
-    @property
-    def is_control(self) -> bool:
-        return bool(self.attributes & _CONTROL_BIT)
-
-
-class KafkaHeader(NamedTuple):
-    """The 61-byte header of a record batch, field by field as laid out above."""
-
-    base_offset: int
-    batch_length: int
-    partition_leader_epoch: int
-    magic: int
-    crc: int
-    attributes: int
-    last_offset_delta: int
-    base_timestamp: int
-    max_timestamp: int
-    producer_id: int
-    producer_epoch: int
-    base_sequence: int
-    record_count: int
-
-
-class _Allowance:
-    """What one ``decode_batches`` call may still produce."""
-
-    __slots__ = ("bytes_left", "records_left")
-
-    def __init__(self, records_left: int, bytes_left: int) -> None:
-        self.records_left = records_left
-        self.bytes_left = bytes_left
-
-
-# ---------------------------------------------------------------------------------------------------------- decode
-
-
-def decode_batches(
-    data: bytes | bytearray | memoryview, *, records_max: int, uncompressed_bytes_max: int
-) -> list[KafkaBatch]:
-    """Decode the whole batches back to back in ``data`` (a Produce partition's ``records``).
-
-    ``records_max`` bounds the records over all batches; ``uncompressed_bytes_max`` bounds the bytes
-    produced by decompression over all batches (uncompressed batches are already in memory and do not
-    count). Raises ``RecordBatchError`` (or a subclass) for anything invalid, including a partial batch.
-    """
-    assert records_max >= 0 and uncompressed_bytes_max >= 0, (records_max, uncompressed_bytes_max)
-    allowance = _Allowance(records_max, uncompressed_bytes_max)
-    batches: list[KafkaBatch] = []
-    with memoryview(data) as raw, raw.cast("B") as view:
-        position = 0
-        while position < len(view):  # bounded: each pass advances by at least one batch header
-            batch, batch_bytes = _decode_batch(view, position, allowance)
-            batches.append(batch)
-            position += batch_bytes
-    return batches
+# ----------------------------------------------------------------------------------------------------------- check
 
 
 def checked_header(view: memoryview, position: int) -> tuple[KafkaHeader, int]:
@@ -208,45 +93,24 @@ def checked_header(view: memoryview, position: int) -> tuple[KafkaHeader, int]:
     batch's size in bytes; ``RecordBatchError`` for a truncated or invalid one."""
     present = len(view) - position
     where = f"batch at position {position}"
-    if present <= _MAGIC_OFFSET:
-        raise RecordBatchError(f"{where}: truncated, {present} bytes present, the header needs {_HEADER_BYTES}")
-    magic = view[position + _MAGIC_OFFSET]
+    if present <= KAFKA_MAGIC_OFFSET:
+        raise RecordBatchError(f"{where}: truncated, {present} bytes present, the header needs {KAFKA_HEADER_BYTES}")
+    magic = view[position + KAFKA_MAGIC_OFFSET]
     if magic != MAGIC:
         raise RecordBatchError(f"{where}: magic {magic}, only magic {MAGIC} is supported (Produce v3+)")
-    if present < _HEADER_BYTES:
-        raise RecordBatchError(f"{where}: truncated, {present} bytes present, the header needs {_HEADER_BYTES}")
-    header = KafkaHeader._make(_HEADER.unpack_from(view, position))
+    if present < KAFKA_HEADER_BYTES:
+        raise RecordBatchError(f"{where}: truncated, {present} bytes present, the header needs {KAFKA_HEADER_BYTES}")
+    header = _make_header(_unpack_header(view, position))
     if header.batch_length < _BATCH_LENGTH_MIN:
         raise RecordBatchError(f"{where}: batch_length {header.batch_length} is below the minimum {_BATCH_LENGTH_MIN}")
-    batch_bytes = _LOG_OVERHEAD + header.batch_length
+    batch_bytes = KAFKA_LOG_OVERHEAD + header.batch_length
     if batch_bytes > present:
         raise RecordBatchError(f"{where}: truncated, batch_length says {batch_bytes} bytes, {present} present")
-    crc_computed = crc32c.crc32c(view[position + _ATTRIBUTES_OFFSET : position + batch_bytes])
+    crc_computed = crc32c.crc32c(view[position + KAFKA_ATTRIBUTES_OFFSET : position + batch_bytes])
     if crc_computed != header.crc:
         raise RecordBatchError(f"{where}: CRC mismatch, stored {header.crc:#010x}, computed {crc_computed:#010x}")
     _check_attributes(header.attributes, where)
     return header, batch_bytes
-
-
-def _decode_batch(view: memoryview, position: int, allowance: _Allowance) -> tuple[KafkaBatch, int]:
-    """Decode the batch at ``position``; returns it and its size in bytes."""
-    where = f"batch at position {position}"
-    header, batch_bytes = checked_header(view, position)
-    (base_offset, _, leader_epoch, _, _, attributes, last_offset_delta, base_timestamp,
-     max_timestamp, producer_id, producer_epoch, base_sequence, count) = header
-    end = position + batch_bytes
-    _check_count(count, last_offset_delta, allowance, where)
-    section = view[position + _HEADER_BYTES : end]
-    codec = attributes & _CODEC_MASK
-    payload = bytes(section) if codec == COMPRESSION_NONE else _decompress(codec, section, allowance, where)
-    try:
-        records = tuple(KafkaRecord(*row) for row in kafka_records.records(payload, count, base_timestamp))
-    except InvalidBatchError as exc:
-        raise RecordBatchError(f"{where}, records section ({len(payload)} bytes): {exc}") from None
-    allowance.records_left -= count
-    batch = KafkaBatch(base_offset, leader_epoch, attributes, last_offset_delta, base_timestamp, max_timestamp,
-                       producer_id, producer_epoch, base_sequence, records)  # fmt: skip
-    return batch, batch_bytes
 
 
 def _check_attributes(attributes: int, where: str) -> None:
@@ -259,29 +123,6 @@ def _check_attributes(attributes: int, where: str) -> None:
     codec = attributes & _CODEC_MASK
     if codec > COMPRESSION_ZSTD:
         raise UnsupportedCompression(codec, f"{where}: unsupported compression codec {codec}")
-
-
-def _check_count(count: int, last_offset_delta: int, allowance: _Allowance, where: str) -> None:
-    if count < 0:
-        raise RecordBatchError(f"{where}: negative record count {count}")
-    if last_offset_delta != count - 1:
-        raise RecordBatchError(f"{where}: last_offset_delta {last_offset_delta} with {count} records, want {count - 1}")
-    if count > allowance.records_left:
-        raise RecordBatchError(f"{where}: {count} records exceed the {allowance.records_left} still allowed")
-
-
-# ---------------------------------------------------------------------------------------------------- decompress
-
-
-def _decompress(codec: int, section: memoryview, allowance: _Allowance, where: str) -> bytes:
-    """Decompress a records section, producing at most ``allowance.bytes_left`` bytes, and charge it."""
-    try:
-        payload = bytes(kafka_records.decompress(codec, section, allowance.bytes_left))
-    except InvalidBatchError as exc:  # RecordsTooLargeError too
-        raise RecordBatchError(f"{where}: {exc}") from None
-    assert len(payload) <= allowance.bytes_left, (len(payload), allowance.bytes_left)
-    allowance.bytes_left -= len(payload)
-    return payload
 
 
 # ---------------------------------------------------------------------------------------------------------- encode
@@ -312,21 +153,21 @@ def encode_batch(
     max_timestamp = max(record[0] for record in records) if count else NO_TIMESTAMP
     plain = _encode_records(records, deltas, base_timestamp)
     section = plain if compression == COMPRESSION_NONE else _COMPRESSORS[compression](plain)
-    out = bytearray(_HEADER_BYTES)
+    out = bytearray(KAFKA_HEADER_BYTES)
     out += section
-    batch_length = len(out) - _LOG_OVERHEAD
+    batch_length = len(out) - KAFKA_LOG_OVERHEAD
     if batch_length > _INT32_MAX:
         raise ValueError(f"batch of {len(out)} bytes exceeds int32")
     last_offset_delta = deltas[-1] if count else -1
     try:
-        _HEADER.pack_into(out, 0, base_offset, batch_length, partition_leader_epoch, MAGIC, 0, compression,
-                          last_offset_delta, base_timestamp, max_timestamp, producer_id, producer_epoch,
-                          base_sequence, count)  # fmt: skip
+        _pack_header(out, 0, base_offset, batch_length, partition_leader_epoch, MAGIC, 0, compression,
+                     last_offset_delta, base_timestamp, max_timestamp, producer_id, producer_epoch,
+                     base_sequence, count)  # fmt: skip
     except struct.error as exc:
         raise ValueError(f"batch header field out of range: {exc}") from None
     with memoryview(out) as view:
-        crc = crc32c.crc32c(view[_ATTRIBUTES_OFFSET:])
-    _CRC.pack_into(out, _CRC_OFFSET, crc)
+        crc = crc32c.crc32c(view[KAFKA_ATTRIBUTES_OFFSET:])
+    _pack_crc(out, KAFKA_CRC_OFFSET, crc)
     return bytes(out)
 
 

@@ -17,7 +17,6 @@ included: Kafka's clients skip them), a batch in the broker's own format convert
 
 from __future__ import annotations
 
-import struct
 from typing import Final
 
 import crc32c
@@ -39,12 +38,18 @@ from segments.batch import (
     wrap_section,
 )
 from segments.errors import InvalidBatchError, RecordsTooLargeError
+from segments.kafka_records import (
+    KAFKA_HEADER_BODY,
+    KAFKA_HEADER_BYTES,
+    KAFKA_HEADER_PREFIX,
+    KAFKA_LOG_OVERHEAD,
+    KAFKA_MAGIC,
+)
 
-KAFKA_HEADER_BYTES: Final = 61
-_KAFKA_PREFIX: Final = struct.Struct(">qiibI")  # base offset, batch length, leader epoch, magic, CRC
-_KAFKA_BODY: Final = struct.Struct(">hiqqqhii")  # what the CRC covers before the records
-_KAFKA_LOG_OVERHEAD: Final = 12
-assert _KAFKA_PREFIX.size + _KAFKA_BODY.size == KAFKA_HEADER_BYTES
+# Bound once: CPython 3.11 calls a method of a name imported with ``from`` without LOAD_METHOD (it
+# takes the name for a module's), making a bound method on every call of this per-batch path.
+_pack_prefix: Final = KAFKA_HEADER_PREFIX.pack
+_pack_body: Final = KAFKA_HEADER_BODY.pack
 
 
 def stored_batch(data: bytes, *, bytes_max: int) -> tuple[bytes, CheckedBatch, int]:
@@ -110,10 +115,10 @@ def kafka_batch(batch: memoryview, header: BatchHeader) -> list[bytes | memoryvi
     """A stored batch in Kafka's record format as the pieces of the Kafka batch it was (its
     records section is not copied here)."""
     section = batch[HEADER_SIZE:header.size_bytes]
-    body = _KAFKA_BODY.pack(header.attributes & (CODEC_MASK | TIMESTAMP_TYPE_LOG_APPEND), header.last_offset_delta,
-                            header.first_timestamp, header.max_timestamp, header.producer_id, header.producer_epoch,
-                            header.base_sequence, header.record_count)
+    body = _pack_body(header.attributes & (CODEC_MASK | TIMESTAMP_TYPE_LOG_APPEND), header.last_offset_delta,
+                      header.first_timestamp, header.max_timestamp, header.producer_id, header.producer_epoch,
+                      header.base_sequence, header.record_count)
     crc = crc32c.crc32c(section, value=crc32c.crc32c(body))
-    prefix = _KAFKA_PREFIX.pack(header.base_offset, KAFKA_HEADER_BYTES - _KAFKA_LOG_OVERHEAD + len(section),
-                                header.leader_epoch, record_batch.MAGIC, crc)
+    prefix = _pack_prefix(header.base_offset, KAFKA_HEADER_BYTES - KAFKA_LOG_OVERHEAD + len(section),
+                          header.leader_epoch, KAFKA_MAGIC, crc)
     return [prefix, body, section]

@@ -12,6 +12,9 @@ own msgpack section. Layout of one record (integers are zigzag LEB128 varints)::
     header_count varint, then per header: key_length varint, key (UTF-8), value_length varint
     (-1 = null), value
 
+Kafka's 61-byte batch header is laid out here once (``KAFKA_HEADER``, its two halves around the CRC,
+the named offsets and ``KafkaHeader``), for the Kafka listener's codec (``kafka_api``) as well.
+
 Invariants:
 
 - what is stored is read alike by every reader: Kafka's Java reader, librdkafka, aiokafka's compiled
@@ -41,7 +44,7 @@ from __future__ import annotations
 import struct
 import zlib
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 import cramjam
 import lz4.frame
@@ -80,9 +83,41 @@ _RECORD_BYTES_UNCHECKED_MAX: Final = RECORD_BODY_BYTES_MIN + HEADERS_PER_RECORD_
 # A produced section larger than this is walked record by record before the compiled reader reads it.
 FRAMING_CHECKED_BYTES_MIN: Final = 1 << 20
 
-# The Kafka batch header the compiled reader is handed (codec 0: the section given is plain).
-_KAFKA_HEADER: Final = struct.Struct(">qiibIhiqqqhii")
-_KAFKA_LOG_OVERHEAD: Final = 12
+# Kafka's record batch v2 header (magic 2): 61 bytes, integers big-endian, the records section after it.
+#
+#     offset size field                   note
+#     0      8    base_offset             int64
+#     8      4    batch_length            int32, bytes after this field (at least 49)
+#     12     4    partition_leader_epoch  int32
+#     16     1    magic                   int8, 2
+#     17     4    crc                     uint32, CRC32C of every byte from attributes to the batch's end
+#     21     2    attributes              int16, bits 0-2 codec, 3 log-append time, 4 transactional,
+#                                         5 control, 6 delete horizon
+#     23     4    last_offset_delta       int32, record_count - 1
+#     27     8    base_timestamp          int64, ms, the first record's timestamp
+#     35     8    max_timestamp           int64, ms
+#     43     8    producer_id             int64, -1 when not idempotent
+#     51     2    producer_epoch          int16
+#     53     4    base_sequence           int32
+#     57     4    record_count            int32
+#     61     -    records                 compressed as one stream when the codec is not 0
+_KAFKA_FIELDS: Final = "qiibIhiqqqhii"  # one format letter per field above (and per field of KafkaHeader)
+_KAFKA_CRC_FIELD: Final = 4  # the crc's place among them
+KAFKA_MAGIC: Final = 2
+KAFKA_HEADER: Final = struct.Struct(">" + _KAFKA_FIELDS)
+# The header in two parts around the start of what the CRC covers, for a writer that computes the
+# CRC of the second part and the records section before it packs the first.
+KAFKA_HEADER_PREFIX: Final = struct.Struct(">" + _KAFKA_FIELDS[:_KAFKA_CRC_FIELD + 1])  # base_offset .. crc
+KAFKA_HEADER_BODY: Final = struct.Struct(">" + _KAFKA_FIELDS[_KAFKA_CRC_FIELD + 1:])  # attributes .. record_count
+KAFKA_CRC: Final = struct.Struct(">" + _KAFKA_FIELDS[_KAFKA_CRC_FIELD])
+KAFKA_LOG_OVERHEAD: Final = struct.calcsize(">" + _KAFKA_FIELDS[:2])  # base_offset and batch_length
+KAFKA_MAGIC_OFFSET: Final = struct.calcsize(">" + _KAFKA_FIELDS[:3])
+KAFKA_CRC_OFFSET: Final = struct.calcsize(">" + _KAFKA_FIELDS[:_KAFKA_CRC_FIELD])
+KAFKA_ATTRIBUTES_OFFSET: Final = KAFKA_HEADER_PREFIX.size  # the CRC covers from here to the batch's end
+KAFKA_HEADER_BYTES: Final = KAFKA_HEADER.size
+assert (KAFKA_LOG_OVERHEAD, KAFKA_MAGIC_OFFSET, KAFKA_CRC_OFFSET, KAFKA_ATTRIBUTES_OFFSET, KAFKA_HEADER_BYTES) == (
+    12, 16, 17, 21, 61)
+assert KAFKA_HEADER_PREFIX.size + KAFKA_HEADER_BODY.size == KAFKA_HEADER_BYTES
 _KAFKA_LOG_APPEND_TIME: Final = 0x08
 _PADDING: Final = bytes(16)  # more than the longest varint (10 bytes)
 
@@ -94,6 +129,25 @@ XERIAL_MAGIC: Final = b"\x82SNAPPY\x00"  # snappy-java's block stream, as Kafka'
 XERIAL_HEADER: Final = struct.Struct(">8sii")  # magic, version, minimum compatible version
 XERIAL_BLOCK_LENGTH: Final = struct.Struct(">i")
 assert XERIAL_HEADER.size == 16
+
+
+class KafkaHeader(NamedTuple):
+    """A batch header as ``KAFKA_HEADER`` unpacks it, field by field as laid out above."""
+
+    base_offset: int
+    batch_length: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    record_count: int
+
 
 KafkaRow = tuple[int, int, "bytes | None", "bytes | None", tuple[tuple[str, "bytes | None"], ...]]
 """One decoded record: offset delta, absolute timestamp (ms), key, value, headers (values may be null)."""
@@ -204,15 +258,15 @@ def _compiled_batch(base_offset: int, count: int, first_timestamp: int, max_time
     if _CompiledBatch is None or count <= 0:
         return None
     size = len(section)
-    buffer = bytearray(_KAFKA_HEADER.size + size + len(_PADDING))
+    buffer = bytearray(KAFKA_HEADER_BYTES + size + len(_PADDING))
     try:
-        _KAFKA_HEADER.pack_into(buffer, 0, base_offset, _KAFKA_HEADER.size - _KAFKA_LOG_OVERHEAD + size, 0, 2, 0,
-                                _KAFKA_LOG_APPEND_TIME if log_append_time else 0, count - 1, first_timestamp,
-                                max_timestamp, -1, -1, -1, count)
+        KAFKA_HEADER.pack_into(buffer, 0, base_offset, KAFKA_HEADER_BYTES - KAFKA_LOG_OVERHEAD + size, 0, KAFKA_MAGIC,
+                               0, _KAFKA_LOG_APPEND_TIME if log_append_time else 0, count - 1, first_timestamp,
+                               max_timestamp, -1, -1, -1, count)
     except struct.error:
         return None
-    buffer[_KAFKA_HEADER.size:_KAFKA_HEADER.size + size] = section
-    return _CompiledBatch(memoryview(buffer)[:_KAFKA_HEADER.size + size])
+    buffer[KAFKA_HEADER_BYTES:KAFKA_HEADER_BYTES + size] = section
+    return _CompiledBatch(memoryview(buffer)[:KAFKA_HEADER_BYTES + size])
 
 
 def produced_facts(section: bytes | memoryview, count: int, base_timestamp: int
@@ -245,8 +299,8 @@ def _canonical_facts(section: bytes | memoryview, count: int, base_timestamp: in
     batch = _compiled_batch(0, count, base_timestamp, base_timestamp, False, section)
     if batch is None:
         return None
-    writer = _CompiledBuilder(magic=2, compression_type=0, is_transactional=0, producer_id=-1, producer_epoch=-1,
-                              base_sequence=-1, batch_size=len(section) + _KAFKA_HEADER.size + 64)
+    writer = _CompiledBuilder(magic=KAFKA_MAGIC, compression_type=0, is_transactional=0, producer_id=-1,
+                              producer_epoch=-1, base_sequence=-1, batch_size=len(section) + KAFKA_HEADER_BYTES + 64)
     append = writer.append
     stamps: list[int] = []
     with_headers: list[tuple[tuple[str, bytes | None], ...]] = []
@@ -269,7 +323,7 @@ def _canonical_facts(section: bytes | memoryview, count: int, base_timestamp: in
         return None
     if offset != count or not _deltas_fit(stamps, base_timestamp) or stamps[0] != base_timestamp:
         return None
-    if writer.build()[_KAFKA_HEADER.size:] != section:  # a bytearray against the buffer: one memcmp
+    if writer.build()[KAFKA_HEADER_BYTES:] != section:  # a bytearray against the buffer: one memcmp
         return None
     return min(stamps), max(stamps), with_headers
 

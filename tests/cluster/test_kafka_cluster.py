@@ -1,7 +1,8 @@
 """The Kafka listener on a three-node cluster (real etcd, real processes), driven by librdkafka:
 Metadata names every node and each partition's leader, replicas and ISR as the HTTP API does; an
-idempotent ``acks=all`` producer writes through the kill of its partition's leader and every record
-is stored once, in order; a consumer group is coordinated by the node FindCoordinator names."""
+idempotent ``acks=all`` producer writes through the kill of its partition's leader, and through a
+pause (SIGSTOP past its lease, then SIGCONT) of it, and every record is stored once, in order; a
+consumer group is coordinated by the node FindCoordinator names."""
 
 from __future__ import annotations
 
@@ -16,10 +17,15 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
 
+from segments.reader import SegmentReader, partition_directories
 from tests.support.auth import ADMIN, ADMIN_PASSWORD, bearer, login
 from tests.support.cluster import LEASE_TTL_MS, Cluster, running_cluster, wait_until
+from tests.support.kafka import read_values
 
 RECORDS = 300
+PAUSED_RECORDS_MAX = 10_000  # the paused-leader writer's bound: 20 s at its pace
+ACKED_STEP = 40  # acknowledgements awaited before the pause, after the failover and after the resume
+FAILOVER_S = LEASE_TTL_MS / 1000 + 15
 
 
 @pytest.fixture(scope="module")
@@ -93,6 +99,93 @@ def test_an_idempotent_producer_writes_through_a_leader_kill_once_and_in_order(c
         offset = got["next_offset"]
     assert values == [f"r{i}" for i in range(RECORDS)], "every record once, in order"
     cluster.start(leader)
+
+
+def test_an_idempotent_producer_writes_through_a_paused_leader_once_and_in_order(cluster: Cluster):
+    """The leader is paused (SIGSTOP) under an idempotent ``acks=all`` producer until another node
+    leads (its lease lapsed), the writes go on through that one, then it resumes (SIGCONT) with the
+    producer's requests in its socket and the belief that it leads: it steps down and rejoins the
+    ISR, and every acknowledged record is stored once, at its acknowledged offset, in the order sent."""
+    token = bearer(login(cluster.http(1), ADMIN, ADMIN_PASSWORD))
+    wait_until(lambda: all(n["alive"] for n in cluster.http(1).json("GET", "/v1/cluster", headers=token)["nodes"]))
+    cluster.http(1).json("POST", "/v1/topics", expect=201, headers=token,
+                         body={"name": "k-paused", "partitions": 1, "replication_factor": 3})
+    start = wait_until(lambda: (p := described(cluster, 1, token, "k-paused")[0])["leader"] != -1
+                       and len(p["in_sync_replicas"]) == 3 and p)
+    paused = start["leader"]
+    via = next(n for n in (1, 2, 3) if n != paused)
+    # Requests stuck at the paused leader time out after 3 s (not librdkafka's 60) and are sent again
+    # with their sequence numbers to whoever leads by then.
+    producer = Producer(kafka(cluster, via, **{"enable.idempotence": True, "acks": "all", "linger.ms": 5,
+                                               "socket.timeout.ms": 3_000, "request.timeout.ms": 3_000,
+                                               "topic.metadata.refresh.interval.ms": 1_000,
+                                               "message.timeout.ms": 60_000}))
+    acked: list[tuple[int, bytes]] = []  # (offset, value) of every delivery reported without error
+    failed: list[Any] = []
+    stop = threading.Event()
+    done = threading.Event()
+
+    def report(err: Any, message: Any) -> None:
+        if err:
+            failed.append(err)
+        else:
+            acked.append((message.offset(), message.value()))
+
+    def write() -> None:
+        for i in range(PAUSED_RECORDS_MAX):
+            if stop.is_set():
+                break
+            producer.produce("k-paused", value=b"p%d" % i, partition=0, on_delivery=report)
+            producer.poll(0)
+            if i % 5 == 4:  # 500 records a second: batches in flight, some replicated but unanswered at the pause
+                time.sleep(0.01)
+        producer.flush(90)
+        done.set()
+
+    def more_acked(count: int, timeout_s: float) -> None:
+        before = len(acked)
+        wait_until(lambda: len(acked) >= before + count, timeout_s=timeout_s)
+
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    try:
+        more_acked(ACKED_STEP, FAILOVER_S)
+        os.kill(cluster.nodes[paused].pid, signal.SIGSTOP)
+        try:
+            new = wait_until(lambda: (p := described(cluster, via, token, "k-paused")[0])["leader"]
+                             not in (paused, -1) and p, timeout_s=FAILOVER_S)
+            assert new["leader_epoch"] > start["leader_epoch"]
+            more_acked(ACKED_STEP, FAILOVER_S)  # through the new leader, the old one still paused
+        finally:
+            os.kill(cluster.nodes[paused].pid, signal.SIGCONT)
+        more_acked(ACKED_STEP, FAILOVER_S)
+    finally:
+        stop.set()
+        assert done.wait(timeout=120), "the producer did not finish"
+    assert failed == []
+    # Settled: the resumed node is in the ISR again and its copy is the leader's.
+    final = wait_until(lambda: (p := described(cluster, via, token, "k-paused")[0])["leader"] != -1
+                       and sorted(p["in_sync_replicas"]) == sorted(p["replicas"])
+                       and p["latest_offset"] == p["log_end_offset"] and p, timeout_s=FAILOVER_S)
+    stored = final["latest_offset"]
+    consumer = Consumer(kafka(cluster, via, **{"group.id": "k-paused-check", "enable.auto.commit": False}))
+    values = read_values(consumer, "k-paused", 0, stored, timeout_s=30)
+    assert len(values) == stored
+    over_http = []
+    while len(over_http) < stored:  # bounded: each page holds at least one record or the loop fails
+        got = cluster.http(via).json("GET", f"/v1/topics/k-paused/partitions/0/records?offset={len(over_http)}",
+                                     headers=token)
+        assert got["records"], (len(over_http), stored)
+        over_http += [r["value"].encode() for r in got["records"]]
+    assert over_http == values
+    resumed = partition_directories(cluster.nodes[paused].data_dir, "k-paused")[0]
+    wait_until(lambda: [r.value for r in SegmentReader(resumed).iter_records()] == values,  # no tail of its own
+               timeout_s=FAILOVER_S)
+    # Every record acknowledged (none failed): each stored once, in the order sent, and where its
+    # acknowledgement said (a retried batch stored again, or a write the resumed node took, would not be).
+    assert len(acked) >= 3 * ACKED_STEP
+    assert values == [b"p%d" % i for i in range(len(acked))], "every record once, in the order sent"
+    assert all(offset < stored and values[offset] == value for offset, value in acked), "acknowledged elsewhere"
 
 
 def test_a_group_is_coordinated_by_the_node_find_coordinator_names(cluster: Cluster):

@@ -23,6 +23,7 @@ from kio.serial import entity_reader
 from kafka_api import entities, record_batch
 from tests.http_api.conftest import Http
 from tests.support.auth import ADMIN, ADMIN_PASSWORD, AUTH_ARGS, bearer, login
+from tests.support.kafka_decoder import decode_batches
 from tests.support.nodes import NodeProcess
 
 USER, USER_PASSWORD = "kafka-user", "kafka-user-password"
@@ -376,7 +377,7 @@ def test_fetch_stops_at_the_requests_max_bytes_after_the_first_batch(node, http,
             "topics": [{"topic": "fetch-bounded", "partitions": [
                 {"partition": p, "fetch_offset": 0, "partition_max_bytes": 1_000_000} for p in (0, 1)]}]}))
     first, second = answer.responses[0].partitions
-    assert len(record_batch.decode_batches(first.records, records_max=100, uncompressed_bytes_max=10**6)[0]
+    assert len(decode_batches(first.records, records_max=100, uncompressed_bytes_max=10**6)[0]
                .records) == 5, "the first batch goes whole, past max_bytes"
     assert second.records in (b"", None) and second.high_watermark == 5, "the next only says where it ends"
 

@@ -1,7 +1,9 @@
 """Kafka record batch v2 codec: round trips, kafka-python as an independent codec, and hostile bytes.
 
-Hostile batches are built here with a small encoder of the tests' own (``tests.support.kafka_bytes``,
-``_raw_batch``) so that a bug in the module's encoder cannot hide the same bug in its decoder.
+The broker's encoder and header check (``kafka_api.record_batch``) are read back and driven by the
+tests' reference decoder (``tests.support.kafka_decoder``). Hostile batches are built here with a
+small encoder of the tests' own (``tests.support.kafka_bytes``, ``_raw_batch``) so that a bug in the
+module's encoder cannot hide the same bug in its decoder.
 """
 
 from __future__ import annotations
@@ -28,15 +30,13 @@ from kafka_api.record_batch import (
     COMPRESSION_NONE,
     COMPRESSION_SNAPPY,
     COMPRESSION_ZSTD,
-    KafkaBatch,
-    KafkaRecord,
     RecordBatchError,
     UnsupportedBatch,
     UnsupportedCompression,
-    decode_batches,
     encode_batch,
 )
 from tests.support.kafka_bytes import raw_record, zigzag
+from tests.support.kafka_decoder import KafkaBatch, KafkaRecord, decode_batches
 
 try:
     with warnings.catch_warnings():  # kafka-python's protocol schemas use deprecated importlib.resources calls

@@ -21,6 +21,8 @@ from segments.batch import (
     validate_batch,
 )
 from segments.errors import InvalidBatchError, RecordsTooLargeError
+from segments.kafka_records import KafkaHeader
+from tests.support.kafka_decoder import decode_batches
 
 MIB = 1 << 20
 blobs = st.none() | st.binary(max_size=30)
@@ -31,7 +33,7 @@ records_strategy = st.lists(
 
 def refit(batch: bytes, **fields: int) -> bytes:
     """``batch`` with header fields replaced and its CRC made right again."""
-    names = record_batch.KafkaHeader._fields
+    names = KafkaHeader._fields
     values = list(struct.unpack_from(">qiibIhiqqqhii", batch))
     for name, value in fields.items():
         values[names.index(name)] = value
@@ -59,7 +61,7 @@ def test_a_stored_batch_is_fetched_as_the_batch_the_producer_sent(records: list,
     assert count == len(records)
     assert fetched[16:] == sent[16:]  # magic, CRC and everything after: the producer's bytes
     assert struct.unpack_from(">qii", fetched) == (base, len(sent) - 12, 3)
-    (decoded,) = record_batch.decode_batches(fetched, records_max=100, uncompressed_bytes_max=MIB)
+    (decoded,) = decode_batches(fetched, records_max=100, uncompressed_bytes_max=MIB)
     assert [(r.timestamp_ms, r.key, r.value) for r in decoded.records] == [(r[0], r[1], r[2]) for r in records]
 
 
@@ -68,7 +70,7 @@ def test_the_max_timestamp_is_the_records_greatest_whatever_the_producer_wrote()
     stored, checked, _ = stored_batch(sent, bytes_max=MIB)
     assert validate_batch(stored).max_timestamp == 30 == checked.timestamp_max
     fetched, _ = kafka_batches(stored, 0)
-    (decoded,) = record_batch.decode_batches(fetched, records_max=10, uncompressed_bytes_max=MIB)  # CRC right
+    (decoded,) = decode_batches(fetched, records_max=10, uncompressed_bytes_max=MIB)  # CRC right
     assert decoded.max_timestamp == 30
 
 
@@ -117,7 +119,7 @@ def test_a_fetch_of_both_formats() -> None:
     patch_in_place(kafka, 3, 1)
     fetched, count = kafka_batches(bytes(own + kafka), 1)
     assert count == 4
-    batches = record_batch.decode_batches(fetched, records_max=10, uncompressed_bytes_max=MIB)
+    batches = decode_batches(fetched, records_max=10, uncompressed_bytes_max=MIB)
     assert [(b.base_offset, [r.value for r in b.records]) for b in batches] == [(1, [b"b", b"c"]), (3, [b"d", b"e"])]
     _, count = kafka_batches(bytes(own + kafka), 4)
     assert count == 1
