@@ -88,7 +88,6 @@ class DeadLetters:
         await self._writes.produce_records(topic, records, "all", check_storage=False, timestamp_window=False)
 
 
-
 class QueueHosting:
     """Takes this node's id, the coordinator, replicas, the queue manager, ``DeadLetters``, the base
     log config (a state log's) and ``take_up_leaderships`` (the node's: an internal log is written
@@ -153,4 +152,3 @@ class QueueHosting:
             self._take_up_leaderships(meta.name)
             self._take_up_leaderships(state_topic(meta))
         self._queues.open(meta, events, await self._dead_letters.binding(meta))
-

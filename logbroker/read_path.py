@@ -351,4 +351,3 @@ class ReadPath:
 
         await asyncio.gather(*(ask(leader, parts) for leader, parts in by_leader.items()))
         return figures
-

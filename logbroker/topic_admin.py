@@ -331,4 +331,3 @@ class TopicAdmin:
         config = described_config(meta, self._log_config(meta), encrypted_by_default=self._at_rest.ring is not None)
         return {**self._summary(meta), "partition_count": meta.partitions, "partitions": partitions,
                 "topic_id": meta.topic_id, "created_ms": meta.created_ms, "config": config}
-

@@ -369,7 +369,6 @@ class WritePath:
         return self._log_config(self._routing.cached_meta(topic)).max_batch_bytes
 
 
-
 def _check_acks(acks: str) -> None:
     if acks not in ACKS:
         raise InvalidRequestError(f"acks must be 0, 1 or all, not {acks!r}")
@@ -379,4 +378,3 @@ def _check_writable(topic: str) -> None:
     """Internal topics hold the broker's own state (offsets, queue deliveries): only it writes them."""
     if topic.startswith(INTERNAL_PREFIX):
         raise InvalidTopicError(f"{topic!r} is internal: only the broker writes to it")
-

@@ -119,7 +119,6 @@ def monkeypatch_module() -> Iterator[pytest.MonkeyPatch]:
         yield patch
 
 
-
 def _write_path(coordinator: object, replicas: object, moves: PartitionMover, *,
                 leadership: object) -> WritePath:
     """A ``WritePath`` of node 1 over these stand-ins (what the write gate reads: the coordinator's
