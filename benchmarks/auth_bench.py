@@ -78,7 +78,7 @@ async def auth_path_us(calls: int) -> float:
         await node.start()
         try:
             auth = node.auth
-            await node.create_topic({"name": "t"}, owner=ADMIN)
+            await node.topics.create_topic({"name": "t"}, owner=ADMIN)
             await auth.create_user({"username": "user", "password": PASSWORD})
             await node.coordinator.set_acl("t", "user", frozenset({"write"}))
             header = "Bearer " + (await auth.login({"username": "user", "password": PASSWORD}))["access_token"]

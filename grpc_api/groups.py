@@ -139,7 +139,7 @@ class GroupSubscriptions:
         checked_at, checked_topics = time.monotonic(), set(view["assignment"])
 
         async def reset_offset(topic: str, partition: int) -> int:
-            return int((await node.list_offset(topic, partition, RESET))["offset"] or 0)
+            return int((await node.reads.list_offset(topic, partition, RESET))["offset"] or 0)
 
         positions = await start_positions(view["assignment"], {},
                                           functools.partial(node.groups.committed, member.group), reset_offset)
@@ -174,8 +174,8 @@ class GroupSubscriptions:
                     if time.monotonic() - member.committed_at >= COMMIT_EVERY_S:
                         await self._commit(member)
                 if not sent:
-                    await node.wait_for_any([(t, p, o) for (t, p), o in positions.items()],
-                                            min(view["heartbeat_interval_ms"], node.config.access_recheck_ms))
+                    await node.reads.wait_for_any([(t, p, o) for (t, p), o in positions.items()],
+                                                  min(view["heartbeat_interval_ms"], node.config.access_recheck_ms))
             view = await node.groups.heartbeat(member.group, member.member_id, member.caller)
 
     async def _recheck(self, context: Any, group: str, topics: set[str], caller: Caller) -> Caller:

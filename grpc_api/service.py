@@ -134,7 +134,8 @@ class BrokerService:
         if offset < EARLIEST:
             raise InvalidRequestError("offset must be >= 0, -1 (the end) or -2 (the earliest)")
         if offset < 0:
-            found = (await node.list_offset(topic, partition, "latest" if offset == LATEST else "earliest"))["offset"]
+            at = "latest" if offset == LATEST else "earliest"
+            found = (await node.reads.list_offset(topic, partition, at))["offset"]
             offset = int(found or 0)
         with self._stream_slot(ctx.principal, ctx.limits), node.auth.meter.streaming(ctx.principal.name, topic):
             await context.send_initial_metadata(())  # subscribed: what is appended from now on reaches the caller

@@ -53,7 +53,7 @@ async def pass_on_middleware(request: web.Request, handler: Handler) -> web.Stre
 
 def _queue_node(node: Node, name: str) -> NodeInfo | None:
     """The node queue ``name`` lives on; None when it is this one or unknown (answered here)."""
-    home = node.queue_home(name)
+    home = node.queue_hosting.queue_home(name)
     if home is None or home == node.config.node_id:
         return None
     info = node.coordinator.cached_node(home)

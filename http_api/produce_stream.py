@@ -17,7 +17,7 @@ producer id's owner, the topic's timestamp window, the owner's storage quota, ``
 Pipelined, in order: a message is appended only once the one before it is (so offsets follow the
 order sent), but its answer's wait (the fsync of ``flush=always``, the ISR of ``acks=all``)
 overlaps the next messages' appends. A message whose answer waits for nothing after its append
-(``Node.answers_at_append``) is checked, appended and answered by the reading loop itself, with no
+(``WritePath.answers_at_append``) is checked, appended and answered by the reading loop itself, with no
 task of its own; its answer still queues behind earlier ones that wait. At most ``IN_FLIGHT_MAX``
 messages wait for their answers, and a message over ``PIPELINED_BYTES_MAX`` is answered before
 the next is read, so a stream holds at most ``IN_FLIGHT_MAX`` small batches or one large one.
@@ -74,7 +74,7 @@ async def produce_stream(request: web.Request) -> web.StreamResponse:
     node = request.app[NODE]
     topic, partition = path_topic(request), path_partition(request)
     acks = check_acks(request.query.get("acks", "1"))
-    await node.list_offset(topic, partition, "latest")  # 404 before the upgrade
+    await node.reads.list_offset(topic, partition, "latest")  # 404 before the upgrade
     socket = web.WebSocketResponse(max_msg_size=node.config.request_body_bytes_max, heartbeat=HEARTBEAT_S)
     accept = upgrade_opener(request, socket, "produce")
 
@@ -114,7 +114,7 @@ async def _read_messages(request: web.Request, socket: web.WebSocketResponse, an
             await answers.drained()
             await socket.close(code=WSCloseCode.POLICY_VIOLATION, message=str(exc).encode()[:CLOSE_REASON_BYTES_MAX])
             return
-        if request.app[NODE].answers_at_append(topic, partition, acks):
+        if request.app[NODE].writes.answers_at_append(topic, partition, acks):
             # Nothing waits after the append: answered here, in order, without a task of its own.
             answer = await _append(request, topic, partition, acks, seq, message.data, _nothing)
             if answers.idle():

@@ -63,8 +63,8 @@ async def send(request: web.Request) -> web.Response:
     if FIRST_USE_KIND in request:
         await create_on_first_use(request)
         node.queues.get(name)
-    offsets = await node.produce_records(name, records, request.query.get("acks", "1"),
-                                         request.headers.get(IDEMPOTENCY_KEY), writer=principal_of(request).name)
+    offsets = await node.writes.produce_records(name, records, request.query.get("acks", "1"),
+                                                request.headers.get(IDEMPOTENCY_KEY), writer=principal_of(request).name)
     count_records(request, len(offsets))
     return json_response({"offsets": offsets})
 

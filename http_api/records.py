@@ -83,7 +83,7 @@ async def produce(request: web.Request) -> web.Response:
                                               request.query.get("acks", "1"),
                                               idempotency_key=request.headers.get(IDEMPOTENCY_KEY))
     if body.partition is not None:
-        leader = node.leader_elsewhere(path_topic(request), body.partition)
+        leader = node.reads.leader_elsewhere(path_topic(request), body.partition)
         if leader is not None:
             return json_response({"offsets": published.offsets}, headers={LEADER: str(leader)})
     return json_response({"offsets": published.offsets})
@@ -131,11 +131,11 @@ async def append_prebuilt(request: web.Request, topic: str, partition: int, batc
     """One prebuilt batch from the caller, checked (bounds and rows, the producer id's owner, the
     topic's timestamp window) and appended: the offsets and the checked header. The one path for
     an HTTP produce of a batch and a produce stream's message (``on_appended``: see
-    ``Node.produce_batch``)."""
+    ``WritePath.produce_batch``)."""
     checked = await checked_batch(request, batch)
     check_writer(checked.header, principal_of(request).name)
-    request.app[NODE].check_timestamps(topic, checked.timestamp_min, checked.timestamp_max)
-    return await request.app[NODE].produce_batch(topic, partition, batch, acks, on_appended=on_appended), checked
+    request.app[NODE].writes.check_timestamps(topic, checked.timestamp_min, checked.timestamp_max)
+    return await request.app[NODE].writes.produce_batch(topic, partition, batch, acks, on_appended=on_appended), checked
 
 
 async def checked_batch(request: web.Request, batch: bytes) -> CheckedBatch:
@@ -175,7 +175,7 @@ async def fetch(request: web.Request) -> web.StreamResponse:
                 await recheck_access(request)
             headers = {HIGH_WATERMARK: str(hwm), NEXT_OFFSET: str(offset if piece is None else piece.next_offset)}
             records = 0 if piece is None else max(0, piece.next_offset - offset)
-            leader = node.leader_elsewhere(topic, partition)
+            leader = node.reads.leader_elsewhere(topic, partition)
             if leader is not None:
                 headers[LEADER] = str(leader)
             if piece is None:

@@ -146,9 +146,10 @@ async def stream_partition(request: web.Request) -> web.StreamResponse:
     start = _start_offset(request)
     rack = query_rack(request)
     force_base64 = query_base64(request)
-    offset = start if start is not None else int((await node.list_offset(topic, partition, "latest"))["offset"] or 0)
-    result, _ = await node.fetch(topic, partition, offset, STREAM_READ_BYTES, 0,  # 404/416 before streaming
-                                 client_rack=rack)
+    offset = start if start is not None \
+        else int((await node.reads.list_offset(topic, partition, "latest"))["offset"] or 0)
+    result, _ = await node.reads.fetch(topic, partition, offset, STREAM_READ_BYTES, 0,  # 404/416 before streaming
+                                       client_rack=rack)
     wait_ms = min(keepalive_ms, node.config.access_recheck_ms)
     async with stream_slot(request, _open) as response:
         try:
@@ -163,7 +164,8 @@ async def stream_partition(request: web.Request) -> web.StreamResponse:
                 elif (time.monotonic() - written) * 1000 >= keepalive_ms - 1:
                     await response.write(b": keep-alive\n\n")
                     written = time.monotonic()
-                result, _ = await node.fetch(topic, partition, offset, STREAM_READ_BYTES, wait_ms, client_rack=rack)
+                result, _ = await node.reads.fetch(topic, partition, offset, STREAM_READ_BYTES, wait_ms,
+                                                   client_rack=rack)
         except CLOSED:
             return response
         except REVOKED as exc:
@@ -230,7 +232,7 @@ async def _member_loop(request: web.Request, response: web.StreamResponse, group
     positions: dict[tuple[str, int], int] = {}
 
     async def reset_offset(topic: str, partition: int) -> int:
-        return int((await node.list_offset(topic, partition, reset))["offset"] or 0)
+        return int((await node.reads.list_offset(topic, partition, reset))["offset"] or 0)
 
     while True:
         await recheck_access(request)
@@ -243,13 +245,13 @@ async def _member_loop(request: web.Request, response: web.StreamResponse, group
                                                        "positions": [[t, p, o] for (t, p), o in positions.items()]}))
         sent = False
         for (topic, p), offset in positions.items():
-            result, _ = await node.fetch(topic, p, offset, STREAM_READ_BYTES, 0, client_rack=rack)
+            result, _ = await node.reads.fetch(topic, p, offset, STREAM_READ_BYTES, 0, client_rack=rack)
             if result.data:
                 await _write_records(request, response, result, offset, topic, p, force_base64, named=True)
                 positions[(topic, p)] = result.next_offset
                 sent = True
         if not sent:
             await response.write(b": keep-alive\n\n")
-            await node.wait_for_any([(t, p, o) for (t, p), o in positions.items()],
-                                    min(view["heartbeat_interval_ms"], node.config.access_recheck_ms))
+            await node.reads.wait_for_any([(t, p, o) for (t, p), o in positions.items()],
+                                          min(view["heartbeat_interval_ms"], node.config.access_recheck_ms))
         view = await node.groups.heartbeat(group, member, group_caller(request))

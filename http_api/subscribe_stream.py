@@ -68,9 +68,9 @@ async def subscribe_stream(request: web.Request) -> web.StreamResponse:
     if "offset" in request.query:
         offset = query_int(request, "offset")
     else:
-        offset = int((await node.list_offset(topic, partition, "latest"))["offset"] or 0)
-    result, _ = await node.fetch(topic, partition, offset, SUBSCRIBE_READ_BYTES, 0,  # 404/416 before the upgrade
-                                 client_rack=rack)
+        offset = int((await node.reads.list_offset(topic, partition, "latest"))["offset"] or 0)
+    result, _ = await node.reads.fetch(topic, partition, offset, SUBSCRIBE_READ_BYTES, 0,  # 404/416 before the upgrade
+                                       client_rack=rack)
     socket = web.WebSocketResponse(max_msg_size=CLIENT_MESSAGE_BYTES_MAX, heartbeat=HEARTBEAT_S)
     accept = upgrade_opener(request, socket, "subscribe")
 
@@ -86,7 +86,8 @@ async def subscribe_stream(request: web.Request) -> web.StreamResponse:
                     node.auth.meter.charge(principal_of(request).name, "fetch", None, 0, topic=topic, requests=0,
                                            records=max(0, result.next_offset - offset))
                     offset = result.next_offset
-                result, _ = await node.fetch(topic, partition, offset, SUBSCRIBE_READ_BYTES, wait_ms, client_rack=rack)
+                result, _ = await node.reads.fetch(topic, partition, offset, SUBSCRIBE_READ_BYTES, wait_ms,
+                                                   client_rack=rack)
         except CLOSED:
             return socket
         except REVOKED as exc:

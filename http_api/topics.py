@@ -42,8 +42,8 @@ async def create_topic(request: web.Request) -> web.Response:
 @route("GET", "/v1/topics", "List the topics and queues the caller may see", access="user",
        query=(("internal", "boolean", "true: also the broker's internal __ topics"),))
 async def list_topics(request: web.Request) -> web.Response:
-    topics = await request.app[NODE].list_topics(principal_of(request),
-                                                 internal=query_flag(request, "internal", default=False))
+    topics = await request.app[NODE].topics.list_topics(principal_of(request),
+                                                        internal=query_flag(request, "internal", default=False))
     return json_response({"topics": topics})
 
 
@@ -52,8 +52,8 @@ async def list_topics(request: web.Request) -> web.Response:
                                      "without the offsets and sizes that each partition's leader is asked for"),),
        responses={"200": "OK", "403": "Not allowed", "404": "Unknown topic"})
 async def describe_topic(request: web.Request) -> web.Response:
-    return json_response(await request.app[NODE].describe_topic(path_topic(request),
-                                                                offsets=query_flag(request, "offsets", default=True)))
+    offsets = query_flag(request, "offsets", default=True)
+    return json_response(await request.app[NODE].topics.describe_topic(path_topic(request), offsets=offsets))
 
 
 @route("DELETE", "/v1/topics/{name}", "Delete a topic and its data (owner or admin)", access="manage",

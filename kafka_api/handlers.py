@@ -374,9 +374,9 @@ class KafkaHandlers:
         try:
             if rack:  # KIP-392: a reader in another rack than this node's is sent to a replica in its own
                 await self.api.authorize(ctx, topic, "read")
-                replica = self.node.preferred_read_replica(topic, partition, rack)
+                replica = self.node.reads.preferred_read_replica(topic, partition, rack)
                 if replica is not None:
-                    high_watermark = self.node.local_high_watermark(topic, partition)
+                    high_watermark = self.node.reads.local_high_watermark(topic, partition)
                     hw = -1 if high_watermark is None else high_watermark
                     return {"partition_index": partition, "error_code": NONE, "high_watermark": hw,
                             "last_stable_offset": hw, "log_start_offset": -1, "aborted_transactions": None,

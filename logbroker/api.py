@@ -158,12 +158,12 @@ class BrokerApi:
                 await self.authorize(ctx, topic, action)
             if isinstance(incoming, Prebuilt):
                 checked = incoming.checked
-                node.check_timestamps(topic, checked.timestamp_min, checked.timestamp_max)
-                offsets = await node.produce_batch(topic, incoming.partition, incoming.batch, checked_acks)
+                node.writes.check_timestamps(topic, checked.timestamp_min, checked.timestamp_max)
+                offsets = await node.writes.produce_batch(topic, incoming.partition, incoming.batch, checked_acks)
                 records = checked.header.record_count
             else:
-                offsets = await node.produce_records(topic, incoming, checked_acks, idempotency_key,
-                                                     writer=ctx.principal.name)
+                offsets = await node.writes.produce_records(topic, incoming, checked_acks, idempotency_key,
+                                                            writer=ctx.principal.name)
                 records = len(offsets)
             return Published(offsets, records)
         finally:
@@ -189,7 +189,7 @@ class BrokerApi:
         node = self.node
 
         def read(wait: int) -> Awaitable[tuple[LogRead, int]]:
-            return node.fetch(topic, partition, offset, max_bytes, wait, client_rack=rack)
+            return node.reads.fetch(topic, partition, offset, max_bytes, wait, client_rack=rack)
         return await self._read(ctx, topic, wait_ms, read, answer, long_poll_held=long_poll_held)
 
     def long_polls_hold(self, ctx: CallContext) -> contextlib.AbstractContextManager[None]:
@@ -204,14 +204,14 @@ class BrokerApi:
         node = self.node
 
         def read(wait: int) -> Awaitable[tuple[LogSlice | LogRead | None, int]]:
-            return node.fetch_slice(topic, partition, offset, max_bytes, wait, client_rack=rack)
+            return node.reads.fetch_slice(topic, partition, offset, max_bytes, wait, client_rack=rack)
         return await self._read(ctx, topic, wait_ms, read, answer)
 
     async def list_offsets(self, ctx: CallContext, topic: str, partition: int, at: str) -> dict[str, int | None]:
         """The earliest, latest or first offset at a timestamp (``at``) of a partition."""
         topic = validate_name(topic, internal=True)
         await self.authorize(ctx, topic, OPERATIONS["list_offsets"][0])
-        return await self.node.list_offset(topic, partition, at)
+        return await self.node.reads.list_offset(topic, partition, at)
 
     async def authorize(self, ctx: CallContext, topic: str, action: Action) -> None:
         """Refuse (403, or 404 to admins) unless the caller may do ``action`` to ``topic``; a
@@ -228,7 +228,7 @@ class BrokerApi:
         as described."""
         owner = ctx.principal.name if self.node.auth.enabled else None
         async with self._creating(ctx, body):
-            return await self.node.create_topic(body, owner=owner)
+            return await self.node.topics.create_topic(body, owner=owner)
 
     async def check_create_topic(self, ctx: CallContext, body: object) -> TopicSpec:
         """``create_topic``'s checks, creating nothing: the holding limits, the body as the node
@@ -250,7 +250,7 @@ class BrokerApi:
         caller's ``partitions_max``: the topic as described."""
         await self._authorized(ctx, topic, "manage", kind)
         async with self._growing(ctx, topic, body):
-            return await self.node.add_partitions(topic, body)
+            return await self.node.topics.add_partitions(topic, body)
 
     async def check_add_partitions(self, ctx: CallContext, topic: str, partitions: int, *,
                                    kind: TopicKind | None = None) -> None:
@@ -265,7 +265,7 @@ class BrokerApi:
         """Change ``topic``'s config (``{key: value}``, None: back to the default): the topic as
         described."""
         await self._authorized(ctx, topic, "manage", kind)
-        return await self.node.alter_topic_config(topic, changes)
+        return await self.node.topics.alter_topic_config(topic, changes)
 
     async def check_alter_topic_config(self, ctx: CallContext, topic: str, changes: object, *,
                                        kind: TopicKind | None = None) -> dict[str, Any]:
@@ -281,14 +281,14 @@ class BrokerApi:
 
     async def describe_topic(self, ctx: CallContext, topic: str, *, kind: TopicKind | None = None,
                              offsets: bool = True) -> dict[str, Any]:
-        """``topic`` as ``Node.describe_topic`` describes it, to a caller who may describe it."""
+        """``topic`` as ``TopicAdmin.describe_topic`` describes it, to a caller who may describe it."""
         await self._authorized(ctx, topic, "describe", kind)
-        return await self.node.describe_topic(topic, offsets=offsets)
+        return await self.node.topics.describe_topic(topic, offsets=offsets)
 
     async def delete_topic(self, ctx: CallContext, topic: str, *, kind: TopicKind | None = None) -> None:
         """Delete ``topic`` and its data."""
         await self._authorized(ctx, topic, "manage", kind)
-        await self.node.delete_topic(topic)
+        await self.node.topics.delete_topic(topic)
 
     async def _authorized(self, ctx: CallContext, topic: str, action: Action,
                           kind: TopicKind | None) -> TopicMetadata | None:
@@ -351,7 +351,7 @@ class BrokerApi:
         """One read of a stream (authorized when it opened): what it read is charged at once. Its
         wait is not cut to the call's deadline: a stream ends when its call does, and a read that
         stopped waiting would make its loop spin."""
-        result, _ = await self.node.fetch(topic, partition, offset, max_bytes, wait_ms, client_rack=rack)
+        result, _ = await self.node.reads.fetch(topic, partition, offset, max_bytes, wait_ms, client_rack=rack)
         if result.data:
             self._charge(ctx, "fetch", len(result.data), topic, max(0, result.next_offset - offset), requests=0)
         return result

@@ -67,7 +67,7 @@ async def group_node(node: GroupHost) -> NodeInfo | None:
         spec = TopicSpec(OFFSETS_TOPIC, CLUSTER_OFFSETS_PARTITIONS, replication or None, "topic", INTERNAL_LOG_CONFIG)
         with contextlib.suppress(TopicExistsError):
             await coordinator.create_topic(spec, None)
-        await node.await_leaders(OFFSETS_TOPIC)
+        await node.topics.await_leaders(OFFSETS_TOPIC)
     state = coordinator.cached_partition(OFFSETS_TOPIC, 0)
     if state is None or state.leader == -1:
         raise NoLeaderError("the group coordinator has no leader now; retry")

@@ -2,7 +2,7 @@
 place for every protocol that writes (HTTP produce and send, gRPC Publish).
 
 Invariant: a name is created on first use only by a write of an authenticated caller, with the
-defaults, owned by that caller (no owner with authentication off), through ``Node.create_topic``
+defaults, owned by that caller (no owner with authentication off), through ``TopicAdmin.create_topic``
 (the same name check, placement and coordinator as an explicit create), and only while the
 caller stays within ``topics_max``, ``partitions_max`` and the node's ``auto_create_owned_max``;
 checked and created under the caller's creation lock, so two concurrent first uses by one caller
@@ -57,13 +57,13 @@ async def create(node: TopicCreator, name: str, kind: Kind, principal: Principal
     owner = principal.name if node.auth.enabled else None
     try:
         if principal.is_admin:
-            await node.create_topic(body, owner=owner)
+            await node.topics.create_topic(body, owner=owner)
             return
         async with node.auth.usage.creating(principal.name):
             owned, partitions = holdings(principal.name, await node.coordinator.list_topics())
             check_allowance(principal, owned, kind, node.config.auto_create_owned_max)
             check_limit(principal, limits, "topics_max", owned, 2 if kind == "queue" else 1)
             check_limit(principal, limits, "partitions_max", partitions, creation_cost(kind, 1, new_dead_letter=True))
-            await node.create_topic(body, owner=owner)
+            await node.topics.create_topic(body, owner=owner)
     except TopicExistsError:
         pass

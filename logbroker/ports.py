@@ -3,9 +3,9 @@
 Each port is what one or a few helpers actually use: the coordinator's cached metadata, the calls
 to other nodes, the replicas this node hosts, and the handful of node operations a helper calls
 back. ``Node`` (the composition root, ``logbroker.node``) satisfies them structurally and hands
-itself, or the one collaborator a helper needs (its coordinator, replicas, replication), to each;
-nothing here names the node, so no helper imports it and the modules form no import circle
-(``tests/test_layering.py``).
+itself, or the one collaborator a helper needs (its coordinator, replicas, replication, or one of
+its parts: ``Routing``, ``WritePath``, ``ReadPath``, ``TopicAdmin``), to each; nothing here names
+the node, so no helper imports it and the modules form no import circle (``tests/test_layering.py``).
 
 Invariant: this module imports nothing of the node's helpers (only models, messages and the
 replica type they pass around).
@@ -62,7 +62,7 @@ class LocalReplicas(Protocol):
 
 class PartitionReads(Protocol):
     """Where a partition stands as this node serves it: what consumer groups read of the topics
-    they consume (``cluster_groups.ClusterTopics``)."""
+    they consume (``cluster_groups.ClusterTopics``; ``read_path.ReadPath`` has it)."""
 
     def local_high_watermark(self, topic: str, partition: int) -> int | None: ...
 
@@ -88,14 +88,25 @@ class PartitionHost(Protocol):
     async def reconcile_queues(self) -> None: ...
 
 
-class LeaderCalls(Protocol):
-    """What a partition's leader serves to the other nodes (``rpc_service.node_service``):
-    forwarded produce, fetch and offsets, and the figures a describe gathers."""
+class TopicIds(Protocol):
+    """The check a leader makes on a forwarded call that names its topic by id too
+    (``routing.Routing`` has it)."""
 
     def check_topic_id(self, topic: str, topic_id: object) -> None: ...
 
+
+class LeaderWrites(Protocol):
+    """The forwarded produce a partition's leader serves to the other nodes (``rpc_service.node_service``;
+    ``write_path.WritePath`` has it)."""
+
     async def produce_local_batch(self, topic: str, partition: int, batch: bytes,
                                   acks: str) -> list[dict[str, int]]: ...
+
+
+class LeaderReads(Protocol):
+    """What a partition's leader (or an in-sync replica) serves to the other nodes
+    (``rpc_service.node_service``; ``read_path.ReadPath`` has it): forwarded fetch and offsets, and
+    the figures a describe gathers."""
 
     async def fetch_replica(self, topic: str, partition: int, offset: int, max_bytes: int,
                             wait_ms: int) -> tuple[LogRead, int]: ...
@@ -106,6 +117,18 @@ class LeaderCalls(Protocol):
     def list_local_offset(self, topic: str, partition: int, at: str) -> dict[str, int | None]: ...
 
     def local_figures(self, topic: str, partitions: list[int]) -> dict[int, dict[str, float]]: ...
+
+
+class LeaderWait(Protocol):
+    """Waiting (bounded) until a new topic's partitions have leaders (``topic_admin.TopicAdmin``)."""
+
+    async def await_leaders(self, name: str) -> None: ...
+
+
+class TopicCreation(Protocol):
+    """The one way to create a topic (``topic_admin.TopicAdmin``)."""
+
+    async def create_topic(self, body: object, *, owner: str | None = None) -> dict[str, Any]: ...
 
 
 class GroupHost(Protocol):
@@ -120,12 +143,13 @@ class GroupHost(Protocol):
     @property
     def hosts_groups(self) -> bool: ...
 
-    async def await_leaders(self, name: str) -> None: ...
+    @property
+    def topics(self) -> LeaderWait: ...
 
 
 class TopicCreator(Protocol):
     """A node as creation on first use sees it (``first_use``): its settings, metadata, auth,
-    and its one way to create a topic."""
+    and its topic administration (the one way to create a topic)."""
 
     @property
     def config(self) -> NodeConfig: ...
@@ -136,4 +160,5 @@ class TopicCreator(Protocol):
     @property
     def auth(self) -> AuthService: ...
 
-    async def create_topic(self, body: object, *, owner: str | None = None) -> dict[str, Any]: ...
+    @property
+    def topics(self) -> TopicCreation: ...

@@ -41,7 +41,7 @@ from logbroker.errors import InvalidRequestError
 
 if TYPE_CHECKING:
     from logbroker.partition_moves import PartitionMover
-    from logbroker.ports import LeaderCalls
+    from logbroker.ports import LeaderReads, LeaderWrites, TopicIds
     from logbroker.replication.manager import ReplicationManager
     from logbroker.storage_usage import StorageUsage
 
@@ -65,37 +65,38 @@ def rpc_security(config: NodeConfig) -> tuple[bool, TlsFiles | None, str | None]
     return True, tls, token
 
 
-def node_service(node_id: int, leader: LeaderCalls, moves: PartitionMover, replication: ReplicationManager,
-                 storage: StorageUsage) -> dict[str, Method]:
+def node_service(node_id: int, topic_ids: TopicIds, writes: LeaderWrites, reads: LeaderReads, moves: PartitionMover,
+                 replication: ReplicationManager, storage: StorageUsage) -> dict[str, Method]:
     """The calls one node makes on another: forwarded produce, fetch and offsets (served only by
     the partition's leader, never forwarded again), partition figures for describe, the moves'
     freeze and thaw, shipments, and the bytes stored per payer in the partitions this node leads
     (the storage quota's sums). Each body is decoded into its request type first
     (``messages.bind``): a malformed one is answered ``invalid_request`` and changes nothing.
-    ``leader``: the node, which serves the partitions it leads."""
+    ``topic_ids``, ``writes``, ``reads``: the node's routing, write path and read path, which
+    serve the partitions it leads."""
 
     async def ping(request: PingRequest) -> PingAnswer:
         return PingAnswer(node_id=node_id)
 
     async def produce(request: ProduceRequest) -> ProduceAnswer:
-        leader.check_topic_id(request.topic, request.topic_id)
-        answer = await leader.produce_local_batch(request.topic, request.partition, request.batch, request.acks)
+        topic_ids.check_topic_id(request.topic, request.topic_id)
+        answer = await writes.produce_local_batch(request.topic, request.partition, request.batch, request.acks)
         return ProduceAnswer(base_offset=answer[0]["offset"])
 
     async def fetch(request: FetchRequest) -> FetchAnswer:
-        leader.check_topic_id(request.topic, request.topic_id)
-        serve = leader.fetch_replica if request.replica else leader.fetch_local
+        topic_ids.check_topic_id(request.topic, request.topic_id)
+        serve = reads.fetch_replica if request.replica else reads.fetch_local
         result, high_watermark = await serve(request.topic, request.partition, request.offset, request.max_bytes,
                                              request.wait_ms)
         return FetchAnswer(data=bytes(result.data), first_offset=result.first_offset, next_offset=result.next_offset,
                            high_watermark=high_watermark)
 
     async def list_offset(request: ListOffsetRequest) -> ListOffsetAnswer:
-        answer = leader.list_local_offset(request.topic, request.partition, request.at)
+        answer = reads.list_local_offset(request.topic, request.partition, request.at)
         return ListOffsetAnswer(partition=request.partition, offset=answer["offset"])
 
     async def partition_figures(request: PartitionFiguresRequest) -> PartitionFiguresAnswer:
-        return PartitionFiguresAnswer(figures=leader.local_figures(request.topic, request.partitions))
+        return PartitionFiguresAnswer(figures=reads.local_figures(request.topic, request.partitions))
 
     async def freeze(request: FreezeRequest) -> FreezeAnswer:
         return FreezeAnswer(log_end=await moves.freeze(request.topic, request.partition, request.ttl_s))

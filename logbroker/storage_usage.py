@@ -7,7 +7,7 @@ peer with a ``PEER_DEADLINE_S`` deadline). Appends between recounts are added as
 (``appended``), so a user's own writes count at once on the node that leads their partitions.
 
 The check runs where a produce enters (HTTP JSON/msgpack/prebuilt batch, queue send, gRPC
-Publish all reach ``Node.produce_records`` or ``Node.produce_batch``), before anything is
+Publish all reach ``WritePath.produce_records`` or ``WritePath.produce_batch``), before anything is
 stored or forwarded: the entry node knows the payer's cluster-wide sum, as stale as the last
 answers (at most ``PEERS_POLL_S`` plus the deadline, normally; a peer's last answer is used for at
 most ``PEER_STALE_S``). A forwarded batch is not checked again on the leader. Dead letters moved

@@ -56,6 +56,7 @@ from logbroker.node import Node
 from logbroker.records import IncomingRecord
 from segments.batch import ProducerRecord, decode_records, iter_batches
 from segments.errors import OffsetOutOfRangeError
+from segments.log import LogRead
 from sim.cluster import SimCluster
 from sim.group_workload import GroupWorkload
 from sim.loop import SimError, SimLoop
@@ -153,7 +154,7 @@ class _ClusterSchedule(Judged):
                 via, partition, value = self.rng.choice(alive), self.rng.randrange(PARTITIONS), f"{name}-{seq}"
                 self.record("produce", "invoke", name, value=value, partition=partition, seq=seq)
                 records = [IncomingRecord(ProducerRecord(value.encode()), partition)]
-                kind, answer = await self.call(via, f"produce-{value}", Node.produce_records, TOPIC, records, "all")
+                kind, answer = await self.call(via, f"produce-{value}", _produce, TOPIC, records, "all")
                 if kind == "ok":
                     offset = answer[0]["offset"]
                     self.record("produce", "ok", name, value=value, partition=partition, offset=offset)
@@ -172,7 +173,7 @@ class _ClusterSchedule(Judged):
             if alive:
                 via, partition = self.rng.choice(alive), self.rng.randrange(PARTITIONS)
                 start = positions[partition]
-                kind, answer = await self.call(via, f"read-p{partition}", Node.fetch, TOPIC, partition, start,
+                kind, answer = await self.call(via, f"read-p{partition}", _fetch, TOPIC, partition, start,
                                                READ_BYTES, 0)
                 if kind == "ok":
                     read, _ = answer
@@ -274,7 +275,7 @@ class _ClusterSchedule(Judged):
             if leadership is None or leadership.closed or leadership.epoch != epoch:
                 missing.append(f"p{partition}: n{leader} does not lead it at epoch {epoch} yet")
                 continue
-            hwm = self.cluster.nodes[leader].local_high_watermark(TOPIC, partition)
+            hwm = self.cluster.nodes[leader].reads.local_high_watermark(TOPIC, partition)
             ends = {n: node.replicas.get(TOPIC, partition).log.log_end_offset for n, node in self.cluster.nodes.items()}
             if hwm is None or any(end != hwm for end in ends.values()):
                 missing.append(f"p{partition}: high watermark {hwm}, log ends {ends}")
@@ -300,7 +301,7 @@ class _ClusterSchedule(Judged):
             via = leader.leader if leader is not None and leader.leader in self.cluster.nodes else NODES[0]
             while True:
                 start = max(records, default=-1) + 1
-                kind, answer = await self.call(via, f"final-p{partition}", Node.fetch, TOPIC, partition, start,
+                kind, answer = await self.call(via, f"final-p{partition}", _fetch, TOPIC, partition, start,
                                                READ_BYTES, 0)
                 if kind != "ok":
                     self.fail("settle", f"the final read of p{partition} via n{via} failed: {answer}")
@@ -345,9 +346,9 @@ class _ClusterSchedule(Judged):
     async def main(self) -> None:
         for node_id in NODES:
             await self.cluster.start_node(node_id)
-        await self.cluster.network.spawn("n1", self.cluster.nodes[1].create_topic(
+        await self.cluster.network.spawn("n1", self.cluster.nodes[1].topics.create_topic(
             {"name": TOPIC, "partitions": PARTITIONS, "replication_factor": len(NODES)}))
-        await self.cluster.network.spawn("n1", self.cluster.nodes[1].create_topic(queue_spec(len(NODES))))
+        await self.cluster.network.spawn("n1", self.cluster.nodes[1].topics.create_topic(queue_spec(len(NODES))))
         await self.cluster.network.spawn("n1", group_node(self.cluster.nodes[1]))  # creates the offsets log
         await asyncio.sleep(1.0)
         writers = [self.loop.create_task(self.writer(f"w{i + 1}"), name=f"writer-{i + 1}") for i in range(WRITERS)]
@@ -371,6 +372,14 @@ class _ClusterSchedule(Judged):
             self.judge(await self.final_log(), self.replica_copies(), faults_end, drained)
         await self.cluster.stop()
         self.event("stopped")
+
+
+def _produce(node: Node, *args: Any) -> Coroutine[Any, Any, list[dict[str, int]]]:
+    return node.writes.produce_records(*args)
+
+
+def _fetch(node: Node, *args: Any) -> Coroutine[Any, Any, tuple[LogRead, int]]:
+    return node.reads.fetch(*args)
 
 
 def decode_log(data: bytes | memoryview) -> dict[int, str]:

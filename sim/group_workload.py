@@ -23,6 +23,7 @@ from typing import Any, Final
 from logbroker.groups.coordinator import OFFSETS_TOPIC
 from logbroker.groups.requests import CommitRequest, JoinRequest
 from logbroker.node import Node
+from segments.log import LogRead
 from sim.schedule import Schedule
 
 GROUP: Final = "g"
@@ -84,8 +85,7 @@ class GroupWorkload:
             if route is None:
                 continue
             via, _ = route
-            kind, answer = await s.call(via, f"{name}-fetch", Node.fetch, self._topic, partition, positions[partition],
-                                        READ_BYTES, 0)
+            kind, answer = await s.call(via, f"{name}-fetch", _fetch, self._topic, partition, positions[partition])
             if kind != "ok" or answer[0].next_offset <= positions[partition]:
                 continue
             position = answer[0].next_offset
@@ -112,6 +112,10 @@ class GroupWorkload:
                     s.record("committed", "ok", "observer", offsets=answer, invoke_time=begun)
                 s.event(f"observer at n{home} {kind} {answer}")
             await asyncio.sleep(OBSERVE_GAP_S)
+
+
+async def _fetch(node: Node, topic: str, partition: int, offset: int) -> tuple[LogRead, int]:
+    return await node.reads.fetch(topic, partition, offset, READ_BYTES, 0)
 
 
 async def _join_or_beat(node: Node, group: str, topic: str, member_id: str | None) -> dict[str, Any]:

@@ -2,7 +2,7 @@
 queue, through the nodes' real queue code, under the same faults as the topic's writers.
 
 A queue of ``QUEUE_PARTITIONS`` partitions with three replicas lives on the leader of its
-partition 0 (its *home*, ``Node.queue_home``); a call made at another node goes to the home as the
+partition 0 (its *home*, ``QueueHosting.queue_home``); a call made at another node goes to the home as the
 HTTP API's pass-on would (``http_api.pass_on``), by the calling node's view of the placement.
 
 - ``sender``: one message at a time with ``acks=all`` (``queue_send`` invoke/ok/fail/info);
@@ -50,7 +50,7 @@ class QueueWorkload:
     def _home(self, via: int) -> int | None:
         """Where ``via`` would pass a queue call on to (itself when it is the home), None when it
         knows no live home (the HTTP API answers ``no_leader`` then)."""
-        home = self._s.nodes()[via].queue_home(QUEUE)
+        home = self._s.nodes()[via].queue_hosting.queue_home(QUEUE)
         return home if home is not None and home in self._s.alive() else None
 
     async def sender(self, name: str) -> None:
@@ -131,7 +131,7 @@ class QueueWorkload:
 
 async def _send(node: Node, records: list[IncomingRecord]) -> Any:
     node.queues.get(QUEUE)  # as the HTTP handler: a node that does not manage the queue refuses
-    return await node.produce_records(QUEUE, records, "all")
+    return await node.writes.produce_records(QUEUE, records, "all")
 
 
 async def _receive(node: Node) -> list[dict[str, Any]]:

@@ -90,6 +90,11 @@ class ReplicationManager:
     def leadership(self, topic: str, partition: int) -> Leadership | None:
         return self.leaderships.get((topic, partition))
 
+    def led_epoch(self, topic: str, partition: int) -> int | None:
+        """The epoch this node leads the partition at now (None: it does not)."""
+        leadership = self.leaderships.get((topic, partition))
+        return None if leadership is None or leadership.closed else leadership.epoch
+
     def reconcile_partition(self, state: PartitionState) -> None:
         """Take up, update or end this node's leadership of ``state``'s partition."""
         key = (state.topic, state.partition)

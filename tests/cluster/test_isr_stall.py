@@ -19,7 +19,7 @@ from typing import Any, Final
 import pytest
 
 from logbroker.client import Client
-from logbroker.node import FIGURES_DEADLINE_S
+from logbroker.read_path import FIGURES_DEADLINE_S
 from logbroker.replication.manager import FAILBACK_DELAY_MS
 from segments.batch import encode_values
 from tests.cluster.test_replication import (

@@ -48,7 +48,7 @@ async def test_a_group_subscription_works_with_no_http_listener(tmp_path):
     await node.start(http_url=f"http://127.0.0.1:{http_port}", grpc_address=address)
     try:
         await server.start(node)
-        await node.create_topic({"name": "grouped", "partitions": 2})
+        await node.topics.create_topic({"name": "grouped", "partitions": 2})
         await publish(address, pb.PublishRequest(topic="grouped", records=[
             pb.Record(value=f"v{n}".encode(), partition=n % 2) for n in range(6)]))
         async with grpc.aio.insecure_channel(address) as channel:
@@ -100,7 +100,7 @@ async def test_a_call_passed_on_relays_the_records_and_the_refusals_of_the_coord
         groups = server.service._groups
         caller = await node.auth.authenticate(None)
         coordinating = NodeInfo(9, "http://127.0.0.1:1", "127.0.0.1:1", grpc_address=address)
-        await node.create_topic({"name": "relayed", "partitions": 2})
+        await node.topics.create_topic({"name": "relayed", "partitions": 2})
         await publish(address, pb.PublishRequest(topic="relayed", records=[
             pb.Record(value=f"v{n}".encode(), partition=n % 2) for n in range(4)]))
         context = PassingContext()

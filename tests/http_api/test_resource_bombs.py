@@ -223,8 +223,8 @@ async def _store_unchecked(data_dir: str, topic: str, batch: bytes) -> None:
     node = Node(NodeConfig(data_dir=data_dir, auth="off", rpc_port=0))
     await node.start()
     try:
-        await node.create_topic({"name": topic})
-        await node.produce_batch(topic, 0, batch, "1")
+        await node.topics.create_topic({"name": topic})
+        await node.writes.produce_batch(topic, 0, batch, "1")
     finally:
         await node.stop()
 

@@ -39,8 +39,8 @@ async def started(tmp_path) -> Node:
 async def test_offsets_log_compacts_and_restarts_with_the_same_offsets(tmp_path, low_threshold):
     node = await started(tmp_path)
     try:
-        await node.create_topic({"name": "t", "partitions": 3, "config": {"segment_bytes": 4096}})
-        await node.produce_records("t", [IncomingRecord(ProducerRecord(b"x"), p % 3) for p in range(300)], "1")
+        await node.topics.create_topic({"name": "t", "partitions": 3, "config": {"segment_bytes": 4096}})
+        await node.writes.produce_records("t", [IncomingRecord(ProducerRecord(b"x"), p % 3) for p in range(300)], "1")
         member = await node.groups.join("g", JoinRequest(("t",), 30_000, None, None), None)
         for i in range(1, 101):
             await node.groups.commit("g", CommitRequest(member["member_id"], member["generation"],
@@ -70,8 +70,8 @@ async def test_offsets_snapshots_in_slices_between_commits_and_rejoins(tmp_path,
     monkeypatch.setattr(group_coordinator, "SNAPSHOT_SLICE_RECORDS", 3)
     node = await started(tmp_path)
     try:
-        await node.create_topic({"name": "t", "partitions": 2, "config": {"segment_bytes": 4096}})
-        await node.produce_records("t", [IncomingRecord(ProducerRecord(b"x"), p % 2) for p in range(300)], "1")
+        await node.topics.create_topic({"name": "t", "partitions": 2, "config": {"segment_bytes": 4096}})
+        await node.writes.produce_records("t", [IncomingRecord(ProducerRecord(b"x"), p % 2) for p in range(300)], "1")
 
         async def work(g: int) -> None:
             name = f"g{g}"
@@ -106,8 +106,8 @@ async def test_offsets_snapshots_in_slices_between_commits_and_rejoins(tmp_path,
 async def test_queue_state_log_compacts_and_restarts_with_the_same_state(tmp_path, low_threshold):
     node = await started(tmp_path)
     try:
-        await node.create_topic({"name": "q", "kind": "queue", "config": {"segment_bytes": 4096}})
-        await node.produce_records("q", [IncomingRecord(ProducerRecord(b"m"), 0) for _ in range(400)], "1")
+        await node.topics.create_topic({"name": "q", "kind": "queue", "config": {"segment_bytes": 4096}})
+        await node.writes.produce_records("q", [IncomingRecord(ProducerRecord(b"m"), 0) for _ in range(400)], "1")
         held: list[Receipt] = []
         for round_ in range(60):
             messages = await node.queues.receive("q", ReceiveRequest(5, 60_000, 0))

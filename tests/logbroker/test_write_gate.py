@@ -1,10 +1,10 @@
-"""The node's one write gate (``Node._check_append``, decision 0340) refuses exactly what the
+"""The node's one write gate (``WritePath._check_append``, decision 0340) refuses exactly what the
 checks it replaced refused, with the same codes: the lease fence (``Node._check_fence``), a move's
 freeze (``PartitionMover.check_writable``), a leadership not taken up (``Node._check_leadership``),
 a closed or handing-over leadership, ``min_insync_replicas`` and the waiter bound
 (``Leadership.check_writable``). The former checks are written out below as the oracle, in their
-order; the gate runs over a real ``Leadership`` and ``PartitionMover``, and a node object that
-holds only what the write path reads."""
+order; the gate runs over a real ``Leadership`` and ``PartitionMover`` in a real ``WritePath``
+whose other collaborators hold only what the write path reads."""
 
 from __future__ import annotations
 
@@ -23,11 +23,11 @@ from hypothesis import given, settings
 from coordinator.models import PartitionState
 from logbroker import partition_machine
 from logbroker.errors import BrokerError, NotLeaderError
-from logbroker.node import Node
 from logbroker.partition_moves import PartitionMover
 from logbroker.records import IncomingRecord
 from logbroker.replica_manager import Replica, WaiterBudget
 from logbroker.replication.leader import Leadership
+from logbroker.write_path import WritePath
 from segments.batch import ProducerRecord
 from segments.config import LogConfig
 from segments.group_commit import GroupCommit
@@ -91,25 +91,23 @@ def test_the_gate_refuses_what_the_former_checks_refused(
     loop = asyncio.new_event_loop()
     try:
         lead._acks = [(1, loop.create_future(), 0) for _ in range(waiting)]
-        node = types.SimpleNamespace(
-            clustered=clustered, config=types.SimpleNamespace(node_id=1),
-            coordinator=types.SimpleNamespace(lease_valid_until=lambda: lease_s),
-            replication=types.SimpleNamespace(leadership=lambda topic, partition: lead if leads else None),
-            replicas=types.SimpleNamespace(get=lambda topic, partition: replica))
-        node.moves = PartitionMover(node.coordinator, node.replicas, node, _no_freeze)
+        coordinator = types.SimpleNamespace(is_cluster=clustered, lease_valid_until=lambda: lease_s)
+        replicas = types.SimpleNamespace(get=lambda topic, partition: replica)
+        moves = PartitionMover(coordinator, replicas, types.SimpleNamespace(), _no_freeze)  # type: ignore[arg-type]
         if frozen_s is not None:
-            node.moves._frozen[("t", 0)] = frozen_s
+            moves._frozen[("t", 0)] = frozen_s
+        writes = _write_path(coordinator, replicas, moves, leadership=lambda topic, partition: lead if leads else None)
         expected = former_checks(clustered=clustered, lease_s=lease_s, frozen_s=frozen_s, leads=leads,
                                  closed=closed, handing_over=handing_over, isr=isr, min_insync=min_insync,
                                  waiting=waiting, acks=acks)
         try:
-            Node._check_append(node, "t", 0, acks)  # type: ignore[arg-type]
+            writes._check_append("t", 0, acks)
             got = None
         except BrokerError as exc:
             got = exc.code
         assert got == expected
         if frozen_s is not None and frozen_s <= now:
-            assert ("t", 0) not in node.moves._frozen, "a lapsed freeze is forgotten"
+            assert ("t", 0) not in moves._frozen, "a lapsed freeze is forgotten"
     finally:
         loop.close()
 
@@ -121,13 +119,15 @@ def monkeypatch_module() -> Iterator[pytest.MonkeyPatch]:
         yield patch
 
 
-
-def _bound(node: types.SimpleNamespace, names: tuple[str, ...]) -> None:
-    """Give ``node`` the ``Node`` methods of these names that exist (the write path's checks)."""
-    for name in names:
-        method = getattr(Node, name, None)
-        if method is not None:
-            setattr(node, name, types.MethodType(method, node))
+def _write_path(coordinator: object, replicas: object, moves: PartitionMover, *,
+                leadership: object) -> WritePath:
+    """A ``WritePath`` of node 1 over these stand-ins (what the write gate reads: the coordinator's
+    lease, the replicas, the leaderships and the mover's freezes)."""
+    return WritePath(types.SimpleNamespace(node_id=1), coordinator,  # type: ignore[arg-type]
+                     replicas, types.SimpleNamespace(),  # type: ignore[arg-type]
+                     types.SimpleNamespace(leadership=leadership), moves,  # type: ignore[arg-type]
+                     types.SimpleNamespace(), types.SimpleNamespace(), types.SimpleNamespace(),  # type: ignore[arg-type]
+                     log_config=lambda meta: LogConfig(), check_serving=lambda: None)
 
 
 @pytest.mark.asyncio
@@ -147,19 +147,19 @@ async def test_a_hand_over_or_freeze_that_begins_during_the_quota_check_refuses_
         if change == "hand-over":
             lead.handing_over = True
         else:
-            node.moves._frozen[("t", 0)] = time.monotonic() + 30
+            moves._frozen[("t", 0)] = time.monotonic() + 30
 
-    node = types.SimpleNamespace(
-        clustered=True, config=types.SimpleNamespace(node_id=1), _round_robin=iter(range(100)),
-        coordinator=types.SimpleNamespace(lease_valid_until=lambda: math.inf),
-        replication=types.SimpleNamespace(leadership=lambda topic, partition: lead),
-        replicas=types.SimpleNamespace(get=lambda topic, partition: replica),
-        _check_serving=lambda: None, _partition_count=lambda topic: 1, _key_hash=lambda topic: "xxh3",
-        _max_batch_bytes=lambda topic, p: 1 << 20,
-        _leader=lambda topic, partition: None, _earlier_write=lambda topic, r, batch: None,
-        _check_storage=check_storage, _append_once=append_once)
-    node.moves = PartitionMover(node.coordinator, node.replicas, node, _no_freeze)
-    _bound(node, ("produce_records", "_check_append", "_check_fence", "_check_leadership"))
+    coordinator = types.SimpleNamespace(is_cluster=True, lease_valid_until=lambda: math.inf)
+    replicas = types.SimpleNamespace(get=lambda topic, partition: replica)
+    moves = PartitionMover(coordinator, replicas, types.SimpleNamespace(), _no_freeze)  # type: ignore[arg-type]
+    writes = _write_path(coordinator, replicas, moves, leadership=lambda topic, partition: lead)
+    writes._routing = types.SimpleNamespace(  # type: ignore[assignment]
+        partition_count=lambda topic: 1, leader=lambda topic, partition: None)
+    writes._key_hash = lambda topic: "xxh3"  # type: ignore[method-assign]
+    writes._max_batch_bytes = lambda topic, p: 1 << 20  # type: ignore[method-assign]
+    writes._earlier_write = lambda topic, r, batch: None  # type: ignore[method-assign]
+    writes._check_storage = check_storage  # type: ignore[method-assign]
+    writes._append_once = append_once  # type: ignore[method-assign]
     records = [IncomingRecord(ProducerRecord(b"v"), None)]
     with pytest.raises(NotLeaderError):
-        await node.produce_records("t", records, "1", timestamp_window=False)
+        await writes.produce_records("t", records, "1", timestamp_window=False)

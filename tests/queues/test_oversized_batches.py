@@ -34,8 +34,8 @@ async def test_an_oversized_stored_batch_is_delivered_a_receive_at_a_time(tmp_pa
     node = Node(NodeConfig(data_dir=str(tmp_path / "data"), auth="off", rpc_port=0))
     await node.start()
     try:
-        await node.create_topic({"name": "q", "kind": "queue"})
-        await node.produce_batch("q", 0, oversized_batch(COUNT), "1")
+        await node.topics.create_topic({"name": "q", "kind": "queue"})
+        await node.writes.produce_batch("q", 0, oversized_batch(COUNT), "1")
         seen: list[int] = []
         for wanted in (10, 1000, 5):
             messages = await node.queues.receive("q", ReceiveRequest(wanted, 60_000, 0))

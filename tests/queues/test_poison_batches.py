@@ -27,10 +27,10 @@ async def test_the_sweep_dead_letters_the_good_messages_around_an_unreadable_bat
     node = Node(NodeConfig(data_dir=str(tmp_path / "data"), auth="off", rpc_port=0))
     await node.start()
     try:
-        await node.create_topic({"name": "q", "kind": "queue", "config": {"max_deliveries": 1}})
-        await node.produce_records("q", records("v0", "v1"), "1")
-        await node.produce_batch("q", 0, poison_batch([b"v2", b"v3", b"v4"], 1), "1")
-        await node.produce_records("q", records("v5", "v6"), "1")
+        await node.topics.create_topic({"name": "q", "kind": "queue", "config": {"max_deliveries": 1}})
+        await node.writes.produce_records("q", records("v0", "v1"), "1")
+        await node.writes.produce_batch("q", 0, poison_batch([b"v2", b"v3", b"v4"], 1), "1")
+        await node.writes.produce_records("q", records("v5", "v6"), "1")
         # An older node leased all seven, failed to decode the batch, and the leases ran out.
         share = node.queues.get("q").shares[0]
         now = time.time_ns() // 1_000_000
@@ -38,7 +38,7 @@ async def test_the_sweep_dead_letters_the_good_messages_around_an_unreadable_bat
         share.expire(now + 10)
         assert all(share.entries[o].state == DEAD for o in range(7))
         await node.queues.sweep()
-        result, _ = await node.fetch("q.dlq", 0, 0, 1 << 20, 0)
+        result, _ = await node.reads.fetch("q.dlq", 0, 0, 1 << 20, 0)
         copied = take_records(result.data, 0, 100).records
         assert [r.value for r in copied] == [b"v0", b"v1", b"v2", b"v5", b"v6"]
         assert [dict(r.headers)["x-logbroker-offset"] for r in copied] == [b"0", b"1", b"2", b"5", b"6"]

@@ -43,13 +43,13 @@ def scenario(root: Path, seed: int) -> tuple[str, list[str]]:
         for node_id in NODES:
             await cluster.start_node(node_id)
         nodes = cluster.nodes
-        created = await cluster.network.spawn("n1", nodes[1].create_topic(
+        created = await cluster.network.spawn("n1", nodes[1].topics.create_topic(
             {"name": "t", "partitions": 2, "replication_factor": 3}))
         leaders = {p["partition"]: p["leader"] for p in created["partitions"]}
         await asyncio.sleep(2)
         for n in range(12):
             via = NODES[n % 3]
-            answer = await cluster.network.spawn(cluster.host(via), nodes[via].produce_records(
+            answer = await cluster.network.spawn(cluster.host(via), nodes[via].writes.produce_records(
                 "t", record(b"v%d" % n, n % 2), "all"))
             outcomes.append(f"{n} via n{via}: {answer}")
             assert answer == [{"partition": n % 2, "offset": n // 2}]
@@ -59,7 +59,7 @@ def scenario(root: Path, seed: int) -> tuple[str, list[str]]:
         for other in others:
             cluster.network.cut(cluster.host(leader), cluster.host(other))
         try:
-            await cluster.network.spawn(cluster.host(others[0]), nodes[others[0]].produce_records(
+            await cluster.network.spawn(cluster.host(others[0]), nodes[others[0]].writes.produce_records(
                 "t", record(b"cut", 0), "all"))
         except BrokerError as exc:  # the broker's own typed refusal, not a hang or a bare exception
             outcomes.append(f"during the cut: {exc.code}")
@@ -69,7 +69,7 @@ def scenario(root: Path, seed: int) -> tuple[str, list[str]]:
             cluster.network.heal(cluster.host(leader), cluster.host(other))
         for attempt in range(50):
             try:
-                answer = await cluster.network.spawn(cluster.host(others[0]), nodes[others[0]].produce_records(
+                answer = await cluster.network.spawn(cluster.host(others[0]), nodes[others[0]].writes.produce_records(
                     "t", record(b"healed", 0), "all"))
                 outcomes.append(f"after the heal ({attempt} retries): {answer}")
                 break
@@ -122,7 +122,7 @@ def crash_scenario(root: Path, seed: int) -> tuple[str, list[int], list[str]]:
     async def produce(via: int, value: bytes) -> None:
         for _ in range(60):
             try:
-                answer = await cluster.network.spawn(cluster.host(via), cluster.nodes[via].produce_records(
+                answer = await cluster.network.spawn(cluster.host(via), cluster.nodes[via].writes.produce_records(
                     "t", record(value, 0), "all"))
             except BrokerError as exc:
                 trace.add(loop.time(), f"refused {exc.code}")
@@ -135,7 +135,7 @@ def crash_scenario(root: Path, seed: int) -> tuple[str, list[int], list[str]]:
     async def main() -> None:
         for node_id in NODES:
             await cluster.start_node(node_id)
-        created = await cluster.network.spawn("n1", cluster.nodes[1].create_topic(
+        created = await cluster.network.spawn("n1", cluster.nodes[1].topics.create_topic(
             {"name": "t", "partitions": 1, "replication_factor": 3}))
         leader = created["partitions"][0]["leader"]
         await asyncio.sleep(2)
@@ -148,7 +148,7 @@ def crash_scenario(root: Path, seed: int) -> tuple[str, list[int], list[str]]:
             await produce(survivor, b"b%d" % n)  # the failover: a new leader takes the writes
         await cluster.start_node(leader)  # restarts on what its disk kept
         for _ in range(60):
-            read, high_watermark = await cluster.network.spawn(cluster.host(leader), cluster.nodes[leader].fetch(
+            read, high_watermark = await cluster.network.spawn(cluster.host(leader), cluster.nodes[leader].reads.fetch(
                 "t", 0, 0, 1 << 20, 0))
             if high_watermark == len(acked) and read.next_offset == len(acked):
                 break
@@ -188,7 +188,7 @@ def lost_ack_scenario(root: Path, seed: int) -> tuple[list[Acked], list[Acked]]:
 
     async def produce(via: int, value: str) -> bool:
         try:
-            answer = await cluster.network.spawn(cluster.host(via), cluster.nodes[via].produce_records(
+            answer = await cluster.network.spawn(cluster.host(via), cluster.nodes[via].writes.produce_records(
                 "t", record(value.encode(), 0), "all"))
         except BrokerError:
             return False
@@ -199,7 +199,7 @@ def lost_ack_scenario(root: Path, seed: int) -> tuple[list[Acked], list[Acked]]:
     async def main() -> None:
         for node_id in NODES:
             await cluster.start_node(node_id)
-        created = await cluster.network.spawn("n1", cluster.nodes[1].create_topic(
+        created = await cluster.network.spawn("n1", cluster.nodes[1].topics.create_topic(
             {"name": "t", "partitions": 1, "replication_factor": 3}))
         leader = created["partitions"][0]["leader"]
         await asyncio.sleep(2)
@@ -218,7 +218,7 @@ def lost_ack_scenario(root: Path, seed: int) -> tuple[list[Acked], list[Acked]]:
                 await asyncio.sleep(0.5)
         await cluster.start_node(leader)
         await asyncio.sleep(5)
-        read, _ = await cluster.network.spawn(cluster.host(survivor), cluster.nodes[survivor].fetch(
+        read, _ = await cluster.network.spawn(cluster.host(survivor), cluster.nodes[survivor].reads.fetch(
             "t", 0, 0, 1 << 20, 0))
         final.update(read_log(read.data))
         await cluster.stop()
@@ -261,7 +261,7 @@ def sole_isr_member_scenario(root: Path, seed: int) -> tuple[list[Acked], list[A
     async def main() -> None:
         for node_id in NODES:
             await cluster.start_node(node_id)
-        created = await cluster.network.spawn("n1", cluster.nodes[1].create_topic(
+        created = await cluster.network.spawn("n1", cluster.nodes[1].topics.create_topic(
             {"name": "t", "partitions": 1, "replication_factor": 3}))
         leader = created["partitions"][0]["leader"]
         keeper, lagger = (n for n in NODES if n != leader)
@@ -273,9 +273,9 @@ def sole_isr_member_scenario(root: Path, seed: int) -> tuple[list[Acked], list[A
             await asyncio.sleep(0.5)
         cluster.etcd.isolate(cluster.host(keeper))  # its session will lapse: the leader will stand alone
         await asyncio.sleep(1.2)
-        await cluster.network.spawn(cluster.host(leader), cluster.nodes[leader].produce_records(
+        await cluster.network.spawn(cluster.host(leader), cluster.nodes[leader].writes.produce_records(
             "t", record(b"flushed", 0), "all"))  # the interval flush runs with this append: the next waits
-        answer = await cluster.network.spawn(cluster.host(leader), cluster.nodes[leader].produce_records(
+        answer = await cluster.network.spawn(cluster.host(leader), cluster.nodes[leader].writes.produce_records(
             "t", record(b"acked", 0), "all"))
         acked_at = loop.time()
         events.append({"f": "produce", "type": "ok", "process": "w", "value": "acked", "partition": 0,
@@ -292,7 +292,8 @@ def sole_isr_member_scenario(root: Path, seed: int) -> tuple[list[Acked], list[A
         await asyncio.sleep(3)
         await cluster.start_node(leader)
         await asyncio.sleep(10)
-        read, _ = await cluster.network.spawn(cluster.host(keeper), cluster.nodes[keeper].fetch("t", 0, 0, 1 << 20, 0))
+        read, _ = await cluster.network.spawn(cluster.host(keeper),
+                                              cluster.nodes[keeper].reads.fetch("t", 0, 0, 1 << 20, 0))
         final.update(read_log(read.data))
         seen.append(f"read {final}")
         await cluster.stop()
