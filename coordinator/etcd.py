@@ -188,7 +188,8 @@ class EtcdCoordinator(Coordinator):
             self._feed.on_change(listener)
         self._feed.on_put(WITNESS_KIND + "/", self._witnessed)
         self._session = EtcdSession(client, self._prefix, self._node, self._ttl_s, self._clock,
-                                    lambda: self._notify(MetadataChange(session_lost=True)), self._seal)
+                                    lambda: self._notify(MetadataChange(session_lost=True)), self._seal,
+                                    on_reopened=lambda: self._notify(MetadataChange(nodes=True)))
         try:
             await self._connect()
             await self._session.open(first=True)

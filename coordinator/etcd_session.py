@@ -6,7 +6,9 @@ monotonic clock, so a process that stalls (SIGSTOP, a hogged loop) stops proving
 leaderships before etcd can expire the lease. When it passes, or etcd says the lease is gone,
 the session is lost: ``on_lost`` is called once, the old lease is revoked as soon as etcd answers
 (its leader keys go at once), and a new lease is granted and ``nodes/<id>`` registered again with
-a bounded backoff. One task (the keepalive loop) changes the lease; everything else reads it.
+a bounded backoff; ``on_reopened`` is called once it is (the node may stand for leadership again:
+a partition only it can lead must not wait for a change in etcd to be looked at). One task (the
+keepalive loop) changes the lease; everything else reads it.
 """
 
 from __future__ import annotations
@@ -38,7 +40,8 @@ REVOKE_TIMEOUT_S: Final = 2.0
 @final
 class EtcdSession:
     def __init__(self, client: EtcdClient, prefix: str, node: NodeInfo, ttl_s: int, clock: Callable[[], float],
-                 on_lost: Callable[[], None], seal: RecordSeal | None = None) -> None:
+                 on_lost: Callable[[], None], seal: RecordSeal | None = None,
+                 on_reopened: Callable[[], None] | None = None) -> None:
         self._client = client
         self._prefix = prefix
         self._node = node
@@ -46,6 +49,7 @@ class EtcdSession:
         self._granted_ttl_s = ttl_s
         self._clock = clock
         self._on_lost = on_lost
+        self._on_reopened = on_reopened
         self._seal = seal or RecordSeal(None, prefix)
         self.lease: int | None = None
         self._valid_until = -math.inf
@@ -130,6 +134,8 @@ class EtcdSession:
                 raise CoordinatorUnavailableError(f"lease {lease:x} expired in etcd while it was being registered")
         self._extend(sent + min(ttl, self._granted_ttl_s) - self._margin_s)
         log.info("etcd session open: node %d lease %x ttl %d s", node_id, lease, self._granted_ttl_s)
+        if not first and self._on_reopened is not None:
+            self._on_reopened()
 
     def start(self) -> None:
         """Start the keepalive loop (after a first ``open``)."""

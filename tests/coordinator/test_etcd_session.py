@@ -57,7 +57,8 @@ class ScriptedEtcd:
 
 def session(etcd: ScriptedEtcd, clock: Clock, lost: list[str]) -> EtcdSession:
     node = NodeInfo(1, "http://127.0.0.1:8001", "127.0.0.1:9001", None, "127.0.0.1:7001", 1)
-    return EtcdSession(cast(EtcdClient, etcd), "/test/", node, TTL_S, clock, lambda: lost.append("lost"))
+    return EtcdSession(cast(EtcdClient, etcd), "/test/", node, TTL_S, clock, lambda: lost.append("lost"),
+                       on_reopened=lambda: lost.append("reopened"))
 
 
 @pytest.mark.asyncio
@@ -84,7 +85,7 @@ async def test_a_grant_slower_than_the_lease_is_proved_by_one_keepalive_not_lost
     assert etcd.calls == ["grant", "txn", "keepalive 7"]
     assert s.alive() and s.valid_until() == pytest.approx(101.8 + TTL_S - TTL_S / 4)
     await asyncio.sleep(0.01)
-    assert not lost and s.lease == 7
+    assert lost == ["reopened"] and s.lease == 7
 
 
 @pytest.mark.asyncio
@@ -95,3 +96,16 @@ async def test_a_lease_that_expired_while_it_was_granted_fails_the_open():
     with pytest.raises(CoordinatorUnavailableError):
         await s.open(first=False)
     assert s.lease is None and not s.alive()
+
+
+@pytest.mark.asyncio
+async def test_a_session_opened_again_says_so_and_a_first_open_does_not():
+    """A node whose session came back may stand for leadership again: the reconciler hears it
+    (as a change of the node set) rather than waiting for its next full pass."""
+    clock = Clock()
+    etcd, events = ScriptedEtcd(clock, grant_s=0.1), []
+    s = session(etcd, clock, events)
+    await s.open(first=True)
+    assert events == []
+    await s.open(first=False)
+    assert events == ["reopened"]
