@@ -5,8 +5,9 @@ Composition: ``EtcdSession`` (``etcd_session.py``) keeps this node's lease and f
 ``MetadataFeed`` (``etcd_feed.py``) loads and watches the prefix into a ``MetadataCache``
 (``cache.py``); ``EtcdClient`` (``etcd_client.py``) bounds every call; ``GuardedWrites``
 (``etcd_writes.py``) makes each write a transaction this node reads back; ``EtcdAccounts``
-(``etcd_accounts.py``) writes users, ACLs and group records. This module turns the other
-``Coordinator`` calls into guarded transactions over the key layout of ``etcd_keys.py``.
+(``etcd_accounts.py``) writes users, ACLs and group records; ``EtcdUsage`` (``etcd_usage.py``)
+the usage records. This module turns the other ``Coordinator`` calls into guarded transactions
+over the key layout of ``etcd_keys.py``.
 
 Writes: guarded transactions (create-if-absent, update-if-unchanged by mod revision); a write
 returns once the cache has applied its revision, so this node reads its own writes. A guard that
@@ -49,7 +50,6 @@ from coordinator.etcd_client import (
     cmp_value,
     op_delete,
     op_delete_prefix,
-    op_delete_range,
     op_put,
     parse_etcd_url,
 )
@@ -65,15 +65,12 @@ from coordinator.etcd_keys import (
     lock_key,
     node_key,
     parse_key,
-    parse_usage_key,
     partition_key,
     topic_key,
-    usage_hour_bound,
-    usage_key,
-    usage_prefix,
 )
 from coordinator.etcd_seal import SEAL_FIELD, RecordSeal
 from coordinator.etcd_session import EtcdSession
+from coordinator.etcd_usage import EtcdUsage
 from coordinator.etcd_witness import KIND as WITNESS_KIND
 from coordinator.etcd_witness import bear_witness, end_session, parse_witness
 from coordinator.etcd_writes import CONTENTION_RETRIES, TXN_OPS_MAX, GuardedWrites
@@ -126,8 +123,6 @@ class EtcdCoordinator(Coordinator):
         self._clock = clock
         self._access = access or EtcdAccess()
         self._seal = RecordSeal(seal_secret, self._prefix)
-        self._usage_prefix = usage_prefix(cluster)
-        self._usage_seal = RecordSeal(seal_secret, self._usage_prefix)
         self._cache = MetadataCache(self._seal)
         self._client: EtcdClient | None = None
         self._session: EtcdSession | None = None
@@ -137,6 +132,7 @@ class EtcdCoordinator(Coordinator):
         self._closed = False
         self._w = GuardedWrites(self._prefix, self._seal, self._cache, lambda: self._etcd, lambda: self._feed)
         self._accounts = EtcdAccounts(self._w)
+        self._usage = EtcdUsage(cluster, seal_secret, lambda: self._etcd)
 
     @classmethod
     def from_url(cls, url: str, cluster: str, node: NodeInfo, lease_ttl_ms: int, *,
@@ -672,33 +668,13 @@ class EtcdCoordinator(Coordinator):
     async def delete_group(self, name: str) -> None:
         await self._accounts.delete_group(name)
 
-    # ---- usage records (decision 0298) ---------------------------------------------------------
+    # ---- usage records (decision 0298; etcd_usage.py) ---------------------------------------------
 
     async def put_usage(self, hour_ms: int, node_id: int, rows: list[list[Any]]) -> None:
-        relative = usage_key(hour_ms, node_id)
-        await self._etcd.txn([], [op_put((self._usage_prefix + relative).encode(),
-                                         self._usage_seal.seal(relative, {"rows": rows}))])
+        await self._usage.put(hour_ms, node_id, rows)
 
     async def usage_between(self, from_hour_ms: int, to_ms: int) -> list[tuple[int, int, list[list[Any]]]]:
-        first = self._usage_prefix + usage_hour_bound(from_hour_ms)
-        end = self._usage_prefix + usage_hour_bound(max(from_hour_ms, to_ms))
-        _, kvs = await self._etcd.range_between(first.encode(), end.encode())
-        out = []
-        for kv in kvs:
-            relative = bytes(kv.key).decode()[len(self._usage_prefix):]
-            parsed = parse_usage_key(relative)
-            if parsed is None or not from_hour_ms <= parsed[0] < to_ms:
-                continue
-            try:
-                rows = self._usage_seal.open(relative, bytes(kv.value))["rows"]
-            except (CoordinatorError, ValueError, KeyError) as exc:
-                log.warning("ignoring a usage record that does not verify or parse",
-                            extra={"fields": {"key": relative, "error": str(exc)}})
-                continue
-            if isinstance(rows, list):
-                out.append((parsed[0], parsed[1], rows))
-        return out
+        return await self._usage.between(from_hour_ms, to_ms)
 
     async def drop_usage_before(self, hour_ms: int) -> None:
-        start = (self._usage_prefix + "usage/").encode()
-        await self._etcd.txn([], [op_delete_range(start, (self._usage_prefix + usage_hour_bound(hour_ms)).encode())])
+        await self._usage.drop_before(hour_ms)

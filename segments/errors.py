@@ -177,3 +177,9 @@ FD_LIMIT_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE})
 def is_fd_limit(exc: BaseException) -> bool:
     """True for an OSError that says the process (or the system) has no descriptor left."""
     return isinstance(exc, OSError) and exc.errno in FD_LIMIT_ERRNOS
+
+
+def check_int(name: str, value: object) -> None:
+    """Raise ``InvalidArgumentError`` unless ``value`` is an ``int`` (a ``bool`` is not)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidArgumentError(f"{name} must be an integer, not {value!r}")

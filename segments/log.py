@@ -15,15 +15,25 @@ Invariants:
   "succeed" without them): appends, flushes and reads raise ``LogOfflineError``, nothing is
   deleted, and the next start recovers everything after the recovery point.
 
+This module holds the log's state and every change to it: appends, rolls, flushes, retention,
+truncation, the compaction swap's bookkeeping and closing, and the reads. Parts with one job each
+live beside it, each taking only what the log passes it (never the log), with its own invariants:
+``segments.log_recovery`` (what ``open`` finds on disk, ``RecoveryReport``),
+``segments.log_epochs`` (the leader epoch history and its checkpoint file),
+``segments.log_replicas`` (a follower's copies appended a run at a time),
+``segments.log_reads`` (where a read finds its batches, ``LogRead``, ``LogSlice``) and
+``segments.log_cleaning`` (the segments a compaction pass may take, the swap's file steps).
+Their value types are re-exported here.
+
 Concurrency: every public method takes ``self._lock`` (a ``threading.Lock``), so the log may be
 used from the event loop and from one flush thread. ``flush`` runs fsync on duplicated
 descriptors outside the lock so appends go on during it (group commit). Helpers that need the
-lock held end in ``_locked``.
+lock held end in ``_locked``. The parts have no lock of their own: the log calls them with its
+lock held.
 """
 
 from __future__ import annotations
 
-import bisect
 import contextlib
 import dataclasses
 import os
@@ -31,105 +41,38 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import NamedTuple, final
 
-from segments.batch import (
-    HEADER_SIZE,
-    PREFIX_SIZE,
-    U32_MAX,
-    BatchHeader,
-    now_ms,
-    parse_header,
-    patched_prefix,
-    validate_batch,
-)
-from segments.checkpoint import LEADER_EPOCH_FILE, TMP_SUFFIX, read_epochs, write_atomic, write_epochs
-from segments.cleaner_files import SWAP_DIR, CleanableSegment, finish_swap, remove_compaction_dirs, swap_dir_commit
+from segments.batch import PREFIX_SIZE, BatchHeader, now_ms, patched_prefix, validate_batch
+from segments.checkpoint import write_atomic
+from segments.cleaner_files import CleanableSegment, remove_compaction_dirs
 from segments.config import LogConfig
-from segments.epochs import LeaderEpochCache
 from segments.errors import (
     BatchTooLargeError,
-    CorruptCheckpointError,
     InvalidArgumentError,
-    InvalidBatchError,
     LogClosedError,
     LogOfflineError,
     NonSequentialAppendError,
-    OffsetOutOfRangeError,
-    StaleLeaderEpochError,
     StorageError,
     StorageFullError,
     TooManyOpenFilesError,
+    check_int,
     is_fd_limit,
     is_no_space,
 )
 from segments.handles import LogHandles, SegmentHandles
-from segments.scan import ScanStop
-from segments.segment import (
-    INDEX_SUFFIX,
-    LOG_SUFFIX,
-    TIME_INDEX_SUFFIX,
-    Extent,
-    LogSegment,
-    SegmentWriteError,
-    remove_empty_segment,
-)
+from segments.log_cleaning import cleanable_locked, reopen_swapped, swap_files_locked, unchanged
+from segments.log_epochs import EpochHistory
+from segments.log_reads import LogRead, LogSlice, candidates, find_extent, read_limit
+from segments.log_recovery import CLEAN_SHUTDOWN_FILE, RecoveryReport, recover_locked
+from segments.log_replicas import append_runs_locked
+from segments.segment import LogSegment, SegmentWriteError, remove_empty_segment
 
-CLEAN_SHUTDOWN_FILE = "clean-shutdown"
+__all__ = ["CLEAN_SHUTDOWN_FILE", "AppendInfo", "LogRead", "LogSlice", "PartitionLog", "RecoveryReport"]
 
 
 class AppendInfo(NamedTuple):
     base_offset: int
     last_offset: int
     log_end_offset: int
-
-
-class LogRead(NamedTuple):
-    """Whole batches read from the log; ``next_offset`` is where the next read starts."""
-
-    data: memoryview
-    first_offset: int
-    next_offset: int
-
-
-class RecoveryReport(NamedTuple):
-    """What ``PartitionLog.open`` found and did; loss is reported here, never only logged."""
-
-    clean_shutdown: bool
-    segments: int
-    segments_recovered: int
-    batches_scanned: int
-    truncated_bytes: int
-    segments_deleted: int
-    log_end_offset: int
-    errors: tuple[str, ...]
-
-
-@final
-class LogSlice:
-    """Whole batches of one segment, for a zero-copy sender: a descriptor of its own (closed by
-    ``close``), a position and a size. Survives the segment being deleted meanwhile."""
-
-    __slots__ = ("fd", "first_offset", "next_offset", "position", "size_bytes")
-
-    def __init__(self, fd: int, extent: Extent) -> None:
-        self.fd = fd
-        self.position = extent.position
-        self.size_bytes = extent.size_bytes
-        self.first_offset = extent.first_offset
-        self.next_offset = extent.next_offset
-
-    def read(self) -> bytes:
-        return os.pread(self.fd, self.size_bytes, self.position)
-
-    def close(self) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
-
-    def __enter__(self) -> LogSlice:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 @final
@@ -165,7 +108,7 @@ class PartitionLog:
         self._lock = threading.Lock()
         self._segments: list[LogSegment] = []
         self._bases: list[int] = []
-        self._epochs = LeaderEpochCache()
+        self._epochs = EpochHistory(directory, fsync)
         self._recovery_point = 0
         self._unflushed: list[LogSegment] = []
         self._last_flush_ms = clock_ms()
@@ -175,7 +118,7 @@ class PartitionLog:
         self._cleaned_offset = 0
         self.recovery: RecoveryReport | None = None
 
-    # ---- opening ---------------------------------------------------------------------------
+    # ---- opening (segments.log_recovery) ---------------------------------------------------
 
     @classmethod
     def open(cls, directory: str, config: LogConfig | None = None, *, recovery_point: int = 0,
@@ -187,7 +130,9 @@ class PartitionLog:
         os.makedirs(directory, exist_ok=True)
         log = cls(directory, config or LogConfig(), clock_ms, fsync, handles)
         with log._lock:  # the budget may reach this log's sealed segments while it loads
-            log.recovery = log._load(recovery_point)
+            found = recover_locked(directory, fsync, recovery_point, log._segments, log._segment, log._add_segment)
+            log._epochs, log._recovery_point, log._unflushed = found.epochs, found.recovery_point, found.unflushed
+            log.recovery = found.report
         return log
 
     def _segment(self, base_offset: int) -> LogSegment:
@@ -210,87 +155,11 @@ class PartitionLog:
             if not held:
                 self._lock.release()
 
-    def _load(self, recovery_point: int) -> RecoveryReport:
-        finish_swap(self.directory, self._fsync)
-        marker = os.path.join(self.directory, CLEAN_SHUTDOWN_FILE)
-        clean = os.path.exists(marker)
-        if clean:
-            os.unlink(marker)
-            _fsync_dir(self.directory, self._fsync)
-        bases = self._list_bases()
-        errors: list[str] = []
-        recovered = scanned = truncated = deleted = 0
-        for i, base in enumerate(bases):
-            if self._segments and (truncated or base < self._segments[-1].next_offset):
-                self._segment(base).delete()
-                deleted += 1
-                errors.append(f"segment {base} deleted: it follows damaged or overlapping data")
-                continue
-            segment = self._segment(base)
-            covered = i + 1 < len(bases) and bases[i + 1] <= recovery_point
-            if (clean or covered) and segment.load():
-                self._add_segment(segment)
-                continue
-            report = segment.recover()
-            recovered += 1
-            scanned += report.batches
-            truncated += report.truncated_bytes
-            if report.stop is not ScanStop.END:
-                errors.append(f"segment {base}: {report.stop.value} at position {report.valid_bytes}"
-                              f" ({report.truncated_bytes} bytes cut): {report.error}")
-            if segment.size_bytes == 0 and i + 1 < len(bases) and not truncated:
-                segment.delete()
-                deleted += 1
-                continue
-            self._add_segment(segment)
-        if not self._segments:
-            self._add_segment(self._segment(0))
-        self._load_epochs_locked(errors)
-        if clean:  # close() fsynced everything before it wrote the mark
-            self._recovery_point = self.log_end_offset
-        else:
-            # What the crashed process wrote past the recovery point may never have reached the
-            # disk: the next flush fsyncs those segments too before the point may pass them.
-            self._recovery_point = min(recovery_point, self.log_end_offset)
-            self._unflushed = [s for s in self._segments[:-1] if s.next_offset > self._recovery_point]
-        return RecoveryReport(clean, len(self._segments), recovered, scanned, truncated, deleted,
-                              self.log_end_offset, tuple(errors))
-
-    def _list_bases(self) -> list[int]:
-        """Base offsets of the segment files; removes temp files and indexes without a log."""
-        bases, index_bases = set(), set()
-        for name in os.listdir(self.directory):
-            stem, _, suffix = name.partition(".")
-            path = os.path.join(self.directory, name)
-            if name.endswith(TMP_SUFFIX):
-                os.unlink(path)
-            elif len(stem) == 20 and stem.isdigit():
-                if "." + suffix == LOG_SUFFIX:
-                    bases.add(int(stem))
-                elif "." + suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
-                    index_bases.add((int(stem), path))
-        for base, path in index_bases:
-            if base not in bases:
-                os.unlink(path)
-        return sorted(bases)
-
     def _add_segment(self, segment: LogSegment) -> None:
         if self._segments:
             self._segments[-1].seal()
         self._segments.append(segment)
         self._bases.append(segment.base_offset)
-
-    def _load_epochs_locked(self, errors: list[str]) -> None:
-        path = os.path.join(self.directory, LEADER_EPOCH_FILE)
-        try:
-            self._epochs = LeaderEpochCache(read_epochs(path))
-        except (CorruptCheckpointError, StaleLeaderEpochError) as exc:
-            errors.append(f"leader epoch checkpoint unreadable, history reset: {exc}")
-            self._epochs = LeaderEpochCache()
-        changed = self._epochs.truncate_from_end(self.log_end_offset)
-        changed |= self._epochs.truncate_from_start(self.log_start_offset)
-        if changed:
-            self._write_epochs_locked()
 
     # ---- state -------------------------------------------------------------------------------
 
@@ -326,7 +195,7 @@ class PartitionLog:
 
     def epoch_entries(self) -> list[tuple[int, int]]:
         with self._lock:
-            return [tuple(e) for e in self._epochs.entries]  # type: ignore[misc]
+            return self._epochs.entries()
 
     # ---- appending -------------------------------------------------------------------------
 
@@ -342,7 +211,7 @@ class PartitionLog:
             base = self._segments[-1].next_offset
             with self._write_errors_locked():
                 if leader_epoch != self._epochs.latest_epoch or leader_epoch < 0:
-                    self._assign_epoch_locked(leader_epoch, base)
+                    self._epochs.assign(leader_epoch, base)
                 self._active_for_locked(header, base).append(
                     patched_prefix(header, base, leader_epoch), view[PREFIX_SIZE:], header, base)
             if flush and self.config.flush != "never":
@@ -361,7 +230,7 @@ class PartitionLog:
             if not self._follows_locked(header.base_offset, self.log_end_offset):
                 raise NonSequentialAppendError(header.base_offset, self.log_end_offset)
             with self._write_errors_locked():
-                self._assign_epoch_locked(header.leader_epoch, header.base_offset)
+                self._epochs.assign(header.leader_epoch, header.base_offset)
                 self._active_for_locked(header, header.base_offset).append(
                     bytes(view[:PREFIX_SIZE]), view[PREFIX_SIZE:], header, header.base_offset)
             if flush:
@@ -372,49 +241,21 @@ class PartitionLog:
         """Append whole batches copied from a leader, back to back in ``batches`` (each keeps its
         offsets and epoch; the first starts exactly at the log end), as ``append_replica`` would
         one after another, but with one write per run of batches that go to one segment at one
-        epoch. A batch that cannot be appended (torn, invalid, out of order, of an older epoch)
-        raises as ``append_replica`` does; the batches before it stay appended. Returns where
-        the appended batches went (None when ``batches`` is empty)."""
+        epoch (``segments.log_replicas``). A batch that cannot be appended (torn, invalid, out of
+        order, of an older epoch) raises as ``append_replica`` does; the batches before it stay
+        appended. Returns where the appended batches went (None when ``batches`` is empty)."""
         view = memoryview(batches)
         if view.format != "B" or view.ndim != 1:
             view = view.cast("B")
-        total = view.nbytes
-        if total == 0:
+        if view.nbytes == 0:
             return None
         size_max = self.config.max_batch_bytes
         with self._lock:
             self._check_open_locked()
-            first = expected = self.log_end_offset
+            first = self.log_end_offset
             with self._write_errors_locked():
-                segment: LogSegment | None = None
-                run: list[tuple[BatchHeader, int]] = []
-                start = position = 0
-                try:
-                    while position < total:
-                        if total - position < HEADER_SIZE:
-                            raise InvalidBatchError(f"a torn batch of {total - position} bytes at the end")
-                        end = position + parse_header(view, position).size_bytes
-                        if end > total or end <= position:
-                            raise InvalidBatchError(f"a torn batch at position {position}")
-                        header = validate_batch(view[position:end], size_bytes_max=size_max, position=position)
-                        if not self._follows_locked(header.base_offset, expected):
-                            raise NonSequentialAppendError(header.base_offset, expected)
-                        base = header.base_offset
-                        if not (run and segment is not None and header.leader_epoch == run[0][0].leader_epoch
-                                and segment.fits_after(header, base, position - start, len(run))):
-                            if run:
-                                pending, run = run, []
-                                assert segment is not None
-                                segment.append_run(view[start:position], pending)
-                            self._assign_epoch_locked(header.leader_epoch, base)
-                            segment = self._active_for_locked(header, base)
-                            start = position
-                        run.append((header, base))
-                        expected = header.next_offset
-                        position = end
-                finally:
-                    if run and segment is not None:
-                        segment.append_run(view[start:position], run)
+                expected = append_runs_locked(view, first, size_max, self._follows_locked, self._epochs.assign,
+                                              self._active_for_locked)
             if flush:
                 self._apply_flush_policy_locked()
             return AppendInfo(first, expected - 1, expected) if expected > first else None
@@ -454,25 +295,6 @@ class PartitionLog:
         if view.nbytes > self.config.max_batch_bytes:
             raise BatchTooLargeError(view.nbytes, self.config.max_batch_bytes)
         return view.cast("B") if view.format != "B" or view.ndim != 1 else view
-
-    def _assign_epoch_locked(self, epoch: int, start_offset: int) -> None:
-        _check_int("leader_epoch", epoch)
-        if not 0 <= epoch <= U32_MAX:
-            raise InvalidArgumentError(f"leader_epoch must be in [0, {U32_MAX}], not {epoch}")
-        if epoch < self._epochs.latest_epoch:
-            raise StaleLeaderEpochError(epoch, self._epochs.latest_epoch)
-        if epoch > self._epochs.latest_epoch:
-            before = self._epochs.entries
-            self._epochs.assign(epoch, start_offset)
-            try:
-                self._write_epochs_locked()
-            except BaseException:
-                self._epochs = LeaderEpochCache([tuple(e) for e in before])  # type: ignore[misc]
-                raise
-
-    def _write_epochs_locked(self) -> None:
-        path = os.path.join(self.directory, LEADER_EPOCH_FILE)
-        write_epochs(path, [tuple(e) for e in self._epochs.entries], self._fsync)  # type: ignore[misc]
 
     def _active_for_locked(self, header: BatchHeader, base_offset: int) -> LogSegment:
         active = self._segments[-1]
@@ -592,15 +414,16 @@ class PartitionLog:
             self.flush()
         return due and dirty
 
-    # ---- reading -------------------------------------------------------------------------
+    # ---- reading (segments.log_reads) -------------------------------------------------------
 
     def read(self, offset: int, size_bytes_max: int, *, offset_max: int | None = None) -> LogRead:
         """Whole batches from the one holding ``offset``: at most ``size_bytes_max`` bytes unless
         the first batch alone is larger, and none that reaches ``offset_max`` (exclusive; the
         high watermark). Empty at the end. Offsets outside the log raise OffsetOutOfRangeError."""
         with self._lock:
-            limit = self._check_read_locked(offset, size_bytes_max, offset_max)
-            for segment, target in self._candidates_locked(offset, limit):
+            self._check_open_locked()
+            limit = read_limit(self._segments, offset, size_bytes_max, offset_max)
+            for segment, target in candidates(self._segments, self._bases, offset, limit):
                 found = segment.read_batches(target, size_bytes_max, limit)
                 if found is not None:
                     return LogRead(*found)
@@ -611,47 +434,16 @@ class PartitionLog:
     def slice(self, offset: int, size_bytes_max: int, *, offset_max: int | None = None) -> LogSlice | None:
         """Like ``read`` but returns a ``LogSlice`` for ``sendfile`` (None at the end)."""
         with self._lock:
-            found = self._extent_locked(offset, size_bytes_max, offset_max)
+            self._check_open_locked()
+            limit = read_limit(self._segments, offset, size_bytes_max, offset_max)
+            found = find_extent(self._segments, self._bases, offset, size_bytes_max, limit)
             if found is None:
                 return None
             return LogSlice(self._dup_fds_locked([found[0]])[0], found[1])
 
-    def _extent_locked(
-        self, offset: int, size_bytes_max: int, offset_max: int | None
-    ) -> tuple[LogSegment, Extent] | None:
-        limit = self._check_read_locked(offset, size_bytes_max, offset_max)
-        for segment, target in self._candidates_locked(offset, limit):
-            extent = segment.extent(target, size_bytes_max, limit)
-            if extent is not None:
-                return segment, extent
-            if segment.next_offset > target:
-                return None
-        return None
-
-    def _check_read_locked(self, offset: int, size_bytes_max: int, offset_max: int | None) -> int:
-        """Validate a read's arguments; return the exclusive offset limit of the read."""
-        self._check_open_locked()
-        _check_int("offset", offset)
-        _check_int("size_bytes_max", size_bytes_max)
-        if size_bytes_max < 0:
-            raise InvalidArgumentError(f"size_bytes_max must not be negative, not {size_bytes_max}")
-        start, end = self.log_start_offset, self.log_end_offset
-        if not start <= offset <= end:
-            raise OffsetOutOfRangeError(offset, start, end)
-        return end if offset_max is None else min(offset_max, end)
-
-    def _candidates_locked(self, offset: int, limit: int) -> Iterator[tuple[LogSegment, int]]:
-        """Segments that may hold ``offset`` or the first offset after it, in order (gaps skip)."""
-        i = max(0, bisect.bisect_right(self._bases, offset) - 1)
-        for segment in self._segments[i:]:
-            target = max(offset, segment.base_offset)
-            if target >= limit:
-                return
-            yield segment, target
-
     def offset_for_timestamp(self, timestamp: int) -> int | None:
         """The first offset whose batch has a timestamp >= ``timestamp`` (None: none yet)."""
-        _check_int("timestamp", timestamp)
+        check_int("timestamp", timestamp)
         with self._lock:
             self._check_open_locked()
             for segment in self._segments:
@@ -673,7 +465,7 @@ class PartitionLog:
             if self._segments:
                 self._segments[-1].config = config
 
-    # ---- compaction (segments.cleaner) ----------------------------------------------------------
+    # ---- compaction (segments.cleaner, segments.log_cleaning) ---------------------------------
 
     def dirty_ratio(self) -> float:
         """Bytes of closed segments not compacted yet over bytes of all closed segments (0: none)."""
@@ -705,20 +497,8 @@ class PartitionLog:
         with self._lock:
             if self._closed or self._offline is not None:
                 return []
-            found: list[CleanableSegment] = []
-            try:
-                for segment in self._segments[:-1]:
-                    if segment.next_offset > self._recovery_point or segment.max_timestamp > newest_timestamp \
-                            or (end_offset is not None and segment.next_offset > end_offset):
-                        break
-                    fd = self._dup_fds_locked([segment])[0]
-                    found.append(CleanableSegment(segment, segment.base_offset, segment.size_bytes,
-                                                  segment.next_offset, fd))
-            except BaseException:
-                for item in found:
-                    os.close(item.fd)
-                raise
-            return found
+            return cleanable_locked(self._segments[:-1], self._recovery_point, newest_timestamp, end_offset,
+                                    self._dup_fds_locked)
 
     def swap_cleaned(self, cleaned: list[CleanableSegment], cleaning_dir: str, next_offset: int) -> bool:
         """Swap the compacted copies of ``cleaned`` (written and fsynced in ``cleaning_dir``) in for
@@ -727,43 +507,17 @@ class PartitionLog:
         segment below it is compacted now. The lock is held only for renames and the new
         segments' index check (``load``)."""
         with self._lock:
-            if self._closed or self._offline is not None:
+            if self._closed or self._offline is not None or not unchanged(self._segments[:-1], cleaned):
                 return False
-            for item in cleaned:
-                if item.segment not in self._segments[:-1] or item.segment.size_bytes != item.size_bytes:
-                    return False
             start = self.log_start_offset
-            try:
-                swap = swap_dir_commit(self.directory, cleaning_dir, self._fsync)
-            except OSError as exc:
-                if os.path.isdir(os.path.join(self.directory, SWAP_DIR)):  # committed: the next start finishes it
-                    raise self._go_offline_locked(f"compaction swap failed: {exc}") from exc
-                raise
-            for item in cleaned:
-                item.segment.close(trim=False)
-            try:
-                finish_swap(self.directory, self._fsync, swap)
-            except OSError as exc:
-                raise self._go_offline_locked(f"compaction swap failed: {exc}") from exc
-            kept: list[LogSegment] = []
+            swap_files_locked(self.directory, self._fsync, cleaning_dir, cleaned, self._go_offline_locked)
             replaced = {item.segment for item in cleaned}
-            for segment in self._segments:
-                if segment not in replaced:
-                    kept.append(segment)
-                    continue
-                if not os.path.exists(segment.log_path):
-                    continue  # compaction left it empty
-                fresh = self._segment(segment.base_offset)
-                if not fresh.load():
-                    fresh.recover()
-                fresh.seal()
-                kept.append(fresh)
-            self._segments = kept
-            self._bases = [s.base_offset for s in kept]
+            self._segments = reopen_swapped(self._segments, replaced, self._segment)
+            self._bases = [s.base_offset for s in self._segments]
             self._unflushed = [s for s in self._unflushed if s not in replaced]
             self._cleaned_offset = max(self._cleaned_offset, next_offset)
-            if self.log_start_offset != start and self._epochs.truncate_from_start(self.log_start_offset):
-                self._write_epochs_locked()
+            if self.log_start_offset != start:
+                self._epochs.truncate_from_start(self.log_start_offset)
             return True
 
     def mark_cleaned(self, cleaned: list[CleanableSegment], next_offset: int) -> None:
@@ -791,15 +545,15 @@ class PartitionLog:
                 total -= oldest.size_bytes
                 self._drop_first_locked()
                 deleted += 1
-            if deleted and self._epochs.truncate_from_start(self.log_start_offset):
-                self._write_epochs_locked()
+            if deleted:
+                self._epochs.truncate_from_start(self.log_start_offset)
             return deleted
 
     def delete_before(self, offset: int) -> int:
         """Delete the whole segments that end at or before ``offset`` (never the active one), so the
         log starts at the first segment kept. For logs whose records from ``offset`` on stand for
         everything before (a snapshot of an internal state log). Returns how many were deleted."""
-        _check_int("offset", offset)
+        check_int("offset", offset)
         if offset < 0:
             raise InvalidArgumentError(f"offset must not be negative, not {offset}")
         with self._lock:
@@ -808,8 +562,8 @@ class PartitionLog:
             while len(self._segments) > 1 and self._segments[0].next_offset <= offset:
                 self._drop_first_locked()
                 deleted += 1
-            if deleted and self._epochs.truncate_from_start(self.log_start_offset):
-                self._write_epochs_locked()
+            if deleted:
+                self._epochs.truncate_from_start(self.log_start_offset)
             return deleted
 
     def _drop_first_locked(self) -> None:
@@ -823,7 +577,7 @@ class PartitionLog:
         """Remove every batch whose last offset is >= ``offset`` (a follower cutting a divergent
         suffix). The new log end may be below ``offset`` when it falls inside a batch. Returns
         the new log end offset."""
-        _check_int("offset", offset)
+        check_int("offset", offset)
         with self._lock:
             self._check_open_locked()
             if offset >= self.log_end_offset:
@@ -842,7 +596,7 @@ class PartitionLog:
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete every segment and restart the log, empty, at ``offset``."""
-        _check_int("offset", offset)
+        check_int("offset", offset)
         if offset < 0:
             raise InvalidArgumentError(f"offset must not be negative, not {offset}")
         with self._lock:
@@ -855,8 +609,7 @@ class PartitionLog:
         self._segments.clear()
         self._bases.clear()
         self._add_segment(self._segment(offset))
-        self._epochs = LeaderEpochCache()
-        self._write_epochs_locked()
+        self._epochs.reset()
         self._after_truncation_locked()
 
     def _reopen_active_locked(self) -> None:
@@ -876,8 +629,7 @@ class PartitionLog:
         # What is appended from here on is not compacted, whatever offsets it reuses.
         self._cleaned_offset = min(self._cleaned_offset, self.log_end_offset)
         self._unflushed = [s for s in self._unflushed if s.fd_open()]
-        if self._epochs.truncate_from_end(self.log_end_offset):
-            self._write_epochs_locked()
+        self._epochs.truncate_from_end(self.log_end_offset)
         self._recovery_point = min(self._recovery_point, self.log_end_offset)
 
     # ---- closing -------------------------------------------------------------------------------
@@ -935,16 +687,3 @@ class PartitionLog:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _check_int(name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidArgumentError(f"{name} must be an integer, not {value!r}")
-
-
-def _fsync_dir(directory: str, fsync: Callable[[int], None]) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        fsync(fd)
-    finally:
-        os.close(fd)

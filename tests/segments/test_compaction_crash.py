@@ -95,12 +95,12 @@ def test_a_failed_swap_in_process_is_finished_or_discarded_on_the_next_start(
     directory = str(tmp_path / "p")
     log = _fill(directory)
     before = read_records(log)
-    import segments.log as log_module
+    import segments.log_cleaning as swap_module
 
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise OSError("injected")
 
-    monkeypatch.setattr(log_module, "swap_dir_commit" if fail_at == "commit" else "finish_swap", broken)
+    monkeypatch.setattr(swap_module, "swap_dir_commit" if fail_at == "commit" else "finish_swap", broken)
     with pytest.raises((OSError, StorageError)):
         compact(log, now_ms=10_000)
     monkeypatch.undo()
