@@ -253,7 +253,7 @@ class QueueManager:
             try:
                 recorded = asyncio.ensure_future(self._record(queue, partition, withdraw_event(token, offsets)))
             except Exception as exc:  # not appended either: the receive's own error is the one to raise
-                log.info("a withdrawn lease's event was not appended", extra={"fields": {"error": str(exc)}})
+                log.debug("a withdrawn lease's event was not appended", extra={"fields": {"error": str(exc)}})
                 continue
             recorded.add_done_callback(_log_failure)
 
@@ -481,7 +481,7 @@ def _let_run(awaitables: list[Awaitable[None]]) -> None:
 
 def _log_failure(task: asyncio.Future[None]) -> None:
     if not task.cancelled() and task.exception() is not None:
-        log.info("a queue state event did not become durable", extra={"fields": {"error": str(task.exception())}})
+        log.debug("a queue state event did not become durable", extra={"fields": {"error": str(task.exception())}})
 
 
 def _client_headers(record: Record) -> list[tuple[str, bytes]]:
