@@ -10,6 +10,13 @@ whose last ack came just before a fault is that fault's. The faulted node's role
 partition at the fault's start (from the ``leader`` events the watcher recorded) is kept with
 it: ``leader`` (failover is expected to take a moment), ``follower`` (writes should not stop),
 ``etcd`` (the coordinator itself), ``no_leader`` (the partition had none just then).
+
+The follower figure (``worst_ack_gap_follower_faults_s``) counts a gap charged to a follower's
+fault only when every fault active (from its start to its heal) during the gap was a follower's
+of that partition: a gap that began while the leader was cut off, or that a leader's pause
+overlaps, is the leader's trouble, not the follower's. Two followers' faults together still count
+(the ISR at its minimum stops ``acks=all`` writes, and that is charged). The gaps left out are
+reported apart (``worst_ack_gap_follower_faults_overlapped_s``), so nothing is hidden.
 """
 
 from __future__ import annotations
@@ -44,6 +51,7 @@ class Gap:
     fault: str
     target: str
     role: str
+    roles: frozenset[str] = frozenset()  # ``role``, and the faulted node's in each fault active during the gap
 
     @property
     def length(self) -> float:
@@ -134,9 +142,14 @@ def charged_gaps(acks: Mapping[int, Sequence[float]], faults: Sequence[Fault],
             if index < 0:
                 charged.append(Gap(partition, begun, ended, NO_FAULT, "", ""))
                 continue
+            timeline = leaders.get(partition, ())
             fault = faults[index]
-            leader = leader_at(leaders.get(partition, ()), fault.start)
-            charged.append(Gap(partition, begun, ended, fault.kind, fault.target, role(fault.target, leader)))
+            charged_role = role(fault.target, leader_at(timeline, fault.start))
+            active = faults[:first + len(cuts) - 2]  # begun before the gap ended
+            roles = frozenset({charged_role}).union(
+                "split" if f.kind in SPLITS else role(f.target, leader_at(timeline, f.start))
+                for f in active if f.end > begun)
+            charged.append(Gap(partition, begun, ended, fault.kind, fault.target, charged_role, roles))
     return charged
 
 
@@ -163,11 +176,13 @@ def report(events: Sequence[Event], topic: str, partitions: Iterable[int], windo
         for kind, gap in worst(g for g in found if g.role == kind_role).items():
             by_role.setdefault(kind, {})[kind_role] = round(gap.length, 3)
     followers = [g for g in found if g.role == "follower" and g.fault not in SPLITS]
+    alone = [g for g in followers if g.roles == {"follower"}]
     return {
         "seconds_with_ack": {str(p): round(seconds_with_ack(t, start, end), 4) for p, t in sorted(acks.items())},
         "worst_ack_gap_s": {kind: round(g.length, 3) for kind, g in sorted(by_kind.items())},
         "worst_ack_gap_by_role_s": dict(sorted(by_role.items())),
-        "worst_ack_gap_follower_faults_s": round(max((g.length for g in followers), default=0.0), 3),
+        "worst_ack_gap_follower_faults_s": round(max((g.length for g in alone), default=0.0), 3),
+        "worst_ack_gap_follower_faults_overlapped_s": round(max((g.length for g in followers), default=0.0), 3),
         "worst_ack_gap_at": {kind: {"partition": g.partition, "from": round(g.start, 3), "to": round(g.end, 3),
                                     "target": g.target, "role": g.role} for kind, g in sorted(by_kind.items())},
     }

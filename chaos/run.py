@@ -329,7 +329,8 @@ def format_availability(availability: Mapping[str, Any] | None) -> list[str]:
     return [f"  availability: seconds with an ack per partition {shares}",
             f"  worst ack gap per fault kind (s; by the faulted node's role for the partition): {worst}",
             f"  worst ack gap where the faulted node only followed the partition: "
-            f"{availability['worst_ack_gap_follower_faults_s']:.2f} s"]
+            f"{availability['worst_ack_gap_follower_faults_s']:.2f} s (with a leader's or etcd's fault active "
+            f"too: {availability.get('worst_ack_gap_follower_faults_overlapped_s', 0.0):.2f} s)"]
 
 
 def write_results(outcome: Outcome, out_dir: str) -> dict[str, str]:

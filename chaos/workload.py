@@ -16,9 +16,9 @@
 - ``observe_compaction``: each node's compaction metrics of the compacted topic, once a second: a
   ``compaction`` event each time a partition's last pass time moved (a lower bound on the passes:
   two within one scrape count once, and a restarted node starts again from none);
-- ``watch``: the cluster's leaders and epochs (``GET /v1/cluster``) four times a second, asked of
-  every node at once (a bounded wait each) and the newest view of each partition kept, so that
-  a paused or cut-off node does not leave the record stale while the others have moved on.
+- ``watch``: the cluster's leaders and epochs (``GET /v1/cluster``) four times a second from each
+  node, each node polled on its own (a bounded wait each) and the newest view of each partition
+  kept, so that a paused or cut-off node neither leaves the record stale nor slows the others.
 
 Errors are recorded, never raised: a client keeps going through every fault.
 """
@@ -46,6 +46,7 @@ VISIBILITY_TIMEOUT_MS: Final = 3_000
 GROUP: Final = "chaos-group"
 WATCH_INTERVAL_S: Final = 0.25
 WATCH_CALL_S: Final = 1.0
+VIEW_MAX_AGE_S: Final = 2.0  # a node's last cluster view counts this long after it came
 HOT_KEYS: Final = 24
 COLD_KEYS: Final = 1_200
 HOT_SHARE: Final = 0.5
@@ -316,20 +317,53 @@ class Workload:
                 await asyncio.sleep(SCRAPE_INTERVAL_S)
 
     async def watch(self, name: str) -> None:
+        """One poller per node, so that a node slow to answer (paused, cut off: each call waits up to
+        ``WATCH_CALL_S``) delays only its own view: a leadership another node reports is recorded
+        within about ``WATCH_INTERVAL_S`` of its election, and the nemesis picks its targets by it."""
+        views = NodeViews(len(self.urls), VIEW_MAX_AGE_S)
         async with contextlib.AsyncExitStack() as stack:
             clients = [await stack.enter_async_context(client([url], self.token)) for url in self.urls]
-            while not self.stop.is_set():
-                answers = await asyncio.gather(*(asyncio.wait_for(c.cluster(), WATCH_CALL_S) for c in clients),
-                                               return_exceptions=True)
-                views = [a for a in answers if isinstance(a, dict)]
-                if not views:
-                    error = next((a for a in answers if isinstance(a, BaseException)), None)
-                    self.history.add("cluster", "info", name, error=_error(error) if error else "none")
-                for key, (leader, epoch, isr) in sorted(newest(views).items()):
-                    if self.leaders.get(key) != (leader, epoch):
-                        self.leaders[key] = (leader, epoch)
-                        self.history.add("leader", "ok", name, partition=key, leader=leader, epoch=epoch, isr=isr)
-                await asyncio.sleep(WATCH_INTERVAL_S)
+            await asyncio.gather(*(self._poll(name, node, c, views) for node, c in enumerate(clients, start=1)))
+
+    async def _poll(self, name: str, node: int, cluster_client: Client, views: NodeViews) -> None:
+        loop = asyncio.get_running_loop()
+        while not self.stop.is_set():
+            try:
+                views.seen(node, await asyncio.wait_for(cluster_client.cluster(), WATCH_CALL_S), loop.time())
+            except Exception as exc:  # recorded, never raised: the watcher keeps going through every fault
+                if views.failed(node):  # every node failing: said once
+                    self.history.add("cluster", "info", name, error=_error(exc))
+            for key, (leader, epoch, isr) in sorted(views.merged(loop.time()).items()):
+                if self.leaders.get(key) != (leader, epoch):
+                    self.leaders[key] = (leader, epoch)
+                    self.history.add("leader", "ok", name, partition=key, leader=leader, epoch=epoch, isr=isr)
+            await asyncio.sleep(WATCH_INTERVAL_S)
+
+
+class NodeViews:
+    """Each node's latest ``GET /v1/cluster`` answer and when it came. ``merged`` is ``newest``
+    over the answers younger than ``max_age_s``: a node that stopped answering stops counting, so
+    its last word cannot outlive what the others see."""
+
+    def __init__(self, nodes: int, max_age_s: float) -> None:
+        self.nodes = frozenset(range(1, nodes + 1))
+        self.max_age_s = max_age_s
+        self._views: dict[int, tuple[float, dict[str, Any]]] = {}
+        self._failing: set[int] = set()
+
+    def seen(self, node: int, view: dict[str, Any], at: float) -> None:
+        self._views[node] = (at, view)
+        self._failing.discard(node)
+
+    def failed(self, node: int) -> bool:
+        """Record a failed call; True when it makes every node's latest call a failed one (said
+        once, until one answers again)."""
+        before = self._failing >= self.nodes
+        self._failing.add(node)
+        return not before and self._failing >= self.nodes
+
+    def merged(self, now: float) -> dict[str, tuple[int, int, list[int] | None]]:
+        return newest([view for when, view in self._views.values() if now - when <= self.max_age_s])
 
 
 def newest(views: Sequence[dict[str, Any]]) -> dict[str, tuple[int, int, list[int] | None]]:

@@ -114,10 +114,27 @@ def test_the_printed_summary_and_the_plot(tmp_path):
     lines = format_availability(report)
     assert lines[0] == "  availability: seconds with an ack per partition 0: 50.0%, 1: 50.0%"
     assert "kill_follower 2.50 (leader 2.50, follower 1.30)" in lines[1] and "etcd_kill 2.60," in lines[1]
-    assert lines[2].endswith("4.30 s")
+    assert "only followed the partition: 4.30 s (with a leader's or etcd's fault active too: 4.30 s)" in lines[2]
     assert format_availability(None) == []
     from chaos.plot import plot
 
     path = tmp_path / "chaos.png"
     plot(EVENTS, {"records_acked": 15, "anomalies": {"lost": 0, "duplicated": 0}, "availability": report}, str(path))
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_follower_fault_gap_that_a_leaders_fault_overlaps_is_reported_apart():
+    # Partition 0 led by node 3. Node 3 is cut from etcd (its leadership lapses) and, just after the
+    # cut heals, node 1 (a follower) is killed: the gap began under the leader's fault, and is
+    # charged to the kill (it overlaps the kill's time most), but it is not a follower's alone.
+    # Later node 2 pauses alone: that gap is a follower's.
+    events = [leader(0, 3, 0.0), *acks(0, 0.2, 1.0, 3.5, 4.0, 4.5, 5.0, 5.5, 6.0, 6.6, 7.0, 7.5, 8.0),
+              *fault("cut_etcd", "node-3", 0.8, 1.1), *fault("kill_follower", "node-1", 1.4, 3.0),
+              *fault("pause_follower", "node-2", 6.1, 6.5)]
+    report = availability.report(events, "chaos", [0], (0.0, 8.0))
+    assert report["worst_ack_gap_by_role_s"]["kill_follower"] == {"follower": 2.5}
+    assert report["worst_ack_gap_follower_faults_overlapped_s"] == 2.5
+    assert report["worst_ack_gap_follower_faults_s"] == 0.6, "the pause alone: 6.0 to 6.6"
+    found = availability.charged_gaps(availability.ack_times(events, [0]), availability.fault_spans(events),
+                                      availability.leader_timelines(events, "chaos"), 0.0, 8.0)
+    assert {round(g.start, 1): g.roles for g in found}[1.0] == {"leader", "follower"}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from chaos.workload import newest
+from chaos.workload import NodeViews, newest
 
 
 def view(*partitions: tuple[str, int, int, int]) -> dict[str, Any]:
@@ -25,3 +25,24 @@ def test_the_highest_epoch_wins_and_a_lost_leader_outranks_the_same_epochs_leade
     assert merged["q/0"] == (3, 2, [1, 2]), "a partition one node alone shows"
     assert newest([ahead, behind]) == merged, "whatever the order the nodes answered in"
     assert newest([]) == {}
+
+
+def test_a_node_that_stopped_answering_stops_counting():
+    views = NodeViews(3, max_age_s=2.0)
+    views.seen(1, view(("chaos", 0, 1, 4)), at=10.0)
+    views.seen(2, view(("chaos", 0, 1, 4)), at=10.0)
+    assert views.merged(11.0)["chaos/0"][:2] == (1, 4)
+    views.seen(2, view(("chaos", 0, -1, 4)), at=12.5)
+    assert views.merged(12.6)["chaos/0"][:2] == (-1, 4), "node 1's view from 10.0 is too old to keep the leader"
+    views.seen(3, view(("chaos", 0, 3, 5)), at=12.7)
+    assert views.merged(12.8)["chaos/0"][:2] == (3, 5), "a new leadership one node reports wins at once"
+    assert views.merged(30.0) == {}, "nothing young enough: no view"
+
+
+def test_every_node_failing_is_said_once_until_one_answers():
+    views = NodeViews(2, max_age_s=2.0)
+    assert not views.failed(1)
+    assert views.failed(2), "the second node failing too makes every node's latest call a failed one"
+    assert not views.failed(1) and not views.failed(2), "said once"
+    views.seen(1, view(("chaos", 0, 1, 1)), at=1.0)
+    assert views.failed(1), "after an answer, every node failing again is said again"
