@@ -180,23 +180,33 @@ HAND_OVER_ABANDON: Final = "abandon"
 
 
 def hand_over(progress: FollowerProgress | None, leader_end: int, high_watermark_now: int, began_ms: int,
-              now_ms: int, silent_ms: int) -> str:
+              now_ms: int, silent_ms: int, others: Sequence[FollowerProgress | None] = ()) -> str:
     """Where a hand-over of leadership to a follower stands (writes are refused meanwhile).
 
     ``ready`` once the follower holds the leader's whole log, the high watermark covers it, and
     it has answered since the hand-over began (a live round trip: a node paused since its last
     answer cannot give one, and leadership handed to it would stay unused until its lease
-    lapsed); ``abandon`` when it has been silent for ``silent_ms``, counted from the later of its
-    last answer and the hand-over's start (writes resume here; a later round tries again);
-    else ``wait``."""
+    lapsed); ``abandon`` when it, or one of ``others`` (the other ISR followers whose log end is
+    below the leader's: the high watermark waits for them), has been silent for ``silent_ms``,
+    counted from the later of its last answer and the hand-over's start (writes resume here; a
+    later round tries again); else ``wait``."""
     if progress is None:
         return HAND_OVER_ABANDON
     if progress.answered_ms >= began_ms and progress.log_end is not None and progress.log_end >= leader_end \
             and high_watermark_now >= leader_end:
         return HAND_OVER_READY
-    if now_ms - max(progress.answered_ms, began_ms) >= silent_ms:
-        return HAND_OVER_ABANDON
+    for follower in (progress, *others):
+        if follower is None or now_ms - max(follower.answered_ms, began_ms) >= silent_ms:
+            return HAND_OVER_ABANDON
     return HAND_OVER_WAIT
+
+
+def may_begin_hand_over(members: Sequence[FollowerProgress | None], now_ms: int, fresh_ms: int) -> bool:
+    """A hand-over may begin only when every ISR follower (the target among them) has answered a
+    shipment within ``fresh_ms``: one already silent would hold the high watermark, and with it
+    the hand-over, while writes are refused, until it is given up. Those that have not are asked
+    for a round trip first (``answering`` decides the same for one follower)."""
+    return all(answering(member, now_ms, fresh_ms) for member in members)
 
 
 def failback_target(replicas: Sequence[int], isr: Collection[int], leader_id: int, alive: Collection[int],

@@ -65,6 +65,7 @@ class Leadership:
         self.followers = {n: FollowerProgress(caught_up_ms=start) for n in state.replicas if n != me}
         self.isr_changing = False
         self.handing_over = False
+        self.held_since_ms: int | None = None  # a hand-over given up refused writes since then
         self.closed = False
         self._fenced = fenced
         self._acks: list[tuple[int, asyncio.Future[None], int]] = []  # end, waiter, since (ms)
@@ -81,6 +82,7 @@ class Leadership:
         self.elr = state.elr
         self.joining = tuple(n for n in self.joining if n not in state.isr)
         self.min_insync = min_insync
+        self.held_since_ms = None  # the ISR changed: its members are judged afresh
         start = now_ms()
         for node in state.replicas:
             if node != self.me and node not in self.followers:
@@ -184,10 +186,14 @@ class Leadership:
                 future.cancel()
 
     def oldest_waiting(self) -> tuple[int, int] | None:
-        """``(end, since_ms)`` of the ``acks=all`` write that has waited longest, None when none waits."""
+        """``(end, since_ms)`` of the ``acks=all`` write that has waited longest, None when none
+        waits. Writes a hand-over refused before it was given up (``held_since_ms``) count as
+        waiting from then: the writers were held as long, and retried."""
         for end, future, since in self._acks:
             if not future.done():
-                return end, since
+                held = self.held_since_ms
+                return end, since if held is None else min(since, held)
+        self.held_since_ms = None  # nothing waits: the writes held back have gone through
         return None
 
     def close(self, reason: str) -> None:

@@ -37,6 +37,7 @@ from logbroker.partition_state import (
     answering,
     failback_target,
     hand_over,
+    may_begin_hand_over,
     min_insync_replicas,
     out_of_sync,
     ready_to_join,
@@ -58,6 +59,7 @@ log = logging.getLogger(__name__)
 TICK_S: Final = 0.2
 HAND_OVER_WAIT_S: Final = 3.0
 FAILBACK_DELAY_MS: Final = 1_000  # the preferred replica must be in the ISR this long first
+FAILBACK_FRESH_MS: Final = 300  # a hand-over begins only when every ISR follower answered this recently
 LOST_MAX: Final = 100_000
 SHIP_DEADLINE_S: Final = 5.0
 
@@ -374,14 +376,17 @@ class ReplicationManager:
             leadership.update(state, leadership.min_insync)
 
     def _begin_failback(self, leadership: Leadership, target: int, at: int, silent_ms: int) -> None:
-        """Start handing leadership to ``target`` when it answers now; else ask it for a round
-        trip (an idle partition ships nothing) and look again next round, writes going on."""
-        progress = leadership.followers.get(target)
-        if answering(progress, at, silent_ms):
+        """Start handing leadership to ``target`` when it and every other ISR follower answer now
+        (``may_begin_hand_over``); else ask those that have not for a round trip (an idle
+        partition ships nothing) and look again next round, writes going on."""
+        members = {n: leadership.followers.get(n) for n in (target, *leadership.isr) if n != self._me}
+        if may_begin_hand_over(list(members.values()), at, FAILBACK_FRESH_MS):
             self._spawn(self._fail_back(leadership, target, silent_ms))
-        elif progress is not None:
-            progress.high_watermark_sent = UNKNOWN  # the next shipment carries an entry it answers
-            self._shipper(target).wake()
+            return
+        for node, progress in members.items():
+            if progress is not None and not answering(progress, at, FAILBACK_FRESH_MS):
+                progress.high_watermark_sent = UNKNOWN  # the next shipment carries an entry it answers
+                self._shipper(node).wake()
 
     async def _fail_back(self, leadership: Leadership, preferred: int, silent_ms: int) -> None:
         """Hand leadership to ``preferred`` (the preferred replica, or one in a better-ranked
@@ -399,12 +404,18 @@ class ReplicationManager:
             while time.monotonic() < deadline:
                 if leadership.closed:
                     return
-                stands = hand_over(leadership.followers.get(preferred), leadership.replica.log.log_end_offset,
-                                   leadership.replica.high_watermark, began, now_ms(), silent_ms)
+                end = leadership.replica.log.log_end_offset
+                others = [leadership.followers.get(n) for n in leadership.isr if n not in (self._me, preferred)]
+                stands = hand_over(leadership.followers.get(preferred), end, leadership.replica.high_watermark,
+                                   began, now_ms(), silent_ms,
+                                   [p for p in others if p is None or p.log_end is None or p.log_end < end])
                 if stands == HAND_OVER_READY:
                     break
                 if stands == HAND_OVER_ABANDON:
-                    log.info("failback abandoned: the replica did not answer", extra={"fields": {
+                    # The refused writes waited as an acks=all write does: the stall rule counts
+                    # from the hand-over's start, so a silent member leaves at the next round.
+                    leadership.held_since_ms = began
+                    log.info("failback abandoned: a replica did not answer", extra={"fields": {
                         "topic": topic, "partition": partition, "preferred": preferred}})
                     return
                 self._shipper(preferred).wake()

@@ -17,6 +17,7 @@ from logbroker.partition_state import (
     caught_up,
     hand_over,
     high_watermark,
+    may_begin_hand_over,
     min_insync_replicas,
     out_of_sync,
     preferred_ready,
@@ -235,6 +236,30 @@ def test_a_hand_over_completes_only_after_a_round_trip_that_began_with_it():
     assert hand_over(FollowerProgress(log_end=10, answered_ms=900), 10, 10, 1_000, 1_499, 500) == HAND_OVER_WAIT
     assert hand_over(FollowerProgress(log_end=10, answered_ms=900), 10, 10, 1_000, 1_500, 500) == HAND_OVER_ABANDON
     assert hand_over(None, 10, 10, 1_000, 1_000, 500) == HAND_OVER_ABANDON
+
+
+def test_a_hand_over_is_given_up_when_another_member_the_high_watermark_waits_for_is_silent():
+    target = FollowerProgress(log_end=10, answered_ms=1_020)
+    paused = FollowerProgress(log_end=8, answered_ms=950)  # lacks the tail: the high watermark waits for it
+    assert hand_over(target, 10, 8, 1_000, 1_400, 500, [paused]) == HAND_OVER_WAIT
+    assert hand_over(target, 10, 8, 1_000, 1_500, 500, [paused]) == HAND_OVER_ABANDON, \
+        "silent for 500 ms since the hand-over began: it holds the high watermark, and the refused writes"
+    assert hand_over(target, 10, 8, 1_000, 1_010, 500, [None]) == HAND_OVER_ABANDON, "a member never heard from"
+    target.answered_ms = 1_590
+    answering_member = FollowerProgress(log_end=9, answered_ms=1_480)
+    assert hand_over(target, 10, 8, 1_000, 1_600, 500, [answering_member]) == HAND_OVER_WAIT
+    target.answered_ms = 1_620
+    assert hand_over(target, 10, 10, 1_000, 1_630, 500, [paused]) == HAND_OVER_READY, \
+        "ready wins: the high watermark covers the log whoever was silent"
+
+
+def test_a_hand_over_begins_only_when_every_isr_follower_answered_just_now():
+    fresh = FollowerProgress(log_end=10, answered_ms=1_900)
+    paused = FollowerProgress(log_end=10, answered_ms=1_650)  # paused 350 ms ago: the target answers, it does not
+    assert may_begin_hand_over([fresh, fresh], 2_000, 300)
+    assert not may_begin_hand_over([fresh, paused], 2_000, 300)
+    assert not may_begin_hand_over([fresh, None], 2_000, 300)
+    assert may_begin_hand_over([], 2_000, 300), "no follower in the ISR: nothing to wait for"
 
 
 @given(log_end=st.one_of(st.none(), st.integers(0, 20)), answered=st.integers(0, 3_000),

@@ -21,11 +21,11 @@ from internal_rpc.messages import VERSION, MessageError, ReplicateAnswer, Replic
 from logbroker.config import NodeConfig
 from logbroker.errors import BrokerError, NotEnoughReplicasError, NotLeaderError, ReplicationTimeoutError
 from logbroker.partition_machine import LEASE_FOREVER_MS, check_append
-from logbroker.partition_state import ready_to_join, stalling
+from logbroker.partition_state import UNKNOWN, ready_to_join, stalling
 from logbroker.replica_manager import Replica, WaiterBudget
 from logbroker.replication import shipper as shipper_module
 from logbroker.replication.follower import FollowerSide
-from logbroker.replication.leader import Leadership
+from logbroker.replication.leader import Leadership, now_ms
 from logbroker.replication.manager import ReplicationManager
 from logbroker.replication.shipper import Shipper
 from segments.batch import ProducerRecord, encode_batch
@@ -419,10 +419,17 @@ class _Members:
 
     def __init__(self) -> None:
         self.started: dict[int, int] = {}
+        self.resigned: list[tuple[str, int]] = []
 
     def cached_node(self, node: int) -> NodeInfo | None:
         started = self.started.get(node)
         return None if started is None else NodeInfo(node, f"http://n{node}", f"n{node}:1", started_ms=started)
+
+    def cached_topic(self, topic: str) -> None:
+        return None  # a shipment to an unknown topic is not sent: the followers here answer nothing
+
+    async def resign(self, topic: str, partition: int) -> None:
+        self.resigned.append((topic, partition))
 
 
 class _NoPeers:
@@ -453,6 +460,65 @@ async def test_a_follower_registered_by_a_new_process_has_its_log_end_asked_agai
         assert lead.followers[2].log_end == 5, "the same registration: kept"
         assert lead.followers[3].log_end is None, "the new process is asked where its log ends"
         assert ready_to_join((1, 2, 3), (1, 2), lead.followers, {1, 2, 3}, 5, 0) == []
+    finally:
+        await manager.close()
+        replica.log.close()
+
+
+@pytest.mark.asyncio
+async def test_a_hand_over_waits_for_every_isr_follower_to_answer_and_a_silent_one_is_judged_from_its_start(
+        tmp_path, pool):
+    """Failback refuses writes while the preferred replica takes the whole log, and the high
+    watermark waits for every ISR follower: a hand-over begun while another follower is silent
+    (paused, cut off) holds writes until it is given up. So it begins only when every ISR
+    follower answered just now (the silent one is asked for a round trip first); one that falls
+    silent during it ends it, and the writes it refused count as waiting from its start, so the
+    stall rule lets the silent member go at the next round, not ``replica_stall_ms`` later."""
+    members = _Members()
+    members.started = {2: 100, 3: 100}
+    manager = ReplicationManager(NodeConfig(node_id=1), cast(Coordinator, members), cast(Any, None),
+                                 cast(Any, _NoPeers()))
+    replica = _replica(str(tmp_path / "t-0"), pool)
+    replica.epoch = 1
+    lead = Leadership(replica, _state((1, 2, 3), replicas=(2, 1, 3)), 1, min_insync=2, fenced=lambda: False)
+    replica.leader_hook = lambda _r: lead.recompute()
+    manager.leaderships[lead.key] = lead
+    try:
+        info = replica.append(batch_of([b"a", b"b"]))
+        await replica.commit(info)
+        at = now_ms()
+        lead.followers[2].log_end, lead.followers[2].answered_ms = 2, at
+        lead.followers[3].log_end, lead.followers[3].answered_ms = 2, at - 400  # paused 400 ms ago
+        lead.followers[3].high_watermark_sent = 2
+        lead.recompute()
+        manager._begin_failback(lead, 2, at, 500)
+        await asyncio.sleep(0.05)
+        assert not lead.handing_over and not members.resigned, "node 3 has not answered for 400 ms: no hand-over"
+        assert lead.followers[3].high_watermark_sent == UNKNOWN, "it is asked for a round trip"
+
+        more = replica.append(batch_of([b"c"]))
+        await replica.commit(more)
+        lead.followers[3].answered_ms = now_ms()  # it answered that round trip, then fell silent
+        manager._begin_failback(lead, 2, now_ms(), 100)
+        await asyncio.sleep(0)
+        assert lead.handing_over, "every ISR follower answered just now"
+        began = now_ms()
+        for _ in range(100):
+            if not lead.handing_over:
+                break
+            await asyncio.sleep(0.01)
+        assert not lead.handing_over and lead.held_since_ms is not None, "node 3 fell silent: given up"
+        assert not members.resigned
+        assert lead.held_since_ms <= began
+        lead.followers[2].log_end, lead.followers[2].answered_ms = 3, now_ms()  # the target took it all
+        waiting = asyncio.ensure_future(lead.wait_committed(more.log_end_offset, 5))
+        await asyncio.sleep(0)
+        oldest = lead.oldest_waiting()
+        assert oldest is not None and oldest[1] == lead.held_since_ms, "the refused writes waited since then"
+        assert stalling(lead.isr, 1, lead.followers, oldest, oldest[1] + 100, 100, 2) == [3]
+        lead.update(_state((1, 2), replicas=(2, 1, 3)), 2)
+        assert lead.held_since_ms is None, "the ISR changed: judged afresh"
+        await asyncio.wait_for(waiting, 1)
     finally:
         await manager.close()
         replica.log.close()
