@@ -92,6 +92,25 @@ def stalling(isr: Sequence[int], leader_id: int, followers: Mapping[int, Followe
     return stalled if len(isr) - len(stalled) >= min_insync else []
 
 
+def stall_due(isr: Sequence[int], leader_id: int, followers: Mapping[int, FollowerProgress],
+              waiting: tuple[int, int] | None, now_ms: int, stall_ms: int) -> int | None:
+    """The earliest time after ``now_ms`` at which ``stalling`` could first name a follower of
+    ``isr`` for the write ``waiting``, so the upkeep can look then rather than a round later; None
+    when no ISR follower lacks the write, or each one's time has passed (the minimum ISR kept it)."""
+    if waiting is None:
+        return None
+    end, since_ms = waiting
+    due = None
+    for node in isr:
+        progress = followers.get(node)
+        if node == leader_id or (progress is not None and progress.log_end is not None and progress.log_end >= end):
+            continue
+        at = max(0 if progress is None else progress.answered_ms, since_ms) + stall_ms
+        if at > now_ms and (due is None or at < due):
+            due = at
+    return due
+
+
 def ready_to_join(replicas: Sequence[int], isr: Collection[int], followers: Mapping[int, FollowerProgress],
                   alive: Collection[int], high_watermark_now: int, epoch_start: int) -> list[int]:
     """The replicas outside the ISR that may join it: alive, and holding everything below both

@@ -7,7 +7,8 @@ hosted partition, after each watch event) starts a ``Leadership`` when the cache
 leader at an epoch it does not lead yet, and ends it when the cache names another node or a newer
 epoch. A follower needs no state of its own here: its leader aligns it (truncation) and ships to it.
 
-``tick`` (every ``TICK_S``) applies the ISR rules of ``partition_state`` with this node's clock:
+``tick`` (every ``TICK_S``, or sooner when a silent follower's stall time is up before: ``stall_due``)
+applies the ISR rules of ``partition_state`` with this node's clock:
 a follower that is dead or lags more than ``replica_lag_ms`` leaves the ISR, and so does one that
 lacks an ``acks=all`` write waiting longer than ``replica_stall_ms`` and has answered nothing
 meanwhile, while ``min_insync_replicas`` members remain (a crashed, paused or cut-off follower
@@ -41,6 +42,7 @@ from logbroker.partition_state import (
     min_insync_replicas,
     out_of_sync,
     ready_to_join,
+    stall_due,
     stalling,
 )
 from logbroker.replica_manager import Replica
@@ -57,6 +59,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 TICK_S: Final = 0.2
+STALL_ROUND_MIN_S: Final = 0.01  # the shortest wait before a round brought forward for a stall
 HAND_OVER_WAIT_S: Final = 3.0
 FAILBACK_DELAY_MS: Final = 1_000  # the preferred replica must be in the ISR this long first
 FAILBACK_FRESH_MS: Final = 300  # a hand-over begins only when every ISR follower answered this recently
@@ -75,6 +78,7 @@ class ReplicationManager:
         self._shippers: dict[int, Shipper] = {}
         self._changing: set[asyncio.Task[None]] = set()
         self._in_sync_since: dict[tuple[str, int], int] = {}
+        self.next_round_s = TICK_S  # until the next upkeep round: shorter when a silent follower's time is nearly up
         self._lost: dict[tuple[str, int], int] = {}  # the epochs led when the session was lost
         self._registrations: dict[int, int] = {}  # follower -> the started_ms of its registration last seen
         self.follower = FollowerSide(self._replica_of, self._known_epoch, self._led_epoch, self._on_newer_leader)
@@ -277,12 +281,13 @@ class ReplicationManager:
 
     async def tick(self) -> None:
         """One round of ISR upkeep and failback over every leadership (the supervised loop)."""
-        await asyncio.sleep(TICK_S)
+        await asyncio.sleep(self.next_round_s)
         coordinator = self._coordinator
         lag_ms = self._config.replica_lag_ms
         stall_ms = self._config.replica_stall_ms
         self.forget_restarted()
         at = now_ms()
+        next_stall: int | None = None
         for leadership in list(self.leaderships.values()):
             if leadership.closed or leadership.isr_changing or leadership.handing_over:
                 continue
@@ -292,8 +297,12 @@ class ReplicationManager:
                 if progress.log_end is not None and progress.log_end >= end:
                     progress.caught_up_ms = at
             drop = out_of_sync(leadership.isr, self._me, leadership.followers, alive, at, lag_ms)
-            stalled = stalling(leadership.isr, self._me, leadership.followers, leadership.oldest_waiting(), at,
-                               stall_ms, leadership.min_insync)
+            waiting = leadership.oldest_waiting()
+            stalled = stalling(leadership.isr, self._me, leadership.followers, waiting, at, stall_ms,
+                               leadership.min_insync)
+            due = stall_due(leadership.isr, self._me, leadership.followers, waiting, at, stall_ms)
+            if due is not None and (next_stall is None or due < next_stall):
+                next_stall = due
             drop += [n for n in stalled if n not in drop]
             join = ready_to_join(leadership.replicas, leadership.isr, leadership.followers, alive,
                                  leadership.replica.high_watermark, leadership.epoch_start)
@@ -310,6 +319,9 @@ class ReplicationManager:
                     self._begin_failback(leadership, target, at, stall_ms)
             else:
                 self._in_sync_since.pop(leadership.key, None)
+        # A follower that falls silent under a waiting write is judged when its time is up, not a round later.
+        self.next_round_s = TICK_S if next_stall is None else min(
+            TICK_S, max(STALL_ROUND_MIN_S, (next_stall - at) / 1000))
         followed = {node for leadership in self.leaderships.values() for node in leadership.followers}
         for node in [n for n in self._shippers if n not in followed]:  # no partition ships there any more
             await self._shippers.pop(node).close()

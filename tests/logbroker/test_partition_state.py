@@ -23,6 +23,7 @@ from logbroker.partition_state import (
     preferred_ready,
     rack_replica,
     ready_to_join,
+    stall_due,
     stalling,
     truncation_point,
 )
@@ -305,3 +306,31 @@ def test_a_rack_read_goes_only_to_an_in_sync_replica_of_that_rack(isr, leader, m
     else:
         assert chosen in local
         assert chosen == leader if leader in local else chosen == me if me in local else chosen == min(local)
+
+
+def test_the_stall_rule_is_looked_at_when_a_silent_followers_time_is_up():
+    followers = {2: FollowerProgress(log_end=5, answered_ms=1_100),
+                 3: FollowerProgress(log_end=10, answered_ms=1_300)}
+    waiting = (10, 1_000)  # node 2 lacks the write; node 3 holds it
+    assert stall_due((1, 2, 3), 1, followers, waiting, 1_200, 500) == 1_600, "its last answer + 500"
+    assert stall_due((1, 2, 3), 1, followers, (10, 1_400), 1_450, 500) == 1_900, "the write came after its answer"
+    assert stall_due((1, 2, 3), 1, followers, waiting, 1_600, 500) is None, "passed: the round judges it now"
+    assert stall_due((1, 2, 3), 1, followers, None, 1_200, 500) is None, "nothing waits"
+    assert stall_due((1, 3), 1, followers, waiting, 1_200, 500) is None, "every ISR follower holds it"
+    assert stall_due((1, 2, 4), 1, followers, waiting, 1_200, 500) == 1_500, "one never heard from: from the write"
+
+
+@given(answered=st.lists(st.integers(0, 3_000), min_size=1, max_size=4),
+       log_ends=st.lists(st.integers(0, 20), min_size=4, max_size=4), end=st.integers(1, 20),
+       since=st.integers(0, 3_000), now=st.integers(0, 4_000))
+def test_no_follower_stalls_before_its_due_time_and_one_does_at_it(
+        answered: list[int], log_ends: list[int], end: int, since: int, now: int) -> None:
+    followers = {n + 2: FollowerProgress(log_end=log_ends[n], answered_ms=a) for n, a in enumerate(answered)}
+    isr = (1, *followers)
+    due = stall_due(isr, 1, followers, (end, since), now, 500)
+    if due is None:
+        return
+    assert due > now
+    already = set(stalling(isr, 1, followers, (end, since), now, 500, 1))
+    assert set(stalling(isr, 1, followers, (end, since), due - 1, 500, 1)) == already, "nobody new before it"
+    assert set(stalling(isr, 1, followers, (end, since), due, 500, 1)) > already, "the due one stalls at its time"

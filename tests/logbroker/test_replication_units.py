@@ -26,7 +26,7 @@ from logbroker.replica_manager import Replica, WaiterBudget
 from logbroker.replication import shipper as shipper_module
 from logbroker.replication.follower import FollowerSide
 from logbroker.replication.leader import Leadership, now_ms
-from logbroker.replication.manager import ReplicationManager
+from logbroker.replication.manager import TICK_S, ReplicationManager
 from logbroker.replication.shipper import Shipper
 from segments.batch import ProducerRecord, encode_batch
 from segments.config import LogConfig
@@ -420,6 +420,7 @@ class _Members:
     def __init__(self) -> None:
         self.started: dict[int, int] = {}
         self.resigned: list[tuple[str, int]] = []
+        self.isr_changes: list[tuple[int, ...]] = []
 
     def cached_node(self, node: int) -> NodeInfo | None:
         started = self.started.get(node)
@@ -430,6 +431,11 @@ class _Members:
 
     async def resign(self, topic: str, partition: int) -> None:
         self.resigned.append((topic, partition))
+
+    async def set_isr(self, topic: str, partition: int, leader_epoch: int, isr: tuple[int, ...],
+                      elr: tuple[int, ...] = (), *, based_on: object = None) -> PartitionState:
+        self.isr_changes.append(isr)
+        return PartitionState(topic, partition, (1, 2, 3), isr, 1, leader_epoch, elr)
 
 
 class _NoPeers:
@@ -519,6 +525,43 @@ async def test_a_hand_over_waits_for_every_isr_follower_to_answer_and_a_silent_o
         lead.update(_state((1, 2), replicas=(2, 1, 3)), 2)
         assert lead.held_since_ms is None, "the ISR changed: judged afresh"
         await asyncio.wait_for(waiting, 1)
+    finally:
+        await manager.close()
+        replica.log.close()
+
+
+@pytest.mark.asyncio
+async def test_the_upkeep_round_comes_when_a_silent_followers_stall_time_is_up(tmp_path, pool):
+    """The ISR upkeep runs every ``TICK_S``; when a follower silent under a waiting write will be
+    due for the stall rule before that, the next round comes at its time instead, so the writes
+    it holds wait ``replica_stall_ms``, not up to a round more."""
+    members = _Members()
+    members.started = {2: 100, 3: 100}
+    manager = ReplicationManager(NodeConfig(node_id=1), cast(Coordinator, members), cast(Any, None),
+                                 cast(Any, _NoPeers()))
+    replica = _replica(str(tmp_path / "t-0"), pool)
+    replica.epoch = 1
+    lead = Leadership(replica, _state((1, 2, 3)), 1, min_insync=2, fenced=lambda: False)
+    replica.leader_hook = lambda _r: lead.recompute()
+    manager.leaderships[lead.key] = lead
+    try:
+        info = replica.append(batch_of([b"a"]))
+        await replica.commit(info)
+        stall_ms = NodeConfig(node_id=1).replica_stall_ms
+        at = now_ms()
+        lead.followers[2].log_end, lead.followers[2].answered_ms = 1, at
+        lead.followers[3].log_end, lead.followers[3].answered_ms = 0, at - stall_ms + 60  # silent: due in 60 ms
+        lead.held_since_ms = at - stall_ms  # the write counts as waiting since then
+        waiting = asyncio.ensure_future(lead.wait_committed(info.log_end_offset, 5))
+        await asyncio.sleep(0)
+        manager.next_round_s = 0.0  # this round at once
+        await manager.tick()
+        assert members.isr_changes == [] and 0 < manager.next_round_s < TICK_S / 2, manager.next_round_s
+        await manager.tick()
+        await asyncio.sleep(0)
+        assert members.isr_changes == [(1, 2)], "node 3 leaves at its time"
+        await asyncio.wait_for(waiting, 1)
+        assert manager.next_round_s == TICK_S, "nothing is due: the round keeps its pace"
     finally:
         await manager.close()
         replica.log.close()
