@@ -343,6 +343,7 @@ class PartitionLog:
             for segment in [*self._unflushed, self._segments[-1]]:
                 if segment.fd_open():
                     segment.flush()
+            self._epochs.sync()
         except OSError as exc:
             raise self._go_offline_locked(f"fsync failed: {exc}") from exc
         self._unflushed.clear()
@@ -362,6 +363,7 @@ class PartitionLog:
         try:
             for fd in fds:
                 self._fsync(fd)
+            self._epochs.sync()  # the epochs of what the point is to pass, before it passes them
         except OSError as exc:
             with self._lock:
                 raise self._go_offline_locked(f"fsync failed: {exc}") from exc

@@ -1,54 +1,99 @@
 """A partition log's leader epoch history with its checkpoint file (``leader-epoch-checkpoint``).
 
-The history covers every batch: an epoch is recorded, and the checkpoint rewritten (atomically,
-fsynced), before its first batch is appended; when that write fails the epoch is not recorded
-and nothing is appended. Whenever the log loses offsets at either end (retention, truncation,
-compaction, recovery) the history is cut to what is left and the checkpoint rewritten. A
-checkpoint that cannot be read on open resets the history (said in the recovery report).
+The history covers every batch: an epoch is recorded before its first batch is appended. Whenever
+the log loses offsets at either end (retention, truncation, compaction, recovery) the history is
+cut to what is left. A checkpoint that cannot be read on open resets the history (said in the
+recovery report).
 
-Pure over its file, no lock of its own: the log calls it with its lock held.
+Durability without fsync on the append path (decision 0401). A change writes the history to
+``leader-epoch-checkpoint.pending`` (temp file and rename, no fsync): an epoch change under a slow
+disk must not hold the event loop for two fsyncs at every leader change. ``sync`` (the log's
+flush, before the recovery point may pass the batches the change is about) fsyncs the pending file
+and renames it over the checkpoint. So the checkpoint always holds every epoch below the recovery
+point; on open a readable pending file is newer and taken, and the epochs of the batches past the
+recovery point are taken from their headers (``adopt``), which every batch carries.
+
+No lock of the log's own: the log calls it with its lock held; ``sync`` runs in the flush thread
+without the log's lock, under the history's file lock.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
-from typing import final
+import threading
+from collections.abc import Callable, Iterable
+from typing import Final, final
 
 from segments.batch import U32_MAX
 from segments.checkpoint import LEADER_EPOCH_FILE, read_epochs, write_epochs
+from segments.cleaner_files import fsync_dir
 from segments.epochs import LeaderEpochCache
 from segments.errors import CorruptCheckpointError, InvalidArgumentError, StaleLeaderEpochError, check_int
+
+PENDING_SUFFIX: Final = ".pending"
+
+
+def _no_fsync(_fd: int) -> None:
+    """Written, not yet made durable: ``EpochHistory.sync`` does that off the append path."""
 
 
 @final
 class EpochHistory:
     """``latest_epoch`` is a plain attribute, kept equal to the history's, for the append path."""
 
-    __slots__ = ("_cache", "_fsync", "_path", "latest_epoch")
+    __slots__ = ("_cache", "_dirty", "_file_lock", "_fsync", "_path", "_pending", "latest_epoch")
 
     def __init__(self, directory: str, fsync: Callable[[int], None]) -> None:
         self._path = os.path.join(directory, LEADER_EPOCH_FILE)
+        self._pending = self._path + PENDING_SUFFIX
         self._fsync = fsync
         self._cache = LeaderEpochCache()
         self.latest_epoch = self._cache.latest_epoch
+        self._file_lock = threading.Lock()
+        self._dirty = False  # the pending file holds a change the checkpoint does not
 
     @classmethod
     def load(cls, directory: str, fsync: Callable[[int], None], errors: list[str], start_offset: int,
              end_offset: int) -> EpochHistory:
-        """The checkpoint in ``directory`` cut to the log's offsets (rewritten when cut); empty
-        when it cannot be read (said in ``errors``)."""
+        """The checkpoint in ``directory`` (or the pending file, newer, when it is readable) cut to
+        the log's offsets; empty when neither can be read (said in ``errors``). Leaves the file
+        durable: the caller opens the log off the event loop."""
         history = cls(directory, fsync)
         try:
             history._cache = LeaderEpochCache(read_epochs(history._path))
         except (CorruptCheckpointError, StaleLeaderEpochError) as exc:
             errors.append(f"leader epoch checkpoint unreadable, history reset: {exc}")
-        changed = history._cache.truncate_from_end(end_offset)
+        changed = False
+        if os.path.exists(history._pending):
+            try:
+                history._cache = LeaderEpochCache(read_epochs(history._pending))
+                changed = True
+            except (CorruptCheckpointError, StaleLeaderEpochError):  # torn by the crash: the checkpoint stands
+                os.unlink(history._pending)
+        changed |= history._cache.truncate_from_end(end_offset)
         changed |= history._cache.truncate_from_start(start_offset)
         history.latest_epoch = history._cache.latest_epoch
         if changed:
             history.write()
+            history.sync()
         return history
+
+    def adopt(self, starts: Iterable[tuple[int, int]]) -> bool:
+        """Take the epochs the log's batches carry from a contiguous tail to the log end:
+        ``(epoch, offset)`` where each run of one epoch starts, in offset order (what a recovery
+        scanned past the recovery point). The history from the first of them on is replaced by
+        them. True when it changed (the caller writes and syncs it)."""
+        runs = list(starts)
+        if not runs:
+            return False
+        before = self._cache.entries
+        self._cache.truncate_from_end(runs[0][1])
+        for epoch, offset in runs:
+            if epoch < self._cache.latest_epoch:  # an entry before the tail names a newer epoch than its batches
+                self._cache.truncate_from_end(min(e.start_offset for e in self._cache.entries if e.epoch >= epoch))
+            self._cache.assign(epoch, offset)
+        self.latest_epoch = self._cache.latest_epoch
+        return self._cache.entries != before
 
     def entries(self) -> list[tuple[int, int]]:
         return [tuple(e) for e in self._cache.entries]  # type: ignore[misc]
@@ -90,4 +135,22 @@ class EpochHistory:
         self.write()
 
     def write(self) -> None:
-        write_epochs(self._path, self.entries(), self._fsync)
+        """The history to the pending file, not yet durable (``sync``)."""
+        with self._file_lock:
+            write_epochs(self._pending, self.entries(), _no_fsync)
+            self._dirty = True
+
+    def sync(self) -> None:
+        """Make the last change durable: fsync the pending file, rename it over the checkpoint,
+        fsync the directory. Blocking; raises ``OSError`` as fsync does."""
+        with self._file_lock:
+            if not self._dirty:
+                return
+            fd = os.open(self._pending, os.O_RDONLY)
+            try:
+                self._fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(self._pending, self._path)
+            fsync_dir(os.path.dirname(self._path), self._fsync)
+            self._dirty = False

@@ -67,6 +67,7 @@ def recover_locked(directory: str, fsync: Callable[[int], None], recovery_point:
     bases = list_bases(directory)
     errors: list[str] = []
     recovered = scanned = truncated = deleted = 0
+    epoch_starts: list[tuple[int, int]] = []  # where each epoch's run of batches starts in the tail
     for i, base in enumerate(bases):
         if segments and (truncated or base < segments[-1].next_offset):
             open_segment(base).delete()
@@ -79,6 +80,8 @@ def recover_locked(directory: str, fsync: Callable[[int], None], recovery_point:
             add_segment(segment)
             continue
         report = segment.recover()
+        if not covered:  # the tail past the recovery point: its epochs may be missing from the checkpoint
+            epoch_starts.extend(report.epoch_starts)
         recovered += 1
         scanned += report.batches
         truncated += report.truncated_bytes
@@ -94,6 +97,9 @@ def recover_locked(directory: str, fsync: Callable[[int], None], recovery_point:
         add_segment(open_segment(0))
     end = segments[-1].next_offset
     epochs = EpochHistory.load(directory, fsync, errors, segments[0].base_offset, end)
+    if epochs.adopt(e for e in epoch_starts if segments[0].base_offset <= e[1] < end):
+        epochs.write()
+        epochs.sync()
     unflushed: list[LogSegment] = []
     if clean:  # close() fsynced everything before it wrote the mark
         recovery_point = end

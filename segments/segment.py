@@ -66,6 +66,7 @@ class SegmentRecovery(NamedTuple):
     batches: int
     stop: ScanStop
     error: str | None
+    epoch_starts: tuple[tuple[int, int], ...] = ()  # (leader epoch, offset) where each run of one epoch starts
 
 
 class Extent(NamedTuple):
@@ -192,6 +193,7 @@ class LogSegment:
         scan = BatchScan(self.fd, 0, file_size, size_bytes_max=self.config.max_batch_bytes, verify=True)
         batches = 0
         expected = self.base_offset
+        starts: list[tuple[int, int]] = []
         for position, header, _ in scan:
             if header.base_offset < expected or header.last_offset - self.base_offset > U32_MAX:
                 scan.stop, scan.error = ScanStop.CORRUPT, InvalidBatchError(
@@ -200,12 +202,15 @@ class LogSegment:
             self._index_batch(position, header.base_offset, header)
             expected = header.next_offset
             batches += 1
+            if not starts or starts[-1][0] != header.leader_epoch:
+                starts.append((header.leader_epoch, header.base_offset))
         valid = scan.stopped_at if scan.stop is not ScanStop.END else file_size
         truncated = file_size - valid
         if truncated:
             os.ftruncate(self.fd, valid)
         self.size_bytes = valid
-        return SegmentRecovery(valid, truncated, batches, scan.stop, str(scan.error) if scan.error else None)
+        return SegmentRecovery(valid, truncated, batches, scan.stop, str(scan.error) if scan.error else None,
+                               tuple(starts))
 
     def load(self) -> bool:
         """Trust the indexes of a cleanly closed segment: check the last indexed batch and read

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import errno
 import os
+import shutil
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -139,10 +140,12 @@ def test_a_roll_whose_second_index_cannot_be_written_keeps_the_old_segment_whole
 def test_after_a_crash_the_first_flush_syncs_every_recovered_segment(tmp_path):
     """Segments the crashed process wrote past the recovery point may not be on disk: the first
     flush after the restart syncs them all before the recovery point passes them."""
-    path = str(tmp_path / "t-0")
-    log = PartitionLog.open(path, SMALL)
+    log = PartitionLog.open(str(tmp_path / "t-0"), SMALL)
     while log.segment_count < 4:
         log.append(batch_of(values(8, "v")), leader_epoch=0)
+    path = str(tmp_path / "crashed")
+    shutil.copytree(log.directory, path)  # the files as the killed process left them
+    log.close()
     synced: list[str] = []
 
     def fsync(fd: int) -> None:
@@ -155,7 +158,6 @@ def test_after_a_crash_the_first_flush_syncs_every_recovered_segment(tmp_path):
     segment_files = sorted(n for n in os.listdir(path) if n.endswith(".log"))
     assert sorted(n for n in synced if n.endswith(".log")) == segment_files
     reopened.close()
-    log.close()
 
 
 def test_a_full_disk_while_a_new_epoch_is_recorded_changes_nothing(tmp_path, disk):
