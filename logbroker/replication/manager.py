@@ -35,7 +35,6 @@ from logbroker.partition_state import (
     HAND_OVER_ABANDON,
     HAND_OVER_READY,
     UNKNOWN,
-    answering,
     failback_target,
     hand_over,
     may_begin_hand_over,
@@ -62,7 +61,7 @@ TICK_S: Final = 0.2
 STALL_ROUND_MIN_S: Final = 0.01  # the shortest wait before a round brought forward for a stall
 HAND_OVER_WAIT_S: Final = 3.0
 FAILBACK_DELAY_MS: Final = 1_000  # the preferred replica must be in the ISR this long first
-FAILBACK_FRESH_MS: Final = 300  # a hand-over begins only when every ISR follower answered this recently
+FAILBACK_FRESH_MS: Final = 400  # a hand-over begins only when every ISR follower answered this recently
 LOST_MAX: Final = 100_000
 SHIP_DEADLINE_S: Final = 5.0
 
@@ -389,14 +388,15 @@ class ReplicationManager:
 
     def _begin_failback(self, leadership: Leadership, target: int, at: int, silent_ms: int) -> None:
         """Start handing leadership to ``target`` when it and every other ISR follower answer now
-        (``may_begin_hand_over``); else ask those that have not for a round trip (an idle
-        partition ships nothing) and look again next round, writes going on."""
+        (``may_begin_hand_over``); else ask them all for a round trip (an idle partition ships
+        nothing; all at once, so that their answers are fresh together) and look again next round,
+        writes going on."""
         members = {n: leadership.followers.get(n) for n in (target, *leadership.isr) if n != self._me}
         if may_begin_hand_over(list(members.values()), at, FAILBACK_FRESH_MS):
             self._spawn(self._fail_back(leadership, target, silent_ms))
             return
         for node, progress in members.items():
-            if progress is not None and not answering(progress, at, FAILBACK_FRESH_MS):
+            if progress is not None:
                 progress.high_watermark_sent = UNKNOWN  # the next shipment carries an entry it answers
                 self._shipper(node).wake()
 

@@ -494,13 +494,15 @@ async def test_a_hand_over_waits_for_every_isr_follower_to_answer_and_a_silent_o
         await replica.commit(info)
         at = now_ms()
         lead.followers[2].log_end, lead.followers[2].answered_ms = 2, at
-        lead.followers[3].log_end, lead.followers[3].answered_ms = 2, at - 400  # paused 400 ms ago
-        lead.followers[3].high_watermark_sent = 2
+        lead.followers[3].log_end, lead.followers[3].answered_ms = 2, at - 450  # paused 450 ms ago
+        lead.followers[2].high_watermark_sent = lead.followers[3].high_watermark_sent = 2
         lead.recompute()
         manager._begin_failback(lead, 2, at, 500)
         await asyncio.sleep(0.05)
-        assert not lead.handing_over and not members.resigned, "node 3 has not answered for 400 ms: no hand-over"
+        assert not lead.handing_over and not members.resigned, "node 3 has not answered for 450 ms: no hand-over"
         assert lead.followers[3].high_watermark_sent == UNKNOWN, "it is asked for a round trip"
+        assert lead.followers[2].high_watermark_sent == UNKNOWN, \
+            "so is every other member, so that their answers are fresh together at the next round"
 
         more = replica.append(batch_of([b"c"]))
         await replica.commit(more)
