@@ -28,7 +28,7 @@ SASL_AUTHENTICATE_KEY: Final = 36
 
 APIS: Final[tuple[Api, ...]] = (
     Api(0, "produce", 3, 9),
-    Api(1, "fetch", 4, 13),  # v13 names topics by id (kafka_api.topic_ids)
+    Api(1, "fetch", 4, 16),  # v13 names topics by id (kafka_api.topic_ids); v16 names a moved leader (KIP-951)
     Api(2, "list_offsets", 1, 6),  # v7 asks for the greatest timestamp (-3)
     Api(3, "metadata", 1, 12),
     Api(8, "groups.offset_commit", 2, 8),

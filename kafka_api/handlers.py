@@ -19,8 +19,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import Any, Final, TypeVar
 
+from coordinator.base import Coordinator
 from coordinator.models import TopicMetadata
-from kafka_api import record_batch, sasl, topic_ids
+from kafka_api import record_batch, sasl, topic_ids, wire
 from kafka_api.admin import AdminHandlers, live_brokers
 from kafka_api.apis import advertised
 from kafka_api.entities import BodyError
@@ -31,8 +32,10 @@ from kafka_api.topic_ids import UNKNOWN_TOPIC_ID, ZERO_UUID, topic_uuid
 from logbroker.api import Answered, BrokerApi, CallContext, Prebuilt
 from logbroker.batch_limits import LOOP_CHECK_BYTES_MAX
 from logbroker.error_codes import (
+    KAFKA_FENCED_LEADER_EPOCH,
     KAFKA_INVALID_REQUEST,
     KAFKA_LEADER_NOT_AVAILABLE,
+    KAFKA_NOT_LEADER_OR_FOLLOWER,
     KAFKA_TOPIC_AUTHORIZATION_FAILED,
     KAFKA_UNKNOWN_TOPIC_OR_PARTITION,
 )
@@ -49,6 +52,7 @@ INVALID_REQUIRED_ACKS: Final = 21
 NO_OPERATIONS: Final = -(2**31)  # authorized operations not asked for
 ACKS: Final = {0: "0", 1: "1", -1: "all"}
 LATEST, EARLIEST = -1, -2
+NOT_LEADER_CODES: Final = frozenset({KAFKA_NOT_LEADER_OR_FOLLOWER, KAFKA_FENCED_LEADER_EPOCH})
 FETCH_BY_ID_VERSION: Final = 13  # Fetch names topics by id from this version on (KIP-516)
 PARTITIONS_PER_REQUEST_MAX: Final = 1_000  # partitions (or topics) one request may name; more closes it
 _PRODUCER_RNG: Final = random.SystemRandom()
@@ -325,11 +329,15 @@ class KafkaHandlers:
             if first:
                 results = await self._read_in_order(ctx, wanted, budget, rack, first)
         by_topic: dict[str, list[dict[str, Any]]] = {}
-        for (topic, _), partition in results.items():
+        leaders: set[int] = set()
+        for (topic, index), partition in results.items():
+            if partition["error_code"] in NOT_LEADER_CODES:
+                _hint_leader(self.node.coordinator, topic, index, partition, leaders)
             by_topic.setdefault(topic, []).append(partition)
         responses = await self._by_id_responses(ctx, named, by_topic) if by_id else \
             [{"topic": t, "partitions": parts} for t, parts in by_topic.items()]
-        return {"throttle_time": throttle_ms, "error_code": NONE, "session_id": 0, "responses": responses}
+        return {"throttle_time": throttle_ms, "error_code": NONE, "session_id": 0, "responses": responses,
+                "node_endpoints": _endpoints(self.node.coordinator, leaders) if leaders else []}
 
     def _fetch_names(self, topics: Sequence[Any], by_id: bool) -> list[tuple[Any, str | None]]:
         """Each topic of a Fetch and its name: as it names it, or (``by_id``) the name of the live
@@ -472,6 +480,28 @@ class KafkaHandlers:
 def _topic_error(name: str | None, code: int) -> dict[str, Any]:
     return {"error_code": code, "name": name, "topic_id": ZERO_UUID, "is_internal": False, "partitions": [],
             "topic_authorized_operations": NO_OPERATIONS}
+
+
+def _hint_leader(coordinator: Coordinator, topic: str, index: int, partition: dict[str, Any],
+                 leaders: set[int]) -> None:
+    """KIP-951: a partition answered NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH names its
+    leader and epoch as the cache knows them (``current_leader``; when it knows one), and the
+    leader joins ``leaders``, whose addresses the answer gives (``node_endpoints``, v16)."""
+    state = coordinator.cached_partition(topic, index)
+    if state is not None and state.leader >= 0:
+        partition["current_leader"] = {"leader_id": state.leader, "leader_epoch": state.leader_epoch}
+        leaders.add(state.leader)
+
+
+def _endpoints(coordinator: Coordinator, leaders: set[int]) -> list[dict[str, Any]]:
+    """Fetch's ``node_endpoints``: the Kafka address of each live node of ``leaders`` that has one."""
+    endpoints = []
+    for node_id in sorted(leaders):
+        info = coordinator.cached_node(node_id)
+        where = None if info is None else wire.host_port(info.kafka_address)
+        if info is not None and where is not None:
+            endpoints.append({"node_id": node_id, "host": where[0], "port": where[1], "rack": info.rack})
+    return endpoints
 
 
 def _fetch_error(partition: int, code: int) -> dict[str, Any]:

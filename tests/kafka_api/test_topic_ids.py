@@ -21,8 +21,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from coordinator.local import LocalCoordinator
-from coordinator.models import NodeInfo, TopicSpec
-from kafka_api import topic_ids
+from coordinator.models import NodeInfo, PartitionState, TopicSpec
+from kafka_api import entities, handlers, topic_ids
+from kafka_api.apis import BY_KEY
 from segments.config import LogConfig
 from tests.http_api.conftest import Http
 from tests.kafka_api.test_listener import TIMEOUT_S, encode_body, raw_connection, sasl, send_request
@@ -32,6 +33,7 @@ from tests.support.nodes import NodeProcess
 PASSWORD = "a-topic-ids-test-password"
 UNKNOWN_TOPIC_ID, TOPIC_AUTHORIZATION_FAILED = 100, 29
 ZERO = uuid.UUID(int=0)
+APIS_FETCH = BY_KEY[1]
 
 
 @pytest.fixture(scope="module")
@@ -122,7 +124,7 @@ def test_an_id_the_caller_may_not_see_reads_as_an_unknown_one(node, http, ann_to
 
 def test_fetch_v13_reads_a_topic_by_its_id_and_answers_with_it(node, http, ann_token):
     topic_id = make_topic(http, ann_token, "ids-fetch", ["one", "two"])
-    for version in (13,):
+    for version in (13, 14, 15, 16):
         (answer,) = fetch(node, "ann", topic_id, version=version)
         assert answer.topic_id == topic_id and codes(answer) == [0]
         assert answer.partitions[0].high_watermark == 2 and b"two" in answer.partitions[0].records
@@ -163,10 +165,11 @@ def test_a_topic_deleted_and_made_again_is_not_read_through_its_old_id(node, htt
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(st.tuples(st.uuids() | st.just(ZERO), st.lists(st.integers(-3, 40), min_size=1, max_size=4,
-                                                                 unique=True)), min_size=1, max_size=5))
-def test_ids_naming_no_topic_answer_unknown_on_every_partition_in_request_order(node, users, wanted):
+                                                                 unique=True)), min_size=1, max_size=5),
+       st.integers(13, 16))
+def test_ids_naming_no_topic_answer_unknown_on_every_partition_in_request_order(node, users, wanted, version):
     with connect(node, "bob") as sock:
-        answer = send_request(sock, 1, 13, encode_body(1, 13, {
+        answer = send_request(sock, 1, version, encode_body(1, version, {
             "replica_id": -1, "max_wait": 0, "min_bytes": 1, "max_bytes": 1_000, "isolation_level": 0,
             "session_id": 0, "session_epoch": -1, "rack_id": "", "forgotten_topics_data": [],
             "topics": [{"topic_id": i, "partitions": [{"partition": p, "fetch_offset": 0, "partition_max_bytes": 10}
@@ -217,8 +220,8 @@ def test_delete_by_an_old_id_leaves_the_topic_made_again(node, http, ann_token):
 # ---- a real client ---------------------------------------------------------------------------------
 
 def test_librdkafka_reads_through_topic_ids(node, http, ann_token):
-    """librdkafka 2.16 asks for Fetch up to v16: it gets the newest advertised, which names topics
-    by id, and reads what was written."""
+    """librdkafka 2.16 asks for Fetch up to v16, the newest advertised: it names topics by id, and
+    reads what was written."""
     make_topic(http, ann_token, "ids-librdkafka", ["by-id"])
     sent: list[str] = []
 
@@ -242,7 +245,8 @@ def test_librdkafka_reads_through_topic_ids(node, http, ann_token):
     finally:
         consumer.close()
     assert got == b"by-id"
-    assert sent and min(int(v) for v in sent) >= 13, f"Fetch versions sent: {sorted(set(sent))}"
+    assert sent and {int(v) for v in sent} == {APIS_FETCH.max_version}, f"Fetch versions sent: {sorted(set(sent))}"
+    assert APIS_FETCH.max_version >= 13
 
 
 # ---- resolution, pure ------------------------------------------------------------------------------
@@ -262,3 +266,32 @@ async def test_resolve_finds_live_kafka_topics_only(tmp_path):
     await coordinator.delete_topic("t")
     assert topic_ids.resolve(coordinator, uuid.UUID(hex=topic.topic_id)) is None
     assert topic_ids.as_uuid("not-hex") == ZERO
+
+
+class _Cluster:
+    """What the leader hints read from the coordinator's cache: partition 0 of "t" led by node 2."""
+
+    def cached_partition(self, topic: str, partition: int) -> PartitionState | None:
+        return PartitionState(topic, 0, (1, 2), (1, 2), 2, 7) if (topic, partition) == ("t", 0) else None
+
+    def cached_node(self, node_id: int) -> NodeInfo | None:
+        return NodeInfo(2, "http://n2", "n2:1", rack="r2", kafka_address="[::1]:9093") if node_id == 2 else None
+
+
+def test_a_partition_answered_not_leader_names_its_leader_and_where_it_is():
+    """KIP-951 (Fetch v16): NOT_LEADER_OR_FOLLOWER names the leader and epoch the cache knows, and
+    the answer gives that leader's Kafka address; a partition with no known leader names none."""
+    cluster: Any = _Cluster()
+    leaders: set[int] = set()
+    moved = handlers._fetch_error(0, 6)
+    handlers._hint_leader(cluster, "t", 0, moved, leaders)
+    unknown = handlers._fetch_error(1, 6)
+    handlers._hint_leader(cluster, "t", 1, unknown, leaders)
+    assert moved["current_leader"] == {"leader_id": 2, "leader_epoch": 7} and "current_leader" not in unknown
+    endpoints = handlers._endpoints(cluster, leaders | {3})
+    assert endpoints == [{"node_id": 2, "host": "::1", "port": 9093, "rack": "r2"}]
+    answer = entities.build(entities.response_class(1, 16), {
+        "throttle_time": 0, "error_code": 0, "session_id": 0, "node_endpoints": endpoints,
+        "responses": [{"topic_id": uuid.uuid4(), "partitions": [moved, unknown]}]})
+    assert answer.node_endpoints[0].port == 9093 and answer.responses[0].partitions[0].current_leader.leader_epoch == 7
+    assert entities.encode(answer)
