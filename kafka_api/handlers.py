@@ -396,7 +396,7 @@ class KafkaHandlers:
                 result = await self._fetch_partition(ctx, topic, partition, offset, max(1, room), wait_ms=0,
                                                      rack=rack)
                 if room <= 0 or (sent and sent + len(result["records"] or b"") > budget):
-                    result["records"] = b"" if result["records"] is not None else None  # its watermark only
+                    result["records"] = b""  # its watermark only
             sent += len(result["records"] or b"")
             results[(topic, partition)] = result
         return results
@@ -505,8 +505,11 @@ def _endpoints(coordinator: Coordinator, leaders: set[int]) -> list[dict[str, An
 
 
 def _fetch_error(partition: int, code: int) -> dict[str, Any]:
+    """A Fetch partition answered ``code``: with empty records, as Kafka's brokers answer it, never
+    null ones (librdkafka cannot parse a null record set: it drops the whole answer, error and all,
+    and fetches again at once, for ever)."""
     return {"partition_index": partition, "error_code": code, "high_watermark": -1, "last_stable_offset": -1,
-            "log_start_offset": -1, "aborted_transactions": None, "preferred_read_replica": -1, "records": None}
+            "log_start_offset": -1, "aborted_transactions": None, "preferred_read_replica": -1, "records": b""}
 
 
 def _produce_error(partition: int, code: int, message: str | None = None) -> dict[str, Any]:
