@@ -111,6 +111,12 @@ class Coordinator(abc.ABC):
         """``get_topic`` from the cache, without awaiting (the request path's lookup)."""
         return None
 
+    def cached_topic_by_id(self, topic_id: str) -> TopicMetadata | None:
+        """The live topic whose ``topic_id`` (hex) this is, from the cache, without awaiting (one
+        dict lookup: Kafka's Fetch names topics by id). None for an id no live topic has, the
+        old id of a topic deleted and made again among them."""
+        return None
+
     def cached_leaderless_partitions(self) -> int:
         """Partitions of the cluster without a leader, from the cache, without awaiting (a single
         node: none here; its partitions are its own logs)."""

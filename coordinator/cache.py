@@ -47,6 +47,7 @@ class MetadataCache:
         self.unsealed: set[str] = set()  # keys of a sealed kind stored with no seal at all
         self._entries: dict[str, Entry] = {}
         self._topics: dict[str, TopicMetadata] = {}
+        self._topic_ids: dict[str, str] = {}  # topic id -> name, of the topics in ``_topics``
         self._partitions: dict[tuple[str, int], PartitionRecord] = {}
         self._leaders: dict[tuple[str, int], LeaderRecord] = {}
         self._nodes: dict[int, NodeInfo] = {}
@@ -128,10 +129,21 @@ class MetadataCache:
             named: dict[str, dict[Any, Any]] = {"topics": self._topics, "users": self._users, "acls": self._acls,
                                                 "groups": self._groups}
             target = named[key.kind]
+        if key.kind == "topics":
+            self._index_topic_id(key.name, value)
         if value is None:
             target.pop(index, None)
         else:
             target[index] = value
+
+    def _index_topic_id(self, name: str, meta: TopicMetadata | None) -> None:
+        """Keep ``_topic_ids`` in step as topic ``name`` becomes ``meta`` (None: gone)."""
+        old = self._topics.get(name)
+        if old is not None and (meta is None or meta.topic_id != old.topic_id) \
+                and self._topic_ids.get(old.topic_id) == name:
+            del self._topic_ids[old.topic_id]
+        if meta is not None:
+            self._topic_ids[meta.topic_id] = name
 
     # ---- lookups -------------------------------------------------------------------------------
 
@@ -145,6 +157,12 @@ class MetadataCache:
 
     def topic(self, name: str) -> TopicMetadata | None:
         return self._topics.get(name)
+
+    def topic_by_id(self, topic_id: str) -> TopicMetadata | None:
+        """The live topic with this id (None: no live topic has it, e.g. a deleted one's)."""
+        name = self._topic_ids.get(topic_id)
+        meta = None if name is None else self._topics.get(name)
+        return meta if meta is not None and meta.topic_id == topic_id else None
 
     def topics(self) -> list[TopicMetadata]:
         return [self._topics[n] for n in sorted(self._topics)]

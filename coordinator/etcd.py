@@ -422,6 +422,9 @@ class EtcdCoordinator(Coordinator):
     def cached_topic(self, name: str) -> TopicMetadata | None:
         return self._cache.topic(name)
 
+    def cached_topic_by_id(self, topic_id: str) -> TopicMetadata | None:
+        return self._cache.topic_by_id(topic_id)
+
     def cached_leaderless_partitions(self) -> int:
         return self._cache.leaderless_partitions()
 

@@ -75,6 +75,7 @@ class LocalCoordinator(Coordinator):
         self._usage_dir = os.path.join(data_dir, USAGE_DIR)
         self._node = node
         self._state = _State({}, {}, {})
+        self._topic_ids: dict[str, str] = {}  # topic id -> name, rebuilt with each new state
         self._journal = GroupJournal(data_dir)
         self._groups: dict[str, GroupRecord] = {}
         self._owned: collections.Counter[str] = collections.Counter()  # owner -> groups owned
@@ -97,7 +98,7 @@ class LocalCoordinator(Coordinator):
         except FileNotFoundError:
             return
         try:
-            self._state = _State.from_json(json.loads(raw))
+            self._set_state(_State.from_json(json.loads(raw)))
         except (ValueError, KeyError, TypeError, CoordinatorError) as exc:
             raise CoordinatorError(f"{self._path} is unreadable: {exc}") from exc
 
@@ -112,7 +113,11 @@ class LocalCoordinator(Coordinator):
             if is_no_space(exc):
                 raise StorageFullError(f"metadata not saved: {exc}") from exc
             raise
+        self._set_state(state)
+
+    def _set_state(self, state: _State) -> None:
         self._state = state
+        self._topic_ids = {meta.topic_id: name for name, meta in state.topics.items()}
 
     def _topic(self, name: str) -> TopicMetadata:
         meta = self._state.topics.get(name)
@@ -167,6 +172,10 @@ class LocalCoordinator(Coordinator):
 
     def cached_topic(self, name: str) -> TopicMetadata | None:
         return self._state.topics.get(name)
+
+    def cached_topic_by_id(self, topic_id: str) -> TopicMetadata | None:
+        name = self._topic_ids.get(topic_id)
+        return None if name is None else self._state.topics.get(name)
 
     async def list_topics(self) -> list[TopicMetadata]:
         topics = self._state.topics

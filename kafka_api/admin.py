@@ -18,9 +18,9 @@ deleted for one answered with an error or under ``validate_only``; queues are no
 (UNKNOWN_TOPIC_OR_PARTITION, after authorization, as Metadata does not list them); a request
 names at most ``ITEMS_MAX`` topics or resources (the rest answered INVALID_REQUEST). A holding
 limit answers THROTTLING_QUOTA_EXCEEDED (the table's row for 429). Not served: manual replica
-assignments (LogBroker places replicas), topic ids (DeleteTopics by id answers UNKNOWN_TOPIC_ID),
-broker configs (none are dynamic: an empty list), a request's ``timeout`` (the node bounds its
-own wait for new leaders)."""
+assignments (LogBroker places replicas), broker configs (none are dynamic: an empty list), a
+request's ``timeout`` (the node bounds its own wait for new leaders). DeleteTopics v6 may name a
+topic by id (``kafka_api.topic_ids``); CreateTopics v7 answers the new topic's id."""
 
 from __future__ import annotations
 
@@ -35,10 +35,11 @@ from coordinator.leader_racks import LEADER_RACKS_KEY
 from coordinator.models import PARTITIONS_MAX, REPLICATION_FACTOR_MAX, TopicSpec, validate_name
 from coordinator.topic_config import FIXED_KEYS
 from kafka_api import session as sessions
-from kafka_api import wire
+from kafka_api import topic_ids, wire
 from kafka_api.session import Session
+from kafka_api.topic_ids import UNKNOWN_TOPIC_ID, ZERO_UUID
 from logbroker.api import BrokerApi, CallContext
-from logbroker.error_codes import KAFKA_INVALID_REQUEST
+from logbroker.error_codes import KAFKA_INVALID_REQUEST, KAFKA_UNKNOWN_TOPIC_OR_PARTITION
 from logbroker.errors import ANY_ERROR
 from logbroker.node import Node
 from segments.config import CONFIG_FLOAT, CONFIG_INT
@@ -50,10 +51,8 @@ INVALID_PARTITIONS: Final = 37
 INVALID_REPLICATION_FACTOR: Final = 38
 INVALID_REPLICA_ASSIGNMENT: Final = 39
 INVALID_CONFIG: Final = 40
-UNKNOWN_TOPIC_ID: Final = 100
 UNSUPPORTED_ENDPOINT_TYPE: Final = 119
 DEFAULT: Final = -1  # CreateTopics' num_partitions and replication_factor: the broker's default
-ZERO_UUID: Final = uuid.UUID(int=0)
 NO_OPERATIONS: Final = -(2**31)  # authorized operations not given
 ITEMS_MAX: Final = 1_000  # topics or resources one request may name
 MESSAGE_CHARS_MAX: Final = 500
@@ -311,8 +310,9 @@ class AdminHandlers:
         except (Refused, *ANY_ERROR) as exc:
             return _creation_error(name, exc)
         stored = body.get("config", {})
-        return _created(name, described["partition_count"], described["replication_factor"],
-                        config_entries(described["config"], stored))
+        return {**_created(name, described["partition_count"], described["replication_factor"],
+                           config_entries(described["config"], stored)),
+                "topic_id": topic_ids.as_uuid(str(described["topic_id"]))}
 
     def _creation_body(self, topic: Any, live: int) -> dict[str, Any]:
         """``POST /v1/topics``' body for a CreateTopics topic; ``Refused`` with Kafka's code for a
@@ -355,8 +355,7 @@ class AdminHandlers:
         responses = []
         for (name, topic_id), within in bounded(wanted):
             if name is None:
-                responses.append({"name": None, "topic_id": topic_id, "error_code": UNKNOWN_TOPIC_ID,
-                                  "error_message": "LogBroker gives Kafka clients no topic ids yet: delete by name"})
+                responses.append(await self._delete_by_id(ctx, topic_id, within))
                 continue
             code, message = NONE, None
             try:
@@ -367,6 +366,29 @@ class AdminHandlers:
                 code, message = error_code(exc), message_of(exc)
             responses.append({"name": str(name), "topic_id": ZERO_UUID, "error_code": code, "error_message": message})
         return {"throttle_time": 0, "responses": responses}
+
+    async def _delete_by_id(self, ctx: CallContext, topic_id: uuid.UUID | None, within: bool) -> dict[str, Any]:
+        """DeleteTopics v6 naming a topic by id: the live topic with it, deleted as by its name;
+        an id no live topic has, or one whose topic the caller may not delete (or see), is
+        UNKNOWN_TOPIC_ID with no name (``kafka_api.topic_ids``)."""
+        meta = topic_ids.resolve(self.node.coordinator, topic_id)
+        unknown = {"name": None, "topic_id": topic_id or ZERO_UUID, "error_code": UNKNOWN_TOPIC_ID,
+                   "error_message": "no topic has this id (or not one you may see)"}
+        try:
+            if not within:
+                raise too_many()
+            if meta is None:
+                return unknown
+            await self.api.delete_topic(ctx, meta.name, kind="topic", topic_id=meta.topic_id)
+        except (Refused, *ANY_ERROR) as exc:
+            code = error_code(exc)
+            if meta is not None and not isinstance(exc, Refused):
+                code = await topic_ids.by_id_code(self.api, ctx, meta.name, code)
+            if code in (UNKNOWN_TOPIC_ID, KAFKA_UNKNOWN_TOPIC_OR_PARTITION):
+                return unknown
+            return {"name": None, "topic_id": topic_id or ZERO_UUID, "error_code": code,
+                    "error_message": message_of(exc)}
+        return {"name": meta.name, "topic_id": topic_id, "error_code": NONE, "error_message": None}
 
     async def create_partitions(self, session: Session, request: Any) -> dict[str, Any]:
         ctx = session.context()

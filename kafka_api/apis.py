@@ -28,7 +28,7 @@ SASL_AUTHENTICATE_KEY: Final = 36
 
 APIS: Final[tuple[Api, ...]] = (
     Api(0, "produce", 3, 9),
-    Api(1, "fetch", 4, 12),  # v13 names topics by id
+    Api(1, "fetch", 4, 16),  # v13 names topics by id (kafka_api.topic_ids); v16 names a moved leader (KIP-951)
     Api(2, "list_offsets", 1, 6),  # v7 asks for the greatest timestamp (-3)
     Api(3, "metadata", 1, 12),
     Api(8, "groups.offset_commit", 2, 8),
@@ -45,7 +45,7 @@ APIS: Final[tuple[Api, ...]] = (
     Api(API_VERSIONS_KEY, "api_versions", 0, 3, before_auth=True),
     Api(SASL_AUTHENTICATE_KEY, "sasl_authenticate", 0, 2, before_auth=True),
     Api(19, "admin.create_topics", 2, 7),
-    Api(20, "admin.delete_topics", 1, 6),  # v6 names topics by name or id (ids: UNKNOWN_TOPIC_ID)
+    Api(20, "admin.delete_topics", 1, 6),  # v6 names topics by name or id
     Api(32, "admin.describe_configs", 1, 4),
     Api(33, "admin.alter_configs", 0, 2),
     Api(37, "admin.create_partitions", 0, 3),

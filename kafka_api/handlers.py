@@ -19,19 +19,24 @@ from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import Any, Final, TypeVar
 
+from coordinator.base import Coordinator
 from coordinator.models import TopicMetadata
-from kafka_api import record_batch, sasl
+from kafka_api import record_batch, sasl, topic_ids, wire
 from kafka_api.admin import AdminHandlers, live_brokers
 from kafka_api.apis import advertised
 from kafka_api.entities import BodyError
 from kafka_api.groups import GroupHandlers
 from kafka_api.session import Session, error_code
 from kafka_api.stored_batches import kafka_batches, stored_batch
+from kafka_api.topic_ids import UNKNOWN_TOPIC_ID, ZERO_UUID, topic_uuid
 from logbroker.api import Answered, BrokerApi, CallContext, Prebuilt
 from logbroker.batch_limits import LOOP_CHECK_BYTES_MAX
 from logbroker.error_codes import (
+    KAFKA_FENCED_LEADER_EPOCH,
     KAFKA_INVALID_REQUEST,
     KAFKA_LEADER_NOT_AVAILABLE,
+    KAFKA_NOT_LEADER_OR_FOLLOWER,
+    KAFKA_TOPIC_AUTHORIZATION_FAILED,
     KAFKA_UNKNOWN_TOPIC_OR_PARTITION,
 )
 from logbroker.errors import ANY_ERROR, InvalidRequestError, TooManyRequestsError
@@ -45,9 +50,10 @@ ILLEGAL_SASL_STATE: Final = 34
 SASL_AUTHENTICATION_FAILED: Final = 58
 INVALID_REQUIRED_ACKS: Final = 21
 NO_OPERATIONS: Final = -(2**31)  # authorized operations not asked for
-ZERO_UUID: Final = uuid.UUID(int=0)
 ACKS: Final = {0: "0", 1: "1", -1: "all"}
 LATEST, EARLIEST = -1, -2
+NOT_LEADER_CODES: Final = frozenset({KAFKA_NOT_LEADER_OR_FOLLOWER, KAFKA_FENCED_LEADER_EPOCH})
+FETCH_BY_ID_VERSION: Final = 13  # Fetch names topics by id from this version on (KIP-516)
 PARTITIONS_PER_REQUEST_MAX: Final = 1_000  # partitions (or topics) one request may name; more closes it
 _PRODUCER_RNG: Final = random.SystemRandom()
 # A call refused by the caller's quota is tried again after the wait the refusal names, at most this
@@ -204,7 +210,10 @@ class KafkaHandlers:
                 raise BodyError(f"a Metadata request naming more than {PARTITIONS_PER_REQUEST_MAX} topics")
             create = bool(getattr(request, "allow_auto_topic_creation", False))
             for wanted in request.topics:
-                topics.append(await self._named_topic(ctx, str(wanted.name), create=create))
+                if wanted.name is None:  # v10+: named by id alone
+                    topics.append(await self._topic_by_id(ctx, getattr(wanted, "topic_id", None)))
+                else:
+                    topics.append(await self._named_topic(ctx, str(wanted.name), create=create))
         return {"throttle_time": 0, "brokers": brokers, "cluster_id": node.config.cluster_name,
                 "controller_id": node.config.node_id, "topics": topics}
 
@@ -222,18 +231,30 @@ class KafkaHandlers:
             return _topic_error(name, KAFKA_UNKNOWN_TOPIC_OR_PARTITION)
         return await self._topic_metadata(meta)
 
+    async def _topic_by_id(self, ctx: CallContext, topic_id: uuid.UUID | None) -> dict[str, Any]:
+        """A topic the request names by id: as by its name, except that an id no live topic has,
+        or whose topic the caller may not describe, is UNKNOWN_TOPIC_ID with no name
+        (``kafka_api.topic_ids``)."""
+        meta = topic_ids.resolve(self.node.coordinator, topic_id)
+        answer = None if meta is None else await self._named_topic(ctx, meta.name, create=False)
+        hidden = (KAFKA_TOPIC_AUTHORIZATION_FAILED, KAFKA_UNKNOWN_TOPIC_OR_PARTITION)
+        if answer is None or answer["error_code"] in hidden \
+                or answer["topic_id"] != topic_id:  # (deleted, or made again under its name, meanwhile)
+            return {**_topic_error(None, UNKNOWN_TOPIC_ID), "topic_id": topic_id or ZERO_UUID}
+        return answer
+
     async def _topic_metadata(self, meta: TopicMetadata) -> dict[str, Any]:
         partitions = []
         try:
             states = await self.node.coordinator.partition_states(meta.name)
         except ANY_ERROR as exc:
-            return _topic_error(meta.name, error_code(exc))
+            return {**_topic_error(meta.name, error_code(exc)), "topic_id": topic_uuid(meta)}
         for state in states:
             partitions.append({"error_code": NONE if state.leader >= 0 else KAFKA_LEADER_NOT_AVAILABLE,
                                "partition_index": state.partition, "leader_id": state.leader,
                                "leader_epoch": state.leader_epoch, "replica_nodes": list(state.replicas),
                                "isr_nodes": list(state.isr), "offline_replicas": []})
-        return {"error_code": NONE, "name": meta.name, "topic_id": ZERO_UUID,
+        return {"error_code": NONE, "name": meta.name, "topic_id": topic_uuid(meta),
                 "is_internal": meta.name.startswith("__"), "partitions": partitions,
                 "topic_authorized_operations": NO_OPERATIONS}
 
@@ -291,10 +312,12 @@ class KafkaHandlers:
         With nothing to send, every partition is long-polled at once on one of the caller's
         long-polls, and the first to get records ends the wait."""
         ctx = session.context()
-        wanted = [(str(t.topic), int(p.partition), int(p.fetch_offset), max(0, int(p.partition_max_bytes)))
-                  for t in request.topics for p in t.partitions]
-        if len(wanted) > PARTITIONS_PER_REQUEST_MAX:
+        if sum(len(t.partitions) for t in request.topics) > PARTITIONS_PER_REQUEST_MAX:
             raise BodyError(f"a Fetch naming more than {PARTITIONS_PER_REQUEST_MAX} partitions")
+        by_id = type(request).__version__ >= FETCH_BY_ID_VERSION
+        named = self._fetch_names(request.topics, by_id)
+        wanted = [(name, int(p.partition), int(p.fetch_offset), max(0, int(p.partition_max_bytes)))
+                  for t, name in named if name is not None for p in t.partitions]
         config = self.node.config
         rack = getattr(request, "rack_id", "") or None
         max_wait_ms = min(max(0, int(request.max_wait.total_seconds() * 1000)), config.fetch_wait_ms_max)
@@ -306,10 +329,50 @@ class KafkaHandlers:
             if first:
                 results = await self._read_in_order(ctx, wanted, budget, rack, first)
         by_topic: dict[str, list[dict[str, Any]]] = {}
-        for (topic, _), partition in results.items():
+        leaders: set[int] = set()
+        for (topic, index), partition in results.items():
+            if partition["error_code"] in NOT_LEADER_CODES:
+                _hint_leader(self.node.coordinator, topic, index, partition, leaders)
             by_topic.setdefault(topic, []).append(partition)
-        return {"throttle_time": throttle_ms, "error_code": NONE, "session_id": 0,
-                "responses": [{"topic": t, "partitions": parts} for t, parts in by_topic.items()]}
+        responses = await self._by_id_responses(ctx, named, by_topic) if by_id else \
+            [{"topic": t, "partitions": parts} for t, parts in by_topic.items()]
+        return {"throttle_time": throttle_ms, "error_code": NONE, "session_id": 0, "responses": responses,
+                "node_endpoints": _endpoints(self.node.coordinator, leaders) if leaders else []}
+
+    def _fetch_names(self, topics: Sequence[Any], by_id: bool) -> list[tuple[Any, str | None]]:
+        """Each topic of a Fetch and its name: as it names it, or (``by_id``) the name of the live
+        topic with its id (None: no such topic), one cache lookup each."""
+        if not by_id:
+            return [(t, str(t.topic)) for t in topics]
+        coordinator = self.node.coordinator
+        named: list[tuple[Any, str | None]] = []
+        for t in topics:
+            meta = topic_ids.resolve(coordinator, t.topic_id)
+            named.append((t, None if meta is None else meta.name))
+        return named
+
+    async def _by_id_responses(self, ctx: CallContext, named: Sequence[tuple[Any, str | None]],
+                               by_topic: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
+        """A by-id Fetch's topics in request order, answered with their ids: an id that named no
+        topic, or no longer names the one read (deleted, or made again, meanwhile: what was read
+        is dropped), is UNKNOWN_TOPIC_ID on each partition; a refusal is too unless the caller may
+        describe the topic (``topic_ids.by_id_code``)."""
+        coordinator = self.node.coordinator
+        responses = []
+        for t, name in named:
+            parts = None if name is None else by_topic.pop(name, None)
+            if name is not None and parts is None:
+                continue  # a topic named twice: answered once
+            now = None if name is None else topic_ids.resolve(coordinator, t.topic_id)
+            if parts is None or now is None or now.name != name:
+                parts = [_fetch_error(int(p.partition), UNKNOWN_TOPIC_ID) for p in t.partitions]
+            else:
+                for part in parts:
+                    if part["error_code"] == KAFKA_TOPIC_AUTHORIZATION_FAILED:
+                        code = await topic_ids.by_id_code(self.api, ctx, name, part["error_code"])
+                        part.update(_fetch_error(part["partition_index"], code))
+            responses.append({"topic": name or "", "topic_id": t.topic_id or ZERO_UUID, "partitions": parts})
+        return responses
 
     async def _repay_fetch_debt(self, ctx: CallContext) -> int:
         """Wait out the caller's fetch-quota debt before reading (at most ``THROTTLE_WAIT_MAX_S``),
@@ -333,7 +396,7 @@ class KafkaHandlers:
                 result = await self._fetch_partition(ctx, topic, partition, offset, max(1, room), wait_ms=0,
                                                      rack=rack)
                 if room <= 0 or (sent and sent + len(result["records"] or b"") > budget):
-                    result["records"] = b"" if result["records"] is not None else None  # its watermark only
+                    result["records"] = b""  # its watermark only
             sent += len(result["records"] or b"")
             results[(topic, partition)] = result
         return results
@@ -384,9 +447,7 @@ class KafkaHandlers:
             return await self.api.fetch(ctx, topic, partition, offset, max_bytes=max(1, max_bytes),
                                         wait_ms=wait_ms, rack=rack, answer=render, long_poll_held=long_poll_held)
         except ANY_ERROR as exc:
-            return {"partition_index": partition, "error_code": error_code(exc), "high_watermark": -1,
-                    "last_stable_offset": -1, "log_start_offset": -1, "aborted_transactions": None,
-                    "preferred_read_replica": -1, "records": None}
+            return _fetch_error(partition, error_code(exc))
 
     # ---- offsets -----------------------------------------------------------------------------
 
@@ -416,9 +477,39 @@ class KafkaHandlers:
                 "offset": -1 if offset is None else offset, "leader_epoch": -1}
 
 
-def _topic_error(name: str, code: int) -> dict[str, Any]:
+def _topic_error(name: str | None, code: int) -> dict[str, Any]:
     return {"error_code": code, "name": name, "topic_id": ZERO_UUID, "is_internal": False, "partitions": [],
             "topic_authorized_operations": NO_OPERATIONS}
+
+
+def _hint_leader(coordinator: Coordinator, topic: str, index: int, partition: dict[str, Any],
+                 leaders: set[int]) -> None:
+    """KIP-951: a partition answered NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH names its
+    leader and epoch as the cache knows them (``current_leader``; when it knows one), and the
+    leader joins ``leaders``, whose addresses the answer gives (``node_endpoints``, v16)."""
+    state = coordinator.cached_partition(topic, index)
+    if state is not None and state.leader >= 0:
+        partition["current_leader"] = {"leader_id": state.leader, "leader_epoch": state.leader_epoch}
+        leaders.add(state.leader)
+
+
+def _endpoints(coordinator: Coordinator, leaders: set[int]) -> list[dict[str, Any]]:
+    """Fetch's ``node_endpoints``: the Kafka address of each live node of ``leaders`` that has one."""
+    endpoints = []
+    for node_id in sorted(leaders):
+        info = coordinator.cached_node(node_id)
+        where = None if info is None else wire.host_port(info.kafka_address)
+        if info is not None and where is not None:
+            endpoints.append({"node_id": node_id, "host": where[0], "port": where[1], "rack": info.rack})
+    return endpoints
+
+
+def _fetch_error(partition: int, code: int) -> dict[str, Any]:
+    """A Fetch partition answered ``code``: with empty records, as Kafka's brokers answer it, never
+    null ones (librdkafka cannot parse a null record set: it drops the whole answer, error and all,
+    and fetches again at once, for ever)."""
+    return {"partition_index": partition, "error_code": code, "high_watermark": -1, "last_stable_offset": -1,
+            "log_start_offset": -1, "aborted_transactions": None, "preferred_read_replica": -1, "records": b""}
 
 
 def _produce_error(partition: int, code: int, message: str | None = None) -> dict[str, Any]:

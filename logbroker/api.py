@@ -285,9 +285,15 @@ class BrokerApi:
         await self._authorized(ctx, topic, "describe", kind)
         return await self.node.topics.describe_topic(topic, offsets=offsets)
 
-    async def delete_topic(self, ctx: CallContext, topic: str, *, kind: TopicKind | None = None) -> None:
-        """Delete ``topic`` and its data."""
-        await self._authorized(ctx, topic, "manage", kind)
+    async def delete_topic(self, ctx: CallContext, topic: str, *, kind: TopicKind | None = None,
+                           topic_id: str | None = None) -> None:
+        """Delete ``topic`` and its data; with ``topic_id``, only while the topic of that name is
+        the one with this id (else ``UnknownTopicError``: it was deleted or made again)."""
+        meta = await self._authorized(ctx, topic, "manage", kind)
+        if topic_id is not None:
+            meta = meta or await self.node.coordinator.get_topic(topic)
+            if meta.topic_id != topic_id:
+                raise UnknownTopicError(f"topic {topic!r} no longer has id {topic_id}")
         await self.node.topics.delete_topic(topic)
 
     async def _authorized(self, ctx: CallContext, topic: str, action: Action,

@@ -10,6 +10,7 @@ import os
 import signal
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -213,3 +214,53 @@ def test_a_group_is_coordinated_by_the_node_find_coordinator_names(cluster: Clus
         consumer.close()
     group = cluster.http(2).json("GET", "/v1/groups/k-readers", headers=token)
     assert sorted((o["partition"], o["committed_offset"]) for o in group["offsets"]) == [(0, 5), (1, 5)]
+
+
+def _admin_call(cluster: Cluster, via: int, api_key: int, version: int, values: dict[str, Any]) -> Any:
+    """One request to node ``via``'s Kafka listener as the admin, raw (kio frames, SASL PLAIN)."""
+    from tests.kafka_api.test_listener import encode_body, raw_connection, send_request
+    with raw_connection(cluster.nodes[via]) as sock:
+        sock.settimeout(20)
+        send_request(sock, 17, 1, encode_body(17, 1, {"mechanism": "PLAIN"}))
+        send_request(sock, 36, 2, encode_body(36, 2, {"auth_bytes": f"\x00{ADMIN}\x00{ADMIN_PASSWORD}".encode()}))
+        return send_request(sock, api_key, version, encode_body(api_key, version, values))
+
+
+def _fetch_by_id(cluster: Cluster, via: int, topic_id: uuid.UUID) -> Any:
+    (topic,) = _admin_call(cluster, via, 1, 16, {
+        "max_wait": 0, "min_bytes": 1, "max_bytes": 1_000_000, "isolation_level": 0, "session_id": 0,
+        "session_epoch": -1, "rack_id": "", "forgotten_topics_data": [],
+        "topics": [{"topic_id": topic_id, "partitions": [{"partition": 0, "fetch_offset": 0,
+                                                           "partition_max_bytes": 1_000_000}]}]}).responses
+    return topic.partitions[0]
+
+
+def test_every_node_knows_a_topic_by_its_id_and_forgets_the_id_when_it_is_made_again(cluster: Cluster):
+    """Topic ids through each node's etcd cache (decision 0398): Metadata on every node answers the
+    id HTTP shows, Fetch v16 by id reads through any node (forwarded to the leader), and once the
+    topic is deleted and made again no node reads it through the old id."""
+    token = bearer(login(cluster.http(1), ADMIN, ADMIN_PASSWORD))
+
+    def make(values: list[str]) -> uuid.UUID:
+        cluster.http(1).json("POST", "/v1/topics", expect=201, headers=token,
+                             body={"name": "k-ids", "partitions": 1, "replication_factor": 2})
+        wait_until(lambda: all(p["leader"] != -1 for p in described(cluster, 1, token, "k-ids")))
+        cluster.http(1).json("POST", "/v1/topics/k-ids/records", headers=token,
+                             body={"records": [{"value": v, "partition": 0} for v in values]})
+        return uuid.UUID(hex=cluster.http(1).json("GET", "/v1/topics/k-ids?offsets=false", headers=token)["topic_id"])
+
+    old_id = make(["old"])
+    for via in (1, 2, 3):
+        wait_until(lambda: _fetch_by_id(cluster, via, old_id).error_code.value == 0)  # noqa: B023
+        (meta,) = _admin_call(cluster, via, 3, 12, {"topics": [{"name": None, "topic_id": old_id}],
+                                                    "allow_auto_topic_creation": False,
+                                                    "include_topic_authorized_operations": False}).topics
+        assert (meta.error_code.value, meta.name, meta.topic_id) == (0, "k-ids", old_id)
+        assert b"old" in _fetch_by_id(cluster, via, old_id).records
+    cluster.http(1).call("DELETE", "/v1/topics/k-ids", headers=token)
+    new_id = make(["new"])
+    for via in (1, 2, 3):
+        wait_until(lambda: _fetch_by_id(cluster, via, new_id).error_code.value == 0)  # noqa: B023
+        stale = _fetch_by_id(cluster, via, old_id)
+        assert (stale.error_code.value, stale.records) == (100, b""), f"node {via} read through the old id"
+        assert b"new" in _fetch_by_id(cluster, via, new_id).records

@@ -125,3 +125,36 @@ def test_a_partition_record_with_a_malformed_elr_reads_as_absent():
         assert cache.partition_record("x", 0) is None, bad
         cache.apply([("partitions/x/0", Entry("partitions/x/0", good.encode(), 3, 3))], 3)
         assert cache.partition_record("x", 0) == good
+
+
+# Topic ids (Kafka names topics by id, decision 0398): each (name, version) has its own id.
+ID_VALUES = {f"topics/{name}": [topic(name, f"{name}-id{v}") for v in range(3)] for name in ("a", "b")}
+
+
+@given(st.lists(st.tuples(st.sampled_from(sorted(ID_VALUES)), st.integers(0, 2), st.booleans()), max_size=30))
+def test_an_id_names_the_live_topic_that_has_it_and_nothing_else(operations):
+    cache = MetadataCache()
+    for revision, (key, choice, delete) in enumerate(operations, start=1):
+        entry = None if delete else Entry(key, ID_VALUES[key][choice], revision, revision)
+        cache.apply([(key, entry)], revision)
+        for name in ("a", "b"):
+            for v in range(3):
+                topic_id = f"{name}-id{v}"
+                live = [t for t in cache.topics() if t.topic_id == topic_id]
+                assert cache.topic_by_id(topic_id) == (live[0] if live else None)
+    assert cache.topic_by_id("") is None and cache.topic_by_id("no-such-id") is None
+
+
+def test_a_topic_made_again_is_not_found_by_its_old_id():
+    cache = MetadataCache()
+    cache.apply([("topics/a", Entry("topics/a", topic("a", "old"), 1, 1))], 1)
+    assert cache.topic_by_id("old") == cache.topic("a")
+    cache.apply([("topics/a", None)], 2)
+    assert cache.topic_by_id("old") is None
+    cache.apply([("topics/a", Entry("topics/a", topic("a", "new"), 3, 3))], 3)
+    assert cache.topic_by_id("old") is None
+    assert cache.topic_by_id("new") == cache.topic("a")
+    cache.apply([("topics/a", Entry("topics/a", topic("a", "newer"), 3, 4))], 4)  # replaced in one put
+    assert cache.topic_by_id("new") is None and cache.topic_by_id("newer") == cache.topic("a")
+    cache.reset([], 5)
+    assert cache.topic_by_id("newer") is None

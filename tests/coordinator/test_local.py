@@ -91,3 +91,21 @@ async def test_group_owners_and_grants_survive_a_restart_and_follow_user_deletio
     await second.delete_user("bob")
     await second.delete_user("alice", reassign_to="carol")
     assert await second.get_group("g") == GroupRecord("g", "carol", {}, claimed.created_ms)
+
+
+@pytest.mark.asyncio
+async def test_a_topic_is_found_by_its_id_until_deleted_and_after_a_restart(tmp_path):
+    first = LocalCoordinator(str(tmp_path), NODE)
+    await first.start()
+    spec = TopicSpec.parse({"name": "t", "partitions": 1}, base_config=LogConfig())
+    old = await first.create_topic(spec, owner=None)
+    assert first.cached_topic_by_id(old.topic_id) == old
+    again = LocalCoordinator(str(tmp_path), NODE)
+    await again.start()
+    assert again.cached_topic_by_id(old.topic_id) == old, "the map is rebuilt from the stored state"
+    await first.delete_topic("t")
+    assert first.cached_topic_by_id(old.topic_id) is None
+    new = await first.create_topic(spec, owner=None)
+    assert new.topic_id != old.topic_id
+    assert first.cached_topic_by_id(old.topic_id) is None and first.cached_topic_by_id(new.topic_id) == new
+    assert first.cached_topic_by_id("") is None

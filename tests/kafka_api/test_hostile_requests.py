@@ -58,6 +58,13 @@ def valid_requests(topic: str, *, joins: bool = True) -> list[bytes]:
                       "topics": [{"topic": topic, "partitions": [{"partition": 0, "fetch_offset": 0,
                                                                    "partition_max_bytes": 65_536}]}],
                       "forgotten_topics_data": []}),
+        frame(1, 16, {"max_wait": 10, "min_bytes": 1, "max_bytes": 65_536, "isolation_level": 0,
+                      "session_id": 0, "session_epoch": -1, "rack_id": "", "forgotten_topics_data": [],
+                      "topics": [{"topic_id": _random_id(), "partitions": [{"partition": 0, "fetch_offset": 0,
+                                                                             "partition_max_bytes": 65_536}]}]}),
+        frame(3, 12, {"topics": [{"name": None, "topic_id": _random_id()}], "allow_auto_topic_creation": False,
+                      "include_topic_authorized_operations": False}),
+        frame(20, 6, {"topics": [{"name": None, "topic_id": _random_id()}], "timeout": 5_000}),
         frame(2, 6, {"replica_id": -1, "isolation_level": 0,
                      "topics": [{"name": topic, "partitions": [{"partition_index": 0, "timestamp": -1}]}]}),
         *([frame(11, 7, {"group_id": "hostile-g", "session_timeout": 6_000, "rebalance_timeout": 1_000,
@@ -69,6 +76,11 @@ def valid_requests(topic: str, *, joins: bool = True) -> list[bytes]:
         frame(19, 7, {"topics": [{"name": "made-" + topic, "num_partitions": 1, "replication_factor": 1,
                                   "assignments": [], "configs": []}], "timeout": 5_000, "validate_only": True}),
     ]
+
+
+def _random_id() -> Any:
+    import uuid
+    return uuid.UUID(int=0x5EED_0000_0000_4000_8000_0000_0000_0001)
 
 
 def _zero() -> Any:
