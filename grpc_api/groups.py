@@ -3,15 +3,15 @@ consumer group for as long as the call lasts, through the group coordinator's ow
 the HTTP group routes make), never through the node's HTTP listener (decision 0346).
 
 **Here**, on the node that coordinates groups (a single node; on a cluster the leader of
-``__consumer_offsets``, ``logbroker.cluster_groups``): what the HTTP join route checks (read on
-the topic and on the group, the caller's member limit, the group's claim), a join, then the
-member's assigned partitions read from where ``start_positions`` says, as the HTTP member stream
-reads them. The member heartbeats after every round of reads, and a round with nothing to send
-waits at most the heartbeat interval; a new generation starts over from its positions. A record is
-delivered once gRPC has taken it; what was delivered is committed at least every
-``COMMIT_EVERY_S``, before a new generation's positions and when the call ends, then the member
-leaves. Access is checked again at least every ``access_recheck_ms`` and whenever the assignment
-changes. An error that ends the member's stream ends the call with its status.
+``__consumer_offsets``, ``logbroker.cluster_groups``; ``Router.locate(GROUPS)`` says which): what
+the HTTP join route checks (read on the topic and on the group, the caller's member limit, the
+group's claim), a join, then the member's assigned partitions read from where ``start_positions``
+says, as the HTTP member stream reads them. The member heartbeats after every round of reads, and a
+round with nothing to send waits at most the heartbeat interval; a new generation starts over from
+its positions. A record is delivered once gRPC has taken it; what was delivered is committed at
+least every ``COMMIT_EVERY_S``, before a new generation's positions and when the call ends, then
+the member leaves. Access is checked again at least every ``access_recheck_ms`` and whenever the
+assignment changes. An error that ends the member's stream ends the call with its status.
 
 **Elsewhere**, a cluster node passes the call on to the coordinating node's gRPC listener with the
 caller's token, as HTTP passes group calls on to the coordinator's HTTP listener (decision 0197),
@@ -47,12 +47,13 @@ from logbroker.api import BrokerApi, CallContext
 from logbroker.auth.permissions import Principal
 from logbroker.auth.quotas import QuotaLimits
 from logbroker.auth.usage import check_member_limit
-from logbroker.cluster_groups import group_node
+from logbroker.cluster_groups import ensure_offsets_topic
 from logbroker.errors import ANY_ERROR, NoLeaderError, NotAvailableError, RemoteError
 from logbroker.groups.group import Caller as MemberCaller
 from logbroker.groups.positions import start_positions
 from logbroker.groups.requests import SESSION_TIMEOUT_MS_DEFAULT, CommitRequest, JoinRequest, group_name
 from logbroker.node import Node
+from logbroker.routing import GROUPS, Here
 
 pb, pb_grpc = stubs.load()
 COMMIT_EVERY_S: Final = 1.0
@@ -99,13 +100,14 @@ class GroupSubscriptions:
         auth = self.node.auth
         if auth.enabled:
             await auth.authorize_topic(principal, topic, "read")
-        target = await group_node(self.node) if self.node.clustered else None
-        if target is None:
+        await ensure_offsets_topic(self.node.coordinator, self.node.topics)
+        where = self.node.router.locate(GROUPS)
+        if isinstance(where, Here):
             records = self._here(topic, group, rack, context, principal, limits)
         elif _passed_on(context):
             raise NoLeaderError("this node no longer coordinates consumer groups; retry")
         else:
-            records = self._pass_on(request, target, context, principal, limits)
+            records = self._pass_on(request, where.node, context, principal, limits)
         async with contextlib.aclosing(records):
             async for batch in records:
                 yield batch

@@ -1,7 +1,8 @@
 """On a cluster, consumer-group calls go to the node that coordinates groups
 (``logbroker.cluster_groups``, decision 0197) and a queue's calls to the node the queue lives on
-(decision 0198): any other node passes the HTTP request on to it as it came (method, path, query,
-headers with the caller's token, body) and streams its answer back, push streams included. The
+(decision 0198), as the node's router locates them (``Router.locate``, decision 0399): any other
+node passes the HTTP request on to it as it came (method, path, query, headers with the caller's
+token, body) and streams its answer back, push streams included. The
 receiving node authenticates and authorizes the call itself (tokens and grants hold cluster-wide),
 so this runs before authentication here. A request passed on once is marked and never passed on
 again (no loops); the body is read within ``body_timeout_ms``.
@@ -16,14 +17,13 @@ from typing import Final
 import aiohttp
 from aiohttp import web
 
-from coordinator.models import NodeInfo
 from http_api.errors import Handler
 from http_api.identity import FORWARDED_FOR, client_address
 from http_api.keys import FORWARDER, NODE
 from http_api.tls import node_client_context
-from logbroker.cluster_groups import OFFSETS_TOPIC, group_node
+from logbroker.cluster_groups import OFFSETS_TOPIC, ensure_offsets_topic
 from logbroker.errors import ForwardOutcomeUnknownError, NoLeaderError, NotAvailableError, RequestTimeoutError
-from logbroker.node import Node
+from logbroker.routing import GROUPS, Here, QueueTarget, Target
 
 FORWARDED: Final = "X-Logbroker-Forwarded"
 GROUP_PREFIX: Final = "/v1/groups"
@@ -39,27 +39,20 @@ async def pass_on_middleware(request: web.Request, handler: Handler) -> web.Stre
     node = request.app[NODE]
     if not node.clustered or FORWARDED in request.headers:
         return await handler(request)
-    target: NodeInfo | None = None
+    target: Target
     if request.path.startswith(GROUP_PREFIX):
         if not node.coordinator.cached_topic(OFFSETS_TOPIC):  # the first group call creates it: only a
             await node.auth.authenticate(request.headers.get("Authorization"))  # caller with a valid token
-        target = await group_node(node)
+        await ensure_offsets_topic(node.coordinator, node.topics)
+        target = GROUPS
     elif request.path.startswith(QUEUE_PREFIX):
-        target = _queue_node(node, request.path.removeprefix(QUEUE_PREFIX).partition("/")[0])
-    if target is None:
+        target = QueueTarget(request.path.removeprefix(QUEUE_PREFIX).partition("/")[0])
+    else:
         return await handler(request)
-    return await _pass_on(request, target.http_url)
-
-
-def _queue_node(node: Node, name: str) -> NodeInfo | None:
-    """The node queue ``name`` lives on; None when it is this one or unknown (answered here)."""
-    home = node.queue_hosting.queue_home(name)
-    if home is None or home == node.config.node_id:
-        return None
-    info = node.coordinator.cached_node(home)
-    if info is None:
-        raise NoLeaderError(f"the node queue {name!r} lives on ({home}) is not alive; retry")
-    return info
+    where = node.router.locate(target)
+    if isinstance(where, Here):
+        return await handler(request)
+    return await _pass_on(request, where.node.http_url)
 
 
 async def _pass_on(request: web.Request, base_url: str) -> web.StreamResponse:

@@ -29,7 +29,6 @@ import contextlib
 import time
 from typing import Any, Final
 
-from coordinator.models import NodeInfo
 from kafka_api import wire
 from kafka_api.entities import BodyError
 from kafka_api.group_state import (
@@ -50,13 +49,14 @@ from kafka_api.group_state import (
 from kafka_api.session import Session, error_code, group_error_code
 from logbroker.api import BrokerApi
 from logbroker.auth.usage import check_member_limit
-from logbroker.cluster_groups import group_node
+from logbroker.cluster_groups import ensure_offsets_topic
 from logbroker.error_codes import KAFKA_INVALID_REQUEST
 from logbroker.errors import ANY_ERROR
 from logbroker.groups.group import ANY_CALLER, STANDALONE
 from logbroker.groups.live import LiveGroup
 from logbroker.groups.requests import CommitRequest, group_name
 from logbroker.node import Node
+from logbroker.routing import GROUPS, Here, Location
 
 COORDINATOR_NOT_AVAILABLE: Final = 15
 NOT_COORDINATOR: Final = 16
@@ -100,9 +100,11 @@ class GroupHandlers:
 
     # ---- where ---------------------------------------------------------------------------------
 
-    async def _coordinator(self) -> NodeInfo | None:
-        """The node that coordinates groups: None when it is this one."""
-        return await group_node(self.node) if self.node.clustered else None
+    async def _coordinator(self) -> Location:
+        """Where groups are coordinated (``Router.locate(GROUPS)``), ``__consumer_offsets``
+        created first on a cluster's first group call."""
+        await ensure_offsets_topic(self.node.coordinator, self.node.topics)
+        return self.node.router.locate(GROUPS)
 
     async def find_coordinator(self, session: Session, request: Any) -> dict[str, Any]:
         keys = list(getattr(request, "coordinator_keys", ()) or ()) or [str(getattr(request, "key", ""))]
@@ -111,12 +113,14 @@ class GroupHandlers:
                                  "host": "", "port": -1}
         if key_type == GROUP_KEY:
             try:
-                info = await self._coordinator()
+                location = await self._coordinator()
             except ANY_ERROR as exc:
                 found = {**found, "error_message": str(exc)[:200]}
             else:
-                node_id = self.node.config.node_id if info is None else info.node_id
-                address = self.node.kafka_address if info is None else info.kafka_address
+                if isinstance(location, Here):
+                    node_id, address = self.node.config.node_id, self.node.kafka_address
+                else:
+                    node_id, address = location.node.node_id, location.node.kafka_address
                 where = wire.host_port(address)
                 if where is not None:
                     found = {"error_code": NONE, "error_message": None, "node_id": node_id,
@@ -147,7 +151,7 @@ class GroupHandlers:
         """NONE when this node coordinates groups, else NOT_COORDINATOR (or COORDINATOR_NOT_AVAILABLE
         while no node does)."""
         try:
-            return NONE if await self._coordinator() is None else NOT_COORDINATOR
+            return NONE if isinstance(await self._coordinator(), Here) else NOT_COORDINATOR
         except ANY_ERROR:
             return COORDINATOR_NOT_AVAILABLE
 

@@ -1,9 +1,10 @@
 """Consumer groups on a cluster: one group coordinator, on the leader of ``__consumer_offsets``.
 
 A cluster keeps every group on one node: ``__consumer_offsets`` has one partition there,
-created by the first group call any node receives and placed (and replicated) like any topic; the
-node that leads it replays it and coordinates every group, and the other nodes pass group calls to
-it (``http_api.pass_on``). The coordinator moves with that partition's leadership: offsets are
+created by the first group call any node receives (``ensure_offsets_topic``) and placed (and
+replicated) like any topic; the node that leads it replays it and coordinates every group
+(``routing.Router.locate(GROUPS)`` finds it), and the other nodes pass group calls to it
+(``http_api.pass_on``). The coordinator moves with that partition's leadership: offsets are
 written with ``acks=all`` semantics (``Replica.commit_replicated``), so the new leader replays them
 all after a failover. (DESIGN §6 spreads groups over offsets partitions; one partition keeps one
 coordinator until a benchmark asks for more.) Its groups read their topics through the node, so
@@ -17,13 +18,16 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from coordinator.errors import TopicExistsError, UnknownTopicError
-from coordinator.models import NodeInfo, TopicSpec
-from logbroker.errors import NoLeaderError, UnknownPartitionError
+from coordinator.models import TopicSpec
+from logbroker.errors import UnknownPartitionError
 from logbroker.internal_log import INTERNAL_LOG_CONFIG, InternalLog
-from logbroker.ports import GroupHost, LocalReplicas, MetadataView, PartitionReads
+from logbroker.ports import LeaderWait, LocalReplicas, MetadataView, PartitionReads
+
+if TYPE_CHECKING:
+    from coordinator.base import Coordinator
 
 log = logging.getLogger(__name__)
 OFFSETS_TOPIC: Final = "__consumer_offsets"
@@ -58,27 +62,18 @@ class ClusterTopics:
         return (await self._reads.list_offset(topic, partition, at))["offset"]
 
 
-async def group_node(node: GroupHost) -> NodeInfo | None:
-    """The node that coordinates groups now: None when it is this one; creates
-    ``__consumer_offsets`` on first use. ``NoLeaderError`` while it has no live leader."""
-    coordinator = node.coordinator
-    if coordinator.cached_topic(OFFSETS_TOPIC) is None:
-        replication = min(OFFSETS_REPLICATION_FACTOR, len(await coordinator.nodes()))
-        spec = TopicSpec(OFFSETS_TOPIC, CLUSTER_OFFSETS_PARTITIONS, replication or None, "topic", INTERNAL_LOG_CONFIG)
-        with contextlib.suppress(TopicExistsError):
-            await coordinator.create_topic(spec, None)
-        await node.topics.await_leaders(OFFSETS_TOPIC)
-    state = coordinator.cached_partition(OFFSETS_TOPIC, 0)
-    if state is None or state.leader == -1:
-        raise NoLeaderError("the group coordinator has no leader now; retry")
-    if state.leader == node.config.node_id:
-        if not node.hosts_groups:
-            raise NoLeaderError("the group coordinator is starting on this node; retry")
-        return None
-    info = coordinator.cached_node(state.leader)
-    if info is None:
-        raise NoLeaderError(f"the group coordinator's node {state.leader} is not alive; retry")
-    return info
+async def ensure_offsets_topic(coordinator: Coordinator, topics: LeaderWait) -> None:
+    """Create ``__consumer_offsets`` on a cluster's first group call and wait (bounded, as
+    ``await_leaders`` waits) for its leader; nothing when the cache has it already, or on a single
+    node. The I/O step ``Router.locate(GROUPS)`` leaves out: a caller that may make the first group
+    call awaits this first."""
+    if not coordinator.is_cluster or coordinator.cached_topic(OFFSETS_TOPIC) is not None:
+        return
+    replication = min(OFFSETS_REPLICATION_FACTOR, len(await coordinator.nodes()))
+    spec = TopicSpec(OFFSETS_TOPIC, CLUSTER_OFFSETS_PARTITIONS, replication or None, "topic", INTERNAL_LOG_CONFIG)
+    with contextlib.suppress(TopicExistsError):
+        await coordinator.create_topic(spec, None)
+    await topics.await_leaders(OFFSETS_TOPIC)
 
 
 def offsets_log(metadata: MetadataView, replicas: LocalReplicas, node_id: int) -> InternalLog | None:

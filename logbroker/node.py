@@ -1,7 +1,8 @@
 """The node: the composition root and lifecycle owner. It builds the coordinator, the replicas,
 the metrics and every helper, and the parts the protocols call (decision 0393):
 
-- ``routing`` (``logbroker.routing``): where a partition is served, here or by which node;
+- ``router`` (``logbroker.routing``): where a call is served, here or by which node (a partition,
+  the consumer groups, a queue: ``Router.locate``, decision 0399);
 - ``writes`` (``logbroker.write_path``): produce, local or forwarded, through the one write gate;
 - ``reads`` (``logbroker.read_path``): fetch, offsets and partition figures;
 - ``topics`` (``logbroker.topic_admin``): create, grow, reconfigure, describe, list, delete;
@@ -72,7 +73,7 @@ from logbroker.read_path import ReadPath
 from logbroker.reconciler import Reconciler
 from logbroker.replica_manager import ReplicaManager
 from logbroker.replication.manager import ReplicationManager
-from logbroker.routing import Routing
+from logbroker.routing import Router
 from logbroker.rpc_service import SERVICE, node_service, rpc_security
 from logbroker.state_metrics import GroupQueueCollector
 from logbroker.storage_health import free_bytes, total_bytes
@@ -117,12 +118,13 @@ class Node:
         self.peers: Peers | None = None
         self.crash_watch = CrashWatch(self.coordinator)
         # The helpers take the node's collaborators, and the node itself only as the narrow ports
-        # of ``logbroker.ports`` (decision 0360); the parts the protocols call (routing, writes,
+        # of ``logbroker.ports`` (decision 0360); the parts the protocols call (router, writes,
         # reads, topics, queue hosting) take collaborators and small callables, never the node (0393).
         self.replication = ReplicationManager(config, self.coordinator, self.replicas, self)
-        self.routing = Routing(self.coordinator, self.replicas, self.replication, config.node_id, lambda: self.peers)
+        self.router = Router(self.coordinator, self.replicas, self.replication, config.node_id, lambda: self.peers,
+                             lambda: self._groups is not None)
         self.reconciler = Reconciler(self.coordinator, self.replication, self, config.node_id)
-        self.moves = PartitionMover(self.coordinator, self.replicas, self, self.routing.check_leads)
+        self.moves = PartitionMover(self.coordinator, self.replicas, self, self.router.check_leads)
         self._reconcile_task: asyncio.Task[None] | None = None
         self._replication_task: asyncio.Task[None] | None = None
         self.ready = False
@@ -134,9 +136,9 @@ class Node:
         # groups loaded under an earlier leadership are stale once another node led in between
         self._groups_epoch: int | None = None
         self.storage = StorageUsage(self.coordinator, self.auth, self.replicas, self, config.node_id)
-        self.writes = WritePath(config, self.coordinator, self.replicas, self.routing, self.replication, self.moves,
+        self.writes = WritePath(config, self.coordinator, self.replicas, self.router, self.replication, self.moves,
                                 self.storage, self.metrics, self.at_rest, self.log_config, self._check_serving)
-        self.reads = ReadPath(config, self.coordinator, self.replicas, self.routing, self.metrics, self.at_rest,
+        self.reads = ReadPath(config, self.coordinator, self.replicas, self.router, self.metrics, self.at_rest,
                               self._check_serving)
         dead_letters = DeadLetters(self.coordinator, self.auth, self.writes)
         self.queues = QueueManager(self.replicas, dead_letters.produce,
@@ -240,10 +242,6 @@ class Node:
             on_failure=self.metrics.count_background_failure))
         self.ready = True
 
-    @property
-    def hosts_groups(self) -> bool:
-        return self._groups is not None
-
     async def reconcile_groups(self) -> None:
         """A cluster node coordinates groups exactly while it leads ``__consumer_offsets``/0
         (``logbroker.cluster_groups``): take them up from the log, or let them go. Groups loaded
@@ -340,7 +338,7 @@ class Node:
         serve, tls, token = rpc_security(self.config)
         if not serve:
             return
-        service = node_service(self.config.node_id, self.routing, self.writes, self.reads, self.moves, self.replication,
+        service = node_service(self.config.node_id, self.router, self.writes, self.reads, self.moves, self.replication,
                                self.storage)
         self.rpc = RpcServer(self.config.http_host, self.config.rpc_port, {SERVICE: service}, tls=tls,
                              cluster_token=token, on_peer_gone=self.crash_watch.departed)
@@ -418,10 +416,10 @@ class Node:
     # ---- peers and placement -----------------------------------------------------------------
 
     async def peer_call(self, node_id: int, request: Request[A], *, deadline_s: float = PEER_DEADLINE_S) -> A:
-        return await self.routing.peers().call(node_id, request, deadline_s=deadline_s)
+        return await self.router.peers().call(node_id, request, deadline_s=deadline_s)
 
     async def peer_stream_call(self, node_id: int, request: Request[A], *, deadline_s: float = PEER_DEADLINE_S) -> A:
-        return await self.routing.peers().stream_call(node_id, request, deadline_s=deadline_s)
+        return await self.router.peers().stream_call(node_id, request, deadline_s=deadline_s)
 
     def local_partitions(self, topic: str) -> list[int]:
         try:

@@ -4,7 +4,7 @@ Each port is what one or a few helpers actually use: the coordinator's cached me
 to other nodes, the replicas this node hosts, and the handful of node operations a helper calls
 back. ``Node`` (the composition root, ``logbroker.node``) satisfies them structurally and hands
 itself, or the one collaborator a helper needs (its coordinator, replicas, replication, or one of
-its parts: ``Routing``, ``WritePath``, ``ReadPath``, ``TopicAdmin``), to each; nothing here names
+its parts: ``Router``, ``WritePath``, ``ReadPath``, ``TopicAdmin``), to each; nothing here names
 the node, so no helper imports it and the modules form no import circle (``tests/test_layering.py``).
 
 Invariant: this module imports nothing of the node's helpers (only models, messages and the
@@ -90,7 +90,7 @@ class PartitionHost(Protocol):
 
 class TopicIds(Protocol):
     """The check a leader makes on a forwarded call that names its topic by id too
-    (``routing.Routing`` has it)."""
+    (``routing.Router`` has it)."""
 
     def check_topic_id(self, topic: str, topic_id: object) -> None: ...
 
@@ -120,7 +120,8 @@ class LeaderReads(Protocol):
 
 
 class LeaderWait(Protocol):
-    """Waiting (bounded) until a new topic's partitions have leaders (``topic_admin.TopicAdmin``)."""
+    """Waiting (bounded) until a new topic's partitions have leaders (``topic_admin.TopicAdmin``;
+    ``cluster_groups.ensure_offsets_topic`` waits on it)."""
 
     async def await_leaders(self, name: str) -> None: ...
 
@@ -129,22 +130,6 @@ class TopicCreation(Protocol):
     """The one way to create a topic (``topic_admin.TopicAdmin``)."""
 
     async def create_topic(self, body: object, *, owner: str | None = None) -> dict[str, Any]: ...
-
-
-class GroupHost(Protocol):
-    """A node as the finder of the group coordinator sees it (``cluster_groups.group_node``)."""
-
-    @property
-    def config(self) -> NodeConfig: ...
-
-    @property
-    def coordinator(self) -> Coordinator: ...
-
-    @property
-    def hosts_groups(self) -> bool: ...
-
-    @property
-    def topics(self) -> LeaderWait: ...
 
 
 class TopicCreator(Protocol):

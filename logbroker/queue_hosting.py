@@ -1,7 +1,8 @@
 """Queue hosting: which queues this node manages, how one is opened, and where its dead letters
 go. On a cluster a queue's partitions and its share-state log share one replica list and are
 managed by the node that leads them all (decision 0198); the other nodes pass queue calls to it
-(``queue_home``). A queue is bound to its dead-letter topic by id (decision 0173).
+(``routing.Router.locate(QueueTarget(name))`` finds it: the leader of its partition 0). A queue
+is bound to its dead-letter topic by id (decision 0173).
 
 Invariant: a node manages a cluster's queue exactly while it leads every partition of the queue
 and of its state log with their logs open here, at the epochs it opened the queue under
@@ -18,7 +19,6 @@ from coordinator.errors import UnknownTopicError
 from coordinator.models import TopicMetadata, TopicSpec, dead_letter_id
 from logbroker.errors import DeadLetterRefusedError, ForbiddenError, NoLeaderError
 from logbroker.internal_log import ensure_internal_topic
-from logbroker.partition_roles import NO_LEADER
 from logbroker.queues.manager import state_topic
 from logbroker.records import IncomingRecord
 
@@ -150,11 +150,6 @@ class QueueHosting:
             return None
         state = self._coordinator.cached_partition(name, 0)
         return None if state is None else state.replicas
-
-    def queue_home(self, name: str) -> int | None:
-        """The node a cluster's queue lives on (the leader of its partition 0), None when unknown."""
-        state = self._coordinator.cached_partition(name, 0)
-        return None if state is None or state.leader == NO_LEADER else state.leader
 
     async def open_queue(self, meta: TopicMetadata) -> None:
         """Open (creating it if needed) the queue's share-state log and replay it. The log has at

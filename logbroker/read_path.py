@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from logbroker.config import NodeConfig
     from logbroker.metrics import Metrics
     from logbroker.replica_manager import ReplicaManager
-    from logbroker.routing import Routing
+    from logbroker.routing import Router
 
 log = logging.getLogger(__name__)
 FORWARD_WAIT_MARGIN_S: Final = 3.0  # a forwarded fetch's deadline: its wait plus this
@@ -40,16 +40,16 @@ FIGURES_DEADLINE_S: Final = 2.0
 
 class ReadPath:
     """Takes the node's settings (its id, rack and fetch bounds), its coordinator (the cache),
-    replicas, ``Routing``, metrics, encryption at rest and ``check_serving`` (the node's
+    replicas, ``Router``, metrics, encryption at rest and ``check_serving`` (the node's
     readiness); never the node."""
 
-    def __init__(self, config: NodeConfig, coordinator: Coordinator, replicas: ReplicaManager, routing: Routing,
+    def __init__(self, config: NodeConfig, coordinator: Coordinator, replicas: ReplicaManager, router: Router,
                  metrics: Metrics, at_rest: AtRest, check_serving: Callable[[], None]) -> None:
         self._config = config
         self._node_id = config.node_id
         self._coordinator = coordinator
         self._replicas = replicas
-        self._routing = routing
+        self._router = router
         self._metrics = metrics
         self._at_rest = at_rest
         self._check_serving = check_serving
@@ -78,12 +78,12 @@ class ReadPath:
         or its leader cannot be reached, from an in-sync replica up to the high watermark that
         replica knows (DESIGN §6 read fallback). None when this node leads the partition."""
         try:
-            leader = self._routing.leader(topic, partition)
+            leader = self._router.leader(topic, partition)
         except NoLeaderError as exc:
             return await self._fetch_from_replica(topic, partition, offset, max_bytes, wait_ms, None, exc)
         if leader is None:
             return None
-        if self._routing.peers().unreachable(leader):
+        if self._router.peers().unreachable(leader):
             failure = NoLeaderError(f"node {leader}, the leader, did not answer lately", node=leader)
         else:
             try:
@@ -146,7 +146,7 @@ class ReadPath:
             if not self._serves_copy(topic, partition, offset):
                 return None
             return await self._fetch_here(topic, partition, offset, max_bytes, wait_ms)
-        if self._routing.peers().unreachable(target):
+        if self._router.peers().unreachable(target):
             return None
         try:
             return await self._fetch_remote(target, topic, partition, offset, max_bytes, wait_ms, replica=True)
@@ -171,13 +171,13 @@ class ReadPath:
             return None
         me = self._node_id
         target = rack_replica(state.isr, state.leader, self._isr_racks(state.isr), client_rack, me)
-        return None if target is None or target == me or self._routing.peers().unreachable(target) else target
+        return None if target is None or target == me or self._router.peers().unreachable(target) else target
 
     async def fetch_local(self, topic: str, partition: int, offset: int, max_bytes: int,
                           wait_ms: int) -> tuple[LogRead, int]:
         """A fetch forwarded here: served only if this node leads the partition."""
         self._check_serving()
-        self._routing.check_leads(topic, partition)
+        self._router.check_leads(topic, partition)
         return await self._fetch_here(topic, partition, offset, max_bytes, wait_ms)
 
     async def _fetch_here(self, topic: str, partition: int, offset: int, max_bytes: int,
@@ -198,8 +198,8 @@ class ReadPath:
     async def _fetch_remote(self, leader: int, topic: str, partition: int, offset: int, max_bytes: int,
                             wait_ms: int, *, replica: bool = False) -> tuple[LogRead, int]:
         max_bytes, wait_ms = self._fetch_args(max_bytes, wait_ms)
-        answer = await self._routing.peers().call(
-            leader, FetchRequest(topic=topic, topic_id=self._routing.topic_id(topic), partition=partition,
+        answer = await self._router.peers().call(
+            leader, FetchRequest(topic=topic, topic_id=self._router.topic_id(topic), partition=partition,
                                  offset=offset, max_bytes=max_bytes, wait_ms=wait_ms, replica=replica),
             deadline_s=wait_ms / 1000 + FORWARD_WAIT_MARGIN_S)
         return LogRead(memoryview(answer.data), answer.first_offset, answer.next_offset), answer.high_watermark
@@ -266,7 +266,7 @@ class ReadPath:
     def _serves_here(self, topic: str, partition: int) -> bool:
         """This node leads ``partition`` now (False while it has no leader: the caller polls)."""
         try:
-            return self._routing.leader(topic, partition) is None
+            return self._router.leader(topic, partition) is None
         except NoLeaderError:
             return False
 
@@ -274,7 +274,7 @@ class ReadPath:
         """The high watermark of a partition this node serves; None when another node does (or
         none does now)."""
         try:
-            if self._routing.leader(topic, partition) is None:
+            if self._router.leader(topic, partition) is None:
                 return self._replicas.get(topic, partition).high_watermark
         except NoLeaderError:
             pass
@@ -283,16 +283,16 @@ class ReadPath:
     async def list_offset(self, topic: str, partition: int, at: str) -> dict[str, int | None]:
         """``earliest``, ``latest`` (the high watermark) or the first offset at a timestamp."""
         self._check_serving()
-        leader = self._routing.leader(topic, partition)
+        leader = self._router.leader(topic, partition)
         if leader is None:
             return self._offset_here(topic, partition, at)
-        answer = await self._routing.peers().call(leader, ListOffsetRequest(topic=topic, partition=partition, at=at))
+        answer = await self._router.peers().call(leader, ListOffsetRequest(topic=topic, partition=partition, at=at))
         return {"partition": partition, "offset": answer.offset}
 
     def list_local_offset(self, topic: str, partition: int, at: str) -> dict[str, int | None]:
         """An offsets call forwarded here: answered only if this node leads the partition."""
         self._check_serving()
-        self._routing.check_leads(topic, partition)
+        self._router.check_leads(topic, partition)
         return self._offset_here(topic, partition, at)
 
     def _offset_here(self, topic: str, partition: int, at: str) -> dict[str, int | None]:
@@ -315,7 +315,7 @@ class ReadPath:
         the dirty ratio and last compaction of a compacted topic's."""
         figures: dict[int, dict[str, float]] = {}
         for partition in partitions:
-            if self._routing.leader(topic, partition) is None and self._replicas.hosts(topic, partition):
+            if self._router.leader(topic, partition) is None and self._replicas.hosts(topic, partition):
                 replica = self._replicas.get(topic, partition)
                 figures[partition] = {
                     "earliest_offset": replica.log.log_start_offset, "latest_offset": replica.high_watermark,
@@ -335,12 +335,12 @@ class ReadPath:
         figures = self.local_figures(topic, by_leader.pop(self._node_id, []) if self._coordinator.is_cluster
                                      else [s.partition for s in states])
         by_leader.pop(NO_LEADER, None)
-        if not by_leader or not self._routing.has_peers():
+        if not by_leader or not self._router.has_peers():
             return figures
 
         async def ask(leader: int, partitions: list[int]) -> None:
             try:
-                answer = await self._routing.peers().call(
+                answer = await self._router.peers().call(
                     leader, PartitionFiguresRequest(topic=topic, partitions=partitions), deadline_s=FIGURES_DEADLINE_S)
             except ANY_ERROR as exc:
                 log.info("partition figures unavailable", extra={"fields": {"node": leader, "error": str(exc)}})

@@ -63,7 +63,7 @@ if TYPE_CHECKING:
     from logbroker.partition_moves import PartitionMover
     from logbroker.replica_manager import Replica, ReplicaManager
     from logbroker.replication.manager import ReplicationManager
-    from logbroker.routing import Routing
+    from logbroker.routing import Router
     from logbroker.storage_usage import StorageUsage
     from segments.config import LogConfig
 
@@ -75,11 +75,11 @@ FORWARD_BATCH_BYTES_MAX: Final = MESSAGE_BYTES_MAX - 64 * 1024  # room for the c
 
 class WritePath:
     """Takes the node's settings, its coordinator (cached metadata and the lease), replicas,
-    ``Routing``, replication (leaderships), the mover's freezes, the storage quota, metrics and
+    ``Router``, replication (leaderships), the mover's freezes, the storage quota, metrics and
     encryption at rest, how a topic's log config is made, and ``check_serving`` (the node's
     readiness); never the node."""
 
-    def __init__(self, config: NodeConfig, coordinator: Coordinator, replicas: ReplicaManager, routing: Routing,
+    def __init__(self, config: NodeConfig, coordinator: Coordinator, replicas: ReplicaManager, router: Router,
                  replication: ReplicationManager, moves: PartitionMover, storage: StorageUsage, metrics: Metrics,
                  at_rest: AtRest, log_config: Callable[[TopicMetadata], LogConfig],
                  check_serving: Callable[[], None]) -> None:
@@ -87,7 +87,7 @@ class WritePath:
         self._node_id = config.node_id
         self._coordinator = coordinator
         self._replicas = replicas
-        self._routing = routing
+        self._router = router
         self._replication = replication
         self._moves = moves
         self._storage = storage
@@ -119,13 +119,13 @@ class WritePath:
             self._timestamp_window(topic).check_all((r.record.timestamp for r in records), time.time_ns() // 1_000_000)
         if idempotency_key is None:
             producer_id, producer_epoch, sequence = NO_PRODUCER_ID, -1, NO_SEQUENCE
-            groups = group_by_partition(records, self._routing.partition_count(topic), next(self._round_robin),
+            groups = group_by_partition(records, self._router.partition_count(topic), next(self._round_robin),
                                         self._key_hash(topic))
         else:  # placed by the key, so that a retry lands where the first try did
             if writer is None:
                 raise ValueError("an idempotency key belongs to a writer; name it")
             producer_id, producer_epoch, sequence = key_identity(writer, idempotency_key)
-            groups = group_by_partition(records, self._routing.partition_count(topic), producer_id,
+            groups = group_by_partition(records, self._router.partition_count(topic), producer_id,
                                         self._key_hash(topic))
         batches = []
         for partition, indexes in groups.items():
@@ -134,7 +134,7 @@ class WritePath:
             limit = self._max_batch_bytes(topic, partition)
             if len(batch) > limit:
                 raise BatchTooLargeError(len(batch), limit)
-            leader = self._routing.leader(topic, partition)
+            leader = self._router.leader(topic, partition)
             if leader is None and self._coordinator.is_cluster:
                 self._earlier_write(topic, self._replicas.get(topic, partition), batch)  # a conflict: nothing stored
             batches.append((partition, indexes, batch, leader))
@@ -183,10 +183,10 @@ class WritePath:
     async def _forward_batch(self, leader: int, topic: str, partition: int, batch: bytes, acks: str) -> int:
         if len(batch) > FORWARD_BATCH_BYTES_MAX:
             raise BatchTooLargeError(len(batch), FORWARD_BATCH_BYTES_MAX)
-        if self._routing.peers().unreachable(leader):  # refused before sending: nothing can be stored twice
+        if self._router.peers().unreachable(leader):  # refused before sending: nothing can be stored twice
             raise NoLeaderError(f"node {leader}, the leader, did not answer lately; retry", node=leader)
-        answer = await self._routing.peers().call(leader, ProduceRequest(topic=topic, partition=partition,
-                                                                 topic_id=self._routing.topic_id(topic), batch=batch,
+        answer = await self._router.peers().call(leader, ProduceRequest(topic=topic, partition=partition,
+                                                                 topic_id=self._router.topic_id(topic), batch=batch,
                                                                  acks=cast(Acks, acks)), idempotent=False)
         return answer.base_offset
 
@@ -199,7 +199,7 @@ class WritePath:
         self._check_serving()
         _check_acks(acks)
         _check_writable(topic)
-        leader = self._routing.leader(topic, partition)
+        leader = self._router.leader(topic, partition)
         await self._check_storage(topic, [(partition, batch, leader)])
         if leader is not None:
             base = await self._forward_batch(leader, topic, partition, batch, acks)
@@ -241,7 +241,7 @@ class WritePath:
         self._check_serving()
         _check_acks(acks)
         _check_writable(topic)
-        self._routing.check_leads(topic, partition)
+        self._router.check_leads(topic, partition)
         return await self._append_here(topic, partition, batch, acks)
 
     async def _append_here(self, topic: str, partition: int, batch: bytes, acks: str,
@@ -366,7 +366,7 @@ class WritePath:
     def _max_batch_bytes(self, topic: str, partition: int) -> int:
         if self._replicas.hosts(topic, partition):
             return self._replicas.get(topic, partition).log.config.max_batch_bytes
-        return self._log_config(self._routing.cached_meta(topic)).max_batch_bytes
+        return self._log_config(self._router.cached_meta(topic)).max_batch_bytes
 
 
 def _check_acks(acks: str) -> None:

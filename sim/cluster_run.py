@@ -50,7 +50,7 @@ from typing import Any, Final
 
 from chaos.checker import check
 from chaos.history import Event
-from logbroker.cluster_groups import group_node
+from logbroker.cluster_groups import ensure_offsets_topic
 from logbroker.errors import BrokerError
 from logbroker.node import Node
 from logbroker.records import IncomingRecord
@@ -349,7 +349,8 @@ class _ClusterSchedule(Judged):
         await self.cluster.network.spawn("n1", self.cluster.nodes[1].topics.create_topic(
             {"name": TOPIC, "partitions": PARTITIONS, "replication_factor": len(NODES)}))
         await self.cluster.network.spawn("n1", self.cluster.nodes[1].topics.create_topic(queue_spec(len(NODES))))
-        await self.cluster.network.spawn("n1", group_node(self.cluster.nodes[1]))  # creates the offsets log
+        first = self.cluster.nodes[1]
+        await self.cluster.network.spawn("n1", ensure_offsets_topic(first.coordinator, first.topics))
         await asyncio.sleep(1.0)
         writers = [self.loop.create_task(self.writer(f"w{i + 1}"), name=f"writer-{i + 1}") for i in range(WRITERS)]
         writers += [self.loop.create_task(self.queue.sender(f"s{i + 1}"), name=f"sender-{i + 1}")

@@ -3,7 +3,8 @@ consume the topic and commit, an observer reads the committed offsets back, thro
 real group coordinator, under the same faults as the writers.
 
 The group coordinator lives on the leader of ``__consumer_offsets`` partition 0; a call made at
-another node goes there as the HTTP API's pass-on would, by the calling node's view.
+another node goes where that node's router sends it (``Router.locate(GROUPS)``), as the HTTP API's
+pass-on does.
 
 - ``member``: joins (again after any refusal), heartbeats, reads each assigned partition from
   where it stands (the group's committed offset when it takes the partition up, else 0) through a
@@ -20,9 +21,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Final
 
-from logbroker.groups.coordinator import OFFSETS_TOPIC
+from logbroker.errors import NoLeaderError
 from logbroker.groups.requests import CommitRequest, JoinRequest
 from logbroker.node import Node
+from logbroker.routing import GROUPS, Here
 from segments.log import LogRead
 from sim.schedule import Schedule
 
@@ -40,9 +42,15 @@ class GroupWorkload:
         self.running = True
 
     def _home(self, via: int) -> int | None:
-        """Where ``via`` would pass a group call on to, None when it knows no live coordinator."""
-        state = self._s.nodes()[via].coordinator.cached_partition(OFFSETS_TOPIC, 0)
-        return state.leader if state is not None and state.leader in self._s.alive() else None
+        """Where ``via`` would pass a group call on to (``Router.locate(GROUPS)``, as the HTTP
+        pass-on does; itself when it coordinates groups), None when its router refuses (no
+        coordinator now, or one still starting) or names a node that is down."""
+        try:
+            where = self._s.nodes()[via].router.locate(GROUPS)
+        except NoLeaderError:
+            return None
+        home = via if isinstance(where, Here) else where.node.node_id
+        return home if home in self._s.alive() else None
 
     def _via(self) -> tuple[int, int] | None:
         alive = self._s.alive()

@@ -2,8 +2,8 @@
 queue, through the nodes' real queue code, under the same faults as the topic's writers.
 
 A queue of ``QUEUE_PARTITIONS`` partitions with three replicas lives on the leader of its
-partition 0 (its *home*, ``QueueHosting.queue_home``); a call made at another node goes to the home as the
-HTTP API's pass-on would (``http_api.pass_on``), by the calling node's view of the placement.
+partition 0 (its *home*); a call made at another node goes where that node's router sends it
+(``Router.locate``), as the HTTP API's pass-on does (``http_api.pass_on``).
 
 - ``sender``: one message at a time with ``acks=all`` (``queue_send`` invoke/ok/fail/info);
 - ``receiver``: receives up to ``RECEIVE_MAX`` messages, leased for ``VISIBILITY_MS``, records
@@ -21,9 +21,11 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Final
 
+from logbroker.errors import NoLeaderError
 from logbroker.node import Node
 from logbroker.queues.requests import ReceiveRequest, parse_receipt
 from logbroker.records import IncomingRecord
+from logbroker.routing import Here, QueueTarget
 from segments.batch import ProducerRecord
 from sim.schedule import Schedule
 
@@ -48,10 +50,15 @@ class QueueWorkload:
         self.sending = self.receiving = True
 
     def _home(self, via: int) -> int | None:
-        """Where ``via`` would pass a queue call on to (itself when it is the home), None when it
-        knows no live home (the HTTP API answers ``no_leader`` then)."""
-        home = self._s.nodes()[via].queue_hosting.queue_home(QUEUE)
-        return home if home is not None and home in self._s.alive() else None
+        """Where ``via`` would pass a queue call on to (``Router.locate``, as the HTTP pass-on
+        does; itself when it answers the call), None when its router refuses (the HTTP API answers
+        ``no_leader`` then) or names a node that is down."""
+        try:
+            where = self._s.nodes()[via].router.locate(QueueTarget(QUEUE))
+        except NoLeaderError:
+            return None
+        home = via if isinstance(where, Here) else where.node.node_id
+        return home if home in self._s.alive() else None
 
     async def sender(self, name: str) -> None:
         s = self._s

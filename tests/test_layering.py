@@ -304,7 +304,7 @@ def test_checker_keeps_server_libraries_and_harnesses_out_of_what_a_client_insta
 
 
 def test_checker_keeps_grpc_api_off_the_http_layer_and_http_clients():
-    assert check("grpc_api.groups", "import grpc\nfrom logbroker.cluster_groups import group_node\n"
+    assert check("grpc_api.groups", "import grpc\nfrom logbroker.cluster_groups import ensure_offsets_topic\n"
                                     "from logbroker.error_codes import answer_of\n") == []
     for bad in ("import aiohttp", "from aiohttp import ClientSession", "from aiohttp.http_exceptions import X",
                 "from http_api.errors import STATUS_BY_CODE", "from http_api.tls import node_client_context",

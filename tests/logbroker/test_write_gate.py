@@ -153,7 +153,7 @@ async def test_a_hand_over_or_freeze_that_begins_during_the_quota_check_refuses_
     replicas = types.SimpleNamespace(get=lambda topic, partition: replica)
     moves = PartitionMover(coordinator, replicas, types.SimpleNamespace(), _no_freeze)  # type: ignore[arg-type]
     writes = _write_path(coordinator, replicas, moves, leadership=lambda topic, partition: lead)
-    writes._routing = types.SimpleNamespace(  # type: ignore[assignment]
+    writes._router = types.SimpleNamespace(  # type: ignore[assignment]
         partition_count=lambda topic: 1, leader=lambda topic, partition: None)
     writes._key_hash = lambda topic: "xxh3"  # type: ignore[method-assign]
     writes._max_batch_bytes = lambda topic, p: 1 << 20  # type: ignore[method-assign]
