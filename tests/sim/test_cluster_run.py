@@ -26,7 +26,7 @@ BROKEN_SEEDS = range(15, 40)
 SHORT = ClusterOptions(faults_s=10.0)
 # Schedules that lose acknowledged queue messages when failed receives keep their leases (decision
 # 0394: a state log that cannot commit, a queue home cut from etcd).
-QUEUE_SEEDS = (10, 11)
+QUEUE_SEEDS = (10, 24)
 # Schedules that read committed offsets going backwards when the group coordinator takes the
 # metadata cache's word for its leadership (decision 0395: a node cut from etcd, its cache stale).
 GROUP_SEEDS = (17, 52)
@@ -35,8 +35,10 @@ GROUP_SEEDS = (17, 52)
 def test_a_cluster_seed_passes_the_checker_and_replays_exactly():
     first = run_cluster_seed(3)
     assert first.ok, first.failures
-    assert any(" checked: " in line and " acked, " in line for line in first.tail)  # the checker ran
-    assert any(" ok @" in line for line in first.tail)  # writes were acknowledged
+    checked = [line for line in first.tail if " checked: " in line and " acked, " in line]
+    assert checked, "the checker ran"
+    acked = int(checked[-1].split(" checked: ")[1].split(" acked")[0])
+    assert acked > 0, "writes were acknowledged"
     assert run_cluster_seed(3).trace == first.trace
     assert run_cluster_seed(4).trace != first.trace
 
