@@ -37,21 +37,25 @@ from coordinator.topic_config import FIXED_KEYS
 from kafka_api import session as sessions
 from kafka_api import topic_ids, wire
 from kafka_api.session import Session
-from kafka_api.topic_ids import UNKNOWN_TOPIC_ID, ZERO_UUID
+from kafka_api.topic_ids import ZERO_UUID
 from logbroker.api import BrokerApi, CallContext
-from logbroker.error_codes import KAFKA_INVALID_REQUEST, KAFKA_UNKNOWN_TOPIC_OR_PARTITION
 from logbroker.errors import ANY_ERROR
+from logbroker.kafka_error_numbers import (
+    INVALID_CONFIG,
+    INVALID_PARTITIONS,
+    INVALID_REPLICA_ASSIGNMENT,
+    INVALID_REPLICATION_FACTOR,
+    INVALID_REQUEST,
+    NONE,
+    UNKNOWN_TOPIC_ID,
+    UNKNOWN_TOPIC_OR_PARTITION,
+    UNSUPPORTED_ENDPOINT_TYPE,
+)
 from logbroker.node import Node
 from segments.config import CONFIG_FLOAT, CONFIG_INT
 from segments.partitioning import KEY_HASH_KEY
 
 T = TypeVar("T")
-NONE: Final = 0
-INVALID_PARTITIONS: Final = 37
-INVALID_REPLICATION_FACTOR: Final = 38
-INVALID_REPLICA_ASSIGNMENT: Final = 39
-INVALID_CONFIG: Final = 40
-UNSUPPORTED_ENDPOINT_TYPE: Final = 119
 DEFAULT: Final = -1  # CreateTopics' num_partitions and replication_factor: the broker's default
 NO_OPERATIONS: Final = -(2**31)  # authorized operations not given
 ITEMS_MAX: Final = 1_000  # topics or resources one request may name
@@ -200,13 +204,13 @@ def incremental_changes(configs: Iterable[Any], effective: Mapping[str, Any] | N
         name, operation = str(config.name), int(config.config_operation)
         key, value = config_value(name, None if operation == DELETE else config.value)
         if key in changes:
-            raise Refused(KAFKA_INVALID_REQUEST, f"{name} is named twice")
+            raise Refused(INVALID_REQUEST, f"{name} is named twice")
         if operation in (SET, DELETE):
             changes[key] = value
             continue
         known = BY_KEY[key]
         if operation not in (APPEND, SUBTRACT):
-            raise Refused(KAFKA_INVALID_REQUEST, f"config operation {operation} is not one of 0-3")
+            raise Refused(INVALID_REQUEST, f"config operation {operation} is not one of 0-3")
         if known.kind not in ("csv", "list"):
             raise Refused(INVALID_CONFIG, f"{name} is not a list: it can be set or deleted, not appended to")
         assert effective is not None, "appending needs the value in force"
@@ -260,12 +264,12 @@ def bounded(items: Sequence[T]) -> Iterator[tuple[T, bool]]:
 
 
 def too_many() -> Refused:
-    return Refused(KAFKA_INVALID_REQUEST, f"a request names at most {ITEMS_MAX} topics or resources")
+    return Refused(INVALID_REQUEST, f"a request names at most {ITEMS_MAX} topics or resources")
 
 
 def check_topic_resource(kind: int) -> None:
     if kind != TOPIC_RESOURCE:
-        raise Refused(KAFKA_INVALID_REQUEST, f"resource type {kind}: LogBroker changes topic configs (2) only; "
+        raise Refused(INVALID_REQUEST, f"resource type {kind}: LogBroker changes topic configs (2) only; "
                                              "a node's settings are fixed when it starts")
 
 
@@ -294,7 +298,7 @@ class AdminHandlers:
             if not within:
                 results.append(_creation_error(name, too_many()))
             elif named[name] > 1:
-                results.append(_creation_error(name, Refused(KAFKA_INVALID_REQUEST, f"{name!r} is named twice")))
+                results.append(_creation_error(name, Refused(INVALID_REQUEST, f"{name!r} is named twice")))
             else:
                 results.append(await self._create(ctx, topic, live, validate_only))
         return {"throttle_time": 0, "topics": results}
@@ -384,7 +388,7 @@ class AdminHandlers:
             code = error_code(exc)
             if meta is not None and not isinstance(exc, Refused):
                 code = await topic_ids.by_id_code(self.api, ctx, meta.name, code)
-            if code in (UNKNOWN_TOPIC_ID, KAFKA_UNKNOWN_TOPIC_OR_PARTITION):
+            if code in (UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION):
                 return unknown
             return {"name": None, "topic_id": topic_id or ZERO_UUID, "error_code": code,
                     "error_message": message_of(exc)}
@@ -435,10 +439,10 @@ class AdminHandlers:
                                 wanted: Collection[str] | None) -> list[dict[str, Any]]:
         if kind == BROKER_RESOURCE:
             if name not in ("", str(self.node.config.node_id)):
-                raise Refused(KAFKA_INVALID_REQUEST, f"this is broker {self.node.config.node_id}, not {name[:40]!r}")
+                raise Refused(INVALID_REQUEST, f"this is broker {self.node.config.node_id}, not {name[:40]!r}")
             return []  # a node's settings are fixed when it starts: none are dynamic
         if kind != TOPIC_RESOURCE:
-            raise Refused(KAFKA_INVALID_REQUEST, f"resource type {kind}: LogBroker describes topics (2), brokers (4)")
+            raise Refused(INVALID_REQUEST, f"resource type {kind}: LogBroker describes topics (2), brokers (4)")
         described = await self.api.describe_topic(ctx, name, kind="topic", offsets=False)
         stored = (await self.node.coordinator.get_topic(name)).config
         return config_entries(described["config"], stored, wanted)
@@ -450,7 +454,7 @@ class AdminHandlers:
         async def replace(resource: Any) -> None:
             given = dict(config_value(str(config.name), config.value) for config in resource.configs)
             if len(given) < len(resource.configs):
-                raise Refused(KAFKA_INVALID_REQUEST, "a config is named twice")
+                raise Refused(INVALID_REQUEST, "a config is named twice")
             changes = {**dict.fromkeys(RESETTABLE), **given}
             await self._alter(ctx, str(resource.resource_name), changes, bool(request.validate_only))
         return {"throttle_time": 0, "responses": await _each_topic(request.resources, replace)}

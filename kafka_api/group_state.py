@@ -29,14 +29,17 @@ import uuid
 from collections.abc import Iterable, Sequence
 from typing import Any, Final, Literal
 
+from logbroker.kafka_error_numbers import (
+    GROUP_MAX_SIZE_REACHED,
+    ILLEGAL_GENERATION,
+    INCONSISTENT_GROUP_PROTOCOL,
+    INVALID_SESSION_TIMEOUT,
+    NONE,
+    REBALANCE_IN_PROGRESS,
+    UNKNOWN_MEMBER_ID,
+)
+
 State = Literal["empty", "preparing", "completing", "stable"]
-NONE: Final = 0
-ILLEGAL_GENERATION: Final = 22
-INCONSISTENT_GROUP_PROTOCOL: Final = 23
-UNKNOWN_MEMBER_ID: Final = 25
-INVALID_SESSION_TIMEOUT: Final = 26
-REBALANCE_IN_PROGRESS: Final = 27
-GROUP_MAX_SIZE_REACHED: Final = 81
 MEMBERS_MAX: Final = 1_000
 SESSION_TIMEOUT_MS_MIN: Final = 1_000
 SESSION_TIMEOUT_MS_MAX: Final = 300_000

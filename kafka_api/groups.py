@@ -35,8 +35,6 @@ from kafka_api.group_state import (
     CLASSIC,
     DEAD_GROUP,
     HTTP_STATES,
-    NONE,
-    REBALANCE_IN_PROGRESS,
     REBALANCE_TIMEOUT_MS_MAX,
     GroupSummary,
     JoinAnswer,
@@ -50,19 +48,23 @@ from kafka_api.session import Session, error_code, group_error_code
 from logbroker.api import BrokerApi
 from logbroker.auth.usage import check_member_limit
 from logbroker.cluster_groups import ensure_offsets_topic
-from logbroker.error_codes import KAFKA_INVALID_REQUEST
 from logbroker.errors import ANY_ERROR
 from logbroker.groups.group import ANY_CALLER, STANDALONE
 from logbroker.groups.live import LiveGroup
 from logbroker.groups.requests import CommitRequest, group_name
+from logbroker.kafka_error_numbers import (
+    COORDINATOR_NOT_AVAILABLE,
+    GROUP_AUTHORIZATION_FAILED,
+    INVALID_GROUP_ID,
+    INVALID_REQUEST,
+    NONE,
+    NOT_COORDINATOR,
+    REBALANCE_IN_PROGRESS,
+    UNKNOWN_MEMBER_ID,
+)
 from logbroker.node import Node
 from logbroker.routing import GROUPS, Here, Location
 
-COORDINATOR_NOT_AVAILABLE: Final = 15
-NOT_COORDINATOR: Final = 16
-INVALID_GROUP_ID: Final = 24
-UNKNOWN_MEMBER_ID: Final = 25
-GROUP_AUTHORIZATION_FAILED: Final = 30
 GROUPS_MAX: Final = 10_000
 TICK_S: Final = 0.1
 JOIN_WAIT_MAX_S: Final = REBALANCE_TIMEOUT_MS_MAX / 1000 + 5.0
@@ -454,7 +456,7 @@ class GroupHandlers:
             parts: list[dict[str, Any]] = []
             for part in topic.partitions:
                 index, offset = int(part.partition_index), int(part.committed_offset)
-                part_code = code or (KAFKA_INVALID_REQUEST if offset < 0 else NONE)
+                part_code = code or (INVALID_REQUEST if offset < 0 else NONE)
                 parts.append({"partition_index": index, "error_code": part_code})
                 if not part_code:
                     offsets.append((topic_name, index, offset))

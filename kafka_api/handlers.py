@@ -28,31 +28,32 @@ from kafka_api.entities import BodyError
 from kafka_api.groups import GroupHandlers
 from kafka_api.session import Session, error_code
 from kafka_api.stored_batches import kafka_batches, stored_batch
-from kafka_api.topic_ids import UNKNOWN_TOPIC_ID, ZERO_UUID, topic_uuid
+from kafka_api.topic_ids import ZERO_UUID, topic_uuid
 from logbroker.api import Answered, BrokerApi, CallContext, Prebuilt
 from logbroker.batch_limits import LOOP_CHECK_BYTES_MAX
-from logbroker.error_codes import (
-    KAFKA_FENCED_LEADER_EPOCH,
-    KAFKA_INVALID_REQUEST,
-    KAFKA_LEADER_NOT_AVAILABLE,
-    KAFKA_NOT_LEADER_OR_FOLLOWER,
-    KAFKA_TOPIC_AUTHORIZATION_FAILED,
-    KAFKA_UNKNOWN_TOPIC_OR_PARTITION,
-)
 from logbroker.errors import ANY_ERROR, InvalidRequestError, TooManyRequestsError
+from logbroker.kafka_error_numbers import (
+    FENCED_LEADER_EPOCH,
+    ILLEGAL_SASL_STATE,
+    INVALID_REQUEST,
+    INVALID_REQUIRED_ACKS,
+    LEADER_NOT_AVAILABLE,
+    NONE,
+    NOT_LEADER_OR_FOLLOWER,
+    SASL_AUTHENTICATION_FAILED,
+    TOPIC_AUTHORIZATION_FAILED,
+    UNKNOWN_TOPIC_ID,
+    UNKNOWN_TOPIC_OR_PARTITION,
+    UNSUPPORTED_SASL_MECHANISM,
+)
 from logbroker.node import Node
 from logbroker.producer_ids import issue
 from segments.log import LogRead
 
-NONE: Final = 0
-UNSUPPORTED_SASL_MECHANISM: Final = 33
-ILLEGAL_SASL_STATE: Final = 34
-SASL_AUTHENTICATION_FAILED: Final = 58
-INVALID_REQUIRED_ACKS: Final = 21
 NO_OPERATIONS: Final = -(2**31)  # authorized operations not asked for
 ACKS: Final = {0: "0", 1: "1", -1: "all"}
 LATEST, EARLIEST = -1, -2
-NOT_LEADER_CODES: Final = frozenset({KAFKA_NOT_LEADER_OR_FOLLOWER, KAFKA_FENCED_LEADER_EPOCH})
+NOT_LEADER_CODES: Final = frozenset({NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH})
 FETCH_BY_ID_VERSION: Final = 13  # Fetch names topics by id from this version on (KIP-516)
 PARTITIONS_PER_REQUEST_MAX: Final = 1_000  # partitions (or topics) one request may name; more closes it
 _PRODUCER_RNG: Final = random.SystemRandom()
@@ -228,7 +229,7 @@ class KafkaHandlers:
         except ANY_ERROR as exc:
             return _topic_error(name, error_code(exc))
         if meta.kind != "topic":
-            return _topic_error(name, KAFKA_UNKNOWN_TOPIC_OR_PARTITION)
+            return _topic_error(name, UNKNOWN_TOPIC_OR_PARTITION)
         return await self._topic_metadata(meta)
 
     async def _topic_by_id(self, ctx: CallContext, topic_id: uuid.UUID | None) -> dict[str, Any]:
@@ -237,7 +238,7 @@ class KafkaHandlers:
         (``kafka_api.topic_ids``)."""
         meta = topic_ids.resolve(self.node.coordinator, topic_id)
         answer = None if meta is None else await self._named_topic(ctx, meta.name, create=False)
-        hidden = (KAFKA_TOPIC_AUTHORIZATION_FAILED, KAFKA_UNKNOWN_TOPIC_OR_PARTITION)
+        hidden = (TOPIC_AUTHORIZATION_FAILED, UNKNOWN_TOPIC_OR_PARTITION)
         if answer is None or answer["error_code"] in hidden \
                 or answer["topic_id"] != topic_id:  # (deleted, or made again under its name, meanwhile)
             return {**_topic_error(None, UNKNOWN_TOPIC_ID), "topic_id": topic_id or ZERO_UUID}
@@ -250,7 +251,7 @@ class KafkaHandlers:
         except ANY_ERROR as exc:
             return {**_topic_error(meta.name, error_code(exc)), "topic_id": topic_uuid(meta)}
         for state in states:
-            partitions.append({"error_code": NONE if state.leader >= 0 else KAFKA_LEADER_NOT_AVAILABLE,
+            partitions.append({"error_code": NONE if state.leader >= 0 else LEADER_NOT_AVAILABLE,
                                "partition_index": state.partition, "leader_id": state.leader,
                                "leader_epoch": state.leader_epoch, "replica_nodes": list(state.replicas),
                                "isr_nodes": list(state.isr), "offline_replicas": []})
@@ -298,7 +299,7 @@ class KafkaHandlers:
         """A producer identity bound to the caller (``logbroker.producer_ids``), as
         ``POST /v1/producers`` gives; transactions are not served yet."""
         if request.transactional_id is not None:
-            return {"throttle_time": 0, "error_code": KAFKA_INVALID_REQUEST, "producer_id": -1,
+            return {"throttle_time": 0, "error_code": INVALID_REQUEST, "producer_id": -1,
                     "producer_epoch": -1}
         issued = issue(session.context().principal.name, _PRODUCER_RNG, sequenced=True)
         return {"throttle_time": 0, "error_code": NONE, "producer_id": issued.producer_id,
@@ -368,7 +369,7 @@ class KafkaHandlers:
                 parts = [_fetch_error(int(p.partition), UNKNOWN_TOPIC_ID) for p in t.partitions]
             else:
                 for part in parts:
-                    if part["error_code"] == KAFKA_TOPIC_AUTHORIZATION_FAILED:
+                    if part["error_code"] == TOPIC_AUTHORIZATION_FAILED:
                         code = await topic_ids.by_id_code(self.api, ctx, name, part["error_code"])
                         part.update(_fetch_error(part["partition_index"], code))
             responses.append({"topic": name or "", "topic_id": t.topic_id or ZERO_UUID, "partitions": parts})

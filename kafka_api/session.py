@@ -4,18 +4,20 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Final
 
 from kafka_api import record_batch
 from logbroker.api import CallContext
 from logbroker.auth.permissions import Principal
 from logbroker.auth.quotas import QuotaLimits
-from logbroker.error_codes import KAFKA_CORRUPT_MESSAGE, KAFKA_UNKNOWN_SERVER_ERROR, answer_of
+from logbroker.error_codes import answer_of
 from logbroker.errors import ForbiddenError
-
-UNSUPPORTED_COMPRESSION_TYPE: Final = 76
-UNSUPPORTED_FOR_MESSAGE_FORMAT: Final = 43
-GROUP_AUTHORIZATION_FAILED: Final = 30
+from logbroker.kafka_error_numbers import (
+    CORRUPT_MESSAGE,
+    GROUP_AUTHORIZATION_FAILED,
+    UNKNOWN_SERVER_ERROR,
+    UNSUPPORTED_COMPRESSION_TYPE,
+    UNSUPPORTED_FOR_MESSAGE_FORMAT,
+)
 
 
 @dataclasses.dataclass(slots=True)
@@ -46,9 +48,9 @@ def error_code(exc: BaseException) -> int:
     if isinstance(exc, record_batch.UnsupportedBatch):
         return UNSUPPORTED_FOR_MESSAGE_FORMAT
     if isinstance(exc, record_batch.RecordBatchError):
-        return KAFKA_CORRUPT_MESSAGE
+        return CORRUPT_MESSAGE
     code = getattr(exc, "code", None)
-    return answer_of(code).kafka if isinstance(code, str) else KAFKA_UNKNOWN_SERVER_ERROR
+    return answer_of(code).kafka if isinstance(code, str) else UNKNOWN_SERVER_ERROR
 
 
 def group_error_code(exc: BaseException) -> int:

@@ -20,10 +20,9 @@ from typing import Final
 from coordinator.base import Coordinator
 from coordinator.models import TopicMetadata
 from logbroker.api import BrokerApi, CallContext
-from logbroker.error_codes import KAFKA_TOPIC_AUTHORIZATION_FAILED
 from logbroker.errors import ANY_ERROR
+from logbroker.kafka_error_numbers import TOPIC_AUTHORIZATION_FAILED, UNKNOWN_TOPIC_ID
 
-UNKNOWN_TOPIC_ID: Final = 100
 ZERO_UUID: Final = uuid.UUID(int=0)
 
 
@@ -52,7 +51,7 @@ def resolve(coordinator: Coordinator, topic_id: uuid.UUID | None) -> TopicMetada
 async def by_id_code(api: BrokerApi, ctx: CallContext, name: str, code: int) -> int:
     """The error code a call on topic ``name``, named by its id, answers for ``code`` (its name's
     answer): a refusal is UNKNOWN_TOPIC_ID unless the caller may describe the topic."""
-    if code != KAFKA_TOPIC_AUTHORIZATION_FAILED:
+    if code != TOPIC_AUTHORIZATION_FAILED:
         return code
     try:
         await api.authorize(ctx, name, "describe")

@@ -4,8 +4,9 @@ Every typed error (``logbroker.errors`` and the storage and coordination errors 
 carries a stable ``code``; this table gives each code exactly one row: its HTTP status
 (``http_api.errors`` writes the problem+json), its gRPC status code by name (``grpc_api.errors``
 turns the name into ``grpc.StatusCode``, so this module needs no gRPC import) and its Kafka error
-code (``kafka_api``; the numbers of Kafka's ``Errors`` table, the retriable ones where a Kafka client
-should refresh its metadata and retry). A code with no row is
+code (``kafka_api``; the numbers of Kafka's ``Errors`` table, named once in
+``logbroker.kafka_error_numbers``, the retriable ones where a Kafka client should refresh its
+metadata and retry). A code with no row is
 a bug, answered as 500 / INTERNAL; a test checks every error class has its row. Pure data: no I/O.
 
 Both APIs say the same thing, each in its own words: a 409 conflict is FAILED_PRECONDITION except
@@ -20,6 +21,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Final, Literal
 
+from logbroker import kafka_error_numbers as kafka_errors
+
 GrpcCode = Literal["INVALID_ARGUMENT", "UNAUTHENTICATED", "PERMISSION_DENIED", "NOT_FOUND", "ALREADY_EXISTS",
                    "FAILED_PRECONDITION", "DEADLINE_EXCEEDED", "OUT_OF_RANGE", "RESOURCE_EXHAUSTED", "ABORTED",
                    "UNAVAILABLE", "INTERNAL"]
@@ -33,107 +36,80 @@ class Answer:
     http: int
     grpc: GrpcCode
     retry_after_s: float | None = None
-    kafka: int = -1  # UNKNOWN_SERVER_ERROR
+    kafka: int = kafka_errors.UNKNOWN_SERVER_ERROR
 
-
-# Kafka's error codes (org.apache.kafka.common.protocol.Errors) that the table uses.
-KAFKA_UNKNOWN_SERVER_ERROR: Final = -1
-KAFKA_OFFSET_OUT_OF_RANGE: Final = 1
-KAFKA_CORRUPT_MESSAGE: Final = 2
-KAFKA_UNKNOWN_TOPIC_OR_PARTITION: Final = 3
-KAFKA_LEADER_NOT_AVAILABLE: Final = 5
-KAFKA_NOT_LEADER_OR_FOLLOWER: Final = 6
-KAFKA_REQUEST_TIMED_OUT: Final = 7
-KAFKA_MESSAGE_TOO_LARGE: Final = 10
-KAFKA_INVALID_TOPIC: Final = 17
-KAFKA_NOT_ENOUGH_REPLICAS: Final = 19
-KAFKA_ILLEGAL_GENERATION: Final = 22
-KAFKA_INCONSISTENT_GROUP_PROTOCOL: Final = 23
-KAFKA_UNKNOWN_MEMBER_ID: Final = 25
-KAFKA_TOPIC_AUTHORIZATION_FAILED: Final = 29
-KAFKA_INVALID_TIMESTAMP: Final = 32
-KAFKA_TOPIC_ALREADY_EXISTS: Final = 36
-KAFKA_INVALID_REQUEST: Final = 42
-KAFKA_POLICY_VIOLATION: Final = 44
-KAFKA_OUT_OF_ORDER_SEQUENCE_NUMBER: Final = 45
-KAFKA_KAFKA_STORAGE_ERROR: Final = 56
-KAFKA_SASL_AUTHENTICATION_FAILED: Final = 58
-KAFKA_NON_EMPTY_GROUP: Final = 68
-KAFKA_GROUP_ID_NOT_FOUND: Final = 69
-KAFKA_FENCED_LEADER_EPOCH: Final = 74
-KAFKA_THROTTLING_QUOTA_EXCEEDED: Final = 89
 
 INTERNAL: Final = Answer(500, "INTERNAL")
-_BAD = Answer(400, "INVALID_ARGUMENT", kafka=KAFKA_INVALID_REQUEST)
-_CORRUPT = Answer(400, "INVALID_ARGUMENT", kafka=KAFKA_CORRUPT_MESSAGE)
-_TOO_LARGE = Answer(413, "INVALID_ARGUMENT", kafka=KAFKA_MESSAGE_TOO_LARGE)
-_MISSING = Answer(404, "NOT_FOUND", kafka=KAFKA_UNKNOWN_TOPIC_OR_PARTITION)
-_CONFLICT = Answer(409, "FAILED_PRECONDITION", kafka=KAFKA_INVALID_REQUEST)
-_EXISTS = Answer(409, "ALREADY_EXISTS", kafka=KAFKA_TOPIC_ALREADY_EXISTS)
-_UNAVAILABLE = Answer(503, "UNAVAILABLE", kafka=KAFKA_KAFKA_STORAGE_ERROR)
+_BAD = Answer(400, "INVALID_ARGUMENT", kafka=kafka_errors.INVALID_REQUEST)
+_CORRUPT = Answer(400, "INVALID_ARGUMENT", kafka=kafka_errors.CORRUPT_MESSAGE)
+_TOO_LARGE = Answer(413, "INVALID_ARGUMENT", kafka=kafka_errors.MESSAGE_TOO_LARGE)
+_MISSING = Answer(404, "NOT_FOUND", kafka=kafka_errors.UNKNOWN_TOPIC_OR_PARTITION)
+_CONFLICT = Answer(409, "FAILED_PRECONDITION", kafka=kafka_errors.INVALID_REQUEST)
+_EXISTS = Answer(409, "ALREADY_EXISTS", kafka=kafka_errors.TOPIC_ALREADY_EXISTS)
+_UNAVAILABLE = Answer(503, "UNAVAILABLE", kafka=kafka_errors.KAFKA_STORAGE_ERROR)
 # A cluster's retriable 503s (DESIGN §4): the client refreshes its metadata and retries after this.
 # Leadership moves in well under a second once decided: the exact wait in the body and in gRPC's
 # retry details; HTTP's header rounds it up.
 CLUSTER_RETRY_AFTER_S: Final = 0.2
-_CLUSTER_MOVING = Answer(503, "UNAVAILABLE", CLUSTER_RETRY_AFTER_S, KAFKA_LEADER_NOT_AVAILABLE)
+_CLUSTER_MOVING = Answer(503, "UNAVAILABLE", CLUSTER_RETRY_AFTER_S, kafka_errors.LEADER_NOT_AVAILABLE)
 STORAGE_FULL_RETRY_AFTER_S: Final = 5  # a disk fills up slowly and frees up slowly: no quick retry
-_UNKNOWN_OUTCOME = Answer(504, "DEADLINE_EXCEEDED", kafka=KAFKA_REQUEST_TIMED_OUT)
+_UNKNOWN_OUTCOME = Answer(504, "DEADLINE_EXCEEDED", kafka=kafka_errors.REQUEST_TIMED_OUT)
 
 ANSWERS: Final[dict[str, Answer]] = {
     # malformed input
     "invalid_request": _BAD,
     "invalid_argument": _BAD,
     "invalid_batch": _CORRUPT,
-    "invalid_timestamp": Answer(400, "INVALID_ARGUMENT", kafka=KAFKA_INVALID_TIMESTAMP),
+    "invalid_timestamp": Answer(400, "INVALID_ARGUMENT", kafka=kafka_errors.INVALID_TIMESTAMP),
     "corrupt_batch": _CORRUPT,
-    "invalid_topic": Answer(400, "INVALID_ARGUMENT", kafka=KAFKA_INVALID_TOPIC),
+    "invalid_topic": Answer(400, "INVALID_ARGUMENT", kafka=kafka_errors.INVALID_TOPIC_EXCEPTION),
     "invalid_user": _BAD,
     "batch_too_large": _TOO_LARGE,
     "payload_too_large": _TOO_LARGE,
-    "unsupported_media_type": Answer(415, "INVALID_ARGUMENT", kafka=KAFKA_INVALID_REQUEST),
-    "request_timeout": Answer(408, "DEADLINE_EXCEEDED", kafka=KAFKA_REQUEST_TIMED_OUT),
+    "unsupported_media_type": Answer(415, "INVALID_ARGUMENT", kafka=kafka_errors.INVALID_REQUEST),
+    "request_timeout": Answer(408, "DEADLINE_EXCEEDED", kafka=kafka_errors.REQUEST_TIMED_OUT),
     # who may
-    "unauthenticated": Answer(401, "UNAUTHENTICATED", kafka=KAFKA_SASL_AUTHENTICATION_FAILED),
-    "forbidden": Answer(403, "PERMISSION_DENIED", kafka=KAFKA_TOPIC_AUTHORIZATION_FAILED),
-    "storage_quota_exceeded": Answer(403, "RESOURCE_EXHAUSTED", kafka=KAFKA_POLICY_VIOLATION),
-    "too_many_requests": Answer(429, "RESOURCE_EXHAUSTED", kafka=KAFKA_THROTTLING_QUOTA_EXCEEDED),
+    "unauthenticated": Answer(401, "UNAUTHENTICATED", kafka=kafka_errors.SASL_AUTHENTICATION_FAILED),
+    "forbidden": Answer(403, "PERMISSION_DENIED", kafka=kafka_errors.TOPIC_AUTHORIZATION_FAILED),
+    "storage_quota_exceeded": Answer(403, "RESOURCE_EXHAUSTED", kafka=kafka_errors.POLICY_VIOLATION),
+    "too_many_requests": Answer(429, "RESOURCE_EXHAUSTED", kafka=kafka_errors.THROTTLING_QUOTA_EXCEEDED),
     # what is not there, or already is
     "not_found": _MISSING,
     "unknown_topic": _MISSING,
     "unknown_partition": _MISSING,
-    "unknown_group": Answer(404, "NOT_FOUND", kafka=KAFKA_GROUP_ID_NOT_FOUND),
-    "unknown_member": Answer(404, "NOT_FOUND", kafka=KAFKA_UNKNOWN_MEMBER_ID),
+    "unknown_group": Answer(404, "NOT_FOUND", kafka=kafka_errors.GROUP_ID_NOT_FOUND),
+    "unknown_member": Answer(404, "NOT_FOUND", kafka=kafka_errors.UNKNOWN_MEMBER_ID),
     "unknown_user": _MISSING,
-    "offset_out_of_range": Answer(416, "OUT_OF_RANGE", kafka=KAFKA_OFFSET_OUT_OF_RANGE),
+    "offset_out_of_range": Answer(416, "OUT_OF_RANGE", kafka=kafka_errors.OFFSET_OUT_OF_RANGE),
     "topic_exists": _EXISTS,
-    "user_exists": Answer(409, "ALREADY_EXISTS", kafka=KAFKA_INVALID_REQUEST),
+    "user_exists": Answer(409, "ALREADY_EXISTS", kafka=kafka_errors.INVALID_REQUEST),
     # the state does not allow it
     "user_owns_topics": _CONFLICT,
-    "stale_leader_epoch": Answer(409, "FAILED_PRECONDITION", kafka=KAFKA_FENCED_LEADER_EPOCH),
+    "stale_leader_epoch": Answer(409, "FAILED_PRECONDITION", kafka=kafka_errors.FENCED_LEADER_EPOCH),
     "non_sequential_append": Answer(409, "FAILED_PRECONDITION"),
-    "stale_generation": Answer(409, "FAILED_PRECONDITION", kafka=KAFKA_ILLEGAL_GENERATION),
+    "stale_generation": Answer(409, "FAILED_PRECONDITION", kafka=kafka_errors.ILLEGAL_GENERATION),
     "not_assigned": _CONFLICT,
-    "group_not_empty": Answer(409, "FAILED_PRECONDITION", kafka=KAFKA_NON_EMPTY_GROUP),
-    "inconsistent_strategy": Answer(409, "FAILED_PRECONDITION", kafka=KAFKA_INCONSISTENT_GROUP_PROTOCOL),
+    "group_not_empty": Answer(409, "FAILED_PRECONDITION", kafka=kafka_errors.NON_EMPTY_GROUP),
+    "inconsistent_strategy": Answer(409, "FAILED_PRECONDITION", kafka=kafka_errors.INCONSISTENT_GROUP_PROTOCOL),
     "not_a_queue": _CONFLICT,
     "idempotency_conflict": _CONFLICT,
-    "out_of_order_sequence": Answer(409, "FAILED_PRECONDITION", kafka=KAFKA_OUT_OF_ORDER_SEQUENCE_NUMBER),
+    "out_of_order_sequence": Answer(409, "FAILED_PRECONDITION", kafka=kafka_errors.OUT_OF_ORDER_SEQUENCE_NUMBER),
     "dead_letter_refused": _CONFLICT,
     "lease_expired": _CONFLICT,
     "not_a_cluster": _CONFLICT,
     # not now: retry (here or elsewhere)
-    "not_available": Answer(503, "UNAVAILABLE", kafka=KAFKA_LEADER_NOT_AVAILABLE),
-    "too_many_connections": Answer(503, "UNAVAILABLE", kafka=KAFKA_THROTTLING_QUOTA_EXCEEDED),
+    "not_available": Answer(503, "UNAVAILABLE", kafka=kafka_errors.LEADER_NOT_AVAILABLE),
+    "too_many_connections": Answer(503, "UNAVAILABLE", kafka=kafka_errors.THROTTLING_QUOTA_EXCEEDED),
     "log_closed": _UNAVAILABLE,
     "storage_busy": _UNAVAILABLE,
     "log_offline": _UNAVAILABLE,
     "too_many_open_files": _UNAVAILABLE,
     "coordinator_unavailable": _CLUSTER_MOVING,
-    "not_leader": Answer(503, "UNAVAILABLE", CLUSTER_RETRY_AFTER_S, KAFKA_NOT_LEADER_OR_FOLLOWER),
+    "not_leader": Answer(503, "UNAVAILABLE", CLUSTER_RETRY_AFTER_S, kafka_errors.NOT_LEADER_OR_FOLLOWER),
     "no_leader": _CLUSTER_MOVING,
-    "not_enough_replicas": Answer(503, "UNAVAILABLE", CLUSTER_RETRY_AFTER_S, KAFKA_NOT_ENOUGH_REPLICAS),
-    "undecryptable_batch": Answer(503, "FAILED_PRECONDITION", kafka=KAFKA_KAFKA_STORAGE_ERROR),
-    "storage_full": Answer(507, "RESOURCE_EXHAUSTED", STORAGE_FULL_RETRY_AFTER_S, KAFKA_KAFKA_STORAGE_ERROR),
+    "not_enough_replicas": Answer(503, "UNAVAILABLE", CLUSTER_RETRY_AFTER_S, kafka_errors.NOT_ENOUGH_REPLICAS),
+    "undecryptable_batch": Answer(503, "FAILED_PRECONDITION", kafka=kafka_errors.KAFKA_STORAGE_ERROR),
+    "storage_full": Answer(507, "RESOURCE_EXHAUSTED", STORAGE_FULL_RETRY_AFTER_S, kafka_errors.KAFKA_STORAGE_ERROR),
     # a write whose outcome is partly or wholly unknown
     "partial_write": Answer(502, "ABORTED"),
     "forward_outcome_unknown": _UNKNOWN_OUTCOME,

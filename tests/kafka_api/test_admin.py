@@ -27,6 +27,7 @@ from confluent_kafka.admin import (
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.admin import KafkaAdminClient
+from kio.schema.errors import ErrorCode
 
 from coordinator.models import TopicMetadata
 from coordinator.topic_config import KNOWN_KEYS
@@ -46,6 +47,7 @@ from logbroker.topic_config_view import described_config
 from segments.config import LogConfig
 from tests.http_api.conftest import Http
 from tests.kafka_api.test_listener import TIMEOUT_S, sasl
+from tests.kafka_api.test_topic_ids import call
 from tests.support.auth import ADMIN, ADMIN_PASSWORD, bearer
 from tests.support.nodes import NodeProcess
 
@@ -324,6 +326,15 @@ def test_describe_cluster_names_the_node_as_broker_and_controller(node, http, ad
     assert cluster.controller.id == 1
     nodes = http.json("GET", "/v1/cluster", headers=bearer(admin_token))["nodes"]
     assert [n["kafka_address"] for n in nodes] == [node.kafka_address]
+
+
+def test_describe_cluster_asked_for_controllers_answers_unsupported_endpoint_type(node, users):
+    """KIP-919's controller endpoint: LogBroker nodes are brokers only, and the answer says so with
+    Kafka's own number for it (115)."""
+    answer = call(node, ADMIN, 60, 1, {"include_cluster_authorized_operations": False, "endpoint_type": 2})
+    assert answer.error_code == ErrorCode.unsupported_endpoint_type and answer.controller_id == -1
+    assert call(node, ADMIN, 60, 1, {"include_cluster_authorized_operations": False,
+                                      "endpoint_type": 1}).error_code == ErrorCode.none
 
 
 # ---- kafka-python ------------------------------------------------------------------------------

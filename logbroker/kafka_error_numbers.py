@@ -1,0 +1,53 @@
+"""Kafka's error numbers (``org.apache.kafka.common.protocol.Errors``), each named once: the error
+table (``logbroker.error_codes``) maps LogBroker's codes to them, and the Kafka listener
+(``kafka_api``) answers the protocol's own ones (groups, SASL, admin) with them. Only the numbers
+this broker answers are here; the rest of Kafka's table is not served."""
+
+from __future__ import annotations
+
+from typing import Final
+
+UNKNOWN_SERVER_ERROR: Final = -1
+NONE: Final = 0
+OFFSET_OUT_OF_RANGE: Final = 1
+CORRUPT_MESSAGE: Final = 2
+UNKNOWN_TOPIC_OR_PARTITION: Final = 3
+LEADER_NOT_AVAILABLE: Final = 5
+NOT_LEADER_OR_FOLLOWER: Final = 6
+REQUEST_TIMED_OUT: Final = 7
+MESSAGE_TOO_LARGE: Final = 10
+COORDINATOR_NOT_AVAILABLE: Final = 15
+NOT_COORDINATOR: Final = 16
+INVALID_TOPIC_EXCEPTION: Final = 17
+NOT_ENOUGH_REPLICAS: Final = 19
+INVALID_REQUIRED_ACKS: Final = 21
+ILLEGAL_GENERATION: Final = 22
+INCONSISTENT_GROUP_PROTOCOL: Final = 23
+INVALID_GROUP_ID: Final = 24
+UNKNOWN_MEMBER_ID: Final = 25
+INVALID_SESSION_TIMEOUT: Final = 26
+REBALANCE_IN_PROGRESS: Final = 27
+TOPIC_AUTHORIZATION_FAILED: Final = 29
+GROUP_AUTHORIZATION_FAILED: Final = 30
+INVALID_TIMESTAMP: Final = 32
+UNSUPPORTED_SASL_MECHANISM: Final = 33
+ILLEGAL_SASL_STATE: Final = 34
+TOPIC_ALREADY_EXISTS: Final = 36
+INVALID_PARTITIONS: Final = 37
+INVALID_REPLICATION_FACTOR: Final = 38
+INVALID_REPLICA_ASSIGNMENT: Final = 39
+INVALID_CONFIG: Final = 40
+INVALID_REQUEST: Final = 42
+UNSUPPORTED_FOR_MESSAGE_FORMAT: Final = 43
+POLICY_VIOLATION: Final = 44
+OUT_OF_ORDER_SEQUENCE_NUMBER: Final = 45
+KAFKA_STORAGE_ERROR: Final = 56
+SASL_AUTHENTICATION_FAILED: Final = 58
+NON_EMPTY_GROUP: Final = 68
+GROUP_ID_NOT_FOUND: Final = 69
+FENCED_LEADER_EPOCH: Final = 74
+UNSUPPORTED_COMPRESSION_TYPE: Final = 76
+GROUP_MAX_SIZE_REACHED: Final = 81
+THROTTLING_QUOTA_EXCEEDED: Final = 89
+UNKNOWN_TOPIC_ID: Final = 100
+UNSUPPORTED_ENDPOINT_TYPE: Final = 115
