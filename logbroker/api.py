@@ -10,6 +10,13 @@ through ``Meter`` (one ``_charge``, so usage always matches what quotas saw). A 
 the bytes received whether it is stored or refused once past the quota check (validation has its
 cost); a read is charged the size of the answer the protocol sends, after it rendered it.
 
+A queue call (``queue_send``, ``queue_receive``, ``queue_ack``, ``queue_nack``, ``queue_state``;
+decision 0402) follows the same order: the name checked, a send's queue created on first use, the
+action authorized (``write`` to send, ``read`` to receive or settle, ``describe`` for the state),
+the quota checked (send and receive), the body read and decoded only then, the node's queue
+called, and a send charged what was received, a receive the answer its protocol rendered; a
+settle and a state read are neither quota-checked nor metered.
+
 A stream (a gRPC subscription) authorizes once when it opens and again on its own schedule
 (``authorize``); each of its reads waits out the caller's quota debt (``pause_s``) instead of
 being refused, and is charged as it is read (``stream_fetch``).
