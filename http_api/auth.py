@@ -3,13 +3,13 @@
 It reads the access a route declared in the route table (``http_api.routing``), so no handler
 checks permissions by hand: the caller's ``Principal`` is put on the request (``principal_of``)
 for handlers that need it (ownership of what they create, self-or-admin checks). A route served
-by the broker's front door (``Route.front_door``: produce, fetch, list offsets) is only
-authenticated here: ``logbroker.api.BrokerApi`` authorizes it, checks its quota and charges it,
-with the ``CallContext`` that ``call_context`` builds (decision 0373). For other routes quotas are
-checked before the handler and charged after it with the bytes really moved: the request body
-for produce (whatever was read of it, also when the request is refused: validation has its cost),
-the response body for fetch, through ``Meter`` which counts the same bytes (and the records a
-handler reports with ``count_records``) as the caller's usage, with auth off too.
+by the broker's front door (``Route.front_door``: produce, fetch, list offsets, and the queue
+calls) is only authenticated here: ``logbroker.api.BrokerApi`` creates its topic or queue on
+first use, authorizes it, checks its quota and charges it, with the ``CallContext`` that
+``call_context`` builds (decisions 0373, 0402). For other routes quotas are checked before the
+handler and charged after it with the bytes really moved: the request body for produce (whatever
+was read of it, also when the request is refused: validation has its cost), the response body for
+fetch, through ``Meter`` which counts the same bytes as the caller's usage, with auth off too.
 
 ``/metrics`` (access ``metrics``) is open only on a node with ``metrics_public`` (or auth off):
 otherwise a scraper sends ``Authorization: Bearer <metrics_token>`` (the node's static scrape
@@ -23,7 +23,6 @@ from typing import Final
 
 from aiohttp import web
 
-from http_api.first_use import mark_first_use
 from http_api.keys import NODE
 from http_api.params import path_topic
 from http_api.routing import GROUP_ACCESS, ROUTE_BY_HANDLER, TOPIC_ACCESS, Handler, Route
@@ -35,7 +34,6 @@ from logbroker.groups.requests import group_name
 
 PRINCIPAL: Final = "logbroker.principal"
 LIMITS: Final = "logbroker.limits"
-RECORDS: Final = "logbroker.records"
 
 
 def principal_of(request: web.Request) -> Principal:
@@ -70,11 +68,9 @@ async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamR
         if auth.enabled:
             auth.admit_connection(principal, request.protocol, limits)
         return await handler(request)
-    first_use = await mark_first_use(request, entry.method, entry.path)
     if auth.enabled:
         auth.admit_connection(principal, request.protocol, limits)
-        if not first_use:  # else authorized once created
-            await _authorize(request, entry, principal)
+        await _authorize(request, entry, principal)
     if entry.quota is None:
         return await handler(request)
     quota = limits if auth.enabled else None  # usage is counted with auth off too; quotas are not
@@ -87,10 +83,10 @@ async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamR
             return await handler(request)
         finally:  # refused or not, the body was read: a large invalid one is not free
             auth.meter.charge(principal.name, "produce", quota, request.content.total_bytes,
-                              topic=metered_topic(request), records=request.get(RECORDS, 0), requests=calls)
+                              topic=metered_topic(request), requests=calls)
     response = await handler(request)
     auth.meter.charge(principal.name, entry.quota, quota, response.content_length or 0, topic=metered_topic(request),
-                      records=request.get(RECORDS, 0), requests=calls)
+                      requests=calls)
     return response
 
 
@@ -99,11 +95,6 @@ def metered_topic(request: web.Request) -> str:
     the handler: a topic created on first use counts), else ``OTHER``, so requests naming
     made-up topics cannot fill the usage ledger with names."""
     return api.metered_topic(request.app[NODE], request.match_info.get("name", ""))
-
-
-def count_records(request: web.Request, records: int) -> None:
-    """The records a produce stored or a fetch answered, for the caller's usage (``Meter``)."""
-    request[RECORDS] = records
 
 
 async def recheck_access(request: web.Request) -> None:

@@ -11,28 +11,33 @@ of the body cannot be told from a next request); aiohttp then discards what stil
 most its ``lingering_time`` (10 s) and closes the connection. The bound is on the whole body, not
 between reads: with the defaults (16 MiB, 60 s) a client must send at least ~280 KB/s.
 
-A produce (a route whose ``front_door`` is ``publish``) reads its body the same way, with
-``read_body``, when the broker's front door asks for it: after the caller was authorized and
-within quota, and inside the call that charges what was read, so a refused body (too large, too
-slow, invalid) is charged as a stored one is (decision 0373).
+A produce and the queue calls (routes whose ``front_door`` is in ``READ_BY_FRONT_DOOR``) read
+their body the same way, with ``read_body``, when the broker's front door asks for it: after the
+caller was authorized and within quota, and inside the call that charges what was read, so a
+refused body (too large, too slow, invalid) is charged as a stored one is (decisions 0373, 0402).
 """
 
 from __future__ import annotations
 
 import asyncio
+from typing import Final
 
 from aiohttp import web
 
 from http_api.errors import Handler
 from http_api.keys import NODE
 from http_api.routing import ROUTE_BY_HANDLER
+from logbroker.api import Operation
 from logbroker.errors import RequestTimeoutError
+
+READ_BY_FRONT_DOOR: Final[frozenset[Operation]] = frozenset(
+    {"publish", "queue_send", "queue_receive", "queue_settle"})
 
 
 @web.middleware
 async def body_deadline_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     entry = ROUTE_BY_HANDLER.get(request.match_info.handler)
-    if request.body_exists and (entry is None or entry.front_door != "publish"):
+    if request.body_exists and (entry is None or entry.front_door not in READ_BY_FRONT_DOOR):
         await read_body(request)
     return await handler(request)
 

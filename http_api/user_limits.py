@@ -1,48 +1,31 @@
 """The HTTP side of per-user limits and egress pacing (``logbroker.auth.usage``, decision 0178).
 
 Hooks the handlers call (the limits on what a caller creates, ``topics_max`` and
-``partitions_max``, are the front door's: ``logbroker.api.BrokerApi``): ``create_on_first_use``
-creates what a queue call names on its first use; ``stream_slot`` takes a node stream slot and
-one of the caller's own, and gives both back as soon as the client is gone (a watcher looks at the
+``partitions_max``, and the long-polls a fetch or receive holds while it waits are the front
+door's: ``logbroker.api.BrokerApi``): ``stream_slot`` takes a node stream slot and one of the
+caller's own, and gives both back as soon as the client is gone (a watcher looks at the
 transport every ``DISCONNECT_POLL_S`` and ends the handler, so a slot is not held until the
-next write fails); ``long_poll`` holds one of the caller's long-polls while a fetch or receive
-waits; ``paced_write`` charges the bytes a push stream sends to the caller's fetch quota and,
-while the caller is in debt, waits before the next write instead of dropping anything.
+next write fails); ``paced_write`` charges the bytes a push stream sends to the caller's fetch
+quota and, while the caller is in debt, waits before the next write instead of dropping anything.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Final, Protocol
 
 from aiohttp import web
 
 from http_api.auth import limits_of, metered_topic, principal_of
-from http_api.first_use import FIRST_USE_KIND
 from http_api.keys import NODE, STREAMS
-from http_api.params import path_topic
-from logbroker import first_use
 from logbroker.errors import NotAvailableError
 
 DISCONNECT_POLL_S: Final = 0.5
 PACE_PIECE_S: Final = 0.25
 PACE_PIECE_BYTES_MIN: Final = 1024
 Opener = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-
-async def create_on_first_use(request: web.Request) -> None:
-    """For a request ``first_use`` marked (its topic or queue was missing): create it, owned by
-    the caller, within their limits (``logbroker.first_use``), then authorize the request as the
-    middleware would have (403 when another user created it first)."""
-    kind = request.get(FIRST_USE_KIND)
-    if kind is None:
-        return
-    node, principal, name = request.app[NODE], principal_of(request), path_topic(request)
-    await first_use.create(node, name, kind, principal, limits_of(request))
-    if node.auth.enabled:
-        await node.auth.authorize_topic(principal, name, "write")
 
 
 @contextlib.asynccontextmanager
@@ -79,16 +62,6 @@ async def _watch(request: web.Request, handler: asyncio.Task[Any] | None, gone: 
     gone.set()
     if handler is not None:
         handler.cancel()
-
-
-@contextlib.contextmanager
-def long_poll(request: web.Request, wait_ms: int) -> Iterator[None]:
-    """One of the caller's waiting long-polls (429 past ``long_polls_max``) when it may wait."""
-    if wait_ms <= 0:
-        yield
-        return
-    with request.app[NODE].auth.usage.hold(principal_of(request), limits_of(request), "long_polls"):
-        yield
 
 
 class Writer(Protocol):

@@ -10,6 +10,13 @@ through ``Meter`` (one ``_charge``, so usage always matches what quotas saw). A 
 the bytes received whether it is stored or refused once past the quota check (validation has its
 cost); a read is charged the size of the answer the protocol sends, after it rendered it.
 
+A queue call (``queue_send``, ``queue_receive``, ``queue_ack``, ``queue_nack``, ``queue_state``;
+decision 0402) follows the same order: the name checked, a send's queue created on first use, the
+action authorized (``write`` to send, ``read`` to receive or settle, ``describe`` for the state),
+the quota checked (send and receive), the body read and decoded only then, the node's queue
+called, and a send charged what was received, a receive the answer its protocol rendered; a
+settle and a state read are neither quota-checked nor metered.
+
 A stream (a gRPC subscription) authorizes once when it opens and again on its own schedule
 (``authorize``); each of its reads waits out the caller's quota debt (``pause_s``) instead of
 being refused, and is charged as it is read (``stream_fetch``).
@@ -56,6 +63,7 @@ from logbroker.errors import ANY_ERROR, InvalidRequestError
 from logbroker.metering.ledger import OTHER
 from logbroker.ownership import creation_cost, growth_cost, holdings
 from logbroker.producer_ids import check_writer
+from logbroker.queues.requests import ReceiveRequest, parse_receipts, parse_receive
 from logbroker.records import IncomingRecord
 
 if TYPE_CHECKING:
@@ -67,11 +75,15 @@ R = TypeVar("R")
 Acks = Literal["0", "1", "all"]
 ACKS: Final[tuple[Acks, ...]] = ("0", "1", "all")
 ACKS_SHOWN_MAX: Final = 20  # characters of a refused acks value quoted back
-Operation = Literal["publish", "fetch", "list_offsets"]
+Operation = Literal["publish", "fetch", "list_offsets", "queue_send", "queue_receive", "queue_settle",
+                    "queue_state"]
 # What each operation needs: the topic action it is authorized for and the quota it is charged to.
 # The HTTP route table checks the access its front-door routes declare against this.
 OPERATIONS: Final[dict[Operation, tuple[Action, QuotaKind | None]]] = {
-    "publish": ("write", "produce"), "fetch": ("read", "fetch"), "list_offsets": ("read", None)}
+    "publish": ("write", "produce"), "fetch": ("read", "fetch"), "list_offsets": ("read", None),
+    "queue_send": ("write", "produce"), "queue_receive": ("read", "fetch"), "queue_settle": ("read", None),
+    "queue_state": ("describe", None)}
+Body = Callable[[], Awaitable[object]]  # a request body as its protocol reads and decodes it (JSON, msgpack)
 
 
 def check_acks(acks: str) -> Acks:
@@ -115,6 +127,20 @@ class Payload(Protocol):
 
     async def decode(self) -> list[IncomingRecord] | Prebuilt:
         """The records, or one prebuilt batch; a typed error when the body is not valid."""
+
+
+class QueuePayload(Protocol):
+    """The body of a queue send as its protocol receives it: received whole first (a protocol
+    whose message is already read does nothing), then decoded into records."""
+
+    def received_bytes(self) -> int:
+        """The bytes received so far (what the send is charged, stored or refused)."""
+
+    async def receive(self) -> None:
+        """The whole body, within the protocol's bounds (a typed error when too large or too slow)."""
+
+    async def decode(self) -> list[IncomingRecord]:
+        """The records; a typed error when the body is not valid."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -346,6 +372,87 @@ class BrokerApi:
             if current is not None and more > 0:
                 check_limit(principal, limits, "partitions_max", partitions, growth_cost(current.kind, more))
             yield
+
+    # ---- queues ------------------------------------------------------------------------------
+
+    async def queue_send(self, ctx: CallContext, queue: str, payload: QueuePayload, acks: str, *,
+                         idempotency_key: str | None = None) -> Published:
+        """Store the records of ``payload`` in ``queue`` (created on first use): their offsets. The
+        order is the HTTP route's since queues began: authorized and within quota, the whole body
+        received, the queue known (404, 409 when it is a topic), the records decoded, then stored
+        (``acks`` checked by the node's write path); charged what was received, stored or not."""
+        node, (action, kind) = self.node, OPERATIONS["queue_send"]
+        assert kind is not None
+        queue = validate_name(queue, internal=True)
+        creating = await first_use.missing(node, queue)
+        if not creating:  # else authorized once created
+            await self.authorize(ctx, queue, action)
+        self._check_quota(ctx, kind)
+        records = 0
+        try:
+            await payload.receive()
+            if not creating:
+                node.queues.get(queue)
+            incoming = await payload.decode()
+            if creating:  # only once the body is known good: a refused send creates nothing
+                await first_use.create(node, queue, "queue", ctx.principal, ctx.limits)
+                await self.authorize(ctx, queue, action)
+                node.queues.get(queue)
+            offsets = await node.writes.produce_records(queue, incoming, acks, idempotency_key,
+                                                        writer=ctx.principal.name)
+            records = len(offsets)
+            return Published(offsets, records)
+        finally:
+            self._charge(ctx, kind, payload.received_bytes(), self._metered(queue), records, requests=1)
+
+    async def queue_receive(self, ctx: CallContext, queue: str, body: Body, *, binary: bool,
+                            answer: Callable[[ReceiveRequest, list[dict[str, Any]]], Awaitable[Answered[T]]]) -> T:
+        """Lease messages of ``queue`` as ``body`` asks (``ReceiveRequest``; ``binary``: payloads as
+        bytes), holding one of the caller's long-polls while it waits, into ``answer``, which renders
+        them as its protocol sends them (an HTTP long-poll checks its caller again first, decision
+        0175): charged the size of that answer and the messages it holds."""
+        node, (action, kind) = self.node, OPERATIONS["queue_receive"]
+        assert kind is not None
+        queue = validate_name(queue, internal=True)
+        await self.authorize(ctx, queue, action)
+        self._check_quota(ctx, kind)
+        request = parse_receive(await body(), node.config.fetch_wait_ms_max)
+        if ctx.deadline is not None:
+            request = dataclasses.replace(request, wait_ms=ctx.wait_ms(request.wait_ms, self._clock()))
+        if request.wait_ms > 0:
+            with self.long_polls_hold(ctx):
+                messages = await node.queues.receive(queue, request, binary=binary)
+        else:
+            messages = await node.queues.receive(queue, request, binary=binary)
+        answered = await answer(request, messages)
+        self._charge(ctx, kind, answered.size_bytes, self._metered(queue), answered.records, requests=1)
+        return answered.value
+
+    async def queue_ack(self, ctx: CallContext, queue: str, body: Body) -> dict[str, Any]:
+        """Settle the leases whose receipts ``body`` lists: how many, and those that matched none."""
+        queue = await self._settling(ctx, queue)
+        receipts, _ = parse_receipts(await body(), nack=False)
+        return await self.node.queues.ack(queue, receipts)
+
+    async def queue_nack(self, ctx: CallContext, queue: str, body: Body) -> dict[str, Any]:
+        """Give back the leased messages whose receipts ``body`` lists, redelivered after its
+        ``delay_ms``: how many, and the receipts that matched no lease."""
+        queue = await self._settling(ctx, queue)
+        receipts, delay_ms = parse_receipts(await body(), nack=True)
+        return await self.node.queues.nack(queue, receipts, delay_ms)
+
+    async def queue_state(self, ctx: CallContext, queue: str) -> dict[str, Any]:
+        """``queue``'s delivery state per partition, to a caller who may describe it."""
+        queue = validate_name(queue, internal=True)
+        await self.authorize(ctx, queue, OPERATIONS["queue_state"][0])
+        return self.node.queues.describe(queue)
+
+    async def _settling(self, ctx: CallContext, queue: str) -> str:
+        """``queue``'s name checked and the caller authorized to settle its messages (no quota, not
+        metered: a settle moves no message)."""
+        queue = validate_name(queue, internal=True)
+        await self.authorize(ctx, queue, OPERATIONS["queue_settle"][0])
+        return queue
 
     def pause_s(self, ctx: CallContext) -> float:
         """How long a stream waits before its next read: the caller's fetch-quota debt."""

@@ -1,5 +1,6 @@
 """The queue part of a cluster schedule (``sim.cluster_run``): competing consumers on a replicated
-queue, through the nodes' real queue code, under the same faults as the topic's writers.
+queue, through the nodes' real queue code entered by the front door (``BrokerApi``, as HTTP's
+queue routes enter it), under the same faults as the topic's writers.
 
 A queue of ``QUEUE_PARTITIONS`` partitions with three replicas lives on the leader of its
 partition 0 (its *home*); a call made at another node goes where that node's router sends it
@@ -21,9 +22,12 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Final
 
+from logbroker.api import Answered, BrokerApi, CallContext
+from logbroker.auth.permissions import ANONYMOUS_ADMIN
+from logbroker.auth.quotas import QuotaLimits
 from logbroker.errors import NoLeaderError
 from logbroker.node import Node
-from logbroker.queues.requests import ReceiveRequest, parse_receipt
+from logbroker.queues.requests import ReceiveRequest
 from logbroker.records import IncomingRecord
 from logbroker.routing import Here, QueueTarget
 from segments.batch import ProducerRecord
@@ -136,14 +140,44 @@ class QueueWorkload:
         return False
 
 
+# The calls enter as HTTP's do, through the front door (decision 0402), as the caller a node with
+# authentication off sees; a deadline-free context, so the front door reads no clock.
+CALLER: Final = CallContext(ANONYMOUS_ADMIN, QuotaLimits())
+RECEIVE_BODY: Final = {"max_messages": RECEIVE_MAX, "visibility_timeout_ms": VISIBILITY_MS}
+
+
+class _Records:
+    """A send's records as the front door takes them (``QueuePayload``): already received."""
+
+    def __init__(self, records: list[IncomingRecord]) -> None:
+        self._records = records
+
+    def received_bytes(self) -> int:
+        return sum(len(r.record.value or b"") for r in self._records)
+
+    async def receive(self) -> None:
+        return None
+
+    async def decode(self) -> list[IncomingRecord]:
+        return self._records
+
+
 async def _send(node: Node, records: list[IncomingRecord]) -> Any:
-    node.queues.get(QUEUE)  # as the HTTP handler: a node that does not manage the queue refuses
-    return await node.writes.produce_records(QUEUE, records, "all")
+    # A node that does not manage the queue refuses (the front door looks it up before decoding).
+    sent = await BrokerApi(node).queue_send(CALLER, QUEUE, _Records(records), "all")
+    return sent.offsets
 
 
 async def _receive(node: Node) -> list[dict[str, Any]]:
-    return await node.queues.receive(QUEUE, ReceiveRequest(RECEIVE_MAX, VISIBILITY_MS, 0), binary=True)
+    async def body() -> object:
+        return RECEIVE_BODY
+
+    async def answer(asked: ReceiveRequest, messages: list[dict[str, Any]]) -> Answered[list[dict[str, Any]]]:
+        return Answered(messages, 0, len(messages))
+    return await BrokerApi(node).queue_receive(CALLER, QUEUE, body, binary=True, answer=answer)
 
 
 async def _ack(node: Node, receipts: list[str]) -> dict[str, Any]:
-    return await node.queues.ack(QUEUE, [parse_receipt(r) for r in receipts])
+    async def body() -> object:
+        return {"receipts": receipts}
+    return await BrokerApi(node).queue_ack(CALLER, QUEUE, body)

@@ -79,6 +79,11 @@ RULES = (
     # logbroker.errors).
     Rule("http_api", ("segments",), allowed=(BATCH_CODEC, "segments.log.LogRead", "segments.log.LogSlice")),
     Rule("http_api", ("spark_connector", "benchmarks", CLIENT, CLI)),
+    # The queue routes are served by the broker's front door (decision 0402): their handlers reach
+    # the broker through it (``http_api.keys.FRONT_DOOR``), never the node, its queue manager or
+    # the HTTP hooks that authorized and charged before the front door did.
+    Rule("http_api.queues", ("http_api.keys.NODE", "logbroker.node", "logbroker.queues.manager",
+                             "logbroker.queue_hosting", "http_api.user_limits", "http_api.first_use")),
     Rule("spark_connector", ("benchmarks", "http_api", "grpc_api")),
     # The public gRPC API sits beside HTTP: it reaches storage through logbroker (of segments, only
     # the batch codec's record types) and takes nothing of the HTTP layer (error codes are mapped
@@ -291,6 +296,14 @@ def test_checker_keeps_http_api_off_segment_internals():
                 "from segments.errors import OffsetOutOfRangeError", "from segments.reader import SegmentReader",
                 "from logbroker.client import Client"):
         assert check("http_api.streams", bad), bad
+
+
+def test_checker_keeps_the_queue_routes_on_the_front_door():
+    assert check("http_api.queues", "from http_api.keys import FRONT_DOOR\nfrom logbroker.api import Answered\n") == []
+    for bad in ("from http_api.keys import NODE", "from http_api.keys import FRONT_DOOR, NODE",
+                "from logbroker.queues.manager import QueueManager", "from http_api.user_limits import long_poll",
+                "from http_api import first_use"):
+        assert check("http_api.queues", bad), bad
 
 
 def test_checker_keeps_server_libraries_and_harnesses_out_of_what_a_client_installs():

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from http_api import records  # noqa: F401  (registers the routes)
+from http_api import queues, records  # noqa: F401  (registers the routes)
 from http_api.routing import ROUTES, route
 from logbroker.api import ACKS, ACKS_SHOWN_MAX, OPERATIONS, CallContext, check_acks
 from logbroker.auth.permissions import Principal
@@ -40,11 +40,14 @@ def test_a_wait_never_outlasts_the_deadline(wanted_ms: int, now: float, left_s: 
     assert context(None).wait_ms(wanted_ms, now) == wanted_ms
 
 
-def test_produce_fetch_and_list_offsets_go_through_the_front_door_with_its_access_and_quota() -> None:
+def test_records_and_queue_calls_go_through_the_front_door_with_its_access_and_quota() -> None:
     served = {(entry.method, entry.path): entry for entry in ROUTES if entry.front_door is not None}
     assert set(served) == {("POST", "/v1/topics/{name}/records"),
                            ("GET", "/v1/topics/{name}/partitions/{partition}/records"),
-                           ("GET", "/v1/topics/{name}/partitions/{partition}/offsets")}
+                           ("GET", "/v1/topics/{name}/partitions/{partition}/offsets"),
+                           ("POST", "/v1/queues/{name}/messages"), ("POST", "/v1/queues/{name}/receive"),
+                           ("POST", "/v1/queues/{name}/ack"), ("POST", "/v1/queues/{name}/nack"),
+                           ("GET", "/v1/queues/{name}")}
     for entry in served.values():
         assert entry.front_door is not None
         assert (entry.access, entry.quota) == OPERATIONS[entry.front_door]
