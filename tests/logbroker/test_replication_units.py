@@ -471,6 +471,22 @@ async def test_a_follower_registered_by_a_new_process_has_its_log_end_asked_agai
         replica.log.close()
 
 
+def _leading_with_live_followers(tmp_path: Any, pool: ThreadPoolExecutor, replicas: tuple[int, ...]
+                                 ) -> tuple[_Members, ReplicationManager, Replica, Leadership]:
+    """A manager whose node 1 leads partition ``t``/0 (ISR 1, 2, 3; ``min_insync`` 2), nodes 2 and
+    3 registered and alive; shipments go nowhere (``_NoPeers``)."""
+    members = _Members()
+    members.started = {2: 100, 3: 100}
+    manager = ReplicationManager(NodeConfig(node_id=1), cast(Coordinator, members), cast(Any, None),
+                                 cast(Any, _NoPeers()))
+    replica = _replica(str(tmp_path / "t-0"), pool)
+    replica.epoch = 1
+    lead = Leadership(replica, _state((1, 2, 3), replicas=replicas), 1, min_insync=2, fenced=lambda: False)
+    replica.leader_hook = lambda _r: lead.recompute()
+    manager.leaderships[lead.key] = lead
+    return members, manager, replica, lead
+
+
 @pytest.mark.asyncio
 async def test_a_hand_over_waits_for_every_isr_follower_to_answer_and_a_silent_one_is_judged_from_its_start(
         tmp_path, pool):
@@ -480,15 +496,7 @@ async def test_a_hand_over_waits_for_every_isr_follower_to_answer_and_a_silent_o
     follower answered just now (the silent one is asked for a round trip first); one that falls
     silent during it ends it, and the writes it refused count as waiting from its start, so the
     stall rule lets the silent member go at the next round, not ``replica_stall_ms`` later."""
-    members = _Members()
-    members.started = {2: 100, 3: 100}
-    manager = ReplicationManager(NodeConfig(node_id=1), cast(Coordinator, members), cast(Any, None),
-                                 cast(Any, _NoPeers()))
-    replica = _replica(str(tmp_path / "t-0"), pool)
-    replica.epoch = 1
-    lead = Leadership(replica, _state((1, 2, 3), replicas=(2, 1, 3)), 1, min_insync=2, fenced=lambda: False)
-    replica.leader_hook = lambda _r: lead.recompute()
-    manager.leaderships[lead.key] = lead
+    members, manager, replica, lead = _leading_with_live_followers(tmp_path, pool, replicas=(2, 1, 3))
     try:
         info = replica.append(batch_of([b"a", b"b"]))
         await replica.commit(info)
@@ -537,15 +545,7 @@ async def test_the_upkeep_round_comes_when_a_silent_followers_stall_time_is_up(t
     """The ISR upkeep runs every ``TICK_S``; when a follower silent under a waiting write will be
     due for the stall rule before that, the next round comes at its time instead, so the writes
     it holds wait ``replica_stall_ms``, not up to a round more."""
-    members = _Members()
-    members.started = {2: 100, 3: 100}
-    manager = ReplicationManager(NodeConfig(node_id=1), cast(Coordinator, members), cast(Any, None),
-                                 cast(Any, _NoPeers()))
-    replica = _replica(str(tmp_path / "t-0"), pool)
-    replica.epoch = 1
-    lead = Leadership(replica, _state((1, 2, 3)), 1, min_insync=2, fenced=lambda: False)
-    replica.leader_hook = lambda _r: lead.recompute()
-    manager.leaderships[lead.key] = lead
+    members, manager, replica, lead = _leading_with_live_followers(tmp_path, pool, replicas=(1, 2, 3))
     try:
         info = replica.append(batch_of([b"a"]))
         await replica.commit(info)
