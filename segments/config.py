@@ -27,6 +27,9 @@ SEGMENT_BYTES_MAX: Final = 2 * GIB - 1
 NO_LIMIT: Final = -1
 CONFIG_INT: Final = re.compile(r"-?[0-9]{1,19}", re.ASCII)
 CONFIG_FLOAT: Final = re.compile(r"-?[0-9]{1,19}(\.[0-9]{1,19})?", re.ASCII)
+# What a config string may carry around its number: ``str.strip`` would also drop control characters
+# such as U+001F, which ``int`` and ``float`` then refuse.
+ASCII_SPACE: Final = " \t\n\r\f\v"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -120,8 +123,8 @@ def config_float(key: str, raw: object) -> float:
         raise InvalidArgumentError(f"{key} must be a number")
     if isinstance(raw, int | float):
         return float(raw)
-    if isinstance(raw, str) and CONFIG_FLOAT.fullmatch(raw.strip()):
-        return float(raw)
+    if isinstance(raw, str) and CONFIG_FLOAT.fullmatch(text := raw.strip(ASCII_SPACE)):
+        return float(text)
     raise InvalidArgumentError(f"{key} must be a number, not {raw[:40] if isinstance(raw, str) else raw!r}")
 
 
@@ -132,8 +135,8 @@ def config_int(key: str, raw: object) -> int:
         raise InvalidArgumentError(f"{key} must be an integer")
     if isinstance(raw, int):
         return raw
-    if isinstance(raw, str) and CONFIG_INT.fullmatch(raw.strip()):
-        return int(raw)
+    if isinstance(raw, str) and CONFIG_INT.fullmatch(text := raw.strip(ASCII_SPACE)):
+        return int(text)
     raise InvalidArgumentError(f"{key} must be an integer, not {raw[:40] if isinstance(raw, str) else raw!r}")
 
 

@@ -30,6 +30,7 @@ from tests.spark_connector.conftest import (
 from tests.support.nodes import NodeProcess
 
 DEADLINE_S = 30.0
+STABLE_S = 2.5  # unchanged over two of the node's maintenance passes (1 s apart)
 WRITES = 60
 
 
@@ -39,19 +40,24 @@ def _offsets(task: ReadTask) -> list[int]:
 
 def _compacted_topic(node: NodeProcess, topic: str) -> list[int]:
     """A compacted topic with one stable key and five rewritten ones; the offsets kept once the
-    node's maintenance compacted it."""
+    node's maintenance compacted it and no pass changes them any more (a first pass may clean only
+    part of the log: a read compared with it must not race the next)."""
     create_topic(node, topic, 1, {"cleanup_policy": "compact", "segment_bytes": 1024,
                                   "min_cleanable_dirty_ratio": 0.01})
     for i in range(WRITES):
         produce(node, topic, [{"key": "stable" if i == 0 else f"k{i % 5}", "value": f"{i:03d}" + "x" * 60,
                                "partition": 0}])
     deadline = time.monotonic() + DEADLINE_S
+    offsets: list[int] = []
+    unchanged_since = time.monotonic()
     while time.monotonic() < deadline:
-        offsets = _fetched(node, topic)
-        if len(offsets) < WRITES // 2:
+        seen = _fetched(node, topic)
+        if seen != offsets:
+            offsets, unchanged_since = seen, time.monotonic()
+        elif len(offsets) < WRITES // 2 and time.monotonic() - unchanged_since >= STABLE_S:
             return offsets
         time.sleep(0.3)
-    raise AssertionError(f"the node never compacted the topic: {offsets}")
+    raise AssertionError(f"the node never compacted the topic to a stable state: {offsets}")
 
 
 def _fetched(node: NodeProcess, topic: str) -> list[int]:
