@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import math
 import random
 import time
 import uuid
@@ -62,6 +63,7 @@ _PRODUCER_RNG: Final = random.SystemRandom()
 THROTTLED_TRIES_MAX: Final = 20
 THROTTLE_WAIT_MAX_S: Final = 30.0
 THROTTLE_PAUSE_MIN_S: Final = 0.005
+TIMER_SLACK_S: Final = 0.001  # the event loop's timers keep whole milliseconds and may fire up to one early
 CHECK_THREADS: Final = 2  # threads checking compressed or large Produce batches (one request per connection at a time)
 ATTRIBUTES_LOW_BYTE: Final = 22  # of a Kafka batch: its attributes are bytes 21-22, big-endian
 T = TypeVar("T")
@@ -71,9 +73,9 @@ class Throttle:
     """How long one request was held back by its caller's quotas: its ``throttle_time_ms``.
 
     Kafka slows a client over its quota (the answer carries the delay, KIP-219), it does not fail
-    it: a failed Produce is records a client may drop. So a call the quota refuses waits the time
-    the refusal names and is tried again, within ``deadline``; only past it does the refusal stand
-    (THROTTLING_QUOTA_EXCEEDED)."""
+    it: a failed Produce is records a client may drop, a failed Fetch an error its application
+    sees. So a call the quota refuses waits the time the refusal names and is tried again, within
+    ``deadline``; only past it does the refusal stand (THROTTLING_QUOTA_EXCEEDED)."""
 
     def __init__(self, wait_s: float) -> None:
         self.deadline = time.monotonic() + min(max(0.0, wait_s), THROTTLE_WAIT_MAX_S)
@@ -324,11 +326,13 @@ class KafkaHandlers:
         max_wait_ms = min(max(0, int(request.max_wait.total_seconds() * 1000)), config.fetch_wait_ms_max)
         budget = min(max(1, int(getattr(request, "max_bytes", config.fetch_bytes_max))), config.fetch_bytes_max)
         throttle_ms = await self._repay_fetch_debt(ctx)
-        results = await self._read_in_order(ctx, wanted, budget, rack, {})
+        throttle = Throttle(THROTTLE_WAIT_MAX_S)
+        results = await self._read_in_order(ctx, wanted, budget, rack, {}, throttle)
         if max_wait_ms > 0 and wanted and not any(r["records"] for r in results.values()):
-            first = await self._first_data(ctx, wanted, max_wait_ms, rack)
+            first = await self._first_data(ctx, wanted, max_wait_ms, rack, throttle)
             if first:
-                results = await self._read_in_order(ctx, wanted, budget, rack, first)
+                results = await self._read_in_order(ctx, wanted, budget, rack, first, throttle)
+        throttle_ms += throttle.ms
         by_topic: dict[str, list[dict[str, Any]]] = {}
         leaders: set[int] = set()
         for (topic, index), partition in results.items():
@@ -378,14 +382,15 @@ class KafkaHandlers:
     async def _repay_fetch_debt(self, ctx: CallContext) -> int:
         """Wait out the caller's fetch-quota debt before reading (at most ``THROTTLE_WAIT_MAX_S``),
         as a stream does: the Fetch is slowed, not refused; the wait is its ``throttle_time_ms``."""
-        pause = min(self.api.pause_s(ctx), THROTTLE_WAIT_MAX_S)
+        pause = self.api.pause_s(ctx)
         if pause <= 0:
             return 0
+        pause = min(math.ceil(pause * 1000) / 1000 + TIMER_SLACK_S, THROTTLE_WAIT_MAX_S)
         await asyncio.sleep(pause)
         return round(pause * 1000)
 
     async def _read_in_order(self, ctx: CallContext, wanted: Sequence[tuple[str, int, int, int]], budget: int,
-                             rack: str | None, got: dict[tuple[str, int], dict[str, Any]]
+                             rack: str | None, got: dict[tuple[str, int], dict[str, Any]], throttle: Throttle
                              ) -> dict[tuple[str, int], dict[str, Any]]:
         """Each partition read without waiting (or taken from ``got``), within ``budget`` bytes."""
         results: dict[tuple[str, int], dict[str, Any]] = {}
@@ -395,7 +400,7 @@ class KafkaHandlers:
             if result is None:
                 room = min(partition_bytes, budget - sent)
                 result = await self._fetch_partition(ctx, topic, partition, offset, max(1, room), wait_ms=0,
-                                                     rack=rack)
+                                                     rack=rack, throttle=throttle)
                 if room <= 0 or (sent and sent + len(result["records"] or b"") > budget):
                     result["records"] = b""  # its watermark only
             sent += len(result["records"] or b"")
@@ -403,18 +408,18 @@ class KafkaHandlers:
         return results
 
     async def _first_data(self, ctx: CallContext, wanted: Sequence[tuple[str, int, int, int]], wait_ms: int,
-                          rack: str | None) -> dict[tuple[str, int], dict[str, Any]]:
+                          rack: str | None, throttle: Throttle) -> dict[tuple[str, int], dict[str, Any]]:
         """Long-poll every partition at once (one of the caller's long-polls for them all): the
         partitions that got records by the time the first did."""
         try:
             with self.api.long_polls_hold(ctx):
-                return await self._wait_first(ctx, wanted, wait_ms, rack)
+                return await self._wait_first(ctx, wanted, wait_ms, rack, throttle)
         except TooManyRequestsError:  # past long_polls_max: no wait (the answer has no records)
             return {}
 
     async def _wait_first(self, ctx: CallContext, wanted: Sequence[tuple[str, int, int, int]], wait_ms: int,
-                          rack: str | None) -> dict[tuple[str, int], dict[str, Any]]:
-        tasks = {asyncio.create_task(self._fetch_partition(ctx, *item, wait_ms=wait_ms, rack=rack,
+                          rack: str | None, throttle: Throttle) -> dict[tuple[str, int], dict[str, Any]]:
+        tasks = {asyncio.create_task(self._fetch_partition(ctx, *item, wait_ms=wait_ms, rack=rack, throttle=throttle,
                                                            long_poll_held=True)): item[:2] for item in wanted}
         try:
             done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
@@ -427,7 +432,11 @@ class KafkaHandlers:
                 if not t.cancelled() and t.exception() is None and t.result()["records"]}
 
     async def _fetch_partition(self, ctx: CallContext, topic: str, partition: int, offset: int, max_bytes: int, *,
-                               wait_ms: int, rack: str | None, long_poll_held: bool = False) -> dict[str, Any]:
+                               wait_ms: int, rack: str | None, throttle: Throttle,
+                               long_poll_held: bool = False) -> dict[str, Any]:
+        """One partition's answer: its records, or its error code. A read the caller's quota refuses
+        (the debt repaid before it, a timer woken a hair early) waits and is tried again: Kafka
+        slows a fetch over its quota, it never fails it (``throttle``)."""
         async def render(got: tuple[LogRead, int]) -> Answered[dict[str, Any]]:
             read, high_watermark = got
             data, records = kafka_batches(read.data, offset)
@@ -445,8 +454,9 @@ class KafkaHandlers:
                     return {"partition_index": partition, "error_code": NONE, "high_watermark": hw,
                             "last_stable_offset": hw, "log_start_offset": -1, "aborted_transactions": None,
                             "preferred_read_replica": replica, "records": b""}
-            return await self.api.fetch(ctx, topic, partition, offset, max_bytes=max(1, max_bytes),
-                                        wait_ms=wait_ms, rack=rack, answer=render, long_poll_held=long_poll_held)
+            return await throttle.call(lambda: self.api.fetch(
+                ctx, topic, partition, offset, max_bytes=max(1, max_bytes), wait_ms=wait_ms, rack=rack,
+                answer=render, long_poll_held=long_poll_held))
         except ANY_ERROR as exc:
             return _fetch_error(partition, error_code(exc))
 

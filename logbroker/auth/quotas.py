@@ -17,6 +17,9 @@ from typing import Any, Final, Literal
 QuotaKind = Literal["produce", "fetch"]
 BURST_S: Final = 1.0
 USERS_MAX: Final = 100_000
+# Debt under a byte is no debt: waiting exactly the delay a bucket named leaves float rounding's
+# residue (about 1e-13 bytes), which would refuse the request that waited for it.
+DEBT_TOLERANCE_BYTES: Final = 1e-3
 
 
 class TokenBucket:
@@ -37,7 +40,7 @@ class TokenBucket:
     def delay_s(self, now: float) -> float:
         """0 when a request may go now, else the seconds until the debt is repaid."""
         self._refill(now)
-        return 0.0 if self.tokens >= 0 else -self.tokens / self.rate
+        return 0.0 if self.tokens >= -DEBT_TOLERANCE_BYTES else -self.tokens / self.rate
 
     def charge(self, size_bytes: int, now: float) -> None:
         self._refill(now)

@@ -31,6 +31,20 @@ def test_admitted_bytes_never_exceed_rate_times_time_plus_burst_plus_one_request
     assert admitted <= rate * now + bucket.burst + largest
 
 
+@given(st.integers(1, 10**7), st.lists(st.tuples(st.floats(0, 5), st.integers(1, 10**6)), min_size=1, max_size=30))
+def test_waiting_the_named_delay_repays_the_debt(rate, steps):
+    """A caller that waits exactly the delay it was told is let in (a Kafka Fetch repays its debt,
+    then reads: a refusal then would be an error the client was never meant to see)."""
+    bucket, now = TokenBucket(rate, now=0.0), 0.0
+    for advance, size in steps:
+        now += advance
+        bucket.charge(size, now)
+        delay = bucket.delay_s(now)
+        if delay > 0:
+            now += delay
+            assert bucket.delay_s(now) == 0, (delay, bucket.tokens)
+
+
 def test_quotas_per_user_and_kind_and_unlimited():
     now = [0.0]
     quotas = Quotas(lambda: now[0])
