@@ -13,8 +13,8 @@ import functools
 import io
 import types
 import typing
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, Final
 
 from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
@@ -77,40 +77,69 @@ def encode(entity: Any) -> bytes:
 def build(cls: type[Any], values: Mapping[str, Any]) -> Any:
     """An instance of ``cls`` from ``values``: the fields ``cls`` declares, nested mappings and
     sequences of mappings made into its nested classes, error codes and durations as plain ints
-(milliseconds); a missing field takes its default, and a None the version's field cannot carry
-its empty string or bytes (else its default)."""
+    (milliseconds); a missing field takes its default, and a None the version's field cannot carry
+    its empty string or bytes (else its default). Each class's recipe is worked out once from its
+    type hints (``_recipe``): a response is built on every request's path."""
     kwargs: dict[str, Any] = {}
-    for name, hint in _field_hints(cls):
+    for name, convert, null_as in _recipe(cls):
         if name not in values:
             continue
         value = values[name]
-        if value is None and not _nullable(hint):  # a null this version cannot carry: its empty value
-            if hint not in (str, bytes):
+        if value is None and null_as is not _NULLABLE:  # a null this version cannot carry: its empty value
+            if null_as is None:
                 continue
-            value = hint()
-        kwargs[name] = _convert(hint, value)
+            value = null_as
+        kwargs[name] = value if convert is None else convert(value)
     return cls(**kwargs)
+
+
+Convert = Callable[[Any], Any]
+_NULLABLE: Final = object()  # a field that carries None as it is
+
+
+Recipe = tuple[tuple[str, Convert | None, Any], ...]
+_RECIPES: dict[type[Any], Recipe] = {}
+
+
+def _recipe(cls: type[Any]) -> Recipe:
+    """Per field of ``cls``: its name, how a value is made into what the field holds (None: as it
+    is), and what a None becomes (``_NULLABLE``: None; None: the field is left to its default)."""
+    found = _RECIPES.get(cls)
+    if found is None:
+        found = _RECIPES[cls] = tuple(
+            (name, _converter(hint), _NULLABLE if _nullable(hint) else hint() if hint in (str, bytes) else None)
+            for name, hint in _field_hints(cls))
+    return found
 
 
 def _nullable(hint: Any) -> bool:
     return typing.get_origin(hint) in (typing.Union, types.UnionType) and type(None) in typing.get_args(hint)
 
 
-def _convert(hint: Any, value: Any) -> Any:
-    if hint is ErrorCode and isinstance(value, int):
-        return ErrorCode(value)
-    if hint in (i32Timedelta, i64Timedelta) and isinstance(value, int):
-        return datetime.timedelta(milliseconds=value)
+@functools.cache
+def _converter(hint: Any) -> Convert | None:
+    """How a value given for a field of type ``hint`` is made into one (None: taken as it is)."""
+    if hint is ErrorCode:
+        return lambda value: ErrorCode(value) if isinstance(value, int) else value
+    if hint in (i32Timedelta, i64Timedelta):
+        return lambda value: datetime.timedelta(milliseconds=value) if isinstance(value, int) else value
     origin = typing.get_origin(hint)
-    if origin is tuple and isinstance(value, (list, tuple)):
+    if origin is tuple:
         (item,) = [a for a in typing.get_args(hint) if a is not Ellipsis]
-        return tuple(_convert(item, v) for v in value)
-    if origin in (typing.Union, types.UnionType) and value is not None:
+        each = _converter(item)
+
+        def sequence(value: Any) -> Any:
+            if not isinstance(value, (list, tuple)):
+                return value
+            return tuple(value) if each is None else tuple(each(v) for v in value)
+        return sequence
+    if origin in (typing.Union, types.UnionType):
         inner = [a for a in typing.get_args(hint) if a is not type(None)]
-        return _convert(inner[0], value) if len(inner) == 1 else value
-    if dataclasses.is_dataclass(hint) and isinstance(value, Mapping):
-        return build(hint, value)  # type: ignore[arg-type]
-    return value
+        one = _converter(inner[0]) if len(inner) == 1 else None
+        return None if one is None else lambda value: None if value is None else one(value)
+    if dataclasses.is_dataclass(hint):
+        return lambda value: build(hint, value) if isinstance(value, Mapping) else value  # type: ignore[arg-type]
+    return None
 
 
 _FIELD_HINTS: dict[type[Any], tuple[tuple[str, Any], ...]] = {}

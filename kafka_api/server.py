@@ -29,7 +29,7 @@ import ssl
 import time
 from typing import Any, Final, Protocol
 
-from kafka_api import entities, sasl, wire
+from kafka_api import entities, hot_codecs, sasl, wire
 from kafka_api.apis import API_VERSIONS_KEY, BY_KEY, advertised
 from kafka_api.handlers import KafkaHandlers
 from kafka_api.session import Session
@@ -201,8 +201,10 @@ class KafkaServer:
         values: dict[str, Any] | None = await operator.attrgetter(api.name)(handlers)(session, request)
         if values is None:
             return None
-        body = entities.encode(entities.build(entities.response_class(api_key, version), values))
-        return wire.response_frame(correlation_id, body, flexible_header=flexible and api_key != API_VERSIONS_KEY)
+        parts = hot_codecs.encode_response(api_key, version, values)
+        written = entities.encode(entities.build(entities.response_class(api_key, version), values)) \
+            if parts is None else parts
+        return wire.response_frame(correlation_id, written, flexible_header=flexible and api_key != API_VERSIONS_KEY)
 
     async def _still_valid(self, session: Session) -> bool:
         """Whether the session's user still stands: the same user (not deleted, nor made again

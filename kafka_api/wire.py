@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import struct
+from collections.abc import Sequence
 from typing import Final
 
 SIZE: Final = struct.Struct(">i")
@@ -111,11 +112,16 @@ def skip_tagged_fields(data: bytes | memoryview, offset: int) -> int:
     return offset
 
 
-def response_frame(correlation_id: int, body: bytes, *, flexible_header: bool) -> bytes:
+def response_frame(correlation_id: int, body: bytes | Sequence[bytes | bytearray | memoryview], *,
+                   flexible_header: bool) -> bytes:
     """A whole response: size, header (v1 with an empty tagged-field section when
-    ``flexible_header``, else v0) and ``body``."""
+    ``flexible_header``, else v0) and ``body`` (its bytes, or parts that join into them: each
+    copied once, into the frame)."""
     header = SIZE.pack(correlation_id) + (b"\x00" if flexible_header else b"")
-    return SIZE.pack(len(header) + len(body)) + header + body
+    if isinstance(body, bytes):
+        return SIZE.pack(len(header) + len(body)) + header + body
+    size = len(header) + sum(part.nbytes if isinstance(part, memoryview) else len(part) for part in body)
+    return b"".join((SIZE.pack(size), header, *body))
 
 
 def host_port(address: str) -> tuple[str, int] | None:
