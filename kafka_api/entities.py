@@ -55,17 +55,39 @@ def read_request(api_key: int, version: int, frame: bytes | memoryview, offset: 
 def _check_nulls(entity: Any) -> None:
     """``BodyError`` when a field the schema does not let be null is null (kio reads a null
     array wherever the bytes say so), in ``entity`` or the entities it holds."""
-    for name, hint in _field_hints(type(entity)):
+    for name, nullable, holds in _null_plan(type(entity)):
         value = getattr(entity, name)
         if value is None:
-            if not _nullable(hint):
+            if not nullable:
                 raise BodyError(f"{type(entity).__name__}.{name} is null")
-        elif isinstance(value, tuple):
-            for item in value:
-                if dataclasses.is_dataclass(item):
-                    _check_nulls(item)
-        elif dataclasses.is_dataclass(value):
+        elif holds is _ENTITY:
             _check_nulls(value)
+        elif holds is _ENTITIES:
+            for item in value:
+                _check_nulls(item)
+
+
+_ENTITY: Final = "entity"
+_ENTITIES: Final = "entities"
+NullPlan = tuple[tuple[str, bool, str | None], ...]
+_NULL_PLANS: dict[type[Any], NullPlan] = {}
+
+
+def _null_plan(cls: type[Any]) -> NullPlan:
+    """Per field of ``cls``: its name, whether it may be null, and whether it holds an entity or a
+    sequence of them (whose fields are checked in turn); worked out once per class."""
+    found = _NULL_PLANS.get(cls)
+    if found is None:
+        plan = []
+        for name, hint in _field_hints(cls):
+            inner = [a for a in typing.get_args(hint) if a is not type(None)] if _nullable(hint) else [hint]
+            kind = inner[0] if len(inner) == 1 else None
+            items = [a for a in typing.get_args(kind) if a is not Ellipsis] if typing.get_origin(kind) is tuple else []
+            holds = _ENTITY if dataclasses.is_dataclass(kind) else \
+                _ENTITIES if len(items) == 1 and dataclasses.is_dataclass(items[0]) else None
+            plan.append((name, _nullable(hint), holds))
+        found = _NULL_PLANS[cls] = tuple(plan)
+    return found
 
 
 def encode(entity: Any) -> bytes:

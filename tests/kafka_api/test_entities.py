@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import struct
 import typing
 import uuid
 from typing import Any
@@ -80,3 +81,29 @@ def test_fields_a_version_lacks_are_left_out_and_nulls_it_cannot_carry_become_em
                                                                             "rack": None}], "topics": []})
     assert metadata.brokers[0].rack is None, "a nullable field keeps its null"
     assert metadata.brokers[0].host == "", "a null a field cannot carry is its empty string"
+
+
+def produce_v3_body(*, transactional_id: bytes, name: bytes, partitions: bytes) -> bytes:
+    """A Produce v3 body: acks 1, timeout 1 s, one topic."""
+    return transactional_id + struct.pack(">hi", 1, 1000) + struct.pack(">i", 1) + name + partitions
+
+
+ONE_PARTITION = struct.pack(">i", 1) + struct.pack(">i", 0) + struct.pack(">i", 3) + b"abc"
+
+
+def test_a_request_reads_with_its_nullable_fields_null():
+    body = produce_v3_body(transactional_id=struct.pack(">h", -1), name=struct.pack(">h", 1) + b"t",
+                           partitions=ONE_PARTITION)
+    request = entities.read_request(0, 3, body, 0)
+    assert request.transactional_id is None and request.topic_data[0].partition_data[0].records == b"abc"
+
+
+@pytest.mark.parametrize(("what", "body"), [
+    ("a topic's name", produce_v3_body(transactional_id=struct.pack(">h", -1), name=struct.pack(">h", -1),
+                                       partitions=ONE_PARTITION)),
+    ("a topic's partitions", produce_v3_body(transactional_id=struct.pack(">h", -1),
+                                             name=struct.pack(">h", 1) + b"t", partitions=struct.pack(">i", -1))),
+])
+def test_a_null_where_the_schema_allows_none_is_a_body_error(what, body):
+    with pytest.raises(entities.BodyError, match="(?i)null"):
+        entities.read_request(0, 3, body, 0)
