@@ -10,7 +10,8 @@ the HTTP listener's budget (the node's bound and each address's share by HTTP's 
 ``PRE_AUTH_FRAME_MAX``), checked before it is read; ``AUTH_TIMEOUT_S`` from the connection's
 start to authenticate (after a SaslHandshake v0 the SASL message and its answer go without
 request headers, as older clients send them); ``body_timeout_ms`` for a request's bytes once its
-size has arrived; ``IDLE_S`` between requests. A frame that is not a request of an API and
+size has arrived; ``IDLE_S`` between requests (each enforced within ``WATCH_S`` by one watcher
+that aborts the connections past their deadline). A frame that is not a request of an API and
 version in ``kafka_api.apis``, a body that does not decode, or a request other than ApiVersions
 or SASL before authentication closes the connection (a Kafka broker closes it too); ApiVersions
 of a version past ours is answered, as v0, UNSUPPORTED_VERSION with the versions we serve.
@@ -23,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import operator
 import socket
 import ssl
@@ -46,6 +48,29 @@ HEADER_ROOM_BYTES: Final = 64 * 1024
 PRE_AUTH_FRAME_MAX: Final = sasl.MESSAGE_BYTES_MAX + HEADER_ROOM_BYTES
 STOP_GRACE_S: Final = 5.0
 LISTEN_BACKLOG: Final = 1024
+WATCH_S: Final = 0.1  # how often the listener looks for connections past their deadline
+
+
+class Deadline:
+    """When a connection's wait for its next bytes ends (loop time; infinite while a request is
+    answered) and what it waits for. One watcher per listener aborts the connections past theirs
+    every ``WATCH_S`` (decision 0405): a timer armed and cancelled around each read cost more than
+    the rest of a one-record Produce's framing."""
+
+    __slots__ = ("at", "expired", "transport", "waiting_for")
+
+    def __init__(self, transport: asyncio.WriteTransport) -> None:
+        self.transport = transport
+        self.at = math.inf
+        self.waiting_for = ""
+        self.expired = False
+
+    def wait(self, seconds: float, what: str) -> None:
+        self.at = asyncio.get_running_loop().time() + seconds
+        self.waiting_for = what
+
+    def clear(self) -> None:
+        self.at = math.inf
 
 
 class Counted(Protocol):
@@ -72,7 +97,8 @@ class KafkaServer:
         self.port: int = self._sock.getsockname()[1]
         self._ssl = ssl_context
         self._server: asyncio.Server | None = None
-        self._connections: set[asyncio.Task[None]] = set()
+        self._connections: dict[asyncio.Task[None], Deadline] = {}
+        self._watcher: asyncio.Task[None] | None = None
         self._budget: ConnectionBudget | None = None
         self._frame_max = config.request_body_bytes_max + HEADER_ROOM_BYTES
         self.handlers: KafkaHandlers | None = None
@@ -92,6 +118,7 @@ class KafkaServer:
         tls: dict[str, Any] = {} if self._ssl is None else {
             "ssl": self._ssl, "ssl_handshake_timeout": self.config.tls_handshake_timeout_ms / 1000}
         self._server = await asyncio.start_server(self._accept, sock=self._sock, **tls)
+        self._watcher = asyncio.create_task(self._watch(), name="kafka-deadlines")
 
     async def stop(self) -> None:
         server, self._server = self._server, None
@@ -99,6 +126,8 @@ class KafkaServer:
             self._sock.close()
             return
         server.close()
+        if self._watcher is not None:
+            self._watcher.cancel()
         for task in list(self._connections):
             task.cancel()
         if self._connections:
@@ -121,20 +150,33 @@ class KafkaServer:
             return
         task = asyncio.current_task()
         assert task is not None
-        self._connections.add(task)
+        deadline = self._connections[task] = Deadline(writer.transport)
         try:
-            await self._serve(reader, writer, Session(address))
+            await self._serve(reader, writer, Session(address), deadline)
         except (asyncio.IncompleteReadError, ConnectionError, TimeoutError, ssl.SSLError, wire.FrameError,
                 wire.HeaderError, entities.BodyError) as exc:
-            log.debug("kafka connection closed", extra={"fields": {"peer": address, "reason": repr(exc)[:200]}})
+            reason = f"no {deadline.waiting_for} in time" if deadline.expired else repr(exc)[:200]
+            log.debug("kafka connection closed", extra={"fields": {"peer": address, "reason": reason}})
         except Exception:  # a bug: this connection ends, the listener goes on
             log.exception("kafka request failed", extra={"fields": {"peer": address}})
         finally:
-            self._connections.discard(task)
+            self._connections.pop(task, None)
             budget.count.release(key)
             writer.transport.abort()
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, session: Session) -> None:
+    async def _watch(self) -> None:
+        """Abort each connection past its deadline (its read then ends, and the connection)."""
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(WATCH_S)
+            now = loop.time()
+            for deadline in self._connections.values():
+                if deadline.at < now and not deadline.expired:
+                    deadline.expired = True
+                    deadline.transport.abort()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, session: Session,
+                     deadline: Deadline) -> None:
         node, handlers = self.node, self.handlers
         assert node is not None and handlers is not None
         if not node.auth.enabled:
@@ -147,14 +189,15 @@ class KafkaServer:
             wait_s = IDLE_S if authenticated else login_by - time.monotonic()
             if wait_s <= 0:
                 return
-            async with asyncio.timeout(wait_s):
-                prefix = await reader.readexactly(wire.SIZE.size)
+            deadline.wait(wait_s, "request" if authenticated else "login")
+            prefix = await reader.readexactly(wire.SIZE.size)
             if session.unframed_sasl:
                 size = wire.frame_size(prefix, sasl.MESSAGE_BYTES_MAX, size_min=0)
             else:  # before authentication only ApiVersions and SASL, all small
                 size = wire.frame_size(prefix, self._frame_max if authenticated else PRE_AUTH_FRAME_MAX)
-            async with asyncio.timeout(body_s):
-                frame = await reader.readexactly(size)
+            deadline.wait(body_s, "request body")
+            frame = await reader.readexactly(size)
+            deadline.clear()
             if authenticated and node.auth.enabled \
                     and time.monotonic() - checked_at >= self.config.access_recheck_ms / 1000:
                 if not await self._still_valid(session):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import socket
 import struct
+import time
 import zlib
 from collections.abc import Iterator
 from typing import Any
@@ -22,12 +23,14 @@ from tests.kafka_api.test_listener import api_versions_frame, read_answer
 from tests.support.nodes import NodeProcess
 
 ANSWER_WAIT_S = 10.0
+BODY_TIMEOUT_MS = 1_000
 
 
 @pytest.fixture(scope="module")
 def node(tmp_path_factory) -> Iterator[NodeProcess]:
     with NodeProcess(str(tmp_path_factory.mktemp("kafka-hostile")), "--kafka-port", "0",
-                     "--request-body-bytes-max", str(1024 * 1024), "--fetch-wait-ms-max", "2000") as process:
+                     "--request-body-bytes-max", str(1024 * 1024), "--fetch-wait-ms-max", "2000",
+                     "--body-timeout-ms", str(BODY_TIMEOUT_MS)) as process:
         yield process
 
 
@@ -112,6 +115,24 @@ def still_serving(node: NodeProcess) -> None:
     with socket.create_connection((host, int(port)), timeout=ANSWER_WAIT_S) as sock:
         sock.sendall(api_versions_frame(3))
         assert read_answer(sock)[:4] == struct.pack(">i", 7)
+
+
+def test_a_request_whose_body_stops_coming_is_closed_after_the_body_timeout(node):
+    """A size, then part of the body, then nothing (a slow or stuck client): the connection is
+    closed once ``--body-timeout-ms`` has passed (within the listener's watch period), not held
+    for ever, and the node serves others meanwhile."""
+    host, _, port = node.kafka_address.rpartition(":")
+    with socket.create_connection((host, int(port)), timeout=ANSWER_WAIT_S) as sock:
+        sock.sendall(struct.pack(">i", 100) + api_versions_frame(3)[4:14])
+        started = time.monotonic()
+        still_serving(node)
+        try:
+            closed = sock.recv(1) == b""
+        except ConnectionError:
+            closed = True
+        waited = time.monotonic() - started
+    assert closed, "the stuck request got an answer"
+    assert BODY_TIMEOUT_MS / 1000 - 0.05 <= waited <= BODY_TIMEOUT_MS / 1000 + 2.0, waited
 
 
 def test_every_valid_request_is_answered(node, topic):
