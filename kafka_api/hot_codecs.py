@@ -164,9 +164,11 @@ def _records(out: Parts, value: bytes | bytearray | memoryview | None, flexible:
     if value is None:
         out.append(NO_TAGS if flexible else _I32.pack(-1))
         return
-    if not isinstance(value, (bytes, bytearray, memoryview)):
+    if isinstance(value, memoryview):
+        value = value.cast("B")  # one byte an item, so its len() is its size, as the frame counts it
+    elif not isinstance(value, (bytes, bytearray)):
         raise _Declined
-    size = value.nbytes if isinstance(value, memoryview) else len(value)
+    size = len(value)
     out.append(_uvarint(size + 1) if flexible else _I32.pack(size))
     if size:
         out.append(value)

@@ -120,7 +120,7 @@ def response_frame(correlation_id: int, body: bytes | Sequence[bytes | bytearray
     header = SIZE.pack(correlation_id) + (b"\x00" if flexible_header else b"")
     if isinstance(body, bytes):
         return SIZE.pack(len(header) + len(body)) + header + body
-    size = len(header) + sum(part.nbytes if isinstance(part, memoryview) else len(part) for part in body)
+    size = len(header) + sum(map(len, body))  # bytes: a memoryview part is one of bytes (``hot_codecs``)
     return b"".join((SIZE.pack(size), header, *body))
 
 

@@ -3,7 +3,9 @@ served version (``kafka_api.hot_codecs``), and ordinary answers take the hand-wr
 
 from __future__ import annotations
 
+import array
 import datetime
+import struct
 import uuid
 from typing import Any
 
@@ -11,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
 
-from kafka_api import entities, hot_codecs
+from kafka_api import entities, hot_codecs, wire
 from kafka_api.apis import BY_KEY
 
 I32 = st.integers(-(2**31), 2**31 - 1)
@@ -98,3 +100,15 @@ def test_what_it_does_not_take_goes_to_the_general_path():
     del fetch["responses"][0]["partitions"][0]["high_watermark"]
     assert hot_codecs.encode_response(hot_codecs.FETCH_KEY, 11, fetch) is None, "a missing field"
     assert hot_codecs.encode_response(3, 12, {"brokers": []}) is None, "Metadata is not written by hand"
+
+
+def test_records_as_a_memoryview_of_wider_items_are_framed_by_their_bytes():
+    records = memoryview(array.array("i", [1, 2, 3]))  # 3 items, 12 bytes
+    values = {"throttle_time": 0, "responses": [{"topic": "t", "partitions": [
+        {"partition_index": 0, "error_code": 0, "high_watermark": 1, "last_stable_offset": 1, "log_start_offset": -1,
+         "aborted_transactions": None, "preferred_read_replica": -1, "records": records}]}]}
+    parts = hot_codecs.encode_response(hot_codecs.FETCH_KEY, 4, values)
+    assert parts is not None
+    frame = wire.response_frame(5, parts, flexible_header=False)
+    assert struct.unpack(">i", frame[:4])[0] == len(frame) - 4
+    assert frame.endswith(struct.pack(">i", 12) + records.tobytes())
