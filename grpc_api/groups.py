@@ -46,12 +46,11 @@ from grpc_api.group_channels import GroupChannels, node_channel_opener
 from logbroker.api import BrokerApi, CallContext
 from logbroker.auth.permissions import Principal
 from logbroker.auth.quotas import QuotaLimits
-from logbroker.auth.usage import check_member_limit
 from logbroker.cluster_groups import ensure_offsets_topic
 from logbroker.errors import ANY_ERROR, NoLeaderError, NotAvailableError, RemoteError
 from logbroker.groups.group import Caller as MemberCaller
 from logbroker.groups.positions import start_positions
-from logbroker.groups.requests import SESSION_TIMEOUT_MS_DEFAULT, CommitRequest, JoinRequest, group_name
+from logbroker.groups.requests import CommitRequest, group_name
 from logbroker.node import Node
 from logbroker.routing import GROUPS, Here
 
@@ -117,14 +116,11 @@ class GroupSubscriptions:
     async def _here(self, topic: str, group: str, rack: str | None, context: Any, principal: Principal,
                     limits: QuotaLimits) -> AsyncGenerator[list[Any], None]:
         node = self.node
-        if node.auth.enabled:
-            await node.group_access.authorize(principal, group, "read")
         with self._slot(principal, limits), node.auth.meter.streaming(principal.name, f"group:{group}"):
-            check_member_limit(principal, limits, node.groups.members_of(principal.name))
-            await node.group_access.claim(principal, group, limits)
+            async def join() -> object:  # a new member of the default session, assigned by the group's strategy
+                return {"topics": [topic]}
+            view = await self._front_door.group_join(CallContext(principal, limits), group, join)
             caller = MemberCaller(principal.name, principal.is_admin)
-            view = await node.groups.join(group, JoinRequest((topic,), SESSION_TIMEOUT_MS_DEFAULT, None, None),
-                                          principal.name, caller)
             member = _Membership(group, view["member_id"], view["generation"], caller)
             try:
                 await context.send_initial_metadata(())  # subscribed: the member stands

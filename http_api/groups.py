@@ -10,18 +10,16 @@ from typing import Any, Final
 
 from aiohttp import web
 
-from http_api.auth import limits_of, principal_of
-from http_api.identity import caller, group_caller, require_read
+from http_api.auth import call_context, principal_of
+from http_api.identity import caller
 from http_api.json_codec import json_response
-from http_api.keys import NODE
+from http_api.keys import FRONT_DOOR, NODE
 from http_api.params import query_int, read_json
 from http_api.routing import route
 from logbroker.auth.groups import LIST_SCAN_NAMES_MAX, SEALED_PREFIX, restricted_view
-from logbroker.auth.usage import check_member_limit
 from logbroker.errors import ForbiddenError
-from logbroker.groups.group import STANDALONE
 from logbroker.groups.live import live_group, merged_summary, merged_view
-from logbroker.groups.requests import group_name, member_id, parse_commit, parse_join, parse_reset
+from logbroker.groups.requests import group_name, parse_reset
 
 GROUP_PATH = "/v1/groups/{group}"
 LIST_LIMIT_DEFAULT: Final = 1_000
@@ -125,31 +123,26 @@ async def set_group_acl(request: web.Request) -> web.Response:
        access="group_read", body=JOIN_BODY,
        responses={"200": "member_id, generation, assignment, heartbeat_interval_ms", "400": "Invalid",
                   "403": "No read grant on the group or a topic, or another user's member_id",
-                  "404": "Unknown topic", "409": "Inconsistent assignment strategy"})
+                  "404": "Unknown topic", "409": "Inconsistent assignment strategy"}, front_door="group_join")
 async def join_group(request: web.Request) -> web.Response:
-    node, name = request.app[NODE], _group(request)
-    join = parse_join(await read_json(request))
-    await require_read(request, join.topics)
-    principal = principal_of(request)
-    if not node.groups.has_member(name, join.member_id):  # a new member counts against the caller's limit
-        check_member_limit(principal, limits_of(request), node.groups.members_of(principal.name))
-    await node.group_access.claim(principal, name, limits_of(request))
-    return json_response(await node.groups.join(name, join, caller(request), group_caller(request)))
+    return json_response(await request.app[FRONT_DOOR].group_join(call_context(request), request.match_info["group"],
+                                                                  lambda: read_json(request)))
 
 
 @route("POST", GROUP_PATH + "/members/{member}/heartbeat", "Heartbeat: the current generation and assignment",
        access="group_read",
-       responses={"200": "generation, assignment", "404": "Unknown group or member (join again)"})
+       responses={"200": "generation, assignment", "404": "Unknown group or member (join again)"},
+       front_door="group_heartbeat")
 async def heartbeat(request: web.Request) -> web.Response:
-    name, member = _group(request), member_id(request.match_info["member"])
-    return json_response(await request.app[NODE].groups.heartbeat(name, member, group_caller(request)))
+    return json_response(await request.app[FRONT_DOOR].group_heartbeat(
+        call_context(request), request.match_info["group"], request.match_info["member"]))
 
 
 @route("DELETE", GROUP_PATH + "/members/{member}", "Leave a group (starts a new generation)", access="group_read",
-       responses={"204": "Left", "404": "Unknown group or member"})
+       responses={"204": "Left", "404": "Unknown group or member"}, front_door="group_leave")
 async def leave_group(request: web.Request) -> web.Response:
-    name, member = _group(request), member_id(request.match_info["member"])
-    await request.app[NODE].groups.leave(name, member, group_caller(request))
+    await request.app[FRONT_DOOR].group_leave(call_context(request), request.match_info["group"],
+                                              request.match_info["member"])
     return web.Response(status=204)
 
 
@@ -158,14 +151,10 @@ async def leave_group(request: web.Request) -> web.Response:
        access="group_read",
        body=COMMIT_BODY, responses={"200": "Committed", "400": "Invalid", "404": "Unknown member",
                                     "409": "Stale generation, partition not assigned, or (without a member) "
-                                           "the group has members"})
+                                           "the group has members"}, front_door="group_commit")
 async def commit_offsets(request: web.Request) -> web.Response:
-    node, name = request.app[NODE], _group(request)
-    commit = parse_commit(await read_json(request))
-    await require_read(request, (t for t, _, _ in commit.offsets))
-    if commit.member_id == STANDALONE:  # like a first join, the first commit claims a new group
-        await node.group_access.claim(principal_of(request), name, limits_of(request))
-    return json_response(await node.groups.commit(name, commit, group_caller(request)))
+    return json_response(await request.app[FRONT_DOOR].group_commit(
+        call_context(request), request.match_info["group"], lambda: read_json(request)))
 
 
 @route("POST", GROUP_PATH + "/offsets/reset", "Reset a group's offsets for a topic (the group must have no members)",

@@ -12,7 +12,7 @@ the node says so). ``quota`` names the byte-rate quota a route is charged to.
 ``front_door`` names the ``logbroker.api`` operation a route calls (decision 0373): the broker's
 front door then authorizes, checks the quota and charges it, and the auth middleware only
 authenticates the caller. Its declared access and quota must be the ones the operation applies
-(``logbroker.api.OPERATIONS``), so the table and the OpenAPI document still say what it needs.
+(``logbroker.api.declared_access``), so the table and the OpenAPI document still say what it needs.
 
 Every route also has one tag (the section of the API explorer it is listed under), taken from its
 path by ``TAG_PATHS`` unless it names one; a route whose tag is not in ``TAGS`` cannot be registered.
@@ -28,7 +28,7 @@ from aiohttp import web
 
 from coordinator.models import NAME_PATTERN
 from coordinator.users import USER_NAME_PATTERN
-from logbroker.api import OPERATIONS, Operation
+from logbroker.api import Operation, declared_access
 from logbroker.auth.groups import GroupAction
 from logbroker.auth.permissions import Action
 from logbroker.auth.quotas import QuotaKind
@@ -125,9 +125,9 @@ def route(method: str, path: str, summary: str, *, access: Access, quota: QuotaK
     refuses to go without); path parameters are taken from ``{name}`` segments of ``path``.
     ``tag``: its section of the API (default: the one its path gives, see ``TAG_PATHS``);
     ``front_door``: the ``logbroker.api`` operation that authorizes and charges it."""
-    if front_door is not None and (access, quota) != OPERATIONS[front_door]:
-        raise AssertionError(f"{method} {path}: {front_door!r} needs access and quota {OPERATIONS[front_door]}, "
-                             f"not {(access, quota)}")
+    if front_door is not None and (access, quota) != declared_access(front_door):
+        raise AssertionError(f"{method} {path}: {front_door!r} needs access and quota "
+                             f"{declared_access(front_door)}, not {(access, quota)}")
     if (access in TOPIC_ACCESS or access == "self") and "{name}" not in path:
         raise AssertionError(f"{method} {path}: access {access!r} needs a {{name}} path segment")
     if access in GROUP_ACCESS and "{group}" not in path:

@@ -17,6 +17,13 @@ the quota checked (send and receive), the body read and decoded only then, the n
 called, and a send charged what was received, a receive the answer its protocol rendered; a
 settle and a state read are neither quota-checked nor metered.
 
+A consumer group's membership call (``group_join``, ``group_heartbeat``, ``group_leave``,
+``group_commit``): the group's name checked; the caller authorized to ``read`` the group; only then
+the body read (a join's, a commit's) and a member id checked; the caller authorized to read every
+topic the body names; for a join, a new member counted against the caller's ``group_members_max``
+and the group claimed by its first join (or first commit without a member); the group coordinator
+called with the caller as it checks a member's owner. Not quota-checked nor metered.
+
 A stream (a gRPC subscription) authorizes once when it opens and again on its own schedule
 (``authorize``); each of its reads waits out the caller's quota debt (``pause_s``) instead of
 being refused, and is charged as it is read (``stream_fetch``).
@@ -41,7 +48,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any, Final, Generic, Literal, Protocol, TypeVar
 
 from coordinator.errors import InvalidTopicError, TopicExistsError, UnknownTopicError
@@ -55,11 +62,15 @@ from coordinator.models import (
 )
 from coordinator.topic_config import alter_config
 from logbroker import first_use
+from logbroker.auth.groups import GroupAction
 from logbroker.auth.permissions import Action, Principal
 from logbroker.auth.quotas import QuotaKind, QuotaLimits
-from logbroker.auth.usage import check_limit
+from logbroker.auth.usage import check_limit, check_member_limit
 from logbroker.batch_limits import CheckedBatch
 from logbroker.errors import ANY_ERROR, InvalidRequestError
+from logbroker.groups.group import STANDALONE
+from logbroker.groups.group import Caller as MemberCaller
+from logbroker.groups.requests import group_name, member_id, parse_commit, parse_join
 from logbroker.metering.ledger import OTHER
 from logbroker.ownership import creation_cost, growth_cost, holdings
 from logbroker.producer_ids import check_writer
@@ -75,14 +86,27 @@ R = TypeVar("R")
 Acks = Literal["0", "1", "all"]
 ACKS: Final[tuple[Acks, ...]] = ("0", "1", "all")
 ACKS_SHOWN_MAX: Final = 20  # characters of a refused acks value quoted back
-Operation = Literal["publish", "fetch", "list_offsets", "queue_send", "queue_receive", "queue_settle",
-                    "queue_state"]
+TopicOperation = Literal["publish", "fetch", "list_offsets", "queue_send", "queue_receive", "queue_settle",
+                         "queue_state"]
+GroupOperation = Literal["group_join", "group_heartbeat", "group_leave", "group_commit"]
+Operation = TopicOperation | GroupOperation
 # What each operation needs: the topic action it is authorized for and the quota it is charged to.
 # The HTTP route table checks the access its front-door routes declare against this.
-OPERATIONS: Final[dict[Operation, tuple[Action, QuotaKind | None]]] = {
+OPERATIONS: Final[dict[TopicOperation, tuple[Action, QuotaKind | None]]] = {
     "publish": ("write", "produce"), "fetch": ("read", "fetch"), "list_offsets": ("read", None),
     "queue_send": ("write", "produce"), "queue_receive": ("read", "fetch"), "queue_settle": ("read", None),
     "queue_state": ("describe", None)}
+# The group action each group operation is authorized for (none is charged to a quota).
+GROUP_OPERATIONS: Final[dict[GroupOperation, GroupAction]] = {
+    "group_join": "read", "group_heartbeat": "read", "group_leave": "read", "group_commit": "read"}
+
+
+def declared_access(operation: Operation) -> tuple[str, QuotaKind | None]:
+    """The access level and quota a route calling ``operation`` declares (``http_api.routing``):
+    a topic action and its quota, or ``group_<action>`` and none."""
+    if operation in GROUP_OPERATIONS:
+        return f"group_{GROUP_OPERATIONS[operation]}", None
+    return OPERATIONS[operation]  # type: ignore[index]
 Body = Callable[[], Awaitable[object]]  # a request body as its protocol reads and decodes it (JSON, msgpack)
 
 
@@ -454,6 +478,54 @@ class BrokerApi:
         await self.authorize(ctx, queue, OPERATIONS["queue_settle"][0])
         return queue
 
+    # ---- consumer groups ---------------------------------------------------------------------
+
+    async def group_join(self, ctx: CallContext, group: str, body: Body) -> dict[str, Any]:
+        """Join ``group`` with what ``body`` asks (a new generation): the member's view."""
+        node = self.node
+        group = await self._group_authorized(ctx, group, GROUP_OPERATIONS["group_join"])
+        join = parse_join(await body())
+        await self._authorize_each(ctx, join.topics, "read")
+        if not node.groups.has_member(group, join.member_id):  # a new member counts against the caller's limit
+            check_member_limit(ctx.principal, ctx.limits, node.groups.members_of(ctx.principal.name))
+        await node.group_access.claim(ctx.principal, group, ctx.limits)
+        return await node.groups.join(group, join, ctx.principal.name, _member_caller(ctx))
+
+    async def group_heartbeat(self, ctx: CallContext, group: str, member: str) -> dict[str, Any]:
+        """A member's heartbeat: its generation and assignment."""
+        group = await self._group_authorized(ctx, group, GROUP_OPERATIONS["group_heartbeat"])
+        return await self.node.groups.heartbeat(group, member_id(member), _member_caller(ctx))
+
+    async def group_leave(self, ctx: CallContext, group: str, member: str) -> None:
+        """A member leaves (a new generation)."""
+        group = await self._group_authorized(ctx, group, GROUP_OPERATIONS["group_leave"])
+        await self.node.groups.leave(group, member_id(member), _member_caller(ctx))
+
+    async def group_commit(self, ctx: CallContext, group: str, body: Body) -> dict[str, Any]:
+        """Commit the offsets ``body`` names, for a member or (without one) for a group that has
+        none, whose first such commit claims it: what was committed."""
+        node = self.node
+        group = await self._group_authorized(ctx, group, GROUP_OPERATIONS["group_commit"])
+        commit = parse_commit(await body())
+        await self._authorize_each(ctx, (topic for topic, _, _ in commit.offsets), "read")
+        if commit.member_id == STANDALONE:
+            await node.group_access.claim(ctx.principal, group, ctx.limits)
+        return await node.groups.commit(group, commit, _member_caller(ctx))
+
+    async def _group_authorized(self, ctx: CallContext, group: str, action: GroupAction) -> str:
+        """``group``'s name checked and the caller authorized to do ``action`` to it."""
+        group = group_name(group)
+        auth = self.node.auth
+        if auth.enabled:
+            await self.node.group_access.authorize(ctx.principal, group, action)
+        return group
+
+    async def _authorize_each(self, ctx: CallContext, topics: Iterable[str], action: Action) -> None:
+        """Refuse unless the caller may do ``action`` to every topic of ``topics`` (in name order)."""
+        if self.node.auth.enabled:
+            for topic in sorted(set(topics)):
+                await self.authorize(ctx, topic, action)
+
     def pause_s(self, ctx: CallContext) -> float:
         """How long a stream waits before its next read: the caller's fetch-quota debt."""
         auth = self.node.auth
@@ -502,6 +574,11 @@ class BrokerApi:
         on first use counts), else ``OTHER``, so calls naming made-up topics cannot fill the usage
         ledger with names."""
         return metered_topic(self.node, topic)
+
+
+def _member_caller(ctx: CallContext) -> MemberCaller:
+    """The caller as the group coordinator checks it against a member's owner."""
+    return MemberCaller(ctx.principal.name, ctx.principal.is_admin)
 
 
 def _asked_partitions(body: object) -> int:

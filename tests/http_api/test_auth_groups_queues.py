@@ -77,3 +77,21 @@ def test_a_member_is_acted_on_only_by_whoever_joined_it_or_an_admin(http, admin)
     admin.json("POST", path + "/heartbeat")
     admin.json("DELETE", path, 204)
     assert owner.call("POST", path + "/heartbeat").status == 404
+
+
+def test_a_caller_refused_the_group_gets_403_before_their_body_or_member_id_is_looked_at(http, admin):
+    """The group's ``read`` is checked first (the front door's order, as the route table's was), so a
+    refused caller learns nothing from how their body or member id would have been judged."""
+    owner, other = make_user(http, admin, "o.owner"), make_user(http, admin, "o.other")
+    owner.json("POST", "/v1/topics", 201, body={"name": "o.topic"})
+    member = owner.json("POST", "/v1/groups/og/members", body={"topics": ["o.topic"]})
+    assert other.call("POST", "/v1/groups/og/members", body={"topics": 5}).status == 403
+    assert other.call("POST", "/v1/groups/og/offsets", body={"offsets": "x"}).status == 403
+    assert other.call("POST", "/v1/groups/og/members/not%20an%20id/heartbeat").status == 403
+    assert other.call("DELETE", "/v1/groups/og/members/not%20an%20id").status == 403
+    assert owner.call("POST", "/v1/groups/og/members", body={"topics": 5}).status == 400
+    assert owner.call("POST", "/v1/groups/og/members/not%20an%20id/heartbeat").status == 400
+    assert owner.call("POST", "/v1/groups/og/offsets", body={"member_id": member["member_id"], "offsets": "x"}
+                      ).status == 400
+    assert http.call("POST", "/v1/groups/bad%20name/members", body={"topics": ["o.topic"]},
+                     ).status == 401, "unauthenticated first"

@@ -105,5 +105,5 @@ def test_a_request_reads_with_its_nullable_fields_null():
                                              name=struct.pack(">h", 1) + b"t", partitions=struct.pack(">i", -1))),
 ])
 def test_a_null_where_the_schema_allows_none_is_a_body_error(what, body):
-    with pytest.raises(entities.BodyError, match="(?i)null"):
+    with pytest.raises(entities.BodyError, match=r"(?i)null"):
         entities.read_request(0, 3, body, 0)

@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from http_api import queues, records  # noqa: F401  (registers the routes)
+from http_api import groups, queues, records  # noqa: F401  (registers the routes)
 from http_api.routing import ROUTES, route
-from logbroker.api import ACKS, ACKS_SHOWN_MAX, OPERATIONS, CallContext, check_acks
+from logbroker.api import ACKS, ACKS_SHOWN_MAX, GROUP_OPERATIONS, OPERATIONS, CallContext, check_acks
 from logbroker.auth.permissions import Principal
 from logbroker.auth.quotas import QuotaLimits
 from logbroker.errors import InvalidRequestError
@@ -40,19 +40,31 @@ def test_a_wait_never_outlasts_the_deadline(wanted_ms: int, now: float, left_s: 
     assert context(None).wait_ms(wanted_ms, now) == wanted_ms
 
 
-def test_records_and_queue_calls_go_through_the_front_door_with_its_access_and_quota() -> None:
+def test_records_queue_and_group_member_calls_go_through_the_front_door_with_its_access_and_quota() -> None:
     served = {(entry.method, entry.path): entry for entry in ROUTES if entry.front_door is not None}
     assert set(served) == {("POST", "/v1/topics/{name}/records"),
                            ("GET", "/v1/topics/{name}/partitions/{partition}/records"),
                            ("GET", "/v1/topics/{name}/partitions/{partition}/offsets"),
                            ("POST", "/v1/queues/{name}/messages"), ("POST", "/v1/queues/{name}/receive"),
                            ("POST", "/v1/queues/{name}/ack"), ("POST", "/v1/queues/{name}/nack"),
-                           ("GET", "/v1/queues/{name}")}
+                           ("GET", "/v1/queues/{name}"),
+                           ("POST", "/v1/groups/{group}/members"),
+                           ("POST", "/v1/groups/{group}/members/{member}/heartbeat"),
+                           ("DELETE", "/v1/groups/{group}/members/{member}"),
+                           ("POST", "/v1/groups/{group}/offsets")}
     for entry in served.values():
         assert entry.front_door is not None
-        assert (entry.access, entry.quota) == OPERATIONS[entry.front_door]
+        if entry.front_door in GROUP_OPERATIONS:
+            assert (entry.access, entry.quota) == ("group_read", None)
+        else:
+            assert (entry.access, entry.quota) == OPERATIONS[entry.front_door]  # type: ignore[index]
 
 
 def test_a_front_door_route_declaring_other_access_cannot_be_registered() -> None:
     with pytest.raises(AssertionError, match="needs access and quota"):
         route("POST", "/v1/topics/{name}/elsewhere", "x", access="read", quota="produce", front_door="publish")
+
+
+def test_a_group_front_door_route_must_declare_the_group_access_it_needs() -> None:
+    with pytest.raises(AssertionError, match="needs access and quota"):
+        route("POST", "/v1/groups/{group}/elsewhere", "x", access="group_manage", front_door="group_join")
