@@ -52,7 +52,7 @@ from logbroker.groups.group import Caller as MemberCaller
 from logbroker.groups.positions import start_positions
 from logbroker.groups.requests import CommitRequest, group_name
 from logbroker.node import Node
-from logbroker.routing import GROUPS, Here
+from logbroker.routing import Here, locate_groups
 
 pb, pb_grpc = stubs.load()
 COMMIT_EVERY_S: Final = 1.0
@@ -100,7 +100,7 @@ class GroupSubscriptions:
         if auth.enabled:
             await auth.authorize_topic(principal, topic, "read")
         await ensure_offsets_topic(self.node.coordinator, self.node.topics)
-        where = self.node.router.locate(GROUPS)
+        where = await locate_groups(self.node.router)
         if isinstance(where, Here):
             records = self._here(topic, group, rack, context, principal, limits)
         elif _passed_on(context):

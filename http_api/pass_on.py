@@ -23,7 +23,7 @@ from http_api.keys import FORWARDER, NODE
 from http_api.tls import node_client_context
 from logbroker.cluster_groups import OFFSETS_TOPIC, ensure_offsets_topic
 from logbroker.errors import ForwardOutcomeUnknownError, NoLeaderError, NotAvailableError, RequestTimeoutError
-from logbroker.routing import GROUPS, Here, QueueTarget, Target
+from logbroker.routing import GROUPS, Here, QueueTarget, Target, locate_groups
 
 FORWARDED: Final = "X-Logbroker-Forwarded"
 GROUP_PREFIX: Final = "/v1/groups"
@@ -49,7 +49,7 @@ async def pass_on_middleware(request: web.Request, handler: Handler) -> web.Stre
         target = QueueTarget(request.path.removeprefix(QUEUE_PREFIX).partition("/")[0])
     else:
         return await handler(request)
-    where = node.router.locate(target)
+    where = await locate_groups(node.router) if target is GROUPS else node.router.locate(target)
     if isinstance(where, Here):
         return await handler(request)
     return await _pass_on(request, where.node.http_url)

@@ -76,8 +76,10 @@ from logbroker.ownership import creation_cost, growth_cost, holdings
 from logbroker.producer_ids import check_writer
 from logbroker.queues.requests import ReceiveRequest, parse_receipts, parse_receive
 from logbroker.records import IncomingRecord
+from logbroker.routing import while_groups_start
 
 if TYPE_CHECKING:
+    from logbroker.groups.coordinator import GroupCoordinator
     from logbroker.node import Node
     from segments.log import LogRead, LogSlice
 
@@ -486,20 +488,22 @@ class BrokerApi:
         group = await self._group_authorized(ctx, group, GROUP_OPERATIONS["group_join"])
         join = parse_join(await body())
         await self._authorize_each(ctx, join.topics, "read")
-        if not node.groups.has_member(group, join.member_id):  # a new member counts against the caller's limit
-            check_member_limit(ctx.principal, ctx.limits, node.groups.members_of(ctx.principal.name))
+        groups = await self._groups()
+        if not groups.has_member(group, join.member_id):  # a new member counts against the caller's limit
+            check_member_limit(ctx.principal, ctx.limits, groups.members_of(ctx.principal.name))
         await node.group_access.claim(ctx.principal, group, ctx.limits)
-        return await node.groups.join(group, join, ctx.principal.name, _member_caller(ctx))
+        groups = await self._groups()  # again after the claim's await: the coordinator may have moved meanwhile
+        return await groups.join(group, join, ctx.principal.name, _member_caller(ctx))
 
     async def group_heartbeat(self, ctx: CallContext, group: str, member: str) -> dict[str, Any]:
         """A member's heartbeat: its generation and assignment."""
         group = await self._group_authorized(ctx, group, GROUP_OPERATIONS["group_heartbeat"])
-        return await self.node.groups.heartbeat(group, member_id(member), _member_caller(ctx))
+        return await (await self._groups()).heartbeat(group, member_id(member), _member_caller(ctx))
 
     async def group_leave(self, ctx: CallContext, group: str, member: str) -> None:
         """A member leaves (a new generation)."""
         group = await self._group_authorized(ctx, group, GROUP_OPERATIONS["group_leave"])
-        await self.node.groups.leave(group, member_id(member), _member_caller(ctx))
+        await (await self._groups()).leave(group, member_id(member), _member_caller(ctx))
 
     async def group_commit(self, ctx: CallContext, group: str, body: Body) -> dict[str, Any]:
         """Commit the offsets ``body`` names, for a member or (without one) for a group that has
@@ -510,7 +514,13 @@ class BrokerApi:
         await self._authorize_each(ctx, (topic for topic, _, _ in commit.offsets), "read")
         if commit.member_id == STANDALONE:
             await node.group_access.claim(ctx.principal, group, ctx.limits)
-        return await node.groups.commit(group, commit, _member_caller(ctx))
+        return await (await self._groups()).commit(group, commit, _member_caller(ctx))
+
+    async def _groups(self) -> GroupCoordinator:
+        """This node's group coordinator, waited for (bounded) while it is loading the groups it
+        was just made to coordinate (``routing.while_groups_start``)."""
+        node = self.node
+        return await while_groups_start(node.router, lambda: node.groups)
 
     async def _group_authorized(self, ctx: CallContext, group: str, action: GroupAction) -> str:
         """``group``'s name checked and the caller authorized to do ``action`` to it."""

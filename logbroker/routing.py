@@ -24,6 +24,10 @@ Two steps are kept out of ``locate``, and why:
 - Produce and fetch ask ``leader(topic, partition)``, the node id ``locate`` builds its answer on:
   internal RPC forwards by node id (``peers`` looks the address up and refuses a node that is not
   alive), and the hot path allocates no target and no answer.
+- While this node loads the groups it was just made to coordinate, ``locate(GROUPS)`` refuses;
+  a group call that would be served here waits for them instead (``locate_groups``,
+  ``while_groups_start``: awaited, bounded by ``GROUPS_START_WAIT_S``), so a cluster's first
+  group call is answered rather than refused.
 
 Invariant: the answer is "here" for a partition only when its log is open on this node, and
 ``leader`` first takes up a leadership the cache gives this node at an epoch the replication has
@@ -33,9 +37,11 @@ stale epoch; "here" for groups only while this node's group coordinator is runni
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Final
+import time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Final, TypeVar
 
 from coordinator.errors import UnknownTopicError
 from coordinator.models import NodeInfo, TopicMetadata
@@ -86,6 +92,10 @@ Target = PartitionTarget | GroupTarget | QueueTarget
 Location = Here | There
 GROUPS: Final = GroupTarget()
 HERE: Final = Here()
+GROUPS_START_WAIT_S: Final = 5.0  # how long a group call waits for the groups this node is loading
+GROUPS_START_POLL_S: Final = 0.05
+GROUPS_START_TRIES_MAX: Final = 200  # a bound on the polls whatever the clock says
+T = TypeVar("T")
 
 
 class Router:
@@ -114,6 +124,15 @@ class Router:
         if isinstance(target, QueueTarget):
             return self._queue_home(target.name)
         return self._group_coordinator()
+
+    def groups_starting_here(self) -> bool:
+        """Whether this node is about to coordinate the groups: the cache names it the leader of
+        ``__consumer_offsets``/0, its lease is valid, and it has not loaded them yet (a cluster's
+        first group call, or the first after the coordinator moved here). ``locate(GROUPS)``
+        refuses retriably meanwhile; ``cluster_groups.locate_groups`` waits instead, bounded."""
+        state = self._coordinator.cached_partition(OFFSETS_TOPIC, 0)
+        return state is not None and state.leader == self._node_id and not self._hosts_groups() \
+            and time.monotonic() < self._coordinator.lease_valid_until()
 
     def _group_coordinator(self) -> Location:
         state = self._coordinator.cached_partition(OFFSETS_TOPIC, 0)
@@ -196,3 +215,27 @@ class Router:
 
     def has_peers(self) -> bool:
         return self._peers() is not None
+
+
+async def while_groups_start(router: Router, attempt: Callable[[], T], *, wait_s: float = GROUPS_START_WAIT_S,
+                             clock: Callable[[], float] = time.monotonic,
+                             sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> T:
+    """``attempt()``, tried again every ``GROUPS_START_POLL_S`` while it is refused
+    (``NoLeaderError``) because this node is loading the groups it was just made to coordinate
+    (``Router.groups_starting_here``), for at most ``wait_s``: the call that created the offsets
+    topic, or the first after the coordinator moved here, is served once they are loaded instead
+    of refused. Any other refusal, or one past the bound, stands."""
+    deadline = clock() + wait_s
+    for _ in range(GROUPS_START_TRIES_MAX):
+        try:
+            return attempt()
+        except NoLeaderError:
+            if clock() >= deadline or not router.groups_starting_here():
+                raise
+        await sleep(GROUPS_START_POLL_S)
+    return attempt()
+
+
+async def locate_groups(router: Router) -> Location:
+    """``router.locate(GROUPS)``, waiting while the groups start here (``while_groups_start``)."""
+    return await while_groups_start(router, lambda: router.locate(GROUPS))

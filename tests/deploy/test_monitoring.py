@@ -188,15 +188,10 @@ def scrape(cluster: Cluster) -> str:
     http.json("POST", "/v1/topics/orders/records", headers=token,
               body={"records": [{"value": str(i), "partition": i % 2} for i in range(10)]})
     http.json("GET", "/v1/topics/orders/partitions/0/records?offset=0", headers=token)
-    def joined() -> Any:
-        # The cluster's first group call creates the offsets topic; until this node's group
-        # coordinator has loaded it the call is refused retriably (503 no_leader), as clients retry.
-        reply = http.call("POST", "/v1/groups/billing/members", headers=token,
-                          body={"topics": ["orders"], "session_timeout_ms": 30000})
-        assert reply.status in (200, 503), (reply.status, reply.data[:500])
-        return reply.json() if reply.status == 200 else None
-
-    member = wait_until(joined)
+    # The cluster's first group call: it creates the offsets topic and is answered once the group
+    # coordinator has loaded it (``routing.while_groups_start``), not refused meanwhile.
+    member = http.json("POST", "/v1/groups/billing/members", headers=token,
+                       body={"topics": ["orders"], "session_timeout_ms": 30000})
     http.json("POST", "/v1/groups/billing/offsets", headers=token, body={
         "member_id": member["member_id"], "generation": member["generation"],
         "offsets": [{"topic": "orders", "partition": 0, "offset": 1}]})

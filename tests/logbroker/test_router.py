@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import time
 from typing import Any, cast
 
 import pytest
@@ -16,7 +17,17 @@ from coordinator.models import NodeInfo, PartitionState, TopicMetadata, TopicSpe
 from logbroker.cluster_groups import OFFSETS_TOPIC, ensure_offsets_topic
 from logbroker.errors import NoLeaderError, NotLeaderError, UnknownPartitionError
 from logbroker.partition_roles import NO_LEADER
-from logbroker.routing import GROUPS, HERE, Here, PartitionTarget, QueueTarget, Router, There
+from logbroker.routing import (
+    GROUPS,
+    GROUPS_START_POLL_S,
+    HERE,
+    Here,
+    PartitionTarget,
+    QueueTarget,
+    Router,
+    There,
+    while_groups_start,
+)
 
 ME, OTHER, GONE = 1, 2, 3
 INFO = {ME: NodeInfo(ME, "http://n1", "n1:1"), OTHER: NodeInfo(OTHER, "http://n2", "n2:1")}  # GONE: not alive
@@ -35,6 +46,10 @@ class FakeCache:
     states: dict[tuple[str, int], PartitionState] = dataclasses.field(default_factory=dict)
     created: list[TopicSpec] = dataclasses.field(default_factory=list)
     exists: bool = False  # another node created it first
+    lease_until: float = float("inf")  # monotonic seconds
+
+    def lease_valid_until(self) -> float:
+        return self.lease_until
 
     def lead(self, topic: str, partition: int, leader: int, epoch: int = 4) -> None:
         self.states[(topic, partition)] = PartitionState(topic, partition, (ME, OTHER, GONE), (ME, OTHER), leader,
@@ -243,3 +258,55 @@ def test_the_offsets_topic_is_not_created_again_nor_on_a_single_node() -> None:
     single = FakeCache(is_cluster=False)
     asyncio.run(ensure_offsets_topic(cast(Any, single), leaders))
     assert cache.created == single.created == [] and leaders.awaited == []
+
+
+class Clock:
+    """Time that moves only when the code under test sleeps."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.sleeps = 0
+
+    def __call__(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        self.now += seconds
+        self.sleeps += 1
+
+
+def test_a_group_call_waits_while_the_groups_start_here_then_is_served(setup: Setup) -> None:
+    setup.cache.lead(OFFSETS_TOPIC, 0, ME)
+    setup.groups_running = False
+    clock = Clock()
+
+    async def load_after_three_polls(seconds: float) -> None:
+        await Clock.sleep(clock, seconds)
+        setup.groups_running = clock.sleeps >= 3
+
+    router = setup.router()
+    where = asyncio.run(while_groups_start(router, lambda: router.locate(GROUPS), clock=clock,
+                                           sleep=load_after_three_polls))
+    assert where is HERE and clock.sleeps == 3
+
+
+def test_a_group_call_waits_no_longer_than_its_bound(setup: Setup) -> None:
+    setup.cache.lead(OFFSETS_TOPIC, 0, ME)
+    setup.groups_running = False
+    clock, router = Clock(), setup.router()
+    with pytest.raises(NoLeaderError, match="starting on this node"):
+        asyncio.run(while_groups_start(router, lambda: router.locate(GROUPS), wait_s=1.0, clock=clock,
+                                       sleep=clock.sleep))
+    assert 1.0 <= clock.now <= 1.0 + GROUPS_START_POLL_S
+
+
+@pytest.mark.parametrize("why", ["another node leads", "no leader", "lease lapsed"])
+def test_other_refusals_of_a_group_call_are_not_waited_out(setup: Setup, why: str) -> None:
+    setup.groups_running = False
+    setup.cache.lead(OFFSETS_TOPIC, 0, {"another node leads": GONE, "no leader": NO_LEADER}.get(why, ME))
+    if why == "lease lapsed":  # a node cut from etcd whose cache still names it
+        setup.cache.lease_until = time.monotonic() - 1
+    clock, router = Clock(), setup.router()
+    with pytest.raises(NoLeaderError):
+        asyncio.run(while_groups_start(router, lambda: router.locate(GROUPS), clock=clock, sleep=clock.sleep))
+    assert clock.sleeps == 0
