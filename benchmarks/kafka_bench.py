@@ -21,10 +21,11 @@ was sent and read by a long-polling consumer in its own process: p50 ... max of 
 the figure NATS JetStream's committed latency scenario gives at the same rate and size. With
 ``linger.ms`` 0 librdkafka sends every record as its own request, pipelined on one connection,
 which the node answers one after the other, and the consumer fetches about once a record: the
-listener's loop is then the limit. Measured on 2026-11-28 (decisions 0404, 0405): at 3,000/s p50
-0.5 ms and p99 1.5 to 2 ms, at 4,000/s p99 3 to 8 ms, at 5,000/s p50 0.6 to 1.9 ms but p99 8 to 140 ms (the
-loop saturates; before those decisions p50 330 ms). 1 ms of lingering, as latency-minded Kafka
-producers set it, gathers about five records a request and keeps the loop well below its limit.
+listener's loop is then the limit. Measured on 2026-11-28 after decisions 0404 and 0405: at
+3,000/s p50 0.5 ms and p99 1.5 to 2 ms; at 4,000/s p99 3 to 8 ms; at 5,000/s p50 0.6 to 1.9 ms
+but p99 8 to 140 ms, the loop saturated (before them, at 5,000/s: p50 4 to 50 ms, p99 45 to 215
+ms). 1 ms of lingering, as latency-minded Kafka producers set it, gathers about five records a
+request and keeps the loop well below its limit.
 
 The consumer sets ``fetch.queue.backoff.ms`` to 10: by default librdkafka stops fetching for a whole
 second each time its local queue holds ``queued.min.messages`` (100,000), which a consumer that
