@@ -50,7 +50,7 @@ from logbroker.cluster_groups import ensure_offsets_topic
 from logbroker.errors import ANY_ERROR, NoLeaderError, NotAvailableError, RemoteError
 from logbroker.groups.group import Caller as MemberCaller
 from logbroker.groups.positions import start_positions
-from logbroker.groups.requests import CommitRequest, group_name
+from logbroker.groups.requests import SESSION_TIMEOUT_MS_DEFAULT, CommitRequest, JoinRequest, group_name
 from logbroker.node import Node
 from logbroker.routing import Here, locate_groups
 
@@ -115,11 +115,12 @@ class GroupSubscriptions:
 
     async def _here(self, topic: str, group: str, rack: str | None, context: Any, principal: Principal,
                     limits: QuotaLimits) -> AsyncGenerator[list[Any], None]:
-        node = self.node
+        node, ctx = self.node, CallContext(principal, limits)
+        await self._front_door.authorize_group(ctx, group, "read")  # before a stream slot is taken
         with self._slot(principal, limits), node.auth.meter.streaming(principal.name, f"group:{group}"):
-            async def join() -> object:  # a new member of the default session, assigned by the group's strategy
-                return {"topics": [topic]}
-            view = await self._front_door.group_join(CallContext(principal, limits), group, join)
+            async def join() -> JoinRequest:  # a new member of the default session, on the one topic
+                return JoinRequest((topic,), SESSION_TIMEOUT_MS_DEFAULT, None, None)
+            view = await self._front_door.group_join(ctx, group, join)
             caller = MemberCaller(principal.name, principal.is_admin)
             member = _Membership(group, view["member_id"], view["generation"], caller)
             try:

@@ -19,7 +19,7 @@ from http_api.routing import route
 from logbroker.auth.groups import LIST_SCAN_NAMES_MAX, SEALED_PREFIX, restricted_view
 from logbroker.errors import ForbiddenError
 from logbroker.groups.live import live_group, merged_summary, merged_view
-from logbroker.groups.requests import group_name, parse_reset
+from logbroker.groups.requests import CommitRequest, JoinRequest, group_name, parse_commit, parse_join, parse_reset
 
 GROUP_PATH = "/v1/groups/{group}"
 LIST_LIMIT_DEFAULT: Final = 1_000
@@ -125,8 +125,10 @@ async def set_group_acl(request: web.Request) -> web.Response:
                   "403": "No read grant on the group or a topic, or another user's member_id",
                   "404": "Unknown topic", "409": "Inconsistent assignment strategy"}, front_door="group_join")
 async def join_group(request: web.Request) -> web.Response:
+    async def join() -> JoinRequest:
+        return parse_join(await read_json(request))
     return json_response(await request.app[FRONT_DOOR].group_join(call_context(request), request.match_info["group"],
-                                                                  lambda: read_json(request)))
+                                                                  join))
 
 
 @route("POST", GROUP_PATH + "/members/{member}/heartbeat", "Heartbeat: the current generation and assignment",
@@ -153,8 +155,10 @@ async def leave_group(request: web.Request) -> web.Response:
                                     "409": "Stale generation, partition not assigned, or (without a member) "
                                            "the group has members"}, front_door="group_commit")
 async def commit_offsets(request: web.Request) -> web.Response:
-    return json_response(await request.app[FRONT_DOOR].group_commit(
-        call_context(request), request.match_info["group"], lambda: read_json(request)))
+    async def commit() -> CommitRequest:
+        return parse_commit(await read_json(request))
+    return json_response(await request.app[FRONT_DOOR].group_commit(call_context(request),
+                                                                    request.match_info["group"], commit))
 
 
 @route("POST", GROUP_PATH + "/offsets/reset", "Reset a group's offsets for a topic (the group must have no members)",

@@ -58,8 +58,9 @@ NOT_LEADER_CODES: Final = frozenset({NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH
 FETCH_BY_ID_VERSION: Final = 13  # Fetch names topics by id from this version on (KIP-516)
 PARTITIONS_PER_REQUEST_MAX: Final = 1_000  # partitions (or topics) one request may name; more closes it
 _PRODUCER_RNG: Final = random.SystemRandom()
-# A call refused by the caller's quota is tried again after the wait the refusal names, at most this
-# many times and within the request's own timeout (Produce) or wait (Fetch), capped here.
+# A Produce refused by the caller's quota is tried again after the wait the refusal names, at most
+# this many times and within the request's own timeout, capped here (a Fetch waits its debt out
+# first, at most THROTTLE_WAIT_MAX_S too).
 THROTTLED_TRIES_MAX: Final = 20
 THROTTLE_WAIT_MAX_S: Final = 30.0
 THROTTLE_PAUSE_MIN_S: Final = 0.005
@@ -73,9 +74,9 @@ class Throttle:
     """How long one request was held back by its caller's quotas: its ``throttle_time_ms``.
 
     Kafka slows a client over its quota (the answer carries the delay, KIP-219), it does not fail
-    it: a failed Produce is records a client may drop, a failed Fetch an error its application
-    sees. So a call the quota refuses waits the time the refusal names and is tried again, within
-    ``deadline``; only past it does the refusal stand (THROTTLING_QUOTA_EXCEEDED)."""
+    it: a failed Produce is records a client may drop. So a call the quota refuses waits the time
+    the refusal names and is tried again, within ``deadline``; only past it does the refusal stand
+    (THROTTLING_QUOTA_EXCEEDED)."""
 
     def __init__(self, wait_s: float) -> None:
         self.deadline = time.monotonic() + min(max(0.0, wait_s), THROTTLE_WAIT_MAX_S)
@@ -326,13 +327,11 @@ class KafkaHandlers:
         max_wait_ms = min(max(0, int(request.max_wait.total_seconds() * 1000)), config.fetch_wait_ms_max)
         budget = min(max(1, int(getattr(request, "max_bytes", config.fetch_bytes_max))), config.fetch_bytes_max)
         throttle_ms = await self._repay_fetch_debt(ctx)
-        throttle = Throttle(THROTTLE_WAIT_MAX_S)
-        results = await self._read_in_order(ctx, wanted, budget, rack, {}, throttle)
+        results = await self._read_in_order(ctx, wanted, budget, rack, {})
         if max_wait_ms > 0 and wanted and not any(r["records"] for r in results.values()):
-            first = await self._first_data(ctx, wanted, max_wait_ms, rack, throttle)
+            first = await self._first_data(ctx, wanted, max_wait_ms, rack)
             if first:
-                results = await self._read_in_order(ctx, wanted, budget, rack, first, throttle)
-        throttle_ms += throttle.ms
+                results = await self._read_in_order(ctx, wanted, budget, rack, first)
         by_topic: dict[str, list[dict[str, Any]]] = {}
         leaders: set[int] = set()
         for (topic, index), partition in results.items():
@@ -390,7 +389,7 @@ class KafkaHandlers:
         return round(pause * 1000)
 
     async def _read_in_order(self, ctx: CallContext, wanted: Sequence[tuple[str, int, int, int]], budget: int,
-                             rack: str | None, got: dict[tuple[str, int], dict[str, Any]], throttle: Throttle
+                             rack: str | None, got: dict[tuple[str, int], dict[str, Any]]
                              ) -> dict[tuple[str, int], dict[str, Any]]:
         """Each partition read without waiting (or taken from ``got``), within ``budget`` bytes."""
         results: dict[tuple[str, int], dict[str, Any]] = {}
@@ -400,7 +399,7 @@ class KafkaHandlers:
             if result is None:
                 room = min(partition_bytes, budget - sent)
                 result = await self._fetch_partition(ctx, topic, partition, offset, max(1, room), wait_ms=0,
-                                                     rack=rack, throttle=throttle)
+                                                     rack=rack)
                 if room <= 0 or (sent and sent + len(result["records"] or b"") > budget):
                     result["records"] = b""  # its watermark only
             sent += len(result["records"] or b"")
@@ -408,18 +407,18 @@ class KafkaHandlers:
         return results
 
     async def _first_data(self, ctx: CallContext, wanted: Sequence[tuple[str, int, int, int]], wait_ms: int,
-                          rack: str | None, throttle: Throttle) -> dict[tuple[str, int], dict[str, Any]]:
+                          rack: str | None) -> dict[tuple[str, int], dict[str, Any]]:
         """Long-poll every partition at once (one of the caller's long-polls for them all): the
         partitions that got records by the time the first did."""
         try:
             with self.api.long_polls_hold(ctx):
-                return await self._wait_first(ctx, wanted, wait_ms, rack, throttle)
+                return await self._wait_first(ctx, wanted, wait_ms, rack)
         except TooManyRequestsError:  # past long_polls_max: no wait (the answer has no records)
             return {}
 
     async def _wait_first(self, ctx: CallContext, wanted: Sequence[tuple[str, int, int, int]], wait_ms: int,
-                          rack: str | None, throttle: Throttle) -> dict[tuple[str, int], dict[str, Any]]:
-        tasks = {asyncio.create_task(self._fetch_partition(ctx, *item, wait_ms=wait_ms, rack=rack, throttle=throttle,
+                          rack: str | None) -> dict[tuple[str, int], dict[str, Any]]:
+        tasks = {asyncio.create_task(self._fetch_partition(ctx, *item, wait_ms=wait_ms, rack=rack,
                                                            long_poll_held=True)): item[:2] for item in wanted}
         try:
             done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
@@ -432,11 +431,11 @@ class KafkaHandlers:
                 if not t.cancelled() and t.exception() is None and t.result()["records"]}
 
     async def _fetch_partition(self, ctx: CallContext, topic: str, partition: int, offset: int, max_bytes: int, *,
-                               wait_ms: int, rack: str | None, throttle: Throttle,
-                               long_poll_held: bool = False) -> dict[str, Any]:
+                               wait_ms: int, rack: str | None, long_poll_held: bool = False) -> dict[str, Any]:
         """One partition's answer: its records, or its error code. A read the caller's quota refuses
-        (the debt repaid before it, a timer woken a hair early) waits and is tried again: Kafka
-        slows a fetch over its quota, it never fails it (``throttle``)."""
+        (an earlier partition of the request put the caller in debt) is answered with no records
+        and no error, as Kafka answers a fetch over its quota: the client fetches again, and that
+        Fetch first waits the debt out (``_repay_fetch_debt``)."""
         async def render(got: tuple[LogRead, int]) -> Answered[dict[str, Any]]:
             read, high_watermark = got
             data, records = kafka_batches(read.data, offset)
@@ -454,9 +453,12 @@ class KafkaHandlers:
                     return {"partition_index": partition, "error_code": NONE, "high_watermark": hw,
                             "last_stable_offset": hw, "log_start_offset": -1, "aborted_transactions": None,
                             "preferred_read_replica": replica, "records": b""}
-            return await throttle.call(lambda: self.api.fetch(
-                ctx, topic, partition, offset, max_bytes=max(1, max_bytes), wait_ms=wait_ms, rack=rack,
-                answer=render, long_poll_held=long_poll_held))
+            return await self.api.fetch(ctx, topic, partition, offset, max_bytes=max(1, max_bytes),
+                                        wait_ms=wait_ms, rack=rack, answer=render, long_poll_held=long_poll_held)
+        except TooManyRequestsError:
+            high_watermark = self.node.reads.local_high_watermark(topic, partition)
+            hw = -1 if high_watermark is None else high_watermark
+            return {**_fetch_error(partition, NONE), "high_watermark": hw, "last_stable_offset": hw}
         except ANY_ERROR as exc:
             return _fetch_error(partition, error_code(exc))
 

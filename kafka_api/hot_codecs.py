@@ -18,6 +18,8 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
+from kio.schema.errors import ErrorCode
+
 Parts = list[bytes | bytearray | memoryview]
 
 PRODUCE_KEY: Final = 0
@@ -34,6 +36,7 @@ _FETCH_PARTITION = struct.Struct(">ihqq")  # partition_index, error_code, high_w
 _ERROR_SESSION = struct.Struct(">hi")  # Fetch v7+: error_code, session_id
 _FETCH_TAGGED: Final = ("diverging_epoch", "current_leader", "snapshot_id")
 _NOT_TAKEN = (KeyError, TypeError, AttributeError, ValueError, struct.error)
+_KNOWN_CODES: Final = frozenset(int(code) for code in ErrorCode)  # kio refuses any other
 
 
 class _Declined(Exception):
@@ -65,7 +68,7 @@ def _produce(out: Parts, version: int, values: Mapping[str, Any]) -> None:
         for p in partitions:
             if p["log_append_time"] is not None:
                 raise _Declined
-            out.append(_PRODUCE_PARTITION.pack(p["index"], p["error_code"], p["base_offset"], -1))
+            out.append(_PRODUCE_PARTITION.pack(p["index"], _code(p["error_code"]), p["base_offset"], -1))
             if version >= 5:
                 out.append(_I64.pack(p["log_start_offset"]))
             if version >= 8:
@@ -86,7 +89,7 @@ def _fetch(out: Parts, version: int, values: Mapping[str, Any]) -> None:
     flexible = version >= FETCH_FLEXIBLE
     out.append(_I32.pack(values["throttle_time"]))
     if version >= 7:
-        out.append(_ERROR_SESSION.pack(values["error_code"], values["session_id"]))
+        out.append(_ERROR_SESSION.pack(_code(values["error_code"]), values["session_id"]))
     responses = values["responses"]
     _array_length(out, len(responses), flexible)
     for topic in responses:
@@ -102,7 +105,7 @@ def _fetch(out: Parts, version: int, values: Mapping[str, Any]) -> None:
         for p in partitions:
             if flexible and any(p.get(name) is not None for name in _FETCH_TAGGED):
                 raise _Declined
-            out.append(_FETCH_PARTITION.pack(p["partition_index"], p["error_code"], p["high_watermark"],
+            out.append(_FETCH_PARTITION.pack(p["partition_index"], _code(p["error_code"]), p["high_watermark"],
                                              p["last_stable_offset"]))
             if version >= 5:
                 out.append(_I64.pack(p["log_start_offset"]))
@@ -128,6 +131,12 @@ def _fetch(out: Parts, version: int, values: Mapping[str, Any]) -> None:
 
 _ENCODERS: Final[dict[int, Callable[[Parts, int, Mapping[str, Any]], None]]] = {
     PRODUCE_KEY: _produce, FETCH_KEY: _fetch}
+
+
+def _code(value: int) -> int:
+    if value not in _KNOWN_CODES:
+        raise _Declined  # the general path refuses it as kio does
+    return value
 
 
 def _uvarint(value: int) -> bytes:

@@ -128,6 +128,8 @@ class KafkaServer:
         server.close()
         if self._watcher is not None:
             self._watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._watcher
         for task in list(self._connections):
             task.cancel()
         if self._connections:
@@ -170,10 +172,13 @@ class KafkaServer:
         while True:
             await asyncio.sleep(WATCH_S)
             now = loop.time()
-            for deadline in self._connections.values():
+            for deadline in list(self._connections.values()):
                 if deadline.at < now and not deadline.expired:
                     deadline.expired = True
-                    deadline.transport.abort()
+                    try:
+                        deadline.transport.abort()
+                    except Exception:  # one transport's failure must not end the watch over all the others
+                        log.exception("aborting a kafka connection past its deadline failed")
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, session: Session,
                      deadline: Deadline) -> None:

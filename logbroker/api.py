@@ -18,11 +18,13 @@ called, and a send charged what was received, a receive the answer its protocol 
 settle and a state read are neither quota-checked nor metered.
 
 A consumer group's membership call (``group_join``, ``group_heartbeat``, ``group_leave``,
-``group_commit``): the group's name checked; the caller authorized to ``read`` the group; only then
-the body read (a join's, a commit's) and a member id checked; the caller authorized to read every
-topic the body names; for a join, a new member counted against the caller's ``group_members_max``
-and the group claimed by its first join (or first commit without a member); the group coordinator
-called with the caller as it checks a member's owner. Not quota-checked nor metered.
+``group_commit``): the group's name checked; the caller authorized to ``read`` the group; only
+then the request read and decoded by its protocol (a join's, a commit's) and a member id checked;
+the caller authorized to read every topic the request names; for a join, a new member counted
+against the caller's ``group_members_max`` and the group claimed by its first join (or first commit
+without a member); the group coordinator called (waited for, bounded, while this node loads the
+groups: ``routing.while_groups_start``) with the caller as it checks a member's owner. Not
+quota-checked nor metered.
 
 A stream (a gRPC subscription) authorizes once when it opens and again on its own schedule
 (``authorize``); each of its reads waits out the caller's quota debt (``pause_s``) instead of
@@ -70,7 +72,7 @@ from logbroker.batch_limits import CheckedBatch
 from logbroker.errors import ANY_ERROR, InvalidRequestError
 from logbroker.groups.group import STANDALONE
 from logbroker.groups.group import Caller as MemberCaller
-from logbroker.groups.requests import group_name, member_id, parse_commit, parse_join
+from logbroker.groups.requests import CommitRequest, JoinRequest, group_name, member_id
 from logbroker.metering.ledger import OTHER
 from logbroker.ownership import creation_cost, growth_cost, holdings
 from logbroker.producer_ids import check_writer
@@ -482,11 +484,13 @@ class BrokerApi:
 
     # ---- consumer groups ---------------------------------------------------------------------
 
-    async def group_join(self, ctx: CallContext, group: str, body: Body) -> dict[str, Any]:
-        """Join ``group`` with what ``body`` asks (a new generation): the member's view."""
+    async def group_join(self, ctx: CallContext, group: str,
+                         request: Callable[[], Awaitable[JoinRequest]]) -> dict[str, Any]:
+        """Join ``group`` as ``request`` asks (read and decoded by the protocol, once the caller
+        may read the group): a new generation, and the member's view."""
         node = self.node
-        group = await self._group_authorized(ctx, group, GROUP_OPERATIONS["group_join"])
-        join = parse_join(await body())
+        group = await self.authorize_group(ctx, group, GROUP_OPERATIONS["group_join"])
+        join = await request()
         await self._authorize_each(ctx, join.topics, "read")
         groups = await self._groups()
         if not groups.has_member(group, join.member_id):  # a new member counts against the caller's limit
@@ -497,20 +501,22 @@ class BrokerApi:
 
     async def group_heartbeat(self, ctx: CallContext, group: str, member: str) -> dict[str, Any]:
         """A member's heartbeat: its generation and assignment."""
-        group = await self._group_authorized(ctx, group, GROUP_OPERATIONS["group_heartbeat"])
+        group = await self.authorize_group(ctx, group, GROUP_OPERATIONS["group_heartbeat"])
         return await (await self._groups()).heartbeat(group, member_id(member), _member_caller(ctx))
 
     async def group_leave(self, ctx: CallContext, group: str, member: str) -> None:
         """A member leaves (a new generation)."""
-        group = await self._group_authorized(ctx, group, GROUP_OPERATIONS["group_leave"])
+        group = await self.authorize_group(ctx, group, GROUP_OPERATIONS["group_leave"])
         await (await self._groups()).leave(group, member_id(member), _member_caller(ctx))
 
-    async def group_commit(self, ctx: CallContext, group: str, body: Body) -> dict[str, Any]:
-        """Commit the offsets ``body`` names, for a member or (without one) for a group that has
-        none, whose first such commit claims it: what was committed."""
+    async def group_commit(self, ctx: CallContext, group: str,
+                           request: Callable[[], Awaitable[CommitRequest]]) -> dict[str, Any]:
+        """Commit the offsets ``request`` names (read and decoded by the protocol, once the caller
+        may read the group), for a member or (without one) for a group that has none, whose first
+        such commit claims it: what was committed."""
         node = self.node
-        group = await self._group_authorized(ctx, group, GROUP_OPERATIONS["group_commit"])
-        commit = parse_commit(await body())
+        group = await self.authorize_group(ctx, group, GROUP_OPERATIONS["group_commit"])
+        commit = await request()
         await self._authorize_each(ctx, (topic for topic, _, _ in commit.offsets), "read")
         if commit.member_id == STANDALONE:
             await node.group_access.claim(ctx.principal, group, ctx.limits)
@@ -522,8 +528,9 @@ class BrokerApi:
         node = self.node
         return await while_groups_start(node.router, lambda: node.groups)
 
-    async def _group_authorized(self, ctx: CallContext, group: str, action: GroupAction) -> str:
-        """``group``'s name checked and the caller authorized to do ``action`` to it."""
+    async def authorize_group(self, ctx: CallContext, group: str, action: GroupAction) -> str:
+        """``group``'s name checked and the caller authorized to do ``action`` to it (403, or 404
+        for groups nobody may see): the checked name. A stream calls it when it opens."""
         group = group_name(group)
         auth = self.node.auth
         if auth.enabled:

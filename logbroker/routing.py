@@ -129,7 +129,7 @@ class Router:
         """Whether this node is about to coordinate the groups: the cache names it the leader of
         ``__consumer_offsets``/0, its lease is valid, and it has not loaded them yet (a cluster's
         first group call, or the first after the coordinator moved here). ``locate(GROUPS)``
-        refuses retriably meanwhile; ``cluster_groups.locate_groups`` waits instead, bounded."""
+        refuses retriably meanwhile; ``locate_groups`` waits instead, bounded."""
         state = self._coordinator.cached_partition(OFFSETS_TOPIC, 0)
         return state is not None and state.leader == self._node_id and not self._hosts_groups() \
             and time.monotonic() < self._coordinator.lease_valid_until()

@@ -18,8 +18,9 @@ QuotaKind = Literal["produce", "fetch"]
 BURST_S: Final = 1.0
 USERS_MAX: Final = 100_000
 # Debt under a byte is no debt: waiting exactly the delay a bucket named leaves float rounding's
-# residue (about 1e-13 bytes), which would refuse the request that waited for it.
-DEBT_TOLERANCE_BYTES: Final = 1e-3
+# residue (a fraction of a byte, growing with the clock's value and the rate), which would refuse
+# the request that waited for it.
+DEBT_TOLERANCE_BYTES: Final = 1.0
 
 
 class TokenBucket:

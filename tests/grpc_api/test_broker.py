@@ -322,6 +322,34 @@ def test_subscriptions_count_against_the_callers_streams_quota(node, http, admin
     assert [r.value for r in got] == [b"r"]
 
 
+def test_a_group_subscription_refused_the_group_is_permission_denied_before_any_stream_limit(node, http,
+                                                                                             admin_token):
+    """A caller at their ``streams_max`` who may read the topic but not the group (another user
+    claimed it) is told PERMISSION_DENIED, not RESOURCE_EXHAUSTED: the group is authorized before a
+    stream slot is taken."""
+    token = user_with_quotas(http, bearer(admin_token), "grpc.group.refused", {"streams_max": 1})
+    http.json("POST", "/v1/topics", 201, body={"name": "grpc.group.refused", "partitions": 1}, headers=bearer(token))
+    run(publish(node.grpc_address, pb.PublishRequest(topic="grpc.group.refused", records=[pb.Record(value=b"r")]),
+                auth(token)))
+    http.json("POST", "/v1/groups/grpc.group.admins/members", headers=bearer(admin_token),  # the admin claims it
+              body={"topics": ["grpc.group.refused"]})
+
+    async def with_one_stream_open() -> grpc.StatusCode:
+        async with grpc.aio.insecure_channel(node.grpc_address) as channel:
+            stub = pb_grpc.BrokerStub(channel)
+            first = stub.Subscribe(pb.SubscribeRequest(topic="grpc.group.refused", partition=0, offset=0),
+                                   metadata=auth(token), timeout=20)
+            assert (await first.read()).value == b"r"
+            grouped = stub.Subscribe(pb.SubscribeRequest(topic="grpc.group.refused", group="grpc.group.admins"),
+                                     metadata=auth(token), timeout=20)
+            with pytest.raises(grpc.aio.AioRpcError) as refused:
+                await grouped.read()
+            first.cancel()
+            return refused.value.code()
+
+    assert run(with_one_stream_open()) == grpc.StatusCode.PERMISSION_DENIED
+
+
 @pytest.mark.parametrize("revoke", ["grant", "tokens"])
 def test_an_open_subscription_ends_once_access_is_revoked(node, http, admin_token, revoke):
     """A reader granted read on another user's topic subscribes; the grant is revoked (or every

@@ -113,3 +113,10 @@ def test_records_as_a_memoryview_of_wider_items_are_framed_by_their_bytes():
     frame = wire.response_frame(5, parts, flexible_header=False)
     assert struct.unpack(">i", frame[:4])[0] == len(frame) - 4
     assert frame.endswith(struct.pack(">i", 12) + records.tobytes())
+
+
+def test_an_error_code_kafka_does_not_name_is_left_to_the_general_path():
+    produce = {"throttle_time": 0, "responses": [{"name": "t", "partition_responses": [
+        {"index": 0, "error_code": 9999, "base_offset": -1, "log_append_time": None, "log_start_offset": -1,
+         "record_errors": [], "error_message": None}]}]}
+    assert hot_codecs.encode_response(hot_codecs.PRODUCE_KEY, 9, produce) is None
