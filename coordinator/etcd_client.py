@@ -3,8 +3,9 @@
 It uses the generated etcd stubs and messages that ``aetcd`` ships (they load with protobuf 7)
 over one ``grpc.aio`` channel of our own, so every call carries its own deadline and the
 coordinator sees each transaction's revision. Every failure to reach etcd (an RPC error, a
-deadline) is a ``CoordinatorUnavailableError`` naming the endpoints. The channel reconnects by
-itself with a short, bounded backoff (etcd restarts are seconds, not minutes).
+deadline, a call ended by ``reconnect``) is a ``CoordinatorUnavailableError`` naming the
+endpoints. The channel reconnects by itself with a short, bounded backoff (etcd restarts are
+seconds, not minutes); ``reconnect`` replaces it with a new one (the session does, once lost).
 
 Security (DESIGN §5, decision 0226): ``etcds://`` (or TLS files given with ``etcd://``) makes the
 channel TLS, verifying etcd's certificate against ``ca_file`` and presenting ``cert_file`` as the
@@ -16,11 +17,13 @@ crosses a plain channel).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import dataclasses
 import ipaddress
 import socket
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, Final
 
 import grpc
@@ -38,7 +41,7 @@ MESSAGE_BYTES_MAX: Final = 64 * 1024 * 1024
 CHANNEL_OPTIONS: Final = (
     ("grpc.initial_reconnect_backoff_ms", 100),
     ("grpc.min_reconnect_backoff_ms", 100),
-    ("grpc.max_reconnect_backoff_ms", 1000),
+    ("grpc.max_reconnect_backoff_ms", 250),
     ("grpc.keepalive_time_ms", 10_000),
     ("grpc.keepalive_timeout_ms", 5_000),
     ("grpc.max_receive_message_length", MESSAGE_BYTES_MAX),
@@ -117,6 +120,13 @@ class EtcdAccess:
             except OSError as exc:
                 raise CoordinatorError(f"cannot read an etcd TLS file: {exc}") from exc
         return grpc.ssl_channel_credentials(read(self.ca_file), read(self.key_file), read(self.cert_file))
+
+
+def replaced_call() -> bool:
+    """Inside ``except CancelledError``: True when what was cancelled is a call (its channel
+    closed by ``EtcdClient.reconnect``), not the running task itself."""
+    task = asyncio.current_task()
+    return task is not None and not task.cancelling()
 
 
 def _is_auth_error(exc: BaseException) -> bool:
@@ -214,23 +224,44 @@ class EtcdClient:
         self._timeout = timeout_s
         self.access = access or EtcdAccess()
         self._token: _TokenPlugin | None = None
-        target = grpc_target(self.endpoints)
-        if not self.access.tls:
-            self._channel = grpc.aio.insecure_channel(target, options=CHANNEL_OPTIONS)
-        else:
+        self._target = grpc_target(self.endpoints)
+        self._credentials: grpc.ChannelCredentials | None = None
+        self._options: Sequence[tuple[str, Any]] = CHANNEL_OPTIONS
+        if self.access.tls:
             # Several endpoints are dialled by address; their certificates name the first host.
-            options = (*CHANNEL_OPTIONS, ("grpc.ssl_target_name_override", self.endpoints[0].rpartition(":")[0])) \
-                if len(self.endpoints) > 1 else CHANNEL_OPTIONS
-            credentials = self.access.credentials()
+            if len(self.endpoints) > 1:
+                self._options = (*CHANNEL_OPTIONS,
+                                 ("grpc.ssl_target_name_override", self.endpoints[0].rpartition(":")[0]))
+            self._credentials = self.access.credentials()
             if self.access.user:
-                self._token = _TokenPlugin(target, self.access, options)
-                credentials = grpc.composite_channel_credentials(credentials,
-                                                                 grpc.metadata_call_credentials(self._token))
-            self._channel = grpc.aio.secure_channel(target, credentials, options=options)
+                self._token = _TokenPlugin(self._target, self.access, self._options)
+                self._credentials = grpc.composite_channel_credentials(
+                    self._credentials, grpc.metadata_call_credentials(self._token))
+        self._closing: set[asyncio.Task[None]] = set()
+        self.connections = 0  # channels made: 1, and one more per ``reconnect``
+        self._connect()
+
+    def _connect(self) -> None:
+        self.connections += 1
+        if self._credentials is None:
+            self._channel = grpc.aio.insecure_channel(self._target, options=self._options)
+        else:
+            self._channel = grpc.aio.secure_channel(self._target, self._credentials, options=self._options)
         self._kv = rpc.KVStub(self._channel)
         self._lease = rpc.LeaseStub(self._channel)
         self._watch = rpc.WatchStub(self._channel)
         self._maintenance = rpc.MaintenanceStub(self._channel)
+
+    def reconnect(self) -> None:
+        """Continue on a new connection; calls in flight on the old one fail (unavailable), and
+        a watch stream taken from it ends. After a network cut the old TCP connection can stay
+        silent for seconds once the path is back (both ends' retransmission timers backed off
+        while it was cut); a new one is answered at once."""
+        old = self._channel
+        self._connect()
+        task = asyncio.create_task(old.close(grace=None))
+        self._closing.add(task)
+        task.add_done_callback(self._closing.discard)
 
     def note_failure(self, exc: BaseException) -> None:
         """After a failed call: an auth token etcd refused is fetched again by the next call."""
@@ -242,12 +273,25 @@ class EtcdClient:
         detail = exc.details() if isinstance(exc, grpc.aio.AioRpcError) else repr(exc)
         return CoordinatorUnavailableError(f"etcd at {','.join(self.endpoints)}: {what} failed: {detail}")
 
+    @contextlib.contextmanager
+    def _calling(self, what: str) -> Iterator[None]:
+        """Every failure of the call as ``CoordinatorUnavailableError``, including its end by
+        ``reconnect`` (grpc raises ``CancelledError`` in the caller then); a cancellation of the
+        caller's own task goes on as one."""
+        try:
+            yield
+        except grpc.RpcError as exc:
+            raise self._unavailable(what, exc) from exc
+        except asyncio.CancelledError:
+            if not replaced_call():
+                raise
+            raise CoordinatorUnavailableError(
+                f"etcd at {','.join(self.endpoints)}: {what} ended: its connection was replaced") from None
+
     async def status(self, timeout_s: float | None = None) -> int:
         """The revision etcd is at (a cheap liveness probe)."""
-        try:
+        with self._calling("status"):
             resp = await self._maintenance.Status(rpc.StatusRequest(), timeout=timeout_s or self._timeout)
-        except grpc.RpcError as exc:
-            raise self._unavailable("status", exc) from exc
         return int(resp.header.revision)
 
     async def range_prefix(self, prefix: bytes) -> tuple[int, list[Any]]:
@@ -258,11 +302,9 @@ class EtcdClient:
         """Every key in [``key``, ``end``) at one revision (paged), and that revision."""
         revision, kvs = 0, []
         while True:
-            try:
+            with self._calling("range"):
                 request = rpc.RangeRequest(key=key, range_end=end, limit=RANGE_PAGE, revision=revision)
                 resp = await self._kv.Range(request, timeout=self._timeout)
-            except grpc.RpcError as exc:
-                raise self._unavailable("range", exc) from exc
             revision = revision or int(resp.header.revision)
             kvs.extend(resp.kvs)
             if not resp.more or not resp.kvs:
@@ -271,18 +313,14 @@ class EtcdClient:
 
     async def txn(self, compare: Sequence[Any], success: Sequence[Any], failure: Sequence[Any] = ()) -> Any:
         """One transaction; the response has ``succeeded``, ``header.revision``, ``responses``."""
-        try:
+        with self._calling("transaction"):
             return await self._kv.Txn(rpc.TxnRequest(compare=list(compare), success=list(success),
                                                      failure=list(failure)), timeout=self._timeout)
-        except grpc.RpcError as exc:
-            raise self._unavailable("transaction", exc) from exc
 
     async def grant(self, ttl_s: int) -> tuple[int, int]:
         """A new lease: (id, granted TTL in seconds)."""
-        try:
+        with self._calling("lease grant"):
             resp = await self._lease.LeaseGrant(rpc.LeaseGrantRequest(TTL=ttl_s), timeout=self._timeout)
-        except grpc.RpcError as exc:
-            raise self._unavailable("lease grant", exc) from exc
         if resp.error:
             raise CoordinatorUnavailableError(f"etcd at {','.join(self.endpoints)}: lease grant: {resp.error}")
         return int(resp.ID), int(resp.TTL)
@@ -291,10 +329,9 @@ class EtcdClient:
         """Refresh a lease once; its remaining TTL (<= 0: the lease is gone)."""
         call = self._lease.LeaseKeepAlive(timeout=timeout_s)
         try:
-            await call.write(rpc.LeaseKeepAliveRequest(ID=lease_id))
-            resp = await call.read()
-        except grpc.RpcError as exc:
-            raise self._unavailable("keepalive", exc) from exc
+            with self._calling("keepalive"):
+                await call.write(rpc.LeaseKeepAliveRequest(ID=lease_id))
+                resp = await call.read()
         finally:
             call.cancel()
         if resp is grpc.aio.EOF:
@@ -304,11 +341,13 @@ class EtcdClient:
     async def revoke(self, lease_id: int, timeout_s: float | None = None) -> None:
         """Revoke a lease (its keys go at once); an unknown lease is already gone."""
         try:
-            await self._lease.LeaseRevoke(rpc.LeaseRevokeRequest(ID=lease_id), timeout=timeout_s or self._timeout)
-        except grpc.RpcError as exc:
-            if isinstance(exc, grpc.aio.AioRpcError) and exc.code() == grpc.StatusCode.NOT_FOUND:
+            with self._calling("lease revoke"):
+                await self._lease.LeaseRevoke(rpc.LeaseRevokeRequest(ID=lease_id), timeout=timeout_s or self._timeout)
+        except CoordinatorUnavailableError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, grpc.aio.AioRpcError) and cause.code() == grpc.StatusCode.NOT_FOUND:
                 return
-            raise self._unavailable("lease revoke", exc) from exc
+            raise
 
     def watch_stream(self) -> Any:
         """A bidirectional watch stream (write create/progress requests, read responses)."""
@@ -325,3 +364,5 @@ class EtcdClient:
 
     async def close(self) -> None:
         await self._channel.close()
+        if self._closing:
+            await asyncio.gather(*self._closing, return_exceptions=True)

@@ -22,7 +22,7 @@ import grpc
 
 from coordinator.cache import Entry, MetadataCache
 from coordinator.errors import CoordinatorUnavailableError
-from coordinator.etcd_client import EVENT_PUT, EtcdClient
+from coordinator.etcd_client import EVENT_PUT, EtcdClient, replaced_call
 from coordinator.models import MetadataChange
 
 log = logging.getLogger(__name__)
@@ -119,6 +119,12 @@ class MetadataFeed:
                          self._name, exc, self._cache.revision + 1, backoff)
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, WATCH_BACKOFF_MAX_S)
+            except asyncio.CancelledError:
+                if not replaced_call():
+                    raise
+                # The client moved to a new connection (``EtcdClient.reconnect``): watch on it at once.
+                log.info("etcd watch of %s moves to a new connection; resuming from revision %d",
+                         self._name, self._cache.revision + 1)
             finally:
                 self._call = None
                 call.cancel()
@@ -165,7 +171,12 @@ class MetadataFeed:
             call = self._call
             if call is not None and not self._write_lock.locked():
                 async with self._write_lock:
-                    with contextlib.suppress(grpc.RpcError, grpc.aio.BaseError, asyncio.InvalidStateError):
+                    try:
                         await call.write(EtcdClient.watch_progress())
+                    except (grpc.RpcError, grpc.aio.BaseError, asyncio.InvalidStateError):
+                        pass
+                    except asyncio.CancelledError:
+                        if not replaced_call():
+                            raise
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(advanced.wait(), min(remaining, PROGRESS_EVERY_S))

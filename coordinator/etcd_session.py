@@ -4,8 +4,9 @@ alive by our own loop (decision 0181).
 Invariant: ``valid_until`` is the send time of the last answered keepalive + TTL - margin on the
 monotonic clock, so a process that stalls (SIGSTOP, a hogged loop) stops proving its
 leaderships before etcd can expire the lease. When it passes, or etcd says the lease is gone,
-the session is lost: ``on_lost`` is called once, the old lease is revoked as soon as etcd answers
-(its leader keys go at once), and a new lease is granted and ``nodes/<id>`` registered again with
+the session is lost: ``on_lost`` is called once, the client moves to a new connection (one that
+carried the session through a network cut can stay silent for seconds after the cut heals), the
+old lease is revoked as soon as etcd answers (its leader keys go at once), and a new lease is granted and ``nodes/<id>`` registered again with
 a bounded backoff; ``on_reopened`` is called once it is (the node may stand for leadership again:
 a partition only it can lead must not wait for a change in etcd to be looked at). One task (the
 keepalive loop) changes the lease; everything else reads it.
@@ -31,7 +32,7 @@ log = logging.getLogger(__name__)
 KEEPALIVE_CALL_TIMEOUT_S: Final = 5.0
 MARGIN_MAX_S: Final = 1.0
 SESSION_BACKOFF_MIN_S: Final = 0.1
-SESSION_BACKOFF_MAX_S: Final = 2.0
+SESSION_BACKOFF_MAX_S: Final = 0.5  # a session back soon after etcd is: ISRs wait for it
 REGISTER_RETRY_S: Final = 0.25
 REGISTER_GRACE_S: Final = 1.0  # beyond one TTL, for a crashed predecessor's lease to lapse
 REVOKE_TIMEOUT_S: Final = 2.0
@@ -181,6 +182,7 @@ class EtcdSession:
         old, self.lease = self.lease, None
         self._valid_until = -math.inf
         self._abandoned.add(old)
+        self._client.reconnect()  # a cut may have left the old connection silent for seconds after it heals
         task = asyncio.create_task(self._revoke_quietly(old))
         self._revokes.add(task)
         task.add_done_callback(self._revokes.discard)

@@ -316,6 +316,9 @@ class SimEtcd:
         if watch in self._watches:
             watch.push(rpc.WatchResponse(header=self.header()))
 
+    def watches(self) -> list[_Watch]:
+        return list(self._watches)
+
     def unwatch(self, watch: _Watch) -> None:
         if watch in self._watches:
             self._watches.remove(watch)
@@ -326,6 +329,7 @@ class _Watch:
 
     def __init__(self, client: SimEtcdClient) -> None:
         self._client = client
+        self.owner = client
         self.host = client.host
         self.start, self.end = b"", b""
         self._queue: collections.deque[tuple[float, Any]] = collections.deque()
@@ -395,6 +399,7 @@ class SimEtcdClient(EtcdClient):
         self.access = EtcdAccess()
         self._token = None
         self.closed = False
+        self.connections = 1
         etcd.register(self)
 
     @classmethod
@@ -404,6 +409,12 @@ class SimEtcdClient(EtcdClient):
 
     def note_failure(self, exc: BaseException) -> None:
         pass
+
+    def reconnect(self) -> None:
+        """As the real client's: this client's watch streams end (its feed watches again)."""
+        self.connections += 1
+        for watch in [w for w in self.etcd.watches() if w.owner is self]:
+            watch.broken("its connection was replaced")
 
     async def travel(self, what: str, timeout_s: float | None = None) -> None:
         """A request's way to etcd (refused when etcd is down, timed out when cut)."""

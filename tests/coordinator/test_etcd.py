@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import itertools
+import os
+import signal
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -25,7 +27,7 @@ from coordinator.errors import (
     UserExistsError,
 )
 from coordinator.etcd import EtcdCoordinator
-from coordinator.etcd_client import parse_etcd_url
+from coordinator.etcd_client import EtcdClient, parse_etcd_url
 from coordinator.etcd_keys import encode, lock_key
 from coordinator.models import ClusterNode, MetadataChange, NodeInfo, TopicMetadata, TopicSpec
 from coordinator.users import UserRecord
@@ -86,8 +88,9 @@ async def make(etcd_server: EtcdServer) -> AsyncIterator[Factory]:
     cluster = f"test{next(_clusters)}-{time.monotonic_ns()}"
     started: list[EtcdCoordinator] = []
 
-    async def start(node_id: int, rack: str | None = None, server: EtcdServer = etcd_server) -> EtcdCoordinator:
-        coordinator = EtcdCoordinator(parse_etcd_url(server.url), cluster, node(node_id, rack), TTL_MS)
+    async def start(node_id: int, rack: str | None = None, server: EtcdServer = etcd_server,
+                    **options: Any) -> EtcdCoordinator:
+        coordinator = EtcdCoordinator(parse_etcd_url(server.url), cluster, node(node_id, rack), TTL_MS, **options)
         await coordinator.start()
         started.append(coordinator)
         return coordinator
@@ -402,6 +405,34 @@ async def test_watches_and_sessions_resume_after_an_etcd_restart(own_etcd, make)
     assert after.leader_epoch == 1
     again = await leader.elect("before", 0)
     assert again is not None and again.leader_epoch == 2, "the new session stands again, one epoch on"
+
+
+@pytest.mark.asyncio
+async def test_a_lost_session_goes_on_over_a_new_connection_and_its_watch_with_it(own_etcd, make):
+    """A session lost (here: etcd paused past the lease) is granted again on a new connection
+    (``EtcdClient.reconnect``); the watch taken from the old one moves with it and the cache
+    goes on seeing changes, and writes go through."""
+    clients: list[EtcdClient] = []
+
+    def client_factory(endpoints: Any, access: Any) -> EtcdClient:
+        clients.append(EtcdClient(endpoints, access=access))
+        return clients[-1]
+
+    a = await make(1, server=own_etcd, client_factory=client_factory)
+    b = await make(2, server=own_etcd)
+    await eventually(lambda: live(a, 2) and live(b, 2), "two live nodes")
+    assert own_etcd.proc is not None
+    os.kill(own_etcd.proc.pid, signal.SIGSTOP)
+    try:
+        await eventually(lambda: not a.session_alive(), "the session lost", timeout_s=TTL_MS / 1000 + 2)
+    finally:
+        os.kill(own_etcd.proc.pid, signal.SIGCONT)
+    await eventually(lambda: a.session_alive() and b.session_alive(), "both sessions back", timeout_s=10)
+    assert clients[0].connections >= 2
+    await retrying(lambda: b.create_topic(spec("seen-after", 1, replication=1), owner=None))
+    await eventually(lambda: a.cached_topic("seen-after"), "a change seen through the moved watch")
+    await retrying(lambda: a.create_topic(spec("written-after", 1, replication=1), owner=None))
+    await eventually(lambda: b.cached_topic("written-after"), "a write over the new connection")
 
 
 @pytest.mark.asyncio

@@ -54,6 +54,9 @@ class ScriptedEtcd:
     async def revoke(self, lease_id: int, timeout_s: float | None = None) -> None:
         self.calls.append(f"revoke {lease_id}")
 
+    def reconnect(self) -> None:
+        self.calls.append("reconnect")
+
 
 def session(etcd: ScriptedEtcd, clock: Clock, lost: list[str]) -> EtcdSession:
     node = NodeInfo(1, "http://127.0.0.1:8001", "127.0.0.1:9001", None, "127.0.0.1:7001", 1)
@@ -109,3 +112,33 @@ async def test_a_session_opened_again_says_so_and_a_first_open_does_not():
     assert events == []
     await s.open(first=False)
     assert events == ["reopened"]
+
+
+class GoneOnce(ScriptedEtcd):
+    """etcd says the lease is gone at the first keepalive, and keeps the next one."""
+
+    async def keepalive(self, lease_id: int, timeout_s: float) -> int:
+        first = not any(call.startswith("keepalive") for call in self.calls)
+        await super().keepalive(lease_id, timeout_s)
+        return 0 if first else TTL_S
+
+
+@pytest.mark.asyncio
+async def test_a_lost_session_moves_to_a_new_connection_before_it_is_granted_again():
+    """The connection that carried a session through a network cut can stay silent for seconds
+    after the cut heals (both ends' retransmission timers backed off): the session that was
+    lost is granted again on a new one."""
+    clock = Clock()
+    etcd, events = GoneOnce(clock, grant_s=0.1), []
+    s = session(etcd, clock, events)
+    await s.open(first=True)
+    s.start()
+    try:
+        for _ in range(200):
+            if "grant" in etcd.calls[3:]:
+                break
+            await asyncio.sleep(0.01)
+    finally:
+        await s.close(revoke=False, timeout_s=1.0)
+    assert etcd.calls[:5] == ["grant", "txn", "keepalive 7", "reconnect", "grant"]
+    assert events[0] == "lost"
