@@ -7,9 +7,10 @@ the fault whose time overlaps it most, a fault's time running from its start unt
 fault begins (``none`` before the first): faults come one at a time with quiet between them, so
 an outage that outlives its fault (a restart, a failback, a rejoin) is still its own, and a gap
 whose last ack came just before a fault is that fault's. The faulted node's role for that
-partition at the fault's start (from the ``leader`` events the watcher recorded) is kept with
-it: ``leader`` (failover is expected to take a moment), ``follower`` (writes should not stop),
-``etcd`` (the coordinator itself), ``no_leader`` (the partition had none just then).
+partition at the fault's start (from the ``leader`` events the watcher recorded; ``leader`` too
+when it took the lead while the fault lasted) is kept with it: ``leader`` (failover is expected
+to take a moment), ``follower`` (writes should not stop), ``etcd`` (the coordinator itself),
+``no_leader`` (the partition had none just then).
 
 The follower figure (``worst_ack_gap_follower_faults_s``) counts a gap charged to a follower's
 fault only when every fault active (from its start to its heal) during the gap was a follower's
@@ -119,6 +120,23 @@ def leader_at(timeline: Sequence[tuple[float, int]], at: float) -> int:
     return timeline[i - 1][1] if i else -1
 
 
+def led_during(timeline: Sequence[tuple[float, int]], node: int, start: float, end: float) -> bool:
+    """The watcher saw ``node`` take the lead in ``(start, end]``."""
+    i = bisect.bisect_right(timeline, (start, float("inf")))
+    return any(leader == node for at, leader in timeline[i:] if at <= end)
+
+
+def fault_role(fault: Fault, timeline: Sequence[tuple[float, int]], until: float) -> str:
+    """The faulted node's role for a partition: at the fault's start, or ``leader`` when it took
+    the lead while the fault lasted (up to ``until``): a failback handed to it just as it was
+    paused makes its pause a leader's."""
+    found = role(fault.target, leader_at(timeline, fault.start))
+    if found == "follower" and led_during(timeline, int(fault.target[len("node-"):]), fault.start,
+                                          min(fault.end, until)):
+        return "leader"
+    return found
+
+
 def role(target: str, leader: int) -> str:
     """What ``target`` was to a partition led by ``leader``."""
     if not target.startswith("node-"):
@@ -144,10 +162,10 @@ def charged_gaps(acks: Mapping[int, Sequence[float]], faults: Sequence[Fault],
                 continue
             timeline = leaders.get(partition, ())
             fault = faults[index]
-            charged_role = role(fault.target, leader_at(timeline, fault.start))
+            charged_role = fault_role(fault, timeline, ended)
             active = faults[:first + len(cuts) - 2]  # begun before the gap ended
             roles = frozenset({charged_role}).union(
-                "split" if f.kind in SPLITS else role(f.target, leader_at(timeline, f.start))
+                "split" if f.kind in SPLITS else fault_role(f, timeline, ended)
                 for f in active if f.end > begun)
             charged.append(Gap(partition, begun, ended, fault.kind, fault.target, charged_role, roles))
     return charged

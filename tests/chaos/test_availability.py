@@ -138,3 +138,21 @@ def test_a_follower_fault_gap_that_a_leaders_fault_overlaps_is_reported_apart():
     found = availability.charged_gaps(availability.ack_times(events, [0]), availability.fault_spans(events),
                                       availability.leader_timelines(events, "chaos"), 0.0, 8.0)
     assert {round(g.start, 1): g.roles for g in found}[1.0] == {"leader", "follower"}
+
+
+def test_a_follower_that_takes_the_lead_while_faulted_is_a_leaders_fault():
+    # Partition 0 led by node 2; node 1 is paused just as a failback hands it the lead (the watcher
+    # sees node 1 lead 0.1 s into the pause): writes wait for node 1's lease, a leader's outage.
+    # Node 3, paused later, stays a follower throughout; node 2 leads again after node 1's pause,
+    # which does not make that pause a leader's.
+    events = [leader(0, 2, 0.0), *acks(0, 0.5, 1.0, 3.9, 4.5, 5.0, 5.5, 6.1, 6.5, 7.0, 7.5, 8.0),
+              *fault("pause_follower", "node-1", 1.05, 3.5), leader(0, 1, 1.15, epoch=2), leader(0, 2, 3.8, epoch=3),
+              *fault("pause_follower", "node-3", 5.6, 6.0)]
+    found = availability.charged_gaps(availability.ack_times(events, [0]), availability.fault_spans(events),
+                                      availability.leader_timelines(events, "chaos"), 0.0, 8.0)
+    by_start = {round(g.start, 2): (g.fault, g.role) for g in found}
+    assert by_start[1.0] == ("pause_follower", "leader")
+    assert by_start[5.5] == ("pause_follower", "follower")
+    report = availability.report(events, "chaos", [0], (0.0, 8.0))
+    assert report["worst_ack_gap_follower_faults_s"] == 0.6
+    assert report["worst_ack_gap_by_role_s"]["pause_follower"] == {"leader": 2.9, "follower": 0.6}
