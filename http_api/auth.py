@@ -62,8 +62,11 @@ async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamR
     if entry is None or entry.access == "public" or (entry.access == "metrics" and scrape_allowed(request)):
         return await handler(request)
     auth = request.app[NODE].auth
-    principal, limits = await auth.authenticate(request.headers.get("Authorization"))
-    request[PRINCIPAL], request[LIMITS] = principal, limits
+    if PRINCIPAL in request:  # authenticated already by the pass-on (a group or queue call)
+        principal, limits = request[PRINCIPAL], request[LIMITS]
+    else:
+        principal, limits = await auth.authenticate(request.headers.get("Authorization"))
+        request[PRINCIPAL], request[LIMITS] = principal, limits
     if entry.front_door is not None:  # authorized, checked and charged by the front door
         if auth.enabled:
             auth.admit_connection(principal, request.protocol, limits)

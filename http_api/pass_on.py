@@ -2,9 +2,10 @@
 (``logbroker.cluster_groups``, decision 0197) and a queue's calls to the node the queue lives on
 (decision 0198), as the node's router locates them (``Router.locate``, decision 0399): any other
 node passes the HTTP request on to it as it came (method, path, query, headers with the caller's
-token, body) and streams its answer back, push streams included. The
-receiving node authenticates and authorizes the call itself (tokens and grants hold cluster-wide),
-so this runs before authentication here. A request passed on once is marked and never passed on
+token, body) and streams its answer back, push streams included. The caller is authenticated here
+first (every group and queue route needs one: a forged token costs no wait and no call to a peer;
+``auth_middleware`` takes the caller found here); the receiving node authenticates again and
+authorizes the call (tokens and grants hold cluster-wide). A request passed on once is marked and never passed on
 again (no loops); the body is read within ``body_timeout_ms``.
 """
 
@@ -17,11 +18,12 @@ from typing import Final
 import aiohttp
 from aiohttp import web
 
+from http_api.auth import LIMITS, PRINCIPAL
 from http_api.errors import Handler
 from http_api.identity import FORWARDED_FOR, client_address
 from http_api.keys import FORWARDER, NODE
 from http_api.tls import node_client_context
-from logbroker.cluster_groups import OFFSETS_TOPIC, ensure_offsets_topic
+from logbroker.cluster_groups import ensure_offsets_topic
 from logbroker.errors import ForwardOutcomeUnknownError, NoLeaderError, NotAvailableError, RequestTimeoutError
 from logbroker.routing import GROUPS, Here, QueueTarget, Target, locate_groups
 
@@ -41,14 +43,16 @@ async def pass_on_middleware(request: web.Request, handler: Handler) -> web.Stre
         return await handler(request)
     target: Target
     if request.path.startswith(GROUP_PREFIX):
-        if not node.coordinator.cached_topic(OFFSETS_TOPIC):  # the first group call creates it: only a
-            await node.auth.authenticate(request.headers.get("Authorization"))  # caller with a valid token
-        await ensure_offsets_topic(node.coordinator, node.topics)
         target = GROUPS
     elif request.path.startswith(QUEUE_PREFIX):
         target = QueueTarget(request.path.removeprefix(QUEUE_PREFIX).partition("/")[0])
     else:
         return await handler(request)
+    # Every group and queue route needs a caller: one without a valid token is refused here, before
+    # this node creates the offsets topic, waits for the group coordinator or calls a peer for it.
+    request[PRINCIPAL], request[LIMITS] = await node.auth.authenticate(request.headers.get("Authorization"))
+    if target is GROUPS:
+        await ensure_offsets_topic(node.coordinator, node.topics)
     where = await locate_groups(node.router) if target is GROUPS else node.router.locate(target)
     if isinstance(where, Here):
         return await handler(request)

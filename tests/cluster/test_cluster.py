@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import ROOT
-from tests.support.auth import ADMIN, ADMIN_PASSWORD, bearer, login
+from tests.support.auth import ADMIN, ADMIN_PASSWORD, METRICS_TOKEN, bearer, login
 from tests.support.cluster import LEASE_TTL_MS, Cluster, running_cluster, wait_until
 from tests.support.etcd import free_port
 
@@ -379,6 +379,33 @@ def test_a_queue_lives_on_one_node_and_answers_through_every_node(cluster: Clust
     assert cluster.http(3).call("DELETE", "/v1/topics/jobs", headers=token).status == 204
     wait_until(lambda: cluster.http(2).call("POST", "/v1/queues/jobs/receive", headers=token,
                                             body={"max_messages": 1}).status == 404)
+
+
+def requests_counted(cluster: Cluster, node: int, route: str, status: int) -> float:
+    """``logbroker_http_requests_total`` of one POST route and status on ``node``."""
+    line = f'logbroker_http_requests_total{{method="POST",route="{route}",status="{status}"}} '
+    text = cluster.http(node).call("GET", "/metrics", headers=bearer(METRICS_TOKEN)).data.decode()
+    return sum(float(row[len(line):]) for row in text.splitlines() if row.startswith(line))
+
+
+def test_a_forged_token_is_refused_by_the_node_it_reaches_not_passed_on(cluster: Cluster, token: dict[str, str]):
+    """A queue's calls pass on to the node it lives on, and that node authenticates them again; a
+    caller without a valid token is refused by the first node, which calls no peer for it."""
+    created = cluster.http(1).json("POST", "/v1/topics", expect=201, headers=token,
+                                   body={"name": "guarded", "partitions": 1, "kind": "queue"})
+    owner = created["partitions"][0]["leader"]
+    other = next(n for n in (1, 2, 3) if n != owner)
+    route = "/v1/queues/{name}/receive"
+    before = requests_counted(cluster, owner, route, 401)
+    for forged in ("Bearer forged", "Bearer a.b.c", "Basic YWRtaW46eA=="):
+        reply = cluster.http(other).call("POST", "/v1/queues/guarded/receive", body={"max_messages": 1},
+                                         headers={"Authorization": forged})
+        assert reply.status == 401
+    assert requests_counted(cluster, owner, route, 401) == before, "nothing reached the queue's node"
+    served = cluster.http(other).json("POST", "/v1/queues/guarded/receive", headers=token,
+                                      body={"max_messages": 1, "wait_ms": 0})
+    assert served["messages"] == [], "a valid caller's call is passed on and answered"
+    cluster.http(1).call("DELETE", "/v1/topics/guarded", headers=token)  # the placement tests count every leader
 
 
 def test_a_consumer_group_works_through_any_node(cluster: Cluster, token: dict[str, str]):
