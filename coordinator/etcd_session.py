@@ -6,10 +6,11 @@ monotonic clock, so a process that stalls (SIGSTOP, a hogged loop) stops proving
 leaderships before etcd can expire the lease. When it passes, or etcd says the lease is gone,
 the session is lost: ``on_lost`` is called once, the client moves to a new connection (one that
 carried the session through a network cut can stay silent for seconds after the cut heals), the
-old lease is revoked as soon as etcd answers (its leader keys go at once), and a new lease is granted and ``nodes/<id>`` registered again with
-a bounded backoff; ``on_reopened`` is called once it is (the node may stand for leadership again:
-a partition only it can lead must not wait for a change in etcd to be looked at). One task (the
-keepalive loop) changes the lease; everything else reads it.
+old lease is revoked as soon as etcd answers (its leader keys go at once), and a new lease is
+granted and ``nodes/<id>`` registered again with a bounded backoff; ``on_reopened`` is called
+once it is (the node may stand for leadership again: a partition only it can lead must not wait
+for a change in etcd to be looked at). One task (the keepalive loop) changes the lease;
+everything else reads it.
 """
 
 from __future__ import annotations

@@ -184,9 +184,9 @@ class GroupSubscriptions:
         if not auth.enabled:
             return caller
         principal, limits = await auth.authenticate(authorization_of(context))
-        await self.node.group_access.authorize(principal, group, "read")
-        for topic in sorted(topics):
-            await auth.authorize_topic(principal, topic, "read")
+        ctx = CallContext(principal, limits)
+        await self._front_door.authorize_group(ctx, group, "read")
+        await self._front_door.authorize_each(ctx, topics, "read")
         return principal, limits
 
     async def _commit(self, member: _Membership) -> None:

@@ -9,8 +9,8 @@ from collections.abc import Iterable
 
 from aiohttp import web
 
-from http_api.auth import principal_of
-from http_api.keys import NODE
+from http_api.auth import call_context, principal_of
+from http_api.keys import FRONT_DOOR, NODE
 from logbroker.groups.group import Caller
 from logbroker.proxies import trusted_proxies
 
@@ -36,10 +36,5 @@ def group_caller(request: web.Request) -> Caller:
 
 
 async def require_read(request: web.Request, topics: Iterable[str]) -> None:
-    """``ForbiddenError`` unless the caller may read every topic of ``topics``."""
-    auth = request.app[NODE].auth
-    if not auth.enabled:
-        return
-    principal = principal_of(request)
-    for topic in sorted(set(topics)):
-        await auth.authorize_topic(principal, topic, "read")
+    """``ForbiddenError`` unless the caller may read every topic of ``topics`` (the front door's check)."""
+    await request.app[FRONT_DOOR].authorize_each(call_context(request), topics, "read")

@@ -491,7 +491,7 @@ class BrokerApi:
         node = self.node
         group = await self.authorize_group(ctx, group, GROUP_OPERATIONS["group_join"])
         join = await request()
-        await self._authorize_each(ctx, join.topics, "read")
+        await self.authorize_each(ctx, join.topics, "read")
         groups = await self._groups()
         if not groups.has_member(group, join.member_id):  # a new member counts against the caller's limit
             check_member_limit(ctx.principal, ctx.limits, groups.members_of(ctx.principal.name))
@@ -517,7 +517,7 @@ class BrokerApi:
         node = self.node
         group = await self.authorize_group(ctx, group, GROUP_OPERATIONS["group_commit"])
         commit = await request()
-        await self._authorize_each(ctx, (topic for topic, _, _ in commit.offsets), "read")
+        await self.authorize_each(ctx, (topic for topic, _, _ in commit.offsets), "read")
         if commit.member_id == STANDALONE:
             await node.group_access.claim(ctx.principal, group, ctx.limits)
         return await (await self._groups()).commit(group, commit, _member_caller(ctx))
@@ -537,8 +537,9 @@ class BrokerApi:
             await self.node.group_access.authorize(ctx.principal, group, action)
         return group
 
-    async def _authorize_each(self, ctx: CallContext, topics: Iterable[str], action: Action) -> None:
-        """Refuse unless the caller may do ``action`` to every topic of ``topics`` (in name order)."""
+    async def authorize_each(self, ctx: CallContext, topics: Iterable[str], action: Action) -> None:
+        """Refuse unless the caller may do ``action`` to every topic of ``topics`` (in name order):
+        a group call's topics, and a member stream's assignment when it opens and at its rechecks (HTTP and gRPC)."""
         if self.node.auth.enabled:
             for topic in sorted(set(topics)):
                 await self.authorize(ctx, topic, action)
