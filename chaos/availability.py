@@ -8,7 +8,7 @@ fault begins (``none`` before the first): faults come one at a time with quiet b
 an outage that outlives its fault (a restart, a failback, a rejoin) is still its own, and a gap
 whose last ack came just before a fault is that fault's. The faulted node's role for that
 partition at the fault's start (from the ``leader`` events the watcher recorded; ``leader`` too
-when it took the lead while the fault lasted) is kept with it: ``leader`` (failover is expected
+when it took the lead as the fault began) is kept with it: ``leader`` (failover is expected
 to take a moment), ``follower`` (writes should not stop), ``etcd`` (the coordinator itself),
 ``no_leader`` (the partition had none just then).
 
@@ -34,6 +34,9 @@ NO_FAULT: Final = "none"
 ROLES: Final = ("leader", "follower", "etcd", "no_leader")
 # Faults that also cut the other nodes (from etcd): no fault of the target alone, whatever its role.
 SPLITS: Final = frozenset({"halves"})
+# How soon after a fault's start a faulted follower seen leading was already taking the lead as it
+# began (the watcher polls each node: what it records lags the change by up to a poll or two).
+TAKEOVER_S: Final = 1.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -127,12 +130,14 @@ def led_during(timeline: Sequence[tuple[float, int]], node: int, start: float, e
 
 
 def fault_role(fault: Fault, timeline: Sequence[tuple[float, int]], until: float) -> str:
-    """The faulted node's role for a partition: at the fault's start, or ``leader`` when it took
-    the lead while the fault lasted (up to ``until``): a failback handed to it just as it was
-    paused makes its pause a leader's."""
+    """The faulted node's role for a partition: at the fault's start, or ``leader`` when the
+    watcher saw it take the lead within ``TAKEOVER_S`` of the fault's start (and before
+    ``until``): a failback handed to it just as it was paused makes its pause a leader's. A lead
+    taken later in the fault (an election that picked a faulted node) leaves it a follower's, so
+    it is not hidden from the follower figures."""
     found = role(fault.target, leader_at(timeline, fault.start))
     if found == "follower" and led_during(timeline, int(fault.target[len("node-"):]), fault.start,
-                                          min(fault.end, until)):
+                                          min(fault.end, until, fault.start + TAKEOVER_S)):
         return "leader"
     return found
 

@@ -238,6 +238,7 @@ class EtcdClient:
                 self._credentials = grpc.composite_channel_credentials(
                     self._credentials, grpc.metadata_call_credentials(self._token))
         self._closing: set[asyncio.Task[None]] = set()
+        self._closed = False
         self.connections = 0  # channels made: 1, and one more per ``reconnect``
         self._connect()
 
@@ -253,13 +254,18 @@ class EtcdClient:
         self._maintenance = rpc.MaintenanceStub(self._channel)
 
     def reconnect(self) -> None:
-        """Continue on a new connection; calls in flight on the old one fail (unavailable), and
-        a watch stream taken from it ends. After a network cut the old TCP connection can stay
-        silent for seconds once the path is back (both ends' retransmission timers backed off
-        while it was cut); a new one is answered at once."""
+        """Continue on a new connection; calls in flight on the old one end as unavailable (a
+        stream's write that never went out by the time limit its caller gives it), and a watch
+        stream taken from it ends. After a network cut the old TCP connection can stay silent
+        for seconds once the path is back (both ends' retransmission timers backed off while it
+        was cut); a new one is answered at once. Called on the event loop; a closed client stays
+        closed."""
+        loop = asyncio.get_running_loop()
+        if self._closed:
+            return
         old = self._channel
         self._connect()
-        task = asyncio.create_task(old.close(grace=None))
+        task = loop.create_task(old.close(grace=None))
         self._closing.add(task)
         task.add_done_callback(self._closing.discard)
 
@@ -330,8 +336,14 @@ class EtcdClient:
         call = self._lease.LeaseKeepAlive(timeout=timeout_s)
         try:
             with self._calling("keepalive"):
-                await call.write(rpc.LeaseKeepAliveRequest(ID=lease_id))
-                resp = await call.read()
+                # The gRPC deadline does not bound a write whose stream never opened (its channel
+                # closed by ``reconnect`` meanwhile): the call's own limit does.
+                async with asyncio.timeout(timeout_s):
+                    await call.write(rpc.LeaseKeepAliveRequest(ID=lease_id))
+                    resp = await call.read()
+        except TimeoutError:
+            raise CoordinatorUnavailableError(f"etcd at {','.join(self.endpoints)}: keepalive failed: "
+                                              f"no answer within {timeout_s:g} s") from None
         finally:
             call.cancel()
         if resp is grpc.aio.EOF:
@@ -363,6 +375,7 @@ class EtcdClient:
         return rpc.WatchRequest(progress_request=rpc.WatchProgressRequest())
 
     async def close(self) -> None:
+        self._closed = True
         await self._channel.close()
         if self._closing:
             await asyncio.gather(*self._closing, return_exceptions=True)

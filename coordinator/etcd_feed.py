@@ -2,8 +2,9 @@
 cluster prefix from the next revision.
 
 Invariant: the cache applies every change under the prefix exactly once, in revision order.
-After a stream error the watch resumes from the last applied revision + 1 (bounded backoff); if
-that revision was compacted, the prefix is loaded again and the difference reported. Listeners
+After a stream error the watch resumes from the last applied revision + 1 (bounded backoff; at
+once when the client moved to a new connection, ``EtcdClient.reconnect``); if that revision was
+compacted, the prefix is loaded again and the difference reported. Listeners
 (plain callables, run on the loop, never concurrently) hear which topics and whether nodes
 changed after each applied batch; a failing listener is logged and the others still run.
 ``visible(revision)`` waits, bounded, until the cache has reached a revision (read-your-writes),
@@ -32,6 +33,7 @@ WATCH_BACKOFF_MAX_S: Final = 1.0
 WATCH_CREATE_TIMEOUT_S: Final = 5.0
 VISIBLE_TIMEOUT_S: Final = 5.0
 PROGRESS_EVERY_S: Final = 0.2
+WATCH_WRITE_TIMEOUT_S: Final = 5.0
 
 
 @final
@@ -110,7 +112,7 @@ class MetadataFeed:
             self._call = call
             try:
                 async with self._write_lock:
-                    await call.write(EtcdClient.watch_create(self._prefix.encode(), self._cache.revision + 1))
+                    await self._write(call, EtcdClient.watch_create(self._prefix.encode(), self._cache.revision + 1))
                 while await self._receive(call):
                     backoff = WATCH_BACKOFF_MIN_S
             except (grpc.RpcError, CoordinatorUnavailableError) as exc:
@@ -128,6 +130,17 @@ class MetadataFeed:
             finally:
                 self._call = None
                 call.cancel()
+
+    @staticmethod
+    async def _write(call: Any, request: Any) -> None:
+        """One request on the watch stream, bounded: a write whose stream never opened (its
+        channel closed by ``EtcdClient.reconnect`` meanwhile) would otherwise wait for ever."""
+        try:
+            async with asyncio.timeout(WATCH_WRITE_TIMEOUT_S):
+                await call.write(request)
+        except TimeoutError:
+            raise CoordinatorUnavailableError(f"a watch request was not sent within {WATCH_WRITE_TIMEOUT_S:g} s") \
+                from None
 
     async def _receive(self, call: Any) -> bool:
         """Apply one watch response; False when the watch must be created again."""
@@ -172,8 +185,8 @@ class MetadataFeed:
             if call is not None and not self._write_lock.locked():
                 async with self._write_lock:
                     try:
-                        await call.write(EtcdClient.watch_progress())
-                    except (grpc.RpcError, grpc.aio.BaseError, asyncio.InvalidStateError):
+                        await self._write(call, EtcdClient.watch_progress())
+                    except (grpc.RpcError, grpc.aio.BaseError, asyncio.InvalidStateError, CoordinatorUnavailableError):
                         pass
                     except asyncio.CancelledError:
                         if not replaced_call():

@@ -316,9 +316,6 @@ class SimEtcd:
         if watch in self._watches:
             watch.push(rpc.WatchResponse(header=self.header()))
 
-    def watches(self) -> list[_Watch]:
-        return list(self._watches)
-
     def unwatch(self, watch: _Watch) -> None:
         if watch in self._watches:
             self._watches.remove(watch)
@@ -329,7 +326,6 @@ class _Watch:
 
     def __init__(self, client: SimEtcdClient) -> None:
         self._client = client
-        self.owner = client
         self.host = client.host
         self.start, self.end = b"", b""
         self._queue: collections.deque[tuple[float, Any]] = collections.deque()
@@ -337,10 +333,13 @@ class _Watch:
         self._arrived = asyncio.Event()
         self._error: str | None = None
         self._cancelled = False
+        self._replaced = False
 
     async def write(self, request: Any) -> None:
         etcd = self._client.etcd
         await self._client.travel("watch")
+        if self._replaced:
+            raise asyncio.CancelledError  # its connection went while the request travelled
         kind = request.WhichOneof("request_union")
         if kind == "create_request":
             etcd.watch(self, request.create_request)
@@ -348,9 +347,11 @@ class _Watch:
             etcd.progress(self)
 
     async def read(self) -> Any:
-        while not self._queue and self._error is None and not self._cancelled:
+        while not self._queue and self._error is None and not self._cancelled and not self._replaced:
             self._arrived.clear()
             await self._arrived.wait()
+        if self._replaced:
+            raise asyncio.CancelledError  # as grpc ends a call whose channel closed
         if self._error is not None:
             raise CoordinatorUnavailableError(f"etcd at {ENDPOINT}: watch failed: {self._error}")
         if self._cancelled:
@@ -359,8 +360,15 @@ class _Watch:
         await asyncio.sleep(max(0.0, due - asyncio.get_running_loop().time()))
         return response
 
+    def replaced(self) -> None:
+        """Its client moved to a new connection: the stream ends, the next read raises."""
+        self._replaced = True
+        self._client.etcd.unwatch(self)
+        self._arrived.set()
+
     def cancel(self) -> bool:
         self._cancelled = True
+        self._client.forget(self)
         self._client.etcd.unwatch(self)
         self._arrived.set()
         return True
@@ -400,6 +408,7 @@ class SimEtcdClient(EtcdClient):
         self._token = None
         self.closed = False
         self.connections = 1
+        self._streams: list[_Watch] = []  # the watch streams taken on this connection
         etcd.register(self)
 
     @classmethod
@@ -411,10 +420,12 @@ class SimEtcdClient(EtcdClient):
         pass
 
     def reconnect(self) -> None:
-        """As the real client's: this client's watch streams end (its feed watches again)."""
+        """As the real client's: this client's watch streams end as a cancelled gRPC call does
+        (its feed watches again at once) and its calls in flight end unavailable."""
         self.connections += 1
-        for watch in [w for w in self.etcd.watches() if w.owner is self]:
-            watch.broken("its connection was replaced")
+        for watch in self._streams:
+            watch.replaced()
+        self._streams.clear()
 
     async def travel(self, what: str, timeout_s: float | None = None) -> None:
         """A request's way to etcd (refused when etcd is down, timed out when cut)."""
@@ -432,13 +443,24 @@ class SimEtcdClient(EtcdClient):
     async def _call(self, what: str, apply: Callable[[], Any], timeout_s: float | None = None) -> Any:
         started = asyncio.get_running_loop().time()
         timeout = timeout_s or self._timeout
+        connection = self.connections
         await self.travel(what, timeout)
+        self._check_connection(what, connection)
         result = apply()
         await asyncio.sleep(self.etcd.delay())
+        self._check_connection(what, connection)  # applied; the answer is lost with its connection
         if not self.etcd.reachable(self.host):  # applied; the answer is lost
             await asyncio.sleep(max(0.0, started + timeout - asyncio.get_running_loop().time()))
             raise CoordinatorUnavailableError(f"etcd at {ENDPOINT}: {what} failed: deadline exceeded")
         return result
+
+    def forget(self, watch: _Watch) -> None:
+        if watch in self._streams:
+            self._streams.remove(watch)
+
+    def _check_connection(self, what: str, connection: int) -> None:
+        if self.connections != connection:
+            raise CoordinatorUnavailableError(f"etcd at {ENDPOINT}: {what} ended: its connection was replaced")
 
     async def status(self, timeout_s: float | None = None) -> int:
         return int(await self._call("status", lambda: self.etcd.revision, timeout_s))
@@ -462,7 +484,9 @@ class SimEtcdClient(EtcdClient):
         await self._call("lease revoke", lambda: self.etcd.revoke(lease_id), timeout_s)
 
     def watch_stream(self) -> Any:
-        return _Watch(self)
+        watch = _Watch(self)
+        self._streams.append(watch)
+        return watch
 
     async def close(self) -> None:
         self.closed = True

@@ -156,3 +156,13 @@ def test_a_follower_that_takes_the_lead_while_faulted_is_a_leaders_fault():
     report = availability.report(events, "chaos", [0], (0.0, 8.0))
     assert report["worst_ack_gap_follower_faults_s"] == 0.6
     assert report["worst_ack_gap_by_role_s"]["pause_follower"] == {"leader": 2.9, "follower": 0.6}
+
+
+def test_a_lead_taken_late_in_a_followers_fault_leaves_it_a_followers():
+    # Node 1, cut off as a follower of partition 0, is seen leading 2 s into its fault (an election
+    # that picked it): the gap is still charged to a follower's fault, not hidden as a leader's.
+    events = [leader(0, 2, 0.0), *acks(0, 0.5, 1.0, 4.0, 4.5, 5.0),
+              *fault("isolate", "node-1", 1.05, 3.9), leader(0, 1, 3.05, epoch=2)]
+    found = availability.charged_gaps(availability.ack_times(events, [0]), availability.fault_spans(events),
+                                      availability.leader_timelines(events, "chaos"), 0.0, 5.0)
+    assert {round(g.start, 2): g.role for g in found}[1.0] == "follower"

@@ -9,6 +9,8 @@ import asyncio
 import contextlib
 import os
 import signal
+import socket
+import time
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
@@ -61,3 +63,24 @@ async def test_the_callers_own_cancellation_stays_a_cancellation(own_etcd, clien
         pending.cancel()
         with pytest.raises(asyncio.CancelledError):
             await pending
+
+
+@pytest.mark.asyncio
+async def test_a_keepalive_whose_stream_never_opened_ends_within_its_limit_after_a_reconnect():
+    """A stream call's write waits for the stream to open; the channel closed under it by
+    ``reconnect`` never opens it, and gRPC's deadline does not end that wait: the call's own
+    limit does (else the session's keepalive loop would wait for ever)."""
+    with socket.socket() as silent:  # accepts connections, never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        c = EtcdClient([f"127.0.0.1:{silent.getsockname()[1]}"])
+        try:
+            pending = asyncio.create_task(c.keepalive(1, timeout_s=1.0))
+            await asyncio.sleep(0.05)
+            c.reconnect()
+            started = time.monotonic()
+            with pytest.raises(CoordinatorUnavailableError):
+                await asyncio.wait_for(pending, 3.0)
+            assert time.monotonic() - started < 1.5
+        finally:
+            await c.close()
