@@ -220,11 +220,20 @@ def hand_over(progress: FollowerProgress | None, leader_end: int, high_watermark
     return HAND_OVER_WAIT
 
 
-def may_begin_hand_over(members: Sequence[FollowerProgress | None], now_ms: int, fresh_ms: int) -> bool:
+def may_begin_hand_over(members: Sequence[FollowerProgress | None], now_ms: int, fresh_ms: int,
+                        waiting_since_ms: int | None = None, waiting_max_ms: int = 0) -> bool:
     """A hand-over may begin only when every ISR follower (the target among them) has answered a
     shipment within ``fresh_ms``: one already silent would hold the high watermark, and with it
     the hand-over, while writes are refused, until it is given up. Those that have not are asked
-    for a round trip first (``answering`` decides the same for one follower)."""
+    for a round trip first (``answering`` decides the same for one follower).
+
+    Nor while an ``acks=all`` write has waited longer than ``waiting_max_ms`` (``waiting_since_ms``:
+    the oldest waiting write's arrival): a follower that stopped answering within ``fresh_ms``
+    still looks fresh, and a hand-over begun then would refuse writes until it was given up, and
+    count them as waiting from its start, so that the stall rule dropped the follower that much
+    later; the stall rule deals with it first."""
+    if waiting_since_ms is not None and now_ms - waiting_since_ms > waiting_max_ms:
+        return False
     return all(answering(member, now_ms, fresh_ms) for member in members)
 
 

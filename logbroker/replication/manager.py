@@ -62,6 +62,9 @@ STALL_ROUND_MIN_S: Final = 0.01  # the shortest wait before a round brought forw
 HAND_OVER_WAIT_S: Final = 3.0
 FAILBACK_DELAY_MS: Final = 1_000  # the preferred replica must be in the ISR this long first
 FAILBACK_FRESH_MS: Final = 400  # a hand-over begins only when every ISR follower answered this recently
+# ... and no acks=all write has waited longer than half that (a follower may have stopped); like
+# the freshness window it takes the round trip between the replicas to be well under it.
+HAND_OVER_WAITING_MAX_MS: Final = FAILBACK_FRESH_MS // 2
 LOST_MAX: Final = 100_000
 SHIP_DEADLINE_S: Final = 5.0
 
@@ -388,11 +391,13 @@ class ReplicationManager:
 
     def _begin_failback(self, leadership: Leadership, target: int, at: int, silent_ms: int) -> None:
         """Start handing leadership to ``target`` when it and every other ISR follower answer now
-        (``may_begin_hand_over``); else ask them all for a round trip (an idle partition ships
-        nothing; all at once, so that their answers are fresh together) and look again next round,
-        writes going on."""
+        and no ``acks=all`` write has waited past a healthy round trip (``may_begin_hand_over``);
+        else ask them all for a round trip (an idle partition ships nothing; all at once, so that
+        their answers are fresh together) and look again next round, writes going on."""
         members = {n: leadership.followers.get(n) for n in (target, *leadership.isr) if n != self._me}
-        if may_begin_hand_over(list(members.values()), at, FAILBACK_FRESH_MS):
+        waiting = leadership.oldest_waiting()
+        if may_begin_hand_over(list(members.values()), at, FAILBACK_FRESH_MS,
+                               None if waiting is None else waiting[1], HAND_OVER_WAITING_MAX_MS):
             self._spawn(self._fail_back(leadership, target, silent_ms))
             return
         for node, progress in members.items():

@@ -263,6 +263,17 @@ def test_a_hand_over_begins_only_when_every_isr_follower_answered_just_now():
     assert may_begin_hand_over([], 2_000, 300), "no follower in the ISR: nothing to wait for"
 
 
+def test_no_hand_over_begins_while_a_write_has_waited_longer_than_a_healthy_round_trip():
+    """A follower paused 250 ms ago still looks fresh (300 ms); the write waiting since it paused
+    says otherwise: the stall rule drops it first, then a later round hands over."""
+    looks_fresh = FollowerProgress(log_end=9, answered_ms=1_750)
+    fresh = FollowerProgress(log_end=10, answered_ms=1_990)
+    assert not may_begin_hand_over([fresh, looks_fresh], 2_000, 300, waiting_since_ms=1_760, waiting_max_ms=100)
+    assert may_begin_hand_over([fresh, looks_fresh], 2_000, 300, waiting_since_ms=1_950, waiting_max_ms=100), \
+        "a write in flight for a healthy round trip does not hold a failback back"
+    assert may_begin_hand_over([fresh, fresh], 2_000, 300, waiting_since_ms=None, waiting_max_ms=100)
+
+
 @given(log_end=st.one_of(st.none(), st.integers(0, 20)), answered=st.integers(0, 3_000),
        leader_end=st.integers(0, 20), high_watermark_now=st.integers(0, 20), now=st.integers(1_000, 3_000))
 def test_a_hand_over_is_ready_only_to_a_level_follower_that_answered_since_it_began(

@@ -541,6 +541,36 @@ async def test_a_hand_over_waits_for_every_isr_follower_to_answer_and_a_silent_o
 
 
 @pytest.mark.asyncio
+async def test_no_hand_over_begins_while_a_write_waits_on_a_follower_that_still_looks_fresh(tmp_path, pool):
+    """Node 3 answered 300 ms ago (fresh enough for a hand-over) but has not taken the write that
+    has waited since: it may have just stopped. A hand-over begun now would refuse writes until
+    given up; none begins, and the stall rule deals with node 3 first (decision 0409)."""
+    members, manager, replica, lead = _leading_with_live_followers(tmp_path, pool, replicas=(2, 1, 3))
+    try:
+        info = replica.append(batch_of([b"a", b"b"]))
+        await replica.commit(info)
+        lead.followers[3].log_end = 1
+        lead.followers[2].high_watermark_sent = lead.followers[3].high_watermark_sent = 1
+        waiting = asyncio.ensure_future(lead.wait_committed(info.log_end_offset, 5))
+        await asyncio.sleep(0.25)  # the write has waited past a healthy round trip (HAND_OVER_WAITING_MAX_MS)
+        at = now_ms()
+        lead.followers[2].log_end, lead.followers[2].answered_ms = 2, at
+        lead.followers[3].answered_ms = at - 300  # just before the write came
+        manager._begin_failback(lead, 2, at, 500)
+        await asyncio.sleep(0.02)
+        assert not lead.handing_over and lead.held_since_ms is None, "writes go on; no hand-over"
+        lead.followers[3].log_end, lead.followers[3].answered_ms = 2, now_ms()  # it answers after all
+        lead.recompute()
+        await asyncio.wait_for(waiting, 1)
+        manager._begin_failback(lead, 2, now_ms(), 500)
+        await asyncio.sleep(0)
+        assert lead.handing_over, "nothing waits and every member answered just now: it begins"
+    finally:
+        await manager.close()
+        replica.log.close()
+
+
+@pytest.mark.asyncio
 async def test_the_upkeep_round_comes_when_a_silent_followers_stall_time_is_up(tmp_path, pool):
     """The ISR upkeep runs every ``TICK_S``; when a follower silent under a waiting write will be
     due for the stall rule before that, the next round comes at its time instead, so the writes
