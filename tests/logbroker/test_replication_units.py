@@ -545,7 +545,7 @@ async def test_no_hand_over_begins_while_a_write_waits_on_a_follower_that_still_
     """Node 3 answered 300 ms ago (fresh enough for a hand-over) but has not taken the write that
     has waited since: it may have just stopped. A hand-over begun now would refuse writes until
     given up; none begins, and the stall rule deals with node 3 first (decision 0409)."""
-    members, manager, replica, lead = _leading_with_live_followers(tmp_path, pool, replicas=(2, 1, 3))
+    _, manager, replica, lead = _leading_with_live_followers(tmp_path, pool, replicas=(2, 1, 3))
     try:
         info = replica.append(batch_of([b"a", b"b"]))
         await replica.commit(info)
