@@ -157,8 +157,12 @@ def test_grpc_publish_and_subscribe_are_counted_as_http_calls_are(node, http, ad
     alice.json("POST", "/v1/topics", 201, body={"name": "alice.grpc", "partitions": 1})
     request = pb.PublishRequest(topic="alice.grpc", records=[pb.Record(value=b"g" * 50) for _ in range(4)])
     asyncio.run(publish(node.grpc_address, request, auth(alice.token)))
+    async def held_open() -> None:
+        """Nothing: given as ``then``, it keeps the stream open 0.3 s before it is read (a stream
+        closed within the millisecond it opened rightly counts no time)."""
+
     got = asyncio.run(subscribe(node.grpc_address, pb.SubscribeRequest(topic="alice.grpc", partition=0, offset=0),
-                                auth(alice.token), 4))
+                                auth(alice.token), 4, then=held_open))
     assert len(got) == 4
     deadline = time.monotonic() + 10
     while True:  # the subscription's time is credited once the node sees it closed
