@@ -258,9 +258,12 @@ class Node:
                 "node": self.config.node_id, "loaded_at_epoch": self._groups_epoch, "epoch": epoch}})
         if log_ is not None and epoch is not None and self._groups is None:
             groups = GroupCoordinator(self.replicas, log_, topics=ClusterTopics(self.coordinator, self.reads))
-            groups.load()
+            started = time.perf_counter()
+            records = groups.load()  # on the loop: every partition here waits for it, so its time is logged
             self._groups, self._groups_epoch = groups, epoch
-            log.info("coordinating consumer groups", extra={"fields": {"node": self.config.node_id, "epoch": epoch}})
+            log.info("coordinating consumer groups", extra={"fields": {
+                "node": self.config.node_id, "epoch": epoch, "records_replayed": records,
+                "load_ms": round((time.perf_counter() - started) * 1000, 1)}})
 
     async def reconcile_queues(self) -> None:
         """Manage exactly the queues this cluster node leads (``QueueHosting.reconcile``)."""
