@@ -28,6 +28,7 @@ from kafka_api.server import KafkaServer
 from logbroker.auth.hashing import HashLaneCollector
 from logbroker.config import NodeConfig
 from logbroker.data_dir_lock import DataDirLock
+from logbroker.loop_watch import LoopWatch
 from logbroker.node import Node
 
 log = logging.getLogger("logbroker.server")
@@ -42,6 +43,8 @@ async def serve(config: NodeConfig, *, ready_stream: TextIO | None = None) -> No
 
 async def _serve_node(config: NodeConfig, ready_stream: TextIO | None) -> None:
     node = Node(config)
+    watch = LoopWatch(node.metrics.registry)
+    watch.start()  # from the start: replaying groups and queues at start-up may hold the loop too
     # Bound before the node starts, so that a cluster node advertises its real port; connections
     # wait in the backlog until the site starts accepting.
     family = socket.AF_INET6 if ":" in config.http_host else socket.AF_INET
@@ -64,6 +67,7 @@ async def _serve_node(config: NodeConfig, ready_stream: TextIO | None) -> None:
         if kafka_server is not None:
             await kafka_server.stop()
         await node.stop()
+        watch.stop()
         raise
     gc.freeze()  # what start-up replayed (groups, queues) lives on: no full collection walks it (0176)
     app = build_app(node)
@@ -104,4 +108,5 @@ async def _serve_node(config: NodeConfig, ready_stream: TextIO | None) -> None:
             await kafka_server.stop()
         await runner.cleanup()
         await node.stop()
+        watch.stop()
         log.info("stopped")

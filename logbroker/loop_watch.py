@@ -1,0 +1,107 @@
+"""Notices when something holds the node's event loop, and says what it was.
+
+Every request, shipment, lease keepalive and ISR decision of a node waits while one callback
+runs, so a callback that runs for a quarter of a second is an outage of that length that no
+other log line explains. The loop beats every ``BEAT_S``; each beat observes how late it ran in
+``logbroker_event_loop_lag_seconds``. A watcher thread looks every ``BEAT_S`` too: when the last
+beat is older than ``HELD_S``, it takes the loop thread's stack once (``sys._current_frames``),
+and the late beat logs a warning with how long the loop was held and that stack.
+
+A process that was stopped (SIGSTOP) or not scheduled holds its loop without any callback to
+blame: the watcher's own sleep overran too, so such a stall is logged as ``paused``, without a
+stack. Invariants: the watcher never touches loop state (it reads two attributes and writes one);
+at most one stack is taken per stall; the thread ends within ``BEAT_S`` of ``stop``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+import threading
+import time
+from collections.abc import Callable
+from types import FrameType
+from typing import Final
+
+from prometheus_client import CollectorRegistry, Histogram
+
+log = logging.getLogger(__name__)
+BEAT_S: Final = 0.1
+HELD_S: Final = 0.25
+STACK_FRAMES: Final = 12
+LAG_BUCKETS_S: Final = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+
+
+def stack_summary(frame: FrameType | None, limit: int = STACK_FRAMES) -> list[str]:
+    """``file:line function`` of the innermost ``limit`` frames, innermost first."""
+    lines: list[str] = []
+    while frame is not None and len(lines) < limit:
+        code = frame.f_code
+        lines.append(f"{'/'.join(code.co_filename.split('/')[-2:])}:{frame.f_lineno} {code.co_name}")
+        frame = frame.f_back
+    return lines
+
+
+class LoopWatch:
+    """Started on the loop it watches; ``stop`` ends the beats and the watcher thread."""
+
+    def __init__(self, registry: CollectorRegistry, *, beat_s: float = BEAT_S, held_s: float = HELD_S,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._beat_s = beat_s
+        self._held_s = held_s
+        self._clock = clock
+        self.lag = Histogram("logbroker_event_loop_lag_seconds", "How late the event loop ran a callback "
+                             f"due every {beat_s:g} s (a held loop delays every request)", buckets=LAG_BUCKETS_S,
+                             registry=registry)
+        self._beat_at = clock()
+        self._stack: list[str] | None = None    # taken by the watcher during the current stall
+        self._paused = False                    # the watcher overslept during the current stall
+        self._loop_thread = threading.get_ident()
+        self._handle: asyncio.TimerHandle | None = None
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.stalls = 0
+
+    def start(self) -> None:
+        self._loop_thread = threading.get_ident()
+        self._beat_at = self._clock()
+        self._handle = asyncio.get_running_loop().call_later(self._beat_s, self._beat)
+        self._thread = threading.Thread(target=self._watch, name="loop-watch", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+        self._stopping.set()
+        if self._thread is not None:
+            self._thread.join(timeout=2 * self._beat_s)
+            self._thread = None
+
+    def _beat(self) -> None:
+        now = self._clock()
+        late = max(0.0, now - self._beat_at - self._beat_s)
+        self.lag.observe(late)
+        if late >= self._held_s:
+            self.stalls += 1
+            stack, paused = self._stack, self._paused
+            fields: dict[str, object] = {"held_ms": round(late * 1000, 1), "paused": paused}
+            if stack is not None and not paused:
+                fields["stack"] = stack
+            log.warning("event loop held", extra={"fields": fields})
+        self._beat_at = now  # first: the watcher takes no stack of a stall that has ended
+        self._stack, self._paused = None, False
+        self._handle = asyncio.get_running_loop().call_later(self._beat_s, self._beat)
+
+    def _watch(self) -> None:
+        woke = self._clock()
+        while not self._stopping.wait(self._beat_s):
+            now = self._clock()
+            overslept = now - woke - self._beat_s
+            woke = now
+            if overslept >= self._held_s / 2:  # this thread was not running either: stopped or starved
+                self._paused = True
+                continue
+            if self._stack is None and now - self._beat_at >= self._held_s + self._beat_s:
+                self._stack = stack_summary(sys._current_frames().get(self._loop_thread))

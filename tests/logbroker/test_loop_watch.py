@@ -1,0 +1,134 @@
+"""The loop watch: a held loop is logged with the stack that held it; a stopped process is logged
+as paused, without blaming a callback; an idle loop logs nothing. A node serves the lag metric."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+from prometheus_client import CollectorRegistry, generate_latest
+
+from logbroker.loop_watch import HELD_S, LoopWatch, stack_summary
+from tests.conftest import ROOT
+from tests.support.http import Http
+from tests.support.nodes import NodeProcess
+
+
+def lag_count(registry: CollectorRegistry, series: str = "_count") -> float:
+    name = "logbroker_event_loop_lag_seconds" + series
+    return float(next(line for line in generate_latest(registry).decode().splitlines()
+                      if line.startswith(name + " ")).split()[-1])
+
+
+def held_too_long() -> None:
+    time.sleep(HELD_S + 0.25)
+
+
+async def watched(body, caplog) -> tuple[LoopWatch, CollectorRegistry, list[logging.LogRecord]]:
+    registry = CollectorRegistry()
+    watch = LoopWatch(registry)
+    with caplog.at_level(logging.WARNING, logger="logbroker.loop_watch"):
+        watch.start()
+        try:
+            await body()
+        finally:
+            watch.stop()
+    return watch, registry, [r for r in caplog.records if r.getMessage() == "event loop held"]
+
+
+def test_a_callback_that_holds_the_loop_is_logged_with_its_stack(caplog):
+    async def body() -> None:
+        await asyncio.sleep(0.15)
+        held_too_long()
+        await asyncio.sleep(0.15)
+
+    watch, registry, held = asyncio.run(watched(body, caplog))
+    assert watch.stalls == 1 and len(held) == 1
+    fields = held[0].fields  # type: ignore[attr-defined]
+    assert fields["held_ms"] >= (HELD_S + 0.1) * 1000 and fields["paused"] is False
+    assert any("held_too_long" in line and "test_loop_watch.py" in line for line in fields["stack"])
+    assert lag_count(registry) - lag_count(registry, '_bucket{le="0.25"}') == 1  # one beat came over 0.25 s late
+
+
+def test_a_loop_that_is_never_held_logs_nothing_and_still_observes_its_beats(caplog):
+    async def body() -> None:
+        for _ in range(10):
+            await asyncio.sleep(0.05)
+
+    watch, registry, held = asyncio.run(watched(body, caplog))
+    assert watch.stalls == 0 and held == []
+    assert lag_count(registry) >= 3
+
+
+def test_stop_ends_the_watcher_thread_and_the_beats():
+    async def body() -> LoopWatch:
+        watch = LoopWatch(CollectorRegistry())
+        watch.start()
+        await asyncio.sleep(0.05)
+        watch.stop()
+        return watch
+
+    watch = asyncio.run(body())
+    assert watch._thread is None and watch._handle is None
+
+
+def test_the_stack_summary_is_innermost_first_and_bounded():
+    def inner():
+        return stack_summary(sys._getframe(), limit=2)
+
+    lines = inner()
+    assert len(lines) == 2
+    assert lines[0].endswith(" inner") and lines[1].endswith(" test_the_stack_summary_is_innermost_first_and_bounded")
+    assert lines[0].startswith("logbroker/test_loop_watch.py:")
+
+
+STOPPED_CHILD = textwrap.dedent("""
+    import asyncio, json, logging, sys
+    from prometheus_client import CollectorRegistry
+    from logbroker.loop_watch import LoopWatch
+
+    class Out(logging.Handler):
+        def emit(self, record):
+            print(json.dumps(record.fields), flush=True)
+
+    logging.getLogger("logbroker.loop_watch").addHandler(Out())
+
+    async def main():
+        watch = LoopWatch(CollectorRegistry())
+        watch.start()
+        print("ready", flush=True)
+        await asyncio.sleep(2.5)
+        watch.stop()
+
+    asyncio.run(main())
+""")
+
+
+def test_a_stopped_process_is_logged_as_paused_without_a_stack():
+    child = subprocess.Popen([sys.executable, "-c", STOPPED_CHILD], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "ready"
+        time.sleep(0.3)
+        child.send_signal(signal.SIGSTOP)
+        time.sleep(0.8)
+        child.send_signal(signal.SIGCONT)
+        out, _ = child.communicate(timeout=10)
+    finally:
+        child.kill()
+        child.wait()
+    held = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    assert len(held) == 1, out
+    assert held[0]["paused"] is True and "stack" not in held[0] and held[0]["held_ms"] >= 600
+
+
+def test_a_node_serves_its_loop_lag(node: NodeProcess):
+    time.sleep(0.2)  # a beat or two after start-up
+    scraped = Http(node.url).call("GET", "/metrics").data.decode()
+    counts = [line for line in scraped.splitlines() if line.startswith("logbroker_event_loop_lag_seconds_count")]
+    assert counts and float(counts[0].split()[-1]) >= 1
