@@ -3,14 +3,17 @@
 Every request, shipment, lease keepalive and ISR decision of a node waits while one callback
 runs, so a callback that runs for a quarter of a second is an outage of that length that no
 other log line explains. The loop beats every ``BEAT_S``; each beat observes how late it ran in
-``logbroker_event_loop_lag_seconds``. A watcher thread looks every ``BEAT_S`` too: when the last
-beat is older than ``HELD_S``, it takes the loop thread's stack once (``sys._current_frames``),
-and the late beat logs a warning with how long the loop was held and that stack.
+``logbroker_event_loop_lag_seconds``. A watcher thread looks every ``BEAT_S`` too: once the next
+beat is ``HELD_S / 2`` late, it takes the loop thread's stack (``sys._current_frames``), so that
+every stall of ``HELD_S`` or more that the process ran through has one; the late beat logs a
+warning with how long the loop was held and that stack.
 
 A process that was stopped (SIGSTOP) or not scheduled holds its loop without any callback to
-blame: the watcher's own sleep overran too, so such a stall is logged as ``paused``, without a
-stack. Invariants: the watcher never touches loop state (it reads two attributes and writes one);
-at most one stack is taken per stall; the thread ends within ``BEAT_S`` of ``stop``.
+blame: the watcher's own sleep overran while the process spent no CPU, or the loop ran again
+before the watcher could look. Such a stall is logged as ``paused``, without a stack. (A C call
+holding the GIL overruns the watcher's sleep too, but spends CPU meanwhile: that is a hold.)
+Invariants: the watcher never touches loop state (it reads two attributes and writes two); at most
+one stack is taken per stall; the thread ends within ``BEAT_S`` of ``stop``.
 """
 
 from __future__ import annotations
@@ -85,9 +88,10 @@ class LoopWatch:
         self.lag.observe(late)
         if late >= self._held_s:
             self.stalls += 1
-            stack, paused = self._stack, self._paused
+            stack = self._stack
+            paused = self._paused or stack is None
             fields: dict[str, object] = {"held_ms": round(late * 1000, 1), "paused": paused}
-            if stack is not None and not paused:
+            if not paused:
                 fields["stack"] = stack
             log.warning("event loop held", extra={"fields": fields})
         self._beat_at = now  # first: the watcher takes no stack of a stall that has ended
@@ -95,13 +99,12 @@ class LoopWatch:
         self._handle = asyncio.get_running_loop().call_later(self._beat_s, self._beat)
 
     def _watch(self) -> None:
-        woke = self._clock()
+        woke, spent = self._clock(), time.process_time()
         while not self._stopping.wait(self._beat_s):
-            now = self._clock()
+            now, cpu = self._clock(), time.process_time()
             overslept = now - woke - self._beat_s
-            woke = now
-            if overslept >= self._held_s / 2:  # this thread was not running either: stopped or starved
-                self._paused = True
-                continue
-            if self._stack is None and now - self._beat_at >= self._held_s + self._beat_s:
+            if overslept >= self._held_s / 2 and cpu - spent < overslept / 2:
+                self._paused = True  # this thread did not run either, and nothing else did: stopped or starved
+            elif self._stack is None and now - self._beat_at >= self._beat_s + self._held_s / 2:
                 self._stack = stack_summary(sys._current_frames().get(self._loop_thread))
+            woke, spent = now, cpu

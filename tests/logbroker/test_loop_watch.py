@@ -56,6 +56,25 @@ def test_a_callback_that_holds_the_loop_is_logged_with_its_stack(caplog):
     assert lag_count(registry) - lag_count(registry, '_bucket{le="0.25"}') == 1  # one beat came over 0.25 s late
 
 
+def held_in_c_with_the_gil() -> None:
+    sum(range(4 * 10**7))  # one C call that keeps the GIL (about half a second here)
+    time.sleep(0.05)  # still in this function when the watcher gets the GIL back
+
+
+def test_a_c_call_holding_the_gil_is_a_hold_not_a_pause(caplog):
+    """The watcher cannot run while the GIL is held, so its sleep overruns as in a stopped
+    process; the CPU the process spent meanwhile tells the two apart."""
+    async def body() -> None:
+        await asyncio.sleep(0.15)
+        held_in_c_with_the_gil()
+        await asyncio.sleep(0.15)
+
+    _, _, held = asyncio.run(watched(body, caplog))
+    assert len(held) == 1
+    fields = held[0].fields  # type: ignore[attr-defined]
+    assert fields["paused"] is False and any("held_in_c_with_the_gil" in line for line in fields["stack"])
+
+
 def test_a_loop_that_is_never_held_logs_nothing_and_still_observes_its_beats(caplog):
     async def body() -> None:
         for _ in range(10):
