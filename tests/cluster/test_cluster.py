@@ -21,6 +21,7 @@ from tests.conftest import ROOT
 from tests.support.auth import ADMIN, ADMIN_PASSWORD, METRICS_TOKEN, bearer, login
 from tests.support.cluster import LEASE_TTL_MS, Cluster, running_cluster, wait_until
 from tests.support.etcd import free_port
+from tests.support.metrics import requests_total
 
 BATCH = "application/vnd.logbroker.batch"
 
@@ -382,10 +383,7 @@ def test_a_queue_lives_on_one_node_and_answers_through_every_node(cluster: Clust
 
 
 def requests_counted(cluster: Cluster, node: int, route: str, status: int) -> float:
-    """``logbroker_http_requests_total`` of one POST route and status on ``node``."""
-    line = f'logbroker_http_requests_total{{method="POST",route="{route}",status="{status}"}} '
-    text = cluster.http(node).call("GET", "/metrics", headers=bearer(METRICS_TOKEN)).data.decode()
-    return sum(float(row[len(line):]) for row in text.splitlines() if row.startswith(line))
+    return requests_total(cluster.http(node), "POST", route, status, bearer(METRICS_TOKEN))
 
 
 def test_a_forged_token_is_refused_by_the_node_it_reaches_not_passed_on(cluster: Cluster, token: dict[str, str]):

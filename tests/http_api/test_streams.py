@@ -14,6 +14,7 @@ import pytest
 
 from logbroker.client import Client
 from logbroker.client.sse import SseParser
+from tests.support.metrics import requests_total
 
 
 @pytest.fixture(scope="module")
@@ -197,10 +198,7 @@ def test_streams_end_with_an_end_event_when_their_source_goes(http, node, topics
 
 
 def request_count(http, route: str, status: int) -> float:
-    """``logbroker_http_requests_total`` for one route and status, from the node's /metrics."""
-    line = f'logbroker_http_requests_total{{method="GET",route="{route}",status="{status}"}} '
-    text = http.call("GET", "/metrics").data.decode()
-    return sum(float(row[len(line):]) for row in text.splitlines() if row.startswith(line))
+    return requests_total(http, "GET", route, status)
 
 
 @pytest.mark.parametrize("kind", ["partition", "member"])

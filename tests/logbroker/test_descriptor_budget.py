@@ -7,6 +7,7 @@ from __future__ import annotations
 import sys
 
 from tests.http_api.conftest import Http
+from tests.support.metrics import scrape, value
 from tests.support.nodes import NodeProcess
 
 LIMIT = 400
@@ -24,10 +25,7 @@ class LimitedNode(NodeProcess):
 
 
 def metric(http: Http, name: str) -> float:
-    for line in http.call("GET", "/metrics").data.decode().splitlines():
-        if line.startswith(name + " "):
-            return float(line.split()[1])
-    raise AssertionError(f"no metric {name}")
+    return value(scrape(http), name)
 
 
 def test_partitions_beyond_the_descriptor_budget_get_a_typed_503_and_the_node_stays_up(tmp_path):

@@ -5,19 +5,15 @@ health gauges (no session to lose, nothing offline, its disk's free space)."""
 
 from __future__ import annotations
 
-import re
-
 from tests.support.http import Http
+from tests.support.metrics import scrape, value
 from tests.support.nodes import NodeProcess
 
 BATCH = "application/vnd.logbroker.batch"
 
 
 def sample(http: Http, name: str, labels: str = "") -> float:
-    text = http.call("GET", "/metrics").data.decode()
-    found = re.search(rf"^{name}{re.escape(labels)} (\S+)$", text, re.MULTILINE)
-    assert found, f"no {name}{labels} in the scrape"
-    return float(found.group(1))
+    return value(scrape(http), name, labels)
 
 
 def test_records_out_count_from_the_read_position_on_both_fetch_paths(node: NodeProcess):
