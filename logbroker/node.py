@@ -200,7 +200,7 @@ class Node:
         offsets_log = await ensure_internal_topic(self.coordinator, self.replicas, OFFSETS_TOPIC, OFFSETS_PARTITIONS,
                                                   self.base_log_config)
         self._groups = GroupCoordinator(self.replicas, offsets_log)
-        self._groups.load()
+        await self._groups.load()
         for meta in await self.coordinator.list_topics():
             if meta.kind == "queue":
                 await self.queue_hosting.open_queue(meta)
@@ -259,7 +259,7 @@ class Node:
         if log_ is not None and epoch is not None and self._groups is None:
             groups = GroupCoordinator(self.replicas, log_, topics=ClusterTopics(self.coordinator, self.reads))
             started = time.perf_counter()
-            records = groups.load()  # on the loop: every partition here waits for it, so its time is logged
+            records = await groups.load()  # shares the loop; its time is logged
             self._groups, self._groups_epoch = groups, epoch
             log.info("coordinating consumer groups", extra={"fields": {
                 "node": self.config.node_id, "epoch": epoch, "records_replayed": records,

@@ -160,4 +160,4 @@ class QueueHosting:
         if self._coordinator.is_cluster:
             self._take_up_leaderships(meta.name)
             self._take_up_leaderships(state_topic(meta))
-        self._queues.open(meta, events, await self._dead_letters.binding(meta))
+        await self._queues.open(meta, events, await self._dead_letters.binding(meta))

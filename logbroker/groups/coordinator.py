@@ -42,6 +42,7 @@ from logbroker.groups.names import SortedNames
 from logbroker.groups.requests import CommitRequest, JoinRequest, ResetRequest
 from logbroker.groups.sessions import Sessions
 from logbroker.internal_log import InternalLog, InternalRecord, pack, unpack
+from logbroker.loop_share import LoopShare
 from logbroker.replica_manager import ReplicaManager
 
 log = logging.getLogger(__name__)
@@ -142,12 +143,17 @@ class GroupCoordinator:
 
     # ---- recovery ------------------------------------------------------------------------------
 
-    def load(self) -> int:
-        """Replay ``__consumer_offsets``; returns the number of records read."""
+    async def load(self) -> int:
+        """Replay ``__consumer_offsets``; returns the number of records read. The loop is given
+        back every few milliseconds (``LoopShare``): the coordinator is not published until this
+        returns."""
         count = 0
+        share = LoopShare()
         for partition in range(self._log.partitions):
             for record in self._log.replay(partition):
                 count += 1
+                if share.due():
+                    await share.take()
                 try:
                     self._apply(unpack(record.key), unpack(record.value))
                 except (ValueError, TypeError, KeyError, IndexError) as exc:  # msgpack errors are ValueErrors

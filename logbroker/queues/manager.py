@@ -40,6 +40,7 @@ from coordinator.errors import CoordinatorError
 from coordinator.models import TopicMetadata, TopicSpec
 from logbroker.errors import BrokerError, DeadLetterRefusedError, LeaseExpiredError, NotAQueueError
 from logbroker.internal_log import InternalLog, InternalRecord, pack, unpack
+from logbroker.loop_share import LoopShare
 from logbroker.queues.batch_cache import BATCHES_PER_PARTITION_MAX, BatchCache, DecodedBatch, decoded
 from logbroker.queues.requests import Receipt, ReceiveRequest
 from logbroker.queues.share_state import (
@@ -111,15 +112,20 @@ class QueueManager:
 
     # ---- lifecycle -----------------------------------------------------------------------------
 
-    def open(self, meta: TopicMetadata, events: InternalLog, dead_letter_id: str | None) -> int:
+    async def open(self, meta: TopicMetadata, events: InternalLog, dead_letter_id: str | None) -> int:
         """Rebuild a queue's share state from its event log; returns the events replayed.
-        ``dead_letter_id`` is the id of the topic its dead letters go to (None: none may)."""
+        ``dead_letter_id`` is the id of the topic its dead letters go to (None: none may). The
+        loop is given back every few milliseconds (``LoopShare``): the queue is served only once
+        this returns."""
         settings = TopicSpec(meta.name, meta.partitions, None, meta.kind, meta.config).queue_settings()
         shares = [PartitionShare(settings["max_deliveries"]) for _ in range(meta.partitions)]
         count = 0
+        share_of_loop = LoopShare()
         for partition, share in enumerate(shares):
             for record in events.replay(partition):
                 count += 1
+                if share_of_loop.due():
+                    await share_of_loop.take()
                 try:
                     share.apply(unpack(record.value))
                 except (ValueError, TypeError, KeyError, IndexError) as exc:  # msgpack errors are ValueErrors

@@ -69,7 +69,7 @@ async def test_a_replayed_coordinator_still_skips_a_late_commit() -> None:
     member, generation = await _joined(coordinator)
     await coordinator.commit("g", CommitRequest(member, generation, (("t", 0, 50),), 9))
     replayed = GroupCoordinator(FakeReplicas({"t": PARTITIONS}), log)  # type: ignore[arg-type]
-    replayed.load()
+    await replayed.load()
     assert replayed._committed["g"][("t", 0)].sequence == 9
     # The member is gone after a restart (members live in memory), so check the stored rule the
     # new coordinator applies once the same member and generation commit again.

@@ -223,7 +223,7 @@ class CoordinatorMachine(RuleBasedStateMachine):
     @invariant()
     def log_replays_to_the_state(self) -> None:
         replayed = GroupCoordinator(FakeReplicas({}), self.log)  # type: ignore[arg-type]
-        replayed.load()
+        self.loop.run_until_complete(replayed.load())
         kept = list(self.coordinator._groups)
         assert state_of(replayed, kept) == state_of(self.coordinator, kept)
         assert not self.deleted & set(replayed._groups), "a deleted group came back on replay"
