@@ -69,17 +69,20 @@ def mark_deleted(cleaning_dir: str, base_offset: int, fsync: Callable[[int], Non
 
 
 def swap_dir_commit(directory: str, cleaning_dir: str, fsync: Callable[[int], None]) -> str:
-    """Step 2: rename the complete cleaning directory to the swap directory (the commit point)."""
-    fsync_dir(cleaning_dir, fsync)
+    """Step 2: rename the complete cleaning directory, its entries already fsynced
+    (``fsync_dir``), to the swap directory (the commit point)."""
     swap = os.path.join(directory, SWAP_DIR)
     os.rename(cleaning_dir, swap)
     fsync_dir(directory, fsync)
     return swap
 
 
-def finish_swap(directory: str, fsync: Callable[[int], None], swap: str | None = None) -> bool:
+def finish_swap(directory: str, fsync: Callable[[int], None], swap: str | None = None, *,
+                sync_removal: bool = True) -> bool:
     """Step 3, and what a start does: finish a committed swap, discard an uncommitted one.
-    Returns True when a swap was finished."""
+    Returns True when a swap was finished. ``sync_removal`` False leaves the last directory fsync
+    (of the swap directory's removal) to the caller: a crash before it finishes the swap again,
+    to the same files."""
     shutil.rmtree(os.path.join(directory, CLEANING_DIR), ignore_errors=True)
     swap = swap or os.path.join(directory, SWAP_DIR)
     if not os.path.isdir(swap):
@@ -96,7 +99,8 @@ def finish_swap(directory: str, fsync: Callable[[int], None], swap: str | None =
             os.replace(os.path.join(swap, name), os.path.join(directory, name))
     fsync_dir(directory, fsync)
     shutil.rmtree(swap)
-    fsync_dir(directory, fsync)
+    if sync_removal:
+        fsync_dir(directory, fsync)
     return True
 
 

@@ -43,7 +43,7 @@ from typing import NamedTuple, final
 
 from segments.batch import PREFIX_SIZE, BatchHeader, now_ms, patched_prefix, validate_batch
 from segments.checkpoint import write_atomic
-from segments.cleaner_files import CleanableSegment, remove_compaction_dirs
+from segments.cleaner_files import CleanableSegment, fsync_dir, remove_compaction_dirs
 from segments.config import LogConfig
 from segments.errors import (
     BatchTooLargeError,
@@ -507,7 +507,11 @@ class PartitionLog:
         them, unless the log changed meanwhile (closed, offline, or one of them deleted or
         truncated): then nothing changes and False is returned. ``next_offset``: every closed
         segment below it is compacted now. The lock is held only for renames and the new
-        segments' index check (``load``)."""
+        segments' index check (``load``), with the two directory fsyncs of the commit and of the
+        files' replacement between: appends, which wait for the lock on the event loop, do not
+        wait for the cleaning directory's fsync before, nor for the swap directory's removal's after."""
+        with contextlib.suppress(FileNotFoundError):  # gone with a truncation: the check below says so
+            fsync_dir(cleaning_dir, self._fsync)
         with self._lock:
             if self._closed or self._offline is not None or not unchanged(self._segments[:-1], cleaned):
                 return False
@@ -520,7 +524,14 @@ class PartitionLog:
             self._cleaned_offset = max(self._cleaned_offset, next_offset)
             if self.log_start_offset != start:
                 self._epochs.truncate_from_start(self.log_start_offset)
-            return True
+        try:
+            fsync_dir(self.directory, self._fsync)
+        except OSError as exc:
+            with self._lock:
+                if self._closed:
+                    return True  # closed (deleted) meanwhile: nothing left to make durable
+                raise self._go_offline_locked(f"compaction swap failed: {exc}") from exc
+        return True
 
     def mark_cleaned(self, cleaned: list[CleanableSegment], next_offset: int) -> None:
         """Every closed segment below ``next_offset`` is compacted (a pass that changed nothing),

@@ -48,9 +48,10 @@ def unchanged(closed: list[LogSegment], cleaned: list[CleanableSegment]) -> bool
 
 def swap_files_locked(directory: str, fsync: Callable[[int], None], cleaning_dir: str,
                       cleaned: list[CleanableSegment], go_offline: Callable[[str], LogOfflineError]) -> None:
-    """Commit the swap of ``cleaning_dir`` and finish it, closing the replaced segments between.
-    A failure before the commit raises as it is (nothing changed); after it, ``go_offline``'s
-    error (the next start finishes the swap)."""
+    """Commit the swap of ``cleaning_dir`` (its entries fsynced already) and finish it, closing
+    the replaced segments between; the swap directory's removal is left to be fsynced after the
+    log's lock is let go. A failure before the commit raises as it is (nothing changed); after
+    it, ``go_offline``'s error (the next start finishes the swap)."""
     try:
         swap = swap_dir_commit(directory, cleaning_dir, fsync)
     except OSError as exc:
@@ -60,7 +61,7 @@ def swap_files_locked(directory: str, fsync: Callable[[int], None], cleaning_dir
     for item in cleaned:
         item.segment.close(trim=False)
     try:
-        finish_swap(directory, fsync, swap)
+        finish_swap(directory, fsync, swap, sync_removal=False)
     except OSError as exc:
         raise go_offline(f"compaction swap failed: {exc}") from exc
 

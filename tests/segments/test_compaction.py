@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -90,8 +91,8 @@ def test_config_takes_both_policies_and_the_compaction_settings() -> None:
             LogConfig.from_mapping(bad)
 
 
-def _filled(tmp_path: Path, clock: list[int]) -> PartitionLog:
-    log = PartitionLog.open(str(tmp_path), CONFIG, clock_ms=lambda: clock[0])
+def _filled(tmp_path: Path, clock: list[int], fsync: Callable[[int], None] = os.fsync) -> PartitionLog:
+    log = PartitionLog.open(str(tmp_path), CONFIG, clock_ms=lambda: clock[0], fsync=fsync)
     for i in range(30):
         log.append(keyed_batch([(b"k%d" % (i % 3), b"v%d" % i)], timestamp=100 + i), leader_epoch=0)
     log.append(keyed_batch([(b"k0", None)], timestamp=200), leader_epoch=0)
@@ -121,6 +122,29 @@ def test_a_pass_keeps_the_latest_per_key_with_offsets_unchanged_and_survives_reo
     reopened = PartitionLog.open(str(tmp_path), CONFIG)
     assert reopened.recovery is not None and reopened.recovery.segments_recovered == 0
     assert read_records(reopened) == after
+    reopened.close()
+
+
+def test_a_swap_holds_the_log_lock_through_two_directory_fsyncs_only(tmp_path: Path) -> None:
+    """Appends wait for the log's lock on the event loop, so a slow disk's fsyncs under it stop
+    the node: the swap's commit and replacement keep theirs under the lock, the cleaning
+    directory's and the swap directory's removal's happen outside."""
+    clock = [1000]
+    under_lock: list[bool] = []
+    log: PartitionLog | None = None
+
+    def fsync(fd: int) -> None:
+        under_lock.append(log is not None and log._lock.locked())
+        os.fsync(fd)
+
+    log = _filled(tmp_path, clock, fsync)
+    under_lock.clear()
+    result = compact(log, now_ms=clock[0])
+    assert result is not None and result.swapped
+    assert under_lock.count(True) == 2 and under_lock.count(False) >= 2, under_lock
+    log.close()
+    reopened = PartitionLog.open(str(tmp_path), CONFIG)
+    assert latest_values(read_records(reopened)) == {b"k1": b"new", b"k2": b"v29"}
     reopened.close()
 
 
