@@ -55,7 +55,8 @@ lint: $(LINTING)
 bench-deps: $(BENCHING)
 	scripts/ensure-bench-deps.sh
 
-# The standard set against LogBroker, NATS JetStream and RabbitMQ; results, REPORT.md and plots
+# The standard set against LogBroker (over HTTP and through its Kafka listener), NATS JetStream and
+# RabbitMQ; results, REPORT.md and plots
 # in benchmarks/results/. QUICK=1: a short run (under two minutes).
 bench: bench-deps
 	$(PY) -m benchmarks all $(if $(QUICK),--quick,)

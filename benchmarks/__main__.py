@@ -1,6 +1,7 @@
 """Entry point: ``python -m benchmarks <scenario> [--quick] [--out DIR] [--systems ...]``.
 
-``all`` runs the standard set (produce, consume, latency, idle, queue) against every system;
+``all`` runs the standard set (produce, consume, latency, idle, queue) against every system (LogBroker
+over HTTP, LogBroker through its Kafka listener, NATS JetStream, RabbitMQ);
 ``replication`` puts the same producers on a replicated LogBroker cluster, a lone LogBroker node and
 three-server NATS and RabbitMQ clusters; ``failover`` kills a partition's leader under a producer
 on three nodes on etcd and times the failover and the failback; ``log``, ``node`` and the others
@@ -15,7 +16,7 @@ from __future__ import annotations
 import argparse
 import functools
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from benchmarks import (
     auth_bench,
@@ -66,13 +67,15 @@ LOGBROKER_ONLY = (
 )
 
 
-def _systems(text: str) -> list[str]:
+def _systems(text: str, known: Sequence[str] | None = None) -> list[str]:
+    """``text``'s systems, each one of ``known`` (default: the harness's)."""
     from benchmarks.harness import SYSTEMS
 
+    known = SYSTEMS if known is None else known
     names = [s.strip() for s in text.split(",") if s.strip()]
-    unknown = [s for s in names if s not in SYSTEMS]
+    unknown = [s for s in names if s not in known]
     if not names or unknown:
-        raise argparse.ArgumentTypeError(f"systems must be a comma-separated subset of {','.join(SYSTEMS)}")
+        raise argparse.ArgumentTypeError(f"systems must be a comma-separated subset of {','.join(known)}")
     return names
 
 
@@ -87,6 +90,10 @@ def _ttls(text: str) -> tuple[int, ...]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from benchmarks.harness import SYSTEMS
+
+    systems_text = ",".join(SYSTEMS)
+    replication_systems = functools.partial(_systems, known=replication_bench.SYSTEMS)
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description="LogBroker benchmarks")
     sub = parser.add_subparsers(dest="scenario", required=True)
     for name, text in (("all", "the standard set: every scenario below against every system"),
@@ -98,8 +105,7 @@ def main(argv: list[str] | None = None) -> int:
         p = sub.add_parser(name, help=text)
         p.add_argument("--quick", action="store_true", help="a short run (all: under two minutes)")
         p.add_argument("--out", default=DEFAULT_OUT_DIR, help="directory for results, REPORT.md and plots")
-        p.add_argument("--systems", type=_systems, default="logbroker,nats,rabbitmq",
-                       help="comma-separated: logbroker,nats,rabbitmq")
+        p.add_argument("--systems", type=_systems, default=systems_text, help=f"comma-separated: {systems_text}")
         p.add_argument("--work-dir", default=None, help="where servers keep their data (default: the temp dir)")
         p.add_argument("--profile", default=None, metavar="DIR",
                        help="record py-spy profiles of the LogBroker node and the clients into DIR")
@@ -107,8 +113,8 @@ def main(argv: list[str] | None = None) -> int:
                           "LogBroker nodes against one node (acks=1), and on 3-server NATS and RabbitMQ clusters")
     repl.add_argument("--quick", action="store_true", help="a short run (under three minutes)")
     repl.add_argument("--out", default=DEFAULT_OUT_DIR, help="directory for results, REPORT.md and plots")
-    repl.add_argument("--systems", type=_systems, default="logbroker,nats,rabbitmq",
-                      help="comma-separated: logbroker,nats,rabbitmq")
+    repl.add_argument("--systems", type=replication_systems, default=",".join(replication_bench.SYSTEMS),
+                      help=f"comma-separated: {','.join(replication_bench.SYSTEMS)}")
     repl.add_argument("--work-dir", default=None, help="where the servers keep their data (default: the temp dir "
                       "for the peers, the current directory for LogBroker)")
     fail = sub.add_parser("failover", help="kill -9 a partition's leader under an acks=all producer on three nodes "
@@ -143,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
         "groupscale-auth": functools.partial(group_scale_bench.run, auth=True), "queue": queue_bench.run,
         "grpc": grpc_bench.run, "racks": racks_bench.run, "kafka": kafka_bench.run}
     if args.scenario == "replication":
-        systems = args.systems if isinstance(args.systems, list) else _systems(args.systems)
+        systems = args.systems if isinstance(args.systems, list) else replication_systems(args.systems)
         documents = replication_bench.run(
             quick=args.quick, out_dir=args.out, work_dir=args.work_dir, systems=systems,
             command="python -m benchmarks " + " ".join(sys.argv[1:] if argv is None else argv))

@@ -26,11 +26,13 @@ from benchmarks.profiling import Profiler
 from benchmarks.progress import Progress
 from benchmarks.results import make_document, read_latest, write_document
 from benchmarks.scenarios import SCENARIOS, Context, Outcome, label, measure, points, prepare, steps
-from benchmarks.servers import Endpoint, LogBrokerServer, NatsServer, Server
+from benchmarks.servers import Endpoint, LogBrokerKafkaServer, LogBrokerServer, NatsServer, Server
 from benchmarks.stats import summarize_samples, unit_of
 from benchmarks.worker import Worker
 
-SYSTEMS: Final = ("logbroker", "nats", "rabbitmq")
+# LogBroker over HTTP with its own client, LogBroker through its Kafka listener with librdkafka, the peers.
+SYSTEMS: Final = ("logbroker", "logbroker-kafka", "nats", "rabbitmq")
+NODES: Final = frozenset({"logbroker", "logbroker-kafka"})   # the systems whose server is a LogBroker node
 ANALYSIS: Final = "ANALYSIS.md"      # hand-written findings kept next to the results, linked from REPORT.md
 NEEDS_WORKER: Final = frozenset({"latency", "idle"})
 COMMON_SETTINGS: Final = ("client", "durability", "partitions")
@@ -42,6 +44,8 @@ SCENARIO_SETTINGS: Final = {"produce": ("produce",), "consume": ("produce", "con
 def make_server(system: str, work_dir: str | None) -> Server:
     if system == "logbroker":
         return LogBrokerServer(work_dir)
+    if system == "logbroker-kafka":
+        return LogBrokerKafkaServer(work_dir)
     if system == "nats":
         return NatsServer(work_dir)
     if system == "rabbitmq":
@@ -139,10 +143,10 @@ def run(scenarios: Sequence[str], systems: Sequence[str], plan: Plan, *, quick: 
 
 
 def _profile(profiler: Profiler, endpoints: dict[str, Endpoint], workers: dict[str, Worker]) -> None:
-    """py-spy on the LogBroker node (the only Python server) and on every client process."""
+    """py-spy on the LogBroker nodes (the only Python servers) and on every client process."""
     profiler.record("client", os.getpid())
-    if "logbroker" in endpoints:
-        profiler.record("logbroker-node", endpoints["logbroker"].server_pid)
+    for system in sorted(NODES & set(endpoints)):
+        profiler.record(f"{system}-node", endpoints[system].server_pid)
     for system, worker in workers.items():
         profiler.record(f"{system}-receiver", worker.pid)
 

@@ -38,6 +38,7 @@ QUIET_LOG: Final = "b-idle-memory"
 # The process whose resident set is read, per system (Endpoint.server_pid).
 MEASURED_PROCESS: Final = {
     "logbroker": "the node process (python -m logbroker serve)",
+    "logbroker-kafka": "the node process (python -m logbroker serve)",
     "nats": "the nats-server process",
     "rabbitmq": "the Erlang VM (beam.smp) of the node, from its pid file",
 }

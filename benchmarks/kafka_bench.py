@@ -27,10 +27,8 @@ but p99 8 to 140 ms, the loop saturated (before them, at 5,000/s: p50 4 to 50 ms
 ms). 1 ms of lingering, as latency-minded Kafka producers set it, gathers about five records a
 request and keeps the loop well below its limit.
 
-The consumer sets ``fetch.queue.backoff.ms`` to 10: by default librdkafka stops fetching for a whole
-second each time its local queue holds ``queued.min.messages`` (100,000), which a consumer that
-keeps up with the broker reaches every few hundred milliseconds; the figure would then measure
-that pause (it did: 0.6M records/s, against 1.6M with the setting), not the broker.
+The client settings (SASL PLAIN, the producers' lingering, the consumers' ``fetch.queue.backoff.ms``
+10) are ``benchmarks.kafka_settings``', shared with the harness's ``logbroker-kafka`` driver.
 """
 
 from __future__ import annotations
@@ -49,18 +47,26 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from benchmarks import single_node
 from benchmarks.cluster_bench import login
+from benchmarks.kafka_settings import (
+    ADMIN,
+    AUTH_ARGS,
+    FETCH_BYTES,
+    LATENCY_FETCH_WAIT_MS,
+    LATENCY_LINGER_MS,
+    LISTENER_ARGS,
+    PASSWORD,
+    consumer_config,
+    producer_config,
+)
 from benchmarks.results import summarize
 from benchmarks.single_node import Samples, gather, publish, summarize_all
 from benchmarks.stats import latency_figures
 from logbroker.launcher import NodeProcess
 from segments.batch import ProducerRecord, decode_columns, encode_batch, iter_batches
 
-ADMIN: Final = "bench-admin"
-PASSWORD: Final = "bench-admin-password"
 RECORD_BYTES: Final = 100
 BATCH: Final = 1_000
 IN_FLIGHT: Final = 4
-FETCH_BYTES: Final = 4 * 1024 * 1024
 BATCH_TYPE: Final = "application/vnd.logbroker.batch"
 
 
@@ -75,17 +81,10 @@ QUICK = Plan(reps=3, records=100_000, latency_seconds=2.0)
 FULL = Plan(reps=5, records=500_000, latency_seconds=5.0)
 LATENCY_RATE: Final = 5_000  # records/s, the rate of the latency scenario's comparison with NATS
 LATENCY_WAIT_S: Final = 20.0
-LATENCY_LINGER_MS: Final = 1
-
-
-def kafka_config(address: str) -> dict[str, Any]:
-    return {"bootstrap.servers": address, "security.protocol": "SASL_PLAINTEXT", "sasl.mechanisms": "PLAIN",
-            "sasl.username": ADMIN, "sasl.password": PASSWORD}
 
 
 def kafka_produce(address: str, topic: str, records: int) -> float:
-    producer = Producer({**kafka_config(address), "acks": "1", "linger.ms": 5,
-                         "queue.buffering.max.messages": 1_000_000})
+    producer = Producer(producer_config(address))
     value = b"x" * RECORD_BYTES
     failed: list[Any] = []
 
@@ -108,8 +107,7 @@ def kafka_produce(address: str, topic: str, records: int) -> float:
 
 
 def kafka_consume(address: str, topic: str, records: int) -> float:
-    consumer = Consumer({**kafka_config(address), "group.id": "kafkabench", "enable.auto.commit": False,
-                         "fetch.max.bytes": FETCH_BYTES, "fetch.queue.backoff.ms": 10})
+    consumer = Consumer(consumer_config(address, "kafkabench"))
     try:
         consumer.assign([TopicPartition(topic, 0, 0)])
         read, touched, first = 0, 0, 0
@@ -177,7 +175,7 @@ def kafka_latency(address: str, topic: str, rate: int, seconds: float) -> list[f
     reader = context.Process(target=_latency_reader, args=(address, topic, total + 1, results), daemon=True)
     reader.start()
     try:
-        producer = Producer({**kafka_config(address), "acks": "1", "linger.ms": LATENCY_LINGER_MS})
+        producer = Producer(producer_config(address, linger_ms=LATENCY_LINGER_MS))
         producer.produce(topic, _stamped(), partition=0)  # the reader starts its clock at this one
         producer.flush(LATENCY_WAIT_S)
         assert results.get(timeout=LATENCY_WAIT_S) == "ready"
@@ -203,8 +201,7 @@ def _stamped() -> bytes:
 
 
 def _latency_reader(address: str, topic: str, count: int, results: Any) -> None:
-    consumer = Consumer({**kafka_config(address), "group.id": "kafkabench-latency", "enable.auto.commit": False,
-                         "fetch.wait.max.ms": 500, "fetch.queue.backoff.ms": 10})
+    consumer = Consumer(consumer_config(address, "kafkabench-latency", **{"fetch.wait.max.ms": LATENCY_FETCH_WAIT_MS}))
     consumer.assign([TopicPartition(topic, 0, 0)])
     latencies: list[float] = []
     deadline = time.monotonic() + LATENCY_WAIT_S * 3
@@ -246,8 +243,7 @@ def run(*, quick: bool, out_dir: str | None, work_dir: str | None) -> dict[str, 
     started = datetime.datetime.now(datetime.UTC)
     samples: Samples = {}
     with single_node.work_dir("kafkabench-", work_dir) as work, \
-            NodeProcess(os.path.join(work, "node"), "--log-level", "warning", "--auth", "on", "--admin-user", ADMIN,
-                        "--admin-password", PASSWORD, "--kafka-port", "0") as node:
+            NodeProcess(os.path.join(work, "node"), "--log-level", "warning", *AUTH_ARGS, *LISTENER_ARGS) as node:
         token = uvloop.run(_token(node.url))
         for rep in range(plan.reps):
             print(f"[kafka] repetition {rep + 1}/{plan.reps}", flush=True)

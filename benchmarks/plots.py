@@ -20,7 +20,7 @@ THROUGHPUT_FIGURES = (
     ("replication", "produce_r1_records_per_s", "produce 100 B, cluster, 1 replica"),
     ("replication", "produce_r3_records_per_s", "produce 100 B, cluster, 3 replicas"),
 )
-COLORS = {"logbroker": "#1f77b4", "nats": "#2ca02c", "rabbitmq": "#ff7f0e"}
+COLORS = {"logbroker": "#1f77b4", "logbroker-kafka": "#9467bd", "nats": "#2ca02c", "rabbitmq": "#ff7f0e"}
 
 
 def _pyplot() -> Any:

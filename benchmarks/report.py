@@ -1,5 +1,7 @@
 """REPORT.md from one run's result documents: every figure of every system side by side, and
-LogBroker's ratio to each peer (LogBroker ÷ peer, medians of the same run).
+LogBroker's ratio to each peer (LogBroker ÷ peer, medians of the same run). LogBroker may run as
+two systems (``SUBJECTS``): over HTTP with its own client, and through its Kafka listener with
+librdkafka; each gets its own column and its own ratios to the peers, and its own targets.
 
 Pure: documents in, Markdown out. A ratio is only ever computed between two documents of the
 same run: callers pass, for each scenario, the documents of one run (``results.read_latest``
@@ -14,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 SUBJECT: Final = "logbroker"
+SUBJECTS: Final = (SUBJECT, "logbroker-kafka")   # LogBroker's own systems, compared with the peers
 HIGHER_IS_BETTER: Final = frozenset({"records/s", "MB/s"})
 SCENARIO_ORDER: Final = ("produce", "consume", "latency", "idle", "queue", "replication")
 
@@ -31,7 +34,7 @@ class Row:
     figure: str
     unit: str
     values: dict[str, Cell | None]       # system -> figure (None: the system has no such figure)
-    ratios: dict[str, float | None]      # peer -> LogBroker ÷ peer (None: one side is missing)
+    ratios: dict[tuple[str, str], float | None]  # (subject, peer) -> subject ÷ peer (None: one side is missing)
 
     @property
     def higher_is_better(self) -> bool:
@@ -40,14 +43,17 @@ class Row:
 
 @dataclasses.dataclass(frozen=True)
 class Target:
-    """One of the issue's goals: LogBroker's figure against the best peer's."""
+    """One of the goals: a figure of one of LogBroker's systems against the best peer's, or
+    against one named peer's."""
 
     label: str
     figure: str
     ratio_needed: float
     higher_is_better: bool       # True: met when ratio >= ratio_needed; False: when ratio <= it
     ratio: float | None
-    best_peer: str | None
+    peer: str | None             # the peer compared with (None: not measured)
+    subject: str = SUBJECT
+    best: bool = True            # the peer is the best of the run (else the goal names it)
 
     @property
     def met(self) -> bool | None:
@@ -60,13 +66,19 @@ class Target:
         return f"{'≥' if self.higher_is_better else '≤'} {self.ratio_needed:g}×"
 
 
-# (label, scenario, figure, ratio needed, higher is better)
+# (label, scenario, figure, ratio needed, higher is better, subject, peer: None for the best peer)
 TARGETS: Final = (
-    ("produce 100 B, records/s", "produce", "produce_100b_records_per_s", 2.0, True),
-    ("consume 100 B, records/s", "consume", "consume_100b_records_per_s", 2.0, True),
-    ("p50 at 5,000 records/s, 100 B", "latency", "latency_5000_100b_p50_ms", 1.5, False),
-    ("p99 at 5,000 records/s, 100 B", "latency", "latency_5000_100b_p99_ms", 1.0, False),
-    ("p99 at 5,000 records/s, 1 KiB", "latency", "latency_5000_1024b_p99_ms", 1.0, False),
+    ("produce 100 B, records/s", "produce", "produce_100b_records_per_s", 2.0, True, SUBJECT, None),
+    ("consume 100 B, records/s", "consume", "consume_100b_records_per_s", 2.0, True, SUBJECT, None),
+    ("p50 at 5,000 records/s, 100 B", "latency", "latency_5000_100b_p50_ms", 1.5, False, SUBJECT, None),
+    ("p99 at 5,000 records/s, 100 B", "latency", "latency_5000_100b_p99_ms", 1.0, False, SUBJECT, None),
+    ("p99 at 5,000 records/s, 1 KiB", "latency", "latency_5000_1024b_p99_ms", 1.0, False, SUBJECT, None),
+    ("Kafka listener: produce 100 B, records/s", "produce", "produce_100b_records_per_s", 2.0, True,
+     "logbroker-kafka", "rabbitmq"),
+    ("Kafka listener: consume 100 B, records/s", "consume", "consume_100b_records_per_s", 2.0, True,
+     "logbroker-kafka", "rabbitmq"),
+    ("Kafka listener: p99 at 5,000 records/s, 100 B", "latency", "latency_5000_100b_p99_ms", 1.0, False,
+     "logbroker-kafka", "nats"),
 )
 
 
@@ -95,8 +107,10 @@ SUMMARY: Final = (
 
 
 def summary(documents: Sequence[Mapping[str, Any]]) -> list[str]:
-    """A short Markdown table: medians only, LogBroker's ratio to each peer in brackets."""
+    """A short Markdown table: medians only, LogBroker's ratio to each peer in brackets (each of
+    LogBroker's systems named when more than one ran)."""
     systems = systems_of(documents)
+    subjects, _peers = split(systems)
     grouped = by_scenario(documents)
     lines = ["| what | " + " | ".join(systems) + " |", "|" + " --- |" * (len(systems) + 1)]
     for text, scenario, figure in SUMMARY:
@@ -111,15 +125,26 @@ def summary(documents: Sequence[Mapping[str, Any]]) -> list[str]:
                 cells.append(_status(d) or "—")
                 continue
             cell = " / ".join(fmt(d["figures"][n]) for n in names)
-            if system != SUBJECT:
-                subject = docs.get(SUBJECT)
-                if subject is not None and all(n in subject["figures"] for n in names):
-                    cell += " (" + " / ".join(f"{subject['figures'][n] / d['figures'][n]:.2f}×"
-                                              if d["figures"][n] else "—" for n in names) + ")"
+            if system not in SUBJECTS:
+                cell += _summary_ratios(docs, d, names, subjects)
             cells.append(cell)
         if any(c not in ("—", "not run") for c in cells):
             lines.append(f"| {text} | " + " | ".join(cells) + " |")
     return lines
+
+
+def _summary_ratios(docs: Mapping[str, Mapping[str, Any]], peer: Mapping[str, Any], names: Sequence[str],
+                    subjects: Sequence[str]) -> str:
+    """`` (a× / b×)``: each of LogBroker's systems that has the figures ÷ ``peer``."""
+    parts = []
+    for subject in subjects:
+        d = docs.get(subject)
+        if d is None or any(n not in d["figures"] for n in names):
+            continue
+        text = " / ".join(f"{d['figures'][n] / peer['figures'][n]:.2f}×" if peer["figures"][n] else "—"
+                          for n in names)
+        parts.append(text if len(subjects) == 1 else f"{subject} {text}")
+    return f" ({'; '.join(parts)})" if parts else ""
 
 
 def _label(text: str, params: Mapping[str, Any]) -> str:
@@ -132,9 +157,14 @@ def _label(text: str, params: Mapping[str, Any]) -> str:
 
 
 def systems_of(documents: Sequence[Mapping[str, Any]]) -> list[str]:
-    """LogBroker first, then the peers in name order."""
+    """LogBroker's systems first, then the peers in name order."""
     names = {str(d["system"]) for d in documents}
-    return ([SUBJECT] if SUBJECT in names else []) + sorted(names - {SUBJECT})
+    return [s for s in SUBJECTS if s in names] + sorted(names - set(SUBJECTS))
+
+
+def split(systems: Sequence[str]) -> tuple[list[str], list[str]]:
+    """``systems`` as (LogBroker's, the peers), each in the order given."""
+    return [s for s in systems if s in SUBJECTS], [s for s in systems if s not in SUBJECTS]
 
 
 def by_scenario(documents: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Mapping[str, Any]]]:
@@ -151,7 +181,7 @@ def by_scenario(documents: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, M
 def ratio_rows(documents: Sequence[Mapping[str, Any]]) -> list[Row]:
     """One row per (scenario, figure median), in the order the figures first appear."""
     systems = systems_of(documents)
-    peers = [s for s in systems if s != SUBJECT]
+    subjects, peers = split(systems)
     rows = []
     for scenario, docs in by_scenario(documents).items():
         names: dict[str, str] = {}
@@ -162,8 +192,7 @@ def ratio_rows(documents: Sequence[Mapping[str, Any]]) -> list[Row]:
                     names.setdefault(name, unit)
         for name, unit in names.items():
             values = {s: _cell(docs.get(s), name) for s in systems}
-            subject = values.get(SUBJECT)
-            ratios = {p: _ratio(subject, values[p]) for p in peers}
+            ratios = {(s, p): _ratio(values[s], values[p]) for s in subjects for p in peers}
             rows.append(Row(scenario, name, unit, values, ratios))
     return rows
 
@@ -183,19 +212,23 @@ def _ratio(subject: Cell | None, peer: Cell | None) -> float | None:
 
 
 def targets(documents: Sequence[Mapping[str, Any]]) -> list[Target]:
-    """The issue's goals against the best peer of this run (highest throughput, lowest latency)."""
+    """The goals of each of LogBroker's systems in this run, against the peer each goal names or
+    else the best peer of this run (highest throughput, lowest latency)."""
     rows = {(r.scenario, r.figure): r for r in ratio_rows(documents)}
+    ran = set(systems_of(documents))
     out = []
-    for label, scenario, figure, needed, higher in TARGETS:
+    for label, scenario, figure, needed, higher, subject, named in TARGETS:
+        if subject not in ran:
+            continue
         row = rows.get((scenario, figure))
-        peers = {} if row is None or row.values.get(SUBJECT) is None else \
-            {p: c for p, c in row.values.items() if p != SUBJECT and c is not None}
+        peers = {} if row is None or row.values.get(subject) is None else \
+            {p: c for p, c in row.values.items() if p not in SUBJECTS and c is not None and named in (None, p)}
         if row is None or not peers:
-            out.append(Target(label, figure, needed, higher, None, None))
+            out.append(Target(label, figure, needed, higher, None, None, subject, named is None))
             continue
         pick = max if higher else min
-        best = pick(peers, key=lambda p: peers[p].median)
-        out.append(Target(label, figure, needed, higher, row.ratios[best], best))
+        peer = pick(peers, key=lambda p: peers[p].median)
+        out.append(Target(label, figure, needed, higher, row.ratios[(subject, peer)], peer, subject, named is None))
     return out
 
 
@@ -216,8 +249,8 @@ def _fmt_cell(cell: Cell | None, status: str | None) -> str:
     return f"{fmt(cell.median)} ({fmt(cell.low)}–{fmt(cell.high)})"
 
 
-def _fmt_ratio(row: Row, peer: str) -> str:
-    ratio = row.ratios.get(peer)
+def _fmt_ratio(row: Row, subject: str, peer: str) -> str:
+    ratio = row.ratios.get((subject, peer))
     if ratio is None:
         return "—"
     ahead = ratio > 1 if row.higher_is_better else ratio < 1
@@ -230,7 +263,6 @@ def render(documents: Sequence[Mapping[str, Any]], *, plots: Sequence[tuple[str,
     if not documents:
         raise ValueError("no result documents to report on")
     systems = systems_of(documents)
-    peers = [s for s in systems if s != SUBJECT]
     grouped = by_scenario(documents)
     lines = [
         "# Benchmark report: LogBroker and its peers, side by side",
@@ -247,11 +279,14 @@ def render(documents: Sequence[Mapping[str, Any]], *, plots: Sequence[tuple[str,
     ]
     versions = {str(d["system"]): str(d["version"]) for d in documents}
     lines += [f"| {s} | {versions[s]} |" for s in systems]
+    if len(split(systems)[0]) > 1:
+        lines += ["", "LogBroker runs twice: `logbroker` over HTTP with its own client, `logbroker-kafka` the same "
+                  "node's Kafka listener with librdkafka; each has its own ratios to the peers."]
     lines += ["", "## Summary", "", "Medians; in brackets LogBroker ÷ that peer.", "", *summary(documents), "",
-              *_targets_section(documents), ""]
+              *_targets_section(documents)]
     rows = ratio_rows(documents)
     for scenario, docs in grouped.items():
-        lines += _scenario_section(scenario, docs, [r for r in rows if r.scenario == scenario], systems, peers)
+        lines += _scenario_section(scenario, docs, [r for r in rows if r.scenario == scenario], systems)
     if plots:
         lines += ["## Plots", ""]
         lines += [f"![{title}]({path})" for title, path in plots]
@@ -290,28 +325,34 @@ def _runs_section(documents: Sequence[Mapping[str, Any]], grouped: Mapping[str, 
 
 
 def _targets_section(documents: Sequence[Mapping[str, Any]]) -> list[str]:
-    lines = ["## Targets", "", "| goal | LogBroker ÷ best peer | needed | met |", "| --- | --- | --- | --- |"]
-    for t in targets(documents):
+    """The goals table (nothing when none of LogBroker's systems ran)."""
+    goals = targets(documents)
+    if not goals:
+        return []
+    lines = ["## Targets", "", "| goal | LogBroker ÷ peer | needed | met |", "| --- | --- | --- | --- |"]
+    for t in goals:
         if t.ratio is None:
             lines.append(f"| {t.label} | not measured | {t.needed} | — |")
             continue
-        lines.append(f"| {t.label} | {t.ratio:.2f}× (best peer: {t.best_peer}) | {t.needed} | "
-                     f"{'yes' if t.met else 'no'} |")
-    return lines
+        against = f"best peer: {t.peer}" if t.best else f"{t.subject} ÷ {t.peer}"
+        lines.append(f"| {t.label} | {t.ratio:.2f}× ({against}) | {t.needed} | {'yes' if t.met else 'no'} |")
+    return [*lines, ""]
 
 
 def _scenario_section(scenario: str, docs: Mapping[str, Mapping[str, Any]], rows: Sequence[Row],
-                      systems: Sequence[str], peers: Sequence[str]) -> list[str]:
+                      systems: Sequence[str]) -> list[str]:
     status = {s: _status(docs.get(s)) for s in systems}
-    header = ["figure", "unit", *systems, *(f"{SUBJECT} ÷ {p}" for p in peers)]
+    subjects, peers = split(systems)
+    pairs = [(s, p) for s in subjects for p in peers]
+    header = ["figure", "unit", *systems, *(f"{s} ÷ {p}" for s, p in pairs)]
     lines = [f"## {scenario}", "", "| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
     for row in rows:
         cells = [_fmt_cell(row.values[s], status[s]) for s in systems]
         lines.append(f"| {row.figure} | {row.unit} | " + " | ".join(cells)
-                     + "".join(f" | {_fmt_ratio(row, p)}" for p in peers) + " |")
+                     + "".join(f" | {_fmt_ratio(row, s, p)}" for s, p in pairs) + " |")
     if not rows:
         lines.append("| (no figures) | | " + " | ".join(status[s] or "—" for s in systems)
-                     + " |" * (len(peers) + 1))
+                     + " |" * (len(pairs) + 1))
     lines += ["", "Settings:", ""]
     for system in systems:
         d = docs.get(system)

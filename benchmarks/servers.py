@@ -1,7 +1,8 @@
 """The systems under test as real server processes on free loopback ports with temporary data
-dirs: a LogBroker node, nats-server with JetStream on a file store, and a throw-away RabbitMQ node
-with the stream plugin. Each ``start()`` waits for the server's port to a deadline; ``stop()``
-stops exactly the processes it started, by PID, and removes the data dir, even after a failure.
+dirs: a LogBroker node (reached over HTTP, or through its Kafka listener), nats-server with
+JetStream on a file store, and a throw-away RabbitMQ node with the stream plugin. Each ``start()``
+waits for the server's port to a deadline; ``stop()`` stops exactly the processes it started, by
+PID, and removes the data dir, even after a failure.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import tempfile
 import time
 from typing import Any, Final, Protocol
 
+from benchmarks.kafka_settings import LISTENER_ARGS
 from logbroker.launcher import NodeProcess
 
 START_TIMEOUT_S: Final = 90.0
@@ -30,9 +32,10 @@ class Endpoint:
 
     system: str
     host: str
-    port: int                       # LogBroker: HTTP; nats: client port; rabbitmq: stream port
+    port: int                       # LogBroker: HTTP (logbroker-kafka: the Kafka listener); nats: client port;
+                                    # rabbitmq: stream port
     server_pid: int                 # the process whose CPU and memory the harness samples
-    url: str = ""
+    url: str = ""                   # LogBroker (both systems): the node's HTTP API
     amqp_port: int = 0
 
 
@@ -99,12 +102,12 @@ class LogBrokerServer:
 
     system = "logbroker"
 
-    def __init__(self, work_dir: str | None = None) -> None:
+    def __init__(self, work_dir: str | None = None, *extra: str) -> None:
         from importlib.metadata import version
 
         self.version = version("logbroker")
         self._work = tempfile.mkdtemp(prefix="bench-logbroker-", dir=work_dir)
-        self._node = NodeProcess(os.path.join(self._work, "data"), "--log-level", "warning")
+        self._node = NodeProcess(os.path.join(self._work, "data"), "--log-level", "warning", *extra)
 
     def start(self) -> Endpoint:
         self._node.start()
@@ -117,6 +120,22 @@ class LogBrokerServer:
             self._node.kill()
         finally:
             shutil.rmtree(self._work, ignore_errors=True)
+
+
+class LogBrokerKafkaServer(LogBrokerServer):
+    """The ``logbroker`` system's node, the same settings and durability (auth off, as there), with
+    its Kafka listener on a free port: the endpoint's host and port are the listener's, its url the
+    node's HTTP API, its ``server_pid`` the node's."""
+
+    system = "logbroker-kafka"
+
+    def __init__(self, work_dir: str | None = None) -> None:
+        super().__init__(work_dir, *LISTENER_ARGS)
+
+    def start(self) -> Endpoint:
+        endpoint = super().start()
+        host, port = self._node.kafka_address.rsplit(":", 1)
+        return dataclasses.replace(endpoint, host=host, port=int(port))
 
 
 class NatsServer:

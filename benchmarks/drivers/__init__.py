@@ -12,6 +12,10 @@ def driver_for(endpoint: Endpoint) -> Driver:
         from benchmarks.drivers.logbroker_driver import LogBrokerDriver
 
         return LogBrokerDriver(endpoint)
+    if endpoint.system == "logbroker-kafka":
+        from benchmarks.drivers.kafka_driver import KafkaDriver
+
+        return KafkaDriver(endpoint)
     if endpoint.system == "nats":
         from benchmarks.drivers.nats_driver import NatsDriver
 

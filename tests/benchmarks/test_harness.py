@@ -10,10 +10,11 @@ import sys
 
 import pytest
 
-from benchmarks import plan
+from benchmarks import harness, plan
 from benchmarks.__main__ import main
-from benchmarks.harness import document_for, rotated
+from benchmarks.harness import SYSTEMS, document_for, make_server, rotated
 from benchmarks.scenarios import Outcome, points
+from benchmarks.servers import LogBrokerKafkaServer
 from tests.benchmarks.support import STARTED
 from tests.conftest import ROOT
 
@@ -54,6 +55,19 @@ def test_unknown_systems_are_refused(capsys):
         main(["produce", "--systems", "logbroker,kafka"])
     assert exc.value.code == 2
     assert "comma-separated subset" in capsys.readouterr().err
+
+
+def test_the_standard_set_runs_logbroker_through_its_kafka_listener_beside_the_peers(tmp_path, monkeypatch):
+    assert SYSTEMS == ("logbroker", "logbroker-kafka", "nats", "rabbitmq")
+    server = make_server("logbroker-kafka", str(tmp_path))
+    assert isinstance(server, LogBrokerKafkaServer) and server.system == "logbroker-kafka"
+    server.stop()
+    asked = {}
+    monkeypatch.setattr(harness, "run", lambda scenarios, systems, *_a, **_k: asked.update(systems=systems))
+    assert main(["all", "--quick"]) == 0                   # what `make bench` runs
+    assert asked["systems"] == list(SYSTEMS)
+    with pytest.raises(SystemExit):                        # the replicated clusters have no Kafka variant
+        main(["replication", "--systems", "logbroker-kafka"])
 
 
 def test_the_harness_modules_import_without_peer_clients():
@@ -100,4 +114,26 @@ def test_the_standard_set_runs_against_logbroker_and_writes_results(tmp_path, mo
     assert "| produce_100b_records_per_s | records/s |" in report
     assert "| idle_server_rss_per_consumer_kb | KB |" in report
     assert "server memory per idle consumer (20 waiting, fresh server), KB" in report
+    assert [p for p in tmp_path.iterdir() if p.name.startswith("bench-")] == []
+
+
+@pytest.mark.slow
+def test_logbroker_through_kafka_is_measured_beside_logbroker_over_http(tmp_path, monkeypatch):
+    monkeypatch.setattr(plan, "QUICK", TINY)
+    out = tmp_path / "out"
+    for scenario in ("produce", "latency"):
+        assert main([scenario, "--quick", "--systems", "logbroker,logbroker-kafka", "--out", str(out),
+                     "--work-dir", str(tmp_path)]) == 0
+    produce = json.loads((out / "produce.logbroker-kafka.json").read_text())
+    assert produce["figures"]["produce_100b_records_per_s"] > 0
+    assert produce["figures"]["produce_fsync_1024b_records_per_s"] > 0
+    assert "librdkafka" in produce["params"]["client"]
+    latency = json.loads((out / "latency.logbroker-kafka.json").read_text())
+    f = latency["figures"]
+    assert 0 < f["latency_1000_100b_p50_ms"] <= f["latency_1000_100b_p99_ms"] <= f["latency_1000_100b_max_ms"]
+    assert f["publish_1024b_p50_ms"] > 0
+    assert latency["params"]["incomplete"] == "none: every record sent was received"
+    report = (out / "REPORT.md").read_text()
+    assert "| figure | unit | logbroker | logbroker-kafka |" in report   # its own column, no ratio to itself
+    assert "| Kafka listener: produce 100 B, records/s | not measured |" in report   # no RabbitMQ in this run
     assert [p for p in tmp_path.iterdir() if p.name.startswith("bench-")] == []

@@ -59,7 +59,7 @@ def result(name: str) -> dict[str, float]:
 
 def target(figure: str) -> Callable[[], float]:
     def ratio() -> float:
-        [found] = [t for t in report.targets(latest()) if t.figure == figure]
+        [found] = [t for t in report.targets(latest()) if t.figure == figure and t.subject == report.SUBJECT]
         assert found.ratio is not None, f"no ratio for {figure} in the committed results"
         return found.ratio
     return ratio
@@ -67,9 +67,9 @@ def target(figure: str) -> Callable[[], float]:
 
 def best_peer(figure: str) -> Callable[[], str]:
     def peer() -> str:
-        [found] = [t for t in report.targets(latest()) if t.figure == figure]
-        assert found.best_peer is not None
-        return PEERS[found.best_peer]
+        [found] = [t for t in report.targets(latest()) if t.figure == figure and t.subject == report.SUBJECT]
+        assert found.peer is not None
+        return PEERS[found.peer]
     return peer
 
 

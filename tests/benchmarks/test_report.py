@@ -31,26 +31,27 @@ def test_logbroker_comes_first_then_peers_by_name():
 def test_every_figure_gets_a_ratio_to_every_peer_from_medians():
     rows = {(r.scenario, r.figure): r for r in ratio_rows(run_documents())}
     produce = rows[("produce", "produce_100b_records_per_s")]
-    assert produce.ratios == {"nats": pytest.approx(900_000 / 60_000), "rabbitmq": pytest.approx(900_000 / 400_000)}
+    assert produce.ratios == {("logbroker", "nats"): pytest.approx(900_000 / 60_000),
+                              ("logbroker", "rabbitmq"): pytest.approx(900_000 / 400_000)}
     assert produce.values["logbroker"].low == 800_000 and produce.values["logbroker"].high == 1_000_000
     fsync = rows[("produce", "produce_fsync_100b_records_per_s")]
-    assert fsync.ratios == {"nats": None, "rabbitmq": None}          # only LogBroker offers it
+    assert fsync.ratios == {("logbroker", "nats"): None, ("logbroker", "rabbitmq"): None}  # only LogBroker has it
     consume = rows[("consume", "consume_100b_records_per_s")]
-    assert consume.values["nats"] is None and consume.ratios["nats"] is None
-    assert consume.ratios["rabbitmq"] == pytest.approx(1.25)
+    assert consume.values["nats"] is None and consume.ratios[("logbroker", "nats")] is None
+    assert consume.ratios[("logbroker", "rabbitmq")] == pytest.approx(1.25)
     queue = rows[("queue", "queue_receive_ack_100b_records_per_s")]
-    assert queue.values["logbroker"] is None and queue.ratios["nats"] is None
+    assert queue.values["logbroker"] is None and queue.ratios[("logbroker", "nats")] is None
     assert next(r.scenario for r in ratio_rows(run_documents())) == "produce"
 
 
 def test_targets_compare_with_the_best_peer_in_the_right_direction():
     by_label = {t.label: t for t in targets(run_documents())}
     produce = by_label["produce 100 B, records/s"]
-    assert produce.best_peer == "rabbitmq" and produce.ratio == pytest.approx(2.25) and produce.met is True
+    assert produce.peer == "rabbitmq" and produce.ratio == pytest.approx(2.25) and produce.met is True
     consume = by_label["consume 100 B, records/s"]
-    assert consume.best_peer == "rabbitmq" and consume.met is False          # 1.25x < 2x
+    assert consume.peer == "rabbitmq" and consume.met is False          # 1.25x < 2x
     latency = by_label["p99 at 5,000 records/s, 100 B"]
-    assert latency.best_peer == "nats" and latency.ratio == pytest.approx(3.0 / 2.5)
+    assert latency.peer == "nats" and latency.ratio == pytest.approx(3.0 / 2.5)
     assert latency.met is False                                            # 1.2x > 1x
     missing = by_label["p99 at 5,000 records/s, 1 KiB"]
     assert missing.ratio is None and missing.met is None
@@ -127,3 +128,51 @@ def test_a_report_of_several_runs_names_each_run_and_its_scenarios():
     single = render(idle_documents())
     assert "Run `20261124T090000Z`, started 2026-11-23T09:00:00+00:00, on" in single
     assert "reproduce with `python -m benchmarks idle`." in single
+
+
+def kafka_documents() -> list[dict]:
+    """A run with LogBroker through its Kafka listener too, where NATS produces faster than RabbitMQ."""
+    return [
+        document("produce", "logbroker", {"produce_100b_records_per_s": [900_000] * 3}),
+        document("produce", "logbroker-kafka", {"produce_100b_records_per_s": [500_000, 600_000, 700_000]}),
+        document("produce", "nats", {"produce_100b_records_per_s": [1_000_000] * 3}),
+        document("produce", "rabbitmq", {"produce_100b_records_per_s": [200_000] * 3}),
+        document("latency", "logbroker", {"latency_5000_100b_p99_ms": [3.0] * 3}),
+        document("latency", "logbroker-kafka", {"latency_5000_100b_p99_ms": [5.0] * 3}),
+        document("latency", "nats", {"latency_5000_100b_p99_ms": [4.0] * 3}),
+        document("latency", "rabbitmq", {"latency_5000_100b_p99_ms": [2.0] * 3}),
+    ]
+
+
+def test_logbroker_through_kafka_is_a_subject_with_its_own_ratios():
+    assert systems_of(kafka_documents()) == ["logbroker", "logbroker-kafka", "nats", "rabbitmq"]
+    produce = next(r for r in ratio_rows(kafka_documents()) if r.figure == "produce_100b_records_per_s")
+    assert produce.ratios[("logbroker-kafka", "rabbitmq")] == pytest.approx(3.0)
+    assert produce.ratios[("logbroker", "nats")] == pytest.approx(0.9)
+    assert not any(peer == "logbroker-kafka" for _subject, peer in produce.ratios)   # never a peer
+
+
+def test_the_kafka_listeners_targets_name_their_peer():
+    by_label = {t.label: t for t in targets(kafka_documents())}
+    produce = by_label["Kafka listener: produce 100 B, records/s"]    # against RabbitMQ, though NATS is faster
+    assert (produce.subject, produce.peer, produce.best) == ("logbroker-kafka", "rabbitmq", False)
+    assert produce.ratio == pytest.approx(3.0) and produce.met is True
+    latency = by_label["Kafka listener: p99 at 5,000 records/s, 100 B"]  # against NATS, though RabbitMQ is lower
+    assert latency.peer == "nats" and latency.ratio == pytest.approx(1.25) and latency.met is False
+    assert by_label["Kafka listener: consume 100 B, records/s"].ratio is None           # not run
+    assert by_label["produce 100 B, records/s"].peer == "nats"                          # LogBroker's: the best peer
+    assert [t.subject for t in targets(run_documents())].count("logbroker-kafka") == 0  # not run: no goals
+
+
+def test_render_gives_the_kafka_listener_its_column_ratios_and_targets():
+    text = render(kafka_documents())
+    assert "| figure | unit | logbroker | logbroker-kafka | nats | rabbitmq | logbroker ÷ nats | " \
+           "logbroker ÷ rabbitmq | logbroker-kafka ÷ nats | logbroker-kafka ÷ rabbitmq |" in text
+    assert "| produce_100b_records_per_s | records/s | 900,000 | 600,000 (500,000–700,000) | 1,000,000 | 200,000 " \
+           "| 0.90× | 4.50× ✓ | 0.60× | 3.00× ✓ |" in text
+    assert "| Kafka listener: produce 100 B, records/s | 3.00× (logbroker-kafka ÷ rabbitmq) | ≥ 2× | yes |" in text
+    assert "| Kafka listener: p99 at 5,000 records/s, 100 B | 1.25× (logbroker-kafka ÷ nats) | ≤ 1× | no |" in text
+    assert "| Kafka listener: consume 100 B, records/s | not measured | ≥ 2× | — |" in text
+    assert "| produce 100 B, records/s | 900,000 | 600,000 | 1,000,000 (logbroker 0.90×; logbroker-kafka 0.60×) " \
+           "| 200,000 (logbroker 4.50×; logbroker-kafka 3.00×) |" in text
+    assert "## Targets" not in render([d for d in kafka_documents() if d["system"] in ("nats", "rabbitmq")])
