@@ -56,8 +56,7 @@ bench-deps: $(BENCHING)
 	scripts/ensure-bench-deps.sh
 
 # The standard set against LogBroker (over HTTP and through its Kafka listener), NATS JetStream and
-# RabbitMQ; results, REPORT.md and plots
-# in benchmarks/results/. QUICK=1: a short run (under two minutes).
+# RabbitMQ; results, REPORT.md and plots in benchmarks/results/. QUICK=1: a short run.
 bench: bench-deps
 	$(PY) -m benchmarks all $(if $(QUICK),--quick,)
 	$(PY) -m benchmarks encryption $(if $(QUICK),--quick,)

@@ -1,4 +1,4 @@
-"""Entry point: ``python -m benchmarks <scenario> [--quick] [--out DIR] [--systems ...]``.
+"""Entry point: ``python -m benchmarks <scenario> [<scenario> ...] [--quick] [--out DIR] [--systems ...]``.
 
 ``all`` runs the standard set (produce, consume, latency, idle, queue) against every system (LogBroker
 over HTTP, LogBroker through its Kafka listener, NATS JetStream, RabbitMQ);
@@ -39,6 +39,7 @@ from benchmarks import (
 from benchmarks.results import DEFAULT_OUT_DIR
 
 STANDARD = ("produce", "consume", "latency", "idle", "queue")
+HARNESS_SCENARIOS = ("produce", "consume", "latency", "idle", "queues")
 # LogBroker's own benchmarks: (name, help, what --quick does); each writes <name>.json.
 LOGBROKER_ONLY = (
     ("log", "the partition log alone against plain file I/O", "a short run"),
@@ -103,6 +104,9 @@ def main(argv: list[str] | None = None) -> int:
                        ("idle", "produce while many idle consumers wait; their memory on a fresh server"),
                        ("queues", "queue receive+ack throughput (queue: LogBroker alone)")):
         p = sub.add_parser(name, help=text)
+        if name != "all":  # several scenarios in one run: one set of servers, ratios within that run
+            p.add_argument("more", nargs="*", choices=HARNESS_SCENARIOS, metavar="SCENARIO",
+                           help=f"more scenarios in the same run, of {', '.join(HARNESS_SCENARIOS)}")
         p.add_argument("--quick", action="store_true", help="a short run (all: under two minutes)")
         p.add_argument("--out", default=DEFAULT_OUT_DIR, help="directory for results, REPORT.md and plots")
         p.add_argument("--systems", type=_systems, default=systems_text, help=f"comma-separated: {systems_text}")
@@ -173,7 +177,9 @@ def main(argv: list[str] | None = None) -> int:
         systems = args.systems if isinstance(args.systems, list) else _systems(args.systems)
         # "queues" is the peer comparison of the harness's "queue" scenario ("queue" alone is
         # LogBroker's own queue benchmark).
-        scenarios = STANDARD if args.scenario == "all" else ("queue" if args.scenario == "queues" else args.scenario,)
+        asked = [args.scenario, *getattr(args, "more", ())]
+        scenarios = STANDARD if args.scenario == "all" else \
+            tuple(dict.fromkeys("queue" if s == "queues" else s for s in asked))
         command = "make bench" + (" QUICK=1" if args.quick else "") if args.scenario == "all" else \
             "python -m benchmarks " + " ".join(sys.argv[1:] if argv is None else argv)
         harness.run(scenarios, systems, plan.QUICK if args.quick else plan.FULL, quick=args.quick,

@@ -58,14 +58,18 @@ def test_unknown_systems_are_refused(capsys):
 
 
 def test_the_standard_set_runs_logbroker_through_its_kafka_listener_beside_the_peers(tmp_path, monkeypatch):
+    """And several scenarios go in one run."""
     assert SYSTEMS == ("logbroker", "logbroker-kafka", "nats", "rabbitmq")
     server = make_server("logbroker-kafka", str(tmp_path))
     assert isinstance(server, LogBrokerKafkaServer) and server.system == "logbroker-kafka"
     server.stop()
     asked = {}
-    monkeypatch.setattr(harness, "run", lambda scenarios, systems, *_a, **_k: asked.update(systems=systems))
+    monkeypatch.setattr(harness, "run", lambda scenarios, systems, *_a, **_k: asked.update(scenarios=scenarios,
+                                                                                            systems=systems))
     assert main(["all", "--quick"]) == 0                   # what `make bench` runs
     assert asked["systems"] == list(SYSTEMS)
+    assert main(["produce", "consume", "queues", "produce", "--systems", "logbroker-kafka,rabbitmq"]) == 0
+    assert asked == {"scenarios": ("produce", "consume", "queue"), "systems": ["logbroker-kafka", "rabbitmq"]}
     with pytest.raises(SystemExit):                        # the replicated clusters have no Kafka variant
         main(["replication", "--systems", "logbroker-kafka"])
 
