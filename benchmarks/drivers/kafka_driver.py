@@ -31,8 +31,11 @@ from confluent_kafka.cimpl import NewTopic  # what confluent_kafka.admin re-expo
 
 from benchmarks.drivers.base import OP_TIMEOUT_S, Driver, latency_ms
 from benchmarks.kafka_settings import (
+    FETCH_BYTES,
+    FETCH_QUEUE_BACKOFF_MS,
     LATENCY_FETCH_WAIT_MS,
     LATENCY_LINGER_MS,
+    QUEUE_MESSAGES_MAX,
     THROUGHPUT_LINGER_MS,
     client_config,
     consumer_config,
@@ -86,13 +89,14 @@ class KafkaDriver(Driver):
             "durability": "flush=interval (fsync every 1000 ms), acks=1 (leader append); "
                           "fsync variant: topic config flush=always (group commit, fsync before the ack), acks=all",
             "produce": f"produce_batch of {BATCH} records, linger.ms {THROUGHPUT_LINGER_MS}, "
-                       "queue.buffering.max.messages 1,000,000, acks=1, every delivery report served",
-            "consume": f"a new consumer assigned at offset 0, consume({BATCH}) lists, fetch.max.bytes 4 MiB, "
-                       "fetch.queue.backoff.ms 10, every value touched",
+                       f"queue.buffering.max.messages {QUEUE_MESSAGES_MAX:,}, acks=1, every delivery report served",
+            "consume": f"a new consumer assigned at offset 0, consume({BATCH}) lists, fetch.max.bytes "
+                       f"{FETCH_BYTES >> 20} MiB, fetch.queue.backoff.ms {FETCH_QUEUE_BACKOFF_MS}, every value touched",
             "publish": f"produce one record and flush (linger.ms {LATENCY_LINGER_MS}: the flush sends it at once), "
                        "acks=1, before the next",
             "tail": f"a consumer assigned at the high watermark, poll() per record, fetch.wait.max.ms "
-                    f"{LATENCY_FETCH_WAIT_MS}, fetch.queue.backoff.ms 10; paced sends: produce per record, "
+                    f"{LATENCY_FETCH_WAIT_MS}, fetch.queue.backoff.ms {FETCH_QUEUE_BACKOFF_MS}; paced sends: "
+                    "produce per record, "
                     f"linger.ms {LATENCY_LINGER_MS}, acks=1",
             "idle": f"one librdkafka consumer (its own connections and threads) per consumer, assigned at the "
                     f"high watermark, long-poll fetches of fetch.wait.max.ms {IDLE_FETCH_WAIT_MS}",
