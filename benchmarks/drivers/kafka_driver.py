@@ -119,8 +119,11 @@ class KafkaDriver(Driver):
                 raise
 
     async def create_log(self, name: str, *, fsync: bool = False) -> None:
+        """The topic, and its leader known to the producer that ``produce`` will write it with
+        (a metadata round trip fewer in the timed section)."""
         await self._create_topic(name, {"flush": "always" if fsync else "interval"})
         await self._warm_producers()
+        await asyncio.to_thread(self._producer("fsync" if fsync else "throughput").list_topics, name, OP_TIMEOUT_S)
 
     async def _warm_producers(self) -> None:
         """Make the producers once, each logged in and connected to the leader by a record sent to

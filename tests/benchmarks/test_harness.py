@@ -70,6 +70,7 @@ def test_the_standard_set_runs_logbroker_through_its_kafka_listener_beside_the_p
     assert asked["systems"] == list(SYSTEMS)
     assert main(["produce", "consume", "queues", "produce", "--systems", "logbroker-kafka,rabbitmq"]) == 0
     assert asked == {"scenarios": ("produce", "consume", "queue"), "systems": ["logbroker-kafka", "rabbitmq"]}
+    assert main(["latency", "--quick"]) == 0 and asked["scenarios"] == ("latency",)
     with pytest.raises(SystemExit):                        # the replicated clusters have no Kafka variant
         main(["replication", "--systems", "logbroker-kafka"])
 
