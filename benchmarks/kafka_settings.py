@@ -5,7 +5,8 @@ used by ``kafka_bench`` (the listener against HTTP) and by the harness's ``logbr
 
 The producer hands librdkafka whole batches (``linger.ms`` ``THROUGHPUT_LINGER_MS``, room for
 ``QUEUE_MESSAGES_MAX`` queued records, so a fast producer is never refused for a full local queue);
-a latency-minded producer lingers ``LATENCY_LINGER_MS``. Every consumer sets
+a latency-minded producer sends each record at once (``LATENCY_LINGER_MS`` 0: a linger of 1 ms
+put a millisecond on the p50 at 5,000 records/s, 1.5 ms against 0.7 ms). Every consumer sets
 ``fetch.queue.backoff.ms`` to ``FETCH_QUEUE_BACKOFF_MS``: by default librdkafka stops fetching for a
 whole second each time its local queue holds ``queued.min.messages`` (100,000), which a consumer
 that keeps up with the broker reaches every few hundred milliseconds; a figure would then measure
@@ -24,7 +25,7 @@ LISTENER_ARGS: Final = ("--kafka-port", "0")
 AUTH_ARGS: Final = ("--auth", "on", "--admin-user", ADMIN, "--admin-password", PASSWORD)
 FETCH_BYTES: Final = 4 * 1024 * 1024
 THROUGHPUT_LINGER_MS: Final = 5
-LATENCY_LINGER_MS: Final = 1
+LATENCY_LINGER_MS: Final = 0
 QUEUE_MESSAGES_MAX: Final = 1_000_000
 FETCH_QUEUE_BACKOFF_MS: Final = 10
 LATENCY_FETCH_WAIT_MS: Final = 500   # Kafka's default fetch.max.wait.ms; a fetch returns at the first record
