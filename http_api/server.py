@@ -45,6 +45,13 @@ async def _serve_node(config: NodeConfig, ready_stream: TextIO | None) -> None:
     node = Node(config)
     watch = LoopWatch(node.metrics.registry)
     watch.start()  # from the start: replaying groups and queues at start-up may hold the loop too
+    try:
+        await _serve_watched(node, config, ready_stream)
+    finally:
+        watch.stop()
+
+
+async def _serve_watched(node: Node, config: NodeConfig, ready_stream: TextIO | None) -> None:
     # Bound before the node starts, so that a cluster node advertises its real port; connections
     # wait in the backlog until the site starts accepting.
     family = socket.AF_INET6 if ":" in config.http_host else socket.AF_INET
@@ -67,7 +74,6 @@ async def _serve_node(config: NodeConfig, ready_stream: TextIO | None) -> None:
         if kafka_server is not None:
             await kafka_server.stop()
         await node.stop()
-        watch.stop()
         raise
     gc.freeze()  # what start-up replayed (groups, queues) lives on: no full collection walks it (0176)
     app = build_app(node)
@@ -108,5 +114,4 @@ async def _serve_node(config: NodeConfig, ready_stream: TextIO | None) -> None:
             await kafka_server.stop()
         await runner.cleanup()
         await node.stop()
-        watch.stop()
         log.info("stopped")

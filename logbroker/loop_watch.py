@@ -3,17 +3,19 @@
 Every request, shipment, lease keepalive and ISR decision of a node waits while one callback
 runs, so a callback that runs for a quarter of a second is an outage of that length that no
 other log line explains. The loop beats every ``BEAT_S``; each beat observes how late it ran in
-``logbroker_event_loop_lag_seconds``. A watcher thread looks every ``BEAT_S`` too: once the next
-beat is ``HELD_S / 2`` late, it takes the loop thread's stack (``sys._current_frames``), so that
-every stall of ``HELD_S`` or more that the process ran through has one; the late beat logs a
-warning with how long the loop was held and that stack.
+``logbroker_event_loop_lag_seconds``. A watcher thread looks every ``HELD_S / 4``: once the next
+beat is ``HELD_S / 2`` late, it judges the stall once, taking the loop thread's stack
+(``sys._current_frames``), so that every stall of ``HELD_S`` or more that the process ran through
+has one; the late beat logs a warning with how long the loop was held and that stack.
 
 A process that was stopped (SIGSTOP) or not scheduled holds its loop without any callback to
 blame: the watcher's own sleep overran while the process spent no CPU, or the loop ran again
-before the watcher could look. Such a stall is logged as ``paused``, without a stack. (A C call
-holding the GIL overruns the watcher's sleep too, but spends CPU meanwhile: that is a hold.)
-Invariants: the watcher never touches loop state (it reads two attributes and writes two); at most
-one stack is taken per stall; the thread ends within ``BEAT_S`` of ``stop``.
+before the watcher looked and the process spent under half the stall on CPU. Such a stall is
+logged as ``paused``, without a stack. (A C call holding the GIL overruns the watcher's sleep too,
+but spends CPU meanwhile: that is a hold, its stack marked ``stack_late``.) Invariants: the
+watcher writes one attribute, a judgement named by the beat it followed, which the loop uses only
+for that beat's stall; at most one stack is taken per stall; the thread ends within ``HELD_S`` of
+``stop``, or of its loop's close.
 """
 
 from __future__ import annotations
@@ -47,7 +49,8 @@ def stack_summary(frame: FrameType | None, limit: int = STACK_FRAMES) -> list[st
 
 
 class LoopWatch:
-    """Started on the loop it watches; ``stop`` ends the beats and the watcher thread."""
+    """Started on the loop it watches; ``stop`` ends the beats and the watcher thread (which also
+    ends by itself once that loop is closed)."""
 
     def __init__(self, registry: CollectorRegistry, *, beat_s: float = BEAT_S, held_s: float = HELD_S,
                  clock: Callable[[], float] = time.monotonic) -> None:
@@ -58,8 +61,11 @@ class LoopWatch:
                              f"due every {beat_s:g} s (a held loop delays every request)", buckets=LAG_BUCKETS_S,
                              registry=registry)
         self._beat_at = clock()
-        self._stack: list[str] | None = None    # taken by the watcher during the current stall
-        self._paused = False                    # the watcher overslept during the current stall
+        self._cpu_at = time.process_time()
+        # The watcher's judgement of one stall, named by the beat it followed (one attribute, so
+        # the loop reads a whole judgement or none): (beat_at, paused, stack, stack taken late).
+        self._seen: tuple[float, bool, list[str] | None, bool] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread = threading.get_ident()
         self._handle: asyncio.TimerHandle | None = None
         self._stopping = threading.Event()
@@ -67,9 +73,11 @@ class LoopWatch:
         self.stalls = 0
 
     def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
         self._loop_thread = threading.get_ident()
-        self._beat_at = self._clock()
-        self._handle = asyncio.get_running_loop().call_later(self._beat_s, self._beat)
+        self._beat_at, self._cpu_at = self._clock(), time.process_time()
+        self._stopping.clear()
+        self._handle = self._loop.call_later(self._beat_s, self._beat)
         self._thread = threading.Thread(target=self._watch, name="loop-watch", daemon=True)
         self._thread.start()
 
@@ -79,32 +87,46 @@ class LoopWatch:
             self._handle = None
         self._stopping.set()
         if self._thread is not None:
-            self._thread.join(timeout=2 * self._beat_s)
+            self._thread.join(timeout=self._held_s)
             self._thread = None
 
     def _beat(self) -> None:
-        now = self._clock()
+        now, cpu = self._clock(), time.process_time()
         late = max(0.0, now - self._beat_at - self._beat_s)
+        beat_at, cpu_at, seen = self._beat_at, self._cpu_at, self._seen
+        self._beat_at, self._cpu_at = now, cpu  # first: the watcher judges no stall that has ended
+        assert self._loop is not None
+        self._handle = self._loop.call_later(self._beat_s, self._beat)
         self.lag.observe(late)
-        if late >= self._held_s:
-            self.stalls += 1
-            stack = self._stack
-            paused = self._paused or stack is None
-            fields: dict[str, object] = {"held_ms": round(late * 1000, 1), "paused": paused}
-            if not paused:
-                fields["stack"] = stack
-            log.warning("event loop held", extra={"fields": fields})
-        self._beat_at = now  # first: the watcher takes no stack of a stall that has ended
-        self._stack, self._paused = None, False
-        self._handle = asyncio.get_running_loop().call_later(self._beat_s, self._beat)
+        if late < self._held_s:
+            return
+        self.stalls += 1
+        if seen is not None and seen[0] == beat_at:
+            _, paused, stack, stack_late = seen
+        else:  # the loop ran again before the watcher looked: did the process run meanwhile?
+            paused, stack, stack_late = cpu - cpu_at < late / 2, None, False
+        fields: dict[str, object] = {"held_ms": round(late * 1000, 1), "paused": paused}
+        if not paused:
+            fields["stack"] = stack
+            if stack_late:
+                fields["stack_late"] = True  # taken once a C call let the GIL go: maybe past it
+        log.warning("event loop held", extra={"fields": fields})
 
     def _watch(self) -> None:
+        interval = self._held_s / 4  # at least one look while a stall is between half and all of HELD_S
         woke, spent = self._clock(), time.process_time()
-        while not self._stopping.wait(self._beat_s):
+        while not self._stopping.wait(interval):
+            loop = self._loop
+            if loop is None or loop.is_closed():
+                return
             now, cpu = self._clock(), time.process_time()
-            overslept = now - woke - self._beat_s
-            if overslept >= self._held_s / 2 and cpu - spent < overslept / 2:
-                self._paused = True  # this thread did not run either, and nothing else did: stopped or starved
-            elif self._stack is None and now - self._beat_at >= self._beat_s + self._held_s / 2:
-                self._stack = stack_summary(sys._current_frames().get(self._loop_thread))
-            woke, spent = now, cpu
+            overslept = now - woke - interval
+            woke, spent, spent_before = now, cpu, spent
+            beat_at, seen = self._beat_at, self._seen
+            if now - beat_at - self._beat_s < self._held_s / 2 or (seen is not None and seen[0] == beat_at):
+                continue  # no stall yet, or this one judged already
+            if overslept >= self._held_s / 2 and cpu - spent_before < overslept / 2:
+                self._seen = (beat_at, True, None, False)  # this thread did not run either, nor anything else
+            else:
+                frame = sys._current_frames().get(self._loop_thread)
+                self._seen = (beat_at, False, stack_summary(frame), overslept >= self._held_s / 2)

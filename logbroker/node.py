@@ -199,8 +199,9 @@ class Node:
             await self.replicas.open_topic(meta, self.log_config(meta))
         offsets_log = await ensure_internal_topic(self.coordinator, self.replicas, OFFSETS_TOPIC, OFFSETS_PARTITIONS,
                                                   self.base_log_config)
-        self._groups = GroupCoordinator(self.replicas, offsets_log)
-        await self._groups.load()
+        groups = GroupCoordinator(self.replicas, offsets_log)
+        await groups.load()
+        self._groups = groups
         for meta in await self.coordinator.list_topics():
             if meta.kind == "queue":
                 await self.queue_hosting.open_queue(meta)
@@ -260,6 +261,8 @@ class Node:
             groups = GroupCoordinator(self.replicas, log_, topics=ClusterTopics(self.coordinator, self.reads))
             started = time.perf_counter()
             records = await groups.load()  # shares the loop; its time is logged
+            if self._groups_epoch_now() != epoch:  # the leadership changed meanwhile: the next pass loads afresh
+                return
             self._groups, self._groups_epoch = groups, epoch
             log.info("coordinating consumer groups", extra={"fields": {
                 "node": self.config.node_id, "epoch": epoch, "records_replayed": records,

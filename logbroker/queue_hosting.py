@@ -12,6 +12,7 @@ appended only to the topic the queue is bound to, while the queue's owner may wr
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import TYPE_CHECKING
 
@@ -107,6 +108,7 @@ class QueueHosting:
         self._take_up_leaderships = take_up_leaderships
         self._led_epoch = led_epoch
         self._opened_at: dict[str, dict[tuple[str, int], int | None]] = {}  # queue: its leaderships' epochs
+        self._opening: dict[str, asyncio.Lock] = {}  # one open of a queue at a time (its replay yields)
 
     async def reconcile(self) -> None:
         """A cluster node manages exactly the queues whose partitions and state-log partitions it
@@ -121,13 +123,12 @@ class QueueHosting:
             if self._queues.has(meta.name) and (not led or not self._still_led(meta.name)):
                 self._queues.remove(meta.name)
                 self._opened_at.pop(meta.name, None)
+                self._opening.pop(meta.name, None)
                 log.info("no longer managing queue", extra={"fields": {"queue": meta.name}})
             if led and self._queues.has(meta.name):
                 self._queues.reconfigure(meta)
             elif led:
                 await self.open_queue(meta)
-                self._opened_at[meta.name] = {(t, p): self._led_epoch(t, p)
-                                              for t in (meta.name, state_topic(meta)) for p in range(meta.partitions)}
                 log.info("managing queue", extra={"fields": {"queue": meta.name}})
 
     def _still_led(self, name: str) -> bool:
@@ -153,11 +154,30 @@ class QueueHosting:
 
     async def open_queue(self, meta: TopicMetadata) -> None:
         """Open (creating it if needed) the queue's share-state log and replay it. The log has at
-        least one partition per queue partition (it is grown first, see ``add_partitions``)."""
-        flush = {k: v for k, v in meta.config.items() if k in ("flush", "flush_ms")}
-        events = await ensure_internal_topic(self._coordinator, self._replicas, state_topic(meta), meta.partitions,
-                                             self._base_log_config, flush, placed_on=self.queue_replicas(meta.name))
-        if self._coordinator.is_cluster:
-            self._take_up_leaderships(meta.name)
-            self._take_up_leaderships(state_topic(meta))
-        await self._queues.open(meta, events, await self._dead_letters.binding(meta))
+        least one partition per queue partition (it is grown first, see ``add_partitions``).
+
+        The replay gives the loop back as it goes, so: one open of a queue runs at a time (a
+        second caller finds the queue open and returns), and a cluster's queue is published only
+        if every leadership it was opened under is still held at the epoch read before the replay
+        (else ``NotLeaderError``; the next reconcile pass opens it afresh). Those epochs are what
+        ``reconcile`` checks the queue against later."""
+        lock = self._opening.setdefault(meta.name, asyncio.Lock())
+        async with lock:
+            if self._queues.has(meta.name):
+                return
+            flush = {k: v for k, v in meta.config.items() if k in ("flush", "flush_ms")}
+            events = await ensure_internal_topic(self._coordinator, self._replicas, state_topic(meta),
+                                                 meta.partitions, self._base_log_config, flush,
+                                                 placed_on=self.queue_replicas(meta.name))
+            epochs: dict[tuple[str, int], int | None] = {}
+            if self._coordinator.is_cluster:
+                self._take_up_leaderships(meta.name)
+                self._take_up_leaderships(state_topic(meta))
+                epochs = {(t, p): self._led_epoch(t, p) for t in (meta.name, state_topic(meta))
+                          for p in range(meta.partitions)}
+
+            def still_led() -> bool:
+                return all(self._led_epoch(t, p) == epoch for (t, p), epoch in epochs.items())
+
+            await self._queues.open(meta, events, await self._dead_letters.binding(meta), still_led=still_led)
+            self._opened_at[meta.name] = epochs

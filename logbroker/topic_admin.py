@@ -36,7 +36,7 @@ from coordinator.models import (
     validate_name,
 )
 from coordinator.topic_config import alter_config
-from logbroker.errors import InvalidRequestError
+from logbroker.errors import InvalidRequestError, NotLeaderError
 from logbroker.internal_log import INTERNAL_LOG_CONFIG
 from logbroker.partition_roles import NO_LEADER
 from logbroker.queues.manager import state_topic
@@ -161,7 +161,8 @@ class TopicAdmin:
             self._reconciler.notice(MetadataChange(topics=frozenset({name})))
             await self.await_leaders(name)
         if not self._queues.has(meta.name) and self._hosting.leads_queue(meta):  # a reconcile round may have opened it
-            await self._hosting.open_queue(meta)
+            with contextlib.suppress(NotLeaderError):  # it moved while it opened: its new leader's reconcile opens it
+                await self._hosting.open_queue(meta)
         return await self.describe_topic(meta.name)
 
     async def await_leaders(self, name: str) -> None:

@@ -509,9 +509,7 @@ class PartitionLog:
         segment below it is compacted now. The lock is held only for renames and the new
         segments' index check (``load``), with the two directory fsyncs of the commit and of the
         files' replacement between: appends, which wait for the lock on the event loop, do not
-        wait for the cleaning directory's fsync before, nor for the swap directory's removal's after."""
-        with contextlib.suppress(FileNotFoundError):  # gone with a truncation: the check below says so
-            fsync_dir(cleaning_dir, self._fsync)
+        wait for the swap directory's removal's fsync, done after."""
         with self._lock:
             if self._closed or self._offline is not None or not unchanged(self._segments[:-1], cleaned):
                 return False

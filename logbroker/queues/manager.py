@@ -38,7 +38,7 @@ from typing import Any, Final
 
 from coordinator.errors import CoordinatorError
 from coordinator.models import TopicMetadata, TopicSpec
-from logbroker.errors import BrokerError, DeadLetterRefusedError, LeaseExpiredError, NotAQueueError
+from logbroker.errors import BrokerError, DeadLetterRefusedError, LeaseExpiredError, NotAQueueError, NotLeaderError
 from logbroker.internal_log import InternalLog, InternalRecord, pack, unpack
 from logbroker.loop_share import LoopShare
 from logbroker.queues.batch_cache import BATCHES_PER_PARTITION_MAX, BatchCache, DecodedBatch, decoded
@@ -112,11 +112,13 @@ class QueueManager:
 
     # ---- lifecycle -----------------------------------------------------------------------------
 
-    async def open(self, meta: TopicMetadata, events: InternalLog, dead_letter_id: str | None) -> int:
+    async def open(self, meta: TopicMetadata, events: InternalLog, dead_letter_id: str | None, *,
+                   still_led: Callable[[], bool] = lambda: True) -> int:
         """Rebuild a queue's share state from its event log; returns the events replayed.
         ``dead_letter_id`` is the id of the topic its dead letters go to (None: none may). The
         loop is given back every few milliseconds (``LoopShare``): the queue is served only once
-        this returns."""
+        this returns, and only if ``still_led()`` says the leaderships it was read under still
+        hold (else ``NotLeaderError``, nothing published)."""
         settings = TopicSpec(meta.name, meta.partitions, None, meta.kind, meta.config).queue_settings()
         shares = [PartitionShare(settings["max_deliveries"]) for _ in range(meta.partitions)]
         count = 0
@@ -132,6 +134,8 @@ class QueueManager:
                     log.error("skipping an unreadable queue state event", extra={"fields": {
                         "queue": meta.name, "partition": partition, "offset": record.offset, "error": str(exc)}})
             share.after_replay(self._clock_ms())
+        if not still_led():
+            raise NotLeaderError(f"queue {meta.name}: its leadership changed while its state was replayed; retry")
         self._queues[meta.name] = Queue(meta, settings["max_deliveries"], settings["dead_letter_topic"],
                                         dead_letter_id, settings["visibility_timeout_ms"],
                                         events, shares)
