@@ -134,7 +134,11 @@ class QueueHosting:
     def _still_led(self, name: str) -> bool:
         """Every partition the queue was opened with is led at the epoch it was opened at (a
         partition added since is the growth's business)."""
-        return all(self._led_epoch(t, p) == epoch for (t, p), epoch in self._opened_at.get(name, {}).items())
+        return self._held(self._opened_at.get(name, {}))
+
+    def _held(self, epochs: dict[tuple[str, int], int | None]) -> bool:
+        """Each of these leaderships is this node's at that epoch still."""
+        return all(self._led_epoch(t, p) == epoch for (t, p), epoch in epochs.items())
 
     def leads_queue(self, meta: TopicMetadata) -> bool:
         me = self._node_id
@@ -175,9 +179,6 @@ class QueueHosting:
                 self._take_up_leaderships(state_topic(meta))
                 epochs = {(t, p): self._led_epoch(t, p) for t in (meta.name, state_topic(meta))
                           for p in range(meta.partitions)}
-
-            def still_led() -> bool:
-                return all(self._led_epoch(t, p) == epoch for (t, p), epoch in epochs.items())
-
-            await self._queues.open(meta, events, await self._dead_letters.binding(meta), still_led=still_led)
+            await self._queues.open(meta, events, await self._dead_letters.binding(meta),
+                                    still_led=lambda: self._held(epochs))
             self._opened_at[meta.name] = epochs
