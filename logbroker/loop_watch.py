@@ -6,7 +6,10 @@ other log line explains. The loop beats every ``BEAT_S``; each beat observes how
 ``logbroker_event_loop_lag_seconds``. A watcher thread looks every ``HELD_S / 4``: once the next
 beat is ``HELD_S / 2`` late, it judges the stall once, taking the loop thread's stack
 (``sys._current_frames``), so that every stall of ``HELD_S`` or more that the process ran through
-has one; the late beat logs a warning with how long the loop was held and that stack.
+has one; the late beat logs a warning with how long the loop was held and that stack. When the
+loop waits on something another thread holds (a log's lock while a compaction swap fsyncs under it),
+its own stack names only the waiter, so the stacks of the process's other threads that are in the
+project's code at that moment go with it (``others``, at most ``OTHER_THREADS_MAX``): the holder.
 
 A process that was stopped (SIGSTOP) or not scheduled holds its loop without any callback to
 blame: the watcher's own sleep overran while the process spent no CPU, or the loop ran again
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import sys
 import threading
 import time
@@ -35,6 +39,8 @@ log = logging.getLogger(__name__)
 BEAT_S: Final = 0.1
 HELD_S: Final = 0.25
 STACK_FRAMES: Final = 12
+OTHER_THREADS_MAX: Final = 4
+PROJECT_ROOT: Final = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LAG_BUCKETS_S: Final = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 
 
@@ -46,6 +52,30 @@ def stack_summary(frame: FrameType | None, limit: int = STACK_FRAMES) -> list[st
         lines.append(f"{'/'.join(code.co_filename.split('/')[-2:])}:{frame.f_lineno} {code.co_name}")
         frame = frame.f_back
     return lines
+
+
+def in_project(frame: FrameType | None, root: str = PROJECT_ROOT) -> bool:
+    """True when some frame of this stack runs the project's own code (not only the standard
+    library's or a dependency's: an idle executor worker waits in ``queue.get``)."""
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if filename.startswith(root) and os.sep + "site-packages" + os.sep not in filename:
+            return True
+        frame = frame.f_back
+    return False
+
+
+def other_stacks(frames: dict[int, FrameType], skip: set[int], limit: int = OTHER_THREADS_MAX) -> dict[str, list[str]]:
+    """The stacks of the threads in ``frames`` (``sys._current_frames()``) that run project code,
+    by thread name, leaving out ``skip``; at most ``limit`` of them."""
+    names = {thread.ident: thread.name for thread in threading.enumerate()}
+    found: dict[str, list[str]] = {}
+    for ident, frame in frames.items():
+        if len(found) >= limit:
+            break
+        if ident not in skip and in_project(frame):
+            found[names.get(ident, str(ident))] = stack_summary(frame)
+    return found
 
 
 class LoopWatch:
@@ -63,8 +93,9 @@ class LoopWatch:
         self._beat_at = clock()
         self._cpu_at = time.process_time()
         # The watcher's judgement of one stall, named by the beat it followed (one attribute, so
-        # the loop reads a whole judgement or none): (beat_at, paused, stack, stack taken late).
-        self._seen: tuple[float, bool, list[str] | None, bool] | None = None
+        # the loop reads a whole judgement or none): (beat_at, paused, stack, stack taken late,
+        # the other threads' stacks).
+        self._seen: tuple[float, bool, list[str] | None, bool, dict[str, list[str]]] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread = threading.get_ident()
         self._handle: asyncio.TimerHandle | None = None
@@ -102,14 +133,16 @@ class LoopWatch:
             return
         self.stalls += 1
         if seen is not None and seen[0] == beat_at:
-            _, paused, stack, stack_late = seen
+            _, paused, stack, stack_late, others = seen
         else:  # the loop ran again before the watcher looked: did the process run meanwhile?
-            paused, stack, stack_late = cpu - cpu_at < late / 2, None, False
+            paused, stack, stack_late, others = cpu - cpu_at < late / 2, None, False, {}
         fields: dict[str, object] = {"held_ms": round(late * 1000, 1), "paused": paused}
         if not paused:
             fields["stack"] = stack
             if stack_late:
                 fields["stack_late"] = True  # taken once a C call let the GIL go: maybe past it
+            if others:
+                fields["others"] = others
         log.warning("event loop held", extra={"fields": fields})
 
     def _watch(self) -> None:
@@ -126,7 +159,9 @@ class LoopWatch:
             if now - beat_at - self._beat_s < self._held_s / 2 or (seen is not None and seen[0] == beat_at):
                 continue  # no stall yet, or this one judged already
             if overslept >= self._held_s / 2 and cpu - spent_before < overslept / 2:
-                self._seen = (beat_at, True, None, False)  # this thread did not run either, nor anything else
+                self._seen = (beat_at, True, None, False, {})  # this thread did not run either, nor anything else
             else:
-                frame = sys._current_frames().get(self._loop_thread)
-                self._seen = (beat_at, False, stack_summary(frame), overslept >= self._held_s / 2)
+                frames = sys._current_frames()
+                others = other_stacks(frames, {self._loop_thread, threading.get_ident()})
+                self._seen = (beat_at, False, stack_summary(frames.get(self._loop_thread)),
+                              overslept >= self._held_s / 2, others)

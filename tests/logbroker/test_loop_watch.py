@@ -15,7 +15,7 @@ import time
 
 from prometheus_client import CollectorRegistry, generate_latest
 
-from logbroker.loop_watch import HELD_S, LoopWatch, stack_summary
+from logbroker.loop_watch import HELD_S, LoopWatch, in_project, other_stacks, stack_summary
 from tests.conftest import ROOT
 from tests.support.http import Http
 from tests.support.nodes import NodeProcess
@@ -55,6 +55,49 @@ def test_a_callback_that_holds_the_loop_is_logged_with_its_stack(caplog):
     assert ours[0]["held_ms"] >= (HELD_S + 0.1) * 1000 and ours[0]["paused"] is False
     assert any("test_loop_watch.py" in line for line in ours[0]["stack"])
     assert lag_count(registry) - lag_count(registry, '_bucket{le="0.25"}') >= 1  # a beat came over 0.25 s late
+
+
+def holds_the_lock(lock: threading.Lock, taken: threading.Event) -> None:
+    with lock:
+        taken.set()
+        time.sleep(HELD_S + 0.25)  # the holder: no GIL held, yet the loop waits for it
+
+
+def test_a_loop_waiting_on_a_lock_names_the_thread_that_holds_it(caplog):
+    lock, taken = threading.Lock(), threading.Event()
+    holder = threading.Thread(target=holds_the_lock, args=(lock, taken), name="lock-holder")
+
+    async def body() -> None:
+        await asyncio.sleep(0.15)
+        holder.start()
+        taken.wait(5)
+        with lock:  # the loop waits here
+            pass
+        await asyncio.sleep(0.15)
+
+    _, _, held = asyncio.run(watched(body, caplog))
+    holder.join(5)
+    fields = [r.fields for r in held]  # type: ignore[attr-defined]
+    assert len(fields) == 1 and fields[0]["paused"] is False, fields
+    assert any("body" in line for line in fields[0]["stack"])  # the waiter
+    assert any("holds_the_lock" in line for line in fields[0]["others"]["lock-holder"]), fields  # and the holder
+
+
+def test_idle_threads_and_dependencies_are_not_others():
+    stop = threading.Event()
+    waiter = threading.Thread(target=stop.wait, name="idle")  # only the standard library on its stack
+    waiter.start()
+    try:
+        frames = sys._current_frames()
+        others = other_stacks(frames, {threading.get_ident()})
+        assert "idle" not in others
+        assert not in_project(frames[waiter.ident], root=ROOT)
+        assert in_project(sys._getframe(), root=ROOT)
+        assert not in_project(sys._getframe(), root="/nowhere")
+        assert len(other_stacks(frames, set(), limit=0)) == 0
+    finally:
+        stop.set()
+        waiter.join(5)
 
 
 def gil_held_for(seconds: float) -> int:
