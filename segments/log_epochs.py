@@ -8,17 +8,22 @@ recovery report).
 Durability without fsync on the append path (decision 0401). A change writes the history to
 ``leader-epoch-checkpoint.pending`` (temp file and rename, no fsync): an epoch change under a slow
 disk must not hold the event loop for two fsyncs at every leader change. ``sync`` (the log's
-flush, before the recovery point may pass the batches the change is about) fsyncs the pending file
-and renames it over the checkpoint. So the checkpoint always holds every epoch below the recovery
-point; on open a readable pending file is newer and taken, and the epochs of the batches past the
-recovery point are taken from their headers (``adopt``), which every batch carries.
+flush, before the recovery point may pass the batches the change is about) writes the history as
+last written to the checkpoint with fsync (file and directory), then drops the pending file if no
+change came meanwhile. So the checkpoint always holds every epoch below the recovery point; on
+open a readable pending file is newer and taken, and the epochs of the batches past the recovery
+point are taken from their headers (``adopt``), which every batch carries.
 
 No lock of the log's own: the log calls it with its lock held; ``sync`` runs in the flush thread
-without the log's lock, under the history's file lock.
+without the log's lock. The file lock guards only the pending file and what was last written:
+``sync`` does not hold it across its fsyncs, so an epoch change on the event loop (a new
+leadership's first append, under the log's lock) never waits for a slow disk's fsync. One sync
+runs at a time (``_sync_lock``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from collections.abc import Callable, Iterable
@@ -26,7 +31,6 @@ from typing import Final, final
 
 from segments.batch import U32_MAX
 from segments.checkpoint import LEADER_EPOCH_FILE, read_epochs, write_epochs
-from segments.cleaner_files import fsync_dir
 from segments.epochs import LeaderEpochCache
 from segments.errors import CorruptCheckpointError, InvalidArgumentError, StaleLeaderEpochError, check_int
 
@@ -41,7 +45,8 @@ def _no_fsync(_fd: int) -> None:
 class EpochHistory:
     """``latest_epoch`` is a plain attribute, kept equal to the history's, for the append path."""
 
-    __slots__ = ("_cache", "_dirty", "_file_lock", "_fsync", "_path", "_pending", "latest_epoch")
+    __slots__ = ("_cache", "_dirty", "_file_lock", "_fsync", "_path", "_pending", "_sync_lock", "_written",
+                 "_written_count", "latest_epoch")
 
     def __init__(self, directory: str, fsync: Callable[[int], None]) -> None:
         self._path = os.path.join(directory, LEADER_EPOCH_FILE)
@@ -50,7 +55,10 @@ class EpochHistory:
         self._cache = LeaderEpochCache()
         self.latest_epoch = self._cache.latest_epoch
         self._file_lock = threading.Lock()
+        self._sync_lock = threading.Lock()
         self._dirty = False  # the pending file holds a change the checkpoint does not
+        self._written: list[tuple[int, int]] = []  # the history as the pending file holds it
+        self._written_count = 0  # writes so far: a sync knows whether one came while it ran
 
     @classmethod
     def load(cls, directory: str, fsync: Callable[[int], None], errors: list[str], start_offset: int,
@@ -136,21 +144,25 @@ class EpochHistory:
 
     def write(self) -> None:
         """The history to the pending file, not yet durable (``sync``)."""
+        entries = self.entries()
         with self._file_lock:
-            write_epochs(self._pending, self.entries(), _no_fsync)
+            write_epochs(self._pending, entries, _no_fsync)
+            self._written = entries
+            self._written_count += 1
             self._dirty = True
 
     def sync(self) -> None:
-        """Make the last change durable: fsync the pending file, rename it over the checkpoint,
-        fsync the directory. Blocking; raises ``OSError`` as fsync does."""
-        with self._file_lock:
-            if not self._dirty:
-                return
-            fd = os.open(self._pending, os.O_RDONLY)
-            try:
-                self._fsync(fd)
-            finally:
-                os.close(fd)
-            os.replace(self._pending, self._path)
-            fsync_dir(os.path.dirname(self._path), self._fsync)
-            self._dirty = False
+        """Make the last change durable: write the history as last written to the checkpoint
+        (temp file, fsync, rename, directory fsync), outside the file lock; then drop the pending
+        file unless a change was written meanwhile. Blocking; raises ``OSError`` as fsync does."""
+        with self._sync_lock:
+            with self._file_lock:
+                if not self._dirty:
+                    return
+                entries, count = self._written, self._written_count
+            write_epochs(self._path, entries, self._fsync)
+            with self._file_lock:
+                if self._written_count == count:
+                    self._dirty = False
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(self._pending)  # it holds what the checkpoint holds now

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import threading
+import time
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -54,6 +56,41 @@ def test_an_epoch_change_does_not_fsync_on_the_append_path_and_the_flush_makes_i
     assert not os.path.exists(checkpoint + PENDING_SUFFIX)
     calls.clear()
     assert log.flush() == 2 and len(calls) == 1, "nothing new: only the segment, the history is not synced again"
+    log.close()
+
+
+def test_an_epoch_change_does_not_wait_for_a_flush_whose_fsync_is_slow(tmp_path):
+    """The flush thread's history sync fsyncs on a slow disk; meanwhile the event loop appends a
+    new leadership's first batch (an epoch change, under the log's lock). It must not wait for that
+    fsync; the change it wrote stays pending and the next flush makes it durable."""
+    in_fsync, release = threading.Event(), threading.Event()
+
+    def slow_fsync(fd: int) -> None:
+        in_fsync.set()
+        release.wait(10)
+        os.fsync(fd)
+
+    log = PartitionLog.open(str(tmp_path / "t-0"), SMALL)
+    log.append(batch_of([b"a"]), leader_epoch=1)
+    log._epochs._fsync = slow_fsync  # only the history's fsyncs are slow
+    flusher = threading.Thread(target=log.flush)
+    flusher.start()
+    try:
+        assert in_fsync.wait(10), "the flush reached the history's fsync"
+        started = time.monotonic()
+        log.append(batch_of([b"b"]), leader_epoch=2)  # the epoch change
+        assert time.monotonic() - started < 5, "the append waited for the fsync"
+        assert flusher.is_alive(), "the flush was still in its fsync"
+    finally:
+        release.set()
+        flusher.join(10)
+    checkpoint = os.path.join(log.directory, LEADER_EPOCH_FILE)
+    assert read_epochs(checkpoint) == [(1, 0)], "the sync wrote what was written when it started"
+    assert read_epochs(checkpoint + PENDING_SUFFIX) == [(1, 0), (2, 1)], "the change came after it: still pending"
+    log._epochs._fsync = os.fsync
+    assert log.flush() == 2
+    assert read_epochs(checkpoint) == [(1, 0), (2, 1)]
+    assert not os.path.exists(checkpoint + PENDING_SUFFIX)
     log.close()
 
 
