@@ -12,6 +12,11 @@ paced sender's ticker) never blocks on them; each such call in a thread waits at
 before it looks at its deadline again. ``produce`` only queues, and ``poll(0)`` serves delivery
 reports without waiting.
 
+The idle point's consumers are aiokafka's (asyncio, no thread of their own): a process can hold
+at most about a thousand confluent-kafka clients (each takes a thread-local storage key, and
+glibc has 1,024), and the point holds 2,000. Each has its own connections and long-polls the
+leader as a librdkafka consumer would, so the node holds the same load.
+
 fsync'd variant: the topic is made with LogBroker's own config ``flush=always`` (CreateTopics takes
 it) and written acks=all, as the ``logbroker`` driver does over HTTP. No queues: Kafka has none
 with per-message acks (LogBroker's are served over HTTP and gRPC).
@@ -21,20 +26,25 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 import time
 from collections.abc import Callable
 from typing import Any, Final
 
+from aiokafka import AIOKafkaConsumer
+from aiokafka import TopicPartition as AioTopicPartition
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic  # what confluent_kafka.admin re-exports (mypy sees no export there)
 
 from benchmarks.drivers.base import OP_TIMEOUT_S, Driver, latency_ms
 from benchmarks.kafka_settings import (
+    ADMIN,
     FETCH_BYTES,
     FETCH_QUEUE_BACKOFF_MS,
     LATENCY_FETCH_WAIT_MS,
     LATENCY_LINGER_MS,
+    PASSWORD,
     QUEUE_MESSAGES_MAX,
     THROUGHPUT_LINGER_MS,
     client_config,
@@ -45,7 +55,7 @@ from benchmarks.kafka_settings import (
 BATCH: Final = 1_000
 POLL_S: Final = 0.1              # the longest one waiting librdkafka call blocks before its deadline is checked
 IDLE_FETCH_WAIT_MS: Final = 10_000
-IDLE_THREADS_MAX: Final = 32     # idle consumers opened and closed at once
+IDLE_OPENING_MAX: Final = 32     # idle consumers opened and closed at once
 WARM_UP_LOG: Final = "b-kafka-warm-up"
 # The producers: (acks, linger.ms) by use.
 PRODUCERS: Final = {"throughput": ("1", THROUGHPUT_LINGER_MS), "fsync": ("all", THROUGHPUT_LINGER_MS),
@@ -98,8 +108,9 @@ class KafkaDriver(Driver):
                     f"{LATENCY_FETCH_WAIT_MS}, fetch.queue.backoff.ms {FETCH_QUEUE_BACKOFF_MS}; paced sends: "
                     "produce per record, "
                     f"linger.ms {LATENCY_LINGER_MS}, acks=1",
-            "idle": f"one librdkafka consumer (its own connections and threads) per consumer, assigned at the "
-                    f"high watermark, long-poll fetches of fetch.wait.max.ms {IDLE_FETCH_WAIT_MS}",
+            "idle": f"one aiokafka {version('aiokafka')} consumer (its own connections) per consumer, assigned "
+                    f"at the high watermark, long-poll fetches of fetch_max_wait_ms {IDLE_FETCH_WAIT_MS} (librdkafka "
+                    "holds at most ~1,000 clients per process)",
         }
 
     @property
@@ -214,20 +225,27 @@ class KafkaDriver(Driver):
             await asyncio.to_thread(consumer.close)
 
     async def hold_idle(self, log: str, consumers: int, ready: Callable[[], None], stop: asyncio.Event) -> int:
-        """``consumers`` librdkafka consumers, opened ``IDLE_THREADS_MAX`` at a time (each blocks
-        while it logs in and asks the leader for the watermark). librdkafka's own threads then
-        fetch in the background: nothing needs polling while the log stays empty."""
-        held: list[Consumer] = []
-        slots = asyncio.Semaphore(IDLE_THREADS_MAX)
+        """``consumers`` aiokafka consumers, opened ``IDLE_OPENING_MAX`` at a time, each assigned at
+        the high watermark once it asked the leader for it; their fetchers then long-poll in the
+        background while the log stays empty."""
+        held: list[AIOKafkaConsumer] = []
+        slots = asyncio.Semaphore(IDLE_OPENING_MAX)
+        # A warning per connection that SASL PLAIN goes without TLS: the benchmark's loopback node.
+        logging.getLogger("aiokafka.conn").setLevel(logging.ERROR)
 
         async def open_one() -> None:
             async with slots:
-                held.append(await asyncio.to_thread(self._tail_consumer, log,
-                                                    **{"fetch.wait.max.ms": IDLE_FETCH_WAIT_MS}))
+                consumer = self._idle_consumer()
+                await consumer.start()
+                held.append(consumer)
+                partition = AioTopicPartition(log, 0)
+                consumer.assign([partition])
+                await consumer.seek_to_end(partition)
+                await consumer.position(partition)  # the leader answered: from here it long-polls
 
-        async def close_one(consumer: Consumer) -> None:
+        async def close_one(consumer: AIOKafkaConsumer) -> None:
             async with slots:
-                await asyncio.to_thread(consumer.close)
+                await consumer.stop()
 
         try:
             async with asyncio.timeout(OP_TIMEOUT_S), asyncio.TaskGroup() as opening:
@@ -240,6 +258,12 @@ class KafkaDriver(Driver):
                 for consumer in held:
                     closing.create_task(close_one(consumer))
         return len(held)
+
+    def _idle_consumer(self) -> AIOKafkaConsumer:
+        return AIOKafkaConsumer(bootstrap_servers=self.address, security_protocol="SASL_PLAINTEXT",
+                                sasl_mechanism="PLAIN", sasl_plain_username=ADMIN, sasl_plain_password=PASSWORD,
+                                group_id=None, enable_auto_commit=False, fetch_max_wait_ms=IDLE_FETCH_WAIT_MS,
+                                request_timeout_ms=IDLE_FETCH_WAIT_MS + 30_000)
 
     async def queue_unavailable(self) -> str | None:
         return ("not available: Kafka has no queues with per-message acks (LogBroker's queues are served "
