@@ -77,16 +77,22 @@ def swap_dir_commit(directory: str, cleaning_dir: str, fsync: Callable[[int], No
     return swap
 
 
-def finish_swap(directory: str, fsync: Callable[[int], None], swap: str | None = None, *,
-                sync_removal: bool = True) -> bool:
+def finish_swap(directory: str, fsync: Callable[[int], None], swap: str | None = None) -> bool:
     """Step 3, and what a start does: finish a committed swap, discard an uncommitted one.
-    Returns True when a swap was finished. ``sync_removal`` False leaves the last directory fsync
-    (of the swap directory's removal) to the caller: a crash before it finishes the swap again,
-    to the same files."""
+    Returns True when a swap was finished."""
     shutil.rmtree(os.path.join(directory, CLEANING_DIR), ignore_errors=True)
     swap = swap or os.path.join(directory, SWAP_DIR)
     if not os.path.isdir(swap):
         return False
+    move_swapped_files(directory, swap)
+    remove_swap_dir(directory, swap, fsync)
+    return True
+
+
+def move_swapped_files(directory: str, swap: str) -> None:
+    """Step 3's renames: each marker's segment files removed, each compacted file renamed over its
+    namesake. No fsync: until ``remove_swap_dir`` the committed swap directory is still there,
+    and a crash has the next start do this again (each step is idempotent)."""
     names = sorted(os.listdir(swap))
     markers = [n for n in names if n.endswith(DELETED_SUFFIX)]
     for name in markers:
@@ -97,11 +103,14 @@ def finish_swap(directory: str, fsync: Callable[[int], None], swap: str | None =
     for name in names:
         if name not in markers:
             os.replace(os.path.join(swap, name), os.path.join(directory, name))
+
+
+def remove_swap_dir(directory: str, swap: str, fsync: Callable[[int], None]) -> None:
+    """The end of step 3: the renames made durable (a directory fsync) before the swap directory,
+    which would redo them, is removed; then its removal made durable."""
     fsync_dir(directory, fsync)
     shutil.rmtree(swap)
-    if sync_removal:
-        fsync_dir(directory, fsync)
-    return True
+    fsync_dir(directory, fsync)
 
 
 def remove_compaction_dirs(directory: str) -> None:

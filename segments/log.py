@@ -27,8 +27,11 @@ Their value types are re-exported here.
 
 Concurrency: every public method takes ``self._lock`` (a ``threading.Lock``), so the log may be
 used from the event loop and from one flush thread. ``flush`` runs fsync on duplicated
-descriptors outside the lock so appends go on during it (group commit). Helpers that need the
-lock held end in ``_locked``. The parts have no lock of their own: the log calls them with its
+descriptors outside the lock so appends go on during it (group commit); a compaction swap
+fsyncs outside it too, under ``self._swap_lock``, which every operation that drops or cuts
+segments (retention, truncation, close, delete) takes before ``self._lock``: nothing fsyncs with
+``self._lock`` held but ``close`` and the ``always`` flush policy. Helpers that need the lock held
+end in ``_locked``. The parts have no lock of their own: the log calls them with its
 lock held.
 """
 
@@ -43,7 +46,7 @@ from typing import NamedTuple, final
 
 from segments.batch import PREFIX_SIZE, BatchHeader, now_ms, patched_prefix, validate_batch
 from segments.checkpoint import write_atomic
-from segments.cleaner_files import CleanableSegment, fsync_dir, remove_compaction_dirs
+from segments.cleaner_files import CleanableSegment, remove_compaction_dirs, remove_swap_dir
 from segments.config import LogConfig
 from segments.errors import (
     BatchTooLargeError,
@@ -59,7 +62,14 @@ from segments.errors import (
     is_no_space,
 )
 from segments.handles import LogHandles, SegmentHandles
-from segments.log_cleaning import cleanable_locked, reopen_swapped, swap_files_locked, unchanged
+from segments.log_cleaning import (
+    SwapCommittedError,
+    cleanable_locked,
+    commit_swap,
+    move_files_locked,
+    reopen_swapped,
+    unchanged,
+)
 from segments.log_epochs import EpochHistory
 from segments.log_reads import LogRead, LogSlice, candidates, find_extent, read_limit
 from segments.log_recovery import CLEAN_SHUTDOWN_FILE, RecoveryReport, recover_locked
@@ -90,6 +100,7 @@ class PartitionLog:
         "_offline",
         "_recovery_point",
         "_segments",
+        "_swap_lock",
         "_truncations",
         "_unflushed",
         "config",
@@ -106,6 +117,7 @@ class PartitionLog:
         self._fsync = fsync
         self._handles = None if handles is None else LogHandles(handles, self)
         self._lock = threading.Lock()
+        self._swap_lock = threading.Lock()  # taken before ``_lock``: see ``swap_cleaned``
         self._segments: list[LogSegment] = []
         self._bases: list[int] = []
         self._epochs = EpochHistory(directory, fsync)
@@ -506,29 +518,39 @@ class PartitionLog:
         """Swap the compacted copies of ``cleaned`` (written and fsynced in ``cleaning_dir``) in for
         them, unless the log changed meanwhile (closed, offline, or one of them deleted or
         truncated): then nothing changes and False is returned. ``next_offset``: every closed
-        segment below it is compacted now. The lock is held only for renames and the new
-        segments' index check (``load``), with the two directory fsyncs of the commit and of the
-        files' replacement between: appends, which wait for the lock on the event loop, do not
-        wait for the swap directory's removal's fsync, done after."""
-        with self._lock:
-            if self._closed or self._offline is not None or not unchanged(self._segments[:-1], cleaned):
-                return False
-            start = self.log_start_offset
-            swap_files_locked(self.directory, self._fsync, cleaning_dir, cleaned, self._go_offline_locked)
-            replaced = {item.segment for item in cleaned}
-            self._segments = reopen_swapped(self._segments, replaced, self._segment)
-            self._bases = [s.base_offset for s in self._segments]
-            self._unflushed = [s for s in self._unflushed if s not in replaced]
-            self._cleaned_offset = max(self._cleaned_offset, next_offset)
-            if self.log_start_offset != start:
-                self._epochs.truncate_from_start(self.log_start_offset)
-        try:
-            fsync_dir(self.directory, self._fsync)
-        except OSError as exc:
+        segment below it is compacted now.
+
+        Appends wait for the log's lock on the event loop, so no fsync happens under it: the swap
+        holds the swap lock throughout (every operation that drops or cuts segments takes it
+        first, so the segments replaced stay as they were read), and the log's lock only for the
+        renames and the new segments' index check. A truncation or retention that comes during a
+        swap waits for it; appends and reads do not."""
+        with self._swap_lock:
             with self._lock:
-                if self._closed:
-                    return True  # closed (deleted) meanwhile: nothing left to make durable
-                raise self._go_offline_locked(f"compaction swap failed: {exc}") from exc
+                if self._closed or self._offline is not None or not unchanged(self._segments[:-1], cleaned):
+                    return False
+            try:
+                swap = commit_swap(self.directory, self._fsync, cleaning_dir)
+            except SwapCommittedError as exc:
+                with self._lock:
+                    raise self._go_offline_locked(f"compaction swap failed: {exc}") from exc
+            with self._lock:
+                if self._offline is not None:  # an append's write failed meanwhile: the next start finishes it
+                    return False
+                start = self.log_start_offset
+                move_files_locked(self.directory, swap, cleaned, self._go_offline_locked)
+                replaced = {item.segment for item in cleaned}
+                self._segments = reopen_swapped(self._segments, replaced, self._segment)
+                self._bases = [s.base_offset for s in self._segments]
+                self._unflushed = [s for s in self._unflushed if s not in replaced]
+                self._cleaned_offset = max(self._cleaned_offset, next_offset)
+                if self.log_start_offset != start:
+                    self._epochs.truncate_from_start(self.log_start_offset)
+            try:
+                remove_swap_dir(self.directory, swap, self._fsync)
+            except OSError as exc:
+                with self._lock:
+                    raise self._go_offline_locked(f"compaction swap failed: {exc}") from exc
         return True
 
     def mark_cleaned(self, cleaned: list[CleanableSegment], next_offset: int) -> None:
@@ -542,7 +564,7 @@ class PartitionLog:
 
     def apply_retention(self) -> int:
         """Delete whole closed segments past ``retention_ms``/``retention_bytes``; return how many."""
-        with self._lock:
+        with self._swap_lock, self._lock:
             self._check_open_locked()
             now = self._clock_ms()
             deleted = 0
@@ -567,7 +589,7 @@ class PartitionLog:
         check_int("offset", offset)
         if offset < 0:
             raise InvalidArgumentError(f"offset must not be negative, not {offset}")
-        with self._lock:
+        with self._swap_lock, self._lock:
             self._check_open_locked()
             deleted = 0
             while len(self._segments) > 1 and self._segments[0].next_offset <= offset:
@@ -589,7 +611,7 @@ class PartitionLog:
         suffix). The new log end may be below ``offset`` when it falls inside a batch. Returns
         the new log end offset."""
         check_int("offset", offset)
-        with self._lock:
+        with self._swap_lock, self._lock:
             self._check_open_locked()
             if offset >= self.log_end_offset:
                 return self.log_end_offset
@@ -610,7 +632,7 @@ class PartitionLog:
         check_int("offset", offset)
         if offset < 0:
             raise InvalidArgumentError(f"offset must not be negative, not {offset}")
-        with self._lock:
+        with self._swap_lock, self._lock:
             self._check_open_locked()
             self._reset_locked(offset)
 
@@ -653,7 +675,7 @@ class PartitionLog:
 
     def close(self) -> None:
         """Flush, trim indexes, close files and mark the shutdown clean. Idempotent."""
-        with self._lock:
+        with self._swap_lock, self._lock:
             if self._closed:
                 return
             if self._offline is not None:
@@ -679,7 +701,7 @@ class PartitionLog:
         offline; it writes nothing, so it works on a full disk. With ``rename_to`` the directory
         is first renamed there and left behind empty (a mark that the deletion is under way);
         without, it is removed."""
-        with self._lock:
+        with self._swap_lock, self._lock:
             for segment in self._segments:
                 segment.close(trim=False)
             self._closed = True

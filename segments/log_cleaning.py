@@ -8,7 +8,8 @@ offline, or a segment taken deleted or truncated). Once the swap is committed on
 takes the log offline, and the next start finishes the swap (``segments.cleaner_files``); after
 it the replaced segments are opened again from their compacted files.
 
-Every function here runs with the log's lock held, on what the log passes it.
+The functions ending in ``_locked`` run with the log's lock held, on what the log passes it;
+``commit_swap`` runs under the log's swap lock alone (``PartitionLog.swap_cleaned``).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Collection
 
-from segments.cleaner_files import SWAP_DIR, CleanableSegment, finish_swap, swap_dir_commit
+from segments.cleaner_files import SWAP_DIR, CleanableSegment, move_swapped_files, swap_dir_commit
 from segments.errors import LogOfflineError
 from segments.segment import LogSegment
 
@@ -46,22 +47,31 @@ def unchanged(closed: list[LogSegment], cleaned: list[CleanableSegment]) -> bool
     return all(item.segment in closed and item.segment.size_bytes == item.size_bytes for item in cleaned)
 
 
-def swap_files_locked(directory: str, fsync: Callable[[int], None], cleaning_dir: str,
-                      cleaned: list[CleanableSegment], go_offline: Callable[[str], LogOfflineError]) -> None:
-    """Commit the swap of ``cleaning_dir`` (its entries fsynced already) and finish it, closing
-    the replaced segments between; the swap directory's removal is left to be fsynced after the
-    log's lock is let go. A failure before the commit raises as it is (nothing changed); after
-    it, ``go_offline``'s error (the next start finishes the swap)."""
+class SwapCommittedError(Exception):
+    """The swap is committed on disk but could not be finished in this process."""
+
+
+def commit_swap(directory: str, fsync: Callable[[int], None], cleaning_dir: str) -> str:
+    """Step 2 (the commit), without the log's lock; the swap lock keeps the segments it replaces
+    as they were read. A failure before the rename raises ``OSError`` as it is (nothing changed);
+    after it, ``SwapCommittedError`` (the next start finishes the swap)."""
     try:
-        swap = swap_dir_commit(directory, cleaning_dir, fsync)
+        return swap_dir_commit(directory, cleaning_dir, fsync)
     except OSError as exc:
-        if os.path.isdir(os.path.join(directory, SWAP_DIR)):  # committed: the next start finishes it
-            raise go_offline(f"compaction swap failed: {exc}") from exc
+        if os.path.isdir(os.path.join(directory, SWAP_DIR)):
+            raise SwapCommittedError(str(exc)) from exc
         raise
+
+
+def move_files_locked(directory: str, swap: str, cleaned: list[CleanableSegment],
+                      go_offline: Callable[[str], LogOfflineError]) -> None:
+    """Step 3's renames, with the log's lock held: the replaced segments are closed first (the
+    caller opens them again from their compacted files under the same hold). A failure takes
+    the log offline (the next start finishes the swap)."""
     for item in cleaned:
         item.segment.close(trim=False)
     try:
-        finish_swap(directory, fsync, swap, sync_removal=False)
+        move_swapped_files(directory, swap)
     except OSError as exc:
         raise go_offline(f"compaction swap failed: {exc}") from exc
 

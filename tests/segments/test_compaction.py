@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -125,10 +127,52 @@ def test_a_pass_keeps_the_latest_per_key_with_offsets_unchanged_and_survives_reo
     reopened.close()
 
 
-def test_a_swap_holds_the_log_lock_through_two_directory_fsyncs_only(tmp_path: Path) -> None:
+def test_appends_go_on_while_a_swap_waits_for_a_slow_fsync_and_a_truncation_waits_for_the_swap(
+        tmp_path: Path) -> None:
+    """The swap's commit fsync blocks (a slow disk): an append and a read on the event loop go on
+    meanwhile; a truncation, which may cut the segments being replaced, waits for the swap."""
+    clock = [1000]
+    in_fsync, release = threading.Event(), threading.Event()
+    slow = [False]
+
+    def fsync(fd: int) -> None:
+        if slow[0]:
+            in_fsync.set()
+            release.wait(10)
+        os.fsync(fd)
+
+    log = _filled(tmp_path, clock, fsync)
+    end = log.log_end_offset
+    slow[0] = True
+    results: list[Any] = []
+    swapping = threading.Thread(target=lambda: results.append(compact(log, now_ms=clock[0])))
+    swapping.start()
+    truncated: list[int] = []
+    try:
+        assert in_fsync.wait(10), "the swap reached its commit's fsync"
+        slow[0] = False
+        started = time.monotonic()
+        log.append(keyed_batch([(b"k3", b"during")], timestamp=400), leader_epoch=0)
+        assert log.read(0, 1 << 20).data, "a read goes on too"
+        assert time.monotonic() - started < 5 and swapping.is_alive(), "the append waited for the fsync"
+        cutting = threading.Thread(target=lambda: truncated.append(log.truncate_to(end)))
+        cutting.start()
+        cutting.join(0.3)
+        assert cutting.is_alive() and not truncated, "a truncation does not cut into a swap under way"
+    finally:
+        release.set()
+        swapping.join(10)
+    cutting.join(10)
+    assert results and results[0] is not None and results[0].swapped
+    assert truncated == [end] and log.log_end_offset == end
+    assert latest_values(read_records(log)) == {b"k1": b"new", b"k2": b"v29"}
+    log.close()
+
+
+def test_a_swap_fsyncs_nothing_under_the_log_lock(tmp_path: Path) -> None:
     """Appends wait for the log's lock on the event loop, so a slow disk's fsyncs under it stop
-    the node: the swap's commit and replacement keep theirs under the lock, the swap directory's
-    removal's comes after (the pass fsynced the cleaning directory before, with its own fsync)."""
+    the node: the swap's commit, its renames' and the swap directory's removal's fsyncs all come
+    with the lock let go (the pass fsynced the cleaning directory before, with its own fsync)."""
     clock = [1000]
     under_lock: list[bool] = []
     log: PartitionLog | None = None
@@ -141,7 +185,7 @@ def test_a_swap_holds_the_log_lock_through_two_directory_fsyncs_only(tmp_path: P
     under_lock.clear()
     result = compact(log, now_ms=clock[0])
     assert result is not None and result.swapped
-    assert under_lock == [True, True, False], under_lock  # the commit's, the replacement's, then the removal's
+    assert under_lock == [False, False, False], under_lock  # the commit's, the renames', then the removal's
     log.close()
     reopened = PartitionLog.open(str(tmp_path), CONFIG)
     assert latest_values(read_records(reopened)) == {b"k1": b"new", b"k2": b"v29"}

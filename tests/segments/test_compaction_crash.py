@@ -100,7 +100,7 @@ def test_a_failed_swap_in_process_is_finished_or_discarded_on_the_next_start(
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise OSError("injected")
 
-    monkeypatch.setattr(swap_module, "swap_dir_commit" if fail_at == "commit" else "finish_swap", broken)
+    monkeypatch.setattr(swap_module, "swap_dir_commit" if fail_at == "commit" else "move_swapped_files", broken)
     with pytest.raises((OSError, StorageError)):
         compact(log, now_ms=10_000)
     monkeypatch.undo()
