@@ -6,6 +6,8 @@ streams pass too), except what a test scripts:
   requests whose path contains ``path_part`` get that problem+json answer (nothing is passed on);
 - ``hang(path_part)``: such requests are read and then not answered until the fake stops (the
   client times out after sending);
+- ``hint(path_part, leader)``: such requests are passed on, and the answer carries the header a
+  node that forwarded a partition call adds (``X-LogBroker-Leader``: the leader is elsewhere);
 - ``advertise(node_id, url)``: ``GET /v1/cluster`` answers with that node's ``http_url`` replaced
   (so a test chooses where the client believes a leader is); without it, the real node's own URL
   is replaced by the fake's, which stands in for it.
@@ -46,6 +48,7 @@ class FakeNode:
         self._hangs: list[str] = []
         self._stopping = asyncio.Event()
         self._advertised: dict[int, str] = {}
+        self._hints: dict[str, int] = {}
         self._runner: web.AppRunner | None = None
         self._session: aiohttp.ClientSession | None = None
         self.url = ""
@@ -56,6 +59,9 @@ class FakeNode:
 
     def hang(self, path_part: str) -> None:
         self._hangs.append(path_part)
+
+    def hint(self, path_part: str, leader: int) -> None:
+        self._hints[path_part] = leader
 
     def advertise(self, node_id: int, url: str) -> None:
         self._advertised[node_id] = url
@@ -106,6 +112,9 @@ class FakeNode:
                 return web.json_response(self._rewrite(await upstream.json()))
             response = web.StreamResponse(status=upstream.status, headers={
                 k: v for k, v in upstream.headers.items() if k.lower() not in HOP_HEADERS})
+            for part, leader in self._hints.items():
+                if part in request.path:
+                    response.headers["X-LogBroker-Leader"] = str(leader)
             await response.prepare(request)
             try:
                 async for chunk in _chunks(upstream):

@@ -101,6 +101,27 @@ async def test_partition_calls_go_to_the_leader_the_metadata_names(node):
 
 
 @pytest.mark.asyncio
+async def test_a_forwarded_answer_sends_the_next_batches_to_the_new_leader(node):
+    """The leader moved (a failover, a hand-back): the node the client still sends to forwards
+    its batches and says so (``X-LogBroker-Leader``); the client reads the metadata again at once
+    and sends the next batches to the new leader, not to the old one, which may stop answering."""
+    async with FakeNode(node.url) as bootstrap, FakeNode(node.url) as old, FakeNode(node.url) as new:
+        bootstrap.advertise(NODE_ID, old.url)
+        async with Client(bootstrap.url) as client:
+            await client.create_topic("cc.moved", partitions=1)
+            async with Producer(client, linger_ms=1, acks="all") as producer:
+                await producer.send_and_wait("cc.moved", b"before")
+                assert old.count("POST", "/v1/topics/cc.moved/records") == 1
+                bootstrap.advertise(NODE_ID, new.url)
+                old.hint("/v1/topics/cc.moved/records", NODE_ID)
+                await producer.send_and_wait("cc.moved", b"forwarded")
+                for i in range(5):
+                    await producer.send_and_wait("cc.moved", f"after-{i}".encode())
+        assert old.count("POST", "/v1/topics/cc.moved/records") == 2, old.requests
+        assert new.count("POST", "/v1/topics/cc.moved/records") == 5
+
+
+@pytest.mark.asyncio
 async def test_an_unreachable_leader_falls_back_to_any_node(node):
     async with FakeNode(node.url) as bootstrap:
         bootstrap.advertise(NODE_ID, closed_port_url())
