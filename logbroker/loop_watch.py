@@ -40,7 +40,12 @@ BEAT_S: Final = 0.1
 HELD_S: Final = 0.25
 STACK_FRAMES: Final = 12
 OTHER_THREADS_MAX: Final = 4
-PROJECT_ROOT: Final = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# The node's own packages, wherever they are installed (a source tree, or site-packages in the
+# image): the directories beside this package's.
+PROJECT_PACKAGES: Final = ("logbroker", "segments", "http_api", "coordinator", "internal_rpc", "kafka_api",
+                           "grpc_api")
+PROJECT_ROOTS: Final = tuple(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), name) + os.sep
+                             for name in PROJECT_PACKAGES)
 LAG_BUCKETS_S: Final = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 
 
@@ -54,28 +59,25 @@ def stack_summary(frame: FrameType | None, limit: int = STACK_FRAMES) -> list[st
     return lines
 
 
-def in_project(frame: FrameType | None, root: str = PROJECT_ROOT) -> bool:
+def in_project(frame: FrameType | None, roots: tuple[str, ...] = PROJECT_ROOTS) -> bool:
     """True when some frame of this stack runs the project's own code (not only the standard
     library's or a dependency's: an idle executor worker waits in ``queue.get``)."""
     while frame is not None:
-        filename = frame.f_code.co_filename
-        if filename.startswith(root) and os.sep + "site-packages" + os.sep not in filename:
+        if frame.f_code.co_filename.startswith(roots):
             return True
         frame = frame.f_back
     return False
 
 
-def other_stacks(frames: dict[int, FrameType], skip: set[int], limit: int = OTHER_THREADS_MAX) -> dict[str, list[str]]:
+def other_stacks(frames: dict[int, FrameType], skip: set[int], limit: int = OTHER_THREADS_MAX,
+                 roots: tuple[str, ...] = PROJECT_ROOTS) -> dict[str, list[str]]:
     """The stacks of the threads in ``frames`` (``sys._current_frames()``) that run project code,
-    by thread name, leaving out ``skip``; at most ``limit`` of them."""
+    by thread name, leaving out ``skip``; at most ``limit`` of them, those whose innermost frame is
+    the project's first (a holder in the project's code, not a thread idle under a project frame)."""
     names = {thread.ident: thread.name for thread in threading.enumerate()}
-    found: dict[str, list[str]] = {}
-    for ident, frame in frames.items():
-        if len(found) >= limit:
-            break
-        if ident not in skip and in_project(frame):
-            found[names.get(ident, str(ident))] = stack_summary(frame)
-    return found
+    ours = [(ident, frame) for ident, frame in frames.items() if ident not in skip and in_project(frame, roots)]
+    ours.sort(key=lambda item: not item[1].f_code.co_filename.startswith(roots))
+    return {names.get(ident, str(ident)): stack_summary(frame) for ident, frame in ours[:limit]}
 
 
 class LoopWatch:
@@ -83,8 +85,9 @@ class LoopWatch:
     ends by itself once that loop is closed)."""
 
     def __init__(self, registry: CollectorRegistry, *, beat_s: float = BEAT_S, held_s: float = HELD_S,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, roots: tuple[str, ...] = PROJECT_ROOTS) -> None:
         self._beat_s = beat_s
+        self._roots = roots
         self._held_s = held_s
         self._clock = clock
         self.lag = Histogram("logbroker_event_loop_lag_seconds", "How late the event loop ran a callback "
@@ -162,6 +165,6 @@ class LoopWatch:
                 self._seen = (beat_at, True, None, False, {})  # this thread did not run either, nor anything else
             else:
                 frames = sys._current_frames()
-                others = other_stacks(frames, {self._loop_thread, threading.get_ident()})
+                others = other_stacks(frames, {self._loop_thread, threading.get_ident()}, roots=self._roots)
                 self._seen = (beat_at, False, stack_summary(frames.get(self._loop_thread)),
                               overslept >= self._held_s / 2, others)

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import logging
 import os
 import threading
 from collections.abc import Callable, Iterator
@@ -78,6 +79,8 @@ from segments.segment import LogSegment, SegmentWriteError, remove_empty_segment
 
 __all__ = ["CLEAN_SHUTDOWN_FILE", "AppendInfo", "LogRead", "LogSlice", "PartitionLog", "RecoveryReport"]
 
+logger = logging.getLogger(__name__)
+
 
 class AppendInfo(NamedTuple):
     base_offset: int
@@ -100,6 +103,7 @@ class PartitionLog:
         "_offline",
         "_recovery_point",
         "_segments",
+        "_swap_end",
         "_swap_lock",
         "_truncations",
         "_unflushed",
@@ -118,6 +122,7 @@ class PartitionLog:
         self._handles = None if handles is None else LogHandles(handles, self)
         self._lock = threading.Lock()
         self._swap_lock = threading.Lock()  # taken before ``_lock``: see ``swap_cleaned``
+        self._swap_end: int | None = None  # while a swap runs: the end of the segments it replaces
         self._segments: list[LogSegment] = []
         self._bases: list[int] = []
         self._epochs = EpochHistory(directory, fsync)
@@ -523,19 +528,34 @@ class PartitionLog:
         Appends wait for the log's lock on the event loop, so no fsync happens under it: the swap
         holds the swap lock throughout (every operation that drops or cuts segments takes it
         first, so the segments replaced stay as they were read), and the log's lock only for the
-        renames and the new segments' index check. A truncation or retention that comes during a
-        swap waits for it; appends and reads do not."""
+        renames and the new segments' index check. Retention, and a truncation that may reach the
+        segments replaced, wait for a swap under way; appends, reads and the usual truncation
+        (above them) do not."""
         with self._swap_lock:
             with self._lock:
                 if self._closed or self._offline is not None or not unchanged(self._segments[:-1], cleaned):
                     return False
+                self._swap_end = max(item.next_offset for item in cleaned)
             try:
-                swap = commit_swap(self.directory, self._fsync, cleaning_dir)
-            except SwapCommittedError as exc:
+                return self._swap_committing(cleaned, cleaning_dir, next_offset)
+            finally:
                 with self._lock:
-                    raise self._go_offline_locked(f"compaction swap failed: {exc}") from exc
+                    self._swap_end = None
+
+    def _swap_committing(self, cleaned: list[CleanableSegment], cleaning_dir: str, next_offset: int) -> bool:
+        """``swap_cleaned`` from the commit on, with the swap lock held. Once committed, any failure
+        takes the log offline: the next start finishes the swap, and until then nothing may cut
+        or drop the segments the committed directory would replace."""
+        try:
+            swap = commit_swap(self.directory, self._fsync, cleaning_dir)
+        except SwapCommittedError as exc:
             with self._lock:
-                if self._offline is not None:  # an append's write failed meanwhile: the next start finishes it
+                raise self._go_offline_locked(f"compaction swap failed: {exc}") from exc
+        try:
+            with self._lock:
+                if self._offline is not None:  # an append's write failed meanwhile
+                    logger.warning("compaction swap committed on an offline log: the next start finishes it",
+                                extra={"fields": {"directory": self.directory}})
                     return False
                 start = self.log_start_offset
                 move_files_locked(self.directory, swap, cleaned, self._go_offline_locked)
@@ -546,11 +566,12 @@ class PartitionLog:
                 self._cleaned_offset = max(self._cleaned_offset, next_offset)
                 if self.log_start_offset != start:
                     self._epochs.truncate_from_start(self.log_start_offset)
-            try:
-                remove_swap_dir(self.directory, swap, self._fsync)
-            except OSError as exc:
-                with self._lock:
-                    raise self._go_offline_locked(f"compaction swap failed: {exc}") from exc
+            remove_swap_dir(self.directory, swap, self._fsync)
+        except LogOfflineError:
+            raise
+        except Exception as exc:  # a reopen out of descriptors, the removal's fsync, a full disk
+            with self._lock:
+                raise self._go_offline_locked(f"compaction swap failed: {exc!r}") from exc
         return True
 
     def mark_cleaned(self, cleaned: list[CleanableSegment], next_offset: int) -> None:
@@ -609,23 +630,31 @@ class PartitionLog:
     def truncate_to(self, offset: int) -> int:
         """Remove every batch whose last offset is >= ``offset`` (a follower cutting a divergent
         suffix). The new log end may be below ``offset`` when it falls inside a batch. Returns
-        the new log end offset."""
+        the new log end offset. A cut above every segment a compaction swap under way replaces
+        (the usual case: a follower cuts only above its high watermark, a pass compacts only
+        below it) does not wait for the swap; one that may reach them does."""
         check_int("offset", offset)
+        with self._lock:
+            if self._swap_end is None or offset > self._swap_end:
+                return self._truncate_to_locked(offset)
         with self._swap_lock, self._lock:
-            self._check_open_locked()
-            if offset >= self.log_end_offset:
-                return self.log_end_offset
-            if offset <= self.log_start_offset:
-                self._reset_locked(offset if offset >= 0 else 0)
-                return self.log_end_offset
-            while self._segments[-1].base_offset >= offset:
-                segment = self._segments.pop()
-                self._bases.pop()
-                segment.delete()
-            self._reopen_active_locked()
-            self._segments[-1].truncate_to(offset)
-            self._after_truncation_locked()
+            return self._truncate_to_locked(offset)
+
+    def _truncate_to_locked(self, offset: int) -> int:
+        self._check_open_locked()
+        if offset >= self.log_end_offset:
             return self.log_end_offset
+        if offset <= self.log_start_offset:
+            self._reset_locked(offset if offset >= 0 else 0)
+            return self.log_end_offset
+        while self._segments[-1].base_offset >= offset:
+            segment = self._segments.pop()
+            self._bases.pop()
+            segment.delete()
+        self._reopen_active_locked()
+        self._segments[-1].truncate_to(offset)
+        self._after_truncation_locked()
+        return self.log_end_offset
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete every segment and restart the log, empty, at ``offset``."""

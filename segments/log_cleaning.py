@@ -55,10 +55,13 @@ def commit_swap(directory: str, fsync: Callable[[int], None], cleaning_dir: str)
     """Step 2 (the commit), without the log's lock; the swap lock keeps the segments it replaces
     as they were read. A failure before the rename raises ``OSError`` as it is (nothing changed);
     after it, ``SwapCommittedError`` (the next start finishes the swap)."""
+    swap = os.path.join(directory, SWAP_DIR)
+    if os.path.lexists(swap):  # not this pass's: only a start finishes (or a failure leaves) one
+        raise FileExistsError(f"{swap} is there already")
     try:
         return swap_dir_commit(directory, cleaning_dir, fsync)
     except OSError as exc:
-        if os.path.isdir(os.path.join(directory, SWAP_DIR)):
+        if os.path.isdir(swap):
             raise SwapCommittedError(str(exc)) from exc
         raise
 

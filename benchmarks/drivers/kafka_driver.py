@@ -231,13 +231,15 @@ class KafkaDriver(Driver):
         held: list[AIOKafkaConsumer] = []
         slots = asyncio.Semaphore(IDLE_OPENING_MAX)
         # A warning per connection that SASL PLAIN goes without TLS: the benchmark's loopback node.
-        logging.getLogger("aiokafka.conn").setLevel(logging.ERROR)
+        conn_log = logging.getLogger("aiokafka.conn")
+        level = conn_log.level
+        conn_log.setLevel(logging.ERROR)
 
         async def open_one() -> None:
             async with slots:
                 consumer = self._idle_consumer()
+                held.append(consumer)  # before it starts: one cancelled while starting is stopped too
                 await consumer.start()
-                held.append(consumer)
                 partition = AioTopicPartition(log, 0)
                 consumer.assign([partition])
                 await consumer.seek_to_end(partition)
@@ -254,9 +256,12 @@ class KafkaDriver(Driver):
             ready()
             await stop.wait()
         finally:
-            async with asyncio.timeout(OP_TIMEOUT_S), asyncio.TaskGroup() as closing:
-                for consumer in held:
-                    closing.create_task(close_one(consumer))
+            try:
+                async with asyncio.timeout(OP_TIMEOUT_S), asyncio.TaskGroup() as closing:
+                    for consumer in held:
+                        closing.create_task(close_one(consumer))
+            finally:
+                conn_log.setLevel(level)
         return len(held)
 
     def _idle_consumer(self) -> AIOKafkaConsumer:

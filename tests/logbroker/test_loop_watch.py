@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import signal
 import subprocess
 import sys
@@ -15,7 +16,8 @@ import time
 
 from prometheus_client import CollectorRegistry, generate_latest
 
-from logbroker.loop_watch import HELD_S, LoopWatch, in_project, other_stacks, stack_summary
+from logbroker import loop_watch
+from logbroker.loop_watch import HELD_S, PROJECT_ROOTS, LoopWatch, in_project, other_stacks, stack_summary
 from tests.conftest import ROOT
 from tests.support.http import Http
 from tests.support.nodes import NodeProcess
@@ -31,9 +33,9 @@ def held_too_long() -> None:
     time.sleep(HELD_S + 0.25)
 
 
-async def watched(body, caplog) -> tuple[LoopWatch, CollectorRegistry, list[logging.LogRecord]]:
+async def watched(body, caplog, **options) -> tuple[LoopWatch, CollectorRegistry, list[logging.LogRecord]]:
     registry = CollectorRegistry()
-    watch = LoopWatch(registry)
+    watch = LoopWatch(registry, **options)
     with caplog.at_level(logging.WARNING, logger="logbroker.loop_watch"):
         watch.start()
         try:
@@ -57,10 +59,15 @@ def test_a_callback_that_holds_the_loop_is_logged_with_its_stack(caplog):
     assert lag_count(registry) - lag_count(registry, '_bucket{le="0.25"}') >= 1  # a beat came over 0.25 s late
 
 
+TESTS: tuple[str, ...] = (os.path.join(ROOT, "tests") + os.sep,)
+
+
 def holds_the_lock(lock: threading.Lock, taken: threading.Event) -> None:
     with lock:
         taken.set()
-        time.sleep(HELD_S + 0.25)  # the holder: no GIL held, yet the loop waits for it
+        until = time.monotonic() + HELD_S + 0.25
+        while time.monotonic() < until:  # the holder works (a process that spends CPU is not paused)
+            sum(range(1000))
 
 
 def test_a_loop_waiting_on_a_lock_names_the_thread_that_holds_it(caplog):
@@ -75,29 +82,43 @@ def test_a_loop_waiting_on_a_lock_names_the_thread_that_holds_it(caplog):
             pass
         await asyncio.sleep(0.15)
 
-    _, _, held = asyncio.run(watched(body, caplog))
+    _, _, held = asyncio.run(watched(body, caplog, roots=TESTS))  # the holder's code is the test's
     holder.join(5)
-    fields = [r.fields for r in held]  # type: ignore[attr-defined]
-    assert len(fields) == 1 and fields[0]["paused"] is False, fields
+    fields = [r.fields for r in held if "lock-holder" in (r.fields.get("others") or {})]  # type: ignore[attr-defined]
+    assert len(fields) == 1, [r.fields for r in held]  # type: ignore[attr-defined]
+    assert fields[0]["paused"] is False
     assert any("body" in line for line in fields[0]["stack"])  # the waiter
-    assert any("holds_the_lock" in line for line in fields[0]["others"]["lock-holder"]), fields  # and the holder
+    assert any("holds_the_lock" in line for line in fields[0]["others"]["lock-holder"])  # and the holder
 
 
-def test_idle_threads_and_dependencies_are_not_others():
+def test_the_project_is_its_own_packages_and_idle_threads_are_not_others():
+    assert os.path.join(os.path.dirname(loop_watch.__file__), "") in PROJECT_ROOTS
+    assert all(root.endswith(os.sep) and not root.endswith("site-packages" + os.sep) for root in PROJECT_ROOTS)
     stop = threading.Event()
-    waiter = threading.Thread(target=stop.wait, name="idle")  # only the standard library on its stack
-    waiter.start()
-    try:
+    idle = threading.Thread(target=stop.wait, name="idle")  # only the standard library on its stack
+    registry = CollectorRegistry()
+    watch = LoopWatch(registry)
+    idle.start()
+
+    async def started() -> None:
+        watch.start()
+        await asyncio.sleep(0.05)
         frames = sys._current_frames()
+        assert watch._thread is not None
+        assert in_project(frames[watch._thread.ident]), "the watcher runs the node's code"
+        assert not in_project(frames[idle.ident])
+        assert not in_project(sys._getframe()), "a test is not the node's code"
+        assert in_project(sys._getframe(), roots=TESTS)
         others = other_stacks(frames, {threading.get_ident()})
-        assert "idle" not in others
-        assert not in_project(frames[waiter.ident], root=ROOT)
-        assert in_project(sys._getframe(), root=ROOT)
-        assert not in_project(sys._getframe(), root="/nowhere")
-        assert len(other_stacks(frames, set(), limit=0)) == 0
+        assert "idle" not in others and "loop-watch" in others
+        assert other_stacks(frames, set(), limit=0) == {}
+        watch.stop()
+
+    try:
+        asyncio.run(started())
     finally:
         stop.set()
-        waiter.join(5)
+        idle.join(5)
 
 
 def gil_held_for(seconds: float) -> int:

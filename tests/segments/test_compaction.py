@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import threading
 import time
 from collections.abc import Callable
@@ -17,7 +18,7 @@ from segments.cleaner_files import CLEANING_DIR, SWAP_DIR
 from segments.compaction import compact_batch, latest_offsets
 from segments.config import LogConfig
 from segments.encryption import is_sealed, open_batch, seal_batch
-from segments.errors import InvalidArgumentError
+from segments.errors import InvalidArgumentError, StorageError
 from segments.key_ring import KeyRing, new_key
 from segments.log import PartitionLog
 from tests.segments.compaction_helpers import keyed_batch, latest_values, read_records
@@ -127,10 +128,10 @@ def test_a_pass_keeps_the_latest_per_key_with_offsets_unchanged_and_survives_reo
     reopened.close()
 
 
-def test_appends_go_on_while_a_swap_waits_for_a_slow_fsync_and_a_truncation_waits_for_the_swap(
-        tmp_path: Path) -> None:
-    """The swap's commit fsync blocks (a slow disk): an append and a read on the event loop go on
-    meanwhile; a truncation, which may cut the segments being replaced, waits for the swap."""
+def test_appends_and_cuts_above_a_swap_go_on_while_it_waits_for_a_slow_fsync(tmp_path: Path) -> None:
+    """The swap's commit fsync blocks (a slow disk): an append, a read and a truncation above the
+    segments being replaced (a follower cuts only above its high watermark, a pass compacts only
+    below it) go on meanwhile; a truncation that reaches those segments waits for the swap."""
     clock = [1000]
     in_fsync, release = threading.Event(), threading.Event()
     slow = [False]
@@ -154,8 +155,9 @@ def test_appends_go_on_while_a_swap_waits_for_a_slow_fsync_and_a_truncation_wait
         started = time.monotonic()
         log.append(keyed_batch([(b"k3", b"during")], timestamp=400), leader_epoch=0)
         assert log.read(0, 1 << 20).data, "a read goes on too"
-        assert time.monotonic() - started < 5 and swapping.is_alive(), "the append waited for the fsync"
-        cutting = threading.Thread(target=lambda: truncated.append(log.truncate_to(end)))
+        assert log.truncate_to(end) == end, "a cut above the swapped segments"
+        assert time.monotonic() - started < 5 and swapping.is_alive(), "they waited for the fsync"
+        cutting = threading.Thread(target=lambda: truncated.append(log.truncate_to(1)))
         cutting.start()
         cutting.join(0.3)
         assert cutting.is_alive() and not truncated, "a truncation does not cut into a swap under way"
@@ -164,28 +166,73 @@ def test_appends_go_on_while_a_swap_waits_for_a_slow_fsync_and_a_truncation_wait
         swapping.join(10)
     cutting.join(10)
     assert results and results[0] is not None and results[0].swapped
-    assert truncated == [end] and log.log_end_offset == end
-    assert latest_values(read_records(log)) == {b"k1": b"new", b"k2": b"v29"}
+    assert truncated and truncated[0] <= 1 and log.log_end_offset == truncated[0]
     log.close()
 
 
-def test_a_swap_fsyncs_nothing_under_the_log_lock(tmp_path: Path) -> None:
+def test_a_failure_after_the_commit_takes_the_log_offline_and_the_next_start_finishes_the_swap(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Out of descriptors while the compacted segments are opened again (after the renames): the
+    log goes offline, as for any failure past the commit, and the committed swap is finished when
+    the log is opened again."""
+    import segments.log as log_module
+
+    clock = [1000]
+    log = _filled(tmp_path, clock)
+    before = latest_values(read_records(log))
+
+    def no_descriptors(*args: Any, **kwargs: Any) -> Any:
+        raise OSError(24, "Too many open files")
+
+    monkeypatch.setattr(log_module, "reopen_swapped", no_descriptors)
+    with pytest.raises(StorageError):
+        compact(log, now_ms=clock[0])
+    monkeypatch.undo()
+    assert log.offline_reason is not None and "compaction swap failed" in log.offline_reason
+    log.close()
+    reopened = PartitionLog.open(str(tmp_path), CONFIG)
+    assert latest_values(read_records(reopened)) == before == {b"k1": b"new", b"k2": b"v29"}
+    assert not {CLEANING_DIR, SWAP_DIR} & set(os.listdir(str(tmp_path)))
+    reopened.close()
+
+
+def test_a_swap_fsyncs_nothing_under_the_log_lock_and_in_the_order_crash_safety_needs(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Appends wait for the log's lock on the event loop, so a slow disk's fsyncs under it stop
     the node: the swap's commit, its renames' and the swap directory's removal's fsyncs all come
-    with the lock let go (the pass fsynced the cleaning directory before, with its own fsync)."""
+    with the lock let go (the pass fsynced the cleaning directory before, with its own fsync).
+    And in this order (decision 0322): the commit's rename, its fsync, then the files' renames,
+    their fsync, then the swap directory's removal and its fsync."""
     clock = [1000]
-    under_lock: list[bool] = []
+    steps: list[str] = []
     log: PartitionLog | None = None
 
     def fsync(fd: int) -> None:
-        under_lock.append(log is not None and log._lock.locked())
+        steps.append("fsync under the lock" if log is not None and log._lock.locked() else "fsync")
         os.fsync(fd)
 
     log = _filled(tmp_path, clock, fsync)
-    under_lock.clear()
+    steps.clear()
+    rename, replace, rmtree = os.rename, os.replace, shutil.rmtree
+
+    def recorded(name: str, call: Callable[..., Any]) -> Callable[..., Any]:
+        def step(path: Any, *args: Any, **kwargs: Any) -> Any:
+            if CLEANING_DIR in str(path) or SWAP_DIR in str(path):
+                steps.append(name)
+            return call(path, *args, **kwargs)
+        return step
+
+    monkeypatch.setattr(os, "rename", recorded("commit", rename))
+    monkeypatch.setattr(os, "replace", recorded("rename", replace))
+    monkeypatch.setattr(shutil, "rmtree", recorded("remove", rmtree))
     result = compact(log, now_ms=clock[0])
+    monkeypatch.undo()
     assert result is not None and result.swapped
-    assert under_lock == [False, False, False], under_lock  # the commit's, the renames', then the removal's
+    swap = steps[steps.index("commit"):]
+    renames = [i for i, step in enumerate(swap) if step == "rename"]
+    assert renames and swap[:renames[0]] == ["commit", "fsync"], swap
+    assert swap[renames[-1] + 1:] == ["fsync", "remove", "fsync"], swap
+    assert "fsync under the lock" not in steps, steps
     log.close()
     reopened = PartitionLog.open(str(tmp_path), CONFIG)
     assert latest_values(read_records(reopened)) == {b"k1": b"new", b"k2": b"v29"}
