@@ -30,7 +30,8 @@ used from the event loop and from one flush thread. ``flush`` runs fsync on dupl
 descriptors outside the lock so appends go on during it (group commit); a compaction swap
 fsyncs outside it too, under ``self._swap_lock``, which every operation that drops or cuts
 segments (retention, truncation, close, delete) takes before ``self._lock``: nothing fsyncs with
-``self._lock`` held but ``close`` and the ``always`` flush policy. Helpers that need the lock held
+``self._lock`` held but ``close`` and an append that applies the flush policy itself (the node's
+appends leave it to the flush thread). Helpers that need the lock held
 end in ``_locked``. The parts have no lock of their own: the log calls them with its
 lock held.
 """
@@ -555,7 +556,7 @@ class PartitionLog:
             with self._lock:
                 if self._offline is not None:  # an append's write failed meanwhile
                     logger.warning("compaction swap committed on an offline log: the next start finishes it",
-                                extra={"fields": {"directory": self.directory}})
+                                   extra={"fields": {"directory": self.directory}})
                     return False
                 start = self.log_start_offset
                 move_files_locked(self.directory, swap, cleaned, self._go_offline_locked)
