@@ -22,7 +22,8 @@ live beside it, each taking only what the log passes it (never the log), with it
 ``segments.log_epochs`` (the leader epoch history and its checkpoint file),
 ``segments.log_replicas`` (a follower's copies appended a run at a time),
 ``segments.log_reads`` (where a read finds its batches, ``LogRead``, ``LogSlice``) and
-``segments.log_cleaning`` (the segments a compaction pass may take, the swap's file steps).
+``segments.log_cleaning`` (the segments a compaction pass may take, the swap's file steps) and
+``segments.log_compaction_side`` (``CompactionSide``: the log's own methods for a pass, its swap).
 Their value types are re-exported here.
 
 Concurrency: every public method takes ``self._lock`` (a ``threading.Lock``), so the log may be
@@ -40,7 +41,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import logging
 import os
 import threading
 from collections.abc import Callable, Iterator
@@ -48,7 +48,7 @@ from typing import NamedTuple, final
 
 from segments.batch import PREFIX_SIZE, BatchHeader, now_ms, patched_prefix, validate_batch
 from segments.checkpoint import write_atomic
-from segments.cleaner_files import CleanableSegment, remove_compaction_dirs, remove_swap_dir
+from segments.cleaner_files import remove_compaction_dirs
 from segments.config import LogConfig
 from segments.errors import (
     BatchTooLargeError,
@@ -64,14 +64,7 @@ from segments.errors import (
     is_no_space,
 )
 from segments.handles import LogHandles, SegmentHandles
-from segments.log_cleaning import (
-    SwapCommittedError,
-    cleanable_locked,
-    commit_swap,
-    move_files_locked,
-    reopen_swapped,
-    unchanged,
-)
+from segments.log_compaction_side import CompactionSide
 from segments.log_epochs import EpochHistory
 from segments.log_reads import LogRead, LogSlice, candidates, find_extent, read_limit
 from segments.log_recovery import CLEAN_SHUTDOWN_FILE, RecoveryReport, recover_locked
@@ -79,8 +72,6 @@ from segments.log_replicas import append_runs_locked
 from segments.segment import LogSegment, SegmentWriteError, remove_empty_segment
 
 __all__ = ["CLEAN_SHUTDOWN_FILE", "AppendInfo", "LogRead", "LogSlice", "PartitionLog", "RecoveryReport"]
-
-logger = logging.getLogger(__name__)
 
 
 class AppendInfo(NamedTuple):
@@ -90,10 +81,8 @@ class AppendInfo(NamedTuple):
 
 
 @final
-class PartitionLog:
+class PartitionLog(CompactionSide):
     __slots__ = (
-        "_bases",
-        "_cleaned_offset",
         "_clock_ms",
         "_closed",
         "_epochs",
@@ -103,11 +92,8 @@ class PartitionLog:
         "_lock",
         "_offline",
         "_recovery_point",
-        "_segments",
-        "_swap_end",
         "_swap_lock",
         "_truncations",
-        "_unflushed",
         "config",
         "directory",
         "recovery",
@@ -485,102 +471,7 @@ class PartitionLog:
             if self._segments:
                 self._segments[-1].config = config
 
-    # ---- compaction (segments.cleaner, segments.log_cleaning) ---------------------------------
-
-    def dirty_ratio(self) -> float:
-        """Bytes of closed segments not compacted yet over bytes of all closed segments (0: none)."""
-        with self._lock:
-            closed = self._segments[:-1]
-            total = sum(s.size_bytes for s in closed)
-            dirty = sum(s.size_bytes for s in closed if s.next_offset > self._cleaned_offset)
-            return dirty / total if total else 0.0
-
-    def oldest_dirty_timestamp(self) -> int | None:
-        """The first timestamp of the oldest closed segment not compacted yet (None: none)."""
-        with self._lock:
-            for segment in self._segments[:-1]:
-                if segment.next_offset > self._cleaned_offset:
-                    return segment.rolling_timestamp
-            return None
-
-    @property
-    def cleaned_offset(self) -> int:
-        """Every closed segment below this offset has been compacted (in this process)."""
-        return self._cleaned_offset
-
-    def cleanable_segments(self, newest_timestamp: int, end_offset: int | None = None) -> list[CleanableSegment]:
-        """The oldest closed segments, durable, all of whose records have timestamps at or below
-        ``newest_timestamp`` (the compaction lag) and offsets below ``end_offset`` (a replica's
-        high watermark: a record a leader change may still truncate must not supersede one that
-        is committed), each with a descriptor of its own (the caller closes it) to read outside
-        the lock. Empty when the log is closed or offline."""
-        with self._lock:
-            if self._closed or self._offline is not None:
-                return []
-            return cleanable_locked(self._segments[:-1], self._recovery_point, newest_timestamp, end_offset,
-                                    self._dup_fds_locked)
-
-    def swap_cleaned(self, cleaned: list[CleanableSegment], cleaning_dir: str, next_offset: int) -> bool:
-        """Swap the compacted copies of ``cleaned`` (written and fsynced in ``cleaning_dir``) in for
-        them, unless the log changed meanwhile (closed, offline, or one of them deleted or
-        truncated): then nothing changes and False is returned. ``next_offset``: every closed
-        segment below it is compacted now.
-
-        Appends wait for the log's lock on the event loop, so no fsync happens under it: the swap
-        holds the swap lock throughout (every operation that drops or cuts segments takes it
-        first, so the segments replaced stay as they were read), and the log's lock only for the
-        renames and the new segments' index check. Retention, and a truncation that may reach the
-        segments replaced, wait for a swap under way; appends, reads and the usual truncation
-        (above them) do not."""
-        with self._swap_lock:
-            with self._lock:
-                if self._closed or self._offline is not None or not unchanged(self._segments[:-1], cleaned):
-                    return False
-                self._swap_end = max(item.next_offset for item in cleaned)
-            try:
-                return self._swap_committing(cleaned, cleaning_dir, next_offset)
-            finally:
-                with self._lock:
-                    self._swap_end = None
-
-    def _swap_committing(self, cleaned: list[CleanableSegment], cleaning_dir: str, next_offset: int) -> bool:
-        """``swap_cleaned`` from the commit on, with the swap lock held. Once committed, any failure
-        takes the log offline: the next start finishes the swap, and until then nothing may cut
-        or drop the segments the committed directory would replace."""
-        try:
-            swap = commit_swap(self.directory, self._fsync, cleaning_dir)
-        except SwapCommittedError as exc:
-            with self._lock:
-                raise self._go_offline_locked(f"compaction swap failed: {exc}") from exc
-        try:
-            with self._lock:
-                if self._offline is not None:  # an append's write failed meanwhile
-                    logger.warning("compaction swap committed on an offline log: the next start finishes it",
-                                   extra={"fields": {"directory": self.directory}})
-                    return False
-                start = self.log_start_offset
-                move_files_locked(self.directory, swap, cleaned, self._go_offline_locked)
-                replaced = {item.segment for item in cleaned}
-                self._segments = reopen_swapped(self._segments, replaced, self._segment)
-                self._bases = [s.base_offset for s in self._segments]
-                self._unflushed = [s for s in self._unflushed if s not in replaced]
-                self._cleaned_offset = max(self._cleaned_offset, next_offset)
-                if self.log_start_offset != start:
-                    self._epochs.truncate_from_start(self.log_start_offset)
-            remove_swap_dir(self.directory, swap, self._fsync)
-        except LogOfflineError:
-            raise
-        except Exception as exc:  # a reopen out of descriptors, the removal's fsync, a full disk
-            with self._lock:
-                raise self._go_offline_locked(f"compaction swap failed: {exc!r}") from exc
-        return True
-
-    def mark_cleaned(self, cleaned: list[CleanableSegment], next_offset: int) -> None:
-        """Every closed segment below ``next_offset`` is compacted (a pass that changed nothing),
-        unless one of ``cleaned`` is gone meanwhile (a truncation)."""
-        with self._lock:
-            if all(item.segment in self._segments for item in cleaned):
-                self._cleaned_offset = max(self._cleaned_offset, next_offset)
+    # ---- compaction: segments.log_compaction_side (``CompactionSide``) -------------------------
 
     # ---- retention and truncation --------------------------------------------------------------
 

@@ -175,7 +175,7 @@ def test_a_failure_after_the_commit_takes_the_log_offline_and_the_next_start_fin
     """Out of descriptors while the compacted segments are opened again (after the renames): the
     log goes offline, as for any failure past the commit, and the committed swap is finished when
     the log is opened again."""
-    import segments.log as log_module
+    import segments.log_compaction_side as log_module
 
     clock = [1000]
     log = _filled(tmp_path, clock)
