@@ -5,8 +5,8 @@ the HTTP group routes make), never through the node's HTTP listener (decision 03
 **Here**, on the node that coordinates groups (a single node; on a cluster the leader of
 ``__consumer_offsets``, ``logbroker.cluster_groups``; ``Router.locate(GROUPS)`` says which): what
 the HTTP join route checks (read on the topic and on the group, the caller's member limit, the
-group's claim), a join, then the member's assigned partitions read from where ``start_positions``
-says, as the HTTP member stream reads them. The member heartbeats after every round of reads, and a
+group's claim), a join, then the member's assigned partitions read from where the front door's
+``member_positions`` says, as the HTTP member stream reads them. The member heartbeats after every round of reads, and a
 round with nothing to send waits at most the heartbeat interval; a new generation starts over from
 its positions. A record is delivered once gRPC has taken it; what was delivered is committed at
 least every ``COMMIT_EVERY_S``, before a new generation's positions and when the call ends, then
@@ -28,10 +28,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import functools
 import itertools
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any, Final
 
 import grpc
@@ -49,7 +48,6 @@ from logbroker.auth.quotas import QuotaLimits
 from logbroker.cluster_groups import ensure_offsets_topic
 from logbroker.errors import ANY_ERROR, NoLeaderError, NotAvailableError, RemoteError
 from logbroker.groups.group import Caller as MemberCaller
-from logbroker.groups.positions import start_positions
 from logbroker.groups.requests import SESSION_TIMEOUT_MS_DEFAULT, CommitRequest, JoinRequest, group_name
 from logbroker.node import Node
 from logbroker.routing import Here, locate_groups
@@ -69,7 +67,7 @@ class _Membership:
     group: str
     member_id: str
     generation: int
-    caller: MemberCaller
+    ctx: CallContext  # the caller as the member joined: its commits and its leave are theirs
     pending: dict[tuple[str, int], int] = dataclasses.field(default_factory=dict)
     committed_at: float = dataclasses.field(default_factory=time.monotonic)
     numbers: Iterator[int] = dataclasses.field(default_factory=itertools.count)  # a late commit never undoes a later
@@ -121,8 +119,7 @@ class GroupSubscriptions:
             async def join() -> JoinRequest:  # a new member of the default session, on the one topic
                 return JoinRequest((topic,), SESSION_TIMEOUT_MS_DEFAULT, None, None)
             view = await self._front_door.group_join(ctx, group, join)
-            caller = MemberCaller(principal.name, principal.is_admin)
-            member = _Membership(group, view["member_id"], view["generation"], caller)
+            member = _Membership(group, view["member_id"], view["generation"], ctx)
             try:
                 await context.send_initial_metadata(())  # subscribed: the member stands
                 records = self._member_records(member, view, rack, context, principal, limits)
@@ -137,31 +134,27 @@ class GroupSubscriptions:
         node = self.node
         checked_at, checked_topics = time.monotonic(), set(view["assignment"])
 
-        async def reset_offset(topic: str, partition: int) -> int:
-            return int((await node.reads.list_offset(topic, partition, RESET))["offset"] or 0)
-
-        positions = await start_positions(view["assignment"], {},
-                                          functools.partial(node.groups.committed, member.group), reset_offset)
+        front_door = self._front_door
+        positions = await front_door.member_positions(CallContext(principal, limits), member.group,
+                                                      view["assignment"], {}, RESET)
         while True:
             topics = set(view["assignment"])
             if topics - checked_topics or time.monotonic() - checked_at >= node.config.access_recheck_ms / 1000:
                 principal, limits = await self._recheck(context, member.group, topics, (principal, limits))
                 checked_at, checked_topics = time.monotonic(), topics
+            ctx = CallContext(principal, limits)
             if view["generation"] != member.generation:
                 await self._commit(member)  # what the old generation delivered (refused once it moved on)
                 member.generation = view["generation"]
-                positions = await start_positions(view["assignment"], positions,
-                                                  functools.partial(node.groups.committed, member.group),
-                                                  reset_offset)
-            ctx = CallContext(principal, limits)
-            delay = self._front_door.pause_s(ctx)
+                positions = await front_door.member_positions(ctx, member.group, view["assignment"], positions, RESET)
+            delay = front_door.pause_s(ctx)
             if delay > 0:
                 await asyncio.sleep(min(delay, self._quota_pause_max_s))
             else:
                 sent = False
                 for (topic, partition), offset in list(positions.items()):
-                    result = await self._front_door.stream_fetch(ctx, topic, partition, offset,
-                                                                 max_bytes=self._fetch_bytes, wait_ms=0, rack=rack)
+                    result = await front_door.stream_fetch(ctx, topic, partition, offset,
+                                                           max_bytes=self._fetch_bytes, wait_ms=0, rack=rack)
                     if not result.data:
                         continue
                     batch = delivered(node, topic, partition, offset, result)
@@ -173,9 +166,9 @@ class GroupSubscriptions:
                     if time.monotonic() - member.committed_at >= COMMIT_EVERY_S:
                         await self._commit(member)
                 if not sent:
-                    await node.reads.wait_for_any([(t, p, o) for (t, p), o in positions.items()],
-                                                  min(view["heartbeat_interval_ms"], node.config.access_recheck_ms))
-            view = await node.groups.heartbeat(member.group, member.member_id, member.caller)
+                    await front_door.stream_wait(ctx, [(t, p, o) for (t, p), o in positions.items()],
+                                                 min(view["heartbeat_interval_ms"], node.config.access_recheck_ms))
+            view = await front_door.group_heartbeat(ctx, member.group, member.member_id)
 
     async def _recheck(self, context: Any, group: str, topics: set[str], caller: Caller) -> Caller:
         """The caller authenticated again from the call's metadata, still allowed to read the group
@@ -195,13 +188,16 @@ class GroupSubscriptions:
             member.pending.clear()
             request = CommitRequest(member.member_id, member.generation, offsets, next(member.numbers))
             with contextlib.suppress(*ANY_ERROR):  # a new generation: the next owner starts from the last commit
-                await self.node.groups.commit(member.group, request, member.caller)
+                await self._front_door.group_commit(member.ctx, member.group, _given(request))
         member.committed_at = time.monotonic()
 
     async def _leave(self, member: _Membership) -> None:
         with contextlib.suppress(*ANY_ERROR):  # else the session lapses on its own
             await self._commit(member)
-            await self.node.groups.leave(member.group, member.member_id, member.caller)
+            # Straight to the coordinator, not the front door: a caller who lost read on the group
+            # still takes their member out at once (the coordinator checks it is theirs).
+            caller = MemberCaller(member.ctx.principal.name, member.ctx.principal.is_admin)
+            await self.node.groups.leave(member.group, member.member_id, caller)
 
     # ---- elsewhere: the coordinating node's gRPC listener -----------------------------------------
 
@@ -254,3 +250,10 @@ def _relayed(status: grpc.StatusCode, details: str, trailing: Any, address: str,
     wait_ms = metadata.get(RETRY_KEY)
     retry = {"retry_after_s": int(wait_ms) / 1000} if wait_ms is not None and wait_ms.isdigit() else {}
     return RemoteError(code, details, retriable=wait_ms is not None, **retry)
+
+
+def _given(request: CommitRequest) -> Callable[[], Awaitable[CommitRequest]]:
+    """A commit the stream built itself, as the front door takes a protocol's request body."""
+    async def read() -> CommitRequest:
+        return request
+    return read

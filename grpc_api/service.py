@@ -134,9 +134,7 @@ class BrokerService:
         if offset < EARLIEST:
             raise InvalidRequestError("offset must be >= 0, -1 (the end) or -2 (the earliest)")
         if offset < 0:
-            at = "latest" if offset == LATEST else "earliest"
-            found = (await node.reads.list_offset(topic, partition, at))["offset"]
-            offset = int(found or 0)
+            offset = await front_door.stream_start(ctx, topic, partition, "latest" if offset == LATEST else "earliest")
         with self._stream_slot(ctx.principal, ctx.limits), node.auth.meter.streaming(ctx.principal.name, topic):
             await context.send_initial_metadata(())  # subscribed: what is appended from now on reaches the caller
             checked = time.monotonic()

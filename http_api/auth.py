@@ -105,12 +105,19 @@ async def recheck_access(request: web.Request) -> None:
     its caller may still do what the route needs: ``AuthenticationError`` or ``ForbiddenError``
     otherwise. The caller put on the request is refreshed (their role may have changed). Lookups
     are in memory: cheap enough for every delivery (decision 0175)."""
+    if request.app[NODE].auth.enabled:
+        ctx = await reauthenticated(request)
+        await _authorize(request, ROUTE_BY_HANDLER[request.match_info.handler], ctx.principal)
+
+
+async def reauthenticated(request: web.Request) -> api.CallContext:
+    """The caller of a call that runs on, authenticated again from its token (``AuthenticationError``
+    once it no longer stands) and put on the request: the front door's context for its next
+    checks (decision 0175). Authentication off: the caller as it was."""
     auth = request.app[NODE].auth
-    if not auth.enabled:
-        return
-    principal, _ = await auth.authenticate(request.headers.get("Authorization"))
-    request[PRINCIPAL] = principal
-    await _authorize(request, ROUTE_BY_HANDLER[request.match_info.handler], principal)
+    if auth.enabled:
+        request[PRINCIPAL], request[LIMITS] = await auth.authenticate(request.headers.get("Authorization"))
+    return call_context(request)
 
 
 async def _authorize(request: web.Request, entry: Route, principal: Principal) -> None:

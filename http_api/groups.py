@@ -1,7 +1,7 @@
 """Consumer groups: membership (join, heartbeat, leave), offset commits, describe, list, reset,
 and groups as resources (decision 0170): the first join claims a group, its owner grants ``read``
 (``/acl``) and deletes it when empty. The route table's ``group_*`` access levels check the group;
-the read check on the topics a call names is ``require_read``."""
+the front door checks the topics a call names (``BrokerApi.authorize_each``)."""
 
 from __future__ import annotations
 

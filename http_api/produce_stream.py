@@ -42,17 +42,17 @@ from typing import Any, Final
 
 from aiohttp import WSCloseCode, WSMsgType, web
 
-from http_api.auth import limits_of, principal_of, recheck_access
+from http_api.auth import call_context, reauthenticated
 from http_api.errors import problem, problem_for
 from http_api.json_codec import decode, encode
-from http_api.keys import NODE
+from http_api.keys import FRONT_DOOR, NODE
 from http_api.params import path_partition, path_topic
 from http_api.produce_answers import AnswerQueue
-from http_api.records import append_prebuilt
+from http_api.records import checked_batch
 from http_api.routing import route
 from http_api.user_limits import stream_slot
 from http_api.websocket_upgrade import upgrade_opener
-from logbroker.api import check_acks
+from logbroker.api import Acks, CallContext, Prebuilt
 from logbroker.errors import ANY_ERROR, AuthenticationError, ForbiddenError
 
 log = logging.getLogger(__name__)
@@ -71,11 +71,11 @@ PIPELINED_BYTES_MAX: Final = 64 * 1024  # a larger message is answered before th
        responses={"101": "Switching to the WebSocket protocol", "400": "Not a WebSocket upgrade, or a bad acks",
                   "404": "Unknown topic or partition", "503": "Too many open streams"})
 async def produce_stream(request: web.Request) -> web.StreamResponse:
-    node = request.app[NODE]
     topic, partition = path_topic(request), path_partition(request)
-    acks = check_acks(request.query.get("acks", "1"))
-    await node.reads.list_offset(topic, partition, "latest")  # 404 before the upgrade
-    socket = web.WebSocketResponse(max_msg_size=node.config.request_body_bytes_max, heartbeat=HEARTBEAT_S)
+    acks = await request.app[FRONT_DOOR].stream_open_write(call_context(request), topic, partition,
+                                                           request.query.get("acks", "1"))  # 404 before the upgrade
+    socket = web.WebSocketResponse(max_msg_size=request.app[NODE].config.request_body_bytes_max,
+                                   heartbeat=HEARTBEAT_S)
     accept = upgrade_opener(request, socket, "produce")
 
     async with stream_slot(request, accept):
@@ -83,7 +83,7 @@ async def produce_stream(request: web.Request) -> web.StreamResponse:
     return socket
 
 
-async def _serve(request: web.Request, socket: web.WebSocketResponse, topic: str, partition: int, acks: str) -> None:
+async def _serve(request: web.Request, socket: web.WebSocketResponse, topic: str, partition: int, acks: Acks) -> None:
     answers = AnswerQueue(IN_FLIGHT_MAX)
     writer = asyncio.create_task(_write_answers(socket, answers))
     try:
@@ -98,7 +98,7 @@ async def _serve(request: web.Request, socket: web.WebSocketResponse, topic: str
 
 
 async def _read_messages(request: web.Request, socket: web.WebSocketResponse, answers: AnswerQueue,
-                         topic: str, partition: int, acks: str) -> None:
+                         topic: str, partition: int, acks: Acks) -> None:
     seq = 0
     async for message in socket:
         if message.type != WSMsgType.BINARY:
@@ -107,23 +107,25 @@ async def _read_messages(request: web.Request, socket: web.WebSocketResponse, an
                                message=b"a produce stream carries one prebuilt batch per binary message")
             return
         seq += 1
+        front_door = request.app[FRONT_DOOR]
         try:
-            await recheck_access(request)
+            ctx = await reauthenticated(request)
+            await front_door.authorize(ctx, topic, "write")
         except REVOKED as exc:
             await answers.put(_answered(_error(seq, exc)))
             await answers.drained()
             await socket.close(code=WSCloseCode.POLICY_VIOLATION, message=str(exc).encode()[:CLOSE_REASON_BYTES_MAX])
             return
-        if request.app[NODE].writes.answers_at_append(topic, partition, acks):
+        if front_door.answers_at_append(topic, partition, acks):
             # Nothing waits after the append: answered here, in order, without a task of its own.
-            answer = await _append(request, topic, partition, acks, seq, message.data, _nothing)
+            answer = await _append(request, ctx, topic, partition, acks, seq, message.data, _nothing)
             if answers.idle():
                 await _send(socket, answer)
             else:
                 await answers.put(_answered(answer))
             continue
         appended = asyncio.get_running_loop().create_future()
-        task = asyncio.create_task(_append(request, topic, partition, acks, seq, message.data,
+        task = asyncio.create_task(_append(request, ctx, topic, partition, acks, seq, message.data,
                                            functools.partial(_resolve, appended)))
         task.add_done_callback(functools.partial(_resolve_when_done, appended))
         await answers.put(task)
@@ -152,27 +154,33 @@ def _nothing() -> None:
     return None
 
 
-async def _append(request: web.Request, topic: str, partition: int, acks: str, seq: int, batch: bytes,
-                  on_appended: Callable[[], None]) -> bytes:
-    """One message: paced by the caller's produce quota, checked as an HTTP produce is, appended;
-    the answer to send back. Refused or not, its bytes are charged (a large invalid one is not free)."""
-    auth = request.app[NODE].auth
-    principal, limits = principal_of(request), limits_of(request)
-    if auth.enabled:
-        while (delay := auth.quotas.delay_s(principal.name, "produce", limits)) > 0:
-            await asyncio.sleep(delay)
-    # Charged before the append, so the next message's pacing sees it while this one waits for acks.
-    auth.meter.charge(principal.name, "produce", limits if auth.enabled else None, len(batch), topic=topic)
+async def _append(request: web.Request, ctx: CallContext, topic: str, partition: int, acks: Acks, seq: int,
+                  batch: bytes, on_appended: Callable[[], None]) -> bytes:
+    """One message through the front door (paced and charged there, checked as an HTTP produce
+    of one prebuilt batch is): the answer to send back."""
     try:
-        offsets, checked = await append_prebuilt(request, topic, partition, batch, acks, on_appended=on_appended)
+        offsets, checked = await request.app[FRONT_DOOR].stream_publish(
+            ctx, topic, _Message(request, partition, batch), acks, on_appended=on_appended)
     except ANY_ERROR as exc:
         return _error(seq, exc)
     except Exception:
         log.exception("unhandled error in a produce stream's message", extra={"fields": {"topic": topic}})
         return _answer_of(seq, problem(500, "internal error", code="internal"))
-    auth.meter.charge(principal.name, "produce", None, 0, topic=topic, records=checked.header.record_count,
-                      requests=0)  # the records it stored: the bytes and the request were counted above
     return encode({"seq": seq, "offset": offsets[0]["offset"], "count": checked.header.record_count})
+
+
+class _Message:
+    """A produce stream's binary message as the front door's ``Payload``: one prebuilt batch,
+    checked in the decode pool when that pays (``checked_batch``)."""
+
+    def __init__(self, request: web.Request, partition: int, batch: bytes) -> None:
+        self._request, self._partition, self._batch = request, partition, batch
+
+    def received_bytes(self) -> int:
+        return len(self._batch)
+
+    async def decode(self) -> Prebuilt:
+        return Prebuilt(self._partition, self._batch, await checked_batch(self._request, self._batch))
 
 
 def _resolve(appended: asyncio.Future[None]) -> None:

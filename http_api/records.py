@@ -5,7 +5,6 @@ quota, calls the node and charges; these handlers parse the request and render t
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
 
 from aiohttp import web
 
@@ -33,7 +32,7 @@ from http_api.sendfile import send_slice
 from logbroker.api import Answered, Prebuilt
 from logbroker.batch_limits import CheckedBatch, check_batch, is_costly, is_costly_read
 from logbroker.errors import UnsupportedMediaTypeError
-from logbroker.producer_ids import check_writer, issue
+from logbroker.producer_ids import issue
 from logbroker.records import (
     HEADERS_PER_RECORD_MAX,
     RECORDS_PER_REQUEST_MAX,
@@ -123,19 +122,6 @@ class _Body:
 async def init_producer(request: web.Request) -> web.Response:
     issued = issue(principal_of(request).name, _PRODUCER_RNG)
     return json_response({"producer_id": issued.producer_id, "producer_epoch": issued.producer_epoch})
-
-
-async def append_prebuilt(request: web.Request, topic: str, partition: int, batch: bytes, acks: str, *,
-                          on_appended: Callable[[], None] | None = None
-                          ) -> tuple[list[dict[str, int]], CheckedBatch]:
-    """One prebuilt batch from the caller, checked (bounds and rows, the producer id's owner, the
-    topic's timestamp window) and appended: the offsets and the checked header. The one path for
-    an HTTP produce of a batch and a produce stream's message (``on_appended``: see
-    ``WritePath.produce_batch``)."""
-    checked = await checked_batch(request, batch)
-    check_writer(checked.header, principal_of(request).name)
-    request.app[NODE].writes.check_timestamps(topic, checked.timestamp_min, checked.timestamp_max)
-    return await request.app[NODE].writes.produce_batch(topic, partition, batch, acks, on_appended=on_appended), checked
 
 
 async def checked_batch(request: web.Request, batch: bytes) -> CheckedBatch:

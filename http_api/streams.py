@@ -30,12 +30,11 @@ from typing import Any, Final
 
 from aiohttp import web
 
-from http_api.auth import principal_of, recheck_access
+from http_api.auth import call_context, reauthenticated
 from http_api.decoding import DECODER
 from http_api.errors import problem_for
-from http_api.identity import group_caller, require_read
 from http_api.json_codec import encode
-from http_api.keys import NODE
+from http_api.keys import FRONT_DOOR, NODE
 from http_api.params import (
     ENCODING_QUERY,
     INT64_MAX,
@@ -49,9 +48,9 @@ from http_api.params import (
 )
 from http_api.routing import route
 from http_api.user_limits import paced_write, stream_slot
+from logbroker.api import CallContext
 from logbroker.batch_limits import is_costly_read
 from logbroker.errors import ANY_ERROR, AuthenticationError, ForbiddenError, InvalidRequestError
-from logbroker.groups.positions import start_positions
 from logbroker.groups.requests import group_name, member_id
 from logbroker.records import Skipped, iter_fetched_records, render_records
 from logbroker.unreadable import report_skipped
@@ -97,8 +96,8 @@ def _record_events(result: LogRead, offset: int, topic: str | None, partition: i
         yield b"".join(parts)
 
 
-async def _write_records(request: web.Request, response: web.StreamResponse, result: LogRead, offset: int,
-                         topic: str, partition: int, force_base64: bool, *, named: bool) -> None:
+async def _write_records(request: web.Request, ctx: CallContext, response: web.StreamResponse, result: LogRead,
+                         offset: int, topic: str, partition: int, force_base64: bool, *, named: bool) -> None:
     """Write the events of ``result`` a piece at a time: each piece is decoded and rendered (in the
     decode pool unless the read is small, ``is_costly_read``), and the next one only once the
     socket has taken this one (back-pressure). With
@@ -107,9 +106,8 @@ async def _write_records(request: web.Request, response: web.StreamResponse, res
     pieces = _record_events(result, offset, topic if named else None, partition, force_base64, skipped)
     inline = not is_costly_read(result.data)
     while (piece := await request.app[DECODER].run(next, pieces, None, inline=inline)) is not None:
-        await paced_write(request, response, piece, topic=topic)
-    request.app[NODE].auth.meter.charge(principal_of(request).name, "fetch", None, 0, topic=topic, requests=0,
-                                        records=max(0, result.next_offset - offset))
+        await paced_write(request.app[FRONT_DOOR], ctx, response, piece, topic=topic)
+    request.app[FRONT_DOOR].charge_sent(ctx, topic, 0, max(0, result.next_offset - offset))
     if skipped:
         report_skipped(request.app[NODE].metrics.count_skipped, topic, partition, skipped, "stream")
 
@@ -140,32 +138,32 @@ def _start_offset(request: web.Request) -> int | None:
        responses={"200": "text/event-stream", "404": "Unknown topic or partition", "416": "Offset out of range",
                   "503": "Too many open streams"})
 async def stream_partition(request: web.Request) -> web.StreamResponse:
-    node = request.app[NODE]
+    front_door, ctx = request.app[FRONT_DOOR], call_context(request)
     topic, partition = path_topic(request), path_partition(request)
     keepalive_ms = query_int(request, "keepalive_ms", default=KEEPALIVE_MS, low=10, high=60_000)
     start = _start_offset(request)
     rack = query_rack(request)
     force_base64 = query_base64(request)
-    offset = start if start is not None \
-        else int((await node.reads.list_offset(topic, partition, "latest"))["offset"] or 0)
-    result, _ = await node.reads.fetch(topic, partition, offset, STREAM_READ_BYTES, 0,  # 404/416 before streaming
-                                       client_rack=rack)
-    wait_ms = min(keepalive_ms, node.config.access_recheck_ms)
+    offset = start if start is not None else await front_door.stream_start(ctx, topic, partition, "latest")
+    read = functools.partial(front_door.stream_read, topic=topic, partition=partition, max_bytes=STREAM_READ_BYTES,
+                             rack=rack)
+    result = await read(ctx, offset=offset, wait_ms=0)  # 404/416 before streaming
+    wait_ms = min(keepalive_ms, request.app[NODE].config.access_recheck_ms)
     async with stream_slot(request, _open) as response:
         try:
             written = time.monotonic()
             while True:
-                await recheck_access(request)
+                ctx = await reauthenticated(request)
+                await front_door.authorize(ctx, topic, "read")
                 if result.data:
-                    await _write_records(request, response, result, offset, topic, partition, force_base64,
+                    await _write_records(request, ctx, response, result, offset, topic, partition, force_base64,
                                          named=False)
                     offset = result.next_offset
                     written = time.monotonic()
                 elif (time.monotonic() - written) * 1000 >= keepalive_ms - 1:
                     await response.write(b": keep-alive\n\n")
                     written = time.monotonic()
-                result, _ = await node.reads.fetch(topic, partition, offset, STREAM_READ_BYTES, wait_ms,
-                                                   client_rack=rack)
+                result = await read(ctx, offset=offset, wait_ms=wait_ms)
         except CLOSED:
             return response
         except REVOKED as exc:
@@ -203,15 +201,16 @@ async def _end(response: web.StreamResponse, reason: str) -> None:
        responses={"200": "text/event-stream: `assignment` events at each generation, then `record` events with "
                          "topic and partition", "404": "Unknown group or member", "503": "Too many open streams"})
 async def stream_member(request: web.Request) -> web.StreamResponse:
-    node = request.app[NODE]
+    front_door = request.app[FRONT_DOOR]
     group, member = group_name(request.match_info["group"]), member_id(request.match_info["member"])
     reset = request.query.get("auto_offset_reset", "earliest")
     if reset not in ("earliest", "latest"):
         raise InvalidRequestError("auto_offset_reset must be earliest or latest")
     rack = query_rack(request)
     force_base64 = query_base64(request)
-    view = await node.groups.heartbeat(group, member, group_caller(request))  # 404 before streaming
-    await require_read(request, view["assignment"])
+    ctx = call_context(request)
+    view = await front_door.group_heartbeat(ctx, group, member)  # 404 before streaming
+    await front_door.authorize_each(ctx, view["assignment"], "read")
     async with stream_slot(request, _open) as response:
         try:
             await _member_loop(request, response, group, member, reset, view, rack, force_base64)
@@ -227,31 +226,29 @@ async def stream_member(request: web.Request) -> web.StreamResponse:
 
 async def _member_loop(request: web.Request, response: web.StreamResponse, group: str, member: str, reset: str,
                        view: dict[str, Any], rack: str | None, force_base64: bool) -> None:
-    node = request.app[NODE]
+    front_door = request.app[FRONT_DOOR]
+    recheck_ms = request.app[NODE].config.access_recheck_ms
     generation = -1
     positions: dict[tuple[str, int], int] = {}
-
-    async def reset_offset(topic: str, partition: int) -> int:
-        return int((await node.reads.list_offset(topic, partition, reset))["offset"] or 0)
-
     while True:
-        await recheck_access(request)
-        await require_read(request, view["assignment"])
+        ctx = await reauthenticated(request)
+        await front_door.authorize_group(ctx, group, "read")
+        await front_door.authorize_each(ctx, view["assignment"], "read")
         if view["generation"] != generation:
             generation = view["generation"]
-            positions = await start_positions(view["assignment"], positions,
-                                              functools.partial(node.groups.committed, group), reset_offset)
+            positions = await front_door.member_positions(ctx, group, view["assignment"], positions, reset)
             await response.write(_event("assignment", {"generation": generation, "assignment": view["assignment"],
                                                        "positions": [[t, p, o] for (t, p), o in positions.items()]}))
         sent = False
         for (topic, p), offset in positions.items():
-            result, _ = await node.reads.fetch(topic, p, offset, STREAM_READ_BYTES, 0, client_rack=rack)
+            result = await front_door.stream_read(ctx, topic, p, offset, max_bytes=STREAM_READ_BYTES, wait_ms=0,
+                                                  rack=rack)
             if result.data:
-                await _write_records(request, response, result, offset, topic, p, force_base64, named=True)
+                await _write_records(request, ctx, response, result, offset, topic, p, force_base64, named=True)
                 positions[(topic, p)] = result.next_offset
                 sent = True
         if not sent:
             await response.write(b": keep-alive\n\n")
-            await node.reads.wait_for_any([(t, p, o) for (t, p), o in positions.items()],
-                                          min(view["heartbeat_interval_ms"], node.config.access_recheck_ms))
-        view = await node.groups.heartbeat(group, member, group_caller(request))
+            await front_door.stream_wait(ctx, [(t, p, o) for (t, p), o in positions.items()],
+                                         min(view["heartbeat_interval_ms"], recheck_ms))
+        view = await front_door.group_heartbeat(ctx, group, member)

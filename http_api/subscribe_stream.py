@@ -22,13 +22,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from typing import Final
 
 from aiohttp import WSCloseCode, WSMsgType, web
 
-from http_api.auth import principal_of, recheck_access
+from http_api.auth import call_context, reauthenticated
 from http_api.errors import problem_for
-from http_api.keys import NODE
+from http_api.keys import FRONT_DOOR, NODE
 from http_api.params import RACK_QUERY, path_partition, path_topic, query_int, query_rack
 from http_api.routing import route
 from http_api.user_limits import paced_write, stream_slot
@@ -62,32 +63,32 @@ class _Frames:
                   "404": "Unknown topic or partition", "416": "Offset out of range",
                   "503": "Too many open streams"})
 async def subscribe_stream(request: web.Request) -> web.StreamResponse:
-    node = request.app[NODE]
+    front_door, ctx = request.app[FRONT_DOOR], call_context(request)
     topic, partition = path_topic(request), path_partition(request)
     rack = query_rack(request)
     if "offset" in request.query:
         offset = query_int(request, "offset")
     else:
-        offset = int((await node.reads.list_offset(topic, partition, "latest"))["offset"] or 0)
-    result, _ = await node.reads.fetch(topic, partition, offset, SUBSCRIBE_READ_BYTES, 0,  # 404/416 before the upgrade
-                                       client_rack=rack)
+        offset = await front_door.stream_start(ctx, topic, partition, "latest")
+    read = functools.partial(front_door.stream_read, topic=topic, partition=partition,
+                             max_bytes=SUBSCRIBE_READ_BYTES, rack=rack)
+    result = await read(ctx, offset=offset, wait_ms=0)  # 404/416 before the upgrade
     socket = web.WebSocketResponse(max_msg_size=CLIENT_MESSAGE_BYTES_MAX, heartbeat=HEARTBEAT_S)
     accept = upgrade_opener(request, socket, "subscribe")
 
-    wait_ms = node.config.access_recheck_ms
+    wait_ms = request.app[NODE].config.access_recheck_ms
     frames = _Frames(socket)
     async with stream_slot(request, accept):
         listener = asyncio.create_task(_close_on_client_message(socket))
         try:
             while not socket.closed:
-                await recheck_access(request)
+                ctx = await reauthenticated(request)
+                await front_door.authorize(ctx, topic, "read")
                 if result.data:
-                    await paced_write(request, frames, result.data, topic=topic)
-                    node.auth.meter.charge(principal_of(request).name, "fetch", None, 0, topic=topic, requests=0,
-                                           records=max(0, result.next_offset - offset))
+                    await paced_write(front_door, ctx, frames, result.data, topic=topic)
+                    front_door.charge_sent(ctx, topic, 0, max(0, result.next_offset - offset))
                     offset = result.next_offset
-                result, _ = await node.reads.fetch(topic, partition, offset, SUBSCRIBE_READ_BYTES, wait_ms,
-                                                   client_rack=rack)
+                result = await read(ctx, offset=offset, wait_ms=wait_ms)
         except CLOSED:
             return socket
         except REVOKED as exc:

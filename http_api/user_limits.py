@@ -6,7 +6,8 @@ door's: ``logbroker.api.BrokerApi``): ``stream_slot`` takes a node stream slot a
 caller's own, and gives both back as soon as the client is gone (a watcher looks at the
 transport every ``DISCONNECT_POLL_S`` and ends the handler, so a slot is not held until the
 next write fails); ``paced_write`` charges the bytes a push stream sends to the caller's fetch
-quota and, while the caller is in debt, waits before the next write instead of dropping anything.
+quota through the front door and, while the caller is in debt, waits before the next write
+instead of dropping anything.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from aiohttp import web
 
 from http_api.auth import limits_of, metered_topic, principal_of
 from http_api.keys import NODE, STREAMS
+from logbroker.api import BrokerApi, CallContext
 from logbroker.errors import NotAvailableError
 
 DISCONNECT_POLL_S: Final = 0.5
@@ -70,23 +72,22 @@ class Writer(Protocol):
     async def write(self, data: bytes | bytearray | memoryview) -> None: ...
 
 
-async def paced_write(request: web.Request, response: Writer, data: bytes | memoryview, *, topic: str) -> None:
-    """Write ``data`` (events of ``topic``) charged to the caller's fetch quota: in pieces of at
-    most a quarter second of it (``PACE_PIECE_S``), each once the quota is out of debt, so over any
-    interval a stream sends at most its burst, its rate times the interval, and one piece. Counted
-    as the caller's usage either way (``Meter``)."""
-    auth = request.app[NODE].auth
-    principal, limits = principal_of(request), limits_of(request)
-    rate = limits.fetch_bytes_per_s
+async def paced_write(front_door: BrokerApi, ctx: CallContext, response: Writer, data: bytes | memoryview, *,
+                      topic: str) -> None:
+    """Write ``data`` (events of ``topic``) charged to the caller's fetch quota through the front
+    door: in pieces of at most a quarter second of it (``PACE_PIECE_S``), each once the quota is
+    out of debt, so over any interval a stream sends at most its burst, its rate times the
+    interval, and one piece. Counted as the caller's usage either way."""
+    rate = ctx.limits.fetch_bytes_per_s
     if not rate:
         await response.write(data)
-        auth.meter.charge(principal.name, "fetch", None, len(data), topic=topic, requests=0)
+        front_door.charge_sent(ctx, topic, len(data))
         return
     step = max(PACE_PIECE_BYTES_MIN, int(rate * PACE_PIECE_S))
     view = memoryview(data)
     for start in range(0, len(data), step):
-        while (delay := auth.quotas.delay_s(principal.name, "fetch", limits)) > 0:
+        while (delay := front_door.pause_s(ctx)) > 0:
             await asyncio.sleep(delay)
         piece = view[start:start + step]
         await response.write(piece.tobytes() if len(data) > step else data)
-        auth.meter.charge(principal.name, "fetch", limits, len(piece), topic=topic, requests=0)
+        front_door.charge_sent(ctx, topic, len(piece))

@@ -26,9 +26,13 @@ without a member); the group coordinator called (waited for, bounded, while this
 groups: ``routing.while_groups_start``) with the caller as it checks a member's owner. Not
 quota-checked nor metered.
 
-A stream (a gRPC subscription) authorizes once when it opens and again on its own schedule
-(``authorize``); each of its reads waits out the caller's quota debt (``pause_s``) instead of
-being refused, and is charged as it is read (``stream_fetch``).
+A stream (an HTTP push stream or WebSocket subscription, a gRPC subscription) authorizes when it
+opens and again on its protocol's schedule (``authorize``, ``authorize_group``); it starts where
+``stream_start`` or, for a group member, ``member_positions`` says; its reads wait out the
+caller's quota debt (``pause_s``) instead of being refused, and are charged as they are read
+(``stream_fetch``) or, when the protocol renders them first, as they are sent (``stream_read``,
+then ``charge_sent`` per piece). A produce stream opens through ``stream_open_write`` and each of
+its messages goes through ``stream_publish``: paced by the produce quota, charged before its append.
 
 Topic administration (``create_topic``, ``add_partitions``, ``alter_topic_config``,
 ``delete_topic``, ``describe_topic``; the ``check_*`` twins do every check and change nothing,
@@ -47,6 +51,7 @@ Invariant: authentication and connection limits are the protocol's; authorizatio
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 import time
@@ -72,6 +77,7 @@ from logbroker.batch_limits import CheckedBatch
 from logbroker.errors import ANY_ERROR, InvalidRequestError
 from logbroker.groups.group import STANDALONE
 from logbroker.groups.group import Caller as MemberCaller
+from logbroker.groups.positions import start_positions
 from logbroker.groups.requests import CommitRequest, JoinRequest, group_name, member_id
 from logbroker.metering.ledger import OTHER
 from logbroker.ownership import creation_cost, growth_cost, holdings
@@ -551,13 +557,81 @@ class BrokerApi:
 
     async def stream_fetch(self, ctx: CallContext, topic: str, partition: int, offset: int, *, max_bytes: int,
                            wait_ms: int, rack: str | None) -> LogRead:
-        """One read of a stream (authorized when it opened): what it read is charged at once. Its
-        wait is not cut to the call's deadline: a stream ends when its call does, and a read that
-        stopped waiting would make its loop spin."""
-        result, _ = await self.node.reads.fetch(topic, partition, offset, max_bytes, wait_ms, client_rack=rack)
+        """One read of a stream (authorized when it opened): what it read is charged at once."""
+        result = await self.stream_read(ctx, topic, partition, offset, max_bytes=max_bytes, wait_ms=wait_ms, rack=rack)
         if result.data:
-            self._charge(ctx, "fetch", len(result.data), topic, max(0, result.next_offset - offset), requests=0)
+            self.charge_sent(ctx, topic, len(result.data), max(0, result.next_offset - offset))
         return result
+
+    async def stream_read(self, ctx: CallContext, topic: str, partition: int, offset: int, *, max_bytes: int,
+                          wait_ms: int, rack: str | None) -> LogRead:
+        """One read of a stream (authorized when it opened) that charges what it sends as it sends
+        it (``charge_sent``: an HTTP push stream's rendered events, paced). Its wait is not cut to
+        the call's deadline: a stream ends when its call does, and a read that stopped waiting
+        would make its loop spin."""
+        result, _ = await self.node.reads.fetch(topic, partition, offset, max_bytes, wait_ms, client_rack=rack)
+        return result
+
+    def charge_sent(self, ctx: CallContext, topic: str, size_bytes: int, records: int = 0) -> None:
+        """A stream sent ``size_bytes`` of ``topic`` (``records`` of them): charged to the caller's
+        fetch quota and counted, no request (the stream counted one when it opened)."""
+        self._charge(ctx, "fetch", size_bytes, topic, records, requests=0)
+
+    async def stream_open_write(self, ctx: CallContext, topic: str, partition: int, acks: str) -> Acks:
+        """A produce stream opens: ``acks`` checked, the caller authorized to write ``topic``, and
+        the partition known (404 before the protocol upgrades the connection)."""
+        checked_acks = check_acks(acks)
+        topic = validate_name(topic, internal=True)
+        await self.authorize(ctx, topic, OPERATIONS["publish"][0])
+        await self.node.reads.list_offset(topic, partition, "latest")
+        return checked_acks
+
+    def answers_at_append(self, topic: str, partition: int, acks: Acks) -> bool:
+        """Whether a write's answer waits for nothing after its append (``WritePath.answers_at_append``)."""
+        return self.node.writes.answers_at_append(topic, partition, acks)
+
+    async def stream_publish(self, ctx: CallContext, topic: str, payload: Payload, acks: Acks, *,
+                             on_appended: Callable[[], None]) -> tuple[list[dict[str, int]], CheckedBatch]:
+        """One message of a produce stream (opened by ``stream_open_write``; the protocol checks
+        access again before each): paced by the caller's produce quota instead of refused, and
+        charged before the append, so the next message's pacing sees it while this one waits for
+        its acks; refused or not, its bytes are charged. The offsets and the checked batch."""
+        auth = self.node.auth
+        while auth.enabled and (delay := auth.quotas.delay_s(ctx.principal.name, "produce", ctx.limits)) > 0:
+            await asyncio.sleep(delay)
+        self._charge(ctx, "produce", payload.received_bytes(), topic, 0, requests=1)
+        incoming = await payload.decode()
+        if not isinstance(incoming, Prebuilt):
+            raise InvalidRequestError("a produce stream carries prebuilt batches")
+        checked = incoming.checked
+        check_writer(checked.header, ctx.principal.name)
+        self.node.writes.check_timestamps(topic, checked.timestamp_min, checked.timestamp_max)
+        offsets = await self.node.writes.produce_batch(topic, incoming.partition, incoming.batch, acks,
+                                                       on_appended=on_appended)
+        self._charge(ctx, "produce", 0, topic, checked.header.record_count, requests=0)
+        return offsets, checked
+
+    async def stream_start(self, ctx: CallContext, topic: str, partition: int, at: str) -> int:
+        """Where a stream given no offset starts: the partition's ``at`` (latest, earliest) offset."""
+        return int((await self.list_offsets(ctx, topic, partition, at))["offset"] or 0)
+
+    async def stream_wait(self, ctx: CallContext, positions: Iterable[tuple[str, int, int]], wait_ms: int) -> None:
+        """Until one of a member stream's ``(topic, partition, offset)`` has data, or ``wait_ms``."""
+        await self.node.reads.wait_for_any(list(positions), wait_ms)
+
+    async def member_positions(self, ctx: CallContext, group: str, assignment: dict[str, list[int]],
+                               kept: dict[tuple[str, int], int], reset: str) -> dict[tuple[str, int], int]:
+        """Where a member stream reads next in each partition of ``assignment``: where it was
+        (``kept``), else the group's committed offset, else the partition's ``reset`` offset
+        (earliest, latest)."""
+        groups = await self._groups()
+
+        def committed(topic: str, partition: int) -> int | None:
+            return groups.committed(group, topic, partition)
+
+        async def reset_offset(topic: str, partition: int) -> int:
+            return await self.stream_start(ctx, topic, partition, reset)
+        return await start_positions(assignment, kept, committed, reset_offset)
 
     async def _read(self, ctx: CallContext, topic: str, wait_ms: int, read: Callable[[int], Awaitable[R]],
                     answer: Callable[[R], Awaitable[Answered[T]]], *, long_poll_held: bool = False) -> T:

@@ -90,6 +90,15 @@ class ClusterHealthCollector(Collector):
         changes.add_metric(["started"], replication.leaderships_started)
         changes.add_metric(["ended"], replication.leaderships_ended)
         yield changes
+        shipped = sorted(replication.shipped.items())
+        for name, field, text in (
+                ("logbroker_replication_calls", "calls", "Replicate calls to a follower node answered"),
+                ("logbroker_replication_entries", "entries", "Partition entries in the Replicate calls answered"),
+                ("logbroker_replication_bytes", "bytes", "Bytes of record batches in the Replicate calls answered")):
+            family = CounterMetricFamily(name, text, labels=["follower"])
+            for follower, counts in shipped:
+                family.add_metric([str(follower)], getattr(counts, field))
+            yield family
         coordinator = self._coordinator
         yield _gauge("logbroker_coordinator_session_up",
                      "1 while this node's coordinator session (its etcd lease) is live; a single node: always 1",

@@ -21,7 +21,7 @@ from logbroker.client.routing import RetryPolicy, backoff_s, idempotent_resend, 
 from segments.batch import BATCH_RECORDS_MAX, NO_PRODUCER_ID, NO_SEQUENCE, ProducerRecord, encode_batch
 
 PRODUCE_BACKOFF_MAX_S: Final = 5.0
-HEDGE_AFTER_S: Final = 1.0  # an idempotent batch unanswered this long looks for a new leader
+HEDGE_AFTER_S: Final = 0.25  # an idempotent batch unanswered this long looks for a new leader (decision 0386)
 COPIES_MAX: Final = 3  # copies of one batch in flight at once (the first and two sent to new leaders)
 SEQUENCE_WRAP: Final = 2**31  # base_sequence is an i32
 

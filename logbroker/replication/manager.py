@@ -47,7 +47,7 @@ from logbroker.partition_state import (
 from logbroker.replica_manager import Replica
 from logbroker.replication.follower import FollowerSide
 from logbroker.replication.leader import Leadership, now_ms
-from logbroker.replication.shipper import Shipper
+from logbroker.replication.shipper import ShipmentCounts, Shipper
 from segments.errors import StorageError
 from segments.log import AppendInfo
 
@@ -78,6 +78,7 @@ class ReplicationManager:
         self._peers = peers
         self.leaderships: dict[tuple[str, int], Leadership] = {}
         self._shippers: dict[int, Shipper] = {}
+        self.shipped: dict[int, ShipmentCounts] = {}  # follower -> what went there; kept when its shipper goes
         self._changing: set[asyncio.Task[None]] = set()
         self._in_sync_since: dict[tuple[str, int], int] = {}
         self.next_round_s = TICK_S  # until the next upkeep round: shorter when a silent follower's time is nearly up
@@ -212,7 +213,8 @@ class ReplicationManager:
     def _shipper(self, follower: int) -> Shipper:
         shipper = self._shippers.get(follower)
         if shipper is None:
-            shipper = Shipper(follower, self._led_for, self._call, self._topic_id, self._on_stale)
+            shipper = Shipper(follower, self._led_for, self._call, self._topic_id, self._on_stale,
+                              self.shipped.setdefault(follower, ShipmentCounts()))
             self._shippers[follower] = shipper
             shipper.start()
         return shipper

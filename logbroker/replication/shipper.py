@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import logging
 from collections.abc import Awaitable, Callable
@@ -43,9 +44,20 @@ STUCK_CALL_S: Final = 0.5  # a call unanswered this long is given up when the fo
 Call = Callable[[int, ReplicateRequest], Awaitable[ReplicateAnswer]]
 
 
+@dataclasses.dataclass
+class ShipmentCounts:
+    """What went to one follower since the node started (counters for the node's metrics):
+    ``Replicate`` calls answered, their partition entries and the bytes of batches they carried."""
+
+    calls: int = 0
+    entries: int = 0
+    bytes: int = 0
+
+
 class Shipper:
     def __init__(self, follower: int, leaderships: Callable[[int], list[Leadership]], call: Call,
-                 topic_id: Callable[[str], str | None], on_stale: Callable[[Leadership, int], None]) -> None:
+                 topic_id: Callable[[str], str | None], on_stale: Callable[[Leadership, int], None],
+                 counts: ShipmentCounts | None = None) -> None:
         self.follower = follower
         self._leaderships = leaderships
         self._call = call
@@ -55,7 +67,7 @@ class Shipper:
         self._hurry = asyncio.Event()  # ends a backoff: the follower (re)registered just now
         self._calling_since: float | None = None  # loop time the call in flight was sent
         self._task: asyncio.Task[None] | None = None
-        self.calls = 0
+        self.counts = ShipmentCounts() if counts is None else counts
 
     def start(self) -> None:
         if self._task is None:
@@ -146,7 +158,6 @@ class Shipper:
             sent.append((leadership, leadership.replica.log.log_end_offset))
         if not entries:
             return more
-        self.calls += 1
         self._calling_since = asyncio.get_running_loop().time()
         try:
             answer = await self._call(self.follower, ReplicateRequest(entries=entries))
@@ -161,6 +172,10 @@ class Shipper:
         results = answer.results
         if len(results) != len(entries):
             raise BrokerError(f"node {self.follower} answered a shipment without its results")
+        counts = self.counts
+        counts.calls += 1
+        counts.entries += len(entries)
+        counts.bytes += SHIPMENT_BYTES_MAX - budget
         at = now_ms()
         for (leadership, leader_end), entry, result in zip(sent, entries, results, strict=True):
             more |= self._take_result(leadership, entry, result, leader_end, at)

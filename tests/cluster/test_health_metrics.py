@@ -28,7 +28,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 
 
 def scrape(cluster: Cluster, node: int) -> dict[str, float]:
-    """The node's unlabelled samples and the ``change`` samples of leadership changes, by name."""
+    """The node's unlabelled samples, and the ``change`` samples of leadership changes and the
+    ``follower`` samples of replication as ``name:label``."""
     reply = cluster.http(node).call("GET", "/metrics", headers=bearer(METRICS_TOKEN))
     assert reply.status == 200, reply.status
     out: dict[str, float] = {}
@@ -36,8 +37,8 @@ def scrape(cluster: Cluster, node: int) -> dict[str, float]:
         for sample in family.samples:
             if not sample.labels:
                 out[sample.name] = sample.value
-            elif set(sample.labels) == {"change"} and sample.name.endswith("_total"):
-                out[f"{sample.name}:{sample.labels['change']}"] = sample.value
+            elif set(sample.labels) in ({"change"}, {"follower"}) and sample.name.endswith("_total"):
+                out[f"{sample.name}:{next(iter(sample.labels.values()))}"] = sample.value
     return out
 
 
@@ -87,6 +88,27 @@ def test_a_killed_node_shows_as_under_replicated_offline_and_isr_changes_until_i
         cluster.start(2)
     back = wait_until(lambda: healthy(cluster, 1), timeout_s=HEAL_S)
     assert back["logbroker_isr_expands_total"] > after["logbroker_isr_expands_total"]
+
+
+def test_a_leader_counts_the_replicate_calls_entries_and_bytes_it_shipped_to_each_follower(
+        cluster: Cluster, token: dict[str, str]):
+    http = cluster.http(1)
+    http.json("POST", "/v1/topics", expect=201, headers=token,
+              body={"name": "shipped", "partitions": 1, "replication_factor": 2})
+    partition = wait_until(lambda: next((p for p in placement(cluster, 1, token, "shipped")
+                                         if sorted(p["in_sync_replicas"]) == [1, 2]), None))
+    leader, follower = partition["leader"], 3 - partition["leader"]
+    key = f"logbroker_replication_bytes_total:{follower}"
+    before = scrape(cluster, leader)
+    value = "x" * 4000
+    cluster.http(leader).json("POST", "/v1/topics/shipped/records?acks=all", headers=token,
+                              body={"records": [{"value": value, "partition": 0}]})
+    after = scrape(cluster, leader)
+    assert after[key] - before.get(key, 0) >= len(value)
+    for counter in ("calls", "entries"):
+        name = f"logbroker_replication_{counter}_total:{follower}"
+        assert after[name] > before.get(name, 0)
+    assert f"logbroker_replication_calls_total:{leader}" not in after, "a node ships nothing to itself"
 
 
 def test_a_node_paused_past_its_lease_counts_its_lost_session_and_its_ended_leaderships(
