@@ -30,7 +30,7 @@ import contextlib
 import dataclasses
 import itertools
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator
 from typing import Any, Final
 
 import grpc
@@ -42,12 +42,12 @@ from grpc_api.deliveries import delivered
 from grpc_api.errors import CODE_KEY, RETRY_KEY
 from grpc_api.gate import Caller, authorization_of
 from grpc_api.group_channels import GroupChannels, node_channel_opener
-from logbroker.api import BrokerApi, CallContext
+from logbroker.api import BrokerApi
+from logbroker.api_types import CallContext
 from logbroker.auth.permissions import Principal
 from logbroker.auth.quotas import QuotaLimits
 from logbroker.cluster_groups import ensure_offsets_topic
 from logbroker.errors import ANY_ERROR, NoLeaderError, NotAvailableError, RemoteError
-from logbroker.groups.group import Caller as MemberCaller
 from logbroker.groups.requests import SESSION_TIMEOUT_MS_DEFAULT, CommitRequest, JoinRequest, group_name
 from logbroker.node import Node
 from logbroker.routing import Here, locate_groups
@@ -57,7 +57,7 @@ COMMIT_EVERY_S: Final = 1.0
 RESET: Final = "earliest"  # where a partition the group never committed starts (the HTTP stream's default)
 FORWARDED_KEY: Final = "x-logbroker-forwarded"  # on a call passed on: the id of the node that passed it
 PASS_ON_OPEN_TIMEOUT_S: Final = 30.0  # for the coordinating node to open the subscription (join included)
-Slot = Callable[[Principal, QuotaLimits], contextlib.AbstractContextManager[None]]
+Slot = Callable[[CallContext, "str | None"], contextlib.AbstractContextManager[None]]
 
 
 @dataclasses.dataclass(slots=True)
@@ -94,9 +94,7 @@ class GroupSubscriptions:
         group = group_name(request.group)
         rack = validate_rack(request.rack)
         principal, limits = caller
-        auth = self.node.auth
-        if auth.enabled:
-            await auth.authorize_topic(principal, topic, "read")
+        await self._front_door.authorize(CallContext(principal, limits), topic, "read")
         await ensure_offsets_topic(self.node.coordinator, self.node.topics)
         where = await locate_groups(self.node.router)
         if isinstance(where, Here):
@@ -113,9 +111,9 @@ class GroupSubscriptions:
 
     async def _here(self, topic: str, group: str, rack: str | None, context: Any, principal: Principal,
                     limits: QuotaLimits) -> AsyncGenerator[list[Any], None]:
-        node, ctx = self.node, CallContext(principal, limits)
+        ctx = CallContext(principal, limits)
         await self._front_door.authorize_group(ctx, group, "read")  # before a stream slot is taken
-        with self._slot(principal, limits), node.auth.meter.streaming(principal.name, f"group:{group}"):
+        with self._slot(ctx, f"group:{group}"):
             async def join() -> JoinRequest:  # a new member of the default session, on the one topic
                 return JoinRequest((topic,), SESSION_TIMEOUT_MS_DEFAULT, None, None)
             view = await self._front_door.group_join(ctx, group, join)
@@ -134,8 +132,8 @@ class GroupSubscriptions:
         node = self.node
         checked_at, checked_topics = time.monotonic(), set(view["assignment"])
 
-        front_door = self._front_door
-        positions = await front_door.member_positions(CallContext(principal, limits), member.group,
+        front_door, streams = self._front_door, self._front_door.streams
+        positions = await streams.member_positions(CallContext(principal, limits), member.group,
                                                       view["assignment"], {}, RESET)
         while True:
             topics = set(view["assignment"])
@@ -146,14 +144,14 @@ class GroupSubscriptions:
             if view["generation"] != member.generation:
                 await self._commit(member)  # what the old generation delivered (refused once it moved on)
                 member.generation = view["generation"]
-                positions = await front_door.member_positions(ctx, member.group, view["assignment"], positions, RESET)
-            delay = front_door.pause_s(ctx)
+                positions = await streams.member_positions(ctx, member.group, view["assignment"], positions, RESET)
+            delay = streams.pause_s(ctx)
             if delay > 0:
                 await asyncio.sleep(min(delay, self._quota_pause_max_s))
             else:
                 sent = False
                 for (topic, partition), offset in list(positions.items()):
-                    result = await front_door.stream_fetch(ctx, topic, partition, offset,
+                    result = await streams.fetch(ctx, topic, partition, offset,
                                                            max_bytes=self._fetch_bytes, wait_ms=0, rack=rack)
                     if not result.data:
                         continue
@@ -166,7 +164,7 @@ class GroupSubscriptions:
                     if time.monotonic() - member.committed_at >= COMMIT_EVERY_S:
                         await self._commit(member)
                 if not sent:
-                    await front_door.stream_wait(ctx, [(t, p, o) for (t, p), o in positions.items()],
+                    await streams.wait(ctx, [(t, p, o) for (t, p), o in positions.items()],
                                                  min(view["heartbeat_interval_ms"], node.config.access_recheck_ms))
             view = await front_door.group_heartbeat(ctx, member.group, member.member_id)
 
@@ -188,16 +186,13 @@ class GroupSubscriptions:
             member.pending.clear()
             request = CommitRequest(member.member_id, member.generation, offsets, next(member.numbers))
             with contextlib.suppress(*ANY_ERROR):  # a new generation: the next owner starts from the last commit
-                await self._front_door.group_commit(member.ctx, member.group, _given(request))
+                await self._front_door.streams.commit_delivered(member.ctx, member.group, request)
         member.committed_at = time.monotonic()
 
     async def _leave(self, member: _Membership) -> None:
         with contextlib.suppress(*ANY_ERROR):  # else the session lapses on its own
             await self._commit(member)
-            # Straight to the coordinator, not the front door: a caller who lost read on the group
-            # still takes their member out at once (the coordinator checks it is theirs).
-            caller = MemberCaller(member.ctx.principal.name, member.ctx.principal.is_admin)
-            await self.node.groups.leave(member.group, member.member_id, caller)
+            await self._front_door.streams.leave(member.ctx, member.group, member.member_id)
 
     # ---- elsewhere: the coordinating node's gRPC listener -----------------------------------------
 
@@ -209,7 +204,7 @@ class GroupSubscriptions:
         authorization = authorization_of(context)
         metadata = ((FORWARDED_KEY, str(self.node.config.node_id)),
                     *((("authorization", authorization),) if authorization else ()))
-        with self._slot(principal, limits):
+        with self._slot(CallContext(principal, limits), None):
             async with self._channels.channel(principal.name, address) as channel:
                 call = pb_grpc.BrokerStub(channel).SubscribeBatches(request, metadata=metadata)
                 try:
@@ -250,10 +245,3 @@ def _relayed(status: grpc.StatusCode, details: str, trailing: Any, address: str,
     wait_ms = metadata.get(RETRY_KEY)
     retry = {"retry_after_s": int(wait_ms) / 1000} if wait_ms is not None and wait_ms.isdigit() else {}
     return RemoteError(code, details, retriable=wait_ms is not None, **retry)
-
-
-def _given(request: CommitRequest) -> Callable[[], Awaitable[CommitRequest]]:
-    """A commit the stream built itself, as the front door takes a protocol's request body."""
-    async def read() -> CommitRequest:
-        return request
-    return read

@@ -34,9 +34,8 @@ from grpc_api.deliveries import delivered
 from grpc_api.errors import abort_for
 from grpc_api.gate import Caller, authorization_of
 from grpc_api.groups import GroupSubscriptions
-from logbroker.api import BrokerApi, CallContext
-from logbroker.auth.permissions import Principal
-from logbroker.auth.quotas import QuotaLimits
+from logbroker.api import BrokerApi
+from logbroker.api_types import CallContext
 from logbroker.errors import ANY_ERROR, InvalidRequestError, NotAvailableError
 from logbroker.node import Node
 from logbroker.records import IncomingRecord
@@ -115,10 +114,11 @@ class BrokerService:
             self._streams -= 1
 
     @contextlib.contextmanager
-    def _stream_slot(self, principal: Principal, limits: QuotaLimits) -> Iterator[None]:
+    def _stream_slot(self, ctx: CallContext, counted_as: str | None) -> Iterator[None]:
         """A node slot and one of the caller's ``streams_max``, shared with their HTTP push streams
-        (RESOURCE_EXHAUSTED past it); a group subscription's too."""
-        with self._node_slot(), self.node.auth.usage.hold(principal, limits, "streams"):
+        (RESOURCE_EXHAUSTED past it), counted as their usage under ``counted_as`` (None: a call
+        passed on, counted where it is served); a group subscription's too."""
+        with self._node_slot(), self.api.streams.held(ctx, counted_as):
             yield
 
     async def _partition_records(self, request: Any, topic: str, context: Any,
@@ -134,19 +134,19 @@ class BrokerService:
         if offset < EARLIEST:
             raise InvalidRequestError("offset must be >= 0, -1 (the end) or -2 (the earliest)")
         if offset < 0:
-            offset = await front_door.stream_start(ctx, topic, partition, "latest" if offset == LATEST else "earliest")
-        with self._stream_slot(ctx.principal, ctx.limits), node.auth.meter.streaming(ctx.principal.name, topic):
+            offset = await front_door.streams.start(ctx, topic, partition, "latest" if offset == LATEST else "earliest")
+        with self._stream_slot(ctx, topic):
             await context.send_initial_metadata(())  # subscribed: what is appended from now on reaches the caller
             checked = time.monotonic()
             while True:
                 if time.monotonic() - checked >= node.config.access_recheck_ms / 1000:
                     ctx = await self._recheck(context, topic)
                     checked = time.monotonic()
-                delay = front_door.pause_s(ctx)
+                delay = front_door.streams.pause_s(ctx)
                 if delay > 0:
                     await asyncio.sleep(min(delay, QUOTA_PAUSE_MAX_S))
                     continue
-                result = await front_door.stream_fetch(ctx, topic, partition, offset, max_bytes=FETCH_BYTES,
+                result = await front_door.streams.fetch(ctx, topic, partition, offset, max_bytes=FETCH_BYTES,
                                                        wait_ms=WAIT_MS, rack=rack)
                 if not result.data:
                     continue

@@ -27,6 +27,7 @@ from http_api.keys import NODE
 from http_api.params import path_topic
 from http_api.routing import GROUP_ACCESS, ROUTE_BY_HANDLER, TOPIC_ACCESS, Handler, Route
 from logbroker import api
+from logbroker.api_types import CallContext
 from logbroker.auth.permissions import Principal
 from logbroker.auth.quotas import QuotaLimits
 from logbroker.errors import ForbiddenError
@@ -50,10 +51,10 @@ def limits_of(request: web.Request) -> QuotaLimits:
     return limits
 
 
-def call_context(request: web.Request) -> api.CallContext:
+def call_context(request: web.Request) -> CallContext:
     """The front door's context of the authenticated caller of ``request`` (no deadline: an HTTP
     request has none but its own timeouts)."""
-    return api.CallContext(principal_of(request), limits_of(request))
+    return CallContext(principal_of(request), limits_of(request))
 
 
 @web.middleware
@@ -110,7 +111,7 @@ async def recheck_access(request: web.Request) -> None:
         await _authorize(request, ROUTE_BY_HANDLER[request.match_info.handler], ctx.principal)
 
 
-async def reauthenticated(request: web.Request) -> api.CallContext:
+async def reauthenticated(request: web.Request) -> CallContext:
     """The caller of a call that runs on, authenticated again from its token (``AuthenticationError``
     once it no longer stands) and put on the request: the front door's context for its next
     checks (decision 0175). Authentication off: the caller as it was."""

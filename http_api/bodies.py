@@ -27,7 +27,7 @@ from aiohttp import web
 from http_api.errors import Handler
 from http_api.keys import NODE
 from http_api.routing import ROUTE_BY_HANDLER
-from logbroker.api import Operation
+from logbroker.api_types import Operation
 from logbroker.errors import RequestTimeoutError
 
 READ_BY_FRONT_DOOR: Final[frozenset[Operation]] = frozenset(

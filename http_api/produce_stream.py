@@ -52,7 +52,7 @@ from http_api.records import checked_batch
 from http_api.routing import route
 from http_api.user_limits import stream_slot
 from http_api.websocket_upgrade import upgrade_opener
-from logbroker.api import Acks, CallContext, Prebuilt
+from logbroker.api_types import Acks, CallContext, Prebuilt
 from logbroker.errors import ANY_ERROR, AuthenticationError, ForbiddenError
 
 log = logging.getLogger(__name__)
@@ -72,7 +72,7 @@ PIPELINED_BYTES_MAX: Final = 64 * 1024  # a larger message is answered before th
                   "404": "Unknown topic or partition", "503": "Too many open streams"})
 async def produce_stream(request: web.Request) -> web.StreamResponse:
     topic, partition = path_topic(request), path_partition(request)
-    acks = await request.app[FRONT_DOOR].stream_open_write(call_context(request), topic, partition,
+    acks = await request.app[FRONT_DOOR].streams.open_write(call_context(request), topic, partition,
                                                            request.query.get("acks", "1"))  # 404 before the upgrade
     socket = web.WebSocketResponse(max_msg_size=request.app[NODE].config.request_body_bytes_max,
                                    heartbeat=HEARTBEAT_S)
@@ -116,7 +116,7 @@ async def _read_messages(request: web.Request, socket: web.WebSocketResponse, an
             await answers.drained()
             await socket.close(code=WSCloseCode.POLICY_VIOLATION, message=str(exc).encode()[:CLOSE_REASON_BYTES_MAX])
             return
-        if front_door.answers_at_append(topic, partition, acks):
+        if front_door.streams.answers_at_append(topic, partition, acks):
             # Nothing waits after the append: answered here, in order, without a task of its own.
             answer = await _append(request, ctx, topic, partition, acks, seq, message.data, _nothing)
             if answers.idle():
@@ -159,7 +159,7 @@ async def _append(request: web.Request, ctx: CallContext, topic: str, partition:
     """One message through the front door (paced and charged there, checked as an HTTP produce
     of one prebuilt batch is): the answer to send back."""
     try:
-        offsets, checked = await request.app[FRONT_DOOR].stream_publish(
+        offsets, checked = await request.app[FRONT_DOOR].streams.publish(
             ctx, topic, _Message(request, partition, batch), acks, on_appended=on_appended)
     except ANY_ERROR as exc:
         return _error(seq, exc)

@@ -22,7 +22,7 @@ from http_api.keys import FRONT_DOOR
 from http_api.params import JSON, MSGPACK, decode_msgpack, read_json
 from http_api.records import IDEMPOTENCY_HEADER, IDEMPOTENCY_KEY, PRODUCE_BODY
 from http_api.routing import route
-from logbroker.api import Answered
+from logbroker.api_types import Answered
 from logbroker.errors import UnsupportedMediaTypeError
 from logbroker.queues.requests import (
     NACK_DELAY_MS_MAX,

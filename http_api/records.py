@@ -29,7 +29,7 @@ from http_api.params import (
 )
 from http_api.routing import route
 from http_api.sendfile import send_slice
-from logbroker.api import Answered, Prebuilt
+from logbroker.api_types import Answered, Prebuilt
 from logbroker.batch_limits import CheckedBatch, check_batch, is_costly, is_costly_read
 from logbroker.errors import UnsupportedMediaTypeError
 from logbroker.producer_ids import issue

@@ -28,7 +28,7 @@ from aiohttp import web
 
 from coordinator.models import NAME_PATTERN
 from coordinator.users import USER_NAME_PATTERN
-from logbroker.api import Operation, declared_access
+from logbroker.api_types import Operation, declared_access
 from logbroker.auth.groups import GroupAction
 from logbroker.auth.permissions import Action
 from logbroker.auth.quotas import QuotaKind

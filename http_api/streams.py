@@ -48,7 +48,7 @@ from http_api.params import (
 )
 from http_api.routing import route
 from http_api.user_limits import paced_write, stream_slot
-from logbroker.api import CallContext
+from logbroker.api_types import CallContext
 from logbroker.batch_limits import is_costly_read
 from logbroker.errors import ANY_ERROR, AuthenticationError, ForbiddenError, InvalidRequestError
 from logbroker.groups.requests import group_name, member_id
@@ -107,7 +107,7 @@ async def _write_records(request: web.Request, ctx: CallContext, response: web.S
     inline = not is_costly_read(result.data)
     while (piece := await request.app[DECODER].run(next, pieces, None, inline=inline)) is not None:
         await paced_write(request.app[FRONT_DOOR], ctx, response, piece, topic=topic)
-    request.app[FRONT_DOOR].charge_sent(ctx, topic, 0, max(0, result.next_offset - offset))
+    request.app[FRONT_DOOR].streams.charge_sent(ctx, topic, 0, max(0, result.next_offset - offset))
     if skipped:
         report_skipped(request.app[NODE].metrics.count_skipped, topic, partition, skipped, "stream")
 
@@ -144,8 +144,8 @@ async def stream_partition(request: web.Request) -> web.StreamResponse:
     start = _start_offset(request)
     rack = query_rack(request)
     force_base64 = query_base64(request)
-    offset = start if start is not None else await front_door.stream_start(ctx, topic, partition, "latest")
-    read = functools.partial(front_door.stream_read, topic=topic, partition=partition, max_bytes=STREAM_READ_BYTES,
+    offset = start if start is not None else await front_door.streams.start(ctx, topic, partition, "latest")
+    read = functools.partial(front_door.streams.read, topic=topic, partition=partition, max_bytes=STREAM_READ_BYTES,
                              rack=rack)
     result = await read(ctx, offset=offset, wait_ms=0)  # 404/416 before streaming
     wait_ms = min(keepalive_ms, request.app[NODE].config.access_recheck_ms)
@@ -236,12 +236,12 @@ async def _member_loop(request: web.Request, response: web.StreamResponse, group
         await front_door.authorize_each(ctx, view["assignment"], "read")
         if view["generation"] != generation:
             generation = view["generation"]
-            positions = await front_door.member_positions(ctx, group, view["assignment"], positions, reset)
+            positions = await front_door.streams.member_positions(ctx, group, view["assignment"], positions, reset)
             await response.write(_event("assignment", {"generation": generation, "assignment": view["assignment"],
                                                        "positions": [[t, p, o] for (t, p), o in positions.items()]}))
         sent = False
         for (topic, p), offset in positions.items():
-            result = await front_door.stream_read(ctx, topic, p, offset, max_bytes=STREAM_READ_BYTES, wait_ms=0,
+            result = await front_door.streams.read(ctx, topic, p, offset, max_bytes=STREAM_READ_BYTES, wait_ms=0,
                                                   rack=rack)
             if result.data:
                 await _write_records(request, ctx, response, result, offset, topic, p, force_base64, named=True)
@@ -249,6 +249,6 @@ async def _member_loop(request: web.Request, response: web.StreamResponse, group
                 sent = True
         if not sent:
             await response.write(b": keep-alive\n\n")
-            await front_door.stream_wait(ctx, [(t, p, o) for (t, p), o in positions.items()],
+            await front_door.streams.wait(ctx, [(t, p, o) for (t, p), o in positions.items()],
                                          min(view["heartbeat_interval_ms"], recheck_ms))
         view = await front_door.group_heartbeat(ctx, group, member)

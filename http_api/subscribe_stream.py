@@ -69,8 +69,8 @@ async def subscribe_stream(request: web.Request) -> web.StreamResponse:
     if "offset" in request.query:
         offset = query_int(request, "offset")
     else:
-        offset = await front_door.stream_start(ctx, topic, partition, "latest")
-    read = functools.partial(front_door.stream_read, topic=topic, partition=partition,
+        offset = await front_door.streams.start(ctx, topic, partition, "latest")
+    read = functools.partial(front_door.streams.read, topic=topic, partition=partition,
                              max_bytes=SUBSCRIBE_READ_BYTES, rack=rack)
     result = await read(ctx, offset=offset, wait_ms=0)  # 404/416 before the upgrade
     socket = web.WebSocketResponse(max_msg_size=CLIENT_MESSAGE_BYTES_MAX, heartbeat=HEARTBEAT_S)
@@ -86,7 +86,7 @@ async def subscribe_stream(request: web.Request) -> web.StreamResponse:
                 await front_door.authorize(ctx, topic, "read")
                 if result.data:
                     await paced_write(front_door, ctx, frames, result.data, topic=topic)
-                    front_door.charge_sent(ctx, topic, 0, max(0, result.next_offset - offset))
+                    front_door.streams.charge_sent(ctx, topic, 0, max(0, result.next_offset - offset))
                     offset = result.next_offset
                 result = await read(ctx, offset=offset, wait_ms=wait_ms)
         except CLOSED:

@@ -19,9 +19,10 @@ from typing import Any, Final, Protocol
 
 from aiohttp import web
 
-from http_api.auth import limits_of, metered_topic, principal_of
-from http_api.keys import NODE, STREAMS
-from logbroker.api import BrokerApi, CallContext
+from http_api.auth import call_context, metered_topic
+from http_api.keys import FRONT_DOOR, STREAMS
+from logbroker.api import BrokerApi
+from logbroker.api_types import CallContext
 from logbroker.errors import NotAvailableError
 
 DISCONNECT_POLL_S: Final = 0.5
@@ -39,10 +40,9 @@ async def stream_slot(request: web.Request, open_stream: Opener) -> AsyncIterato
     budget = request.app[STREAMS]
     if budget.used >= budget.limit:
         raise NotAvailableError(f"{budget.used} streams are already open; retry later")
-    auth, principal = request.app[NODE].auth, principal_of(request)
     group = request.match_info.get("group")
     counted_as = f"group:{group}" if group else metered_topic(request)
-    with auth.usage.hold(principal, limits_of(request), "streams"), auth.meter.streaming(principal.name, counted_as):
+    with request.app[FRONT_DOOR].streams.held(call_context(request), counted_as):
         budget.used += 1
         handler = asyncio.current_task()
         gone = asyncio.Event()
@@ -81,13 +81,13 @@ async def paced_write(front_door: BrokerApi, ctx: CallContext, response: Writer,
     rate = ctx.limits.fetch_bytes_per_s
     if not rate:
         await response.write(data)
-        front_door.charge_sent(ctx, topic, len(data))
+        front_door.streams.charge_sent(ctx, topic, len(data))
         return
     step = max(PACE_PIECE_BYTES_MIN, int(rate * PACE_PIECE_S))
     view = memoryview(data)
     for start in range(0, len(data), step):
-        while (delay := front_door.pause_s(ctx)) > 0:
+        while (delay := front_door.streams.pause_s(ctx)) > 0:
             await asyncio.sleep(delay)
         piece = view[start:start + step]
         await response.write(piece.tobytes() if len(data) > step else data)
-        front_door.charge_sent(ctx, topic, len(piece))
+        front_door.streams.charge_sent(ctx, topic, len(piece))

@@ -38,7 +38,8 @@ from kafka_api import session as sessions
 from kafka_api import topic_ids, wire
 from kafka_api.session import Session
 from kafka_api.topic_ids import ZERO_UUID
-from logbroker.api import BrokerApi, CallContext
+from logbroker.api import BrokerApi
+from logbroker.api_types import CallContext
 from logbroker.errors import ANY_ERROR
 from logbroker.kafka_error_numbers import (
     INVALID_CONFIG,

@@ -30,7 +30,8 @@ from kafka_api.groups import GroupHandlers
 from kafka_api.session import Session, error_code
 from kafka_api.stored_batches import kafka_batches, stored_batch
 from kafka_api.topic_ids import ZERO_UUID, topic_uuid
-from logbroker.api import Answered, BrokerApi, CallContext, Prebuilt
+from logbroker.api import BrokerApi
+from logbroker.api_types import Answered, CallContext, Prebuilt
 from logbroker.batch_limits import LOOP_CHECK_BYTES_MAX
 from logbroker.errors import ANY_ERROR, InvalidRequestError, TooManyRequestsError
 from logbroker.kafka_error_numbers import (
@@ -381,7 +382,7 @@ class KafkaHandlers:
     async def _repay_fetch_debt(self, ctx: CallContext) -> int:
         """Wait out the caller's fetch-quota debt before reading (at most ``THROTTLE_WAIT_MAX_S``),
         as a stream does: the Fetch is slowed, not refused; the wait is its ``throttle_time_ms``."""
-        pause = self.api.pause_s(ctx)
+        pause = self.api.streams.pause_s(ctx)
         if pause <= 0:
             return 0
         pause = min(math.ceil(pause * 1000) / 1000 + TIMER_SLACK_S, THROTTLE_WAIT_MAX_S)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 from kafka_api import record_batch
-from logbroker.api import CallContext
+from logbroker.api_types import CallContext
 from logbroker.auth.permissions import Principal
 from logbroker.auth.quotas import QuotaLimits
 from logbroker.error_codes import answer_of

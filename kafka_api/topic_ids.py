@@ -19,7 +19,8 @@ from typing import Final
 
 from coordinator.base import Coordinator
 from coordinator.models import TopicMetadata
-from logbroker.api import BrokerApi, CallContext
+from logbroker.api import BrokerApi
+from logbroker.api_types import CallContext
 from logbroker.errors import ANY_ERROR
 from logbroker.kafka_error_numbers import TOPIC_AUTHORIZATION_FAILED, UNKNOWN_TOPIC_ID
 

@@ -26,13 +26,8 @@ without a member); the group coordinator called (waited for, bounded, while this
 groups: ``routing.while_groups_start``) with the caller as it checks a member's owner. Not
 quota-checked nor metered.
 
-A stream (an HTTP push stream or WebSocket subscription, a gRPC subscription) authorizes when it
-opens and again on its protocol's schedule (``authorize``, ``authorize_group``); it starts where
-``stream_start`` or, for a group member, ``member_positions`` says; its reads wait out the
-caller's quota debt (``pause_s``) instead of being refused, and are charged as they are read
-(``stream_fetch``) or, when the protocol renders them first, as they are sent (``stream_read``,
-then ``charge_sent`` per piece). A produce stream opens through ``stream_open_write`` and each of
-its messages goes through ``stream_publish``: paced by the produce quota, charged before its append.
+Streams (push streams, subscriptions, produce streams) go through ``streams``, this front door's
+half for calls that run on (``logbroker.stream_door``, decision 0413).
 
 Topic administration (``create_topic``, ``add_partitions``, ``alter_topic_config``,
 ``delete_topic``, ``describe_topic``; the ``check_*`` twins do every check and change nothing,
@@ -51,12 +46,11 @@ Invariant: authentication and connection limits are the protocol's; authorizatio
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import dataclasses
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
-from typing import TYPE_CHECKING, Any, Final, Generic, Literal, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from coordinator.errors import InvalidTopicError, TopicExistsError, UnknownTopicError
 from coordinator.models import (
@@ -69,133 +63,48 @@ from coordinator.models import (
 )
 from coordinator.topic_config import alter_config
 from logbroker import first_use
+from logbroker.api_types import (
+    GROUP_OPERATIONS,
+    OPERATIONS,
+    Answered,
+    Body,
+    CallContext,
+    Payload,
+    Prebuilt,
+    Published,
+    QueuePayload,
+    T,
+    check_acks,
+)
 from logbroker.auth.groups import GroupAction
-from logbroker.auth.permissions import Action, Principal
-from logbroker.auth.quotas import QuotaKind, QuotaLimits
+from logbroker.auth.permissions import Action
+from logbroker.auth.quotas import QuotaKind
 from logbroker.auth.usage import check_limit, check_member_limit
-from logbroker.batch_limits import CheckedBatch
-from logbroker.errors import ANY_ERROR, InvalidRequestError
+from logbroker.errors import ANY_ERROR
 from logbroker.groups.group import STANDALONE
 from logbroker.groups.group import Caller as MemberCaller
-from logbroker.groups.positions import start_positions
 from logbroker.groups.requests import CommitRequest, JoinRequest, group_name, member_id
 from logbroker.metering.ledger import OTHER
 from logbroker.ownership import creation_cost, growth_cost, holdings
 from logbroker.producer_ids import check_writer
 from logbroker.queues.requests import ReceiveRequest, parse_receipts, parse_receive
-from logbroker.records import IncomingRecord
 from logbroker.routing import while_groups_start
+from logbroker.stream_door import StreamDoor
 
 if TYPE_CHECKING:
     from logbroker.groups.coordinator import GroupCoordinator
     from logbroker.node import Node
     from segments.log import LogRead, LogSlice
 
-T = TypeVar("T")
 R = TypeVar("R")
-Acks = Literal["0", "1", "all"]
-ACKS: Final[tuple[Acks, ...]] = ("0", "1", "all")
-ACKS_SHOWN_MAX: Final = 20  # characters of a refused acks value quoted back
-TopicOperation = Literal["publish", "fetch", "list_offsets", "queue_send", "queue_receive", "queue_settle",
-                         "queue_state"]
-GroupOperation = Literal["group_join", "group_heartbeat", "group_leave", "group_commit"]
-Operation = TopicOperation | GroupOperation
-# What each operation needs: the topic action it is authorized for and the quota it is charged to.
-# The HTTP route table checks the access its front-door routes declare against this.
-OPERATIONS: Final[dict[TopicOperation, tuple[Action, QuotaKind | None]]] = {
-    "publish": ("write", "produce"), "fetch": ("read", "fetch"), "list_offsets": ("read", None),
-    "queue_send": ("write", "produce"), "queue_receive": ("read", "fetch"), "queue_settle": ("read", None),
-    "queue_state": ("describe", None)}
-# The group action each group operation is authorized for (none is charged to a quota).
-GROUP_OPERATIONS: Final[dict[GroupOperation, GroupAction]] = {
-    "group_join": "read", "group_heartbeat": "read", "group_leave": "read", "group_commit": "read"}
-
-
-def declared_access(operation: Operation) -> tuple[str, QuotaKind | None]:
-    """The access level and quota a route calling ``operation`` declares (``http_api.routing``):
-    a topic action and its quota, or ``group_<action>`` and none."""
-    if operation in GROUP_OPERATIONS:
-        return f"group_{GROUP_OPERATIONS[operation]}", None
-    return OPERATIONS[operation]  # type: ignore[index]
-Body = Callable[[], Awaitable[object]]  # a request body as its protocol reads and decodes it (JSON, msgpack)
-
-
-def check_acks(acks: str) -> Acks:
-    """``acks`` as one of ``ACKS``, else ``InvalidRequestError`` (400 / INVALID_ARGUMENT)."""
-    for allowed in ACKS:
-        if acks == allowed:
-            return allowed
-    raise InvalidRequestError(f"acks must be 0, 1 or all, not {acks[:ACKS_SHOWN_MAX]!r}")
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class CallContext:
-    """Who calls, within which limits, and until when (``time.monotonic()`` seconds; None: no
-    deadline). Built by a protocol once it has authenticated the caller."""
-
-    principal: Principal
-    limits: QuotaLimits
-    deadline: float | None = None
-
-    def wait_ms(self, wanted_ms: int, now: float) -> int:
-        """``wanted_ms`` cut to what is left before the deadline (never below 0)."""
-        if self.deadline is None:
-            return wanted_ms
-        return max(0, min(wanted_ms, int((self.deadline - now) * 1000)))
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Prebuilt:
-    """A batch the client built, for one partition, checked by ``batch_limits.check_batch``."""
-
-    partition: int
-    batch: bytes
-    checked: CheckedBatch
-
-
-class Payload(Protocol):
-    """The body of a write as its protocol received it."""
-
-    def received_bytes(self) -> int:
-        """The bytes received so far (what the write is charged, stored or refused)."""
-
-    async def decode(self) -> list[IncomingRecord] | Prebuilt:
-        """The records, or one prebuilt batch; a typed error when the body is not valid."""
-
-
-class QueuePayload(Protocol):
-    """The body of a queue send as its protocol receives it: received whole first (a protocol
-    whose message is already read does nothing), then decoded into records."""
-
-    def received_bytes(self) -> int:
-        """The bytes received so far (what the send is charged, stored or refused)."""
-
-    async def receive(self) -> None:
-        """The whole body, within the protocol's bounds (a typed error when too large or too slow)."""
-
-    async def decode(self) -> list[IncomingRecord]:
-        """The records; a typed error when the body is not valid."""
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Published:
-    offsets: list[dict[str, int]]
-    records: int
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Answered(Generic[T]):
-    """A read rendered by its protocol: its answer, the bytes it sends and the records it holds."""
-
-    value: T
-    size_bytes: int
-    records: int
 
 
 class BrokerApi:
     def __init__(self, node: Node, clock: Callable[[], float] = time.monotonic) -> None:
         self.node = node
         self._clock = clock
+        self.streams = StreamDoor(node, authorize=self.authorize, list_offsets=self.list_offsets, charge=self._charge,
+                                  coordinator=self._groups)
 
     async def publish(self, ctx: CallContext, topic: str, payload: Payload, acks: str, *,
                       idempotency_key: str | None = None) -> Published:
@@ -549,89 +458,6 @@ class BrokerApi:
         if self.node.auth.enabled:
             for topic in sorted(set(topics)):
                 await self.authorize(ctx, topic, action)
-
-    def pause_s(self, ctx: CallContext) -> float:
-        """How long a stream waits before its next read: the caller's fetch-quota debt."""
-        auth = self.node.auth
-        return auth.quotas.delay_s(ctx.principal.name, "fetch", ctx.limits) if auth.enabled else 0.0
-
-    async def stream_fetch(self, ctx: CallContext, topic: str, partition: int, offset: int, *, max_bytes: int,
-                           wait_ms: int, rack: str | None) -> LogRead:
-        """One read of a stream (authorized when it opened): what it read is charged at once."""
-        result = await self.stream_read(ctx, topic, partition, offset, max_bytes=max_bytes, wait_ms=wait_ms, rack=rack)
-        if result.data:
-            self.charge_sent(ctx, topic, len(result.data), max(0, result.next_offset - offset))
-        return result
-
-    async def stream_read(self, ctx: CallContext, topic: str, partition: int, offset: int, *, max_bytes: int,
-                          wait_ms: int, rack: str | None) -> LogRead:
-        """One read of a stream (authorized when it opened) that charges what it sends as it sends
-        it (``charge_sent``: an HTTP push stream's rendered events, paced). Its wait is not cut to
-        the call's deadline: a stream ends when its call does, and a read that stopped waiting
-        would make its loop spin."""
-        result, _ = await self.node.reads.fetch(topic, partition, offset, max_bytes, wait_ms, client_rack=rack)
-        return result
-
-    def charge_sent(self, ctx: CallContext, topic: str, size_bytes: int, records: int = 0) -> None:
-        """A stream sent ``size_bytes`` of ``topic`` (``records`` of them): charged to the caller's
-        fetch quota and counted, no request (the stream counted one when it opened)."""
-        self._charge(ctx, "fetch", size_bytes, topic, records, requests=0)
-
-    async def stream_open_write(self, ctx: CallContext, topic: str, partition: int, acks: str) -> Acks:
-        """A produce stream opens: ``acks`` checked, the caller authorized to write ``topic``, and
-        the partition known (404 before the protocol upgrades the connection)."""
-        checked_acks = check_acks(acks)
-        topic = validate_name(topic, internal=True)
-        await self.authorize(ctx, topic, OPERATIONS["publish"][0])
-        await self.node.reads.list_offset(topic, partition, "latest")
-        return checked_acks
-
-    def answers_at_append(self, topic: str, partition: int, acks: Acks) -> bool:
-        """Whether a write's answer waits for nothing after its append (``WritePath.answers_at_append``)."""
-        return self.node.writes.answers_at_append(topic, partition, acks)
-
-    async def stream_publish(self, ctx: CallContext, topic: str, payload: Payload, acks: Acks, *,
-                             on_appended: Callable[[], None]) -> tuple[list[dict[str, int]], CheckedBatch]:
-        """One message of a produce stream (opened by ``stream_open_write``; the protocol checks
-        access again before each): paced by the caller's produce quota instead of refused, and
-        charged before the append, so the next message's pacing sees it while this one waits for
-        its acks; refused or not, its bytes are charged. The offsets and the checked batch."""
-        auth = self.node.auth
-        while auth.enabled and (delay := auth.quotas.delay_s(ctx.principal.name, "produce", ctx.limits)) > 0:
-            await asyncio.sleep(delay)
-        self._charge(ctx, "produce", payload.received_bytes(), topic, 0, requests=1)
-        incoming = await payload.decode()
-        if not isinstance(incoming, Prebuilt):
-            raise InvalidRequestError("a produce stream carries prebuilt batches")
-        checked = incoming.checked
-        check_writer(checked.header, ctx.principal.name)
-        self.node.writes.check_timestamps(topic, checked.timestamp_min, checked.timestamp_max)
-        offsets = await self.node.writes.produce_batch(topic, incoming.partition, incoming.batch, acks,
-                                                       on_appended=on_appended)
-        self._charge(ctx, "produce", 0, topic, checked.header.record_count, requests=0)
-        return offsets, checked
-
-    async def stream_start(self, ctx: CallContext, topic: str, partition: int, at: str) -> int:
-        """Where a stream given no offset starts: the partition's ``at`` (latest, earliest) offset."""
-        return int((await self.list_offsets(ctx, topic, partition, at))["offset"] or 0)
-
-    async def stream_wait(self, ctx: CallContext, positions: Iterable[tuple[str, int, int]], wait_ms: int) -> None:
-        """Until one of a member stream's ``(topic, partition, offset)`` has data, or ``wait_ms``."""
-        await self.node.reads.wait_for_any(list(positions), wait_ms)
-
-    async def member_positions(self, ctx: CallContext, group: str, assignment: dict[str, list[int]],
-                               kept: dict[tuple[str, int], int], reset: str) -> dict[tuple[str, int], int]:
-        """Where a member stream reads next in each partition of ``assignment``: where it was
-        (``kept``), else the group's committed offset, else the partition's ``reset`` offset
-        (earliest, latest)."""
-        groups = await self._groups()
-
-        def committed(topic: str, partition: int) -> int | None:
-            return groups.committed(group, topic, partition)
-
-        async def reset_offset(topic: str, partition: int) -> int:
-            return await self.stream_start(ctx, topic, partition, reset)
-        return await start_positions(assignment, kept, committed, reset_offset)
 
     async def _read(self, ctx: CallContext, topic: str, wait_ms: int, read: Callable[[int], Awaitable[R]],
                     answer: Callable[[R], Awaitable[Answered[T]]], *, long_poll_held: bool = False) -> T:

@@ -22,7 +22,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Final
 
-from logbroker.api import Answered, BrokerApi, CallContext
+from logbroker.api import BrokerApi
+from logbroker.api_types import Answered, CallContext
 from logbroker.auth.permissions import ANONYMOUS_ADMIN
 from logbroker.auth.quotas import QuotaLimits
 from logbroker.errors import NoLeaderError

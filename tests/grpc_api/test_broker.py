@@ -527,7 +527,9 @@ def test_a_group_subscription_sends_no_request_to_the_http_listener(node, http, 
 
 def test_a_group_subscription_ends_once_read_on_its_topic_is_revoked(node, http, admin_token):
     """As for a partition: a member whose grant on the topic is revoked is refused within a recheck
-    and a heartbeat interval, with PERMISSION_DENIED."""
+    and a heartbeat interval, with PERMISSION_DENIED. What it was delivered while allowed is
+    still committed, and its member leaves at once (decision 0413): the next member does not get
+    it again."""
     admin = bearer(admin_token)
     token = user_with_quotas(http, admin, "grpc.group.revoked", {})
     http.json("POST", "/v1/topics", 201, body={"name": "grpc.group.revocable", "partitions": 1}, headers=admin)
@@ -542,6 +544,7 @@ def test_a_group_subscription_ends_once_read_on_its_topic_is_revoked(node, http,
                 pb.SubscribeRequest(topic="grpc.group.revocable", group="grpc.group.revocable.g"),
                 metadata=auth(token), timeout=30)
             first = (await call.read()).value
+            await asyncio.sleep(0.1)  # gRPC has taken it: delivered
             await asyncio.to_thread(http.json, "PUT", "/v1/topics/grpc.group.revocable/acl",
                                     body={"user": "grpc.group.revoked", "permissions": []}, headers=admin)
             with pytest.raises(grpc.aio.AioRpcError) as ended:
@@ -550,3 +553,6 @@ def test_a_group_subscription_ends_once_read_on_its_topic_is_revoked(node, http,
             return first, ended.value.code()
 
     assert run(read_until_ended()) == (b"before", grpc.StatusCode.PERMISSION_DENIED)
+    described = http.json("GET", "/v1/groups/grpc.group.revocable.g", headers=admin)
+    assert described["members"] == []
+    assert [o["committed_offset"] for o in described["offsets"]] == [1]

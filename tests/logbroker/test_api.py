@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from http_api import groups, queues, records  # noqa: F401  (registers the routes)
 from http_api.routing import ROUTES, route
-from logbroker.api import ACKS, ACKS_SHOWN_MAX, GROUP_OPERATIONS, OPERATIONS, CallContext, check_acks
+from logbroker.api_types import ACKS, ACKS_SHOWN_MAX, GROUP_OPERATIONS, OPERATIONS, CallContext, check_acks
 from logbroker.auth.permissions import Principal
 from logbroker.auth.quotas import QuotaLimits
 from logbroker.errors import InvalidRequestError

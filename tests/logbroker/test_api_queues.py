@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from logbroker.api import Answered, BrokerApi, CallContext
+from logbroker.api import BrokerApi
+from logbroker.api_types import Answered, CallContext
 from logbroker.auth.permissions import Principal
 from logbroker.auth.quotas import QuotaLimits
 from logbroker.config import NodeConfig
