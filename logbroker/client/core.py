@@ -16,7 +16,7 @@ import os
 import random
 import ssl
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, Final, TypeVar
 
 import aiohttp
@@ -423,10 +423,14 @@ class Client(GroupQueueCalls):
         result = await self._json("POST", "/v1/producers", idempotent=True)
         return int(result["producer_id"]), int(result["producer_epoch"])
 
-    async def leader_url(self, topic: str, partition: int, *, refresh: bool = False) -> str | None:
+    async def leader_url(self, topic: str, partition: int, *, refresh: bool = False,
+                         silent: Iterable[str] = ()) -> str | None:
         """Where the partition's calls go: its leader as the metadata last named it (None: not
         known). ``refresh``: read the nodes and the topic's leaders again first (one read for all
-        callers waiting on it)."""
+        callers waiting on it), asking the nodes that left a call unanswered (``silent``) last."""
+        now = time.monotonic()
+        for url in silent:
+            self._metadata.mark_silent(url, now)
         if refresh:
             self._metadata.invalidate(topic)
             await self._lookup(topic)

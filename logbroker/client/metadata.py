@@ -25,6 +25,9 @@ LEADER_HINT: Final = "X-LogBroker-Leader"
 FAILED_LOOKUP_AGE_S: Final = 1.0
 # A node that refused a connection is tried last for this long.
 DOWN_S: Final = 5.0
+# A node that left a call unanswered for a producer's hedge period (paused, cut off, or only slow)
+# is asked after the others for this long, or until it answers something.
+SILENT_S: Final = 2.0
 TOPICS_MAX: Final = 4096
 NODES_MAX: Final = 1024
 DOWN_MAX: Final = 2048
@@ -135,6 +138,7 @@ class MetadataCache:
         self._nodes_expire = float("-inf")
         self._topics: dict[str, _Topic] = {}
         self._down: dict[str, float] = {}  # URL -> when it last failed to connect
+        self._silent: dict[str, float] = {}  # URL -> when a call to it was last seen unanswered too long
         # Every node URL ever learned, oldest first: a last resort when the latest answer lacks one
         # (a node that left, or answered before it published its URL).
         self._learned: dict[str, None] = {}
@@ -192,6 +196,19 @@ class MetadataCache:
 
     def mark_up(self, url: str) -> None:
         self._down.pop(url, None)
+        self._silent.pop(url, None)
+
+    def mark_silent(self, url: str, now: float) -> None:
+        """A call to ``url`` has gone unanswered for long: ask the other nodes first (metadata
+        reads, calls without a leader) for ``SILENT_S``, or until it answers."""
+        self._silent.pop(url, None)
+        if len(self._silent) >= DOWN_MAX:
+            del self._silent[next(iter(self._silent))]
+        self._silent[url] = now
+
+    def is_silent(self, url: str, now: float) -> bool:
+        since = self._silent.get(url)
+        return since is not None and now - since < SILENT_S
 
     def is_down(self, url: str, now: float) -> bool:
         failed = self._down.get(url)
@@ -226,14 +243,16 @@ class MetadataCache:
         """The URLs to try, best first: ``first`` (a leader), then the bootstrap URLs, the live
         nodes' URLs and the URLs learned earlier (but not of nodes now known dead); those that
         have not failed lately before those that have (the one that failed longest ago first),
-        so that a call always has somewhere to go."""
+        and those that left a call unanswered lately (``mark_silent``) between the two, so that a
+        call always has somewhere to go."""
         dead = {n.http_url for n in self._nodes.values() if not n.alive}
         live = _unique([*([first] if first else []), *self.bootstrap,
                         *(n.http_url for n in self._nodes.values() if n.alive and n.http_url),
                         *(url for url in reversed(self._learned) if url not in dead)])
         up = [url for url in live if not self.is_down(url, now)]
         down = sorted((url for url in live if self.is_down(url, now)), key=lambda url: self._down[url])
-        return up + down
+        return [url for url in up if not self.is_silent(url, now)] + \
+            [url for url in up if self.is_silent(url, now)] + down
 
 
 def _unique(urls: Iterable[str | None]) -> list[str]:

@@ -63,9 +63,9 @@ class Producer:
     idempotent, also when the outcome is unknown (no answer after sending, 504
     ``forward_outcome_unknown`` or ``replication_timeout``, a leader change while it waited).
     An idempotent batch still unanswered after ``HEDGE_AFTER_S`` has the metadata read again,
-    each period: when it names another leader (the one asked may be paused or cut off, and waits
-    out the call's timeout), a copy goes there as well, and the first success answers (the
-    broker stores the batch once). Not
+    each period, asking the nodes it was sent to last: when it names another leader (the one
+    asked may be paused or cut off, and waits out the call's timeout), a copy goes there as well,
+    and the first success answers (the broker stores the batch once). Not
     idempotent, a batch whose request was sent and then timed out or lost its connection is never
     sent again: it may have been stored and a resend could store it twice; its futures fail with
     the error (status 0) and the caller decides.
@@ -207,7 +207,8 @@ class Producer:
                     failure = error
                 if done or len(copies) >= COPIES_MAX:
                     continue
-                leader = await self.client.leader_url(topic, partition, refresh=True)
+                leader = await self.client.leader_url(topic, partition, refresh=True,
+                                                      silent=[url for url in sent_to if url is not None])
                 if leader is not None and leader not in sent_to:
                     sent_to.add(leader)
                     copies.add(asyncio.ensure_future(self.client.produce_batch(topic, partition, batch,

@@ -11,6 +11,7 @@ from logbroker.client.metadata import (
     DOWN_S,
     FAILED_LOOKUP_AGE_S,
     NO_LEADER,
+    SILENT_S,
     TOPICS_MAX,
     MetadataCache,
     Node,
@@ -123,6 +124,22 @@ def test_a_node_that_failed_to_connect_is_tried_last_for_a_while():
     cache.mark_down(B, 3.0)
     cache.mark_up(A)
     assert cache.candidates(3.0)[0] == A
+
+
+def test_a_node_that_left_a_call_unanswered_is_asked_after_the_others_until_it_answers():
+    cache = MetadataCache((A, B, C), max_age_s=30)
+    cache.set_nodes({1: Node(1, A, True), 2: Node(2, B, True), 3: Node(3, C, True)}, 0.0)
+    cache.set_topic("t", {0: 1}, 0.0)
+    cache.mark_silent(A, 1.0)
+    assert cache.candidates(1.0) == [B, C, A]
+    assert cache.candidates(1.0, cache.leader_url("t", 0, 1.0)) == [B, C, A]
+    assert cache.leader_url("t", 0, 1.0) == A, "still the leader the metadata names: a hedge compares with it"
+    cache.mark_down(C, 1.0)
+    assert cache.candidates(1.0) == [B, A, C], "silent before down: it may only be slow"
+    assert cache.candidates(1.0 + SILENT_S)[:2] == [A, B]
+    cache.mark_silent(B, 2.0)
+    cache.mark_up(B)
+    assert cache.candidates(2.0)[0] == B
 
 
 def test_urls_learned_earlier_stay_a_last_resort():
