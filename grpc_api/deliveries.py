@@ -1,5 +1,5 @@
 """A fetched slice turned into the ``Record`` messages a subscriber receives (a partition's or a
-group member's; ``BrokerApi.stream_fetch`` charged it when it was read): records that cannot be
+group member's; ``StreamDoor.fetch`` charged it when it was read): records that cannot be
 decoded are reported and skipped, so the ones around them go on (decision 0220)."""
 
 from __future__ import annotations

@@ -57,7 +57,7 @@ COMMIT_EVERY_S: Final = 1.0
 RESET: Final = "earliest"  # where a partition the group never committed starts (the HTTP stream's default)
 FORWARDED_KEY: Final = "x-logbroker-forwarded"  # on a call passed on: the id of the node that passed it
 PASS_ON_OPEN_TIMEOUT_S: Final = 30.0  # for the coordinating node to open the subscription (join included)
-Slot = Callable[[CallContext, "str | None"], contextlib.AbstractContextManager[None]]
+Slot = Callable[[CallContext, str | None], contextlib.AbstractContextManager[None]]
 
 
 @dataclasses.dataclass(slots=True)
@@ -76,8 +76,8 @@ class _Membership:
 class GroupSubscriptions:
     def __init__(self, node: Node, front_door: BrokerApi, slot: Slot, *, fetch_bytes: int,
                  quota_pause_max_s: float) -> None:
-        """``slot(principal, limits)``: a node subscription slot and one of the caller's streams;
-        reads go through ``front_door`` (``stream_fetch``), which charges them."""
+        """``slot(ctx, counted_as)``: a node subscription slot and one of the caller's streams;
+        reads go through ``front_door.streams`` (``StreamDoor.fetch``), which charges them."""
         self.node = node
         self._front_door = front_door
         self._slot = slot
@@ -134,7 +134,7 @@ class GroupSubscriptions:
 
         front_door, streams = self._front_door, self._front_door.streams
         positions = await streams.member_positions(CallContext(principal, limits), member.group,
-                                                      view["assignment"], {}, RESET)
+                                                   view["assignment"], {}, RESET)
         while True:
             topics = set(view["assignment"])
             if topics - checked_topics or time.monotonic() - checked_at >= node.config.access_recheck_ms / 1000:
@@ -152,7 +152,7 @@ class GroupSubscriptions:
                 sent = False
                 for (topic, partition), offset in list(positions.items()):
                     result = await streams.fetch(ctx, topic, partition, offset,
-                                                           max_bytes=self._fetch_bytes, wait_ms=0, rack=rack)
+                                                 max_bytes=self._fetch_bytes, wait_ms=0, rack=rack)
                     if not result.data:
                         continue
                     batch = delivered(node, topic, partition, offset, result)
@@ -165,7 +165,7 @@ class GroupSubscriptions:
                         await self._commit(member)
                 if not sent:
                     await streams.wait(ctx, [(t, p, o) for (t, p), o in positions.items()],
-                                                 min(view["heartbeat_interval_ms"], node.config.access_recheck_ms))
+                                       min(view["heartbeat_interval_ms"], node.config.access_recheck_ms))
             view = await front_door.group_heartbeat(ctx, member.group, member.member_id)
 
     async def _recheck(self, context: Any, group: str, topics: set[str], caller: Caller) -> Caller:

@@ -4,8 +4,9 @@ Every call comes through ``grpc_api.gate``, which authenticated the ``authorizat
 HTTP does (``AuthService``) before the request arrived; here it is handed to the broker's front
 door (``logbroker.api.BrokerApi``, decision 0373) with the caller and the call's deadline: Publish
 is one ``publish`` (first use, authorization, quota, acks, the node's produce, the charge), and a
-partition subscription authorizes through it when it opens and at each recheck, waits out the
-caller's quota debt and reads through ``stream_fetch``, which charges what it read. The node
+partition subscription authorizes through it when it opens and at each recheck, holds its slot,
+waits out the caller's quota debt and reads through its ``streams`` (``StreamDoor.fetch``, which
+charges what it read). The node
 forwards to the partition's leader, so any node answers.
 
 Subscribe follows the tail with one bounded long-poll at a time and sends the next records only
@@ -147,7 +148,7 @@ class BrokerService:
                     await asyncio.sleep(min(delay, QUOTA_PAUSE_MAX_S))
                     continue
                 result = await front_door.streams.fetch(ctx, topic, partition, offset, max_bytes=FETCH_BYTES,
-                                                       wait_ms=WAIT_MS, rack=rack)
+                                                        wait_ms=WAIT_MS, rack=rack)
                 if not result.data:
                     continue
                 batch = delivered(node, topic, partition, offset, result)

@@ -73,7 +73,7 @@ PIPELINED_BYTES_MAX: Final = 64 * 1024  # a larger message is answered before th
 async def produce_stream(request: web.Request) -> web.StreamResponse:
     topic, partition = path_topic(request), path_partition(request)
     acks = await request.app[FRONT_DOOR].streams.open_write(call_context(request), topic, partition,
-                                                           request.query.get("acks", "1"))  # 404 before the upgrade
+                                                            request.query.get("acks", "1"))  # 404 before the upgrade
     socket = web.WebSocketResponse(max_msg_size=request.app[NODE].config.request_body_bytes_max,
                                    heartbeat=HEARTBEAT_S)
     accept = upgrade_opener(request, socket, "produce")

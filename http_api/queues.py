@@ -61,7 +61,7 @@ async def send(request: web.Request) -> web.Response:
 
 
 class _Messages:
-    """A send's body for the front door (``logbroker.api.QueuePayload``): JSON or msgpack records."""
+    """A send's body for the front door (``logbroker.api_types.QueuePayload``): JSON or msgpack records."""
 
     def __init__(self, request: web.Request) -> None:
         self.request = request

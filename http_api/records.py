@@ -89,7 +89,7 @@ async def produce(request: web.Request) -> web.Response:
 
 
 class _Body:
-    """A produce request's body for the front door (``logbroker.api.Payload``): JSON or msgpack
+    """A produce request's body for the front door (``logbroker.api_types.Payload``): JSON or msgpack
     records, or one prebuilt batch for the ``partition`` query parameter, read when decoded."""
 
     def __init__(self, request: web.Request) -> None:

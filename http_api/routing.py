@@ -12,7 +12,7 @@ the node says so). ``quota`` names the byte-rate quota a route is charged to.
 ``front_door`` names the ``logbroker.api`` operation a route calls (decision 0373): the broker's
 front door then authorizes, checks the quota and charges it, and the auth middleware only
 authenticates the caller. Its declared access and quota must be the ones the operation applies
-(``logbroker.api.declared_access``), so the table and the OpenAPI document still say what it needs.
+(``logbroker.api_types.declared_access``), so the table and the OpenAPI document still say what it needs.
 
 Every route also has one tag (the section of the API explorer it is listed under), taken from its
 path by ``TAG_PATHS`` unless it names one; a route whose tag is not in ``TAGS`` cannot be registered.

@@ -242,7 +242,7 @@ async def _member_loop(request: web.Request, response: web.StreamResponse, group
         sent = False
         for (topic, p), offset in positions.items():
             result = await front_door.streams.read(ctx, topic, p, offset, max_bytes=STREAM_READ_BYTES, wait_ms=0,
-                                                  rack=rack)
+                                                   rack=rack)
             if result.data:
                 await _write_records(request, ctx, response, result, offset, topic, p, force_base64, named=True)
                 positions[(topic, p)] = result.next_offset
@@ -250,5 +250,5 @@ async def _member_loop(request: web.Request, response: web.StreamResponse, group
         if not sent:
             await response.write(b": keep-alive\n\n")
             await front_door.streams.wait(ctx, [(t, p, o) for (t, p), o in positions.items()],
-                                         min(view["heartbeat_interval_ms"], recheck_ms))
+                                          min(view["heartbeat_interval_ms"], recheck_ms))
         view = await front_door.group_heartbeat(ctx, group, member)

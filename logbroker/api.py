@@ -82,14 +82,13 @@ from logbroker.auth.quotas import QuotaKind
 from logbroker.auth.usage import check_limit, check_member_limit
 from logbroker.errors import ANY_ERROR
 from logbroker.groups.group import STANDALONE
-from logbroker.groups.group import Caller as MemberCaller
 from logbroker.groups.requests import CommitRequest, JoinRequest, group_name, member_id
 from logbroker.metering.ledger import OTHER
 from logbroker.ownership import creation_cost, growth_cost, holdings
 from logbroker.producer_ids import check_writer
 from logbroker.queues.requests import ReceiveRequest, parse_receipts, parse_receive
 from logbroker.routing import while_groups_start
-from logbroker.stream_door import StreamDoor
+from logbroker.stream_door import StreamDoor, member_caller
 
 if TYPE_CHECKING:
     from logbroker.groups.coordinator import GroupCoordinator
@@ -104,7 +103,7 @@ class BrokerApi:
         self.node = node
         self._clock = clock
         self.streams = StreamDoor(node, authorize=self.authorize, list_offsets=self.list_offsets, charge=self._charge,
-                                  coordinator=self._groups)
+                                  groups=self._groups)
 
     async def publish(self, ctx: CallContext, topic: str, payload: Payload, acks: str, *,
                       idempotency_key: str | None = None) -> Published:
@@ -412,17 +411,17 @@ class BrokerApi:
             check_member_limit(ctx.principal, ctx.limits, groups.members_of(ctx.principal.name))
         await node.group_access.claim(ctx.principal, group, ctx.limits)
         groups = await self._groups()  # again after the claim's await: the coordinator may have moved meanwhile
-        return await groups.join(group, join, ctx.principal.name, _member_caller(ctx))
+        return await groups.join(group, join, ctx.principal.name, member_caller(ctx))
 
     async def group_heartbeat(self, ctx: CallContext, group: str, member: str) -> dict[str, Any]:
         """A member's heartbeat: its generation and assignment."""
         group = await self.authorize_group(ctx, group, GROUP_OPERATIONS["group_heartbeat"])
-        return await (await self._groups()).heartbeat(group, member_id(member), _member_caller(ctx))
+        return await (await self._groups()).heartbeat(group, member_id(member), member_caller(ctx))
 
     async def group_leave(self, ctx: CallContext, group: str, member: str) -> None:
         """A member leaves (a new generation)."""
         group = await self.authorize_group(ctx, group, GROUP_OPERATIONS["group_leave"])
-        await (await self._groups()).leave(group, member_id(member), _member_caller(ctx))
+        await (await self._groups()).leave(group, member_id(member), member_caller(ctx))
 
     async def group_commit(self, ctx: CallContext, group: str,
                            request: Callable[[], Awaitable[CommitRequest]]) -> dict[str, Any]:
@@ -435,7 +434,7 @@ class BrokerApi:
         await self.authorize_each(ctx, (topic for topic, _, _ in commit.offsets), "read")
         if commit.member_id == STANDALONE:
             await node.group_access.claim(ctx.principal, group, ctx.limits)
-        return await (await self._groups()).commit(group, commit, _member_caller(ctx))
+        return await (await self._groups()).commit(group, commit, member_caller(ctx))
 
     async def _groups(self) -> GroupCoordinator:
         """This node's group coordinator, waited for (bounded) while it is loading the groups it
@@ -493,10 +492,6 @@ class BrokerApi:
         ledger with names."""
         return metered_topic(self.node, topic)
 
-
-def _member_caller(ctx: CallContext) -> MemberCaller:
-    """The caller as the group coordinator checks it against a member's owner."""
-    return MemberCaller(ctx.principal.name, ctx.principal.is_admin)
 
 
 def _asked_partitions(body: object) -> int:

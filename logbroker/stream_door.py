@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable, Iterable, Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from coordinator.models import validate_name
 from logbroker.api_types import OPERATIONS, Acks, CallContext, Payload, Prebuilt, check_acks
@@ -28,6 +28,7 @@ from logbroker.auth.permissions import Action
 from logbroker.auth.quotas import QuotaKind
 from logbroker.batch_limits import CheckedBatch
 from logbroker.errors import InvalidRequestError
+from logbroker.groups.group import STANDALONE
 from logbroker.groups.group import Caller as MemberCaller
 from logbroker.groups.positions import start_positions
 from logbroker.groups.requests import CommitRequest
@@ -40,19 +41,26 @@ if TYPE_CHECKING:
 
 Authorize = Callable[[CallContext, str, Action], Awaitable[None]]
 ListOffsets = Callable[[CallContext, str, int, str], Awaitable[dict[str, int | None]]]
-Charge = Callable[..., None]  # BrokerApi's one charge: (ctx, kind, size_bytes, topic, records, *, requests)
-Coordinator = Callable[[], Awaitable["GroupCoordinator"]]
+GroupsOf = Callable[[], Awaitable["GroupCoordinator"]]
+
+
+class Charge(Protocol):
+    """``BrokerApi``'s one charge of a caller's quota and usage."""
+
+    def __call__(self, ctx: CallContext, kind: QuotaKind, size_bytes: int, topic: str, records: int, *,
+                 requests: int) -> None: ...
 
 
 class StreamDoor:
     def __init__(self, node: Node, *, authorize: Authorize, list_offsets: ListOffsets, charge: Charge,
-                 coordinator: Coordinator) -> None:
-        """The front door's own checks, lookups and charge, as ``BrokerApi`` passes them."""
+                 groups: GroupsOf) -> None:
+        """The front door's own checks, lookups and charge, as ``BrokerApi`` passes them;
+        ``groups``: this node's group coordinator, waited for while it loads."""
         self.node = node
         self._authorize = authorize
         self._list_offsets = list_offsets
         self._charge = charge
-        self._coordinator = coordinator
+        self._groups = groups
 
     @contextlib.contextmanager
     def held(self, ctx: CallContext, counted_as: str | None) -> Iterator[None]:
@@ -81,7 +89,7 @@ class StreamDoor:
         """Where a member stream reads next in each partition of ``assignment``: where it was
         (``kept``), else the group's committed offset, else the partition's ``reset`` offset
         (earliest, latest)."""
-        groups = await self._coordinator()
+        groups = await self._groups()
 
         def committed(topic: str, partition: int) -> int | None:
             return groups.committed(group, topic, partition)
@@ -118,14 +126,17 @@ class StreamDoor:
     async def commit_delivered(self, ctx: CallContext, group: str, commit: CommitRequest) -> None:
         """Commit what a member stream delivered. Not authorized again: what the caller was sent
         while allowed is theirs to commit, also when the stream ends because they lost access
-        (else the next member would get it again); the coordinator checks the member is theirs."""
-        await (await self._coordinator()).commit(group, commit, _member_caller(ctx))
+        (else the next member would get it again); the coordinator checks the member is theirs.
+        Never a commit without a member, which would claim the group unchecked."""
+        if commit.member_id == STANDALONE:
+            raise InvalidRequestError("a stream commits for its member")
+        await (await self._groups()).commit(group, commit, member_caller(ctx))
 
     async def leave(self, ctx: CallContext, group: str, member: str) -> None:
         """A member stream's member leaves as its stream ends: not authorized again, so a caller
         who lost read on the group still takes their member out at once (the coordinator checks
         it is theirs)."""
-        await (await self._coordinator()).leave(group, member, _member_caller(ctx))
+        await (await self._groups()).leave(group, member, member_caller(ctx))
 
     # ---- writing ------------------------------------------------------------------------------
 
@@ -161,6 +172,6 @@ class StreamDoor:
         return offsets, checked
 
 
-def _member_caller(ctx: CallContext) -> MemberCaller:
+def member_caller(ctx: CallContext) -> MemberCaller:
     """The caller as the group coordinator checks it against a member's owner."""
     return MemberCaller(ctx.principal.name, ctx.principal.is_admin)

@@ -170,6 +170,8 @@ class Client(GroupQueueCalls):
             try:
                 result = await call(url)
             except LogBrokerError as exc:
+                if exc.status != 0:  # it answered: not silent, whatever it said
+                    self._metadata.mark_answered(url)
                 decision = decide(exc, attempt, self.retry, idempotent=idempotent, jitter=random.random())
                 if not decision.retry:
                     raise
@@ -253,6 +255,8 @@ class Client(GroupQueueCalls):
                     try:
                         _, _, body = task.result()
                     except LogBrokerError as exc:
+                        if exc.status != 0:
+                            self._metadata.mark_answered(url)
                         if 0 < exc.status < 500:
                             return None  # the same answer everywhere (no such topic, not allowed)
                         if exc.status == 0:
@@ -423,18 +427,26 @@ class Client(GroupQueueCalls):
         result = await self._json("POST", "/v1/producers", idempotent=True)
         return int(result["producer_id"]), int(result["producer_epoch"])
 
-    async def leader_url(self, topic: str, partition: int, *, refresh: bool = False,
-                         silent: Iterable[str] = ()) -> str | None:
-        """Where the partition's calls go: its leader as the metadata last named it (None: not
-        known). ``refresh``: read the nodes and the topic's leaders again first (one read for all
-        callers waiting on it), asking the nodes that left a call unanswered (``silent``) last."""
-        now = time.monotonic()
-        for url in silent:
-            self._metadata.mark_silent(url, now)
+    async def leader_url(self, topic: str, partition: int, *, refresh: bool = False) -> str | None:
+        """The partition's leader as the metadata last named it (None: not known). ``refresh``:
+        read the nodes and the topic's leaders again first (one read for all callers waiting on
+        it)."""
         if refresh:
             self._metadata.invalidate(topic)
             await self._lookup(topic)
         return self._metadata.leader_url(topic, partition, time.monotonic())
+
+    async def target_url(self, topic: str, partition: int) -> str:
+        """Where a call to the partition goes now (``produce_batch``'s node): its leader when
+        known and reachable, else the best other node."""
+        return await self._target((topic, partition))
+
+    def mark_silent(self, urls: Iterable[str]) -> None:
+        """Calls to ``urls`` have gone unanswered for long (a producer's hedge): metadata reads and
+        calls without a known leader ask the other nodes first for a while, or until they answer."""
+        now = time.monotonic()
+        for url in urls:
+            self._metadata.mark_silent(url, now)
 
     async def produce_batch(self, topic: str, partition: int, batch: bytes, *, acks: str = "1") -> int:
         """Send one prebuilt batch to the partition's leader; returns its base offset. Sent again

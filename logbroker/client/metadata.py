@@ -198,9 +198,14 @@ class MetadataCache:
         self._down.pop(url, None)
         self._silent.pop(url, None)
 
+    def mark_answered(self, url: str) -> None:
+        """``url`` answered, even if with an error: not silent (still down if it refused a
+        connection before)."""
+        self._silent.pop(url, None)
+
     def mark_silent(self, url: str, now: float) -> None:
         """A call to ``url`` has gone unanswered for long: ask the other nodes first (metadata
-        reads, calls without a leader) for ``SILENT_S``, or until it answers."""
+        reads, calls without a leader) for ``SILENT_S`` from the last mark, or until it answers."""
         self._silent.pop(url, None)
         if len(self._silent) >= DOWN_MAX:
             del self._silent[next(iter(self._silent))]
@@ -243,16 +248,19 @@ class MetadataCache:
         """The URLs to try, best first: ``first`` (a leader), then the bootstrap URLs, the live
         nodes' URLs and the URLs learned earlier (but not of nodes now known dead); those that
         have not failed lately before those that have (the one that failed longest ago first),
-        and those that left a call unanswered lately (``mark_silent``) between the two, so that a
-        call always has somewhere to go."""
+        so that a call always has somewhere to go. Among the others than ``first``, those that
+        left a call unanswered lately (``mark_silent``) come after the rest of the reachable ones:
+        a call to a known leader still goes to it, a metadata read asks the others first."""
         dead = {n.http_url for n in self._nodes.values() if not n.alive}
         live = _unique([*([first] if first else []), *self.bootstrap,
                         *(n.http_url for n in self._nodes.values() if n.alive and n.http_url),
                         *(url for url in reversed(self._learned) if url not in dead)])
         up = [url for url in live if not self.is_down(url, now)]
         down = sorted((url for url in live if self.is_down(url, now)), key=lambda url: self._down[url])
-        return [url for url in up if not self.is_silent(url, now)] + \
-            [url for url in up if self.is_silent(url, now)] + down
+        head = [first] if first is not None and up and up[0] == first else []
+        rest = up[len(head):]
+        return head + [url for url in rest if not self.is_silent(url, now)] + \
+            [url for url in rest if self.is_silent(url, now)] + down
 
 
 def _unique(urls: Iterable[str | None]) -> list[str]:

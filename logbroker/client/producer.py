@@ -191,7 +191,7 @@ class Producer:
         when another leader is named, send a copy there too (at most ``COPIES_MAX`` in flight).
         The first success answers and the other copies are given up; when every copy failed, the
         last error is raised."""
-        sent_to = {await self.client.leader_url(topic, partition)}
+        sent_to = {await self.client.target_url(topic, partition)}
         copies = {asyncio.ensure_future(self.client.produce_batch(topic, partition, batch, acks=self.acks))}
         failure: LogBrokerError | None = None
         try:
@@ -207,8 +207,8 @@ class Producer:
                     failure = error
                 if done or len(copies) >= COPIES_MAX:
                     continue
-                leader = await self.client.leader_url(topic, partition, refresh=True,
-                                                      silent=[url for url in sent_to if url is not None])
+                self.client.mark_silent(sent_to)  # the metadata read asks the others first
+                leader = await self.client.leader_url(topic, partition, refresh=True)
                 if leader is not None and leader not in sent_to:
                     sent_to.add(leader)
                     copies.add(asyncio.ensure_future(self.client.produce_batch(topic, partition, batch,

@@ -131,15 +131,18 @@ def test_a_node_that_left_a_call_unanswered_is_asked_after_the_others_until_it_a
     cache.set_nodes({1: Node(1, A, True), 2: Node(2, B, True), 3: Node(3, C, True)}, 0.0)
     cache.set_topic("t", {0: 1}, 0.0)
     cache.mark_silent(A, 1.0)
-    assert cache.candidates(1.0) == [B, C, A]
-    assert cache.candidates(1.0, cache.leader_url("t", 0, 1.0)) == [B, C, A]
+    assert cache.candidates(1.0) == [B, C, A], "a metadata read asks the others first"
     assert cache.leader_url("t", 0, 1.0) == A, "still the leader the metadata names: a hedge compares with it"
+    assert cache.candidates(1.0, A) == [A, B, C], "a call to a known leader still goes to it"
     cache.mark_down(C, 1.0)
     assert cache.candidates(1.0) == [B, A, C], "silent before down: it may only be slow"
     assert cache.candidates(1.0 + SILENT_S)[:2] == [A, B]
     cache.mark_silent(B, 2.0)
     cache.mark_up(B)
     assert cache.candidates(2.0)[0] == B
+    cache.mark_silent(A, 3.0)
+    cache.mark_answered(A)  # an error answer is an answer
+    assert cache.candidates(3.0)[0] == A
 
 
 def test_urls_learned_earlier_stay_a_last_resort():
